@@ -1,0 +1,59 @@
+/* cuptrace public C API, and the one list of every CUPTRACE_* environment variable.
+ *
+ * Two ways in:
+ *  - No code change: `cuptrace record -o run.pftrace -- ./app` sets CUDA_INJECTION64_PATH to
+ *    libcuptrace.so and the variables below; the CUDA driver loads the library at cuInit and
+ *    tracing runs from then until exit (or SIGINT/SIGTERM).
+ *  - Linking libcuptrace.so: call cuptrace_start() before the work to trace (ideally before the
+ *    first CUDA call), cuptrace_stop() when done. Don't also set CUDA_INJECTION64_PATH.
+ *
+ * Environment variables (read once, when tracing starts; `cuptrace record` sets them from its
+ * options):
+ *   CUPTRACE_OUTPUT       output path; %p = pid, %h = host name, %% = '%'. Default
+ *                         "cuptrace-%p.pftrace". The extension picks the format unless
+ *                         CUPTRACE_FORMAT says otherwise: .pftrace (Perfetto, zlib chunks),
+ *                         .pftrace.gz, .json, .json.gz (Chrome JSON), .cupti (raw capture).
+ *   CUPTRACE_FORMAT       perfetto | chrome | capture
+ *   CUPTRACE_COMPRESS     chunks | gzip | none (default: from the extension)
+ *   CUPTRACE_BUFFER_SIZE  bytes per CUPTI activity buffer (default 4194304)
+ *   CUPTRACE_QUEUE        completed buffers waiting for the writer before cuptrace drops one
+ *                         (default 64; a dropped buffer's records are counted in the trace)
+ *   CUPTRACE_FLUSH_MS     how often records are pulled from CUPTI and written (default 1000)
+ *   CUPTRACE_DRIVER       all | user (default user: driver calls the application made itself;
+ *                         the CUDA runtime's own initialization and lookup noise is left out)
+ *   CUPTRACE_SUMMARY      1 (default) prints the end-of-run summary on stderr; 0 silences it
+ *   CUPTRACE_LOG          error | warn (default) | info | debug
+ *   CUPTRACE_CMDLINE      the traced command line, as `cuptrace record` saw it (metadata)
+ *   CUPTRACE_SIGNALS      1 (default): finish the trace on SIGINT/SIGTERM, then die of the signal
+ *                         as the program would have; 0: leave signal handling alone
+ *
+ * Threading: all functions are thread-safe and idempotent. Ownership: the library owns every
+ * buffer and thread it creates and releases them in cuptrace_stop() (or at exit). */
+#ifndef CUPTRACE_H
+#define CUPTRACE_H
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define CUPTRACE_API __attribute__((visibility("default")))
+
+/* Starts tracing into `path` (NULL: CUPTRACE_OUTPUT or its default). Returns 0, -EALREADY if
+ * tracing is already running (for instance through injection), or a negative errno; a message
+ * goes to stderr. Options come from the environment variables above. */
+CUPTRACE_API int cuptrace_start(const char *path);
+
+/* Pulls every completed record out of CUPTI and writes it; returns when it is in the file.
+ * Does not synchronize the GPU: call cudaDeviceSynchronize() first for work still running. */
+CUPTRACE_API int cuptrace_flush(void);
+
+/* Flushes, finishes the file, prints the summary (unless CUPTRACE_SUMMARY=0) and stops
+ * tracing. Returns 0 or the first error seen while writing. Tracing cannot be restarted in
+ * the same process (CUPTI 13.0 reuses correlation ids wrongly after a restart). */
+CUPTRACE_API int cuptrace_stop(void);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

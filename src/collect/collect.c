@@ -1,0 +1,839 @@
+/* The tracing session inside the traced process (see collect.h).
+ *
+ * Threads: CUPTI calls buffer_requested on application threads and buffer_completed on its own
+ * worker thread; both only allocate or enqueue and return at once. One writer thread owns the
+ * converter, the sink (or the capture writer) and everything they allocate. One flush thread
+ * asks CUPTI for completed records every CUPTRACE_FLUSH_MS and turns SIGINT/SIGTERM into an
+ * orderly finish. Finalization runs exactly once, in the process that started the session
+ * (a forked child inherits the atexit handler but must not touch CUPTI: it would hang). */
+#define _GNU_SOURCE
+#include "collect/collect.h"
+
+#include <dlfcn.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
+#include <sys/utsname.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cupti.h>
+
+#include "collect/queue.h"
+#include "common/log.h"
+#include "common/util.h"
+#include "convert/capture.h"
+#include "convert/convert.h"
+#include "format/formats.h"
+
+#ifndef CUPTRACE_VERSION
+#define CUPTRACE_VERSION "0.1.0"
+#endif
+
+/* Activity kinds recorded. CONCURRENT_KERNEL (not KERNEL, which serializes the GPU). DEVICE
+ * and CONTEXT name the GPU tracks; the rest are the timeline. */
+static const CUpti_ActivityKind kinds[] = {
+	CUPTI_ACTIVITY_KIND_DEVICE,       CUPTI_ACTIVITY_KIND_CONTEXT,
+	CUPTI_ACTIVITY_KIND_RUNTIME,      CUPTI_ACTIVITY_KIND_DRIVER,
+	CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL, CUPTI_ACTIVITY_KIND_MEMCPY,
+	CUPTI_ACTIVITY_KIND_MEMCPY2,      CUPTI_ACTIVITY_KIND_MEMSET,
+	CUPTI_ACTIVITY_KIND_SYNCHRONIZATION, CUPTI_ACTIVITY_KIND_STREAM,
+	CUPTI_ACTIVITY_KIND_NAME,         CUPTI_ACTIVITY_KIND_MARKER,
+	CUPTI_ACTIVITY_KIND_MARKER_DATA,  CUPTI_ACTIVITY_KIND_MEMORY2,
+	CUPTI_ACTIVITY_KIND_MEMORY_POOL,  CUPTI_ACTIVITY_KIND_OVERHEAD,
+	CUPTI_ACTIVITY_KIND_CUDA_EVENT,
+};
+
+enum { ST_IDLE, ST_RUNNING, ST_STOPPING, ST_DONE };
+
+static struct session {
+	pthread_mutex_t lock; /* serializes start/stop */
+	atomic_int state;
+	pid_t pid;
+	char *path;
+	int capture;
+	size_t buffer_size;
+	int flush_ms;
+	int summary;
+	int driver_all;
+	int64_t start_boot, start_real;
+	int64_t t_finish_start;
+
+	struct cuptrace_queue queue;
+	pthread_t writer, flusher;
+	int have_writer, have_flusher;
+	int sigpipe[2];
+	atomic_int stop_flusher;
+	int dying_signal;
+
+	/* Counters shared with CUPTI's threads. */
+	atomic_ullong buffers, buffers_dropped, records_dropped, cupti_dropped;
+
+	/* Owned by the writer thread. */
+	struct cuptrace_sink *sink;
+	struct cuptrace_converter *conv;
+	struct cuptrace_capture_writer *cap;
+	struct cuptrace_u64map tids;
+	const CUpti_Activity **recs;
+	uint32_t *sizes;
+	size_t rec_cap;
+	uint64_t records, kind_counts[CUPTI_ACTIVITY_KIND_COUNT];
+	uint64_t last_cupti_dropped, last_cuptrace_dropped;
+	int write_err;
+	uint64_t bytes_written;
+
+	CUpti_SubscriberHandle subscriber;
+	int atexit_done;
+	struct sigaction old_int, old_term;
+	int handlers_installed[2];
+} S = {.lock = PTHREAD_MUTEX_INITIALIZER, .sigpipe = {-1, -1}};
+
+static void CUPTIAPI noop_callback(void *ud, CUpti_CallbackDomain d, CUpti_CallbackId id,
+				   const void *data)
+{
+}
+
+static uint64_t CUPTIAPI boottime_now(void)
+{
+	/* Perfetto's default trace clock; unlike CUPTI's default (REALTIME), NTP cannot step it. */
+	return (uint64_t)cuptrace_now_ns(CLOCK_BOOTTIME);
+}
+
+static const char *cupti_err(CUptiResult r)
+{
+	const char *s = NULL;
+	if (cuptiGetResultString(r, &s) != CUPTI_SUCCESS || !s)
+		s = "unknown CUPTI error";
+	return s;
+}
+
+static size_t env_size(const char *name, size_t def, size_t min, size_t max)
+{
+	const char *v = getenv(name);
+	if (!v || !*v)
+		return def;
+	char *end;
+	unsigned long long x = strtoull(v, &end, 10);
+	if (*end || x < min || x > max) {
+		cuptrace_warn("ignoring %s=%s (expected a number from %zu to %zu)", name, v, min, max);
+		return def;
+	}
+	return (size_t)x;
+}
+
+/* ---- CUPTI buffer callbacks (application and CUPTI threads: no blocking, no CUPTI flush) ---- */
+
+/* Names of threads seen asking for buffers. With per-thread buffers CUPTI asks on the
+ * application thread itself, so a short-lived thread is named while it is alive; the writer
+ * reads /proc later only for threads not found here. */
+#define NAMED_MAX 1024
+static struct {
+	pthread_mutex_t lock;
+	int64_t tid[NAMED_MAX];
+	char name[NAMED_MAX][16];
+	size_t n;
+} named = {.lock = PTHREAD_MUTEX_INITIALIZER};
+
+static void remember_thread_name(void)
+{
+	int64_t tid = (int64_t)syscall(SYS_gettid);
+	char nm[16] = "";
+	if (prctl(PR_GET_NAME, nm, 0, 0, 0))
+		return;
+	pthread_mutex_lock(&named.lock);
+	size_t i;
+	for (i = 0; i < named.n && named.tid[i] != tid; i++)
+		;
+	if (i < NAMED_MAX) {
+		named.tid[i] = tid;
+		memcpy(named.name[i], nm, sizeof(nm));
+		if (i == named.n)
+			named.n++;
+	}
+	pthread_mutex_unlock(&named.lock);
+}
+
+static int lookup_thread_name(int64_t tid, char *out, size_t n)
+{
+	int found = 0;
+	pthread_mutex_lock(&named.lock);
+	for (size_t i = 0; i < named.n; i++)
+		if (named.tid[i] == tid) {
+			snprintf(out, n, "%s", named.name[i]);
+			found = 1;
+			break;
+		}
+	pthread_mutex_unlock(&named.lock);
+	return found;
+}
+
+static void CUPTIAPI buffer_requested(uint8_t **buffer, size_t *size, size_t *max_records)
+{
+	remember_thread_name();
+	/* calloc of a large block is fresh mmap'd memory: already zero, so CUPTI need not clear
+	 * it on the application thread (ZEROED_OUT_ACTIVITY_BUFFER is set). */
+	*buffer = calloc(1, S.buffer_size);
+	*size = *buffer ? S.buffer_size : 0;
+	*max_records = 0;
+}
+
+static void CUPTIAPI buffer_completed(CUcontext ctx, uint32_t stream, uint8_t *buffer, size_t size,
+				      size_t valid)
+{
+	size_t dropped = 0;
+	if (cuptiActivityGetNumDroppedRecords(NULL, 0, &dropped) == CUPTI_SUCCESS && dropped)
+		atomic_fetch_add(&S.cupti_dropped, dropped);
+	if (!valid || atomic_load(&S.state) == ST_DONE) {
+		free(buffer);
+		return;
+	}
+	atomic_fetch_add(&S.buffers, 1);
+	struct cuptrace_qitem it = {buffer, valid};
+	if (cuptrace_queue_push(&S.queue, it) == 0)
+		return;
+	/* The writer is behind: drop this buffer, but count what was in it. */
+	uint64_t n = 0;
+	CUpti_Activity *r = NULL;
+	while (cuptiActivityGetNextRecord(buffer, valid, &r) == CUPTI_SUCCESS)
+		n++;
+	atomic_fetch_add(&S.buffers_dropped, 1);
+	atomic_fetch_add(&S.records_dropped, n);
+	free(buffer);
+}
+
+/* ---- writer thread ---- */
+
+static void read_comm(const char *path, char *out, size_t n)
+{
+	snprintf(out, n, "?");
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return;
+	ssize_t k = read(fd, out, n - 1);
+	close(fd);
+	if (k <= 0) {
+		snprintf(out, n, "?");
+		return;
+	}
+	out[k] = 0;
+	char *nl = strchr(out, '\n');
+	if (nl)
+		*nl = 0;
+}
+
+static void note_thread(int64_t tid)
+{
+	int created;
+	if (!tid || !cuptrace_u64map_put(&S.tids, (uint64_t)tid, &created) || !created)
+		return;
+	char path[64], name[64];
+	/* /proc first: it has the current name; the remembered one if the thread is gone. */
+	snprintf(path, sizeof(path), "/proc/%d/task/%lld/comm", (int)S.pid, (long long)tid);
+	read_comm(path, name, sizeof(name));
+	if (!strcmp(name, "?"))
+		lookup_thread_name(tid, name, sizeof(name));
+	if (!strcmp(name, "?"))
+		snprintf(name, sizeof(name), "thread %lld", (long long)tid);
+	if (S.cap)
+		cuptrace_capture_thread(S.cap, tid, name);
+	else if (S.conv)
+		cuptrace_converter_thread_name(S.conv, tid, name);
+}
+
+static int64_t record_tid(const CUpti_Activity *r)
+{
+	switch (r->kind) {
+	case CUPTI_ACTIVITY_KIND_RUNTIME:
+	case CUPTI_ACTIVITY_KIND_DRIVER:
+	case CUPTI_ACTIVITY_KIND_INTERNAL_LAUNCH_API:
+		return ((const CUpti_ActivityAPI *)r)->threadId;
+	case CUPTI_ACTIVITY_KIND_MARKER: {
+		const CUpti_ActivityMarker2 *m = (const CUpti_ActivityMarker2 *)r;
+		return m->objectKind == CUPTI_ACTIVITY_OBJECT_THREAD ? m->objectId.pt.threadId : 0;
+	}
+	default:
+		return 0;
+	}
+}
+
+static void handle_buffer(uint8_t *buf, size_t valid)
+{
+	size_t n = 0;
+	CUpti_Activity *r = NULL;
+	while (cuptiActivityGetNextRecord(buf, valid, &r) == CUPTI_SUCCESS) {
+		if (n == S.rec_cap) {
+			size_t cap = S.rec_cap ? S.rec_cap * 2 : 65536;
+			const CUpti_Activity **nr = realloc(S.recs, cap * sizeof(*nr));
+			uint32_t *ns = nr ? realloc(S.sizes, cap * sizeof(*ns)) : NULL;
+			if (nr)
+				S.recs = nr;
+			if (!nr || !ns) {
+				atomic_fetch_add(&S.records_dropped, 1);
+				break;
+			}
+			S.sizes = ns;
+			S.rec_cap = cap;
+		}
+		S.recs[n++] = r;
+	}
+	/* A record's size is the distance to the next one; the last one runs to validSize. */
+	for (size_t i = 0; i < n; i++) {
+		const uint8_t *end = i + 1 < n ? (const uint8_t *)S.recs[i + 1] : buf + valid;
+		S.sizes[i] = (uint32_t)(end - (const uint8_t *)S.recs[i]);
+		if ((unsigned)S.recs[i]->kind < CUPTI_ACTIVITY_KIND_COUNT)
+			S.kind_counts[S.recs[i]->kind]++;
+		note_thread(record_tid(S.recs[i]));
+	}
+	S.records += n;
+	int err = 0;
+	if (S.cap)
+		err = cuptrace_capture_records(S.cap, S.recs, S.sizes, n);
+	else if (S.conv)
+		err = cuptrace_converter_add(S.conv, S.recs, n);
+	if (err && !S.write_err) {
+		S.write_err = err;
+		cuptrace_err("writing %s failed: %s; the rest of the trace is lost", S.path,
+			     strerror(-err));
+	}
+}
+
+static void report_dropped(void)
+{
+	uint64_t a = atomic_load(&S.cupti_dropped), b = atomic_load(&S.records_dropped);
+	if (a == S.last_cupti_dropped && b == S.last_cuptrace_dropped)
+		return;
+	S.last_cupti_dropped = a;
+	S.last_cuptrace_dropped = b;
+	if (S.cap)
+		cuptrace_capture_dropped(S.cap, a, b);
+	else if (S.conv)
+		cuptrace_converter_dropped(S.conv, a, b);
+}
+
+static void *writer_main(void *arg)
+{
+	for (;;) {
+		struct cuptrace_qitem it;
+		int r = cuptrace_queue_pop(&S.queue, &it, S.flush_ms > 0 ? S.flush_ms : 1000);
+		if (r < 0)
+			break;
+		if (r == 1) {
+			handle_buffer(it.buf, it.valid);
+			free(it.buf);
+			report_dropped();
+		}
+		/* Idle or not, hand buffered bytes to the file about once a flush period, so a
+		 * SIGKILL loses at most that much. */
+		if (S.cap)
+			cuptrace_capture_flush(S.cap);
+		else if (S.sink && S.sink->ops->tick)
+			S.sink->ops->tick(S.sink);
+	}
+	report_dropped();
+	return NULL;
+}
+
+/* ---- flush thread: periodic CUPTI flush, and SIGINT/SIGTERM turned into a clean finish ---- */
+
+static void finish_session(void);
+
+static void on_signal(int sig)
+{
+	/* Async-signal-safe only: put the default action back (a second signal kills at once),
+	 * and wake the flush thread, which finishes the trace and re-raises the signal. */
+	struct sigaction dfl = {.sa_handler = SIG_DFL};
+	sigaction(sig, &dfl, NULL);
+	unsigned char b = (unsigned char)sig;
+	ssize_t w = write(S.sigpipe[1], &b, 1);
+	(void)w;
+}
+
+static void *flusher_main(void *arg)
+{
+	while (!atomic_load(&S.stop_flusher)) {
+		struct pollfd p = {.fd = S.sigpipe[0], .events = POLLIN};
+		int r = poll(&p, 1, S.flush_ms > 0 ? S.flush_ms : 1000);
+		if (atomic_load(&S.stop_flusher))
+			break;
+		if (r > 0 && (p.revents & POLLIN)) {
+			unsigned char sig = 0;
+			if (read(S.sigpipe[0], &sig, 1) == 1 && sig) {
+				S.dying_signal = sig;
+				finish_session();
+				/* The handler already restored SIG_DFL: die as the program would. */
+				kill(getpid(), sig);
+				return NULL;
+			}
+		}
+		if (S.flush_ms > 0)
+			cuptiActivityFlushAll(0);
+	}
+	return NULL;
+}
+
+static void install_signal_handlers(void)
+{
+	const char *v = getenv("CUPTRACE_SIGNALS");
+	if (v && !strcmp(v, "0"))
+		return;
+	if (pipe2(S.sigpipe, O_CLOEXEC | O_NONBLOCK)) {
+		S.sigpipe[0] = S.sigpipe[1] = -1;
+		return;
+	}
+	static const int sigs[2] = {SIGINT, SIGTERM};
+	struct sigaction *olds[2] = {&S.old_int, &S.old_term};
+	for (int i = 0; i < 2; i++) {
+		/* Only where the program left the default: a program with its own handler (Python's
+		 * KeyboardInterrupt) exits through atexit, where the trace is finished anyway. */
+		if (sigaction(sigs[i], NULL, olds[i]) || olds[i]->sa_handler != SIG_DFL)
+			continue;
+		struct sigaction sa = {.sa_handler = on_signal, .sa_flags = SA_RESTART};
+		sigemptyset(&sa.sa_mask);
+		if (!sigaction(sigs[i], &sa, NULL))
+			S.handlers_installed[i] = 1;
+	}
+}
+
+static void remove_signal_handlers(void)
+{
+	static const int sigs[2] = {SIGINT, SIGTERM};
+	for (int i = 0; i < 2; i++) {
+		if (!S.handlers_installed[i])
+			continue;
+		struct sigaction cur;
+		/* Put the default back only if our handler is still the one installed. */
+		if (!sigaction(sigs[i], NULL, &cur) && cur.sa_handler == on_signal) {
+			struct sigaction dfl = {.sa_handler = SIG_DFL};
+			sigaction(sigs[i], &dfl, NULL);
+		}
+		S.handlers_installed[i] = 0;
+	}
+}
+
+/* Our threads never take the program's signals. */
+static int spawn(pthread_t *t, void *(*fn)(void *))
+{
+	sigset_t all, old;
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &old);
+	int r = pthread_create(t, NULL, fn, NULL);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	return -r;
+}
+
+/* ---- metadata ---- */
+
+static char *read_cmdline(void)
+{
+	char path[64];
+	snprintf(path, sizeof(path), "/proc/%d/cmdline", (int)getpid());
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return strdup("?");
+	char buf[8192];
+	ssize_t n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0)
+		return strdup("?");
+	for (ssize_t i = 0; i < n - 1; i++)
+		if (!buf[i])
+			buf[i] = ' ';
+	buf[n] = 0;
+	return strdup(buf);
+}
+
+struct kv {
+	char key[40];
+	char val[512];
+};
+
+static size_t collect_meta(struct kv *m, size_t max)
+{
+	size_t n = 0;
+#define ADD(k, ...)                                                                                \
+	do {                                                                                       \
+		if (n < max) {                                                                     \
+			snprintf(m[n].key, sizeof(m[n].key), "%s", k);                             \
+			snprintf(m[n].val, sizeof(m[n].val), __VA_ARGS__);                         \
+			n++;                                                                       \
+		}                                                                                  \
+	} while (0)
+	char host[256] = "?";
+	gethostname(host, sizeof(host) - 1);
+	ADD("pid", "%d", (int)S.pid);
+	char comm[64];
+	read_comm("/proc/self/comm", comm, sizeof(comm));
+	ADD("process_name", "%s", comm);
+	ADD("hostname", "%s", host);
+	char *cmd = read_cmdline();
+	ADD("cmdline", "%s", cmd ? cmd : "?");
+	free(cmd);
+	ADD("start_realtime_ns", "%lld", (long long)S.start_real);
+	ADD("start_boottime_ns", "%lld", (long long)S.start_boot);
+	time_t secs = (time_t)(S.start_real / 1000000000);
+	struct tm tm;
+	char iso[64];
+	gmtime_r(&secs, &tm);
+	strftime(iso, sizeof(iso), "%Y-%m-%dT%H:%M:%SZ", &tm);
+	ADD("start_time", "%s", iso);
+	ADD("cuptrace_version", "%s", CUPTRACE_VERSION);
+	uint32_t cv = 0;
+	if (cuptiGetVersion(&cv) == CUPTI_SUCCESS)
+		ADD("cupti_version", "%u", cv);
+	ADD("cupti_api_version_built", "%u", (unsigned)CUPTI_API_VERSION);
+	/* The driver is loaded (it is the one injecting us); ask it without linking libcuda. */
+	/* libcuda may have been opened RTLD_LOCAL (by cudart): look it up by handle. */
+	void *cu = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
+	int (*drv)(int *) = (int (*)(int *))(cu ? dlsym(cu, "cuDriverGetVersion")
+					       : dlsym(RTLD_DEFAULT, "cuDriverGetVersion"));
+	int dv = 0;
+	if (drv && drv(&dv) == 0)
+		ADD("cuda_driver_api_version", "%d.%d", dv / 1000, (dv % 1000) / 10);
+	if (cu)
+		dlclose(cu);
+	char drvline[256];
+	read_comm("/proc/driver/nvidia/version", drvline, sizeof(drvline));
+	char *k = strstr(drvline, "Kernel Module");
+	if (k) {
+		char ver[64] = "";
+		if (sscanf(k, "Kernel Module for %*s %63s", ver) == 1 ||
+		    sscanf(k, "Kernel Module %63s", ver) == 1)
+			ADD("driver_version", "%s", ver);
+	}
+	struct utsname u;
+	if (!uname(&u))
+		ADD("os", "%s %s %s", u.sysname, u.release, u.machine);
+	const char *tool_cmd = getenv("CUPTRACE_CMDLINE");
+	if (tool_cmd)
+		ADD("record_cmdline", "%s", tool_cmd);
+#undef ADD
+	return n;
+}
+
+/* ---- start / finish ---- */
+
+static int open_output(void)
+{
+	const char *fmt = getenv("CUPTRACE_FORMAT");
+	S.capture = (fmt && !strcmp(fmt, "capture")) || (!fmt && cuptrace_ends_with(S.path, ".cupti"));
+	struct kv meta[24];
+	size_t nmeta = collect_meta(meta, 24);
+	if (S.capture) {
+		S.cap = cuptrace_capture_writer_open(S.path);
+		if (!S.cap)
+			return -errno;
+		for (size_t i = 0; i < nmeta; i++)
+			cuptrace_capture_meta(S.cap, meta[i].key, meta[i].val);
+		return cuptrace_capture_flush(S.cap);
+	}
+	S.sink = cuptrace_sink_open(S.path, fmt, getenv("CUPTRACE_COMPRESS"));
+	if (!S.sink)
+		return -errno;
+	struct cuptrace_meta m[24];
+	for (size_t i = 0; i < nmeta; i++)
+		m[i] = (struct cuptrace_meta){.key = meta[i].key, .s = meta[i].val};
+	char host[256] = "?", comm[64];
+	gethostname(host, sizeof(host) - 1);
+	read_comm("/proc/self/comm", comm, sizeof(comm));
+	struct cuptrace_trace_info info = {
+		.pid = S.pid,
+		.process_name = comm,
+		.hostname = host,
+		.start_realtime_ns = S.start_real,
+		.start_boottime_ns = S.start_boot,
+		.trace_uuid_hi = cuptrace_hash64((uint64_t)S.start_real ^ ((uint64_t)S.pid << 32)),
+		.trace_uuid_lo = cuptrace_hash64((uint64_t)S.start_boot + cuptrace_hash_bytes(host, strlen(host))),
+		.meta = m,
+		.nmeta = nmeta,
+	};
+	struct cuptrace_convert_opts co = {.sz = sizeof(co), .driver_all = S.driver_all};
+	S.conv = cuptrace_converter_new(S.sink, &info, &co);
+	if (!S.conv)
+		return -ENOMEM;
+	return 0;
+}
+
+static void atexit_handler(void)
+{
+	if (getpid() != S.pid)
+		return; /* a forked child: CUPTI is not usable here (flushing hangs) */
+	finish_session();
+}
+
+static int setup_cupti(int injected)
+{
+	CUptiResult r;
+	/* Claim the single CUPTI subscriber slot: a second CUPTI client in this process (nsys,
+	 * ncu, compute-sanitizer, torch.profiler) would otherwise silently take our records. */
+	CUpti_SubscriberParams sp;
+	char old_name[CUPTI_OLD_SUBSCRIBER_NAME_MIN_LEN + 8] = "";
+	memset(&sp, 0, sizeof(sp));
+	sp.structSize = CUpti_SubscriberParams_STRUCT_SIZE;
+	sp.subscriberName = "cuptrace";
+	sp.oldSubscriberName = old_name;
+	sp.oldSubscriberSize = sizeof(old_name);
+	r = cuptiSubscribe_v2(&S.subscriber, noop_callback, NULL, &sp);
+	if (r == CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED) {
+		cuptrace_err("CUPTI is already in use by another tool in this process (%s); only one "
+			     "CUPTI client can run per process on this driver. No trace is written.",
+			     old_name[0] ? old_name : "unknown tool");
+		return -EBUSY;
+	}
+	if (r != CUPTI_SUCCESS) {
+		cuptrace_err("cannot start CUPTI: %s", cupti_err(r));
+		return -EIO;
+	}
+	cuptiSetThreadIdType(CUPTI_ACTIVITY_THREAD_ID_TYPE_SYSTEM);
+	if ((r = cuptiActivityRegisterTimestampCallback(boottime_now)) != CUPTI_SUCCESS)
+		cuptrace_warn("cannot set the CUPTI clock to BOOTTIME: %s", cupti_err(r));
+	uint8_t one = 1;
+	size_t sz = sizeof(one);
+	cuptiActivitySetAttribute(CUPTI_ACTIVITY_ATTR_ZEROED_OUT_ACTIVITY_BUFFER, &sz, &one);
+	if ((r = cuptiActivityRegisterCallbacks(buffer_requested, buffer_completed)) != CUPTI_SUCCESS) {
+		cuptrace_err("cannot register CUPTI buffer callbacks: %s", cupti_err(r));
+		return -EIO;
+	}
+	/* The start timestamp, on the clock CUPTI now uses. */
+	S.start_boot = cuptrace_now_ns(CLOCK_BOOTTIME);
+	S.start_real = cuptrace_now_ns(CLOCK_REALTIME);
+	for (size_t i = 0; i < sizeof(kinds) / sizeof(kinds[0]); i++) {
+		/* Started after CUDA initialized (C API): devices and contexts already exist and
+		 * CUPTI reports them only at creation, so ask for a dump of the existing ones. */
+		int dump = !injected && (kinds[i] == CUPTI_ACTIVITY_KIND_DEVICE ||
+					 kinds[i] == CUPTI_ACTIVITY_KIND_CONTEXT ||
+					 kinds[i] == CUPTI_ACTIVITY_KIND_STREAM);
+		r = dump ? cuptiActivityEnableAndDump(kinds[i]) : cuptiActivityEnable(kinds[i]);
+		if (r != CUPTI_SUCCESS)
+			cuptrace_warn("activity kind %d not recorded: %s", (int)kinds[i], cupti_err(r));
+	}
+	if (!S.driver_all) {
+		/* The runtime's own driver calls (device queries at init, kernel lookups before a
+		 * first launch): hundreds of records nobody asked for. Calls the program makes
+		 * itself, and every launch, copy and memset, stay. */
+		uint32_t noise[64];
+		size_t nn = cuptrace_driver_noise_cbids(noise, 64);
+		for (size_t i = 0; i < nn; i++)
+			cuptiActivityEnableDriverApi(noise[i], 0);
+	}
+	return 0;
+}
+
+int cuptrace_collect_start(const char *path, int injected)
+{
+	pthread_mutex_lock(&S.lock);
+	int ret = 0;
+	if (atomic_load(&S.state) != ST_IDLE) {
+		ret = -EALREADY;
+		goto out;
+	}
+	const char *lvl = getenv("CUPTRACE_LOG");
+	if (lvl) {
+		static const char *const names[] = {"error", "warn", "info", "debug"};
+		for (int i = 0; i < 4; i++)
+			if (!strcmp(lvl, names[i]))
+				cuptrace_log_set_level((enum cuptrace_log_level)i);
+	}
+	S.pid = getpid();
+	const char *tmpl = path ? path : getenv("CUPTRACE_OUTPUT");
+	if (!tmpl || !*tmpl)
+		tmpl = "cuptrace-%p.pftrace";
+	S.path = cuptrace_path_expand(tmpl, (int)S.pid);
+	S.buffer_size = env_size("CUPTRACE_BUFFER_SIZE", 4u << 20, 64u << 10, 1u << 30);
+	S.buffer_size &= ~(size_t)7;
+	S.flush_ms = (int)env_size("CUPTRACE_FLUSH_MS", 1000, 0, 3600000);
+	size_t qcap = env_size("CUPTRACE_QUEUE", 64, 1, 1u << 20);
+	const char *sum = getenv("CUPTRACE_SUMMARY");
+	S.summary = !(sum && !strcmp(sum, "0"));
+	const char *drv = getenv("CUPTRACE_DRIVER");
+	S.driver_all = drv && !strcmp(drv, "all");
+	if (!S.path || cuptrace_queue_init(&S.queue, qcap)) {
+		ret = -ENOMEM;
+		goto out;
+	}
+	cuptrace_u64map_init(&S.tids);
+	if ((ret = setup_cupti(injected)))
+		goto out_cupti;
+	if ((ret = open_output())) {
+		cuptrace_err("cannot write the trace to %s: %s", S.path, strerror(-ret));
+		goto out_cupti;
+	}
+	atomic_store(&S.state, ST_RUNNING);
+	install_signal_handlers();
+	if (spawn(&S.writer, writer_main) == 0)
+		S.have_writer = 1;
+	if (spawn(&S.flusher, flusher_main) == 0)
+		S.have_flusher = 1;
+	if (!S.atexit_done) {
+		S.atexit_done = 1;
+		atexit(atexit_handler);
+	}
+	cuptrace_info("tracing pid %d into %s%s", (int)S.pid, S.path, injected ? " (injected)" : "");
+	goto out;
+out_cupti:
+	/* Leave CUPTI as harmless as we can: nothing enabled, nothing subscribed. */
+	for (size_t i = 0; i < sizeof(kinds) / sizeof(kinds[0]); i++)
+		cuptiActivityDisable(kinds[i]);
+	if (S.subscriber)
+		cuptiUnsubscribe(S.subscriber);
+	S.subscriber = NULL;
+	atomic_store(&S.state, ST_DONE);
+out:
+	pthread_mutex_unlock(&S.lock);
+	return ret;
+}
+
+int cuptrace_collect_flush(void)
+{
+	if (atomic_load(&S.state) != ST_RUNNING)
+		return -EINVAL;
+	CUptiResult r = cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
+	/* Wait for the writer to take what CUPTI handed over. */
+	for (int i = 0; i < 10000; i++) {
+		pthread_mutex_lock(&S.queue.lock);
+		size_t len = S.queue.len;
+		pthread_mutex_unlock(&S.queue.lock);
+		if (!len)
+			break;
+		usleep(1000);
+	}
+	return r == CUPTI_SUCCESS ? 0 : -EIO;
+}
+
+static void print_summary(double finish_ms)
+{
+	const struct cuptrace_convert_counts *c = S.conv ? cuptrace_converter_counts(S.conv) : NULL;
+	uint64_t *k = S.kind_counts;
+	char line[1024];
+	int n;
+	if (c)
+		n = snprintf(line, sizeof(line),
+			     "%llu records: %llu runtime, %llu driver, %llu kernels, %llu memcpy, "
+			     "%llu memset, %llu sync, %llu nvtx; %llu API->GPU flows",
+			     (unsigned long long)S.records, (unsigned long long)c->runtime,
+			     (unsigned long long)c->driver, (unsigned long long)c->kernels,
+			     (unsigned long long)c->memcpys, (unsigned long long)c->memsets,
+			     (unsigned long long)c->syncs, (unsigned long long)c->markers,
+			     (unsigned long long)c->flows);
+	else
+		n = snprintf(line, sizeof(line),
+			     "%llu records captured: %llu runtime, %llu driver, %llu kernels, %llu "
+			     "memcpy, %llu memset, %llu sync",
+			     (unsigned long long)S.records,
+			     (unsigned long long)k[CUPTI_ACTIVITY_KIND_RUNTIME],
+			     (unsigned long long)k[CUPTI_ACTIVITY_KIND_DRIVER],
+			     (unsigned long long)k[CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL],
+			     (unsigned long long)(k[CUPTI_ACTIVITY_KIND_MEMCPY] +
+						  k[CUPTI_ACTIVITY_KIND_MEMCPY2]),
+			     (unsigned long long)k[CUPTI_ACTIVITY_KIND_MEMSET],
+			     (unsigned long long)k[CUPTI_ACTIVITY_KIND_SYNCHRONIZATION]);
+	(void)n;
+	/* The summary is asked for (CUPTRACE_SUMMARY=0 silences it), so it bypasses the log
+	 * level; stderr only, never stdout. */
+	fprintf(stderr, "cuptrace: %s\n", line);
+	fprintf(stderr,
+		"cuptrace: dropped records: %llu by CUPTI, %llu by cuptrace (%llu buffers); "
+		"%llu bytes written in %.1f ms at exit\n",
+		(unsigned long long)atomic_load(&S.cupti_dropped),
+		(unsigned long long)atomic_load(&S.records_dropped),
+		(unsigned long long)atomic_load(&S.buffers_dropped),
+		(unsigned long long)S.bytes_written, finish_ms);
+	fprintf(stderr, "cuptrace: trace written to %s\n", S.path);
+}
+
+static uint64_t file_size(const char *path)
+{
+	FILE *f = fopen(path, "rb");
+	if (!f)
+		return 0;
+	fseek(f, 0, SEEK_END);
+	long n = ftell(f);
+	fclose(f);
+	return n > 0 ? (uint64_t)n : 0;
+}
+
+static void finish_session(void)
+{
+	int expected = ST_RUNNING;
+	if (!atomic_compare_exchange_strong(&S.state, &expected, ST_STOPPING))
+		return;
+	int64_t t0 = cuptrace_now_ns(CLOCK_MONOTONIC);
+	/* Everything CUPTI holds, complete or not (unfinished GPU work comes back with no times
+	 * and is counted, not drawn). */
+	cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
+	size_t dropped = 0;
+	if (cuptiActivityGetNumDroppedRecords(NULL, 0, &dropped) == CUPTI_SUCCESS && dropped)
+		atomic_fetch_add(&S.cupti_dropped, dropped);
+	for (size_t i = 0; i < sizeof(kinds) / sizeof(kinds[0]); i++)
+		cuptiActivityDisable(kinds[i]);
+	atomic_store(&S.state, ST_DONE); /* later buffers are freed, not queued */
+	atomic_store(&S.stop_flusher, 1);
+	if (S.have_flusher && !pthread_equal(pthread_self(), S.flusher)) {
+		if (S.sigpipe[1] >= 0) {
+			unsigned char z = 0;
+			ssize_t w = write(S.sigpipe[1], &z, 1);
+			(void)w;
+		}
+		pthread_join(S.flusher, NULL);
+		S.have_flusher = 0;
+	}
+	cuptrace_queue_close(&S.queue);
+	if (S.have_writer) {
+		pthread_join(S.writer, NULL);
+		S.have_writer = 0;
+	}
+	int err = S.write_err;
+	if (S.cap) {
+		int e = cuptrace_capture_close(S.cap);
+		err = err ? err : e;
+		S.cap = NULL;
+	} else if (S.conv) {
+		int e = cuptrace_converter_finish(S.conv);
+		err = err ? err : e;
+		e = S.sink->ops->finish(S.sink);
+		err = err ? err : e;
+	}
+	S.bytes_written = file_size(S.path);
+	double ms = (double)(cuptrace_now_ns(CLOCK_MONOTONIC) - t0) / 1e6;
+	if (err)
+		cuptrace_err("the trace %s may be incomplete: %s", S.path, strerror(-err));
+	if (!atomic_load(&S.buffers) && S.records == 0)
+		cuptrace_warn("CUPTI delivered no records to cuptrace. If the program used CUDA, "
+			      "another CUPTI client in this process (torch.profiler, nsys) may "
+			      "have taken them: only one CUPTI client works per process.");
+	if (S.summary)
+		print_summary(ms);
+	if (S.conv) {
+		cuptrace_converter_free(S.conv);
+		S.conv = NULL;
+	}
+	cuptrace_sink_destroy(S.sink);
+	S.sink = NULL;
+	if (S.subscriber) {
+		cuptiUnsubscribe(S.subscriber);
+		S.subscriber = NULL;
+	}
+	if (!S.dying_signal)
+		remove_signal_handlers();
+	free(S.recs);
+	free(S.sizes);
+	S.recs = NULL;
+	S.sizes = NULL;
+	S.rec_cap = 0;
+	cuptrace_u64map_free(&S.tids);
+}
+
+int cuptrace_collect_stop(void)
+{
+	if (atomic_load(&S.state) == ST_IDLE)
+		return -EINVAL;
+	finish_session();
+	return S.write_err;
+}

@@ -1,0 +1,13 @@
+/* The tracing session inside the traced process: CUPTI setup, buffer hand-off to the writer
+ * thread, periodic flush, and finalization at exit, on SIGINT/SIGTERM, or on cuptrace_stop().
+ * One session per process; all entry points are thread-safe and idempotent. */
+#ifndef CUPTRACE_COLLECT_COLLECT_H
+#define CUPTRACE_COLLECT_COLLECT_H
+
+/* path NULL: CUPTRACE_OUTPUT or the default. injected: called from InitializeInjection (inside
+ * cuInit: no CUDA calls allowed). Returns 0, -EALREADY, or a negative errno (message logged). */
+int cuptrace_collect_start(const char *path, int injected);
+int cuptrace_collect_flush(void);
+int cuptrace_collect_stop(void);
+
+#endif

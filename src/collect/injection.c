@@ -1,0 +1,56 @@
+/* Entry points the outside world calls: the CUDA driver (InitializeInjection, through
+ * CUDA_INJECTION64_PATH), the NVTX loader (InitializeInjectionNvtx2, through
+ * NVTX_INJECTION64_PATH) and programs linking the library (the cuptrace.h C API). These are the
+ * only symbols libcuptrace.so exports. */
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <errno.h>
+#include <stddef.h>
+
+#include "collect/collect.h"
+#include "common/log.h"
+#include "cuptrace.h"
+
+#define EXPORT __attribute__((visibility("default")))
+
+/* Called by the driver inside cuInit, on the thread that triggered it. Returning 1 is what the
+ * driver expects on success; a failure is reported once and the program runs on untraced. */
+EXPORT int InitializeInjection(void)
+{
+	int r = cuptrace_collect_start(NULL, 1);
+	return r == 0 || r == -EALREADY;
+}
+
+/* NVTX loads its tool from NVTX_INJECTION64_PATH; `cuptrace record` points that at this library
+ * so NVTX ranges reach CUPTI. CUPTI implements the NVTX side: forward to libcupti's entry. */
+EXPORT int InitializeInjectionNvtx2(const void *get_export_table)
+{
+	typedef int (*init_fn)(const void *);
+	init_fn f = (init_fn)dlsym(RTLD_NEXT, "InitializeInjectionNvtx2");
+	if (!f) {
+		void *h = dlopen("libcupti.so.13", RTLD_NOW | RTLD_NOLOAD);
+		if (!h)
+			h = dlopen("libcupti.so", RTLD_NOW | RTLD_NOLOAD);
+		f = h ? (init_fn)dlsym(h, "InitializeInjectionNvtx2") : NULL;
+	}
+	if (!f) {
+		cuptrace_warn("libcupti has no NVTX entry point: NVTX ranges are not recorded");
+		return 0;
+	}
+	return f(get_export_table);
+}
+
+EXPORT int cuptrace_start(const char *path)
+{
+	return cuptrace_collect_start(path, 0);
+}
+
+EXPORT int cuptrace_flush(void)
+{
+	return cuptrace_collect_flush();
+}
+
+EXPORT int cuptrace_stop(void)
+{
+	return cuptrace_collect_stop();
+}

@@ -1,0 +1,50 @@
+/* Small shared containers and helpers: a u64->u64 hash map, a string interner, clocks, path
+ * templates. None of them is thread-safe; each is owned by one thread (or locked by its owner). */
+#ifndef CUPTRACE_COMMON_UTIL_H
+#define CUPTRACE_COMMON_UTIL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* Open-addressing map from any u64 key to a u64 value (tombstones on delete). */
+struct cuptrace_u64map {
+	uint64_t *keys;
+	uint64_t *vals;
+	uint8_t *used;
+	size_t cap, len, tombs;
+};
+void cuptrace_u64map_init(struct cuptrace_u64map *m);
+void cuptrace_u64map_free(struct cuptrace_u64map *m);
+/* Returns a pointer to the value slot (inserted as 0 if new; *created says which), or NULL on
+ * allocation failure. The pointer is valid until the next put. */
+uint64_t *cuptrace_u64map_put(struct cuptrace_u64map *m, uint64_t key, int *created);
+uint64_t *cuptrace_u64map_get(const struct cuptrace_u64map *m, uint64_t key);
+int cuptrace_u64map_del(struct cuptrace_u64map *m, uint64_t key);
+
+/* String interner: equal strings get the same id (1, 2, 3, ... in first-seen order) and one
+ * stable copy that lives until the table is freed. */
+struct cuptrace_strtab {
+	char **strs; /* by id - 1 */
+	size_t *lens;
+	size_t n, cap;
+	uint32_t *slots; /* hash slots holding ids */
+	size_t nslots;
+};
+void cuptrace_strtab_init(struct cuptrace_strtab *t);
+void cuptrace_strtab_free(struct cuptrace_strtab *t);
+/* Returns the id (>= 1) of s (len bytes, need not be NUL-terminated), or 0 on allocation failure. */
+uint32_t cuptrace_strtab_intern(struct cuptrace_strtab *t, const char *s, size_t len);
+/* The stable NUL-terminated copy for an id. */
+const char *cuptrace_strtab_str(const struct cuptrace_strtab *t, uint32_t id);
+
+uint64_t cuptrace_hash64(uint64_t x);
+uint64_t cuptrace_hash_bytes(const void *p, size_t n);
+
+int64_t cuptrace_now_ns(int clock_id); /* clock_gettime in ns */
+
+/* Expands %p (pid), %h (host name) and %% in a path template. Returns a malloc'd string. */
+char *cuptrace_path_expand(const char *tmpl, int pid);
+/* True if path ends with suffix. */
+int cuptrace_ends_with(const char *s, const char *suffix);
+
+#endif

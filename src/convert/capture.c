@@ -1,0 +1,416 @@
+/* Raw capture files (.cupti): writer used by the injected library, reader used by
+ * `cuptrace convert` and the tests. Format in capture.h. */
+#include "convert/capture.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "common/log.h"
+#include "common/util.h"
+#include "convert/convert.h"
+
+#define CAP_MAGIC "CUPTCAP"
+#define CAP_VERSION 1u
+#define WBUF_SIZE (1u << 20)
+
+struct cuptrace_capture_writer {
+	int fd;
+	int err;
+	uint8_t *buf;
+	size_t len;
+	uint64_t written;
+	uint64_t records;
+	struct cuptrace_u64map strings; /* pointer -> hash of the text last written for it */
+};
+
+static int w_flush(struct cuptrace_capture_writer *w)
+{
+	size_t off = 0;
+	while (off < w->len && !w->err) {
+		ssize_t n = write(w->fd, w->buf + off, w->len - off);
+		if (n < 0) {
+			if (errno != EINTR)
+				w->err = -errno;
+			continue;
+		}
+		off += (size_t)n;
+		w->written += (uint64_t)n;
+	}
+	w->len = 0;
+	return w->err;
+}
+
+static int w_put(struct cuptrace_capture_writer *w, const void *p, size_t n)
+{
+	const uint8_t *b = p;
+	while (n && !w->err) {
+		if (w->len == WBUF_SIZE && w_flush(w))
+			break;
+		size_t k = WBUF_SIZE - w->len < n ? WBUF_SIZE - w->len : n;
+		memcpy(w->buf + w->len, b, k);
+		w->len += k;
+		b += k;
+		n -= k;
+	}
+	return w->err;
+}
+
+static int w_pad(struct cuptrace_capture_writer *w, size_t n)
+{
+	static const uint8_t zeros[8];
+	return (n & 7) ? w_put(w, zeros, 8 - (n & 7)) : w->err;
+}
+
+static int w_item(struct cuptrace_capture_writer *w, uint32_t type, uint64_t len)
+{
+	uint32_t h[2] = {type, 0};
+	w_put(w, h, sizeof(h));
+	return w_put(w, &len, sizeof(len));
+}
+
+struct cuptrace_capture_writer *cuptrace_capture_writer_open(const char *path)
+{
+	struct cuptrace_capture_writer *w = calloc(1, sizeof(*w));
+	if (!w || !(w->buf = malloc(WBUF_SIZE))) {
+		free(w);
+		errno = ENOMEM;
+		return NULL;
+	}
+	cuptrace_u64map_init(&w->strings);
+	w->fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	if (w->fd < 0) {
+		int e = errno;
+		free(w->buf);
+		free(w);
+		errno = e;
+		return NULL;
+	}
+	uint32_t hdr[4];
+	memcpy(hdr, CAP_MAGIC "", 8);
+	hdr[2] = CAP_VERSION;
+	hdr[3] = CUPTI_API_VERSION;
+	w_put(w, hdr, sizeof(hdr));
+	return w;
+}
+
+int cuptrace_capture_meta(struct cuptrace_capture_writer *w, const char *key, const char *value)
+{
+	size_t a = strlen(key) + 1, b = strlen(value) + 1;
+	w_item(w, CUPTRACE_CAP_META, a + b);
+	w_put(w, key, a);
+	w_put(w, value, b);
+	return w_pad(w, a + b);
+}
+
+int cuptrace_capture_thread(struct cuptrace_capture_writer *w, int64_t tid, const char *name)
+{
+	size_t a = strlen(name) + 1;
+	w_item(w, CUPTRACE_CAP_THREAD, 8 + a);
+	w_put(w, &tid, 8);
+	w_put(w, name, a);
+	return w_pad(w, 8 + a);
+}
+
+static int put_string(struct cuptrace_capture_writer *w, const char *s)
+{
+	/* Re-emit when the text behind a pointer changes: CUPTI reuses name storage after module
+	 * reloads. Hashing each time costs a strlen per record, off the application's threads. */
+	size_t n = strlen(s);
+	uint64_t h = cuptrace_hash_bytes(s, n) | 1;
+	int created;
+	uint64_t *slot = cuptrace_u64map_put(&w->strings, (uint64_t)(uintptr_t)s, &created);
+	if (!slot)
+		return w->err = -ENOMEM;
+	if (!created && *slot == h)
+		return 0;
+	*slot = h;
+	uint64_t ptr = (uint64_t)(uintptr_t)s;
+	w_item(w, CUPTRACE_CAP_STRING, 8 + n + 1);
+	w_put(w, &ptr, 8);
+	w_put(w, s, n + 1);
+	return w_pad(w, 8 + n + 1);
+}
+
+int cuptrace_capture_records(struct cuptrace_capture_writer *w, const CUpti_Activity *const *recs,
+			     const uint32_t *sizes, size_t n)
+{
+	uint64_t total = 8;
+	for (size_t i = 0; i < n; i++) {
+		const char *const *f[4];
+		size_t nf = cuptrace_record_strings(recs[i], f);
+		for (size_t j = 0; j < nf; j++)
+			if (*f[j])
+				put_string(w, *f[j]);
+		total += 8 + ((sizes[i] + 7u) & ~7u);
+	}
+	w_item(w, CUPTRACE_CAP_RECORDS, total);
+	uint32_t cnt[2] = {(uint32_t)n, 0};
+	w_put(w, cnt, 8);
+	for (size_t i = 0; i < n; i++) {
+		uint32_t h[2] = {(uint32_t)recs[i]->kind, sizes[i]};
+		w_put(w, h, 8);
+		w_put(w, recs[i], sizes[i]);
+		w_pad(w, sizes[i]);
+	}
+	w->records += n;
+	return w->err;
+}
+
+int cuptrace_capture_dropped(struct cuptrace_capture_writer *w, uint64_t cupti, uint64_t cuptrace)
+{
+	uint64_t v[2] = {cupti, cuptrace};
+	w_item(w, CUPTRACE_CAP_DROPPED, sizeof(v));
+	return w_put(w, v, sizeof(v));
+}
+
+int cuptrace_capture_flush(struct cuptrace_capture_writer *w)
+{
+	return w_flush(w);
+}
+
+int cuptrace_capture_close(struct cuptrace_capture_writer *w)
+{
+	if (!w)
+		return 0;
+	w_item(w, CUPTRACE_CAP_END, 8);
+	w_put(w, &w->records, 8);
+	w_flush(w);
+	if (close(w->fd) && !w->err)
+		w->err = -errno;
+	int err = w->err;
+	cuptrace_u64map_free(&w->strings);
+	free(w->buf);
+	free(w);
+	return err;
+}
+
+uint64_t cuptrace_capture_bytes(const struct cuptrace_capture_writer *w)
+{
+	return w->written + w->len;
+}
+
+/* Reader: the file is read into memory whole (captures are what one run produced; convert
+ * streams its output, so only the input is held). */
+struct cuptrace_capture_reader {
+	uint8_t *data;
+	size_t len;
+	uint32_t cupti_version;
+	struct cuptrace_u64map strings; /* pointer -> offset of the text in data */
+	const char *path;
+};
+
+struct cuptrace_capture_reader *cuptrace_capture_reader_open(const char *path)
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return NULL;
+	struct stat st;
+	struct cuptrace_capture_reader *r = NULL;
+	if (fstat(fd, &st) || !S_ISREG(st.st_mode)) {
+		errno = EINVAL;
+		cuptrace_err("%s: not a regular file", path);
+		goto fail;
+	}
+	r = calloc(1, sizeof(*r));
+	if (!r || !(r->data = malloc((size_t)st.st_size + 1))) {
+		errno = ENOMEM;
+		goto fail;
+	}
+	r->path = path;
+	while (r->len < (size_t)st.st_size) {
+		ssize_t n = read(fd, r->data + r->len, (size_t)st.st_size - r->len);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			break;
+		r->len += (size_t)n;
+	}
+	if (r->len < 16 || memcmp(r->data, CAP_MAGIC, 8)) {
+		cuptrace_err("%s: not a cuptrace capture (bad magic)", path);
+		errno = EINVAL;
+		goto fail;
+	}
+	uint32_t ver;
+	memcpy(&ver, r->data + 8, 4);
+	memcpy(&r->cupti_version, r->data + 12, 4);
+	if (ver != CAP_VERSION) {
+		cuptrace_err("%s: capture format version %u, this cuptrace reads version %u", path,
+			     ver, CAP_VERSION);
+		errno = EINVAL;
+		goto fail;
+	}
+	/* Record structs are read with this build's CUPTI headers: same major.minor only. */
+	if (r->cupti_version / 100 != CUPTI_API_VERSION / 100) {
+		cuptrace_err("%s: captured with CUPTI API %u, this cuptrace was built for %u", path,
+			     r->cupti_version, CUPTI_API_VERSION);
+		errno = EINVAL;
+		goto fail;
+	}
+	cuptrace_u64map_init(&r->strings);
+	close(fd);
+	return r;
+fail:
+	close(fd);
+	if (r)
+		free(r->data);
+	free(r);
+	return NULL;
+}
+
+static int corrupt(struct cuptrace_capture_reader *r, size_t off, const char *what)
+{
+	cuptrace_err("%s: corrupt capture at byte %zu: %s", r->path, off, what);
+	return -EINVAL;
+}
+
+static int replay_records(struct cuptrace_capture_reader *r, const uint8_t *p, uint64_t len,
+			  size_t off, const struct cuptrace_capture_ops *ops)
+{
+	if (len < 8)
+		return corrupt(r, off, "short RECORDS item");
+	uint32_t count;
+	memcpy(&count, p, 4);
+	if (count > len / 8)
+		return corrupt(r, off, "record count larger than the item");
+	const CUpti_Activity **recs = malloc((count ? count : 1) * sizeof(*recs));
+	if (!recs)
+		return -ENOMEM;
+	uint64_t pos = 8;
+	size_t n = 0;
+	int ret = 0;
+	for (uint32_t i = 0; i < count; i++) {
+		uint32_t h[2];
+		if (pos + 8 > len) {
+			ret = corrupt(r, off, "record header past the item");
+			break;
+		}
+		memcpy(h, p + pos, 8);
+		uint64_t padded = ((uint64_t)h[1] + 7u) & ~(uint64_t)7u;
+		if (pos + 8 + padded > len) {
+			ret = corrupt(r, off, "record past the item");
+			break;
+		}
+		const CUpti_Activity *a = (const CUpti_Activity *)(p + pos + 8);
+		size_t need = cuptrace_record_min_size((CUpti_ActivityKind)h[0]);
+		/* Kinds we read must be at least as large as our struct; others are passed on and
+		 * ignored by the converter. */
+		if (h[1] >= sizeof(CUpti_Activity) && (unsigned)a->kind == h[0] &&
+		    (!need || h[1] >= need))
+			recs[n++] = a;
+		pos += 8 + padded;
+	}
+	if (!ret && ops->records && n)
+		ret = ops->records(ops->ctx, recs, n);
+	free(recs);
+	return ret;
+}
+
+int cuptrace_capture_replay(struct cuptrace_capture_reader *r, const struct cuptrace_capture_ops *ops,
+			    int *truncated)
+{
+	size_t off = 16;
+	*truncated = 0;
+	int ended = 0;
+	while (off < r->len) {
+		if (r->len - off < 16) {
+			*truncated = 1;
+			break;
+		}
+		uint32_t h[2];
+		uint64_t len;
+		memcpy(h, r->data + off, 8);
+		memcpy(&len, r->data + off + 8, 8);
+		uint64_t padded = (len + 7u) & ~(uint64_t)7u;
+		if (padded < len || padded > r->len - off - 16) {
+			*truncated = 1;
+			break;
+		}
+		/* data is malloc'd (16-aligned) and items are 8-padded: payloads are 8-aligned. */
+		uint8_t *p = r->data + off + 16;
+		int ret = 0;
+		switch (h[0]) {
+		case CUPTRACE_CAP_META: {
+			char *k = (char *)p, *end = (char *)p + len;
+			char *z1 = memchr(k, 0, len);
+			char *z2 = z1 ? memchr(z1 + 1, 0, (size_t)(end - z1 - 1)) : NULL;
+			if (!z2)
+				return corrupt(r, off, "unterminated META");
+			if (ops->meta)
+				ret = ops->meta(ops->ctx, k, z1 + 1);
+			break;
+		}
+		case CUPTRACE_CAP_STRING: {
+			if (len < 9 || p[len - 1])
+				return corrupt(r, off, "bad STRING");
+			uint64_t ptr;
+			memcpy(&ptr, p, 8);
+			uint64_t *slot = cuptrace_u64map_put(&r->strings, ptr, NULL);
+			if (!slot)
+				return -ENOMEM;
+			*slot = (uint64_t)(p + 8 - r->data);
+			break;
+		}
+		case CUPTRACE_CAP_THREAD: {
+			if (len < 9 || p[len - 1])
+				return corrupt(r, off, "bad THREAD");
+			int64_t tid;
+			memcpy(&tid, p, 8);
+			if (ops->thread)
+				ret = ops->thread(ops->ctx, tid, (const char *)p + 8);
+			break;
+		}
+		case CUPTRACE_CAP_RECORDS:
+			ret = replay_records(r, p, len, off, ops);
+			break;
+		case CUPTRACE_CAP_DROPPED: {
+			if (len < 16)
+				return corrupt(r, off, "bad DROPPED");
+			uint64_t v[2];
+			memcpy(v, p, 16);
+			if (ops->dropped)
+				ret = ops->dropped(ops->ctx, v[0], v[1]);
+			break;
+		}
+		case CUPTRACE_CAP_END:
+			ended = 1;
+			break;
+		default:
+			return corrupt(r, off, "unknown item type");
+		}
+		if (ret)
+			return ret;
+		off += 16 + padded;
+		if (ended)
+			break;
+	}
+	if (!ended)
+		*truncated = 1;
+	return 0;
+}
+
+const char *cuptrace_capture_resolve(void *reader, const char *ptr)
+{
+	struct cuptrace_capture_reader *r = reader;
+	if (!ptr)
+		return NULL;
+	uint64_t *v = cuptrace_u64map_get(&r->strings, (uint64_t)(uintptr_t)ptr);
+	return v ? (const char *)r->data + *v : NULL;
+}
+
+uint32_t cuptrace_capture_cupti_version(const struct cuptrace_capture_reader *r)
+{
+	return r->cupti_version;
+}
+
+void cuptrace_capture_reader_close(struct cuptrace_capture_reader *r)
+{
+	if (!r)
+		return;
+	cuptrace_u64map_free(&r->strings);
+	free(r->data);
+	free(r);
+}

@@ -1,0 +1,72 @@
+/* The raw capture file (.cupti): CUPTI activity records exactly as CUPTI wrote them, plus what is
+ * needed to convert them later on any machine: the text behind every string pointer, host
+ * thread names and trace metadata. Cheapest to write (no conversion in the traced process).
+ *
+ * Layout (little-endian, x86-64 only; see README "Capture format"):
+ *   header   "CUPTCAP\0", u32 format version (1), u32 CUPTI_API_VERSION of the writer
+ *   items    u32 type, u32 flags (0), u64 payload length, payload, zero padding to 8 bytes
+ *     META    key\0value\0               (all META items come first)
+ *     STRING  u64 pointer, text\0        (valid for later RECORDS, until redefined)
+ *     THREAD  i64 tid, name\0
+ *     RECORDS u32 count, u32 0, then count x (u32 kind, u32 size, size bytes padded to 8)
+ *     DROPPED u64 dropped by CUPTI, u64 dropped by cuptrace (cumulative)
+ *     END     u64 records written        (absent if the writer died: the file is still read)
+ * Threading: one thread per writer or reader. */
+#ifndef CUPTRACE_CONVERT_CAPTURE_H
+#define CUPTRACE_CONVERT_CAPTURE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cupti_activity.h>
+#include <cupti_version.h>
+
+enum cuptrace_capture_type {
+	CUPTRACE_CAP_META = 1,
+	CUPTRACE_CAP_STRING = 2,
+	CUPTRACE_CAP_THREAD = 3,
+	CUPTRACE_CAP_RECORDS = 4,
+	CUPTRACE_CAP_DROPPED = 5,
+	CUPTRACE_CAP_END = 6,
+};
+
+struct cuptrace_capture_writer;
+
+/* Returns NULL and sets errno on failure. */
+struct cuptrace_capture_writer *cuptrace_capture_writer_open(const char *path);
+int cuptrace_capture_meta(struct cuptrace_capture_writer *w, const char *key, const char *value);
+int cuptrace_capture_thread(struct cuptrace_capture_writer *w, int64_t tid, const char *name);
+/* Writes one CUPTI buffer's records, preceded by the text of any string pointer not written
+ * before (or whose text changed). sizes[i] is the byte size of recs[i]. */
+int cuptrace_capture_records(struct cuptrace_capture_writer *w, const CUpti_Activity *const *recs,
+			     const uint32_t *sizes, size_t n);
+int cuptrace_capture_dropped(struct cuptrace_capture_writer *w, uint64_t cupti, uint64_t cuptrace);
+/* Makes what was written so far durable against SIGKILL of the process (write(2) of buffers). */
+int cuptrace_capture_flush(struct cuptrace_capture_writer *w);
+/* Writes END, closes, frees. NULL is fine. Returns the first error. */
+int cuptrace_capture_close(struct cuptrace_capture_writer *w);
+uint64_t cuptrace_capture_bytes(const struct cuptrace_capture_writer *w);
+
+/* Reading: the whole capture is replayed into callbacks, in file order. */
+struct cuptrace_capture_ops {
+	void *ctx;
+	int (*meta)(void *ctx, const char *key, const char *value);
+	int (*thread)(void *ctx, int64_t tid, const char *name);
+	/* Records are 8-byte aligned copies; string pointers in them resolve through
+	 * cuptrace_capture_resolve() on the reader passed as resolve_ctx. */
+	int (*records)(void *ctx, const CUpti_Activity *const *recs, size_t n);
+	int (*dropped)(void *ctx, uint64_t cupti, uint64_t cuptrace);
+};
+struct cuptrace_capture_reader;
+/* Opens and validates the header. NULL + errno (EINVAL: not a capture; a message is logged). */
+struct cuptrace_capture_reader *cuptrace_capture_reader_open(const char *path);
+/* Replays every item. A file cut short ends at its last complete item (*truncated set). Returns
+ * 0, the first non-zero callback result, or -EINVAL for a corrupt file (message logged). */
+int cuptrace_capture_replay(struct cuptrace_capture_reader *r, const struct cuptrace_capture_ops *ops,
+			    int *truncated);
+/* A cuptrace_resolve_fn for the converter: ctx is the reader. Unknown pointers give NULL. */
+const char *cuptrace_capture_resolve(void *reader, const char *ptr);
+uint32_t cuptrace_capture_cupti_version(const struct cuptrace_capture_reader *r);
+void cuptrace_capture_reader_close(struct cuptrace_capture_reader *r);
+
+#endif

@@ -1,0 +1,85 @@
+/* CUPTI activity records -> the timeline model of format/event.h.
+ *
+ * The converter owns the track registry (process, host threads, GPUs, streams and their lanes),
+ * correlates GPU activity with the API call that caused it (flows, fan-out for graph launches),
+ * and hands finished events to a sink. Records arrive in buffers, late and out of order; each
+ * buffer is one batch. An API call whose GPU work has not arrived yet is held back (bounded) so
+ * its slice can carry every flow it starts.
+ *
+ * Threading: a converter is used by one thread (the writer thread, or `cuptrace convert`).
+ * Ownership: the converter borrows the sink; the caller finishes and destroys it after
+ * cuptrace_converter_finish(). */
+#ifndef CUPTRACE_CONVERT_CONVERT_H
+#define CUPTRACE_CONVERT_CONVERT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cupti_activity.h>
+
+#include "format/event.h"
+
+/* Maps a string pointer found in a record to its text. Live tracing: the identity (the pointer
+ * is valid while the buffer is handled). Converting a capture: a lookup in its string table. */
+typedef const char *(*cuptrace_resolve_fn)(void *ctx, const char *ptr);
+
+struct cuptrace_convert_opts {
+	size_t sz;
+	int driver_all;         /* 1: keep the runtime's internal driver calls too */
+	size_t max_pending;     /* API calls held back waiting for their GPU records (default 64K) */
+};
+
+/* Per-kind counts of what went in and what came out, for the summary and the trace's metadata. */
+struct cuptrace_convert_counts {
+	uint64_t records;
+	uint64_t runtime, driver, driver_filtered, kernels, memcpys, memsets, syncs, markers;
+	uint64_t memory, overheads, other;
+	uint64_t no_timestamp;      /* GPU records CUPTI gave no start/end (unfinished, or lost) */
+	uint64_t flows;             /* API->GPU links */
+	uint64_t unlinked_gpu;      /* GPU activities whose API record never arrived */
+	uint64_t pending_forced;    /* API calls written before all their GPU work arrived */
+	uint64_t lanes;             /* extra lane tracks created for overlapping work */
+};
+
+struct cuptrace_converter;
+
+/* info is copied (strings too). The converter calls sink->ops->begin and declares the process. */
+struct cuptrace_converter *cuptrace_converter_new(struct cuptrace_sink *sink,
+						  const struct cuptrace_trace_info *info,
+						  const struct cuptrace_convert_opts *opts);
+void cuptrace_converter_set_resolver(struct cuptrace_converter *c, cuptrace_resolve_fn fn,
+				     void *ctx);
+/* Names a host thread; takes effect if called before the thread's first record is converted. */
+int cuptrace_converter_thread_name(struct cuptrace_converter *c, int64_t tid, const char *name);
+/* One CUPTI buffer's records, in buffer order. Returns 0 or the sink's first error. */
+int cuptrace_converter_add(struct cuptrace_converter *c, const CUpti_Activity *const *recs,
+			   size_t n);
+/* Records lost before conversion (CUPTI's count, cuptrace's own count); cumulative values. */
+void cuptrace_converter_dropped(struct cuptrace_converter *c, uint64_t cupti, uint64_t cuptrace);
+/* Writes everything held back, then the final metadata (counts, dropped records). Does not
+ * finish the sink. */
+int cuptrace_converter_finish(struct cuptrace_converter *c);
+const struct cuptrace_convert_counts *cuptrace_converter_counts(const struct cuptrace_converter *c);
+void cuptrace_converter_free(struct cuptrace_converter *c);
+
+/* The string-pointer fields of a record (kernel name, marker name and domain, ...): fills up to
+ * 4 pointers to the fields and returns how many. Shared by the capture writer and the converter
+ * so both agree on what must be resolved. */
+size_t cuptrace_record_strings(const CUpti_Activity *r, const char *const **fields);
+
+/* Driver API callback ids that the CUDA runtime calls on its own (device queries at init,
+ * kernel lookups before a first launch): left out unless driver_all. Fills up to max ids and
+ * returns how many. */
+size_t cuptrace_driver_noise_cbids(uint32_t *out, size_t max);
+int cuptrace_driver_cbid_is_noise(uint32_t cbid);
+
+/* Size of the record struct cuptrace reads for a kind, 0 for kinds it ignores. */
+size_t cuptrace_record_min_size(CUpti_ActivityKind kind);
+
+/* Is path a raw capture (judged by its first bytes)? 1 yes, 0 no, -1 unreadable (errno). */
+int cuptrace_is_capture_file(const char *path);
+/* Replays a capture (through a converter) or a Perfetto trace (through the reader) into sink,
+ * which the caller then finishes. Returns 0 or a negative errno (message logged). */
+int cuptrace_replay_file(const char *path, struct cuptrace_sink *sink, int driver_all);
+
+#endif

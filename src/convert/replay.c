@@ -1,0 +1,145 @@
+/* Replays a trace file into any sink: a raw capture goes through the converter, a Perfetto
+ * trace through the Perfetto reader. Shared by `cuptrace convert`, `stats` and the tests. */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "common/log.h"
+#include "convert/capture.h"
+#include "convert/convert.h"
+#include "format/formats.h"
+
+int cuptrace_is_capture_file(const char *path)
+{
+	int fd = open(path, O_RDONLY);
+	if (fd < 0)
+		return -1;
+	char magic[8] = {0};
+	ssize_t n = read(fd, magic, sizeof(magic));
+	close(fd);
+	return n == 8 && !memcmp(magic, "CUPTCAP", 8);
+}
+
+/* Replaying a capture: META items build the trace info, then records go to the converter. */
+struct cap_ctx {
+	struct cuptrace_sink *sink;
+	struct cuptrace_capture_reader *reader;
+	struct cuptrace_converter *conv;
+	int driver_all;
+	char *keys[64], *vals[64];
+	size_t nmeta;
+	int err;
+};
+
+static int cap_meta(void *ctx, const char *k, const char *v)
+{
+	struct cap_ctx *c = ctx;
+	if (c->conv || c->nmeta == 64)
+		return 0;
+	c->keys[c->nmeta] = strdup(k);
+	c->vals[c->nmeta] = strdup(v);
+	c->nmeta++;
+	return 0;
+}
+
+static const char *meta_get(struct cap_ctx *c, const char *k, const char *def)
+{
+	for (size_t i = 0; i < c->nmeta; i++)
+		if (!strcmp(c->keys[i], k))
+			return c->vals[i];
+	return def;
+}
+
+static int start_converter(struct cap_ctx *c)
+{
+	if (c->conv)
+		return 0;
+	struct cuptrace_meta m[64];
+	for (size_t i = 0; i < c->nmeta; i++)
+		m[i] = (struct cuptrace_meta){.key = c->keys[i], .s = c->vals[i]};
+	struct cuptrace_trace_info info = {
+		.pid = (int32_t)atoi(meta_get(c, "pid", "1")),
+		.process_name = meta_get(c, "process_name", "process"),
+		.hostname = meta_get(c, "hostname", "?"),
+		.start_realtime_ns = strtoll(meta_get(c, "start_realtime_ns", "0"), NULL, 10),
+		.start_boottime_ns = strtoll(meta_get(c, "start_boottime_ns", "0"), NULL, 10),
+		.meta = m,
+		.nmeta = c->nmeta,
+	};
+	info.trace_uuid_hi = (uint64_t)info.start_realtime_ns ^ ((uint64_t)info.pid << 32);
+	info.trace_uuid_lo = (uint64_t)info.start_boottime_ns * 0x9e3779b97f4a7c15ull;
+	struct cuptrace_convert_opts o = {.sz = sizeof(o), .driver_all = c->driver_all};
+	c->conv = cuptrace_converter_new(c->sink, &info, &o);
+	if (!c->conv)
+		return -ENOMEM;
+	cuptrace_converter_set_resolver(c->conv, cuptrace_capture_resolve, c->reader);
+	return 0;
+}
+
+static int cap_thread(void *ctx, int64_t tid, const char *name)
+{
+	struct cap_ctx *c = ctx;
+	int r = start_converter(c);
+	return r ? r : cuptrace_converter_thread_name(c->conv, tid, name);
+}
+
+static int cap_records(void *ctx, const CUpti_Activity *const *recs, size_t n)
+{
+	struct cap_ctx *c = ctx;
+	int r = start_converter(c);
+	return r ? r : cuptrace_converter_add(c->conv, recs, n);
+}
+
+static int cap_dropped(void *ctx, uint64_t a, uint64_t b)
+{
+	struct cap_ctx *c = ctx;
+	int r = start_converter(c);
+	if (!r)
+		cuptrace_converter_dropped(c->conv, a, b);
+	return r;
+}
+
+int cuptrace_replay_file(const char *path, struct cuptrace_sink *sink, int driver_all)
+{
+	int cap = cuptrace_is_capture_file(path);
+	if (cap < 0) {
+		cuptrace_err("cannot read %s: %s", path, strerror(errno));
+		return -errno;
+	}
+	if (!cap) {
+		struct cuptrace_pf_check chk = {0};
+		return cuptrace_perfetto_read(path, sink, &chk);
+	}
+	struct cap_ctx c = {.sink = sink, .driver_all = driver_all};
+	c.reader = cuptrace_capture_reader_open(path);
+	if (!c.reader)
+		return -(errno ? errno : EINVAL);
+	struct cuptrace_capture_ops ops = {
+		.ctx = &c,
+		.meta = cap_meta,
+		.thread = cap_thread,
+		.records = cap_records,
+		.dropped = cap_dropped,
+	};
+	int truncated = 0;
+	int r = cuptrace_capture_replay(c.reader, &ops, &truncated);
+	if (!r)
+		r = start_converter(&c);
+	if (truncated)
+		cuptrace_warn("%s ends early (the traced process was killed?): converted what it holds",
+			      path);
+	if (c.conv) {
+		int f = cuptrace_converter_finish(c.conv);
+		r = r ? r : f;
+		cuptrace_converter_free(c.conv);
+	}
+	cuptrace_capture_reader_close(c.reader);
+	for (size_t i = 0; i < c.nmeta; i++) {
+		free(c.keys[i]);
+		free(c.vals[i]);
+	}
+	return r;
+}
+

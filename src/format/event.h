@@ -1,0 +1,165 @@
+/* The normalized timeline model: what `convert` produces and every sink (Perfetto, Chrome JSON,
+ * stats, merge) consumes. No CUPTI type appears here, so everything from here down builds and is
+ * tested without a GPU.
+ *
+ * Ownership: every pointer in these structs is borrowed for the duration of the call only; a sink
+ * that keeps a string copies or interns it. Threading: a sink is used by one thread at a time.
+ *
+ * Ordering contract (what a producer guarantees, what a sink may rely on):
+ *  - a track is declared (sink->ops->track) before any event refers to it, and its parent before
+ *    it; uuids are unique in the trace and never 0;
+ *  - slices on one track never partially overlap: they are disjoint or strictly nested (the
+ *    producer puts truly overlapping work on lane tracks that share a name);
+ *  - events may otherwise arrive in any time order (CUPTI delivers buffers late and out of order);
+ *  - every timestamp is in nanoseconds relative to the trace's start (info->start_boottime_ns is
+ *    the CLOCK_BOOTTIME value at relative 0) and is >= 0; dur >= 0.
+ */
+#ifndef CUPTRACE_FORMAT_EVENT_H
+#define CUPTRACE_FORMAT_EVENT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+enum cuptrace_track_kind {
+	CUPTRACE_TRACK_PROCESS = 1, /* pid, name */
+	CUPTRACE_TRACK_THREAD,      /* pid, tid, name: API calls, NVTX push/pop */
+	CUPTRACE_TRACK_GROUP,       /* a named group under the process, e.g. "GPU 0: NVIDIA H200" */
+	CUPTRACE_TRACK_SLICES,      /* a slice track under a group or process: a GPU stream, a lane */
+	CUPTRACE_TRACK_COUNTER,     /* a counter track under a group or process */
+};
+
+enum cuptrace_counter_unit {
+	CUPTRACE_UNIT_NONE = 0,
+	CUPTRACE_UNIT_NS = 1,
+	CUPTRACE_UNIT_COUNT = 2,
+	CUPTRACE_UNIT_BYTES = 3,
+};
+
+struct cuptrace_track {
+	uint64_t uuid;
+	enum cuptrace_track_kind kind;
+	uint64_t parent_uuid; /* 0 for the process track; the process or a group otherwise */
+	int32_t pid;
+	int64_t tid;          /* THREAD only */
+	const char *name;     /* process name, thread name, group or track name; never NULL */
+	const char *description; /* optional */
+	int32_t sort_rank;    /* order among siblings, ascending (streams in stream order) */
+	uint32_t lane;        /* SLICES: 0 for the main track, n>0 for the n-th overflow lane; lanes
+	                       * of one track share its name so the UI shows them as one */
+	enum cuptrace_counter_unit unit; /* COUNTER only */
+	/* PROCESS only */
+	const char *const *cmdline;
+	size_t cmdline_len;
+};
+
+enum cuptrace_arg_type {
+	CUPTRACE_ARG_INT = 1,
+	CUPTRACE_ARG_UINT,
+	CUPTRACE_ARG_DOUBLE,
+	CUPTRACE_ARG_STRING,
+	CUPTRACE_ARG_POINTER,
+	CUPTRACE_ARG_BOOL,
+};
+
+struct cuptrace_arg {
+	const char *key; /* short, stable: "grid", "block", "bytes", "kind", ... */
+	enum cuptrace_arg_type type;
+	union {
+		int64_t i;
+		uint64_t u; /* UINT, POINTER */
+		double d;
+		const char *s; /* may be any bytes (invalid UTF-8 too): sinks escape or replace */
+		int b;
+	} v;
+};
+
+/* A flow id is unique in the trace. A slice lists the flows it starts (out) and the flows it
+ * ends (in); one API call may start many flows (a graph launch fans out to every node). */
+struct cuptrace_slice {
+	uint64_t track_uuid;
+	int64_t ts;
+	int64_t dur;
+	const char *name;
+	const char *category; /* "cuda_runtime", "cuda_driver", "kernel", "memcpy", "memset", ... */
+	uint64_t correlation_id; /* CUPTI correlation id, 0 if none */
+	const struct cuptrace_arg *args;
+	size_t nargs;
+	const uint64_t *flows_out;
+	size_t nflows_out;
+	const uint64_t *flows_in;
+	size_t nflows_in;
+};
+
+struct cuptrace_instant {
+	uint64_t track_uuid;
+	int64_t ts;
+	const char *name;
+	const char *category;
+	uint64_t correlation_id;
+	const struct cuptrace_arg *args;
+	size_t nargs;
+};
+
+struct cuptrace_counter {
+	uint64_t track_uuid; /* a COUNTER track */
+	int64_t ts;
+	int is_double;
+	int64_t i;
+	double d;
+};
+
+/* One key/value of trace metadata: GPU model, versions, host, command line, dropped counts. */
+struct cuptrace_meta {
+	const char *key;
+	int is_int;
+	int64_t i;
+	const char *s;
+};
+
+struct cuptrace_trace_info {
+	int32_t pid;
+	const char *process_name;
+	const char *hostname;
+	int64_t start_realtime_ns; /* CLOCK_REALTIME at relative time 0 */
+	int64_t start_boottime_ns; /* CLOCK_BOOTTIME at relative time 0 */
+	uint64_t trace_uuid_hi, trace_uuid_lo;
+	const struct cuptrace_meta *meta;
+	size_t nmeta;
+};
+
+struct cuptrace_sink;
+
+/* Every op returns 0 or a negative errno. After an error the sink stays safe to call and to
+ * destroy; further events are ignored and finish() returns the first error. */
+struct cuptrace_sink_ops {
+	const char *name;
+	/* Called once, first. */
+	int (*begin)(struct cuptrace_sink *s, const struct cuptrace_trace_info *info);
+	int (*track)(struct cuptrace_sink *s, const struct cuptrace_track *t);
+	int (*slice)(struct cuptrace_sink *s, const struct cuptrace_slice *e);
+	int (*instant)(struct cuptrace_sink *s, const struct cuptrace_instant *e);
+	int (*counter)(struct cuptrace_sink *s, const struct cuptrace_counter *e);
+	/* Metadata known only later (dropped counts, record counts); may be called several times,
+	 * a later value for a key replaces the earlier one. */
+	int (*meta)(struct cuptrace_sink *s, const struct cuptrace_meta *m, size_t n);
+	/* Optional (may be NULL): hands buffered bytes to the file if the output's flush interval
+	 * has passed. Called by the writer thread when idle, so a killed process loses little. */
+	int (*tick)(struct cuptrace_sink *s);
+	/* Writes everything still buffered and closes the output. Called once. */
+	int (*finish)(struct cuptrace_sink *s);
+	/* Frees the sink; accepts a sink whose finish() was not called (then it just releases). */
+	void (*destroy)(struct cuptrace_sink *s);
+};
+
+/* Every sink embeds this first. */
+struct cuptrace_sink {
+	const struct cuptrace_sink_ops *ops;
+};
+
+static inline void cuptrace_sink_destroy(struct cuptrace_sink *s)
+{
+	if (s)
+		s->ops->destroy(s);
+}
+
+#endif

@@ -1,0 +1,50 @@
+/* Chooses a sink and its output from a path and the user's options (see formats.h). */
+#include <errno.h>
+#include <string.h>
+
+#include "common/log.h"
+#include "common/util.h"
+#include "format/formats.h"
+
+struct cuptrace_sink *cuptrace_sink_open(const char *path, const char *format, const char *compress)
+{
+	int chrome;
+	if (!format || !*format)
+		chrome = cuptrace_ends_with(path, ".json") || cuptrace_ends_with(path, ".json.gz");
+	else if (!strcmp(format, "chrome") || !strcmp(format, "json"))
+		chrome = 1;
+	else if (!strcmp(format, "perfetto"))
+		chrome = 0;
+	else {
+		cuptrace_err("unknown format '%s' (expected perfetto or chrome)", format);
+		errno = EINVAL;
+		return NULL;
+	}
+	int mode;
+	if (compress && *compress) {
+		mode = cuptrace_compress_parse(compress);
+		if (mode < 0 || (chrome && mode == CUPTRACE_COMPRESS_CHUNKS)) {
+			cuptrace_err("unknown compression '%s' for %s output (expected %s)", compress,
+				     chrome ? "chrome" : "perfetto",
+				     chrome ? "none or gzip" : "chunks, gzip or none");
+			errno = EINVAL;
+			return NULL;
+		}
+	} else if (cuptrace_ends_with(path, ".gz")) {
+		mode = CUPTRACE_COMPRESS_GZIP;
+	} else {
+		/* Perfetto: zlib chunks by default (a cut file still loads); JSON: plain, because an
+		 * array without its closing bracket loads but a cut gzip stream does not. */
+		mode = chrome ? CUPTRACE_COMPRESS_NONE : CUPTRACE_COMPRESS_CHUNKS;
+	}
+	struct cuptrace_output *out = cuptrace_output_open(path, (enum cuptrace_compress)mode, NULL);
+	if (!out)
+		return NULL;
+	struct cuptrace_sink *s = chrome ? cuptrace_chrome_sink_new(out) : cuptrace_perfetto_sink_new(out);
+	if (!s) {
+		int e = errno;
+		cuptrace_output_close(out);
+		errno = e ? e : ENOMEM;
+	}
+	return s;
+}

@@ -1,0 +1,427 @@
+/* Converter tests on real captures (tests/data, recorded on an H200) and on hand-built CUPTI
+ * records: counts by kind, names, tracks, API->GPU flows, lanes, nesting, timestamps. */
+#include "check.h"
+
+#include <cupti_activity.h>
+#include <cupti_runtime_cbid.h>
+
+#include "common/util.h"
+#include "convert/convert.h"
+#include "format/event.h"
+
+/* A sink that keeps everything, for assertions. */
+struct rtrack {
+	struct cuptrace_track t;
+	char name[200];
+};
+struct rslice {
+	uint64_t track;
+	int64_t ts, dur;
+	char name[200];
+	char cat[32];
+	uint64_t corr;
+	uint64_t out[64];
+	size_t nout;
+	uint64_t in;
+	size_t nin;
+	char args[512];
+};
+struct rec_sink {
+	struct cuptrace_sink base;
+	struct rtrack *tracks;
+	size_t ntracks;
+	struct rslice *slices;
+	size_t nslices, cap;
+	size_t ninstants, ncounters;
+	int64_t counters[64];
+	char instants[64][64];
+	int begun, finished;
+	char meta_keys[64][48];
+	int64_t meta_ints[64];
+	size_t nmeta;
+	int track_before_use_violations;
+};
+
+static struct rtrack *find_track(struct rec_sink *s, uint64_t uuid)
+{
+	for (size_t i = 0; i < s->ntracks; i++)
+		if (s->tracks[i].t.uuid == uuid)
+			return &s->tracks[i];
+	return NULL;
+}
+
+static int r_begin(struct cuptrace_sink *b, const struct cuptrace_trace_info *info)
+{
+	((struct rec_sink *)b)->begun = 1;
+	return 0;
+}
+static int r_track(struct cuptrace_sink *b, const struct cuptrace_track *t)
+{
+	struct rec_sink *s = (struct rec_sink *)b;
+	if (t->parent_uuid && !find_track(s, t->parent_uuid))
+		s->track_before_use_violations++;
+	s->tracks = realloc(s->tracks, (s->ntracks + 1) * sizeof(*s->tracks));
+	struct rtrack *r = &s->tracks[s->ntracks++];
+	r->t = *t;
+	snprintf(r->name, sizeof(r->name), "%s", t->name);
+	r->t.name = NULL;
+	return 0;
+}
+static int r_slice(struct cuptrace_sink *b, const struct cuptrace_slice *e)
+{
+	struct rec_sink *s = (struct rec_sink *)b;
+	if (!find_track(s, e->track_uuid))
+		s->track_before_use_violations++;
+	if (s->nslices == s->cap) {
+		s->cap = s->cap ? s->cap * 2 : 1024;
+		s->slices = realloc(s->slices, s->cap * sizeof(*s->slices));
+	}
+	struct rslice *r = &s->slices[s->nslices++];
+	memset(r, 0, sizeof(*r));
+	r->track = e->track_uuid;
+	r->ts = e->ts;
+	r->dur = e->dur;
+	snprintf(r->name, sizeof(r->name), "%s", e->name);
+	snprintf(r->cat, sizeof(r->cat), "%s", e->category);
+	r->corr = e->correlation_id;
+	for (size_t i = 0; i < e->nflows_out && i < 64; i++)
+		r->out[r->nout++] = e->flows_out[i];
+	if (e->nflows_in)
+		r->in = e->flows_in[0];
+	r->nin = e->nflows_in;
+	size_t n = 0;
+	for (size_t i = 0; i < e->nargs; i++) {
+		const struct cuptrace_arg *a = &e->args[i];
+		if (a->type == CUPTRACE_ARG_STRING)
+			n += (size_t)snprintf(r->args + n, sizeof(r->args) - n, "%s=%s;", a->key, a->v.s);
+		else if (a->type == CUPTRACE_ARG_DOUBLE)
+			n += (size_t)snprintf(r->args + n, sizeof(r->args) - n, "%s=%.3f;", a->key, a->v.d);
+		else
+			n += (size_t)snprintf(r->args + n, sizeof(r->args) - n, "%s=%lld;", a->key,
+					      (long long)a->v.i);
+		if (n >= sizeof(r->args))
+			n = sizeof(r->args) - 1;
+	}
+	return 0;
+}
+static int r_instant(struct cuptrace_sink *b, const struct cuptrace_instant *e)
+{
+	struct rec_sink *s = (struct rec_sink *)b;
+	if (s->ninstants < 64)
+		snprintf(s->instants[s->ninstants], 64, "%s", e->name);
+	s->ninstants++;
+	return 0;
+}
+static int r_counter(struct cuptrace_sink *b, const struct cuptrace_counter *e)
+{
+	struct rec_sink *s = (struct rec_sink *)b;
+	if (!find_track(s, e->track_uuid))
+		s->track_before_use_violations++;
+	if (s->ncounters < 64)
+		s->counters[s->ncounters] = e->i;
+	s->ncounters++;
+	return 0;
+}
+static int r_meta(struct cuptrace_sink *b, const struct cuptrace_meta *m, size_t n)
+{
+	struct rec_sink *s = (struct rec_sink *)b;
+	for (size_t i = 0; i < n && s->nmeta < 64; i++) {
+		if (!m[i].is_int)
+			continue;
+		snprintf(s->meta_keys[s->nmeta], 48, "%s", m[i].key);
+		s->meta_ints[s->nmeta++] = m[i].i;
+	}
+	return 0;
+}
+static int r_finish(struct cuptrace_sink *b)
+{
+	((struct rec_sink *)b)->finished = 1;
+	return 0;
+}
+static void r_destroy(struct cuptrace_sink *b)
+{
+	struct rec_sink *s = (struct rec_sink *)b;
+	free(s->tracks);
+	free(s->slices);
+	free(s);
+}
+static const struct cuptrace_sink_ops rec_ops = {
+	.name = "rec", .begin = r_begin, .track = r_track, .slice = r_slice,
+	.instant = r_instant, .counter = r_counter, .meta = r_meta, .finish = r_finish,
+	.destroy = r_destroy,
+};
+
+static struct rec_sink *replay(const char *name, int driver_all)
+{
+	struct rec_sink *s = calloc(1, sizeof(*s));
+	s->base.ops = &rec_ops;
+	char path[1024];
+	const char *dir = getenv("CUPTRACE_TEST_DATA");
+	snprintf(path, sizeof(path), "%s/%s", dir ? dir : "tests/data", name);
+	int r = cuptrace_replay_file(path, &s->base, driver_all);
+	CHECK_EQ_INT(r, 0);
+	CHECK(s->begun);
+	return s;
+}
+
+static size_t count(struct rec_sink *s, const char *cat, const char *name_prefix)
+{
+	size_t n = 0;
+	for (size_t i = 0; i < s->nslices; i++)
+		if ((!cat || !strcmp(s->slices[i].cat, cat)) &&
+		    (!name_prefix || !strncmp(s->slices[i].name, name_prefix, strlen(name_prefix))))
+			n++;
+	return n;
+}
+
+static int64_t meta_int(struct rec_sink *s, const char *key)
+{
+	for (size_t i = 0; i < s->nmeta; i++)
+		if (!strcmp(s->meta_keys[i], key))
+			return s->meta_ints[i];
+	return -1;
+}
+
+static int is_gpu_cat(const char *c)
+{
+	return !strcmp(c, "kernel") || !strcmp(c, "memcpy") || !strcmp(c, "memset");
+}
+
+/* Invariants every conversion must hold. */
+static void check_invariants(struct rec_sink *s)
+{
+	CHECK_EQ_INT(s->track_before_use_violations, 0);
+	/* Unique uuids; one thread track per tid. */
+	for (size_t i = 0; i < s->ntracks; i++)
+		for (size_t j = i + 1; j < s->ntracks; j++) {
+			CHECK(s->tracks[i].t.uuid != s->tracks[j].t.uuid);
+			if (s->tracks[i].t.kind == CUPTRACE_TRACK_THREAD &&
+			    s->tracks[j].t.kind == CUPTRACE_TRACK_THREAD)
+				CHECK(s->tracks[i].t.tid != s->tracks[j].t.tid);
+		}
+	/* Every GPU activity has an incoming flow whose other end is an API slice. */
+	struct cuptrace_u64map outs;
+	cuptrace_u64map_init(&outs);
+	for (size_t i = 0; i < s->nslices; i++)
+		for (size_t k = 0; k < s->slices[i].nout; k++)
+			*cuptrace_u64map_put(&outs, s->slices[i].out[k], NULL) = i + 1;
+	size_t gpu = 0, linked = 0;
+	for (size_t i = 0; i < s->nslices; i++) {
+		struct rslice *r = &s->slices[i];
+		CHECK(r->ts >= 0 && r->dur >= 0);
+		if (!is_gpu_cat(r->cat))
+			continue;
+		gpu++;
+		uint64_t *o = r->nin ? cuptrace_u64map_get(&outs, r->in) : NULL;
+		if (o) {
+			struct rslice *api = &s->slices[*o - 1];
+			if (!strncmp(api->cat, "cuda_", 5) && api->corr == r->corr && api->ts <= r->ts)
+				linked++;
+		}
+	}
+	CHECK_EQ_INT(linked, gpu);
+	cuptrace_u64map_free(&outs);
+	/* No two slices on one track partially overlap. */
+	size_t bad = 0;
+	for (size_t i = 0; i < s->nslices; i++)
+		for (size_t j = i + 1; j < s->nslices && j < i + 4000; j++) {
+			struct rslice *a = &s->slices[i], *b = &s->slices[j];
+			if (a->track != b->track)
+				continue;
+			int64_t ae = a->ts + a->dur, be = b->ts + b->dur;
+			int disjoint = ae <= b->ts || be <= a->ts;
+			int nested = (a->ts <= b->ts && be <= ae) || (b->ts <= a->ts && ae <= be);
+			if (!disjoint && !nested)
+				bad++;
+		}
+	CHECK_EQ_INT(bad, 0);
+}
+
+static void test_vector_add(void)
+{
+	struct rec_sink *s = replay("vector_add.cupti", 0);
+	check_invariants(s);
+	CHECK_EQ_INT(count(s, "kernel", NULL), 1);
+	CHECK_EQ_INT(count(s, "kernel", "vector_add(float const*, float const*, float*, int)"), 1);
+	CHECK_EQ_INT(count(s, "memcpy", "Memcpy HtoD"), 2);
+	CHECK_EQ_INT(count(s, "memcpy", "Memcpy DtoH"), 1);
+	CHECK_EQ_INT(count(s, "memset", NULL), 1);
+	CHECK_EQ_INT(count(s, "cuda_runtime", "cudaLaunchKernel"), 1);
+	CHECK_EQ_INT(count(s, "cuda_runtime", "cudaMemcpy"), 3);
+	CHECK_EQ_INT(count(s, "cuda_runtime", "cudaMalloc"), 3);
+	/* The runtime's own driver calls are filtered; none of the app's. */
+	CHECK_EQ_INT(count(s, "cuda_driver", "cuDeviceGetAttribute"), 0);
+	CHECK(meta_int(s, "driver_calls_filtered") > 100);
+	CHECK_EQ_INT(meta_int(s, "flows"), 5);
+	CHECK_EQ_INT(meta_int(s, "gpu_activities_without_api_record"), 0);
+	/* The kernel slice carries its launch configuration. */
+	for (size_t i = 0; i < s->nslices; i++)
+		if (!strcmp(s->slices[i].cat, "kernel"))
+			CHECK(strstr(s->slices[i].args, "grid=(4096, 1, 1);block=(256, 1, 1);") != NULL);
+	/* A GPU group named after the device, with a stream track under it. */
+	int gpu = 0, stream = 0;
+	for (size_t i = 0; i < s->ntracks; i++) {
+		if (s->tracks[i].t.kind == CUPTRACE_TRACK_GROUP &&
+		    !strcmp(s->tracks[i].name, "GPU 0: NVIDIA H200"))
+			gpu++;
+		if (s->tracks[i].t.kind == CUPTRACE_TRACK_SLICES && !strncmp(s->tracks[i].name, "Stream ", 7))
+			stream++;
+	}
+	CHECK_EQ_INT(gpu, 1);
+	CHECK(stream >= 1);
+	/* With --driver all, the runtime's driver calls come back. */
+	r_destroy(&s->base);
+	s = replay("vector_add.cupti", 1);
+	CHECK(count(s, "cuda_driver", "cuDeviceGetAttribute") > 100);
+	r_destroy(&s->base);
+}
+
+static void test_multi_stream(void)
+{
+	struct rec_sink *s = replay("multi_stream.cupti", 0);
+	check_invariants(s);
+	/* 4 threads x 250 launches. */
+	CHECK_EQ_INT(count(s, "kernel", "tiny(int*)"), 1000);
+	CHECK_EQ_INT(count(s, "cuda_runtime", "cudaLaunchKernel"), 1000);
+	CHECK_EQ_INT(meta_int(s, "flows"), 1000 + 2); /* + memset and the final copy */
+	/* One thread track per worker, named by the OS. */
+	int workers = 0;
+	for (size_t i = 0; i < s->ntracks; i++)
+		if (s->tracks[i].t.kind == CUPTRACE_TRACK_THREAD && !strncmp(s->tracks[i].name, "worker-", 7))
+			workers++;
+	CHECK_EQ_INT(workers, 4);
+	/* Each worker's stream is its own track. */
+	int streams = 0;
+	for (size_t i = 0; i < s->ntracks; i++)
+		if (s->tracks[i].t.kind == CUPTRACE_TRACK_SLICES && s->tracks[i].t.lane == 0 &&
+		    !strncmp(s->tracks[i].name, "Stream ", 7))
+			streams++;
+	CHECK_EQ_INT(streams, 5); /* 4 workers + the default stream */
+	CHECK_EQ_INT(count(s, "sync", "Wait: stream"), 4);
+	r_destroy(&s->base);
+}
+
+static void test_driver_api(void)
+{
+	struct rec_sink *s = replay("driver_api.cupti", 0);
+	check_invariants(s);
+	CHECK_EQ_INT(count(s, "kernel", "scale"), 3);
+	CHECK_EQ_INT(count(s, "cuda_driver", "cuLaunchKernel"), 3);
+	CHECK_EQ_INT(count(s, "cuda_driver", "cuModuleLoadData"), 1);
+	CHECK_EQ_INT(count(s, "cuda_driver", "cuMemcpyHtoD"), 1);
+	CHECK_EQ_INT(count(s, "cuda_driver", "cuCtxSynchronize"), 1);
+	CHECK_EQ_INT(count(s, "cuda_runtime", NULL), 0);
+	CHECK_EQ_INT(count(s, "memcpy", NULL), 2);
+	r_destroy(&s->base);
+}
+
+static void test_graphs(void)
+{
+	struct rec_sink *s = replay("graphs.cupti", 0);
+	check_invariants(s);
+	CHECK_EQ_INT(count(s, "kernel", "spin"), 12);
+	CHECK_EQ_INT(count(s, "memset", NULL), 3);
+	CHECK_EQ_INT(count(s, "memcpy", "Memcpy DtoD"), 3);
+	/* Each cudaGraphLaunch fans out to its 6 nodes. */
+	size_t launches = 0;
+	for (size_t i = 0; i < s->nslices; i++)
+		if (!strcmp(s->slices[i].name, "cudaGraphLaunch")) {
+			launches++;
+			CHECK_EQ_INT(s->slices[i].nout, 6);
+		}
+	CHECK_EQ_INT(launches, 3);
+	/* Graph nodes carry graph and node ids. */
+	for (size_t i = 0; i < s->nslices; i++)
+		if (!strcmp(s->slices[i].cat, "kernel"))
+			CHECK(strstr(s->slices[i].args, "graph_id=") && strstr(s->slices[i].args, "graph_node_id="));
+	r_destroy(&s->base);
+}
+
+static void test_all_captures_clean(void)
+{
+	static const char *const caps[] = {"c_api.cupti", "memory.cupti", "peer_copy.cupti",
+					   "nvtx.cupti", "torch_train.cupti"};
+	for (size_t i = 0; i < sizeof(caps) / sizeof(caps[0]); i++) {
+		struct rec_sink *s = replay(caps[i], 0);
+		check_invariants(s);
+		CHECK_EQ_INT(meta_int(s, "gpu_activities_without_api_record"), 0);
+		r_destroy(&s->base);
+	}
+}
+
+static void test_torch(void)
+{
+	struct rec_sink *s = replay("torch_train.cupti", 0);
+	/* torch.profiler saw 153 kernels, 17 copies and 13 memsets for the same work. */
+	CHECK_EQ_INT(count(s, "kernel", NULL), 153);
+	CHECK_EQ_INT(count(s, "memcpy", NULL), 17);
+	CHECK_EQ_INT(count(s, "memset", NULL), 13);
+	r_destroy(&s->base);
+}
+
+static void test_c_api(void)
+{
+	struct rec_sink *s = replay("c_api.cupti", 0);
+	CHECK_EQ_INT(count(s, "kernel", "work"), 5);
+	r_destroy(&s->base);
+}
+
+/* Hand-built records: GPU work arriving before its API call, across batches, and overlapping
+ * work on one stream. */
+static void test_synthetic_order(void)
+{
+	struct rec_sink *s = calloc(1, sizeof(*s));
+	s->base.ops = &rec_ops;
+	struct cuptrace_trace_info info = {.pid = 42, .process_name = "p", .start_boottime_ns = 1000};
+	struct cuptrace_converter *c = cuptrace_converter_new(&s->base, &info, NULL);
+	CUpti_ActivityKernel10 k[3];
+	memset(k, 0, sizeof(k));
+	for (int i = 0; i < 3; i++) {
+		k[i].kind = CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL;
+		k[i].deviceId = 0;
+		k[i].contextId = 1;
+		k[i].streamId = 7;
+		k[i].correlationId = 10 + (uint32_t)i;
+		k[i].name = "k";
+	}
+	/* k0 [2000,3000), k1 [2500,3500) overlaps it, k2 [3000,4000) touches k0. */
+	k[0].start = 2000, k[0].end = 3000;
+	k[1].start = 2500, k[1].end = 3500;
+	k[2].start = 3000, k[2].end = 4000;
+	k[1].correlationId = 10; /* a second node of launch 10 (graph-like fan-out) */
+	const CUpti_Activity *b1[] = {(CUpti_Activity *)&k[0], (CUpti_Activity *)&k[1],
+				      (CUpti_Activity *)&k[2]};
+	CHECK_EQ_INT(cuptrace_converter_add(c, b1, 3), 0);
+	/* The API records come in a later batch. */
+	CUpti_ActivityAPI a[2];
+	memset(a, 0, sizeof(a));
+	a[0].kind = CUPTI_ACTIVITY_KIND_RUNTIME;
+	a[0].cbid = CUPTI_RUNTIME_TRACE_CBID_cudaGraphLaunch_v10000;
+	a[0].start = 1500, a[0].end = 1600, a[0].threadId = 42, a[0].correlationId = 10;
+	a[1] = a[0];
+	a[1].cbid = CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000;
+	a[1].start = 1700, a[1].end = 1800, a[1].correlationId = 12;
+	const CUpti_Activity *b2[] = {(CUpti_Activity *)&a[0], (CUpti_Activity *)&a[1]};
+	CHECK_EQ_INT(cuptrace_converter_add(c, b2, 2), 0);
+	CHECK_EQ_INT(cuptrace_converter_finish(c), 0);
+	check_invariants(s);
+	CHECK_EQ_INT(count(s, "kernel", NULL), 3);
+	/* The overlapping kernel went to a second lane with the same name. */
+	size_t lanes = 0;
+	for (size_t i = 0; i < s->ntracks; i++)
+		if (!strcmp(s->tracks[i].name, "Stream 7"))
+			lanes++;
+	CHECK_EQ_INT(lanes, 2);
+	for (size_t i = 0; i < s->nslices; i++) {
+		if (!strcmp(s->slices[i].name, "cudaGraphLaunch"))
+			CHECK_EQ_INT(s->slices[i].nout, 2);
+		if (!strcmp(s->slices[i].name, "cudaLaunchKernel"))
+			CHECK_EQ_INT(s->slices[i].nout, 1);
+		CHECK(s->slices[i].ts >= 0);
+	}
+	cuptrace_converter_free(c);
+	r_destroy(&s->base);
+}
+
+TEST_MAIN(T(test_vector_add), T(test_multi_stream), T(test_driver_api), T(test_graphs),
+	  T(test_all_captures_clean), T(test_torch), T(test_c_api), T(test_synthetic_order))

@@ -1,0 +1,83 @@
+/* cuptrace convert: capture (.cupti) or trace (.pftrace) in, Perfetto or Chrome JSON out. */
+#include <errno.h>
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cmd.h"
+#include "common/log.h"
+#include "convert/capture.h"
+#include "convert/convert.h"
+#include "format/formats.h"
+
+static void convert_usage(FILE *f)
+{
+	fprintf(f, "usage: cuptrace convert INPUT -o OUTPUT [options]\n\n"
+		   "INPUT is a raw capture (.cupti, from 'cuptrace record --capture') or a\n"
+		   "Perfetto trace. The output format follows OUTPUT's extension (.pftrace,\n"
+		   ".pftrace.gz, .json, .json.gz) unless -f says otherwise.\n\n"
+		   "  -o, --output PATH    output file (required)\n"
+		   "  -f, --format FMT     perfetto | chrome\n"
+		   "      --compress MODE  chunks | gzip | none\n"
+		   "      --driver MODE    user (default) | all: keep the runtime's own driver calls\n"
+		   "  -h, --help           this help\n");
+}
+
+int cmd_convert(int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{"output", required_argument, NULL, 'o'},
+		{"format", required_argument, NULL, 'f'},
+		{"compress", required_argument, NULL, 'z'},
+		{"driver", required_argument, NULL, 'd'},
+		{"help", no_argument, NULL, 'h'},
+		{0},
+	};
+	const char *out = NULL, *format = NULL, *compress = NULL;
+	int driver_all = 0;
+	optind = 1;
+	int c;
+	while ((c = getopt_long(argc, argv, "o:f:h", opts, NULL)) != -1) {
+		switch (c) {
+		case 'o': out = optarg; break;
+		case 'f': format = optarg; break;
+		case 'z': compress = optarg; break;
+		case 'd':
+			if (strcmp(optarg, "all") && strcmp(optarg, "user")) {
+				fprintf(stderr, "cuptrace convert: --driver takes user or all\n");
+				return EXIT_USAGE;
+			}
+			driver_all = !strcmp(optarg, "all");
+			break;
+		case 'h': convert_usage(stdout); return 0;
+		default: convert_usage(stderr); return EXIT_USAGE;
+		}
+	}
+	if (optind != argc - 1 || !out) {
+		fprintf(stderr, "cuptrace convert: need one INPUT and -o OUTPUT\n\n");
+		convert_usage(stderr);
+		return EXIT_USAGE;
+	}
+	const char *in = argv[optind];
+	if (access(in, R_OK)) {
+		fprintf(stderr, "cuptrace convert: cannot read %s: %s\n", in, strerror(errno));
+		return EXIT_FAIL;
+	}
+	struct cuptrace_sink *sink = cuptrace_sink_open(out, format, compress);
+	if (!sink) {
+		fprintf(stderr, "cuptrace convert: cannot write %s: %s\n", out, strerror(errno));
+		return errno == EINVAL ? EXIT_USAGE : EXIT_FAIL;
+	}
+	int r = cuptrace_replay_file(in, sink, driver_all);
+	int f = sink->ops->finish(sink);
+	cuptrace_sink_destroy(sink);
+	if (r || f) {
+		fprintf(stderr, "cuptrace convert: %s -> %s failed: %s\n", in, out,
+			strerror(-(r ? r : f)));
+		unlink(out);
+		return EXIT_FAIL;
+	}
+	return 0;
+}

@@ -1,0 +1,349 @@
+/* cuptrace record: runs a command with libcuptrace.so injected through CUDA_INJECTION64_PATH
+ * and returns its exit status (128+signal if it died of one). The command line talks to the
+ * library only through the CUPTRACE_* variables listed in include/cuptrace.h. The tool itself
+ * never loads CUDA or CUPTI: the device check runs in a short-lived child. */
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <glob.h>
+#include <libgen.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "cmd.h"
+#include "common/util.h"
+#include "output/output.h"
+
+static void record_usage(FILE *f)
+{
+	fprintf(f,
+		"usage: cuptrace record [options] -- command [args...]\n\n"
+		"  -o, --output PATH     trace file (default cuptrace-%%p.pftrace); %%p = pid,\n"
+		"                        %%h = host name. The extension picks the format:\n"
+		"                        .pftrace, .pftrace.gz, .json, .json.gz, .cupti\n"
+		"  -f, --format FMT      perfetto | chrome | capture\n"
+		"      --capture         write the raw CUPTI capture (cheapest); convert it later\n"
+		"                        with 'cuptrace convert'\n"
+		"      --compress MODE   chunks (default for .pftrace) | gzip | none\n"
+		"      --driver MODE     user (default): driver calls the program makes itself;\n"
+		"                        all: also the CUDA runtime's own driver calls\n"
+		"      --buffer-size N   bytes per CUPTI buffer (default 4194304)\n"
+		"      --flush-ms N      write records at least this often (default 1000)\n"
+		"      --no-summary      no end-of-run summary on stderr\n"
+		"      --no-check        skip the check for a CUDA device\n"
+		"      --lib PATH        libcuptrace.so to inject (default: next to cuptrace)\n"
+		"  -h, --help            this help\n");
+}
+
+/* libcuptrace.so next to the executable (build tree) or in ../lib (installed). */
+static int find_library(char *out, size_t n)
+{
+	const char *env = getenv("CUPTRACE_LIB");
+	if (env && *env) {
+		snprintf(out, n, "%s", env);
+		return access(out, R_OK) ? -1 : 0;
+	}
+	char exe[PATH_MAX];
+	ssize_t k = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+	if (k <= 0)
+		return -1;
+	exe[k] = 0;
+	char *dir = dirname(exe);
+	static const char *const rel[] = {"libcuptrace.so", "../lib/libcuptrace.so",
+					  "../lib64/libcuptrace.so"};
+	for (size_t i = 0; i < sizeof(rel) / sizeof(rel[0]); i++) {
+		char cand[PATH_MAX + 64];
+		snprintf(cand, sizeof(cand), "%s/%s", dir, rel[i]);
+		if (!access(cand, R_OK) && realpath(cand, out))
+			return 0;
+	}
+	return -1;
+}
+
+/* Runs in a child so the tool never initializes CUDA itself. */
+static int check_device(char *msg, size_t n)
+{
+	int pfd[2];
+	if (pipe(pfd))
+		return 0;
+	pid_t pid = fork();
+	if (pid < 0) {
+		close(pfd[0]);
+		close(pfd[1]);
+		return 0;
+	}
+	if (pid == 0) {
+		close(pfd[0]);
+		char m[256] = "";
+		int code = 0;
+		void *h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+		if (!h) {
+			snprintf(m, sizeof(m), "no CUDA driver (libcuda.so.1 not found): is this a "
+					       "machine with an NVIDIA GPU and driver?");
+			code = 1;
+		} else {
+			int (*init)(unsigned) = (int (*)(unsigned))dlsym(h, "cuInit");
+			int (*count)(int *) = (int (*)(int *))dlsym(h, "cuDeviceGetCount");
+			int nd = 0, r = init ? init(0) : -1;
+			if (r == 0 && count)
+				r = count(&nd);
+			if (r == 100 /* CUDA_ERROR_NO_DEVICE */ || (r == 0 && nd == 0)) {
+				snprintf(m, sizeof(m), "no CUDA device found");
+				code = 1;
+			} else if (r) {
+				snprintf(m, sizeof(m), "the CUDA driver failed to initialize (error %d)", r);
+				code = 1;
+			}
+		}
+		ssize_t w = write(pfd[1], m, strlen(m));
+		(void)w;
+		_exit(code);
+	}
+	close(pfd[1]);
+	ssize_t k = read(pfd[0], msg, n - 1);
+	msg[k > 0 ? k : 0] = 0;
+	close(pfd[0]);
+	int st;
+	waitpid(pid, &st, 0);
+	return WIFEXITED(st) && WEXITSTATUS(st) == 1 ? -1 : 0;
+}
+
+static int check_writable(const char *tmpl)
+{
+	char *p = strdup(tmpl);
+	if (!p)
+		return -ENOMEM;
+	char *dir = dirname(p);
+	int r = access(dir, W_OK) ? -errno : 0;
+	if (!r) {
+		struct stat st;
+		if (stat(dir, &st) || !S_ISDIR(st.st_mode))
+			r = -ENOTDIR;
+	}
+	free(p);
+	return r;
+}
+
+static pid_t child_pid;
+
+static void forward_signal(int sig)
+{
+	/* The terminal sends SIGINT to the whole group; a SIGTERM to the tool alone is passed on
+	 * so the traced program can finish its trace. */
+	if (child_pid > 0 && sig != SIGINT)
+		kill(child_pid, sig);
+}
+
+static void setenv_opt(const char *k, const char *v)
+{
+	if (v)
+		setenv(k, v, 1);
+}
+
+int cmd_record(int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{"output", required_argument, NULL, 'o'},
+		{"format", required_argument, NULL, 'f'},
+		{"capture", no_argument, NULL, 'C'},
+		{"compress", required_argument, NULL, 'z'},
+		{"driver", required_argument, NULL, 'd'},
+		{"buffer-size", required_argument, NULL, 'b'},
+		{"flush-ms", required_argument, NULL, 'F'},
+		{"no-summary", no_argument, NULL, 'S'},
+		{"no-check", no_argument, NULL, 'N'},
+		{"lib", required_argument, NULL, 'L'},
+		{"help", no_argument, NULL, 'h'},
+		{0},
+	};
+	const char *output = NULL, *format = NULL, *compress = NULL, *driver = NULL;
+	const char *bufsz = NULL, *flushms = NULL, *lib = NULL;
+	int summary = 1, check = 1;
+	optind = 1;
+	int c;
+	while ((c = getopt_long(argc, argv, "+o:f:h", opts, NULL)) != -1) {
+		switch (c) {
+		case 'o': output = optarg; break;
+		case 'f': format = optarg; break;
+		case 'C': format = "capture"; break;
+		case 'z': compress = optarg; break;
+		case 'd': driver = optarg; break;
+		case 'b': bufsz = optarg; break;
+		case 'F': flushms = optarg; break;
+		case 'S': summary = 0; break;
+		case 'N': check = 0; break;
+		case 'L': lib = optarg; break;
+		case 'h': record_usage(stdout); return 0;
+		default: record_usage(stderr); return EXIT_USAGE;
+		}
+	}
+	if (optind >= argc) {
+		fprintf(stderr, "cuptrace record: no command given\n\n");
+		record_usage(stderr);
+		return EXIT_USAGE;
+	}
+	if (format && strcmp(format, "perfetto") && strcmp(format, "chrome") &&
+	    strcmp(format, "capture")) {
+		fprintf(stderr, "cuptrace record: unknown format '%s' (perfetto, chrome or capture)\n",
+			format);
+		return EXIT_USAGE;
+	}
+	if (compress && cuptrace_compress_parse(compress) < 0) {
+		fprintf(stderr, "cuptrace record: unknown compression '%s' (chunks, gzip or none)\n",
+			compress);
+		return EXIT_USAGE;
+	}
+	if (driver && strcmp(driver, "user") && strcmp(driver, "all")) {
+		fprintf(stderr, "cuptrace record: --driver takes user or all, not '%s'\n", driver);
+		return EXIT_USAGE;
+	}
+	const char *nums[2][2] = {{"--buffer-size", bufsz}, {"--flush-ms", flushms}};
+	for (int i = 0; i < 2; i++) {
+		if (!nums[i][1])
+			continue;
+		char *end;
+		errno = 0;
+		unsigned long long v = strtoull(nums[i][1], &end, 10);
+		if (errno || *end || !*nums[i][1] || (i == 0 && v < 65536)) {
+			fprintf(stderr, "cuptrace record: bad value for %s: '%s'%s\n", nums[i][0],
+				nums[i][1], i == 0 ? " (at least 65536)" : "");
+			return EXIT_USAGE;
+		}
+	}
+	if (!output)
+		output = format && !strcmp(format, "capture") ? "cuptrace-%p.cupti"
+			 : format && !strcmp(format, "chrome") ? "cuptrace-%p.json"
+							       : "cuptrace-%p.pftrace";
+	char libpath[PATH_MAX];
+	if (lib) {
+		if (!realpath(lib, libpath)) {
+			fprintf(stderr, "cuptrace record: library %s not found: %s\n", lib, strerror(errno));
+			return EXIT_FAIL;
+		}
+	} else if (find_library(libpath, sizeof(libpath))) {
+		fprintf(stderr, "cuptrace record: libcuptrace.so not found next to the cuptrace "
+				"executable or in ../lib; use --lib PATH or CUPTRACE_LIB\n");
+		return EXIT_FAIL;
+	}
+	/* The library resolves the path in the traced program's directory: make it absolute. */
+	char outabs[PATH_MAX * 2];
+	if (output[0] == '/') {
+		snprintf(outabs, sizeof(outabs), "%s", output);
+	} else {
+		char cwd[PATH_MAX];
+		if (!getcwd(cwd, sizeof(cwd))) {
+			fprintf(stderr, "cuptrace record: cannot read the current directory\n");
+			return EXIT_FAIL;
+		}
+		snprintf(outabs, sizeof(outabs), "%s/%s", cwd, output);
+	}
+	int w = check_writable(outabs);
+	if (w) {
+		fprintf(stderr, "cuptrace record: cannot write %s: %s\n", output, strerror(-w));
+		return EXIT_FAIL;
+	}
+	if (check) {
+		char msg[256];
+		if (check_device(msg, sizeof(msg))) {
+			fprintf(stderr, "cuptrace record: %s\n", msg);
+			return EXIT_FAIL;
+		}
+	}
+	/* Everything the library needs travels in the environment. */
+	setenv("CUDA_INJECTION64_PATH", libpath, 1);
+	/* NVTX loads its tool from here; libcuptrace forwards to CUPTI's NVTX implementation. */
+	if (!getenv("NVTX_INJECTION64_PATH"))
+		setenv("NVTX_INJECTION64_PATH", libpath, 1);
+	setenv("CUPTRACE_OUTPUT", outabs, 1);
+	setenv_opt("CUPTRACE_FORMAT", format);
+	setenv_opt("CUPTRACE_COMPRESS", compress);
+	setenv_opt("CUPTRACE_DRIVER", driver);
+	setenv_opt("CUPTRACE_BUFFER_SIZE", bufsz);
+	setenv_opt("CUPTRACE_FLUSH_MS", flushms);
+	if (!summary)
+		setenv("CUPTRACE_SUMMARY", "0", 1);
+	char cmdline[4096] = "";
+	size_t cl = 0;
+	for (int i = optind; i < argc && cl < sizeof(cmdline) - 2; i++)
+		cl += (size_t)snprintf(cmdline + cl, sizeof(cmdline) - cl, "%s%s", i > optind ? " " : "",
+				       argv[i]);
+	setenv("CUPTRACE_CMDLINE", cmdline, 1);
+
+	/* exec failures come back through a close-on-exec pipe. */
+	int ep[2];
+	if (pipe2(ep, O_CLOEXEC)) {
+		perror("cuptrace record: pipe");
+		return EXIT_FAIL;
+	}
+	struct sigaction sa = {.sa_handler = forward_signal}, old_int, old_term;
+	sigemptyset(&sa.sa_mask);
+	sigaction(SIGINT, &sa, &old_int);
+	sigaction(SIGTERM, &sa, &old_term);
+	child_pid = fork();
+	if (child_pid < 0) {
+		perror("cuptrace record: fork");
+		return EXIT_FAIL;
+	}
+	if (child_pid == 0) {
+		sigaction(SIGINT, &old_int, NULL);
+		sigaction(SIGTERM, &old_term, NULL);
+		close(ep[0]);
+		execvp(argv[optind], argv + optind);
+		int e = errno;
+		ssize_t k = write(ep[1], &e, sizeof(e));
+		(void)k;
+		_exit(127);
+	}
+	close(ep[1]);
+	int exec_errno = 0;
+	ssize_t k = read(ep[0], &exec_errno, sizeof(exec_errno));
+	close(ep[0]);
+	int st = 0;
+	while (waitpid(child_pid, &st, 0) < 0 && errno == EINTR)
+		;
+	if (k == (ssize_t)sizeof(exec_errno)) {
+		fprintf(stderr, "cuptrace record: cannot run '%s': %s\n", argv[optind],
+			exec_errno == ENOENT ? "command not found" : strerror(exec_errno));
+		return exec_errno == ENOENT ? 127 : 126;
+	}
+	int status = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+	/* Where did the trace go? The pid of the command is the one that matters first. */
+	char *expected = cuptrace_path_expand(outabs, (int)child_pid);
+	struct stat sb;
+	if (expected && stat(expected, &sb) == 0) {
+		fprintf(stderr, "cuptrace: %s: %lld bytes\n", expected, (long long)sb.st_size);
+	} else {
+		/* Maybe only children of the command used CUDA: look for any file of the pattern. */
+		char *pat = strdup(outabs);
+		for (char *p = pat; p && *p; p++)
+			if (p[0] == '%' && (p[1] == 'p' || p[1] == 'h'))
+				p[0] = '*', memmove(p + 1, p + 2, strlen(p + 2) + 1);
+		glob_t g;
+		size_t found = 0;
+		if (pat && strcmp(pat, outabs) && glob(pat, 0, NULL, &g) == 0) {
+			found = g.gl_pathc;
+			for (size_t i = 0; i < g.gl_pathc; i++)
+				fprintf(stderr, "cuptrace: trace of a child process: %s\n", g.gl_pathv[i]);
+			globfree(&g);
+		}
+		free(pat);
+		if (!found) {
+			fprintf(stderr,
+				"cuptrace record: no trace was written. Either the program never "
+				"initialized CUDA, or tracing could not start (see the messages "
+				"above: CUPTI already in use by another tool, unwritable output).\n");
+			if (!status)
+				status = EXIT_FAIL;
+		}
+	}
+	free(expected);
+	return status;
+}

@@ -1,0 +1,58 @@
+/* cuptrace stats: a summary of a trace or capture, to read or to paste into a bug report. */
+#include <getopt.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "cmd.h"
+#include "convert/convert.h"
+#include "format/formats.h"
+
+static void stats_usage(FILE *f)
+{
+	fprintf(f, "usage: cuptrace stats [--markdown] TRACE\n\n"
+		   "TRACE is a .pftrace (any compression) or a raw capture (.cupti).\n"
+		   "  -m, --markdown   GitHub markdown tables (for bug reports)\n"
+		   "  -h, --help       this help\n");
+}
+
+int cmd_stats(int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{"markdown", no_argument, NULL, 'm'},
+		{"help", no_argument, NULL, 'h'},
+		{0},
+	};
+	int markdown = 0;
+	optind = 1;
+	int c;
+	while ((c = getopt_long(argc, argv, "mh", opts, NULL)) != -1) {
+		switch (c) {
+		case 'm': markdown = 1; break;
+		case 'h': stats_usage(stdout); return 0;
+		default: stats_usage(stderr); return EXIT_USAGE;
+		}
+	}
+	if (optind != argc - 1) {
+		stats_usage(stderr);
+		return EXIT_USAGE;
+	}
+	struct cuptrace_stats st;
+	memset(&st, 0, sizeof(st));
+	struct cuptrace_sink *sink = cuptrace_stats_sink_new(&st);
+	if (!sink) {
+		fprintf(stderr, "cuptrace stats: out of memory\n");
+		return EXIT_FAIL;
+	}
+	int r = cuptrace_replay_file(argv[optind], sink, 0);
+	if (!r)
+		r = sink->ops->finish(sink);
+	cuptrace_sink_destroy(sink);
+	if (r) {
+		fprintf(stderr, "cuptrace stats: cannot read %s\n", argv[optind]);
+		cuptrace_stats_free(&st);
+		return EXIT_FAIL;
+	}
+	cuptrace_stats_print(&st, stdout, markdown);
+	cuptrace_stats_free(&st);
+	return 0;
+}

@@ -1,0 +1,54 @@
+/* cuptrace: record CUDA programs into Perfetto or Chrome traces, convert captures, summarize.
+ * main() dispatches to one file per subcommand, in the style of uftrace's cmds/. */
+#include <stdio.h>
+#include <string.h>
+
+#include "cmd.h"
+
+#ifndef CUPTRACE_VERSION
+#define CUPTRACE_VERSION "0.1.0"
+#endif
+
+static const struct {
+	const char *name;
+	int (*fn)(int, char **);
+	const char *help;
+} cmds[] = {
+	{"record", cmd_record, "run a command and trace what it does with CUDA"},
+	{"convert", cmd_convert, "convert a capture (.cupti) or a trace to Perfetto or Chrome JSON"},
+	{"stats", cmd_stats, "summarize a trace or capture (counts, top kernels, GPU busy time)"},
+};
+
+static void usage(FILE *f)
+{
+	fprintf(f, "usage: cuptrace <command> [options] ...\n\n"
+		   "Records what a CUDA program does (API calls, kernels, copies, memsets,\n"
+		   "synchronization, NVTX) through CUPTI into a trace for ui.perfetto.dev.\n\n"
+		   "commands:\n");
+	for (size_t i = 0; i < sizeof(cmds) / sizeof(cmds[0]); i++)
+		fprintf(f, "  %-8s  %s\n", cmds[i].name, cmds[i].help);
+	fprintf(f, "\n'cuptrace <command> --help' shows a command's options.\n"
+		   "example: cuptrace record -o run.pftrace -- python train.py\n");
+}
+
+int main(int argc, char **argv)
+{
+	if (argc < 2) {
+		usage(stderr);
+		return EXIT_USAGE;
+	}
+	if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "help")) {
+		usage(stdout);
+		return 0;
+	}
+	if (!strcmp(argv[1], "--version") || !strcmp(argv[1], "-V")) {
+		printf("cuptrace %s\n", CUPTRACE_VERSION);
+		return 0;
+	}
+	for (size_t i = 0; i < sizeof(cmds) / sizeof(cmds[0]); i++)
+		if (!strcmp(argv[1], cmds[i].name))
+			return cmds[i].fn(argc - 1, argv + 1);
+	fprintf(stderr, "cuptrace: unknown command '%s'\n\n", argv[1]);
+	usage(stderr);
+	return EXIT_USAGE;
+}
