@@ -8,10 +8,11 @@
 
 #include <stdio.h>
 
-/* Perfetto protobuf sink. Takes ownership of out (closed by finish or destroy). */
+/* Perfetto protobuf sink. Takes ownership of out (closed by finish or destroy, or at once if
+ * the sink cannot be created: NULL and errno then). */
 struct cuptrace_sink *cuptrace_perfetto_sink_new(struct cuptrace_output *out);
 
-/* Chrome Trace Event Format (JSON array form) sink. Takes ownership of out. */
+/* Chrome Trace Event Format (JSON array form) sink. Takes ownership of out, like the above. */
 struct cuptrace_sink *cuptrace_chrome_sink_new(struct cuptrace_output *out);
 
 /* Picks the format and compression from the path and the options:

@@ -40,11 +40,6 @@ struct cuptrace_sink *cuptrace_sink_open(const char *path, const char *format, c
 	struct cuptrace_output *out = cuptrace_output_open(path, (enum cuptrace_compress)mode, NULL);
 	if (!out)
 		return NULL;
-	struct cuptrace_sink *s = chrome ? cuptrace_chrome_sink_new(out) : cuptrace_perfetto_sink_new(out);
-	if (!s) {
-		int e = errno;
-		cuptrace_output_close(out);
-		errno = e ? e : ENOMEM;
-	}
-	return s;
+	/* The sink owns out from here on, also when it fails to start (it closes it). */
+	return chrome ? cuptrace_chrome_sink_new(out) : cuptrace_perfetto_sink_new(out);
 }
