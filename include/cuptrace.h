@@ -24,6 +24,9 @@
  *   CUPTRACE_SUMMARY      1 (default) prints the end-of-run summary on stderr; 0 silences it
  *   CUPTRACE_LOG          error | warn (default) | info | debug
  *   CUPTRACE_CMDLINE      the traced command line, as `cuptrace record` saw it (metadata)
+ *   CUPTRACE_ROOT_PID     set by `cuptrace record` to the command's pid: any other process
+ *                         (children, subprocesses) whose CUPTRACE_OUTPUT lacks %p writes to
+ *                         NAME-<pid>.EXT instead, so no trace overwrites another
  *   CUPTRACE_SIGNALS      1 (default): finish the trace on SIGINT/SIGTERM, then die of the signal
  *                         as the program would have; 0: leave signal handling alone
  *

@@ -423,5 +423,81 @@ static void test_synthetic_order(void)
 	r_destroy(&s->base);
 }
 
-TEST_MAIN(T(test_vector_add), T(test_multi_stream), T(test_driver_api), T(test_graphs),
+static struct rtrack *track_of(struct rec_sink *s, const char *slice_name)
+{
+	for (size_t i = 0; i < s->nslices; i++)
+		if (!strcmp(s->slices[i].name, slice_name))
+			return find_track(s, s->slices[i].track);
+	return NULL;
+}
+
+static struct rslice *slice_named(struct rec_sink *s, const char *name)
+{
+	for (size_t i = 0; i < s->nslices; i++)
+		if (!strcmp(s->slices[i].name, name))
+			return &s->slices[i];
+	return NULL;
+}
+
+static void test_nvtx(void)
+{
+	struct rec_sink *s = replay("nvtx.cupti", 0);
+	check_invariants(s);
+	/* Push/pop ranges nest on the thread named by nvtxNameOsThread. */
+	struct rslice *outer = slice_named(s, "outer"), *inner = slice_named(s, "inner");
+	CHECK(outer && inner);
+	if (outer && inner) {
+		CHECK(outer->track == inner->track);
+		CHECK(outer->ts < inner->ts && inner->ts + inner->dur < outer->ts + outer->dur);
+		CHECK_EQ_STR(find_track(s, outer->track)->name, "main-loop");
+		CHECK_EQ_STR(outer->cat, "nvtx");
+	}
+	/* The start/end range ended on another thread: its own track. */
+	struct rtrack *t = track_of(s, "async-range");
+	CHECK(t && !strcmp(t->name, "NVTX ranges") && t->t.kind == CUPTRACE_TRACK_SLICES);
+	/* Domain, color, category and payload. */
+	struct rslice *d = slice_named(s, "domain-range");
+	CHECK(d && !strcmp(d->cat, "cuptrace-demo"));
+	CHECK(d && strstr(d->args, "color=#00ff00;") && strstr(d->args, "nvtx_category=7;") &&
+	      strstr(d->args, "payload=77;"));
+	CHECK(slice_named(s, "registered") != NULL);
+	CHECK_EQ_INT(s->ninstants >= 1, 1);
+	int mark = 0;
+	for (size_t i = 0; i < s->ninstants && i < 64; i++)
+		mark += !strcmp(s->instants[i], "checkpoint");
+	CHECK_EQ_INT(mark, 1);
+	/* nvtxNameCudaStream names the stream track; kernels are on it. */
+	t = track_of(s, "busy(float*, int)");
+	CHECK(t && !strcmp(t->name, "compute (stream 13)"));
+	int ender = 0;
+	for (size_t i = 0; i < s->ntracks; i++)
+		ender += s->tracks[i].t.kind == CUPTRACE_TRACK_THREAD && !strcmp(s->tracks[i].name, "ender");
+	CHECK_EQ_INT(ender, 0); /* the ender thread made no CUDA call: no track of its own */
+	r_destroy(&s->base);
+}
+
+static void test_memory(void)
+{
+	struct rec_sink *s = replay("memory.cupti", 0);
+	check_invariants(s);
+	/* Device memory in use, in MiB: +64, +32, -64, +16 (pool), -16, -32. */
+	static const int64_t want[] = {64, 96, 32, 48, 32, 0};
+	CHECK_EQ_INT(s->ncounters, 6);
+	for (size_t i = 0; i < 6 && i < s->ncounters; i++)
+		CHECK_EQ_INT(s->counters[i], want[i] * 1024 * 1024);
+	size_t dev_alloc = 0, pinned = 0, managed = 0, pool = 0;
+	for (size_t i = 0; i < s->ninstants && i < 64; i++) {
+		dev_alloc += !strcmp(s->instants[i], "alloc device");
+		pinned += !strncmp(s->instants[i], "alloc pinned", 12) || !strncmp(s->instants[i], "free pinned", 11);
+		managed += !strncmp(s->instants[i], "alloc managed", 13) || !strncmp(s->instants[i], "free managed", 12);
+		pool += !strncmp(s->instants[i], "pool ", 5);
+	}
+	CHECK_EQ_INT(dev_alloc, 3);
+	CHECK_EQ_INT(pinned, 2);
+	CHECK_EQ_INT(managed, 2);
+	CHECK(pool >= 1);
+	r_destroy(&s->base);
+}
+
+TEST_MAIN(T(test_nvtx), T(test_memory), T(test_vector_add), T(test_multi_stream), T(test_driver_api), T(test_graphs),
 	  T(test_all_captures_clean), T(test_torch), T(test_c_api), T(test_synthetic_order))

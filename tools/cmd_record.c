@@ -296,6 +296,10 @@ int cmd_record(int argc, char **argv)
 		sigaction(SIGINT, &old_int, NULL);
 		sigaction(SIGTERM, &old_term, NULL);
 		close(ep[0]);
+		/* The command's own trace keeps the requested name; its children's get -PID. */
+		char pidbuf[24];
+		snprintf(pidbuf, sizeof(pidbuf), "%d", (int)getpid());
+		setenv("CUPTRACE_ROOT_PID", pidbuf, 1);
 		execvp(argv[optind], argv + optind);
 		int e = errno;
 		ssize_t k = write(ep[1], &e, sizeof(e));

@@ -645,7 +645,20 @@ int cuptrace_collect_start(const char *path, int injected)
 	const char *tmpl = path ? path : getenv("CUPTRACE_OUTPUT");
 	if (!tmpl || !*tmpl)
 		tmpl = "cuptrace-%p.pftrace";
-	S.path = cuptrace_path_expand(tmpl, (int)S.pid);
+	/* Children of the traced command (a launcher's workers, subprocesses) write traces of
+	 * their own: without %p in the name they would overwrite the command's trace. */
+	char *own = NULL;
+	const char *root = getenv("CUPTRACE_ROOT_PID");
+	if (root && atoi(root) != (int)S.pid && !strstr(tmpl, "%p")) {
+		const char *slash = strrchr(tmpl, '/');
+		const char *dot = strchr(slash ? slash : tmpl, '.');
+		size_t at = dot ? (size_t)(dot - tmpl) : strlen(tmpl);
+		own = malloc(strlen(tmpl) + 4);
+		if (own)
+			sprintf(own, "%.*s-%%p%s", (int)at, tmpl, tmpl + at);
+	}
+	S.path = cuptrace_path_expand(own ? own : tmpl, (int)S.pid);
+	free(own);
 	S.buffer_size = env_size("CUPTRACE_BUFFER_SIZE", 4u << 20, 64u << 10, 1u << 30);
 	S.buffer_size &= ~(size_t)7;
 	S.flush_ms = (int)env_size("CUPTRACE_FLUSH_MS", 1000, 0, 3600000);
@@ -761,6 +774,8 @@ static uint64_t file_size(const char *path)
 
 static void finish_session(void)
 {
+	if (getpid() != S.pid)
+		return; /* a forked child: the session, its threads and CUPTI belong to the parent */
 	int expected = ST_RUNNING;
 	if (!atomic_compare_exchange_strong(&S.state, &expected, ST_STOPPING))
 		return;

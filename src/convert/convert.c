@@ -533,6 +533,8 @@ static int handle_api(struct cuptrace_converter *c, const CUpti_ActivityAPI *a)
 	uint32_t cat_id = conv_intern(c, driver ? "cuda_driver" : "cuda_runtime");
 	uint64_t track = conv_thread_track(c, (int64_t)a->threadId);
 	int64_t ts = conv_rel(c, a->start), dur = (int64_t)(a->end - a->start);
+	if (ts + dur > c->latest_ts)
+		c->latest_ts = ts + dur;
 	if (!a->correlationId)
 		return emit_api(c, track, ts, dur, name_id, cat_id, 0, (int32_t)a->returnValue, NULL, 0);
 	struct corr_state *st = corr_get(c, a->correlationId, 1);
@@ -1039,6 +1041,7 @@ int cuptrace_converter_add(struct cuptrace_converter *c, const CUpti_Activity *c
 	for (size_t i = 0; i < nw && !c->err; i++)
 		emit_gwork(c, &work[i]);
 	free(work);
+	conv_memory_flush(c, 0);
 	/* Graph launches: their node count is unknown, so an API call with GPU work is written
 	 * once a later batch brought it nothing more. */
 	for (size_t i = 0; i < c->pending_cap && !c->err; i++) {

@@ -86,11 +86,13 @@ static size_t nvtx_args(struct cuptrace_converter *c, uint32_t id, char *colorbu
 	}
 	if (d->category)
 		c->args[na++] = (struct cuptrace_arg){.key = "nvtx_category", .type = CUPTRACE_ARG_UINT, .v.u = d->category};
-	if (d->payload_kind == CUPTI_METRIC_VALUE_KIND_DOUBLE)
+	/* CUPTI reports a payload of UINT64 0 for attributes without one: a zero payload is not
+	 * shown. */
+	if (d->payload_kind == CUPTI_METRIC_VALUE_KIND_DOUBLE && d->payload.d != 0)
 		c->args[na++] = (struct cuptrace_arg){.key = "payload", .type = CUPTRACE_ARG_DOUBLE, .v.d = d->payload.d};
-	else if (d->payload_kind == CUPTI_METRIC_VALUE_KIND_UINT64)
+	else if (d->payload_kind == CUPTI_METRIC_VALUE_KIND_UINT64 && d->payload.u)
 		c->args[na++] = (struct cuptrace_arg){.key = "payload", .type = CUPTRACE_ARG_UINT, .v.u = d->payload.u};
-	else if (d->payload_kind == CUPTI_METRIC_VALUE_KIND_INT64)
+	else if (d->payload_kind == CUPTI_METRIC_VALUE_KIND_INT64 && d->payload.i)
 		c->args[na++] = (struct cuptrace_arg){.key = "payload", .type = CUPTRACE_ARG_INT, .v.i = d->payload.i};
 	return na;
 }
@@ -99,6 +101,26 @@ static uint64_t async_track(struct cuptrace_converter *c, int64_t *ts, int64_t *
 {
 	return conv_lane_assign(c, c->nvtx_lanes, &c->nnvtx_lanes, ts, dur, "NVTX ranges",
 				c->process_uuid, 50);
+}
+
+static int emit_range(struct cuptrace_converter *c, struct nvtx_range *rg, uint32_t id,
+		      uint64_t track, int64_t start, int64_t dur)
+{
+	char color[16];
+	size_t na = nvtx_args(c, id, color, sizeof(color));
+	struct cuptrace_slice sl = {
+		.track_uuid = track,
+		.ts = start,
+		.dur = dur,
+		.name = conv_str(c, rg->name_id),
+		.category = conv_str(c, rg->domain_id),
+		.args = c->args,
+		.nargs = na,
+	};
+	cuptrace_u64map_del(&c->nvtx_open, id);
+	cuptrace_u64map_del(&c->nvtx_data, id);
+	rg->used = 0;
+	return conv_emit_slice(c, &sl);
 }
 
 int conv_marker(struct cuptrace_converter *c, const CUpti_Activity *r)
@@ -131,10 +153,17 @@ int conv_marker(struct cuptrace_converter *c, const CUpti_Activity *r)
 		struct nvtx_range *rg = range_slot(c, m->id, 1);
 		if (!rg)
 			return c->err = -ENOMEM;
+		int64_t end_ts = rg->end_seen ? rg->ts : -1;
 		rg->ts = ts;
 		rg->tid = tid;
 		rg->name_id = conv_intern(c, name ? name : "(range)");
 		rg->domain_id = conv_intern(c, domain ? domain : "nvtx");
+		if (end_ts >= 0) {
+			/* Its END came first, from another thread's buffer: a range that crossed
+			 * threads, so it goes on the NVTX ranges lanes. */
+			int64_t start = ts, dur = end_ts > ts ? end_ts - ts : 0;
+			return emit_range(c, rg, m->id, async_track(c, &start, &dur), start, dur);
+		}
 		struct tstack *s = tid ? thread_stack(c, tid) : NULL;
 		if (s) {
 			if (s->n == s->cap) {
@@ -152,8 +181,19 @@ int conv_marker(struct cuptrace_converter *c, const CUpti_Activity *r)
 	if (!(m->flags & CUPTI_ACTIVITY_FLAG_MARKER_END))
 		return 0;
 	struct nvtx_range *rg = range_slot(c, m->id, 0);
-	if (!rg)
-		return 0; /* its START was before tracing began */
+	if (!rg) {
+		/* Before its START (another thread's buffer may come later), or the START was
+		 * before tracing began: keep the END until the trace ends. */
+		rg = range_slot(c, m->id, 1);
+		if (!rg)
+			return c->err = -ENOMEM;
+		rg->end_seen = 1;
+		rg->ts = ts;
+		rg->tid = tid;
+		return 0;
+	}
+	if (rg->end_seen)
+		return 0; /* a second END for one id: ignore */
 	int was_top = 0;
 	struct tstack *s = rg->tid ? thread_stack(c, rg->tid) : NULL;
 	if (s)
@@ -164,20 +204,7 @@ int conv_marker(struct cuptrace_converter *c, const CUpti_Activity *r)
 		track = conv_thread_track(c, tid);
 	else
 		track = async_track(c, &start, &dur);
-	size_t na = nvtx_args(c, m->id, color, sizeof(color));
-	struct cuptrace_slice sl = {
-		.track_uuid = track,
-		.ts = start,
-		.dur = dur,
-		.name = conv_str(c, rg->name_id),
-		.category = conv_str(c, rg->domain_id),
-		.args = c->args,
-		.nargs = na,
-	};
-	cuptrace_u64map_del(&c->nvtx_open, m->id);
-	cuptrace_u64map_del(&c->nvtx_data, m->id);
-	rg->used = 0;
-	return conv_emit_slice(c, &sl);
+	return emit_range(c, rg, m->id, track, start, dur);
 }
 
 int conv_marker_data(struct cuptrace_converter *c, const CUpti_Activity *r)
@@ -299,13 +326,50 @@ int conv_memory(struct cuptrace_converter *c, const CUpti_Activity *r)
 		c->err = c->sink->ops->instant(c->sink, &e);
 	/* Device memory in use: cudaMalloc-style device allocations, pools included. */
 	if (m->memoryKind == CUPTI_ACTIVITY_MEMORY_KIND_DEVICE) {
-		struct gpu *g = &c->gpus[dev % MAX_GPUS];
-		uint64_t cu = gpu_child(c, dev, 1);
-		g->mem_used += alloc ? (int64_t)m->bytes : -(int64_t)m->bytes;
-		struct cuptrace_counter v = {.track_uuid = cu, .ts = ts, .i = g->mem_used};
+		if (c->nmemev == c->memev_cap) {
+			size_t cap = c->memev_cap ? c->memev_cap * 2 : 256;
+			struct memev *nm = realloc(c->memev, cap * sizeof(*nm));
+			if (!nm)
+				return c->err = -ENOMEM;
+			c->memev = nm;
+			c->memev_cap = cap;
+		}
+		c->memev[c->nmemev++] = (struct memev){
+			.ts = ts, .dev = dev, .delta = alloc ? (int64_t)m->bytes : -(int64_t)m->bytes};
+	}
+	return c->err;
+}
+
+static int memev_cmp(const void *a, const void *b)
+{
+	const struct memev *x = a, *y = b;
+	return x->ts < y->ts ? -1 : x->ts > y->ts;
+}
+
+/* Records reach cuptrace within about two flush periods of each other; an allocation older
+ * than that behind the newest API call can no longer be overtaken by an earlier one. */
+#define MEM_WATERMARK_NS 3000000000ll
+
+int conv_memory_flush(struct cuptrace_converter *c, int all)
+{
+	if (!c->nmemev)
+		return c->err;
+	qsort(c->memev, c->nmemev, sizeof(*c->memev), memev_cmp);
+	int64_t mark = c->latest_ts - MEM_WATERMARK_NS;
+	size_t i = 0;
+	for (; i < c->nmemev && !c->err; i++) {
+		struct memev *e = &c->memev[i];
+		if (!all && e->ts > mark)
+			break;
+		struct gpu *g = &c->gpus[e->dev % MAX_GPUS];
+		uint64_t cu = gpu_child(c, e->dev, 1);
+		g->mem_used += e->delta;
+		struct cuptrace_counter v = {.track_uuid = cu, .ts = e->ts, .i = g->mem_used};
 		if (!c->err)
 			c->err = c->sink->ops->counter(c->sink, &v);
 	}
+	memmove(c->memev, c->memev + i, (c->nmemev - i) * sizeof(*c->memev));
+	c->nmemev -= i;
 	return c->err;
 }
 
@@ -390,7 +454,7 @@ int conv_overhead(struct cuptrace_converter *c, const CUpti_Activity *r)
 
 int conv_extra_finish(struct cuptrace_converter *c)
 {
-	return c->err;
+	return conv_memory_flush(c, 1);
 }
 
 void conv_extra_free(struct cuptrace_converter *c)
@@ -400,4 +464,5 @@ void conv_extra_free(struct cuptrace_converter *c)
 	free(c->stacks);
 	free(c->mdatas);
 	free(c->nvtx);
+	free(c->memev);
 }

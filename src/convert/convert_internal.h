@@ -127,6 +127,15 @@ struct cuptrace_converter {
 	struct lane ovh_lanes[MAX_LANES];
 	size_t novh_lanes;
 	int alloc_track_declared[MAX_GPUS];
+	/* Device-memory counter changes wait here until no earlier one can still arrive (records
+	 * of other threads come in other buffers): values must be summed in time order. */
+	struct memev {
+		int64_t ts;
+		uint32_t dev;
+		int64_t delta;
+	} *memev;
+	size_t nmemev, memev_cap;
+	int64_t latest_ts; /* latest API end seen: the watermark's base */
 	/* scratch */
 	struct cuptrace_arg args[24];
 };
@@ -151,6 +160,7 @@ struct mdata {
 
 struct nvtx_range {
 	int used;
+	int end_seen; /* only the END arrived so far; ts is the END's */
 	uint32_t id;
 	int64_t ts;
 	int64_t tid;
@@ -181,6 +191,8 @@ int conv_memory(struct cuptrace_converter *c, const CUpti_Activity *r);
 int conv_memory_pool(struct cuptrace_converter *c, const CUpti_Activity *r);
 int conv_overhead(struct cuptrace_converter *c, const CUpti_Activity *r);
 int conv_extra_finish(struct cuptrace_converter *c);
+/* Emits counter values older than the watermark (all of them if all). */
+int conv_memory_flush(struct cuptrace_converter *c, int all);
 void conv_extra_free(struct cuptrace_converter *c);
 
 #endif

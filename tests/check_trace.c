@@ -1,0 +1,158 @@
+/* check_trace: asserts what a trace file holds; used by the GPU tests after recording.
+ *   check_trace FILE [--clean] [--count CAT[:NAME]=N] [--at-least CAT[:NAME]=N]
+ *                    [--threads PREFIX=N] [--flows N] [--meta KEY]
+ * --clean: the file obeys Perfetto's import rules (all reader checks zero, for .pftrace), no
+ * partial overlap on any track, no negative time, every GPU slice ends a flow from an API call.
+ * Counts match slices by category and name prefix. Prints what it checked; exit 1 on failure. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "convert/convert.h"
+#include "format/formats.h"
+
+static int failures;
+
+#define FAIL(...)                                                                                  \
+	do {                                                                                       \
+		fprintf(stderr, "check_trace: FAIL: " __VA_ARGS__);                                \
+		fputc('\n', stderr);                                                               \
+		failures++;                                                                        \
+	} while (0)
+
+static uint64_t count_slices(const struct cuptrace_stats *st, const char *spec)
+{
+	char cat[128], *name = NULL;
+	snprintf(cat, sizeof(cat), "%s", spec);
+	char *colon = strchr(cat, ':');
+	if (colon) {
+		*colon = 0;
+		name = colon + 1;
+	}
+	uint64_t n = 0;
+	for (size_t i = 0; i < st->nnames; i++)
+		if (!strcmp(st->names[i].category, cat) &&
+		    (!name || !strncmp(st->names[i].name, name, strlen(name))))
+			n += st->names[i].count;
+	return n;
+}
+
+static int parse_eq(const char *arg, char *key, size_t n, long long *val)
+{
+	const char *eq = strrchr(arg, '=');
+	if (!eq || (size_t)(eq - arg) >= n)
+		return -1;
+	memcpy(key, arg, (size_t)(eq - arg));
+	key[eq - arg] = 0;
+	*val = atoll(eq + 1);
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	if (argc < 2) {
+		fprintf(stderr, "usage: check_trace FILE [checks]\n");
+		return 2;
+	}
+	const char *path = argv[1];
+	struct cuptrace_stats st;
+	memset(&st, 0, sizeof(st));
+	struct cuptrace_sink *sink = cuptrace_stats_sink_new(&st);
+	struct cuptrace_pf_check chk;
+	memset(&chk, 0, sizeof(chk));
+	int cap = cuptrace_is_capture_file(path);
+	int r = cap == 1 ? cuptrace_replay_file(path, sink, 0) : cuptrace_perfetto_read(path, sink, &chk);
+	if (!r)
+		r = sink->ops->finish(sink);
+	cuptrace_sink_destroy(sink);
+	if (r) {
+		fprintf(stderr, "check_trace: cannot read %s (%d)\n", path, r);
+		return 1;
+	}
+	printf("%s: %llu tracks, %llu slices, %llu instants, %llu counter values, %llu flows, "
+	       "%llu/%llu GPU slices with a flow in\n",
+	       path, (unsigned long long)st.tracks, (unsigned long long)st.slices,
+	       (unsigned long long)st.instants, (unsigned long long)st.counters,
+	       (unsigned long long)st.flows, (unsigned long long)st.gpu_slices_with_flow_in,
+	       (unsigned long long)st.gpu_slices);
+	for (int i = 2; i < argc; i++) {
+		char key[256];
+		long long v;
+		if (!strcmp(argv[i], "--clean")) {
+			uint64_t ov = 0;
+			for (size_t t = 0; t < st.ntrk; t++)
+				ov += st.trk[t].partial_overlaps;
+			const struct {
+				const char *what;
+				uint64_t n;
+			} bad[] = {
+				{"partially overlapping slice pairs", ov},
+				{"negative timestamps", st.negative_ts},
+				{"events on undeclared tracks", st.unknown_track_events},
+				{"TrackEvents without sequence id", chk.missing_sequence_id},
+				{"TrackEvents without timestamp", chk.missing_timestamp},
+				{"sequences not starting with a cleared state", chk.seq_first_not_cleared},
+				{"interned ids used before definition", chk.unknown_iid},
+				{"counter values before their descriptor", chk.counter_before_descriptor},
+				{"events on unknown tracks", chk.event_on_unknown_track},
+				{"slice ends without begin", chk.end_without_begin},
+				{"unterminated slices", chk.unterminated_slices},
+				{"misnested slices", chk.partial_overlaps},
+				{"negative timestamps (reader)", chk.negative_timestamps},
+				{"duplicate thread uuids", chk.duplicate_thread_uuid},
+				{"duplicate process uuids", chk.duplicate_process_uuid},
+				{"clock errors", chk.clock_errors},
+				{"corrupt packets", chk.corrupt},
+				{"truncated bytes", chk.truncated_bytes},
+			};
+			for (size_t b = 0; b < sizeof(bad) / sizeof(bad[0]); b++)
+				if (bad[b].n)
+					FAIL("%s: %llu %s", path, (unsigned long long)bad[b].n, bad[b].what);
+			if (st.gpu_slices_with_flow_in != st.gpu_slices)
+				FAIL("%llu of %llu GPU slices have no incoming flow",
+				     (unsigned long long)(st.gpu_slices - st.gpu_slices_with_flow_in),
+				     (unsigned long long)st.gpu_slices);
+			printf("  clean: ok\n");
+		} else if ((!strcmp(argv[i], "--count") || !strcmp(argv[i], "--at-least")) && i + 1 < argc &&
+			   !parse_eq(argv[i + 1], key, sizeof(key), &v)) {
+			uint64_t n = count_slices(&st, key);
+			int exact = !strcmp(argv[i], "--count");
+			printf("  %s: %llu (%s %lld)\n", key, (unsigned long long)n, exact ? "expected" : "at least", v);
+			if (exact ? n != (uint64_t)v : n < (uint64_t)v)
+				FAIL("%s: %llu slices, expected %s%lld", key, (unsigned long long)n,
+				     exact ? "" : ">= ", v);
+			i++;
+		} else if (!strcmp(argv[i], "--threads") && i + 1 < argc &&
+			   !parse_eq(argv[i + 1], key, sizeof(key), &v)) {
+			long long n = 0;
+			for (size_t t = 0; t < st.ntrk; t++)
+				if (st.trk[t].kind == CUPTRACE_TRACK_THREAD &&
+				    !strncmp(st.trk[t].name, key, strlen(key)))
+					n++;
+			printf("  threads named %s*: %lld\n", key, n);
+			if (n != v)
+				FAIL("%lld threads named %s*, expected %lld", n, key, v);
+			i++;
+		} else if (!strcmp(argv[i], "--flows") && i + 1 < argc) {
+			long long want = atoll(argv[++i]);
+			printf("  flows: %llu\n", (unsigned long long)st.flows);
+			if ((long long)st.flows != want)
+				FAIL("%llu flows, expected %lld", (unsigned long long)st.flows, want);
+		} else if (!strcmp(argv[i], "--meta") && i + 1 < argc) {
+			const char *k = argv[++i];
+			int found = 0;
+			for (size_t m = 0; m < st.nmeta; m++)
+				if (!strcmp(st.meta[m].key, k))
+					found = 1;
+			printf("  metadata %s: %s\n", k, found ? "present" : "missing");
+			if (!found)
+				FAIL("metadata key %s missing", k);
+		} else {
+			fprintf(stderr, "check_trace: bad argument %s\n", argv[i]);
+			cuptrace_stats_free(&st);
+			return 2;
+		}
+	}
+	cuptrace_stats_free(&st);
+	return failures ? 1 : 0;
+}

@@ -1,0 +1,81 @@
+#!/bin/sh
+# GPU test: records every example live with `cuptrace record` (default .pftrace, and Chrome
+# JSON for one) and asserts exact counts, flows and a clean timeline. Skips without a GPU.
+set -u
+if [ ! -e /dev/nvidia0 ] && [ ! -e /dev/nvidiactl ]; then
+	echo "SKIP: no NVIDIA GPU on this machine (/dev/nvidia0 missing): GPU tests not run"
+	exit 77
+fi
+ct=$CUPTRACE_BIN
+ex=$CUPTRACE_EXAMPLES
+chk=$CHECK_TRACE
+tmp=$(mktemp -d "${CUPTRACE_TMP:-/tmp}/gpu.XXXXXX")
+fail=0
+rec() { # name out check-args... -- command...
+	name=$1 out=$2
+	shift 2
+	args=""
+	while [ "$1" != "--" ]; do args="$args $1"; shift; done
+	shift
+	if ! "$ct" record -o "$tmp/$out" -- "$@" >"$tmp/$name.log" 2>&1; then
+		echo "FAIL $name: record failed"; cat "$tmp/$name.log"; fail=1; return
+	fi
+	grep "cuptrace:" "$tmp/$name.log"
+	# shellcheck disable=SC2086
+	if ! "$chk" "$tmp/$out" --clean $args; then
+		echo "FAIL $name"; fail=1
+	else
+		echo "ok $name"
+	fi
+}
+rec vector_add va.pftrace --count kernel=1 --count memcpy:"Memcpy HtoD"=2 --count memcpy:"Memcpy DtoH"=1 \
+	--count memset=1 --flows 5 --meta gpu0 --meta driver_version --meta cupti_version \
+	--meta hostname --meta cmdline -- "$ex/vector_add"
+rec multi_stream ms.pftrace --count kernel=8000 --count cuda_runtime:cudaLaunchKernel=8000 \
+	--threads worker-=8 --flows 8002 -- "$ex/multi_stream" 8 1000
+rec driver_api da.pftrace --count kernel:scale=3 --count cuda_driver:cuLaunchKernel=3 \
+	--count cuda_runtime=0 -- "$ex/driver_api"
+rec graphs gr.pftrace --count kernel=12 --count memset=3 --count memcpy=3 --flows 18 -- "$ex/graphs"
+rec peer_copy pc.pftrace --count memcpy=5 -- "$ex/peer_copy"
+rec memory mem.pftrace --at-least kernel=3 -- "$ex/memory"
+rec nvtx nv.pftrace --count kernel=3 --at-least nvtx:outer=1 --at-least nvtx:inner=1 -- "$ex/nvtx"
+# Chrome JSON: strict JSON, same counts, flows as s/f pairs.
+if "$ct" record -o "$tmp/va.json" -- "$ex/vector_add" >"$tmp/json.log" 2>&1 &&
+	python3 - "$tmp/va.json" <<'PY'
+import json, sys
+def bad(x): raise ValueError(x)
+ev = json.load(open(sys.argv[1]), parse_constant=bad)
+ev = ev["traceEvents"] if isinstance(ev, dict) else ev
+x = [e for e in ev if e.get("ph") == "X"]
+k = sum(1 for e in x if e.get("cat") == "kernel")
+m = sum(1 for e in x if e.get("cat") == "memcpy")
+s = {e["id"] for e in ev if e.get("ph") == "s"}
+f = {e["id"] for e in ev if e.get("ph") == "f" and e.get("bp") == "e"}
+print(f"json: {k} kernels, {m} memcpys, {len(s & f)} flows")
+sys.exit(0 if (k, m, len(s & f)) == (1, 3, 5) else 1)
+PY
+then echo "ok vector_add_json"; else echo "FAIL vector_add_json"; cat "$tmp/json.log"; fail=1; fi
+# The C API: only the 5 kernels between cuptrace_start and cuptrace_stop.
+if LD_LIBRARY_PATH="$(dirname "$CUPTRACE_LIB")" "$ex/c_api" "$tmp/capi.pftrace" >"$tmp/capi.log" 2>&1 &&
+	"$chk" "$tmp/capi.pftrace" --clean --count kernel=5; then
+	echo "ok c_api"
+else
+	echo "FAIL c_api"; cat "$tmp/capi.log"; fail=1
+fi
+# Child processes: one complete trace each, none overwritten.
+mkdir -p "$tmp/mp"
+if "$ct" record -o "$tmp/mp/mp.pftrace" -- "$ex/multi_process" 2 >"$tmp/mp.log" 2>&1; then
+	n=0
+	for f in "$tmp"/mp/mp-*.pftrace; do
+		"$chk" "$f" --clean --count kernel=2 && n=$((n + 1))
+	done
+	if "$chk" "$tmp/mp/mp.pftrace" --clean --count kernel=1 && [ "$n" = 2 ]; then
+		echo "ok multi_process: parent + $n child traces"
+	else
+		echo "FAIL multi_process ($n child traces)"; ls -la "$tmp/mp"; fail=1
+	fi
+else
+	echo "FAIL multi_process: record failed"; cat "$tmp/mp.log"; fail=1
+fi
+rm -rf "$tmp"
+exit $fail

@@ -1,0 +1,39 @@
+#!/bin/sh
+# GPU test: a traced program stopped by SIGTERM/SIGINT finishes its trace and still dies of
+# the signal; one killed by SIGKILL leaves a .pftrace that loads up to its last chunk.
+set -u
+if [ ! -e /dev/nvidia0 ] && [ ! -e /dev/nvidiactl ]; then
+	echo "SKIP: no NVIDIA GPU on this machine (/dev/nvidia0 missing): GPU tests not run"
+	exit 77
+fi
+ct=$CUPTRACE_BIN
+ex=$CUPTRACE_EXAMPLES
+chk=$CHECK_TRACE
+tmp=$(mktemp -d "${CUPTRACE_TMP:-/tmp}/sig.XXXXXX")
+fail=0
+for sig in TERM INT KILL; do
+	"$ct" record -o "$tmp/$sig.pftrace" -- "$ex/multi_stream" 2 100000000 >"$tmp/$sig.log" 2>&1 &
+	rec=$!
+	sleep 4
+	# The traced program is the tool's child.
+	victim=$(pgrep -P "$rec" multi_stream)
+	kill -s "$sig" "$victim"
+	wait "$rec"
+	st=$?
+	case $sig in TERM) want=143 ;; INT) want=130 ;; KILL) want=137 ;; esac
+	echo "SIG$sig: exit status $st (want $want)"
+	[ "$st" = "$want" ] || { echo "FAIL: SIG$sig exit status"; fail=1; }
+	f=$(ls "$tmp"/$sig.pftrace 2>/dev/null)
+	if [ -z "$f" ]; then
+		echo "FAIL: SIG$sig left no trace"; fail=1; continue
+	fi
+	if [ "$sig" = KILL ]; then
+		# Cut short: whatever was flushed (once a second) loads, with kernels in it.
+		"$chk" "$f" --at-least kernel=1000 || { echo "FAIL: SIGKILL trace"; fail=1; }
+	else
+		grep -q "trace written" "$tmp/$sig.log" || { echo "FAIL: no summary after SIG$sig"; fail=1; }
+		"$chk" "$f" --clean --at-least kernel=1000 || { echo "FAIL: SIG$sig trace"; fail=1; }
+	fi
+done
+rm -rf "$tmp"
+exit $fail

@@ -1,0 +1,1652 @@
+/* Tests of the Perfetto writer and reader without a GPU: round trips of a synthetic trace in every
+ * compression mode, wire-level rules of trace_processor, cut and corrupt files, and the size per
+ * kernel of a launch-bound loop. */
+#include "check.h"
+#include "common/log.h"
+#include "format/formats.h"
+#include "perfetto_trace.pb-c.h"
+
+#include <errno.h>
+#include <stdint.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <zlib.h>
+
+/* ---- a sink that records everything (deep copies) ---- */
+
+struct rec_arg {
+	char *key;
+	int type;
+	uint64_t u; /* INT, UINT, POINTER, BOOL as bits */
+	double d;
+	char *s;
+};
+
+enum { EV_SLICE = 1, EV_INSTANT, EV_COUNTER };
+
+struct rec_ev {
+	int kind;
+	size_t order; /* call order */
+	uint64_t track;
+	int64_t ts, dur;
+	char *name, *cat;
+	uint64_t corr;
+	struct rec_arg *args;
+	size_t nargs;
+	uint64_t *out, *in;
+	size_t nout, nin;
+	int is_double;
+	int64_t ci;
+	double cd;
+};
+
+struct rec_meta {
+	char *key, *s;
+	int is_int;
+	int64_t i;
+};
+
+struct rec {
+	struct cuptrace_sink base;
+	int begun, finished, meta_calls;
+	struct cuptrace_trace_info info; /* strings owned */
+	struct rec_meta *meta0;          /* begin's list */
+	size_t nmeta0;
+	struct rec_meta *meta; /* merged */
+	size_t nmeta;
+	struct cuptrace_track *trk; /* strings owned */
+	size_t ntrk;
+	struct rec_ev *ev;
+	size_t nev, evcap;
+	size_t slices;
+};
+
+static char *xdup(const char *s)
+{
+	return s ? strdup(s) : NULL;
+}
+
+static int str_eq(const char *a, const char *b)
+{
+	return (!a && !b) || (a && b && !strcmp(a, b));
+}
+
+static void meta_merge(struct rec *r, const struct cuptrace_meta *m)
+{
+	size_t i = 0;
+	while (i < r->nmeta && strcmp(r->meta[i].key, m->key))
+		i++;
+	if (i == r->nmeta) {
+		r->meta = realloc(r->meta, (r->nmeta + 1) * sizeof(*r->meta));
+		r->meta[r->nmeta++] = (struct rec_meta){.key = xdup(m->key)};
+	} else {
+		free(r->meta[i].s);
+	}
+	r->meta[i].is_int = m->is_int;
+	r->meta[i].i = m->is_int ? m->i : 0;
+	r->meta[i].s = m->is_int ? NULL : xdup(m->s ? m->s : "");
+}
+
+static int rec_begin(struct cuptrace_sink *s, const struct cuptrace_trace_info *info)
+{
+	struct rec *r = (struct rec *)s;
+	r->begun++;
+	r->info = *info;
+	r->info.process_name = xdup(info->process_name);
+	r->info.hostname = xdup(info->hostname);
+	r->info.meta = NULL;
+	r->meta0 = calloc(info->nmeta + 1, sizeof(*r->meta0));
+	r->nmeta0 = info->nmeta;
+	for (size_t i = 0; i < info->nmeta; i++) {
+		const struct cuptrace_meta *m = &info->meta[i];
+		r->meta0[i] = (struct rec_meta){xdup(m->key), m->is_int ? NULL : xdup(m->s),
+		                                m->is_int, m->is_int ? m->i : 0};
+		meta_merge(r, m);
+	}
+	return 0;
+}
+
+static int rec_track(struct cuptrace_sink *s, const struct cuptrace_track *t)
+{
+	struct rec *r = (struct rec *)s;
+	r->trk = realloc(r->trk, (r->ntrk + 1) * sizeof(*r->trk));
+	struct cuptrace_track *c = &r->trk[r->ntrk++];
+	*c = *t;
+	c->name = xdup(t->name);
+	c->description = xdup(t->description);
+	char **cmd = t->cmdline_len ? calloc(t->cmdline_len, sizeof(char *)) : NULL;
+	for (size_t i = 0; i < t->cmdline_len; i++)
+		cmd[i] = xdup(t->cmdline[i]);
+	c->cmdline = (const char *const *)cmd;
+	return 0;
+}
+
+static struct rec_ev *rec_push(struct rec *r, int kind)
+{
+	if (r->nev == r->evcap) {
+		r->evcap = r->evcap ? 2 * r->evcap : 64;
+		r->ev = realloc(r->ev, r->evcap * sizeof(*r->ev));
+	}
+	struct rec_ev *e = &r->ev[r->nev];
+	memset(e, 0, sizeof(*e));
+	e->kind = kind;
+	e->order = r->nev++;
+	return e;
+}
+
+static void rec_args(struct rec_ev *e, const struct cuptrace_arg *a, size_t n)
+{
+	e->args = n ? calloc(n, sizeof(*e->args)) : NULL;
+	e->nargs = n;
+	for (size_t i = 0; i < n; i++) {
+		struct rec_arg *d = &e->args[i];
+		d->key = xdup(a[i].key);
+		d->type = a[i].type;
+		switch (a[i].type) {
+		case CUPTRACE_ARG_STRING:
+			d->s = xdup(a[i].v.s);
+			break;
+		case CUPTRACE_ARG_DOUBLE:
+			d->d = a[i].v.d;
+			break;
+		case CUPTRACE_ARG_BOOL:
+			d->u = (uint64_t) !!a[i].v.b;
+			break;
+		default:
+			d->u = a[i].v.u;
+			break;
+		}
+	}
+}
+
+static int u64_cmp(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+	return x < y ? -1 : x > y;
+}
+
+static uint64_t *copy_ids(const uint64_t *v, size_t n)
+{
+	uint64_t *c = n ? malloc(n * sizeof(*c)) : NULL;
+	if (n)
+		memcpy(c, v, n * sizeof(*c));
+	if (n)
+		qsort(c, n, sizeof(*c), u64_cmp);
+	return c;
+}
+
+static int rec_slice(struct cuptrace_sink *s, const struct cuptrace_slice *x)
+{
+	struct rec *r = (struct rec *)s;
+	struct rec_ev *e = rec_push(r, EV_SLICE);
+	r->slices++;
+	e->track = x->track_uuid;
+	e->ts = x->ts;
+	e->dur = x->dur;
+	e->name = xdup(x->name);
+	e->cat = xdup(x->category);
+	e->corr = x->correlation_id;
+	rec_args(e, x->args, x->nargs);
+	e->out = copy_ids(x->flows_out, x->nflows_out);
+	e->nout = x->nflows_out;
+	e->in = copy_ids(x->flows_in, x->nflows_in);
+	e->nin = x->nflows_in;
+	return 0;
+}
+
+static int rec_instant(struct cuptrace_sink *s, const struct cuptrace_instant *x)
+{
+	struct rec *r = (struct rec *)s;
+	struct rec_ev *e = rec_push(r, EV_INSTANT);
+	e->track = x->track_uuid;
+	e->ts = x->ts;
+	e->name = xdup(x->name);
+	e->cat = xdup(x->category);
+	e->corr = x->correlation_id;
+	rec_args(e, x->args, x->nargs);
+	return 0;
+}
+
+static int rec_counter(struct cuptrace_sink *s, const struct cuptrace_counter *x)
+{
+	struct rec *r = (struct rec *)s;
+	struct rec_ev *e = rec_push(r, EV_COUNTER);
+	e->track = x->track_uuid;
+	e->ts = x->ts;
+	e->is_double = x->is_double;
+	e->ci = x->is_double ? 0 : x->i;
+	e->cd = x->is_double ? x->d : 0;
+	return 0;
+}
+
+static int rec_meta(struct cuptrace_sink *s, const struct cuptrace_meta *m, size_t n)
+{
+	struct rec *r = (struct rec *)s;
+	r->meta_calls++;
+	for (size_t i = 0; i < n; i++)
+		meta_merge(r, &m[i]);
+	return 0;
+}
+
+static int rec_finish(struct cuptrace_sink *s)
+{
+	((struct rec *)s)->finished++;
+	return 0;
+}
+
+static void rec_free(struct rec *r)
+{
+	free((void *)r->info.process_name);
+	free((void *)r->info.hostname);
+	for (size_t i = 0; i < r->nmeta0; i++) {
+		free(r->meta0[i].key);
+		free(r->meta0[i].s);
+	}
+	free(r->meta0);
+	for (size_t i = 0; i < r->nmeta; i++) {
+		free(r->meta[i].key);
+		free(r->meta[i].s);
+	}
+	free(r->meta);
+	for (size_t i = 0; i < r->ntrk; i++) {
+		free((void *)r->trk[i].name);
+		free((void *)r->trk[i].description);
+		for (size_t j = 0; j < r->trk[i].cmdline_len; j++)
+			free((void *)r->trk[i].cmdline[j]);
+		free((void *)r->trk[i].cmdline);
+	}
+	free(r->trk);
+	for (size_t i = 0; i < r->nev; i++) {
+		struct rec_ev *e = &r->ev[i];
+		free(e->name);
+		free(e->cat);
+		for (size_t j = 0; j < e->nargs; j++) {
+			free(e->args[j].key);
+			free(e->args[j].s);
+		}
+		free(e->args);
+		free(e->out);
+		free(e->in);
+	}
+	free(r->ev);
+	memset(r, 0, sizeof(*r));
+}
+
+static void rec_destroy(struct cuptrace_sink *s)
+{
+	(void)s; /* struct rec lives on the test's stack; rec_free releases it */
+}
+
+static const struct cuptrace_sink_ops rec_ops = {
+    .name = "rec",
+    .begin = rec_begin,
+    .track = rec_track,
+    .slice = rec_slice,
+    .instant = rec_instant,
+    .counter = rec_counter,
+    .meta = rec_meta,
+    .finish = rec_finish,
+    .destroy = rec_destroy,
+};
+
+static void rec_init(struct rec *r)
+{
+	memset(r, 0, sizeof(*r));
+	r->base.ops = &rec_ops;
+}
+
+/* ---- the synthetic trace ---- */
+
+#define PID 4242
+static const char *const cmdline[] = {"python3", "train.py", "--epochs=1", "a b \"c\""};
+/* Quotes, control characters, and invalid UTF-8 (a lone continuation byte, a cut sequence). */
+static const char nasty[] = "q\"uo'te\\ \x01\x1f\t\n \x80 \xe2\x82 end \xff";
+
+static const struct cuptrace_meta begin_meta[] = {
+    {.key = "gpu", .s = "NVIDIA H200"},
+    {.key = "driver_version", .s = "580.159.04"},
+    {.key = "cuda_version", .is_int = 1, .i = 13000},
+    {.key = "cmdline", .s = "python3 train.py --epochs=1"},
+};
+
+/* Feeds one synthetic trace into s: what convert would produce, in a CUPTI-like arrival order
+ * (GPU records before their API calls, children before parents, late records). */
+static int feed(struct cuptrace_sink *s)
+{
+	int err = 0;
+	struct cuptrace_trace_info info = {
+	    .pid = PID,
+	    .process_name = "python3",
+	    .hostname = "gpu-node-7",
+	    .start_realtime_ns = 1767225600123456789ll,
+	    .start_boottime_ns = 987654321012ll,
+	    .trace_uuid_hi = 0x0123456789abcdefull,
+	    .trace_uuid_lo = 0xfedcba9876543210ull,
+	    .meta = begin_meta,
+	    .nmeta = sizeof(begin_meta) / sizeof(begin_meta[0]),
+	};
+	const struct cuptrace_track tracks[] = {
+	    {.uuid = 1,
+	     .kind = CUPTRACE_TRACK_PROCESS,
+	     .pid = PID,
+	     .name = "python3",
+	     .cmdline = cmdline,
+	     .cmdline_len = 4},
+	    {.uuid = 10,
+	     .kind = CUPTRACE_TRACK_THREAD,
+	     .parent_uuid = 1,
+	     .pid = PID,
+	     .tid = PID,
+	     .name = "python3"},
+	    {.uuid = 11,
+	     .kind = CUPTRACE_TRACK_THREAD,
+	     .parent_uuid = 1,
+	     .pid = PID,
+	     .tid = 4250,
+	     .name = "worker \"1\""},
+	    {.uuid = 100,
+	     .kind = CUPTRACE_TRACK_GROUP,
+	     .parent_uuid = 1,
+	     .pid = PID,
+	     .name = "GPU 0: NVIDIA H200"},
+	    {.uuid = 107,
+	     .kind = CUPTRACE_TRACK_SLICES,
+	     .parent_uuid = 100,
+	     .pid = PID,
+	     .name = "Stream 7",
+	     .description = "the default stream",
+	     .sort_rank = 7},
+	    {.uuid = 113,
+	     .kind = CUPTRACE_TRACK_SLICES,
+	     .parent_uuid = 100,
+	     .pid = PID,
+	     .name = "Stream 13",
+	     .sort_rank = 13},
+	    {.uuid = 1113,
+	     .kind = CUPTRACE_TRACK_SLICES,
+	     .parent_uuid = 100,
+	     .pid = PID,
+	     .name = "Stream 13",
+	     .sort_rank = 13,
+	     .lane = 1},
+	    {.uuid = 200,
+	     .kind = CUPTRACE_TRACK_COUNTER,
+	     .parent_uuid = 100,
+	     .pid = PID,
+	     .name = "Device memory used",
+	     .unit = CUPTRACE_UNIT_BYTES,
+	     .sort_rank = 100},
+	};
+	static const uint64_t f1 = 0x1000000000000011ull, f2 = 0x1000000000000012ull,
+	                      f3 = 0x1000000000000013ull, f4 = 0x1000000000000014ull,
+	                      f5 = 0x1000000000000015ull;
+	static const uint64_t fan[] = {0x1000000000000012ull, 0x1000000000000013ull,
+	                               0x1000000000000014ull};
+	const struct cuptrace_arg api_args[] = {
+	    {.key = "int", .type = CUPTRACE_ARG_INT, .v.i = -42},
+	    {.key = "uint", .type = CUPTRACE_ARG_UINT, .v.u = 18446744073709551615ull},
+	    {.key = "double", .type = CUPTRACE_ARG_DOUBLE, .v.d = 3.25e-7},
+	    {.key = "string", .type = CUPTRACE_ARG_STRING, .v.s = nasty},
+	    {.key = "ptr", .type = CUPTRACE_ARG_POINTER, .v.u = 0x7f00deadbeefull},
+	    {.key = "bool", .type = CUPTRACE_ARG_BOOL, .v.b = 1},
+	    {.key = "empty", .type = CUPTRACE_ARG_STRING, .v.s = ""},
+	};
+	const struct cuptrace_arg kargs[] = {
+	    {.key = "grid", .type = CUPTRACE_ARG_STRING, .v.s = "(128,1,1)"},
+	    {.key = "block", .type = CUPTRACE_ARG_STRING, .v.s = "(256,1,1)"},
+	    {.key = "registers", .type = CUPTRACE_ARG_UINT, .v.u = 32},
+	    {.key = "shared_memory", .type = CUPTRACE_ARG_UINT, .v.u = 4096},
+	};
+	const struct cuptrace_slice slices[] = {
+	    /* GPU record before its API call (CUPTI delivers activity buffers late). */
+	    {.track_uuid = 107,
+	     .ts = 3000,
+	     .dur = 1000,
+	     .name = "vector_add(float*, int)",
+	     .category = "kernel",
+	     .correlation_id = 11,
+	     .args = kargs,
+	     .nargs = 4,
+	     .flows_in = &f1,
+	     .nflows_in = 1},
+	    {.track_uuid = 10,
+	     .ts = 2000,
+	     .dur = 600,
+	     .name = "cudaLaunchKernel",
+	     .category = "cuda_runtime",
+	     .correlation_id = 11,
+	     .args = api_args,
+	     .nargs = 7,
+	     .flows_out = &f1,
+	     .nflows_out = 1},
+	    {.track_uuid = 10,
+	     .ts = 1000,
+	     .dur = 500,
+	     .name = "cudaMalloc",
+	     .category = "cuda_runtime",
+	     .correlation_id = 10},
+	    /* One API call fanning out to three GPU slices (a graph launch), on a stream, a
+	     * second stream and its lane. */
+	    {.track_uuid = 11,
+	     .ts = 5000,
+	     .dur = 800,
+	     .name = "cudaGraphLaunch",
+	     .category = "cuda_runtime",
+	     .correlation_id = 12,
+	     .flows_out = fan,
+	     .nflows_out = 3},
+	    {.track_uuid = 107,
+	     .ts = 6000,
+	     .dur = 500,
+	     .name = "node_a",
+	     .category = "kernel",
+	     .correlation_id = 12,
+	     .flows_in = &f2,
+	     .nflows_in = 1},
+	    {.track_uuid = 113,
+	     .ts = 6000,
+	     .dur = 1000,
+	     .name = "node_b",
+	     .category = "kernel",
+	     .correlation_id = 12,
+	     .flows_in = &f3,
+	     .nflows_in = 1},
+	    {.track_uuid = 1113,
+	     .ts = 6200,
+	     .dur = 600,
+	     .name = "node_c",
+	     .category = "kernel",
+	     .correlation_id = 12,
+	     .flows_in = &f4,
+	     .nflows_in = 1},
+	    /* Late records on stream 7, earlier than what it already holds. */
+	    {.track_uuid = 107, .ts = 500, .dur = 400, .name = "memset", .category = "memset"},
+	    {.track_uuid = 107, .ts = 4200, .dur = 100, .name = nasty, .category = "kernel"},
+	    /* Nesting, children first as their ends come first; distinct times at both ends. */
+	    {.track_uuid = 10,
+	     .ts = 11000,
+	     .dur = 1000,
+	     .name = "cudaMemcpy",
+	     .category = "cuda_runtime",
+	     .correlation_id = 13},
+	    {.track_uuid = 10, .ts = 10100, .dur = 4900, .name = "forward", .category = "nvtx"},
+	    {.track_uuid = 10, .ts = 10000, .dur = 10000, .name = "step", .category = "nvtx"},
+	    /* A chain of one flow id over three slices: TP makes two arrows. */
+	    {.track_uuid = 10,
+	     .ts = 21000,
+	     .dur = 500,
+	     .name = "chain_a",
+	     .category = "x",
+	     .flows_out = &f5,
+	     .nflows_out = 1},
+	    {.track_uuid = 11,
+	     .ts = 22000,
+	     .dur = 500,
+	     .name = "chain_b",
+	     .category = "x",
+	     .flows_in = &f5,
+	     .nflows_in = 1,
+	     .flows_out = &f5,
+	     .nflows_out = 1},
+	    {.track_uuid = 113,
+	     .ts = 23000,
+	     .dur = 1000,
+	     .name = "chain_c",
+	     .category = "x",
+	     .flows_in = &f5,
+	     .nflows_in = 1},
+	    /* Time 0, zero length, no category. */
+	    {.track_uuid = 11, .ts = 0, .dur = 100, .name = "first"},
+	    {.track_uuid = 113, .ts = 25000, .dur = 0, .name = "empty", .category = "kernel"},
+	};
+	const struct cuptrace_arg iargs[] = {
+	    {.key = "reason", .type = CUPTRACE_ARG_STRING, .v.s = "sync"},
+	    {.key = "string", .type = CUPTRACE_ARG_STRING, .v.s = nasty},
+	};
+	const struct cuptrace_instant instants[] = {
+	    {.track_uuid = 11,
+	     .ts = 5900,
+	     .name = "marker",
+	     .category = "nvtx",
+	     .args = iargs,
+	     .nargs = 2},
+	    {.track_uuid = 113,
+	     .ts = 6500,
+	     .name = "event_record",
+	     .category = "sync",
+	     .correlation_id = 14},
+	};
+	const struct cuptrace_counter counters[] = {
+	    {.track_uuid = 200, .ts = 1500, .i = 1048576},
+	    {.track_uuid = 200, .ts = 3000, .i = 3145728},
+	    {.track_uuid = 200, .ts = 800, .i = 0}, /* late */
+	    {.track_uuid = 200, .ts = 26000, .is_double = 1, .d = 1.5},
+	};
+	const struct cuptrace_meta late1[] = {{.key = "dropped_records", .is_int = 1, .i = 0},
+	                                      {.key = "records", .is_int = 1, .i = 123}};
+	const struct cuptrace_meta late2[] = {{.key = "dropped_records", .is_int = 1, .i = 5},
+	                                      {.key = "note", .s = nasty}};
+
+	err |= s->ops->begin(s, &info);
+	for (size_t i = 0; i < sizeof(tracks) / sizeof(tracks[0]); i++)
+		err |= s->ops->track(s, &tracks[i]);
+	for (size_t i = 0; i < 3; i++)
+		err |= s->ops->slice(s, &slices[i]);
+	err |= s->ops->counter(s, &counters[0]);
+	err |= s->ops->counter(s, &counters[1]);
+	for (size_t i = 3; i < 9; i++)
+		err |= s->ops->slice(s, &slices[i]);
+	err |= s->ops->counter(s, &counters[2]);
+	err |= s->ops->instant(s, &instants[0]);
+	err |= s->ops->instant(s, &instants[1]);
+	err |= s->ops->meta(s, late1, 2);
+	for (size_t i = 9; i < sizeof(slices) / sizeof(slices[0]); i++)
+		err |= s->ops->slice(s, &slices[i]);
+	err |= s->ops->counter(s, &counters[3]);
+	err |= s->ops->meta(s, late2, 2);
+	return err;
+}
+
+/* ---- comparing what was fed with what came back ---- */
+
+static const char *tmpdir(void)
+{
+	const char *d = getenv("CUPTRACE_TMP");
+	return d && *d ? d : "/tmp";
+}
+
+static int ev_key_cmp(const void *pa, const void *pb)
+{
+	const struct rec_ev *a = pa, *b = pb;
+	if (a->kind != b->kind)
+		return a->kind - b->kind;
+	if (a->track != b->track)
+		return a->track < b->track ? -1 : 1;
+	if (a->ts != b->ts)
+		return a->ts < b->ts ? -1 : 1;
+	if (a->dur != b->dur)
+		return a->dur > b->dur ? -1 : 1;
+	return strcmp(a->name ? a->name : "", b->name ? b->name : "");
+}
+
+static void check_args(const struct rec_ev *a, const struct rec_ev *b)
+{
+	CHECK_EQ_INT(a->nargs, b->nargs);
+	for (size_t i = 0; i < a->nargs && i < b->nargs; i++) {
+		const struct rec_arg *x = &a->args[i], *y = &b->args[i];
+		CHECK_EQ_STR(x->key, y->key);
+		CHECK_EQ_INT(x->type, y->type);
+		if (x->type == CUPTRACE_ARG_STRING)
+			CHECK_EQ_STR(x->s, y->s);
+		else if (x->type == CUPTRACE_ARG_DOUBLE)
+			CHECK(!memcmp(&x->d, &y->d, sizeof(double)));
+		else
+			CHECK(x->u == y->u);
+	}
+}
+
+static void check_ids(const uint64_t *a, size_t na, const uint64_t *b, size_t nb)
+{
+	CHECK_EQ_INT(na, nb);
+	for (size_t i = 0; i < na && i < nb; i++)
+		CHECK(a[i] == b[i]);
+}
+
+static const struct cuptrace_track *find_track(const struct rec *r, uint64_t uuid, size_t *pos)
+{
+	for (size_t i = 0; i < r->ntrk; i++)
+		if (r->trk[i].uuid == uuid) {
+			if (pos)
+				*pos = i;
+			return &r->trk[i];
+		}
+	return NULL;
+}
+
+/* Everything fed must come back exactly; events in time order. */
+static void compare(struct rec *want, struct rec *got)
+{
+	CHECK_EQ_INT(got->begun, 1);
+	CHECK_EQ_INT(got->info.pid, want->info.pid);
+	CHECK_EQ_STR(got->info.process_name, want->info.process_name);
+	CHECK_EQ_STR(got->info.hostname, want->info.hostname);
+	CHECK(got->info.start_realtime_ns == want->info.start_realtime_ns);
+	CHECK(got->info.start_boottime_ns == want->info.start_boottime_ns);
+	CHECK(got->info.trace_uuid_hi == want->info.trace_uuid_hi);
+	CHECK(got->info.trace_uuid_lo == want->info.trace_uuid_lo);
+	CHECK_EQ_INT(got->nmeta0, want->nmeta0);
+	for (size_t i = 0; i < got->nmeta0 && i < want->nmeta0; i++) {
+		CHECK_EQ_STR(got->meta0[i].key, want->meta0[i].key);
+		CHECK_EQ_INT(got->meta0[i].is_int, want->meta0[i].is_int);
+		CHECK(got->meta0[i].i == want->meta0[i].i);
+		CHECK(str_eq(got->meta0[i].s, want->meta0[i].s));
+	}
+	CHECK_EQ_INT(got->nmeta, want->nmeta);
+	for (size_t i = 0; i < want->nmeta; i++) {
+		size_t j = 0;
+		while (j < got->nmeta && strcmp(got->meta[j].key, want->meta[i].key))
+			j++;
+		CHECK(j < got->nmeta);
+		if (j == got->nmeta)
+			continue;
+		CHECK_EQ_INT(got->meta[j].is_int, want->meta[i].is_int);
+		CHECK(got->meta[j].i == want->meta[i].i);
+		CHECK(str_eq(got->meta[j].s, want->meta[i].s));
+	}
+
+	CHECK_EQ_INT(got->ntrk, want->ntrk);
+	for (size_t i = 0; i < want->ntrk; i++) {
+		const struct cuptrace_track *w = &want->trk[i];
+		size_t pos, ppos;
+		const struct cuptrace_track *g = find_track(got, w->uuid, &pos);
+		CHECK(g != NULL);
+		if (!g)
+			continue;
+		CHECK_EQ_INT(g->kind, w->kind);
+		CHECK(g->parent_uuid == w->parent_uuid);
+		CHECK_EQ_INT(g->pid, w->pid);
+		if (w->kind == CUPTRACE_TRACK_THREAD)
+			CHECK_EQ_INT(g->tid, w->tid);
+		CHECK_EQ_STR(g->name, w->name);
+		CHECK(str_eq(g->description, w->description));
+		CHECK_EQ_INT(g->sort_rank, w->sort_rank);
+		CHECK_EQ_INT(g->lane, w->lane);
+		CHECK_EQ_INT(g->unit, w->unit);
+		CHECK_EQ_INT(g->cmdline_len, w->cmdline_len);
+		for (size_t k = 0; k < w->cmdline_len && k < g->cmdline_len; k++)
+			CHECK_EQ_STR(g->cmdline[k], w->cmdline[k]);
+		if (g->parent_uuid) /* parents first */
+			CHECK(find_track(got, g->parent_uuid, &ppos) && ppos < pos);
+	}
+
+	for (size_t i = 1; i < got->nev; i++)
+		CHECK(got->ev[i - 1].ts <= got->ev[i].ts);
+	CHECK_EQ_INT(got->nev, want->nev);
+	if (got->nev != want->nev)
+		return;
+	qsort(want->ev, want->nev, sizeof(*want->ev), ev_key_cmp);
+	qsort(got->ev, got->nev, sizeof(*got->ev), ev_key_cmp);
+	for (size_t i = 0; i < want->nev; i++) {
+		const struct rec_ev *w = &want->ev[i], *g = &got->ev[i];
+		CHECK_EQ_INT(g->kind, w->kind);
+		CHECK(g->track == w->track);
+		CHECK_EQ_INT(g->ts, w->ts);
+		CHECK_EQ_INT(g->dur, w->dur);
+		if (w->kind == EV_COUNTER) {
+			CHECK_EQ_INT(g->is_double, w->is_double);
+			CHECK_EQ_INT(g->ci, w->ci);
+			CHECK(!memcmp(&g->cd, &w->cd, sizeof(double)));
+			continue;
+		}
+		/* A NULL name goes out as no name and comes back as "". */
+		CHECK_EQ_STR(g->name, w->name ? w->name : "");
+		CHECK(str_eq(g->cat, w->cat));
+		CHECK(g->corr == w->corr);
+		check_args(w, g);
+		check_ids(w->out, w->nout, g->out, g->nout);
+		check_ids(w->in, w->nin, g->in, g->nin);
+	}
+}
+
+static void check_clean(const struct cuptrace_pf_check *c)
+{
+	CHECK(c->packets > 0);
+	CHECK(c->sequences > 0);
+	CHECK_EQ_INT(c->missing_sequence_id, 0);
+	CHECK_EQ_INT(c->missing_timestamp, 0);
+	CHECK_EQ_INT(c->seq_first_not_cleared, 0);
+	CHECK_EQ_INT(c->incremental_state_invalid, 0);
+	CHECK_EQ_INT(c->unknown_iid, 0);
+	CHECK_EQ_INT(c->counter_before_descriptor, 0);
+	CHECK_EQ_INT(c->event_on_unknown_track, 0);
+	CHECK_EQ_INT(c->end_without_begin, 0);
+	CHECK_EQ_INT(c->unterminated_slices, 0);
+	CHECK_EQ_INT(c->partial_overlaps, 0);
+	CHECK_EQ_INT(c->depth_exceeded, 0);
+	CHECK_EQ_INT(c->flows_dangling, 0);
+	CHECK_EQ_INT(c->negative_timestamps, 0);
+	CHECK_EQ_INT(c->duplicate_thread_uuid, 0);
+	CHECK_EQ_INT(c->duplicate_process_uuid, 0);
+	CHECK_EQ_INT(c->clock_errors, 0);
+	CHECK_EQ_INT(c->truncated_bytes, 0);
+	CHECK_EQ_INT(c->corrupt, 0);
+}
+
+/* Writes the synthetic trace to a file in the given mode; returns its bytes (malloc'd). */
+static uint8_t *write_trace(enum cuptrace_compress mode, size_t chunk, size_t *len, const char *tag)
+{
+	char path[512];
+	struct cuptrace_output_opts o = {.sz = sizeof(o), .chunk_bytes = chunk, .flush_ms = -1};
+	snprintf(path, sizeof(path), "%s/test_perfetto_%s_%d.pftrace", tmpdir(), tag,
+	         (int)getpid());
+	struct cuptrace_output *out = cuptrace_output_open(path, mode, &o);
+	CHECK(out != NULL);
+	if (!out)
+		return NULL;
+	struct cuptrace_sink *s = cuptrace_perfetto_sink_new(out);
+	CHECK(s != NULL);
+	CHECK_EQ_INT(feed(s), 0);
+	CHECK_EQ_INT(s->ops->finish(s), 0);
+	cuptrace_sink_destroy(s);
+
+	FILE *f = fopen(path, "rb");
+	CHECK(f != NULL);
+	if (!f)
+		return NULL;
+	fseek(f, 0, SEEK_END);
+	*len = (size_t)ftell(f);
+	fseek(f, 0, SEEK_SET);
+	uint8_t *buf = malloc(*len + 1);
+	CHECK(fread(buf, 1, *len, f) == *len);
+	fclose(f);
+
+	/* The file reader must agree with the memory reader. */
+	struct rec r;
+	struct cuptrace_pf_check ck;
+	rec_init(&r);
+	CHECK_EQ_INT(cuptrace_perfetto_read(path, &r.base, &ck), 0);
+	check_clean(&ck);
+	rec_free(&r);
+	unlink(path);
+	return buf;
+}
+
+static void round_trip(enum cuptrace_compress mode, const char *tag)
+{
+	struct rec want, got;
+	struct cuptrace_pf_check ck;
+	size_t len = 0;
+
+	rec_init(&want);
+	CHECK_EQ_INT(feed(&want.base), 0);
+	uint8_t *buf = write_trace(mode, 0, &len, tag);
+	CHECK(buf != NULL);
+	if (!buf) {
+		rec_free(&want);
+		return;
+	}
+	rec_init(&got);
+	CHECK_EQ_INT(cuptrace_perfetto_read_mem(buf, len, &got.base, &ck), 0);
+	check_clean(&ck);
+	CHECK_EQ_INT(ck.chunks > 0, mode == CUPTRACE_COMPRESS_CHUNKS);
+	CHECK_EQ_INT(got.meta_calls, 1);
+	compare(&want, &got);
+
+	/* Replaying into the writer again gives the same trace once more. */
+	char path[512];
+	snprintf(path, sizeof(path), "%s/test_perfetto_again_%d.pftrace", tmpdir(), (int)getpid());
+	struct cuptrace_sink *s =
+	    cuptrace_perfetto_sink_new(cuptrace_output_open(path, CUPTRACE_COMPRESS_NONE, NULL));
+	CHECK(s != NULL);
+	if (s) {
+		struct rec again;
+		CHECK_EQ_INT(cuptrace_perfetto_read_mem(buf, len, s, NULL), 0);
+		CHECK_EQ_INT(s->ops->finish(s), 0);
+		cuptrace_sink_destroy(s);
+		rec_init(&again);
+		CHECK_EQ_INT(cuptrace_perfetto_read(path, &again.base, &ck), 0);
+		check_clean(&ck);
+		compare(&want, &again);
+		rec_free(&again);
+		unlink(path);
+	}
+	free(buf);
+	rec_free(&want);
+	rec_free(&got);
+}
+
+static void test_round_trip_none(void)
+{
+	round_trip(CUPTRACE_COMPRESS_NONE, "none");
+}
+
+static void test_round_trip_gzip(void)
+{
+	round_trip(CUPTRACE_COMPRESS_GZIP, "gzip");
+}
+
+static void test_round_trip_chunks(void)
+{
+	round_trip(CUPTRACE_COMPRESS_CHUNKS, "chunks");
+}
+
+static size_t gzip_to(uint8_t *dst, size_t cap, const uint8_t *src, size_t n)
+{
+	z_stream z;
+	memset(&z, 0, sizeof(z));
+	CHECK_EQ_INT(deflateInit2(&z, 6, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY), Z_OK);
+	z.next_in = (Bytef *)src;
+	z.avail_in = (uInt)n;
+	z.next_out = dst;
+	z.avail_out = (uInt)cap;
+	CHECK_EQ_INT(deflate(&z, Z_FINISH), Z_STREAM_END);
+	size_t out = cap - z.avail_out;
+	deflateEnd(&z);
+	return out;
+}
+
+/* Concatenated gzip members (what `cat a.gz b.gz` gives), cut in the middle of a packet, and
+ * gzip around a chunked file: both read like the original. */
+static void test_gzip_members(void)
+{
+	struct rec want, got;
+	struct cuptrace_pf_check ck;
+	size_t len = 0, clen = 0;
+
+	rec_init(&want);
+	CHECK_EQ_INT(feed(&want.base), 0);
+	uint8_t *plain = write_trace(CUPTRACE_COMPRESS_NONE, 0, &len, "members");
+	uint8_t *chunks = write_trace(CUPTRACE_COMPRESS_CHUNKS, 1024, &clen, "gzchunks");
+	CHECK(plain && chunks);
+	if (plain && chunks) {
+		size_t cap = 2 * (len + clen) + 1024, n = 0;
+		uint8_t *gz = malloc(cap);
+		n += gzip_to(gz, cap, plain, len / 2 + 3);
+		n += gzip_to(gz + n, cap - n, plain + len / 2 + 3, len - len / 2 - 3);
+		rec_init(&got);
+		CHECK_EQ_INT(cuptrace_perfetto_read_mem(gz, n, &got.base, &ck), 0);
+		check_clean(&ck);
+		compare(&want, &got);
+		rec_free(&got);
+
+		n = gzip_to(gz, cap, chunks, clen);
+		rec_init(&got);
+		CHECK_EQ_INT(cuptrace_perfetto_read_mem(gz, n, &got.base, &ck), 0);
+		check_clean(&ck);
+		CHECK(ck.chunks >= 3);
+		compare(&want, &got);
+		rec_free(&got);
+		free(gz);
+	}
+	free(plain);
+	free(chunks);
+	rec_free(&want);
+}
+
+/* ---- wire-level rules ---- */
+
+struct wire_seq {
+	uint32_t id;
+	uint64_t track; /* from its defaults */
+	size_t packets;
+	uint64_t defined[4][64]; /* iids defined in this generation, per table (small here) */
+	size_t ndefined[4];
+};
+
+static int defined(struct wire_seq *q, int k, uint64_t iid)
+{
+	for (size_t i = 0; i < q->ndefined[k]; i++)
+		if (q->defined[k][i] == iid)
+			return 1;
+	return 0;
+}
+
+static void define(struct wire_seq *q, int k, uint64_t iid)
+{
+	CHECK(!defined(q, k, iid));
+	if (q->ndefined[k] < 64)
+		q->defined[k][q->ndefined[k]++] = iid;
+}
+
+static size_t varint(const uint8_t *p, const uint8_t *end, uint64_t *v)
+{
+	size_t n = 0;
+	*v = 0;
+	while (p + n < end && n < 10) {
+		*v |= (uint64_t)(p[n] & 0x7f) << (7 * n);
+		if (!(p[n++] & 0x80))
+			return n;
+	}
+	return 0;
+}
+
+/* Walks the raw fields of a TrackEvent: flow ids must be unpacked fixed64 (tag F9 02). */
+static void check_raw_event(const uint8_t *p, size_t n, size_t *flows)
+{
+	const uint8_t *end = p + n;
+	while (p < end) {
+		uint64_t tag, v;
+		size_t k = varint(p, end, &tag);
+		CHECK(k > 0);
+		if (!k)
+			return;
+		if (tag >> 3 == 47) {
+			CHECK_EQ_INT(tag, 0x179); /* field 47, wire type 1 */
+			CHECK(p[0] == 0xF9 && p[1] == 0x02);
+			(*flows)++;
+		}
+		p += k;
+		switch (tag & 7) {
+		case 0:
+			p += varint(p, end, &v);
+			break;
+		case 1:
+			p += 8;
+			break;
+		case 5:
+			p += 4;
+			break;
+		case 2:
+			k = varint(p, end, &v);
+			p += k + v;
+			break;
+		}
+	}
+}
+
+/* The TrackEvent field of a raw TracePacket, found by walking the top-level fields. */
+static const uint8_t *raw_event(const uint8_t *p, size_t n, size_t *len)
+{
+	const uint8_t *end = p + n;
+	while (p < end) {
+		uint64_t tag, v;
+		size_t k = varint(p, end, &tag);
+		if (!k)
+			return NULL;
+		p += k;
+		if ((tag & 7) == 2) {
+			k = varint(p, end, &v);
+			if (tag >> 3 == 11) {
+				*len = (size_t)v;
+				return p + k;
+			}
+			p += k + v;
+		} else if ((tag & 7) == 0) {
+			p += varint(p, end, &v);
+		} else {
+			p += (tag & 7) == 1 ? 8 : 4;
+		}
+	}
+	return NULL;
+}
+
+static void test_wire_rules(void)
+{
+	size_t len = 0, npk = 0, flows = 0, snaps = 0, counters = 0, events = 0;
+	uint8_t *buf = write_trace(CUPTRACE_COMPRESS_NONE, 0, &len, "wire");
+	struct wire_seq seqs[32];
+	size_t nseqs = 0;
+	uint64_t counter_tracks[8];
+	size_t ncounter_tracks = 0;
+
+	CHECK(buf != NULL);
+	if (!buf)
+		return;
+	memset(seqs, 0, sizeof(seqs));
+	for (const uint8_t *p = buf, *end = buf + len; p < end; npk++) {
+		uint64_t plen;
+		CHECK_EQ_INT(*p, 0x0A);
+		size_t k = varint(p + 1, end, &plen);
+		CHECK(k > 0 && p + 1 + k + plen <= end);
+		const uint8_t *body = p + 1 + k;
+		p = body + plen;
+		Cuptrace__Pb__TracePacket *pk =
+		    cuptrace__pb__trace_packet__unpack(NULL, (size_t)plen, body);
+		CHECK(pk != NULL);
+		if (!pk)
+			break;
+		CHECK(pk->has_trusted_packet_sequence_id && pk->trusted_packet_sequence_id);
+		struct wire_seq *q = NULL;
+		for (size_t i = 0; i < nseqs && !q; i++)
+			if (seqs[i].id == pk->trusted_packet_sequence_id)
+				q = &seqs[i];
+		if (!q && nseqs < 32) {
+			q = &seqs[nseqs++];
+			q->id = pk->trusted_packet_sequence_id;
+		}
+		/* The first packet of every sequence clears the incremental state. */
+		if (!q->packets++)
+			CHECK(pk->has_sequence_flags && pk->sequence_flags == 3);
+		if (pk->has_sequence_flags && (pk->sequence_flags & 1))
+			memset(q->ndefined, 0, sizeof(q->ndefined));
+		if (pk->trace_packet_defaults && pk->trace_packet_defaults->track_event_defaults)
+			q->track = pk->trace_packet_defaults->track_event_defaults->track_uuid;
+		/* A clock snapshot travels alone: TP reads nothing else from its packet. */
+		if (pk->clock_snapshot) {
+			snaps++;
+			CHECK(!pk->track_event && !pk->track_descriptor && !pk->interned_data &&
+			      !pk->trace_packet_defaults && !pk->has_sequence_flags &&
+			      !pk->has_timestamp && !pk->system_info && !pk->trace_attributes &&
+			      !pk->trace_uuid);
+		}
+		if (pk->track_descriptor && pk->track_descriptor->counter && ncounter_tracks < 8)
+			counter_tracks[ncounter_tracks++] = pk->track_descriptor->uuid;
+		if (pk->track_descriptor)
+			CHECK(!pk->has_timestamp);
+		Cuptrace__Pb__InternedData *id = pk->interned_data;
+		if (id) {
+			for (size_t i = 0; i < id->n_event_names; i++)
+				define(q, 0, id->event_names[i]->iid);
+			for (size_t i = 0; i < id->n_event_categories; i++)
+				define(q, 1, id->event_categories[i]->iid);
+			for (size_t i = 0; i < id->n_debug_annotation_names; i++)
+				define(q, 2, id->debug_annotation_names[i]->iid);
+			for (size_t i = 0; i < id->n_debug_annotation_string_values; i++)
+				define(q, 3, id->debug_annotation_string_values[i]->iid);
+		}
+		Cuptrace__Pb__TrackEvent *te = pk->track_event;
+		if (te) {
+			events++;
+			CHECK(pk->has_timestamp);
+			int uses =
+			    te->has_name_iid || te->n_category_iids || te->n_debug_annotations;
+			if (uses)
+				CHECK(pk->has_sequence_flags && (pk->sequence_flags & 2));
+			if (te->has_name_iid)
+				CHECK(defined(q, 0, te->name_iid));
+			for (size_t i = 0; i < te->n_category_iids; i++)
+				CHECK(defined(q, 1, te->category_iids[i]));
+			for (size_t i = 0; i < te->n_debug_annotations; i++) {
+				Cuptrace__Pb__DebugAnnotation *d = te->debug_annotations[i];
+				CHECK(d->has_name_iid && defined(q, 2, d->name_iid));
+				if (d->has_string_value_iid)
+					CHECK(defined(q, 3, d->string_value_iid));
+			}
+			CHECK(!te->has_track_uuid); /* from the sequence's defaults */
+			if (te->type == 4) {
+				/* The counter's descriptor came first in the file. */
+				size_t i = 0;
+				counters++;
+				while (i < ncounter_tracks && counter_tracks[i] != q->track)
+					i++;
+				CHECK(i < ncounter_tracks);
+			}
+			if (te->type == 2)
+				CHECK(!te->has_name_iid && !te->n_debug_annotations &&
+				      !te->n_flow_ids);
+			size_t rl = 0, before = flows;
+			const uint8_t *raw = raw_event(body, (size_t)plen, &rl);
+			CHECK(raw != NULL);
+			if (raw)
+				check_raw_event(raw, rl, &flows);
+			CHECK_EQ_INT(flows - before, te->n_flow_ids);
+		}
+		cuptrace__pb__trace_packet__free_unpacked(pk, NULL);
+	}
+	/* metadata sequence + one per track with events (8 tracks, the group has none) */
+	CHECK_EQ_INT(nseqs, 1 + 7);
+	CHECK_EQ_INT(snaps, 1 + 7);
+	CHECK_EQ_INT(counters, 4);
+	CHECK_EQ_INT(flows, 1 + 1 + 3 + 3 + 1 + 1 + 1);
+	CHECK(events > 40);
+	free(buf);
+}
+
+/* ---- cut and corrupt files ---- */
+
+static void quiet(enum cuptrace_log_level level, const char *msg)
+{
+	(void)level;
+	(void)msg;
+}
+
+static char last_error[512];
+
+static void keep_error(enum cuptrace_log_level level, const char *msg)
+{
+	if (level == CUPTRACE_LOG_ERROR)
+		snprintf(last_error, sizeof(last_error), "%s", msg);
+}
+
+static size_t count_slices(const uint8_t *b, size_t n, int *rc, struct cuptrace_pf_check *ck)
+{
+	struct rec r;
+	rec_init(&r);
+	*rc = cuptrace_perfetto_read_mem(b, n, &r.base, ck);
+	size_t s = r.slices;
+	rec_free(&r);
+	return s;
+}
+
+static void test_truncation(void)
+{
+	size_t len = 0, full, prev = 0;
+	int rc, bad = 0, nonmono = 0, partial = 0;
+	struct cuptrace_pf_check ck;
+	/* Small chunks, so that the file holds several. */
+	uint8_t *buf = write_trace(CUPTRACE_COMPRESS_CHUNKS, 1024, &len, "cut");
+
+	CHECK(buf != NULL);
+	if (!buf)
+		return;
+	full = count_slices(buf, len, &rc, &ck);
+	CHECK_EQ_INT(rc, 0);
+	CHECK(ck.chunks >= 3);
+	CHECK_EQ_INT(full, 17);
+	cuptrace_log_fn old = cuptrace_log_set(quiet);
+	for (size_t cut = 0; cut <= len; cut++) {
+		/* A copy of exactly cut bytes, so ASan sees any read past the end. */
+		uint8_t *c = malloc(cut ? cut : 1);
+		memcpy(c, buf, cut);
+		size_t n = count_slices(c, cut, &rc, &ck);
+		free(c);
+		bad += rc != 0;
+		nonmono += n < prev;
+		partial += n > 0 && n < full;
+		prev = n;
+		if (cut == len) {
+			CHECK_EQ_INT(n, full);
+			CHECK_EQ_INT(ck.truncated_bytes, 0);
+		}
+	}
+	cuptrace_log_set(old);
+	CHECK_EQ_INT(bad, 0);
+	CHECK_EQ_INT(nonmono, 0);
+	CHECK(partial > 0);
+	free(buf);
+
+	/* A plain file cut anywhere reads too, up to its last complete packet. */
+	buf = write_trace(CUPTRACE_COMPRESS_NONE, 0, &len, "cutplain");
+	CHECK(buf != NULL);
+	if (!buf)
+		return;
+	prev = bad = nonmono = 0;
+	old = cuptrace_log_set(quiet);
+	for (size_t cut = 0; cut <= len; cut++) {
+		uint8_t *c = malloc(cut ? cut : 1);
+		memcpy(c, buf, cut);
+		size_t n = count_slices(c, cut, &rc, &ck);
+		free(c);
+		bad += rc != 0;
+		nonmono += n < prev;
+		prev = n;
+	}
+	cuptrace_log_set(old);
+	CHECK_EQ_INT(bad, 0);
+	CHECK_EQ_INT(nonmono, 0);
+	CHECK_EQ_INT(prev, full);
+	free(buf);
+}
+
+/* A cut gzip file: trace_processor refuses it; we read what came through, flag it, never
+ * crash. */
+static void test_truncated_gzip(void)
+{
+	size_t len = 0, full;
+	int rc, errors = 0, partial = 0;
+	struct cuptrace_pf_check ck;
+	uint8_t *buf = write_trace(CUPTRACE_COMPRESS_GZIP, 0, &len, "cutgz");
+
+	CHECK(buf != NULL);
+	if (!buf)
+		return;
+	full = count_slices(buf, len, &rc, &ck);
+	CHECK_EQ_INT(rc, 0);
+	cuptrace_log_fn old = cuptrace_log_set(quiet);
+	for (size_t cut = 1; cut < len; cut++) {
+		uint8_t *c = malloc(cut);
+		memcpy(c, buf, cut);
+		size_t n = count_slices(c, cut, &rc, &ck);
+		free(c);
+		CHECK(rc == 0 || rc == -EINVAL);
+		CHECK(n <= full);
+		if (rc == 0)
+			CHECK(ck.corrupt > 0); /* flagged: the UI would not load it */
+		errors += rc != 0;
+		partial += rc == 0;
+	}
+	cuptrace_log_set(old);
+	CHECK(errors + partial == (int)len - 1);
+	/* A gzip file whose content is not a trace (JSON) is refused with a message. */
+	old = cuptrace_log_set(keep_error);
+	last_error[0] = 0;
+	static const char json[] = "[{\"ph\":\"X\"}]";
+	uint8_t gz[256];
+	z_stream z;
+	memset(&z, 0, sizeof(z));
+	CHECK_EQ_INT(deflateInit2(&z, 6, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY), Z_OK);
+	z.next_in = (Bytef *)json;
+	z.avail_in = sizeof(json) - 1;
+	z.next_out = gz;
+	z.avail_out = sizeof(gz);
+	CHECK_EQ_INT(deflate(&z, Z_FINISH), Z_STREAM_END);
+	size_t gzlen = sizeof(gz) - z.avail_out;
+	deflateEnd(&z);
+	CHECK_EQ_INT(cuptrace_perfetto_read_mem(gz, gzlen, NULL, &ck), -EINVAL);
+	CHECK(last_error[0] != 0);
+	cuptrace_log_set(old);
+	free(buf);
+}
+
+static uint64_t rng_state = 0x9E3779B97F4A7C15ull;
+
+static uint64_t rnd(void)
+{
+	rng_state ^= rng_state << 13;
+	rng_state ^= rng_state >> 7;
+	rng_state ^= rng_state << 17;
+	return rng_state;
+}
+
+static void test_foreign_and_random(void)
+{
+	struct cuptrace_pf_check ck;
+	int rc;
+
+	cuptrace_log_fn old = cuptrace_log_set(keep_error);
+	static const char json[] = "{\"traceEvents\":[]}";
+	last_error[0] = 0;
+	CHECK_EQ_INT(cuptrace_perfetto_read_mem(json, sizeof(json) - 1, NULL, &ck), -EINVAL);
+	CHECK(strstr(last_error, "not a Perfetto") != NULL);
+	CHECK_EQ_INT(cuptrace_perfetto_read_mem("", 0, NULL, &ck), 0);
+	char path[512];
+	snprintf(path, sizeof(path), "%s/test_perfetto_missing_%d", tmpdir(), (int)getpid());
+	CHECK_EQ_INT(cuptrace_perfetto_read(path, NULL, &ck), -ENOENT);
+	cuptrace_log_set(quiet);
+
+	for (int it = 0; it < 3000; it++) {
+		size_t n = (size_t)(rnd() % 2048);
+		uint8_t *b = malloc(n ? n : 1);
+		for (size_t i = 0; i < n; i++)
+			b[i] = (uint8_t)rnd();
+		if (n && it % 3 == 0)
+			b[0] = 0x0A;
+		if (n > 1 && it % 3 == 1) {
+			b[0] = 0x1f;
+			b[1] = 0x8b;
+		}
+		count_slices(b, n, &rc, &ck);
+		CHECK(rc == 0 || rc == -EINVAL);
+		free(b);
+	}
+	/* Random packets that are well framed, so the decoder goes deeper. */
+	for (int it = 0; it < 3000; it++) {
+		uint8_t b[600];
+		size_t n = 0;
+		while (n + 70 < sizeof(b)) {
+			size_t plen = (size_t)(rnd() % 64);
+			b[n++] = 0x0A;
+			b[n++] = (uint8_t)plen;
+			for (size_t i = 0; i < plen; i++)
+				b[n++] = (uint8_t)rnd();
+		}
+		count_slices(b, n, &rc, &ck);
+		CHECK(rc == 0 || rc == -EINVAL);
+	}
+	cuptrace_log_set(old);
+}
+
+static void test_bit_flips(void)
+{
+	static const enum cuptrace_compress modes[] = {
+	    CUPTRACE_COMPRESS_NONE, CUPTRACE_COMPRESS_CHUNKS, CUPTRACE_COMPRESS_GZIP};
+	struct cuptrace_pf_check ck;
+	int rc;
+
+	for (size_t m = 0; m < 3; m++) {
+		size_t len = 0;
+		uint8_t *buf = write_trace(modes[m], 1024, &len, "flip");
+		CHECK(buf != NULL);
+		if (!buf)
+			continue;
+		cuptrace_log_fn old = cuptrace_log_set(quiet);
+		for (int it = 0; it < 1500; it++) {
+			uint8_t *c = malloc(len);
+			memcpy(c, buf, len);
+			int flips = 1 + (int)(rnd() % 4);
+			for (int k = 0; k < flips; k++)
+				c[rnd() % len] ^= (uint8_t)(1u << (rnd() % 8));
+			if (it % 5 == 0) /* a byte set to something else entirely */
+				c[rnd() % len] = (uint8_t)rnd();
+			count_slices(c, len, &rc, &ck);
+			CHECK(rc == 0 || rc == -EINVAL);
+			count_slices(c, len - (size_t)(rnd() % len), &rc, &ck);
+			CHECK(rc == 0 || rc == -EINVAL);
+			free(c);
+		}
+		cuptrace_log_set(old);
+		free(buf);
+	}
+}
+
+/* Hand-made packets: deep nesting, a missing sequence id, iids never defined, a counter before
+ * its descriptor, ENDs with nothing open, and a sequence that never clears. Each must be
+ * counted, and none may crash. */
+static size_t put_tag_len(uint8_t *p, uint32_t field, size_t len)
+{
+	size_t n = 0;
+	uint64_t tag = (uint64_t)field << 3 | 2;
+	while (tag >= 0x80) {
+		p[n++] = (uint8_t)(tag | 0x80);
+		tag >>= 7;
+	}
+	p[n++] = (uint8_t)tag;
+	uint64_t l = len;
+	while (l >= 0x80) {
+		p[n++] = (uint8_t)(l | 0x80);
+		l >>= 7;
+	}
+	p[n++] = (uint8_t)l;
+	return n;
+}
+
+static size_t pack_packet(uint8_t *dst, const Cuptrace__Pb__TracePacket *p)
+{
+	size_t n = cuptrace__pb__trace_packet__get_packed_size(p);
+	size_t h = put_tag_len(dst, 1, n);
+	cuptrace__pb__trace_packet__pack(p, dst + h);
+	return h + n;
+}
+
+static void test_bad_packets(void)
+{
+	uint8_t *b = malloc(1 << 22);
+	size_t n = 0;
+	struct cuptrace_pf_check ck;
+	struct rec r;
+
+	/* A counter before its descriptor, on sequence 5 that never clears. */
+	Cuptrace__Pb__TracePacket p = CUPTRACE__PB__TRACE_PACKET__INIT;
+	Cuptrace__Pb__TrackEvent te = CUPTRACE__PB__TRACK_EVENT__INIT;
+	te.has_type = 1;
+	te.type = 4;
+	te.has_track_uuid = 1;
+	te.track_uuid = 77;
+	te.has_counter_value = 1;
+	te.counter_value = 5;
+	p.track_event = &te;
+	p.has_timestamp = 1;
+	p.timestamp = 100;
+	p.has_trusted_packet_sequence_id = 1;
+	p.trusted_packet_sequence_id = 5;
+	n += pack_packet(b + n, &p);
+	/* Its descriptor, then an END with nothing open and an unknown name iid. */
+	Cuptrace__Pb__TracePacket d = CUPTRACE__PB__TRACE_PACKET__INIT;
+	Cuptrace__Pb__TrackDescriptor td = CUPTRACE__PB__TRACK_DESCRIPTOR__INIT;
+	Cuptrace__Pb__CounterDescriptor cd = CUPTRACE__PB__COUNTER_DESCRIPTOR__INIT;
+	td.has_uuid = 1;
+	td.uuid = 77;
+	td.counter = &cd;
+	d.track_descriptor = &td;
+	n += pack_packet(b + n, &d);
+	Cuptrace__Pb__TrackEvent e2 = CUPTRACE__PB__TRACK_EVENT__INIT;
+	e2.has_type = 1;
+	e2.type = 2;
+	e2.has_track_uuid = 1;
+	e2.track_uuid = 78;
+	p.track_event = &e2;
+	n += pack_packet(b + n, &p);
+	e2.type = 1;
+	e2.has_name_iid = 1;
+	e2.name_iid = 9;
+	p.has_sequence_flags = 1;
+	p.sequence_flags = 2; /* needs state that was never cleared: skipped */
+	n += pack_packet(b + n, &p);
+	p.trusted_packet_sequence_id = 6;
+	p.sequence_flags = 3; /* clears: the unknown iid is counted, the BEGIN never ends */
+	n += pack_packet(b + n, &p);
+	p.has_trusted_packet_sequence_id = 0;
+	p.has_sequence_flags = 0;
+	n += pack_packet(b + n, &p);
+	p.has_trusted_packet_sequence_id = 1;
+	p.has_timestamp = 0;
+	n += pack_packet(b + n, &p);
+
+	/* A BEGIN whose debug annotation nests 200000 dicts deep: built from the inside out. */
+	size_t depth = 200000, cap = 1 << 21;
+	uint8_t *ann = malloc(cap);
+	size_t at = cap; /* grows downwards */
+	ann[--at] = 1;   /* innermost: int_value = 1 */
+	ann[--at] = 0x20;
+	for (size_t i = 0; i < depth && at > 16; i++) {
+		uint8_t h[12];
+		size_t hl = put_tag_len(h, 11, cap - at);
+		at -= hl;
+		memcpy(ann + at, h, hl);
+	}
+	uint8_t *ev = malloc((1 << 21) + 64);
+	size_t el = 0;
+	ev[el++] = 0x48; /* type = BEGIN */
+	ev[el++] = 0x01;
+	ev[el++] = 0x58; /* track_uuid = 79 */
+	ev[el++] = 79;
+	el += put_tag_len(ev + el, 4, cap - at);
+	memcpy(ev + el, ann + at, cap - at);
+	el += cap - at;
+	uint8_t hdr[32];
+	size_t hl = 0;
+	hdr[hl++] = 0x40; /* timestamp 5 */
+	hdr[hl++] = 5;
+	hdr[hl++] = 0x50; /* sequence 6 */
+	hdr[hl++] = 6;
+	hl += put_tag_len(hdr + hl, 11, el);
+	n += put_tag_len(b + n, 1, hl + el);
+	memcpy(b + n, hdr, hl);
+	n += hl;
+	memcpy(b + n, ev, el);
+	n += el;
+	free(ann);
+	free(ev);
+
+	/* Named ENDs that misnest on a described track: B is cut at A's end, like TP does. */
+	Cuptrace__Pb__TrackDescriptor t80 = CUPTRACE__PB__TRACK_DESCRIPTOR__INIT;
+	t80.has_uuid = 1;
+	t80.uuid = 80;
+	t80.name = "misnested";
+	d.track_descriptor = &t80;
+	n += pack_packet(b + n, &d);
+	static const char *const names[] = {"A", "B", "A", "B"};
+	for (int i = 0; i < 4; i++) {
+		Cuptrace__Pb__TrackEvent e3 = CUPTRACE__PB__TRACK_EVENT__INIT;
+		e3.has_type = 1;
+		e3.type = i < 2 ? 1 : 2;
+		e3.has_track_uuid = 1;
+		e3.track_uuid = 80;
+		e3.name = (char *)names[i];
+		p.track_event = &e3;
+		p.has_timestamp = 1;
+		p.timestamp = 1000 + 10 * (uint64_t)i;
+		p.has_sequence_flags = 0;
+		p.trusted_packet_sequence_id = 6;
+		n += pack_packet(b + n, &p);
+	}
+	/* Two uuids for one thread, and for one process. */
+	Cuptrace__Pb__ThreadDescriptor th = CUPTRACE__PB__THREAD_DESCRIPTOR__INIT;
+	Cuptrace__Pb__ProcessDescriptor pr = CUPTRACE__PB__PROCESS_DESCRIPTOR__INIT;
+	Cuptrace__Pb__TrackDescriptor td2 = CUPTRACE__PB__TRACK_DESCRIPTOR__INIT;
+	th.has_pid = th.has_tid = 1;
+	th.pid = 1;
+	th.tid = 2;
+	pr.has_pid = 1;
+	pr.pid = 7;
+	td2.has_uuid = 1;
+	d.track_descriptor = &td2;
+	for (int i = 0; i < 4; i++) {
+		td2.uuid = 90 + (uint64_t)i;
+		td2.thread = i < 2 ? &th : NULL;
+		td2.process = i < 2 ? NULL : &pr;
+		n += pack_packet(b + n, &d);
+	}
+
+	rec_init(&r);
+	CHECK_EQ_INT(cuptrace_perfetto_read_mem(b, n, &r.base, &ck), 0);
+	CHECK_EQ_INT(ck.partial_overlaps, 1);
+	CHECK_EQ_INT(ck.duplicate_thread_uuid, 1);
+	CHECK_EQ_INT(ck.duplicate_process_uuid, 1);
+	CHECK_EQ_INT(ck.counter_before_descriptor, 1);
+	CHECK_EQ_INT(ck.end_without_begin, 2); /* track 78, and B's own END on track 80 */
+	CHECK_EQ_INT(ck.incremental_state_invalid, 1);
+	CHECK_EQ_INT(ck.seq_first_not_cleared, 1);
+	CHECK_EQ_INT(ck.unknown_iid, 1);
+	CHECK_EQ_INT(ck.missing_sequence_id, 1);
+	CHECK_EQ_INT(ck.missing_timestamp, 1);
+	CHECK_EQ_INT(ck.unterminated_slices, 2);
+	CHECK_EQ_INT(ck.corrupt, 0);
+	CHECK_EQ_INT(r.slices, 2);
+	for (size_t i = 0; i < r.nev; i++) {
+		CHECK(r.ev[i].track == 80);
+		CHECK_EQ_INT(r.ev[i].ts + r.ev[i].dur, 1020); /* both end at A's END */
+	}
+	rec_free(&r);
+	free(b);
+}
+
+/* More distinct strings than one interning generation holds: the writer clears the sequence's
+ * incremental state and starts over, and every value must still resolve. */
+static void test_generation_rollover(void)
+{
+	enum { N = 70000 };
+	char path[512], val[32];
+	struct cuptrace_pf_check ck;
+	struct rec r;
+
+	snprintf(path, sizeof(path), "%s/test_perfetto_gen_%d.pftrace", tmpdir(), (int)getpid());
+	struct cuptrace_sink *s =
+	    cuptrace_perfetto_sink_new(cuptrace_output_open(path, CUPTRACE_COMPRESS_CHUNKS, NULL));
+	CHECK(s != NULL);
+	if (!s)
+		return;
+	struct cuptrace_trace_info info = {.pid = 1, .start_boottime_ns = 1000};
+	struct cuptrace_track t = {
+	    .uuid = 5, .kind = CUPTRACE_TRACK_THREAD, .pid = 1, .tid = 1, .name = "t"};
+	CHECK_EQ_INT(s->ops->begin(s, &info), 0);
+	CHECK_EQ_INT(s->ops->track(s, &t), 0);
+	for (int i = 0; i < N; i++) {
+		snprintf(val, sizeof(val), "value %d", i);
+		struct cuptrace_arg a = {.key = "v", .type = CUPTRACE_ARG_STRING, .v.s = val};
+		struct cuptrace_slice e = {.track_uuid = 5,
+		                           .ts = 100 * (int64_t)i,
+		                           .dur = 50,
+		                           .name = "s",
+		                           .args = &a,
+		                           .nargs = 1};
+		CHECK_EQ_INT(s->ops->slice(s, &e), 0);
+	}
+	CHECK_EQ_INT(s->ops->finish(s), 0);
+	cuptrace_sink_destroy(s);
+	rec_init(&r);
+	CHECK_EQ_INT(cuptrace_perfetto_read(path, &r.base, &ck), 0);
+	check_clean(&ck);
+	CHECK_EQ_INT(r.slices, N);
+	int bad = 0;
+	for (size_t i = 0; i < r.nev; i++) {
+		snprintf(val, sizeof(val), "value %zu", i);
+		bad += r.ev[i].ts != 100 * (int64_t)i || r.ev[i].dur != 50 || r.ev[i].nargs != 1 ||
+		       strcmp(r.ev[i].args[0].s, val) || strcmp(r.ev[i].name, "s");
+	}
+	CHECK_EQ_INT(bad, 0);
+	rec_free(&r);
+	unlink(path);
+}
+
+/* ---- size: a launch-bound loop ---- */
+
+static void test_bytes_per_kernel(void)
+{
+	enum { NT = 4, N = 20000 };
+	char path[512];
+	snprintf(path, sizeof(path), "%s/test_perfetto_loop_%d.pftrace", tmpdir(), (int)getpid());
+	struct cuptrace_output *o = cuptrace_output_open(path, CUPTRACE_COMPRESS_CHUNKS, NULL);
+	struct cuptrace_sink *s = cuptrace_perfetto_sink_new(o);
+	CHECK(s != NULL);
+	if (!s)
+		return;
+	struct cuptrace_trace_info info = {.pid = PID,
+	                                   .process_name = "loop",
+	                                   .start_boottime_ns = 5000000000ll,
+	                                   .start_realtime_ns = 1767225600000000000ll,
+	                                   .trace_uuid_hi = 7,
+	                                   .trace_uuid_lo = 9,
+	                                   .meta = begin_meta,
+	                                   .nmeta = 4};
+	CHECK_EQ_INT(s->ops->begin(s, &info), 0);
+	struct cuptrace_track p = {
+	    .uuid = 1, .kind = CUPTRACE_TRACK_PROCESS, .pid = PID, .name = "loop"};
+	struct cuptrace_track g = {.uuid = 2,
+	                           .kind = CUPTRACE_TRACK_GROUP,
+	                           .parent_uuid = 1,
+	                           .pid = PID,
+	                           .name = "GPU 0: NVIDIA H200"};
+	s->ops->track(s, &p);
+	s->ops->track(s, &g);
+	int64_t t[NT], kend[NT];
+	char names[2 * NT][32];
+	for (int i = 0; i < NT; i++) {
+		snprintf(names[i], 32, "worker %d", i);
+		snprintf(names[NT + i], 32, "Stream %d", 13 + i);
+		struct cuptrace_track th = {.uuid = 100 + i,
+		                            .kind = CUPTRACE_TRACK_THREAD,
+		                            .parent_uuid = 1,
+		                            .pid = PID,
+		                            .tid = PID + 1 + i,
+		                            .name = names[i]};
+		struct cuptrace_track st = {.uuid = 200 + i,
+		                            .kind = CUPTRACE_TRACK_SLICES,
+		                            .parent_uuid = 2,
+		                            .pid = PID,
+		                            .name = names[NT + i],
+		                            .sort_rank = 13 + i};
+		s->ops->track(s, &th);
+		s->ops->track(s, &st);
+		t[i] = 1000000 + (int64_t)(rnd() % 1000);
+		kend[i] = 0;
+	}
+	/* Per iteration and thread: cudaLaunchKernel ~2 us, ~0.4 us to the next call; the kernel
+	 * ~1.5 us on the thread's stream, starting ~3 us after its launch or after the previous
+	 * kernel. Jitter: a few hundred ns on the host, less on the GPU, at 1 ns resolution. */
+	uint64_t corr = 100000;
+	for (int it = 0; it < N / NT; it++) {
+		for (int i = 0; i < NT; i++) {
+			uint64_t flow = (uint64_t)PID << 32 | ++corr;
+			int64_t ab = t[i], ad = 1900 + (int64_t)(rnd() % 300);
+			int64_t kb = ab + 2900 + (int64_t)(rnd() % 200);
+			if (kb < kend[i] + 150)
+				kb = kend[i] + 150 + (int64_t)(rnd() % 50);
+			int64_t kd = 1450 + (int64_t)(rnd() % 100);
+			kend[i] = kb + kd;
+			const struct cuptrace_arg args[] = {
+			    {.key = "grid", .type = CUPTRACE_ARG_STRING, .v.s = "(256,1,1)"},
+			    {.key = "block", .type = CUPTRACE_ARG_STRING, .v.s = "(128,1,1)"},
+			    {.key = "registers", .type = CUPTRACE_ARG_UINT, .v.u = 16},
+			    {.key = "shared_memory", .type = CUPTRACE_ARG_UINT, .v.u = 0},
+			};
+			struct cuptrace_slice api = {.track_uuid = 100 + i,
+			                             .ts = ab,
+			                             .dur = ad,
+			                             .name = "cudaLaunchKernel",
+			                             .category = "cuda_runtime",
+			                             .correlation_id = corr,
+			                             .flows_out = &flow,
+			                             .nflows_out = 1};
+			struct cuptrace_slice k = {.track_uuid = 200 + i,
+			                           .ts = kb,
+			                           .dur = kd,
+			                           .name =
+			                               "void add<float>(float*, float const*, int)",
+			                           .category = "kernel",
+			                           .correlation_id = corr,
+			                           .args = args,
+			                           .nargs = 4,
+			                           .flows_in = &flow,
+			                           .nflows_in = 1};
+			CHECK_EQ_INT(s->ops->slice(s, &api), 0);
+			CHECK_EQ_INT(s->ops->slice(s, &k), 0);
+			t[i] = ab + ad + 300 + (int64_t)(rnd() % 200);
+		}
+	}
+	CHECK_EQ_INT(s->ops->finish(s), 0);
+	cuptrace_sink_destroy(s);
+	struct stat st;
+	CHECK_EQ_INT(stat(path, &st), 0);
+	printf("launch loop: %d kernels on %d threads, %lld bytes, %.2f bytes per kernel "
+	       "(chunks)\n",
+	       N, NT, (long long)st.st_size, (double)st.st_size / N);
+
+	struct cuptrace_pf_check ck;
+	struct rec r;
+	rec_init(&r);
+	CHECK_EQ_INT(cuptrace_perfetto_read(path, &r.base, &ck), 0);
+	check_clean(&ck);
+	CHECK_EQ_INT(r.slices, 2 * N);
+	size_t with_in = 0;
+	for (size_t i = 0; i < r.nev; i++)
+		with_in += r.ev[i].nin == 1 && r.ev[i].track >= 200;
+	CHECK_EQ_INT(with_in, N);
+	rec_free(&r);
+	unlink(path);
+}
+
+TEST_MAIN(T(test_round_trip_none), T(test_round_trip_gzip), T(test_round_trip_chunks),
+          T(test_gzip_members), T(test_wire_rules), T(test_truncation), T(test_truncated_gzip),
+          T(test_foreign_and_random), T(test_bit_flips), T(test_bad_packets),
+          T(test_generation_rollover), T(test_bytes_per_kernel))

@@ -1,0 +1,21 @@
+#!/bin/sh
+# Everything that needs the GPU, in one go (the device lease is short): GPU tests, fresh
+# captures of the examples, a live trace of a PyTorch training loop, and the benchmark.
+#   tools/gpu_session.sh BUILD_DIR OUT_DIR
+set -u
+build=$(cd "$1" && pwd)
+out=$2
+src=$(cd "$(dirname "$0")/.." && pwd)
+mkdir -p "$out"
+nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
+echo "== GPU tests"
+ctest --test-dir "$build" -R gpu_ --output-on-failure 2>&1 | tail -60
+echo "== captures"
+"$src/tools/make_captures.sh" "$build" /tmp/cap && tar czf "$out/captures.tgz" -C /tmp/cap .
+echo "== PyTorch, live"
+"$build/cuptrace" record -o "$out/torch_train.pftrace" -- python3 "$src/examples/torch_train.py" --steps 3 2>&1 | grep -v Warning
+"$build/tests/check_trace" "$out/torch_train.pftrace" --clean --at-least kernel=100 --at-least nvtx:step=3
+"$build/cuptrace" record -o /tmp/torch_nvtx.pftrace -- python3 "$src/examples/torch_train.py" --steps 2 --emit-nvtx 2>&1 | grep -v Warning
+"$build/tests/check_trace" /tmp/torch_nvtx.pftrace --clean --at-least nvtx=50
+echo "== benchmark"
+"$src/tools/bench/bench.sh" "$build" 4 20000 "${BENCH_REPS:-5}"

@@ -1,0 +1,23 @@
+#!/bin/sh
+# Installs what cuptrace needs to build, on Debian or Ubuntu: cmake, a C compiler, protoc-c,
+# zlib. The CUDA toolkit (for CUPTI and nvcc) must already be at /usr/local/cuda or on PATH.
+set -eu
+need=""
+command -v cmake >/dev/null 2>&1 || need="$need cmake"
+command -v cc >/dev/null 2>&1 || need="$need build-essential"
+command -v protoc-c >/dev/null 2>&1 || need="$need protobuf-c-compiler"
+[ -f /usr/include/zlib.h ] || need="$need zlib1g-dev"
+command -v python3 >/dev/null 2>&1 || need="$need python3"
+if [ -n "$need" ]; then
+	echo "setup: installing$need"
+	SUDO=""
+	[ "$(id -u)" = 0 ] || SUDO=sudo
+	$SUDO apt-get update -qq
+	DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq $need >/dev/null
+fi
+if [ ! -e /usr/local/cuda/include/cupti.h ] && ! command -v nvcc >/dev/null 2>&1; then
+	echo "setup: the CUDA toolkit (CUPTI headers, nvcc) was not found at /usr/local/cuda;" >&2
+	echo "       install CUDA 13 and put nvcc on PATH" >&2
+	exit 1
+fi
+echo "setup: ok"
