@@ -3,9 +3,12 @@
  * kernel of a launch-bound loop. */
 #include "check.h"
 #include "common/log.h"
+#include "common/util.h"
+#include "convert/convert.h"
 #include "format/formats.h"
 #include "perfetto_trace.pb-c.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <stdint.h>
 #include <sys/stat.h>
@@ -1646,7 +1649,59 @@ static void test_bytes_per_kernel(void)
 	unlink(path);
 }
 
+/* The H200 captures in tests/data: what the converter produces goes through the writer and the
+ * reader unchanged, and obeys every import rule. */
+static void test_real_captures(void)
+{
+	const char *dir = getenv("CUPTRACE_TEST_DATA");
+	char path[1024], out[512];
+	DIR *d = dir ? opendir(dir) : NULL;
+	struct dirent *de;
+	int n = 0;
+
+	if (!d) {
+		printf("real captures: skipped (no CUPTRACE_TEST_DATA)\n");
+		return;
+	}
+	snprintf(out, sizeof(out), "%s/test_perfetto_real_%d.pftrace", tmpdir(), (int)getpid());
+	while ((de = readdir(d))) {
+		if (!cuptrace_ends_with(de->d_name, ".cupti"))
+			continue;
+		snprintf(path, sizeof(path), "%s/%s", dir, de->d_name);
+		struct rec want, got;
+		struct cuptrace_pf_check ck;
+		rec_init(&want);
+		rec_init(&got);
+		CHECK_EQ_INT(cuptrace_replay_file(path, &want.base, 0), 0);
+		struct cuptrace_sink *w = cuptrace_perfetto_sink_new(
+		    cuptrace_output_open(out, CUPTRACE_COMPRESS_CHUNKS, NULL));
+		CHECK(w != NULL);
+		if (w) {
+			CHECK_EQ_INT(cuptrace_replay_file(path, w, 0), 0);
+			CHECK_EQ_INT(w->ops->finish(w), 0);
+			cuptrace_sink_destroy(w);
+		}
+		CHECK_EQ_INT(cuptrace_perfetto_read(out, &got.base, &ck), 0);
+		check_clean(&ck);
+		compare(&want, &got);
+		struct stat st;
+		size_t kernels = 0;
+		for (size_t i = 0; i < got.nev; i++)
+			kernels += got.ev[i].cat && !strcmp(got.ev[i].cat, "kernel");
+		if (!stat(out, &st) && kernels >= 1000)
+			printf("%s: %zu kernels, %lld bytes, %.2f bytes per kernel (whole file)\n",
+			       de->d_name, kernels, (long long)st.st_size,
+			       (double)st.st_size / (double)kernels);
+		rec_free(&want);
+		rec_free(&got);
+		n++;
+	}
+	closedir(d);
+	unlink(out);
+	CHECK(n > 0);
+}
+
 TEST_MAIN(T(test_round_trip_none), T(test_round_trip_gzip), T(test_round_trip_chunks),
           T(test_gzip_members), T(test_wire_rules), T(test_truncation), T(test_truncated_gzip),
           T(test_foreign_and_random), T(test_bit_flips), T(test_bad_packets),
-          T(test_generation_rollover), T(test_bytes_per_kernel))
+          T(test_generation_rollover), T(test_real_captures), T(test_bytes_per_kernel))

@@ -1160,6 +1160,7 @@ int cuptrace_converter_finish(struct cuptrace_converter *c)
 		{"memsets", k->memsets},
 		{"syncs", k->syncs},
 		{"nvtx_markers", k->markers},
+		{"module_static_allocations", k->static_memory},
 		{"flows", k->flows},
 		{"gpu_activities_without_api_record", k->unlinked_gpu},
 		{"gpu_records_without_timestamps", k->no_timestamp},

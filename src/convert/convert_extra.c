@@ -300,6 +300,13 @@ int conv_memory(struct cuptrace_converter *c, const CUpti_Activity *r)
 	int alloc = m->memoryOperationType == CUPTI_ACTIVITY_MEMORY_OPERATION_TYPE_ALLOCATION;
 	if (!alloc && m->memoryOperationType != CUPTI_ACTIVITY_MEMORY_OPERATION_TYPE_RELEASE)
 		return 0;
+	/* Module globals (__device__ variables of every library loaded: a PyTorch run has over a
+	 * thousand) are not allocations the program made: counted, not drawn. */
+	if (m->memoryKind == CUPTI_ACTIVITY_MEMORY_KIND_DEVICE_STATIC ||
+	    m->memoryKind == CUPTI_ACTIVITY_MEMORY_KIND_MANAGED_STATIC) {
+		c->counts.static_memory++;
+		return 0;
+	}
 	int64_t ts = conv_rel(c, m->timestamp);
 	uint32_t dev = m->deviceId;
 	uint64_t track = gpu_child(c, dev, 0);

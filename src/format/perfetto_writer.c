@@ -1,0 +1,1006 @@
+/* The Perfetto protobuf sink: turns the event model of event.h into TracePackets (protobuf-c),
+ * one framed packet per cuptrace_output_write(), laid out for trace_processor's import rules
+ * (shared/reference/perfetto-format.md) and for size after zlib. */
+#include "format/formats.h"
+#include "common/log.h"
+#include "common/util.h"
+#include "perfetto_trace.pb-c.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/utsname.h>
+#include <unistd.h>
+
+/* Layout (see the reference, sections 2, 7 and 8):
+ *  - sequence 1 holds the metadata: trace uuid, the clock snapshot that maps relative time 0 to
+ *    BOOTTIME and REALTIME, system info, trace attributes and every track descriptor;
+ *  - every track with events gets a sequence of its own, opened by a packet that clears the
+ *    incremental state and sets the defaults (clock 64, the track's uuid) and a snapshot of the
+ *    sequence clock 64 (incremental, ns). Events then carry only the delta since the previous
+ *    packet on clock 64, no track uuid, and interned names, categories, arg names and string arg
+ *    values. An event older than the last one written on its sequence is written on BOOTTIME in
+ *    absolute ns instead, which leaves the clock-64 chain alone. */
+
+#define SEQ_META          1
+#define CLOCK_REALTIME_ID 1
+#define CLOCK_BOOTTIME_ID 6
+#define CLOCK_SEQ         64
+#define SEQ_CLEARED       1
+#define SEQ_NEEDS         2
+
+enum { TE_BEGIN = 1, TE_END = 2, TE_INSTANT = 3, TE_COUNTER = 4 };
+enum { ORDER_EXPLICIT = 3 };
+
+/* Interning tables per sequence, in InternedData's terms. */
+enum { IT_NAME, IT_CAT, IT_KEY, IT_VAL, IT_N };
+
+/* A sequence starts a new interning generation past these, so that memory stays bounded. */
+#define GEN_MAX_ENTRIES (64u * 1024u)
+#define GEN_MAX_BYTES   (16u * 1024u * 1024u)
+
+/* Category and names of the instants that show the metadata in the UI; the reader drops them. */
+#define META_CAT     "cuptrace"
+#define META_INFO    "cuptrace: trace info"
+#define META_SUMMARY "cuptrace: summary"
+
+struct pf_seq {
+	uint32_t id;
+	uint64_t track;
+	int64_t last_ts; /* value of clock 64 after the last packet written on it */
+	struct cuptrace_strtab tab[IT_N];
+	size_t entries, bytes; /* in this generation */
+};
+
+struct pf_meta {
+	char *key, *s;
+	int is_int;
+	int64_t i;
+};
+
+/* Scratch for one TrackEvent packet; grown, never shrunk, so the hot path does not allocate. */
+struct pf_scratch {
+	Cuptrace__Pb__DebugAnnotation *ann;
+	Cuptrace__Pb__DebugAnnotation **annp;
+	Cuptrace__Pb__DebugAnnotationName *keys;
+	Cuptrace__Pb__DebugAnnotationName **keysp;
+	Cuptrace__Pb__InternedString *vals;
+	Cuptrace__Pb__InternedString **valsp;
+	size_t cap; /* entries in each of the arrays above */
+	uint64_t *flows;
+	size_t flowcap;
+};
+
+struct pf_sink {
+	struct cuptrace_sink base;
+	struct cuptrace_output *out; /* owned: closed by finish or destroy */
+	int err;                     /* first error, sticky */
+	int finished;
+	int begun;
+	int meta_packets; /* packets written on sequence 1 so far */
+	int64_t start_boottime;
+	int64_t max_ts; /* latest time seen, where the summary instant goes */
+	uint64_t process_uuid;
+	struct pf_seq **seqs;
+	size_t nseqs, seqcap;
+	struct cuptrace_u64map seq_of; /* track uuid -> index + 1 in seqs */
+	uint8_t *buf;                  /* packing buffer: 0x0A varint(len) packet */
+	size_t bufcap;
+	struct pf_meta *meta; /* every metadata entry, last value per key, first-seen order */
+	size_t nmeta, metacap;
+	struct pf_scratch sc;
+};
+
+static struct pf_sink *to_pf(struct cuptrace_sink *s)
+{
+	return (struct pf_sink *)s;
+}
+
+static int fail(struct pf_sink *s, int err)
+{
+	if (!s->err)
+		s->err = err;
+	return s->err;
+}
+
+static void *grow(void *arr, size_t *cap, size_t n, size_t size)
+{
+	if (n <= *cap)
+		return arr;
+	size_t ncap = *cap ? *cap : 16;
+	while (ncap < n)
+		ncap *= 2;
+	if (ncap > SIZE_MAX / size)
+		return NULL;
+	void *p = realloc(arr, ncap * size);
+	if (p)
+		*cap = ncap;
+	return p;
+}
+
+static size_t put_varint(uint8_t *p, uint64_t v)
+{
+	size_t n = 0;
+	while (v >= 0x80) {
+		p[n++] = (uint8_t)(v | 0x80);
+		v >>= 7;
+	}
+	p[n++] = (uint8_t)v;
+	return n;
+}
+
+/* Frames and writes one packet: one output record, so chunks are cut between packets only. The
+ * packet is the concatenation of parts[0..n), each packed by protobuf-c: a protobuf message may
+ * list its fields in any order (trace_processor decodes the whole packet before acting on it),
+ * and the order chosen by the caller helps zlib (see pf_slice). */
+static int emit_parts(struct pf_sink *s, Cuptrace__Pb__TracePacket **parts, int n)
+{
+	size_t len[3], total = 0;
+
+	if (s->err)
+		return s->err;
+	if (n > 3)
+		return fail(s, -EINVAL);
+	for (int i = 0; i < n; i++)
+		total += len[i] = protobuf_c_message_get_packed_size(&parts[i]->base);
+	if (total + 11 > s->bufcap) {
+		size_t cap = s->bufcap ? s->bufcap : 4096;
+		while (cap < total + 11)
+			cap *= 2;
+		uint8_t *b = realloc(s->buf, cap);
+		if (!b)
+			return fail(s, -ENOMEM);
+		s->buf = b;
+		s->bufcap = cap;
+	}
+	s->buf[0] = 0x0A;
+	size_t h = 1 + put_varint(s->buf + 1, total);
+	for (int i = 0; i < n; i++) {
+		if (protobuf_c_message_pack(&parts[i]->base, s->buf + h) != len[i])
+			return fail(s, -EIO);
+		h += len[i];
+	}
+	int err = cuptrace_output_write(s->out, s->buf, h);
+	return err ? fail(s, err) : 0;
+}
+
+static int emit(struct pf_sink *s, Cuptrace__Pb__TracePacket *p)
+{
+	return emit_parts(s, &p, 1);
+}
+
+/* Sequence 1: its first packet clears the incremental state like every other sequence's, which
+ * costs nothing and keeps every sequence's start alike. The clock snapshot must not be first:
+ * trace_processor reads nothing but the snapshot from its packet. */
+static int emit_meta(struct pf_sink *s, Cuptrace__Pb__TracePacket *p)
+{
+	p->has_trusted_packet_sequence_id = 1;
+	p->trusted_packet_sequence_id = SEQ_META;
+	if (!s->meta_packets++ && !p->clock_snapshot) {
+		p->has_sequence_flags = 1;
+		p->sequence_flags = SEQ_CLEARED | SEQ_NEEDS;
+	}
+	return emit(s, p);
+}
+
+/* ---- sequences ---- */
+
+/* Opens a generation: clears the incremental state (interning and defaults), sets the defaults
+ * again, and pins clock 64 to its current value; a fresh sequence starts at 0. */
+static int seq_open_generation(struct pf_sink *s, struct pf_seq *q)
+{
+	Cuptrace__Pb__TracePacket a = CUPTRACE__PB__TRACE_PACKET__INIT;
+	Cuptrace__Pb__TracePacketDefaults d = CUPTRACE__PB__TRACE_PACKET_DEFAULTS__INIT;
+	Cuptrace__Pb__TrackEventDefaults ted = CUPTRACE__PB__TRACK_EVENT_DEFAULTS__INIT;
+	Cuptrace__Pb__TracePacket b = CUPTRACE__PB__TRACE_PACKET__INIT;
+	Cuptrace__Pb__ClockSnapshot cs = CUPTRACE__PB__CLOCK_SNAPSHOT__INIT;
+	Cuptrace__Pb__ClockSnapshot__Clock c64 = CUPTRACE__PB__CLOCK_SNAPSHOT__CLOCK__INIT;
+	Cuptrace__Pb__ClockSnapshot__Clock cbt = CUPTRACE__PB__CLOCK_SNAPSHOT__CLOCK__INIT;
+	Cuptrace__Pb__ClockSnapshot__Clock *clocks[2] = {&c64, &cbt};
+
+	for (int k = 0; k < IT_N; k++) {
+		cuptrace_strtab_free(&q->tab[k]);
+		cuptrace_strtab_init(&q->tab[k]);
+	}
+	q->entries = q->bytes = 0;
+
+	ted.has_track_uuid = 1;
+	ted.track_uuid = q->track;
+	d.has_timestamp_clock_id = 1;
+	d.timestamp_clock_id = CLOCK_SEQ;
+	d.track_event_defaults = &ted;
+	a.has_trusted_packet_sequence_id = 1;
+	a.trusted_packet_sequence_id = q->id;
+	a.has_sequence_flags = 1;
+	a.sequence_flags = SEQ_CLEARED | SEQ_NEEDS;
+	a.trace_packet_defaults = &d;
+	if (emit(s, &a))
+		return s->err;
+
+	c64.has_clock_id = c64.has_timestamp = c64.has_is_incremental = 1;
+	c64.clock_id = CLOCK_SEQ;
+	c64.timestamp = (uint64_t)q->last_ts;
+	c64.is_incremental = 1;
+	cbt.has_clock_id = cbt.has_timestamp = 1;
+	cbt.clock_id = CLOCK_BOOTTIME_ID;
+	cbt.timestamp = (uint64_t)s->start_boottime + (uint64_t)q->last_ts;
+	cs.n_clocks = 2;
+	cs.clocks = clocks;
+	b.has_trusted_packet_sequence_id = 1;
+	b.trusted_packet_sequence_id = q->id;
+	b.clock_snapshot = &cs;
+	return emit(s, &b);
+}
+
+static struct pf_seq *seq_get(struct pf_sink *s, uint64_t track)
+{
+	uint64_t *v = cuptrace_u64map_get(&s->seq_of, track);
+	if (v)
+		return s->seqs[*v - 1];
+
+	struct pf_seq **arr = grow(s->seqs, &s->seqcap, s->nseqs + 1, sizeof(*arr));
+	struct pf_seq *q = arr ? calloc(1, sizeof(*q)) : NULL;
+	if (arr)
+		s->seqs = arr;
+	if (!q || !(v = cuptrace_u64map_put(&s->seq_of, track, NULL))) {
+		free(q);
+		fail(s, -ENOMEM);
+		return NULL;
+	}
+	s->seqs[s->nseqs++] = q;
+	*v = s->nseqs;
+	q->id = SEQ_META + (uint32_t)s->nseqs;
+	q->track = track;
+	for (int k = 0; k < IT_N; k++)
+		cuptrace_strtab_init(&q->tab[k]);
+	if (seq_open_generation(s, q))
+		return NULL;
+	return q;
+}
+
+static void seq_free(struct pf_seq *q)
+{
+	if (!q)
+		return;
+	for (int k = 0; k < IT_N; k++)
+		cuptrace_strtab_free(&q->tab[k]);
+	free(q);
+}
+
+/* Sets the packet's time: a delta on clock 64 if it does not go back, else absolute BOOTTIME. */
+static void set_time(struct pf_sink *s, struct pf_seq *q, Cuptrace__Pb__TracePacket *p, int64_t ts)
+{
+	p->has_trusted_packet_sequence_id = 1;
+	p->trusted_packet_sequence_id = q->id;
+	p->has_timestamp = 1;
+	if (ts >= q->last_ts) {
+		p->timestamp = (uint64_t)ts - (uint64_t)q->last_ts;
+		q->last_ts = ts;
+	} else {
+		p->has_timestamp_clock_id = 1;
+		p->timestamp_clock_id = CLOCK_BOOTTIME_ID;
+		p->timestamp = (uint64_t)s->start_boottime + (uint64_t)ts;
+	}
+	if (ts > s->max_ts)
+		s->max_ts = ts;
+}
+
+/* ---- interning ---- */
+
+/* Builds one TrackEvent (everything but its type-specific fields) with the interned data it
+ * needs. All pointers in *b are borrowed from the sink and the sequence until the packet is
+ * written. */
+struct ev_build {
+	Cuptrace__Pb__TracePacket pkt;
+	Cuptrace__Pb__TrackEvent te;
+	Cuptrace__Pb__InternedData idata;
+	Cuptrace__Pb__EventName name;
+	Cuptrace__Pb__EventName *namep;
+	Cuptrace__Pb__EventCategory cat;
+	Cuptrace__Pb__EventCategory *catp;
+	uint64_t cat_iid;
+	int new_data;
+};
+
+/* Returns the iid of s on q's table k (new entries are reported in *is_new), 0 on ENOMEM. */
+static uint64_t intern(struct pf_seq *q, int k, const char *str, int *is_new)
+{
+	size_t len = strlen(str);
+	size_t before = q->tab[k].n;
+	uint32_t id = cuptrace_strtab_intern(&q->tab[k], str, len);
+	*is_new = q->tab[k].n != before;
+	if (*is_new) {
+		q->entries++;
+		q->bytes += len;
+	}
+	return id;
+}
+
+static int ensure_scratch(struct pf_sink *s, size_t nargs)
+{
+	struct pf_scratch *c = &s->sc;
+	if (nargs <= c->cap)
+		return 0;
+	size_t cap = c->cap;
+	void *p;
+#define GROW_ARR(f)                                                                                \
+	do {                                                                                       \
+		cap = c->cap;                                                                      \
+		if (!(p = grow(c->f, &cap, nargs, sizeof(*c->f))))                                 \
+			return -ENOMEM;                                                            \
+		c->f = p;                                                                          \
+	} while (0)
+	GROW_ARR(ann);
+	GROW_ARR(annp);
+	GROW_ARR(keys);
+	GROW_ARR(keysp);
+	GROW_ARR(vals);
+	GROW_ARR(valsp);
+#undef GROW_ARR
+	c->cap = cap;
+	return 0;
+}
+
+/* Fills b for an event with name, category and args on q. Returns 0 or a negative errno. */
+static int build_event(struct pf_sink *s, struct pf_seq *q, struct ev_build *b, int type,
+                       const char *name, const char *category, uint64_t corr,
+                       const struct cuptrace_arg *args, size_t nargs)
+{
+	struct pf_scratch *c = &s->sc;
+	int is_new;
+
+	/* Worst case this event adds 2 + 2 * nargs entries; past the bound, start afresh. */
+	if (q->entries + 2 + 2 * nargs > GEN_MAX_ENTRIES || q->bytes > GEN_MAX_BYTES) {
+		if (seq_open_generation(s, q))
+			return s->err;
+	}
+	if (ensure_scratch(s, nargs))
+		return -ENOMEM;
+
+	b->te.has_type = 1;
+	b->te.type = type;
+	if (name) {
+		b->te.has_name_iid = 1;
+		if (!(b->te.name_iid = intern(q, IT_NAME, name, &is_new)))
+			return -ENOMEM;
+		if (is_new) {
+			b->name.has_iid = 1;
+			b->name.iid = b->te.name_iid;
+			b->name.name =
+			    (char *)cuptrace_strtab_str(&q->tab[IT_NAME], (uint32_t)b->te.name_iid);
+			b->namep = &b->name;
+			b->idata.n_event_names = 1;
+			b->idata.event_names = &b->namep;
+		}
+	}
+	if (category) {
+		if (!(b->cat_iid = intern(q, IT_CAT, category, &is_new)))
+			return -ENOMEM;
+		b->te.n_category_iids = 1;
+		b->te.category_iids = &b->cat_iid;
+		if (is_new) {
+			b->cat.has_iid = 1;
+			b->cat.iid = b->cat_iid;
+			b->cat.name =
+			    (char *)cuptrace_strtab_str(&q->tab[IT_CAT], (uint32_t)b->cat_iid);
+			b->catp = &b->cat;
+			b->idata.n_event_categories = 1;
+			b->idata.event_categories = &b->catp;
+		}
+	}
+	for (size_t i = 0; i < nargs; i++) {
+		const struct cuptrace_arg *a = &args[i];
+		Cuptrace__Pb__DebugAnnotation *d = &c->ann[i];
+		static const Cuptrace__Pb__DebugAnnotation d0 =
+		    CUPTRACE__PB__DEBUG_ANNOTATION__INIT;
+		uint64_t iid;
+
+		*d = d0;
+		c->annp[i] = d;
+		d->has_name_iid = 1;
+		if (!(iid = intern(q, IT_KEY, a->key ? a->key : "", &is_new)))
+			return -ENOMEM;
+		d->name_iid = iid;
+		if (is_new) {
+			Cuptrace__Pb__DebugAnnotationName *k =
+			    &c->keys[b->idata.n_debug_annotation_names];
+			static const Cuptrace__Pb__DebugAnnotationName k0 =
+			    CUPTRACE__PB__DEBUG_ANNOTATION_NAME__INIT;
+			*k = k0;
+			k->has_iid = 1;
+			k->iid = iid;
+			k->name = (char *)cuptrace_strtab_str(&q->tab[IT_KEY], (uint32_t)iid);
+			c->keysp[b->idata.n_debug_annotation_names++] = k;
+		}
+		switch (a->type) {
+		case CUPTRACE_ARG_INT:
+			d->has_int_value = 1;
+			d->int_value = a->v.i;
+			break;
+		case CUPTRACE_ARG_UINT:
+			d->has_uint_value = 1;
+			d->uint_value = a->v.u;
+			break;
+		case CUPTRACE_ARG_DOUBLE:
+			d->has_double_value = 1;
+			d->double_value = a->v.d;
+			break;
+		case CUPTRACE_ARG_POINTER:
+			d->has_pointer_value = 1;
+			d->pointer_value = a->v.u;
+			break;
+		case CUPTRACE_ARG_BOOL:
+			d->has_bool_value = 1;
+			d->bool_value = !!a->v.b;
+			break;
+		case CUPTRACE_ARG_STRING:
+		default: {
+			/* Any bytes: InternedString.str is bytes, so nothing needs escaping here.
+			 */
+			const char *v = a->type == CUPTRACE_ARG_STRING && a->v.s ? a->v.s : "";
+			if (!(iid = intern(q, IT_VAL, v, &is_new)))
+				return -ENOMEM;
+			d->has_string_value_iid = 1;
+			d->string_value_iid = iid;
+			if (is_new) {
+				size_t n = b->idata.n_debug_annotation_string_values;
+				Cuptrace__Pb__InternedString *is = &c->vals[n];
+				static const Cuptrace__Pb__InternedString is0 =
+				    CUPTRACE__PB__INTERNED_STRING__INIT;
+				*is = is0;
+				is->has_iid = is->has_str = 1;
+				is->iid = iid;
+				is->str.data =
+				    (uint8_t *)cuptrace_strtab_str(&q->tab[IT_VAL], (uint32_t)iid);
+				is->str.len = strlen(v);
+				c->valsp[b->idata.n_debug_annotation_string_values++] = is;
+			}
+			break;
+		}
+		}
+	}
+	b->te.n_debug_annotations = nargs;
+	b->te.debug_annotations = nargs ? c->annp : NULL;
+	if (b->idata.n_debug_annotation_names)
+		b->idata.debug_annotation_names = c->keysp;
+	if (b->idata.n_debug_annotation_string_values)
+		b->idata.debug_annotation_string_values = c->valsp;
+	if (corr) {
+		b->te.has_correlation_id = 1;
+		b->te.correlation_id = corr;
+	}
+	b->new_data = b->idata.n_event_names || b->idata.n_event_categories ||
+	              b->idata.n_debug_annotation_names ||
+	              b->idata.n_debug_annotation_string_values;
+	b->pkt.track_event = &b->te;
+	if (b->new_data)
+		b->pkt.interned_data = &b->idata;
+	if (b->te.has_name_iid || b->te.n_category_iids || nargs) {
+		b->pkt.has_sequence_flags = 1;
+		b->pkt.sequence_flags = SEQ_NEEDS;
+	}
+	return 0;
+}
+
+static void ev_build_init(struct ev_build *b)
+{
+	static const Cuptrace__Pb__TracePacket p0 = CUPTRACE__PB__TRACE_PACKET__INIT;
+	static const Cuptrace__Pb__TrackEvent te0 = CUPTRACE__PB__TRACK_EVENT__INIT;
+	static const Cuptrace__Pb__InternedData id0 = CUPTRACE__PB__INTERNED_DATA__INIT;
+	static const Cuptrace__Pb__EventName n0 = CUPTRACE__PB__EVENT_NAME__INIT;
+	static const Cuptrace__Pb__EventCategory c0 = CUPTRACE__PB__EVENT_CATEGORY__INIT;
+
+	b->pkt = p0;
+	b->te = te0;
+	b->idata = id0;
+	b->name = n0;
+	b->cat = c0;
+	b->namep = NULL;
+	b->catp = NULL;
+	b->cat_iid = 0;
+	b->new_data = 0;
+}
+
+/* ---- ops ---- */
+
+/* An instant on the process track that lists metadata, so that the UI shows it; the reader
+ * recognises these by category and name and does not replay them. */
+static int meta_instant(struct pf_sink *s, const char *name, int64_t ts,
+                        const struct cuptrace_meta *m, size_t n)
+{
+	struct cuptrace_arg *args = n ? calloc(n, sizeof(*args)) : NULL;
+	struct cuptrace_instant e = {
+	    .track_uuid = s->process_uuid,
+	    .ts = ts,
+	    .name = name,
+	    .category = META_CAT,
+	    .args = args,
+	    .nargs = n,
+	};
+	int err;
+
+	if (n && !args)
+		return fail(s, -ENOMEM);
+	for (size_t i = 0; i < n; i++) {
+		args[i].key = m[i].key;
+		if (m[i].is_int) {
+			args[i].type = CUPTRACE_ARG_INT;
+			args[i].v.i = m[i].i;
+		} else {
+			args[i].type = CUPTRACE_ARG_STRING;
+			args[i].v.s = m[i].s ? m[i].s : "";
+		}
+	}
+	err = s->base.ops->instant(&s->base, &e);
+	free(args);
+	return err;
+}
+
+static int meta_store(struct pf_sink *s, const struct cuptrace_meta *m)
+{
+	struct pf_meta *e = NULL;
+	char *v = NULL;
+
+	if (!m->key)
+		return 0;
+	if (!m->is_int && !(v = strdup(m->s ? m->s : "")))
+		return -ENOMEM;
+	for (size_t i = 0; i < s->nmeta && !e; i++)
+		if (!strcmp(s->meta[i].key, m->key))
+			e = &s->meta[i];
+	if (!e) {
+		struct pf_meta *arr = grow(s->meta, &s->metacap, s->nmeta + 1, sizeof(*arr));
+		char *k = arr ? strdup(m->key) : NULL;
+		if (arr)
+			s->meta = arr;
+		if (!k) {
+			free(v);
+			return -ENOMEM;
+		}
+		e = &s->meta[s->nmeta++];
+		*e = (struct pf_meta){.key = k};
+	}
+	free(e->s);
+	e->s = v;
+	e->is_int = m->is_int;
+	e->i = m->is_int ? m->i : 0;
+	return 0;
+}
+
+/* TraceAttributes with every key known so far (each packet is complete on its own). */
+static int emit_attributes(struct pf_sink *s)
+{
+	Cuptrace__Pb__TracePacket p = CUPTRACE__PB__TRACE_PACKET__INIT;
+	Cuptrace__Pb__TraceAttributes ta = CUPTRACE__PB__TRACE_ATTRIBUTES__INIT;
+	Cuptrace__Pb__TraceAttributes__Attribute *at = NULL, **atp = NULL;
+	int err;
+
+	if (!s->nmeta)
+		return 0;
+	at = calloc(s->nmeta, sizeof(*at));
+	atp = calloc(s->nmeta, sizeof(*atp));
+	if (!at || !atp) {
+		err = fail(s, -ENOMEM);
+		goto out;
+	}
+	for (size_t i = 0; i < s->nmeta; i++) {
+		cuptrace__pb__trace_attributes__attribute__init(&at[i]);
+		at[i].key = s->meta[i].key;
+		if (s->meta[i].is_int) {
+			at[i].has_long_value = 1;
+			at[i].long_value = s->meta[i].i;
+		} else {
+			at[i].string_value = s->meta[i].s;
+		}
+		atp[i] = &at[i];
+	}
+	ta.n_attribute = s->nmeta;
+	ta.attribute = atp;
+	p.trace_attributes = &ta;
+	err = emit_meta(s, &p);
+out:
+	free(at);
+	free(atp);
+	return err;
+}
+
+static int pf_begin(struct cuptrace_sink *sk, const struct cuptrace_trace_info *info)
+{
+	struct pf_sink *s = to_pf(sk);
+	int err;
+
+	if (s->err)
+		return s->err;
+	if (s->begun)
+		return fail(s, -EINVAL);
+	s->begun = 1;
+	s->start_boottime = info->start_boottime_ns;
+
+	if (info->trace_uuid_hi || info->trace_uuid_lo) {
+		/* Without one trace_processor derives a uuid; a constant one would make the UI's
+		 * trace cache mix up different traces. */
+		Cuptrace__Pb__TracePacket p = CUPTRACE__PB__TRACE_PACKET__INIT;
+		Cuptrace__Pb__TraceUuid u = CUPTRACE__PB__TRACE_UUID__INIT;
+		u.has_msb = u.has_lsb = 1;
+		u.msb = (int64_t)info->trace_uuid_hi;
+		u.lsb = (int64_t)info->trace_uuid_lo;
+		p.trace_uuid = &u;
+		if (emit_meta(s, &p))
+			return s->err;
+	}
+
+	/* uname() describes the machine that runs the writer: only say so when that is the traced
+	 * host (a capture converted elsewhere, or a merge, gets the host name alone). */
+	Cuptrace__Pb__TracePacket sp = CUPTRACE__PB__TRACE_PACKET__INIT;
+	Cuptrace__Pb__SystemInfo si = CUPTRACE__PB__SYSTEM_INFO__INIT;
+	Cuptrace__Pb__Utsname un = CUPTRACE__PB__UTSNAME__INIT;
+	struct utsname uts;
+	char host[256] = "";
+	int local = !gethostname(host, sizeof(host) - 1) &&
+	            (!info->hostname || !strcmp(info->hostname, host));
+	if (local && !uname(&uts)) {
+		un.sysname = uts.sysname;
+		un.version = uts.version;
+		un.release = uts.release;
+		un.machine = uts.machine;
+		si.utsname = &un;
+	}
+	si.machine_name = (char *)(info->hostname ? info->hostname : local ? host : NULL);
+	sp.system_info = &si;
+	if (emit_meta(s, &sp))
+		return s->err;
+
+	Cuptrace__Pb__TracePacket cp = CUPTRACE__PB__TRACE_PACKET__INIT;
+	Cuptrace__Pb__ClockSnapshot cs = CUPTRACE__PB__CLOCK_SNAPSHOT__INIT;
+	Cuptrace__Pb__ClockSnapshot__Clock bt = CUPTRACE__PB__CLOCK_SNAPSHOT__CLOCK__INIT;
+	Cuptrace__Pb__ClockSnapshot__Clock rt = CUPTRACE__PB__CLOCK_SNAPSHOT__CLOCK__INIT;
+	Cuptrace__Pb__ClockSnapshot__Clock *clocks[2] = {&bt, &rt};
+	bt.has_clock_id = bt.has_timestamp = 1;
+	bt.clock_id = CLOCK_BOOTTIME_ID;
+	bt.timestamp = (uint64_t)info->start_boottime_ns;
+	rt.has_clock_id = rt.has_timestamp = 1;
+	rt.clock_id = CLOCK_REALTIME_ID;
+	rt.timestamp = (uint64_t)info->start_realtime_ns;
+	cs.n_clocks = 2;
+	cs.clocks = clocks;
+	cs.has_primary_trace_clock = 1;
+	cs.primary_trace_clock = CLOCK_BOOTTIME_ID;
+	cp.clock_snapshot = &cs;
+	if (emit_meta(s, &cp))
+		return s->err;
+
+	for (size_t i = 0; i < info->nmeta; i++)
+		if ((err = meta_store(s, &info->meta[i])))
+			return fail(s, err);
+	return emit_attributes(s);
+}
+
+/* Process labels: the metadata a reader of the process track wants at a glance (GPU model,
+ * driver and CUDA versions). */
+static int is_label_key(const char *k)
+{
+	return !strncmp(k, "gpu", 3) || !strncmp(k, "cuda", 4) || !strncmp(k, "driver", 6) ||
+	       !strncmp(k, "cupti", 5);
+}
+
+static int pf_track(struct cuptrace_sink *sk, const struct cuptrace_track *t)
+{
+	struct pf_sink *s = to_pf(sk);
+	Cuptrace__Pb__TracePacket p = CUPTRACE__PB__TRACE_PACKET__INIT;
+	Cuptrace__Pb__TrackDescriptor td = CUPTRACE__PB__TRACK_DESCRIPTOR__INIT;
+	Cuptrace__Pb__ProcessDescriptor pd = CUPTRACE__PB__PROCESS_DESCRIPTOR__INIT;
+	Cuptrace__Pb__ThreadDescriptor thd = CUPTRACE__PB__THREAD_DESCRIPTOR__INIT;
+	Cuptrace__Pb__CounterDescriptor cd = CUPTRACE__PB__COUNTER_DESCRIPTOR__INIT;
+	char **labels = NULL;
+	int first_process = 0;
+
+	if (s->err)
+		return s->err;
+	td.has_uuid = 1;
+	td.uuid = t->uuid;
+	td.description = (char *)t->description;
+	if (t->sort_rank) {
+		td.has_sibling_order_rank = 1;
+		td.sibling_order_rank = t->sort_rank;
+	}
+	/* trace_processor ignores parent_uuid on process and thread tracks; on threads it still
+	 * tells a reader which process track the producer meant. */
+	if (t->parent_uuid && t->kind != CUPTRACE_TRACK_PROCESS) {
+		td.has_parent_uuid = 1;
+		td.parent_uuid = t->parent_uuid;
+	}
+	switch (t->kind) {
+	case CUPTRACE_TRACK_PROCESS:
+		pd.has_pid = 1;
+		pd.pid = t->pid;
+		pd.process_name = (char *)t->name;
+		pd.n_cmdline = t->cmdline_len;
+		pd.cmdline = (char **)t->cmdline;
+		if (s->nmeta && (labels = calloc(s->nmeta, sizeof(*labels)))) {
+			for (size_t i = 0; i < s->nmeta; i++) {
+				const struct pf_meta *m = &s->meta[i];
+				if (m->is_int || !is_label_key(m->key))
+					continue;
+				size_t n = strlen(m->key) + strlen(m->s) + 3;
+				if (!(labels[pd.n_process_labels] = malloc(n)))
+					break;
+				snprintf(labels[pd.n_process_labels++], n, "%s: %s", m->key, m->s);
+			}
+			pd.process_labels = labels;
+		}
+		td.process = &pd;
+		first_process = !s->process_uuid;
+		if (first_process)
+			s->process_uuid = t->uuid;
+		break;
+	case CUPTRACE_TRACK_THREAD:
+		thd.has_pid = thd.has_tid = 1;
+		thd.pid = t->pid;
+		thd.tid = t->tid;
+		thd.thread_name = (char *)t->name;
+		td.thread = &thd;
+		break;
+	case CUPTRACE_TRACK_GROUP:
+		td.name = (char *)t->name;
+		td.has_child_ordering = 1;
+		td.child_ordering = ORDER_EXPLICIT;
+		break;
+	case CUPTRACE_TRACK_COUNTER:
+		td.name = (char *)t->name;
+		if (t->unit != CUPTRACE_UNIT_NONE) {
+			cd.has_unit = 1;
+			cd.unit = t->unit;
+		}
+		td.counter = &cd;
+		break;
+	case CUPTRACE_TRACK_SLICES:
+	default:
+		/* Lanes share the main track's name: the UI merges same-name siblings. */
+		td.name = (char *)t->name;
+		break;
+	}
+	p.track_descriptor = &td;
+	emit_meta(s, &p);
+	for (size_t i = 0; i < pd.n_process_labels; i++)
+		free(labels[i]);
+	free(labels);
+	if (s->err || !first_process || !s->nmeta)
+		return s->err;
+
+	/* The metadata as of begin(), at time 0 on the first process track. */
+	struct cuptrace_meta *m = calloc(s->nmeta, sizeof(*m));
+	if (!m)
+		return fail(s, -ENOMEM);
+	for (size_t i = 0; i < s->nmeta; i++)
+		m[i] = (struct cuptrace_meta){s->meta[i].key, s->meta[i].is_int, s->meta[i].i,
+		                              s->meta[i].s};
+	meta_instant(s, META_INFO, 0, m, s->nmeta);
+	free(m);
+	return s->err;
+}
+
+/* Every flow id of the slice, out and in alike, goes in flow_ids: trace_processor orders the
+ * two ends by time (the reference's pattern B), so the order in which CUPTI delivers the API
+ * record and the GPU record does not matter. An id on both lists (a step) is written once. */
+static uint64_t *collect_flows(struct pf_sink *s, const struct cuptrace_slice *e, size_t *n)
+{
+	size_t total = e->nflows_out + e->nflows_in, k = 0;
+	uint64_t *f = grow(s->sc.flows, &s->sc.flowcap, total, sizeof(*f));
+	if (!f)
+		return NULL;
+	s->sc.flows = f;
+	for (size_t i = 0; i < e->nflows_out; i++)
+		f[k++] = e->flows_out[i];
+	int dedupe = e->nflows_out && e->nflows_out * e->nflows_in <= 65536;
+	for (size_t i = 0; i < e->nflows_in; i++) {
+		size_t j = 0;
+		while (dedupe && j < e->nflows_out && e->flows_out[j] != e->flows_in[i])
+			j++;
+		if (!dedupe || j == e->nflows_out)
+			f[k++] = e->flows_in[i];
+	}
+	*n = k;
+	return f;
+}
+
+static int pf_slice(struct cuptrace_sink *sk, const struct cuptrace_slice *e)
+{
+	struct pf_sink *s = to_pf(sk);
+	struct ev_build b;
+	struct pf_seq *q;
+	size_t nflows = 0;
+	int err;
+
+	if (s->err)
+		return s->err;
+	if (!(q = seq_get(s, e->track_uuid)))
+		return s->err;
+	ev_build_init(&b);
+	if ((err = build_event(s, q, &b, TE_BEGIN, e->name, e->category, e->correlation_id, e->args,
+	                       e->nargs)))
+		return fail(s, err);
+	if (e->nflows_out + e->nflows_in) {
+		if (!(b.te.flow_ids = collect_flows(s, e, &nflows)))
+			return fail(s, -ENOMEM);
+		b.te.n_flow_ids = nflows;
+	}
+	/* Field order for zlib: the bytes that change from one slice to the next (flow ids,
+	 * correlation id, then the time, which the END continues) form as few runs as possible
+	 * between bytes that repeat, and each run costs a match. So: sequence id and flags, the
+	 * event (flows and correlation id last, by field number), then the time. */
+	Cuptrace__Pb__TracePacket head = CUPTRACE__PB__TRACE_PACKET__INIT;
+	Cuptrace__Pb__TracePacket tail = CUPTRACE__PB__TRACE_PACKET__INIT;
+	Cuptrace__Pb__TracePacket *parts[3] = {&head, &b.pkt, &tail};
+	set_time(s, q, &tail, e->ts);
+	tail.has_trusted_packet_sequence_id = 0;
+	head.has_trusted_packet_sequence_id = 1;
+	head.trusted_packet_sequence_id = q->id;
+	head.has_sequence_flags = b.pkt.has_sequence_flags;
+	head.sequence_flags = b.pkt.sequence_flags;
+	b.pkt.has_sequence_flags = 0;
+	if (emit_parts(s, parts, 3))
+		return s->err;
+
+	/* END right after BEGIN: on one track slices nest or are disjoint, so an unnamed END closes
+	 * the right slice once trace_processor has sorted by (ts, file order). */
+	Cuptrace__Pb__TracePacket p = CUPTRACE__PB__TRACE_PACKET__INIT;
+	Cuptrace__Pb__TrackEvent te = CUPTRACE__PB__TRACK_EVENT__INIT;
+	te.has_type = 1;
+	te.type = TE_END;
+	p.track_event = &te;
+	int64_t end;
+	if (__builtin_add_overflow(e->ts, e->dur > 0 ? e->dur : 0, &end))
+		end = INT64_MAX;
+	set_time(s, q, &p, end);
+	return emit(s, &p);
+}
+
+static int pf_instant(struct cuptrace_sink *sk, const struct cuptrace_instant *e)
+{
+	struct pf_sink *s = to_pf(sk);
+	struct ev_build b;
+	struct pf_seq *q;
+	int err;
+
+	if (s->err)
+		return s->err;
+	if (!(q = seq_get(s, e->track_uuid)))
+		return s->err;
+	ev_build_init(&b);
+	if ((err = build_event(s, q, &b, TE_INSTANT, e->name, e->category, e->correlation_id,
+	                       e->args, e->nargs)))
+		return fail(s, err);
+	set_time(s, q, &b.pkt, e->ts);
+	return emit(s, &b.pkt);
+}
+
+/* Counter values go on the counter track's own sequence; its descriptor was written by track(),
+ * so it precedes every value in file order as trace_processor requires. */
+static int pf_counter(struct cuptrace_sink *sk, const struct cuptrace_counter *e)
+{
+	struct pf_sink *s = to_pf(sk);
+	Cuptrace__Pb__TracePacket p = CUPTRACE__PB__TRACE_PACKET__INIT;
+	Cuptrace__Pb__TrackEvent te = CUPTRACE__PB__TRACK_EVENT__INIT;
+	struct pf_seq *q;
+
+	if (s->err)
+		return s->err;
+	if (!(q = seq_get(s, e->track_uuid)))
+		return s->err;
+	te.has_type = 1;
+	te.type = TE_COUNTER;
+	if (e->is_double) {
+		te.has_double_counter_value = 1;
+		te.double_counter_value = e->d;
+	} else {
+		te.has_counter_value = 1;
+		te.counter_value = e->i;
+	}
+	p.track_event = &te;
+	set_time(s, q, &p, e->ts);
+	return emit(s, &p);
+}
+
+/* Later metadata (dropped and record counts): the attributes again, complete, and an instant at
+ * the latest time seen so far that shows this call's values. */
+static int pf_meta(struct cuptrace_sink *sk, const struct cuptrace_meta *m, size_t n)
+{
+	struct pf_sink *s = to_pf(sk);
+	int err;
+
+	if (s->err)
+		return s->err;
+	for (size_t i = 0; i < n; i++)
+		if ((err = meta_store(s, &m[i])))
+			return fail(s, err);
+	if (emit_attributes(s))
+		return s->err;
+	if (s->process_uuid && n)
+		meta_instant(s, META_SUMMARY, s->max_ts, m, n);
+	return s->err;
+}
+
+/* Idle-time flush from the writer thread: the pending chunk reaches the file about once a
+ * second, so a killed process loses little. */
+static int pf_tick(struct cuptrace_sink *sk)
+{
+	struct pf_sink *s = to_pf(sk);
+	if (s->err || s->finished || !s->out)
+		return s->err;
+	int r = cuptrace_output_tick(s->out);
+	return r ? fail(s, r) : 0;
+}
+
+static int pf_finish(struct cuptrace_sink *sk)
+{
+	struct pf_sink *s = to_pf(sk);
+	int err;
+
+	if (s->finished)
+		return s->err ? s->err : -EINVAL;
+	s->finished = 1;
+	/* Every packet is handed to the output as it is built: nothing is pending here. */
+	err = cuptrace_output_close(s->out);
+	s->out = NULL;
+	return s->err ? s->err : err;
+}
+
+static void pf_destroy(struct cuptrace_sink *sk)
+{
+	struct pf_sink *s = to_pf(sk);
+
+	if (!s)
+		return;
+	cuptrace_output_close(s->out);
+	for (size_t i = 0; i < s->nseqs; i++)
+		seq_free(s->seqs[i]);
+	free(s->seqs);
+	cuptrace_u64map_free(&s->seq_of);
+	for (size_t i = 0; i < s->nmeta; i++) {
+		free(s->meta[i].key);
+		free(s->meta[i].s);
+	}
+	free(s->meta);
+	free(s->buf);
+	free(s->sc.ann);
+	free(s->sc.annp);
+	free(s->sc.keys);
+	free(s->sc.keysp);
+	free(s->sc.vals);
+	free(s->sc.valsp);
+	free(s->sc.flows);
+	free(s);
+}
+
+static const struct cuptrace_sink_ops pf_ops = {
+    .name = "perfetto",
+    .begin = pf_begin,
+    .track = pf_track,
+    .slice = pf_slice,
+    .instant = pf_instant,
+    .counter = pf_counter,
+    .meta = pf_meta,
+    .tick = pf_tick,
+    .finish = pf_finish,
+    .destroy = pf_destroy,
+};
+
+struct cuptrace_sink *cuptrace_perfetto_sink_new(struct cuptrace_output *out)
+{
+	struct pf_sink *s;
+
+	if (!out) {
+		errno = EINVAL;
+		return NULL;
+	}
+	if (!(s = calloc(1, sizeof(*s)))) {
+		cuptrace_output_close(out);
+		errno = ENOMEM;
+		return NULL;
+	}
+	s->base.ops = &pf_ops;
+	s->out = out;
+	cuptrace_u64map_init(&s->seq_of);
+	return &s->base;
+}
