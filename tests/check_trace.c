@@ -22,7 +22,7 @@ static int failures;
 
 static uint64_t count_slices(const struct cuptrace_stats *st, const char *spec)
 {
-	char cat[128], *name = NULL;
+	char cat[512], *name = NULL;
 	snprintf(cat, sizeof(cat), "%s", spec);
 	char *colon = strchr(cat, ':');
 	if (colon) {

@@ -11,34 +11,37 @@ ex=$CUPTRACE_EXAMPLES
 chk=$CHECK_TRACE
 tmp=$(mktemp -d "${CUPTRACE_TMP:-/tmp}/gpu.XXXXXX")
 fail=0
-rec() { # name out check-args... -- command...
+rec() { # name out command... : records; then check NAME OUT assertions...
 	name=$1 out=$2
 	shift 2
-	args=""
-	while [ "$1" != "--" ]; do args="$args $1"; shift; done
-	shift
-	if ! "$ct" record -o "$tmp/$out" -- "$@" >"$tmp/$name.log" 2>&1; then
-		echo "FAIL $name: record failed"; cat "$tmp/$name.log"; fail=1; return
+	if ! timeout 90 "$ct" record -o "$tmp/$out" -- "$@" >"$tmp/$name.log" 2>&1; then
+		echo "FAIL $name: record failed"; cat "$tmp/$name.log"; fail=1; return 1
 	fi
 	grep "cuptrace:" "$tmp/$name.log"
-	# shellcheck disable=SC2086
-	if ! "$chk" "$tmp/$out" --clean $args; then
-		echo "FAIL $name"; fail=1
-	else
-		echo "ok $name"
-	fi
 }
-rec vector_add va.pftrace --count kernel=1 --count memcpy:"Memcpy HtoD"=2 --count memcpy:"Memcpy DtoH"=1 \
-	--count memset=1 --flows 5 --meta gpu0 --meta driver_version --meta cupti_version \
-	--meta hostname --meta cmdline -- "$ex/vector_add"
-rec multi_stream ms.pftrace --count kernel=8000 --count cuda_runtime:cudaLaunchKernel=8000 \
-	--threads worker-=8 --flows 8002 -- "$ex/multi_stream" 8 1000
-rec driver_api da.pftrace --count kernel:scale=3 --count cuda_driver:cuLaunchKernel=3 \
-	--count cuda_runtime=0 -- "$ex/driver_api"
-rec graphs gr.pftrace --count kernel=12 --count memset=3 --count memcpy=3 --flows 18 -- "$ex/graphs"
-rec peer_copy pc.pftrace --count memcpy=5 -- "$ex/peer_copy"
-rec memory mem.pftrace --at-least kernel=3 -- "$ex/memory"
-rec nvtx nv.pftrace --count kernel=3 --at-least nvtx:outer=1 --at-least nvtx:inner=1 -- "$ex/nvtx"
+check() { # name out assertions...
+	name=$1 out=$2
+	shift 2
+	if "$chk" "$tmp/$out" --clean "$@"; then echo "ok $name"; else echo "FAIL $name"; fail=1; fi
+}
+rec vector_add va.pftrace "$ex/vector_add" &&
+	check vector_add va.pftrace --count kernel=1 --count "memcpy:Memcpy HtoD=2" \
+		--count "memcpy:Memcpy DtoH=1" --count memset=1 --flows 5 --meta gpu0 \
+		--meta driver_version --meta cupti_version --meta cuda_driver_api_version \
+		--meta hostname --meta cmdline
+rec multi_stream ms.pftrace "$ex/multi_stream" 8 1000 &&
+	check multi_stream ms.pftrace --count kernel=8000 --count cuda_runtime:cudaLaunchKernel=8000 \
+		--threads worker-=8 --flows 8002
+rec driver_api da.pftrace "$ex/driver_api" &&
+	check driver_api da.pftrace --count kernel:scale=3 --count cuda_driver:cuLaunchKernel=3 \
+		--count cuda_runtime=0
+rec graphs gr.pftrace "$ex/graphs" &&
+	check graphs gr.pftrace --count kernel=12 --count memset=3 --count memcpy=3 --flows 18
+rec peer_copy pc.pftrace "$ex/peer_copy" && check peer_copy pc.pftrace --count memcpy=5
+rec memory mem.pftrace "$ex/memory" && check memory mem.pftrace --count kernel=3
+rec nvtx nv.pftrace "$ex/nvtx" &&
+	check nvtx nv.pftrace --count kernel=3 --count nvtx:outer=1 --count nvtx:inner=1 \
+		--count nvtx:async-range=1 --count cuptrace-demo:domain-range=1
 # Chrome JSON: strict JSON, same counts, flows as s/f pairs.
 if "$ct" record -o "$tmp/va.json" -- "$ex/vector_add" >"$tmp/json.log" 2>&1 &&
 	python3 - "$tmp/va.json" <<'PY'

@@ -10,13 +10,15 @@ ct=$CUPTRACE_BIN
 ex=$CUPTRACE_EXAMPLES
 chk=$CHECK_TRACE
 tmp=$(mktemp -d "${CUPTRACE_TMP:-/tmp}/sig.XXXXXX")
+# Job control on: a non-interactive shell otherwise starts background jobs with SIGINT ignored.
+set -m
 fail=0
 for sig in TERM INT KILL; do
-	"$ct" record -o "$tmp/$sig.pftrace" -- "$ex/multi_stream" 2 100000000 >"$tmp/$sig.log" 2>&1 &
+	timeout 90 "$ct" record -o "$tmp/$sig.pftrace" -- "$ex/multi_stream" 2 100000000 >"$tmp/$sig.log" 2>&1 &
 	rec=$!
 	sleep 4
 	# The traced program is the tool's child.
-	victim=$(pgrep -P "$rec" multi_stream)
+	victim=$(pgrep -n -x multi_stream)
 	kill -s "$sig" "$victim"
 	wait "$rec"
 	st=$?

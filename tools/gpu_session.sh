@@ -9,7 +9,13 @@ src=$(cd "$(dirname "$0")/.." && pwd)
 mkdir -p "$out"
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
 echo "== GPU tests"
-ctest --test-dir "$build" -R gpu_ --output-on-failure 2>&1 | tail -60
+# Run directly (not through ctest) with a time limit each, so a hang shows where it was.
+export CUPTRACE_BIN="$build/cuptrace" CUPTRACE_EXAMPLES="$build/examples" \
+	CHECK_TRACE="$build/tests/check_trace" CUPTRACE_LIB="$build/libcuptrace.so" CUPTRACE_TMP=/tmp
+for t in gpu_record_test gpu_signals_test; do
+	timeout "${GPU_TEST_TIMEOUT:-240}" sh -x "$src/tests/$t.sh" 2>&1
+	echo "$t: exit $?"
+done
 echo "== captures"
 "$src/tools/make_captures.sh" "$build" /tmp/cap && tar czf "$out/captures.tgz" -C /tmp/cap .
 echo "== PyTorch, live"
