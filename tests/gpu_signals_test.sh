@@ -37,5 +37,28 @@ for sig in TERM INT KILL; do
 		"$chk" "$f" --clean --at-least kernel=1000 || { echo "FAIL: SIG$sig trace"; fail=1; }
 	fi
 done
+# Chrome JSON killed with SIGKILL: '[' then whole events, one per line; only the last line may
+# be cut. That is the form trace_processor loads without the closing bracket.
+timeout 90 "$ct" record -o "$tmp/kill.json" -- "$ex/multi_stream" 2 100000000 >"$tmp/json.log" 2>&1 &
+sleep 4
+kill -s KILL "$(pgrep -n -x multi_stream)"
+wait
+if python3 - "$tmp/kill.json" <<'PY'
+import json, sys
+lines = open(sys.argv[1], encoding="utf-8").read().split("\n")
+assert lines[0] == "[", lines[0][:20]
+whole = 0
+for i, l in enumerate(lines[1:]):
+    l = l.lstrip(",")
+    try:
+        json.loads(l)
+        whole += 1
+    except ValueError:
+        assert i >= len(lines) - 3, f"line {i + 1} of {len(lines)} is not a whole event"
+kernels = sum(1 for l in lines[1:] if '"cat":"kernel"' in l)
+print(f"killed JSON: {whole} whole events, {kernels} kernels")
+assert kernels > 1000
+PY
+then echo "ok SIGKILL json"; else echo "FAIL: SIGKILL json"; fail=1; fi
 rm -rf "$tmp"
 exit $fail

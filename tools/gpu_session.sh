@@ -23,5 +23,10 @@ echo "== PyTorch, live"
 "$build/tests/check_trace" "$out/torch_train.pftrace" --clean --at-least kernel=100 --at-least nvtx:step=3
 "$build/cuptrace" record -o /tmp/torch_nvtx.pftrace -- python3 "$src/examples/torch_train.py" --steps 2 --emit-nvtx 2>&1 | grep -v Warning
 "$build/tests/check_trace" /tmp/torch_nvtx.pftrace --clean --at-least nvtx=50
+echo "== fidelity"
+"$src/tools/fidelity.sh" "$build" 5
 echo "== benchmark"
-"$src/tools/bench/bench.sh" "$build" 4 20000 "${BENCH_REPS:-5}"
+for ms in ${BENCH_FLUSH_MS:-1000}; do
+	echo "-- CUPTRACE_FLUSH_MS=$ms"
+	CUPTRACE_FLUSH_MS=$ms "$src/tools/bench/bench.sh" "$build" 4 20000 "${BENCH_REPS:-5}"
+done

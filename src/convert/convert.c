@@ -528,9 +528,18 @@ static int handle_api(struct cuptrace_converter *c, const CUpti_ActivityAPI *a)
 	}
 	if (!a->start || a->end < a->start)
 		return 0;
-	char buf[128];
-	uint32_t name_id = conv_intern(c, api_name(c, a, buf, sizeof(buf)));
-	uint32_t cat_id = conv_intern(c, driver ? "cuda_driver" : "cuda_runtime");
+	/* Names are per (domain, cbid): looked up and interned once. */
+	uint32_t *cache = driver ? c->driver_name_ids : c->runtime_name_ids;
+	uint32_t cache_len = driver ? cuptrace_driver_cbid_names_len : cuptrace_runtime_cbid_names_len;
+	uint32_t name_id = a->kind != CUPTI_ACTIVITY_KIND_INTERNAL_LAUNCH_API && a->cbid < cache_len
+				   ? cache[a->cbid] : 0;
+	if (!name_id) {
+		char buf[128];
+		name_id = conv_intern(c, api_name(c, a, buf, sizeof(buf)));
+		if (a->kind != CUPTI_ACTIVITY_KIND_INTERNAL_LAUNCH_API && a->cbid < cache_len)
+			cache[a->cbid] = name_id;
+	}
+	uint32_t cat_id = driver ? c->cat_driver : c->cat_runtime;
 	uint64_t track = conv_thread_track(c, (int64_t)a->threadId);
 	int64_t ts = conv_rel(c, a->start), dur = (int64_t)(a->end - a->start);
 	if (ts + dur > c->latest_ts)
@@ -667,6 +676,37 @@ static const char *demangle(struct cuptrace_converter *c, const char *mangled)
 	return conv_str(c, did);
 }
 
+/* The same kernel name pointer comes back for every launch: remember what it demangled to.
+ * CUPTI may reuse a pointer for another name after a module reload, so a hit is confirmed by
+ * comparing the text with the interned mangled name (cheaper than hashing it again). */
+static const char *demangle_cached(struct cuptrace_converter *c, const char *mangled)
+{
+	size_t slot = (size_t)(cuptrace_hash64((uint64_t)(uintptr_t)mangled) % NAME_CACHE);
+	struct name_cache *e = &c->names[slot];
+	if (e->ptr == mangled && !strcmp(conv_str(c, e->mangled), mangled))
+		return conv_str(c, e->demangled);
+	const char *d = demangle(c, mangled);
+	e->ptr = mangled;
+	e->mangled = conv_intern(c, mangled);
+	e->demangled = conv_intern(c, d);
+	return d;
+}
+
+/* "(x, y, z)" for grid and block; launch loops repeat one shape, so the last is kept. */
+static void launch_dims(struct cuptrace_converter *c, const CUpti_ActivityKernel10 *k, char *grid,
+			char *block)
+{
+	int32_t d[6] = {k->gridX, k->gridY, k->gridZ, k->blockX, k->blockY, k->blockZ};
+	if (memcmp(d, c->dims, sizeof(d)) || !c->dims_valid) {
+		memcpy(c->dims, d, sizeof(d));
+		c->dims_valid = 1;
+		snprintf(c->dims_grid, sizeof(c->dims_grid), "(%d, %d, %d)", d[0], d[1], d[2]);
+		snprintf(c->dims_block, sizeof(c->dims_block), "(%d, %d, %d)", d[3], d[4], d[5]);
+	}
+	memcpy(grid, c->dims_grid, sizeof(c->dims_grid));
+	memcpy(block, c->dims_block, sizeof(c->dims_block));
+}
+
 static int gwork_cmp(const void *a, const void *b)
 {
 	const struct gwork *x = a, *y = b;
@@ -697,9 +737,8 @@ static int emit_gwork(struct cuptrace_converter *c, struct gwork *w)
 	case CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL: {
 		const CUpti_ActivityKernel10 *k = (const CUpti_ActivityKernel10 *)w->r;
 		const char *kn = conv_resolve(c, k->name);
-		nm = kn ? demangle(c, kn) : "kernel";
-		snprintf(grid, sizeof(grid), "(%d, %d, %d)", k->gridX, k->gridY, k->gridZ);
-		snprintf(block, sizeof(block), "(%d, %d, %d)", k->blockX, k->blockY, k->blockZ);
+		nm = kn ? demangle_cached(c, kn) : "kernel";
+		launch_dims(c, k, grid, block);
 		A[na++] = (struct cuptrace_arg){.key = "grid", .type = CUPTRACE_ARG_STRING, .v.s = grid};
 		A[na++] = (struct cuptrace_arg){.key = "block", .type = CUPTRACE_ARG_STRING, .v.s = block};
 		A[na++] = (struct cuptrace_arg){
@@ -1085,14 +1124,19 @@ struct cuptrace_converter *cuptrace_converter_new(struct cuptrace_sink *sink,
 	c->pending_cap = c->opts.max_pending;
 	c->pending = calloc(c->pending_cap, sizeof(*c->pending));
 	c->pending_free = malloc(c->pending_cap * sizeof(size_t));
+	c->runtime_name_ids = calloc(cuptrace_runtime_cbid_names_len + 1, sizeof(uint32_t));
+	c->driver_name_ids = calloc(cuptrace_driver_cbid_names_len + 1, sizeof(uint32_t));
 	c->runtime_expect = expect_table(cuptrace_runtime_cbid_names, cuptrace_runtime_cbid_names_len);
 	c->driver_expect = expect_table(cuptrace_driver_cbid_names, cuptrace_driver_cbid_names_len);
-	if (!c->corr || !c->pending || !c->pending_free || !c->runtime_expect || !c->driver_expect) {
+	if (!c->corr || !c->pending || !c->pending_free || !c->runtime_expect || !c->driver_expect ||
+	    !c->runtime_name_ids || !c->driver_name_ids) {
 		cuptrace_converter_free(c);
 		return NULL;
 	}
 	for (size_t i = 0; i < c->corr_cap; i++)
 		c->corr[i].pending = -1;
+	c->cat_runtime = conv_intern(c, "cuda_runtime");
+	c->cat_driver = conv_intern(c, "cuda_driver");
 	for (size_t i = 0; i < c->pending_cap; i++)
 		c->pending_free[i] = c->pending_cap - 1 - i;
 	c->npending_free = c->pending_cap;
@@ -1197,6 +1241,8 @@ void cuptrace_converter_free(struct cuptrace_converter *c)
 	free(c->pending);
 	free(c->pending_free);
 	free(c->runtime_expect);
+	free(c->runtime_name_ids);
+	free(c->driver_name_ids);
 	free(c->driver_expect);
 	free(c->streams);
 	free(c->meta);

@@ -435,17 +435,43 @@ static const char *overhead_name(uint32_t k)
 	}
 }
 
+/* CUPTI's overhead goes next to the thread it happened on: a track "CUPTI overhead: <thread>"
+ * per thread (its own lanes, so it never splits the thread's API slices), or one for the
+ * process when CUPTI names no thread. */
+static struct ovh_track *overhead_track(struct cuptrace_converter *c, int64_t tid)
+{
+	for (size_t i = 0; i < c->novh; i++)
+		if (c->ovh[i].tid == tid)
+			return &c->ovh[i];
+	struct ovh_track *n = realloc(c->ovh, (c->novh + 1) * sizeof(*n));
+	if (!n)
+		return NULL;
+	c->ovh = n;
+	memset(&c->ovh[c->novh], 0, sizeof(c->ovh[0]));
+	c->ovh[c->novh].tid = tid;
+	return &c->ovh[c->novh++];
+}
+
 int conv_overhead(struct cuptrace_converter *c, const CUpti_Activity *r)
 {
 	const CUpti_ActivityOverhead3 *o = (const CUpti_ActivityOverhead3 *)r;
 	if (!o->start || o->end < o->start)
 		return 0;
+	int64_t tid = o->objectKind == CUPTI_ACTIVITY_OBJECT_THREAD ? (int64_t)o->objectId.pt.threadId : 0;
+	struct ovh_track *t = overhead_track(c, tid);
+	if (!t)
+		return c->err = -ENOMEM;
+	char name[96];
+	if (tid) {
+		uint64_t *nm = cuptrace_u64map_get(&c->thread_names, (uint64_t)tid);
+		snprintf(name, sizeof(name), "CUPTI overhead: %s (%" PRId64 ")",
+			 nm ? conv_str(c, (uint32_t)*nm) : "thread", tid);
+	} else {
+		snprintf(name, sizeof(name), "CUPTI overhead");
+	}
 	int64_t ts = conv_rel(c, o->start), dur = (int64_t)(o->end - o->start);
-	uint64_t track = conv_lane_assign(c, c->ovh_lanes, &c->novh_lanes, &ts, &dur, "CUPTI overhead",
+	uint64_t track = conv_lane_assign(c, t->lanes, &t->nlanes, &ts, &dur, name,
 					  c->process_uuid, 60);
-	size_t na = 0;
-	if (o->objectKind == CUPTI_ACTIVITY_OBJECT_THREAD)
-		c->args[na++] = (struct cuptrace_arg){.key = "tid", .type = CUPTRACE_ARG_INT, .v.i = o->objectId.pt.threadId};
 	struct cuptrace_slice s = {
 		.track_uuid = track,
 		.ts = ts,
@@ -453,8 +479,6 @@ int conv_overhead(struct cuptrace_converter *c, const CUpti_Activity *r)
 		.name = overhead_name(o->overheadKind),
 		.category = "cupti_overhead",
 		.correlation_id = o->correlationId,
-		.args = c->args,
-		.nargs = na,
 	};
 	return conv_emit_slice(c, &s);
 }
@@ -472,4 +496,5 @@ void conv_extra_free(struct cuptrace_converter *c)
 	free(c->mdatas);
 	free(c->nvtx);
 	free(c->memev);
+	free(c->ovh);
 }

@@ -7,6 +7,7 @@
 #include "convert/convert.h"
 
 #define MAX_LANES 64
+#define NAME_CACHE 64
 #define MAX_GPUS 64
 
 /* uuids: pid in the top bits so traces of several processes can be merged without clashes. */
@@ -76,6 +77,12 @@ struct pending_api {
 	uint32_t nflows, flows_cap;
 };
 
+struct name_cache {
+	const char *ptr;    /* the record's name pointer */
+	uint32_t mangled;   /* its text, interned */
+	uint32_t demangled;
+};
+
 struct cuptrace_converter {
 	struct cuptrace_sink *sink;
 	int err;
@@ -124,8 +131,12 @@ struct cuptrace_converter {
 	size_t nstacks;
 	struct mdata *mdatas;
 	size_t nmdatas;
-	struct lane ovh_lanes[MAX_LANES];
-	size_t novh_lanes;
+	struct ovh_track {
+		int64_t tid; /* 0: the process's own */
+		struct lane lanes[MAX_LANES];
+		size_t nlanes;
+	} *ovh;
+	size_t novh;
 	int alloc_track_declared[MAX_GPUS];
 	/* Device-memory counter changes wait here until no earlier one can still arrive (records
 	 * of other threads come in other buffers): values must be summed in time order. */
@@ -136,6 +147,13 @@ struct cuptrace_converter {
 	} *memev;
 	size_t nmemev, memev_cap;
 	int64_t latest_ts; /* latest API end seen: the watermark's base */
+	/* caches for the hot path */
+	uint32_t *runtime_name_ids, *driver_name_ids; /* per cbid, 0 = not yet */
+	uint32_t cat_runtime, cat_driver;
+	struct name_cache names[NAME_CACHE];
+	int32_t dims[6];
+	int dims_valid;
+	char dims_grid[48], dims_block[48];
 	/* scratch */
 	struct cuptrace_arg args[24];
 };

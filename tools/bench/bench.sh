@@ -44,6 +44,9 @@ for m in $modes; do
 	awk -v m="$m" -v ns="$ns" -v k="$kernels" -v p="$plain_ns" -v f="$floor_ns" -v t="$threads" \
 		'BEGIN {printf "%-10s %10.1f %14.3f %10.2f %10.2f\n", m, ns/1e6, ns/1e3/k*t, ns/p, ns/f}'
 done
+# How long finishing the trace took at exit (the summary line), for one run.
+CUDA_INJECTION64_PATH="$build/libcuptrace.so" CUPTRACE_OUTPUT="$tmp/s.pftrace" \
+	"$ex" "$threads" "$launches" 2>&1 >/dev/null | grep "at exit" | sed 's/^/summary: /'
 pf=$(wc -c <"$tmp/t.pftrace")
 cap=$(wc -c <"$tmp/t.cupti")
 "$build/cuptrace" convert "$tmp/t.cupti" -o "$tmp/t.json" >/dev/null 2>&1 || true

@@ -1,0 +1,115 @@
+/* Writer-thread throughput benchmark (no GPU): synthesizes the records of a launch-bound loop
+ * (T threads, each a cudaLaunchKernel record and a kernel record per launch, with jittered
+ * times), in CUPTI-sized batches, and times the converter plus each output format.
+ *   convert_bench [launches per thread] [threads] [out dir] [only this output, e.g. bench.json]
+ * Prints records per second and bytes per kernel for each format. */
+#include <cupti_activity.h>
+#include <cupti_runtime_cbid.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "common/util.h"
+#include "convert/convert.h"
+#include "format/formats.h"
+
+static uint64_t rng = 88172645463325252ull;
+static uint32_t rnd(uint32_t n)
+{
+	rng ^= rng << 13;
+	rng ^= rng >> 7;
+	rng ^= rng << 17;
+	return (uint32_t)(rng % n);
+}
+
+int main(int argc, char **argv)
+{
+	int launches = argc > 1 ? atoi(argv[1]) : 20000;
+	int threads = argc > 2 ? atoi(argv[2]) : 4;
+	const char *dir = argc > 3 ? argv[3] : "/tmp";
+	size_t n = (size_t)launches * threads;
+	CUpti_ActivityAPI *api = calloc(n, sizeof(*api));
+	CUpti_ActivityKernel10 *k = calloc(n, sizeof(*k));
+	if (!api || !k)
+		return 1;
+	const uint64_t t0 = 1000000000ull;
+	uint64_t host[64] = {0}, gpu[64] = {0};
+	uint32_t corr = 100;
+	for (int i = 0; i < launches; i++)
+		for (int t = 0; t < threads; t++) {
+			size_t j = (size_t)i * threads + t;
+			uint64_t s = t0 + host[t] + 1500 + rnd(600);
+			uint64_t d = 4000 + rnd(3000);
+			api[j] = (CUpti_ActivityAPI){.kind = CUPTI_ACTIVITY_KIND_RUNTIME,
+						     .cbid = CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000,
+						     .start = s, .end = s + d, .processId = 1,
+						     .threadId = 100 + (uint32_t)t, .correlationId = corr};
+			host[t] = s + d - t0;
+			uint64_t ks = t0 + (gpu[t] > host[t] ? gpu[t] : host[t]) + 800 + rnd(200);
+			k[j].kind = CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL;
+			k[j].start = ks;
+			k[j].end = ks + 704 + rnd(3);
+			gpu[t] = k[j].end - t0;
+			k[j].deviceId = 0;
+			k[j].contextId = 1;
+			k[j].streamId = 13 + (uint32_t)t;
+			k[j].correlationId = corr++;
+			k[j].gridX = k[j].gridY = k[j].gridZ = 1;
+			k[j].blockX = 32, k[j].blockY = k[j].blockZ = 1;
+			k[j].registersPerThread = 16;
+			k[j].name = "_Z4tinyPi";
+		}
+	/* Batches like CUPTI's per-thread buffers: a run of one thread's API records, then the
+	 * kernels. */
+	const size_t batch = 20000;
+	const CUpti_Activity **recs = malloc(2 * batch * sizeof(*recs));
+	static const char *const outs[] = {"bench.pftrace", "bench.pftrace.gz", "bench.json",
+					   "bench.json.gz"};
+	printf("convert_bench: %d threads x %d launches = %zu kernels, %zu records\n", threads,
+	       launches, n, 2 * n);
+	printf("%-18s %10s %14s %12s\n", "output", "seconds", "records/s", "bytes/kernel");
+	for (size_t o = 0; o < sizeof(outs) / sizeof(outs[0]); o++) {
+		if (argc > 4 && strcmp(argv[4], outs[o]))
+			continue;
+		char path[1024];
+		snprintf(path, sizeof(path), "%s/%s", dir, outs[o]);
+		struct timespec a, b;
+		clock_gettime(CLOCK_MONOTONIC, &a);
+		struct cuptrace_sink *sink = cuptrace_sink_open(path, NULL, NULL);
+		if (!sink) {
+			perror(path);
+			return 1;
+		}
+		struct cuptrace_trace_info info = {.pid = 1, .process_name = "bench",
+						   .start_boottime_ns = (int64_t)t0};
+		struct cuptrace_converter *c = cuptrace_converter_new(sink, &info, NULL);
+		for (size_t i = 0; i < n; i += batch) {
+			size_t m = 0, end = i + batch < n ? i + batch : n;
+			for (size_t j = i; j < end; j++)
+				recs[m++] = (const CUpti_Activity *)&api[j];
+			for (size_t j = i; j < end; j++)
+				recs[m++] = (const CUpti_Activity *)&k[j];
+			cuptrace_converter_add(c, recs, m);
+		}
+		cuptrace_converter_finish(c);
+		int r = sink->ops->finish(sink);
+		cuptrace_sink_destroy(sink);
+		cuptrace_converter_free(c);
+		clock_gettime(CLOCK_MONOTONIC, &b);
+		double secs = (double)(b.tv_sec - a.tv_sec) + (double)(b.tv_nsec - a.tv_nsec) / 1e9;
+		FILE *f = fopen(path, "rb");
+		long size = 0;
+		if (f) {
+			fseek(f, 0, SEEK_END);
+			size = ftell(f);
+			fclose(f);
+		}
+		printf("%-18s %10.3f %14.0f %12.2f%s\n", outs[o], secs, 2.0 * (double)n / secs,
+		       (double)size / (double)n, r ? "  (write error)" : "");
+	}
+	free(recs);
+	free(api);
+	free(k);
+	return 0;
+}
