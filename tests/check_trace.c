@@ -1,6 +1,6 @@
 /* check_trace: asserts what a trace file holds; used by the GPU tests after recording.
  *   check_trace FILE [--clean] [--count CAT[:NAME]=N] [--at-least CAT[:NAME]=N]
- *                    [--threads PREFIX=N] [--flows N] [--meta KEY]
+ *                    [--threads PREFIX=N] [--flows N] [--meta KEY] [--dump-tracks]
  * --clean: the file obeys Perfetto's import rules (all reader checks zero, for .pftrace), no
  * partial overlap on any track, no negative time, every GPU slice ends a flow from an API call.
  * Counts match slices by category and name prefix. Prints what it checked; exit 1 on failure. */
@@ -138,6 +138,13 @@ int main(int argc, char **argv)
 			printf("  flows: %llu\n", (unsigned long long)st.flows);
 			if ((long long)st.flows != want)
 				FAIL("%llu flows, expected %lld", (unsigned long long)st.flows, want);
+		} else if (!strcmp(argv[i], "--dump-tracks")) {
+			/* name, slices, instants, counter values: one line per track */
+			for (size_t t = 0; t < st.ntrk; t++)
+				printf("track\t%s\t%llu\t%llu\t%llu\n", st.trk[t].name,
+				       (unsigned long long)st.trk[t].slices,
+				       (unsigned long long)st.trk[t].instants,
+				       (unsigned long long)st.trk[t].counters);
 		} else if (!strcmp(argv[i], "--meta") && i + 1 < argc) {
 			const char *k = argv[++i];
 			int found = 0;
