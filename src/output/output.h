@@ -23,7 +23,8 @@ struct cuptrace_output_opts {
 	size_t sz;          /* sizeof(struct cuptrace_output_opts) */
 	size_t chunk_bytes; /* CHUNKS: uncompressed bytes per chunk (default 256 KiB, max 480 KiB) */
 	int flush_ms;       /* at most this long between writes to the file (default 1000; <0 off) */
-	int level;          /* zlib level (default 6) */
+	int level;          /* zlib level (default 5) */
+	int workers;        /* CHUNKS: compressor threads (default 2, max 4; -1: none, inline) */
 };
 
 struct cuptrace_output;

@@ -1,0 +1,204 @@
+/* Output layer: the bytes that reach the file, for every mode and compressor pool size; chunk
+ * order; oversized records; periodic flush; write errors. */
+#include "check.h"
+
+#include <errno.h>
+#include <unistd.h>
+#include <zlib.h>
+
+#include "output/output.h"
+
+static const char *tmpdir(void)
+{
+	const char *d = getenv("CUPTRACE_TMP");
+	return d ? d : "/tmp";
+}
+
+static uint8_t *slurp(const char *path, size_t *n)
+{
+	FILE *f = fopen(path, "rb");
+	if (!f)
+		return NULL;
+	fseek(f, 0, SEEK_END);
+	long len = ftell(f);
+	fseek(f, 0, SEEK_SET);
+	uint8_t *b = malloc((size_t)len + 1);
+	*n = fread(b, 1, (size_t)len, f);
+	fclose(f);
+	return b;
+}
+
+static uint64_t varint(const uint8_t *b, size_t n, size_t *i)
+{
+	uint64_t v = 0;
+	for (int s = 0; *i < n && s < 64; s += 7) {
+		uint8_t x = b[(*i)++];
+		v |= (uint64_t)(x & 0x7f) << s;
+		if (x < 0x80)
+			break;
+	}
+	return v;
+}
+
+/* Records: framed TracePackets "0A len <len bytes of a counter pattern>". */
+static size_t make_record(uint8_t *out, uint32_t k, size_t len)
+{
+	size_t n = 0;
+	out[n++] = 0x0A;
+	size_t l = len;
+	do {
+		out[n++] = (uint8_t)((l & 0x7f) | (l >= 0x80 ? 0x80 : 0));
+		l >>= 7;
+	} while (l);
+	for (size_t i = 0; i < len; i++)
+		out[n++] = (uint8_t)(k * 31 + i);
+	return n;
+}
+
+/* Unpacks a CHUNKS file: every outer packet must be one compressed_packets field holding one
+ * zlib stream; returns the concatenated inner bytes. */
+static uint8_t *unchunk(const uint8_t *f, size_t n, size_t *out_len, int *chunks)
+{
+	size_t cap = 1 << 20, len = 0, i = 0;
+	uint8_t *out = malloc(cap);
+	*chunks = 0;
+	while (i < n) {
+		CHECK_EQ_INT(f[i], 0x0A);
+		i++;
+		size_t plen = (size_t)varint(f, n, &i), end = i + plen;
+		CHECK(f[i] == 0x92 && f[i + 1] == 0x03);
+		i += 2;
+		size_t zlen = (size_t)varint(f, n, &i);
+		CHECK_EQ_INT(i + zlen, end);
+		uLongf room = 1 << 21;
+		if (len + room > cap) {
+			cap = (len + room) * 2;
+			out = realloc(out, cap);
+		}
+		CHECK_EQ_INT(uncompress(out + len, &room, f + i, zlen), Z_OK);
+		len += room;
+		i = end;
+		(*chunks)++;
+	}
+	*out_len = len;
+	return out;
+}
+
+static void round_trip(enum cuptrace_compress mode, int workers)
+{
+	char path[512];
+	snprintf(path, sizeof(path), "%s/out_%d_%d.bin", tmpdir(), (int)mode, workers);
+	struct cuptrace_output_opts o = {.sz = sizeof(o), .chunk_bytes = 4096, .workers = workers};
+	struct cuptrace_output *out = cuptrace_output_open(path, mode, &o);
+	CHECK(out != NULL);
+	if (!out)
+		return;
+	size_t cap = 1 << 22, len = 0;
+	uint8_t *want = malloc(cap), rec[20000];
+	for (uint32_t k = 0; k < 3000; k++) {
+		/* Mostly small records, some bigger than a chunk. */
+		size_t rl = k % 97 == 0 ? 9000 + k : 10 + (k * 7919) % 300;
+		size_t n = make_record(rec, k, rl);
+		CHECK_EQ_INT(cuptrace_output_write(out, rec, n), 0);
+		memcpy(want + len, rec, n);
+		len += n;
+		if (k == 1500)
+			CHECK_EQ_INT(cuptrace_output_flush(out), 0);
+	}
+	CHECK_EQ_INT(cuptrace_output_close(out), 0);
+	size_t fn;
+	uint8_t *f = slurp(path, &fn);
+	CHECK(f != NULL);
+	uint8_t *got = NULL;
+	size_t gl = 0;
+	if (mode == CUPTRACE_COMPRESS_CHUNKS) {
+		int chunks;
+		got = unchunk(f, fn, &gl, &chunks);
+		CHECK(chunks > 100); /* 4 KiB chunks */
+	} else if (mode == CUPTRACE_COMPRESS_GZIP) {
+		got = malloc(cap);
+		z_stream z;
+		memset(&z, 0, sizeof(z));
+		inflateInit2(&z, 15 + 16);
+		z.next_in = f;
+		z.avail_in = (uInt)fn;
+		z.next_out = got;
+		z.avail_out = (uInt)cap;
+		CHECK_EQ_INT(inflate(&z, Z_FINISH), Z_STREAM_END);
+		gl = cap - z.avail_out;
+		inflateEnd(&z);
+	} else {
+		got = f;
+		f = NULL;
+		gl = fn;
+	}
+	CHECK_EQ_INT(gl, len);
+	CHECK(got && !memcmp(got, want, len));
+	free(got);
+	free(f);
+	free(want);
+	unlink(path);
+}
+
+static void test_round_trips(void)
+{
+	round_trip(CUPTRACE_COMPRESS_NONE, 0);
+	round_trip(CUPTRACE_COMPRESS_GZIP, 0);
+	round_trip(CUPTRACE_COMPRESS_CHUNKS, -1); /* inline */
+	round_trip(CUPTRACE_COMPRESS_CHUNKS, 1);
+	round_trip(CUPTRACE_COMPRESS_CHUNKS, 2);
+	round_trip(CUPTRACE_COMPRESS_CHUNKS, 4);
+}
+
+static void test_flush_reaches_file(void)
+{
+	char path[512];
+	snprintf(path, sizeof(path), "%s/out_flush.bin", tmpdir());
+	struct cuptrace_output *out = cuptrace_output_open(path, CUPTRACE_COMPRESS_CHUNKS, NULL);
+	uint8_t rec[64];
+	size_t n = make_record(rec, 1, 40);
+	CHECK_EQ_INT(cuptrace_output_write(out, rec, n), 0);
+	CHECK_EQ_INT(cuptrace_output_bytes(out), 0); /* still buffered */
+	CHECK_EQ_INT(cuptrace_output_flush(out), 0);
+	size_t fn;
+	uint8_t *f = slurp(path, &fn);
+	CHECK(fn > 0 && fn == cuptrace_output_bytes(out));
+	free(f);
+	CHECK_EQ_INT(cuptrace_output_close(out), 0);
+	unlink(path);
+}
+
+static void test_write_error_is_sticky(void)
+{
+	if (access("/dev/full", W_OK)) {
+		printf("SKIP write error test: no /dev/full\n");
+		return;
+	}
+	for (int mode = 0; mode < 3; mode++) {
+		struct cuptrace_output *out = cuptrace_output_open("/dev/full", (enum cuptrace_compress)mode, NULL);
+		CHECK(out != NULL);
+		uint8_t rec[600];
+		size_t n = make_record(rec, 2, 500);
+		int err = 0;
+		for (int i = 0; i < 2000 && !err; i++)
+			err = cuptrace_output_write(out, rec, n);
+		int f = cuptrace_output_flush(out);
+		int c = cuptrace_output_close(out);
+		/* The error shows at the latest when the data has to reach the file. */
+		CHECK(err == -ENOSPC || f == -ENOSPC || c == -ENOSPC);
+		CHECK_EQ_INT(c, -ENOSPC);
+	}
+}
+
+static void test_open_errors(void)
+{
+	errno = 0;
+	CHECK(cuptrace_output_open("/nonexistent-dir/x.pftrace", CUPTRACE_COMPRESS_CHUNKS, NULL) == NULL);
+	CHECK_EQ_INT(errno, ENOENT);
+	CHECK_EQ_INT(cuptrace_compress_parse("gzip"), CUPTRACE_COMPRESS_GZIP);
+	CHECK_EQ_INT(cuptrace_compress_parse("bogus"), -1);
+	CHECK_EQ_INT(cuptrace_output_close(NULL), 0);
+}
+
+TEST_MAIN(T(test_round_trips), T(test_flush_reaches_file), T(test_write_error_is_sticky),
+	  T(test_open_errors))
