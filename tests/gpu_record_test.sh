@@ -65,6 +65,14 @@ if LD_LIBRARY_PATH="$(dirname "$CUPTRACE_LIB")" "$ex/c_api" "$tmp/capi.pftrace" 
 else
 	echo "FAIL c_api"; cat "$tmp/capi.log"; fail=1
 fi
+# Every GPU gets its own group; with two, a peer-to-peer copy.
+ngpu=$(nvidia-smi -L 2>/dev/null | grep -c "^GPU")
+[ "$ngpu" -gt 8 ] && ngpu=8
+if [ "$ngpu" -ge 2 ]; then peer='--count memcpy:Memcpy PtoP=1'; else peer='--count memcpy=0'; fi
+# shellcheck disable=SC2086
+rec multi_gpu mg.pftrace "$ex/multi_gpu" &&
+	check multi_gpu mg.pftrace --groups "$ngpu" --count kernel=$((2 * ngpu)) \
+		--count memset="$ngpu" "$(echo "$peer" | cut -d' ' -f1)" "$(echo "$peer" | cut -d' ' -f2-)"
 # Child processes: one complete trace each, none overwritten.
 mkdir -p "$tmp/mp"
 if "$ct" record -o "$tmp/mp/mp.pftrace" -- "$ex/multi_process" 2 >"$tmp/mp.log" 2>&1; then

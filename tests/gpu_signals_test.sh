@@ -34,7 +34,9 @@ for sig in TERM INT KILL; do
 		"$chk" "$f" --at-least kernel=1000 || { echo "FAIL: SIGKILL trace"; fail=1; }
 	else
 		grep -q "trace written" "$tmp/$sig.log" || { echo "FAIL: no summary after SIG$sig"; fail=1; }
-		"$chk" "$f" --clean --at-least kernel=1000 || { echo "FAIL: SIG$sig trace"; fail=1; }
+		# The launching threads run on while the trace is finished: the last launch of each
+		# may have its kernel recorded but not its API call.
+		"$chk" "$f" --clean --allow-unlinked 2 --at-least kernel=1000 || { echo "FAIL: SIG$sig trace"; fail=1; }
 	fi
 done
 # Chrome JSON killed with SIGKILL: '[' then whole events, one per line; only the last line may
@@ -46,16 +48,17 @@ wait
 if python3 - "$tmp/kill.json" <<'PY'
 import json, sys
 lines = open(sys.argv[1], encoding="utf-8").read().split("\n")
-assert lines[0] == "[", lines[0][:20]
+assert lines[0].startswith("[{"), lines[0][:20]
+lines[0] = lines[0][1:]
 whole = 0
-for i, l in enumerate(lines[1:]):
+for i, l in enumerate(lines):
     l = l.lstrip(",")
     try:
         json.loads(l)
         whole += 1
     except ValueError:
-        assert i >= len(lines) - 3, f"line {i + 1} of {len(lines)} is not a whole event"
-kernels = sum(1 for l in lines[1:] if '"cat":"kernel"' in l)
+        assert i >= len(lines) - 2, f"line {i + 1} of {len(lines)} is not a whole event"
+kernels = sum(1 for l in lines if '"cat":"kernel"' in l)
 print(f"killed JSON: {whole} whole events, {kernels} kernels")
 assert kernels > 1000
 PY

@@ -29,6 +29,7 @@ run graphs "$build/examples/graphs"
 run memory "$build/examples/memory"
 run peer_copy "$build/examples/peer_copy"
 run nvtx "$build/examples/nvtx"
+run multi_gpu "$build/examples/multi_gpu"
 if python3 -c 'import torch; assert torch.cuda.is_available()' 2>/dev/null; then
 	run torch_train python3 "$src/examples/torch_train.py" --steps 3
 fi
