@@ -499,5 +499,43 @@ static void test_memory(void)
 	r_destroy(&s->base);
 }
 
-TEST_MAIN(T(test_nvtx), T(test_memory), T(test_vector_add), T(test_multi_stream), T(test_driver_api), T(test_graphs),
+/* Captured on a machine with two H200s. */
+static void test_two_gpus(void)
+{
+	struct rec_sink *s = replay("multi_gpu_2gpu.cupti", 0);
+	check_invariants(s);
+	int groups = 0;
+	for (size_t i = 0; i < s->ntracks; i++)
+		if (s->tracks[i].t.kind == CUPTRACE_TRACK_GROUP)
+			groups += !strcmp(s->tracks[i].name, "GPU 0: NVIDIA H200") ||
+				  !strcmp(s->tracks[i].name, "GPU 1: NVIDIA H200");
+	CHECK_EQ_INT(groups, 2);
+	CHECK_EQ_INT(count(s, "kernel", "fill"), 4);
+	CHECK_EQ_INT(count(s, "memset", NULL), 2);
+	CHECK_EQ_INT(count(s, "memcpy", "Memcpy PtoP"), 1);
+	/* Kernels of each GPU are on a stream under that GPU's group. */
+	size_t per_gpu[2] = {0, 0};
+	for (size_t i = 0; i < s->nslices; i++) {
+		if (strcmp(s->slices[i].cat, "kernel"))
+			continue;
+		struct rtrack *t = find_track(s, s->slices[i].track);
+		struct rtrack *g = t ? find_track(s, t->t.parent_uuid) : NULL;
+		if (g && !strncmp(g->name, "GPU ", 4))
+			per_gpu[g->name[4] == '1']++;
+	}
+	CHECK_EQ_INT(per_gpu[0], 2);
+	CHECK_EQ_INT(per_gpu[1], 2);
+	r_destroy(&s->base);
+
+	/* A peer copy without peer access: staged as two copies, both linked to the call. */
+	s = replay("peer_copy_2gpu.cupti", 0);
+	check_invariants(s);
+	CHECK_EQ_INT(count(s, "memcpy", NULL), 6);
+	struct rslice *peer = slice_named(s, "cudaMemcpyPeer");
+	CHECK(peer && peer->nout == 2);
+	CHECK_EQ_INT(meta_int(s, "gpu_activities_without_api_record"), 0);
+	r_destroy(&s->base);
+}
+
+TEST_MAIN(T(test_two_gpus), T(test_nvtx), T(test_memory), T(test_vector_add), T(test_multi_stream), T(test_driver_api), T(test_graphs),
 	  T(test_all_captures_clean), T(test_torch), T(test_c_api), T(test_synthetic_order))
