@@ -75,6 +75,17 @@ if [ "$ngpu" -ge 2 ]; then peer='--count memcpy:Memcpy PtoP=1'; else peer='--cou
 rec multi_gpu mg.pftrace "$ex/multi_gpu" &&
 	check multi_gpu mg.pftrace --groups "$ngpu" --count kernel=$((2 * ngpu)) \
 		--count memset="$ngpu" "$(echo "$peer" | cut -d' ' -f1)" "$(echo "$peer" | cut -d' ' -f2-)"
+# CUPTI already held by another tool in the program: a clear message, no trace, and the
+# program still runs to its end.
+busy=${CUPTI_BUSY:-$(dirname "$chk")/cupti_busy}
+timeout 90 "$ct" record -o "$tmp/busy.pftrace" -- "$busy" >"$tmp/busy.out" 2>"$tmp/busy.err"
+st=$?
+if [ "$st" = 1 ] && grep -q "CUPTI is already in use" "$tmp/busy.err" &&
+	grep -q "ran to the end" "$tmp/busy.out" && [ ! -s "$tmp/busy.pftrace" ]; then
+	echo "ok cupti_busy: $(grep -m1 "already in use" "$tmp/busy.err")"
+else
+	echo "FAIL cupti_busy (exit $st)"; cat "$tmp/busy.err" "$tmp/busy.out"; fail=1
+fi
 # Child processes: one complete trace each, none overwritten.
 mkdir -p "$tmp/mp"
 if "$ct" record -o "$tmp/mp/mp.pftrace" -- "$ex/multi_process" 2 >"$tmp/mp.log" 2>&1; then

@@ -2,6 +2,8 @@
  * records: counts by kind, names, tracks, API->GPU flows, lanes, nesting, timestamps. */
 #include "check.h"
 
+#include <unistd.h>
+
 #include <cupti_activity.h>
 #include <cupti_runtime_cbid.h>
 
@@ -499,6 +501,57 @@ static void test_memory(void)
 	r_destroy(&s->base);
 }
 
+/* Corrupted captures: every replay ends in a clean result or a clean error, never a crash
+ * (the sanitizers watch this run). */
+static void test_fuzzed_captures(void)
+{
+	static const char *const caps[] = {"vector_add.cupti", "nvtx.cupti", "graphs.cupti", "memory.cupti"};
+	const char *dir = getenv("CUPTRACE_TEST_DATA");
+	const char *tmp = getenv("CUPTRACE_TMP");
+	uint64_t rng = 0x9e3779b97f4a7c15ull;
+	int errors = 0, ok = 0;
+	for (size_t c = 0; c < sizeof(caps) / sizeof(caps[0]); c++) {
+		char path[1024], out[1024];
+		snprintf(path, sizeof(path), "%s/%s", dir ? dir : "tests/data", caps[c]);
+		snprintf(out, sizeof(out), "%s/fuzz.cupti", tmp ? tmp : "/tmp");
+		FILE *f = fopen(path, "rb");
+		CHECK(f != NULL);
+		if (!f)
+			continue;
+		uint8_t *orig = malloc(1 << 20);
+		size_t n = fread(orig, 1, 1 << 20, f);
+		fclose(f);
+		uint8_t *buf = malloc(n);
+		for (int round = 0; round < 60; round++) {
+			memcpy(buf, orig, n);
+			int flips = 1 + round % 8;
+			for (int k = 0; k < flips; k++) {
+				rng ^= rng << 13, rng ^= rng >> 7, rng ^= rng << 17;
+				size_t at = 16 + (size_t)(rng % (n - 16));
+				buf[at] = round % 3 ? (uint8_t)(rng >> 32) : 0xFF;
+			}
+			size_t len = round % 5 == 4 ? 16 + (size_t)(rng % (n - 16)) : n;
+			FILE *o = fopen(out, "wb");
+			fwrite(buf, 1, len, o);
+			fclose(o);
+			struct rec_sink *s = calloc(1, sizeof(*s));
+			s->base.ops = &rec_ops;
+			int r = cuptrace_replay_file(out, &s->base, round & 1);
+			if (r)
+				errors++;
+			else
+				ok++;
+			for (size_t i = 0; i < s->nslices; i++)
+				CHECK(s->slices[i].dur >= 0);
+			r_destroy(&s->base);
+		}
+		free(buf);
+		free(orig);
+	}
+	CHECK(ok > 0 && ok + errors == 240);
+	unlink(getenv("CUPTRACE_TMP") ? "" : "/tmp/fuzz.cupti");
+}
+
 /* Captured on a machine with two H200s. */
 static void test_two_gpus(void)
 {
@@ -537,5 +590,5 @@ static void test_two_gpus(void)
 	r_destroy(&s->base);
 }
 
-TEST_MAIN(T(test_two_gpus), T(test_nvtx), T(test_memory), T(test_vector_add), T(test_multi_stream), T(test_driver_api), T(test_graphs),
+TEST_MAIN(T(test_fuzzed_captures), T(test_two_gpus), T(test_nvtx), T(test_memory), T(test_vector_add), T(test_multi_stream), T(test_driver_api), T(test_graphs),
 	  T(test_all_captures_clean), T(test_torch), T(test_c_api), T(test_synthetic_order))

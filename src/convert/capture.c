@@ -324,6 +324,8 @@ int cuptrace_capture_replay(struct cuptrace_capture_reader *r, const struct cupt
 		uint64_t len;
 		memcpy(h, r->data + off, 8);
 		memcpy(&len, r->data + off + 8, 8);
+		if (h[0] < CUPTRACE_CAP_META || h[0] > CUPTRACE_CAP_END || h[1])
+			return corrupt(r, off, "unknown item type");
 		uint64_t padded = (len + 7u) & ~(uint64_t)7u;
 		if (padded < len || padded > r->len - off - 16) {
 			*truncated = 1;

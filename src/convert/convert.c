@@ -527,7 +527,7 @@ static int handle_api(struct cuptrace_converter *c, const CUpti_ActivityAPI *a)
 		c->counts.driver_filtered++;
 		return 0;
 	}
-	if (!a->start || a->end < a->start)
+	if (!conv_span_ok(a->start, a->end))
 		return 0;
 	/* Names are per (domain, cbid): looked up and interned once. */
 	uint32_t *cache = driver ? c->driver_name_ids : c->runtime_name_ids;
@@ -906,7 +906,7 @@ static int emit_sync_child(struct cuptrace_converter *c, struct corr_state *st,
 
 static int handle_sync(struct cuptrace_converter *c, const CUpti_ActivitySynchronization2 *y)
 {
-	if (!y->start || y->end < y->start || !y->correlationId) {
+	if (!conv_span_ok(y->start, y->end) || !y->correlationId) {
 		c->counts.no_timestamp++;
 		return 0;
 	}
@@ -1061,7 +1061,7 @@ int cuptrace_converter_add(struct cuptrace_converter *c, const CUpti_Activity *c
 			c->counts.other++;
 			continue;
 		}
-		if (!start || end < start) {
+		if (!conv_span_ok(start, end)) {
 			/* Unfinished at a forced flush, or CUPTI ran out of device buffers. */
 			c->counts.no_timestamp++;
 			continue;

@@ -455,7 +455,7 @@ static struct ovh_track *overhead_track(struct cuptrace_converter *c, int64_t ti
 int conv_overhead(struct cuptrace_converter *c, const CUpti_Activity *r)
 {
 	const CUpti_ActivityOverhead3 *o = (const CUpti_ActivityOverhead3 *)r;
-	if (!o->start || o->end < o->start)
+	if (!conv_span_ok(o->start, o->end))
 		return 0;
 	int64_t tid = o->objectKind == CUPTI_ACTIVITY_OBJECT_THREAD ? (int64_t)o->objectId.pt.threadId : 0;
 	struct ovh_track *t = overhead_track(c, tid);

@@ -187,6 +187,14 @@ struct nvtx_range {
 	int has_color;
 };
 
+/* A start/end pair worth drawing: both set, in order, and less than 10^15 ns (11 days) apart;
+ * anything else is a record CUPTI could not time, or a corrupt one. */
+static inline int conv_span_ok(uint64_t start, uint64_t end)
+{
+	return start && end >= start && end - start < 1000000000000000ull &&
+	       start < (1ull << 62);
+}
+
 /* convert.c */
 uint64_t conv_uuid(const struct cuptrace_converter *c, enum uuid_type t, uint64_t idx);
 uint64_t conv_thread_track(struct cuptrace_converter *c, int64_t tid);

@@ -1,0 +1,53 @@
+#!/bin/sh
+# The command line's errors and exit codes (no GPU needed): bad options, missing command,
+# unwritable output, corrupt and foreign input, truncated captures. Never a crash.
+set -u
+ct=$CUPTRACE_BIN
+tmp=$(mktemp -d "${CUPTRACE_TMP:-/tmp}/cli.XXXXXX")
+fail=0 n=0
+expect() { # want-exit want-stderr-substring command...
+	want=$1 msg=$2
+	shift 2
+	"$@" >"$tmp/out" 2>"$tmp/err"
+	got=$?
+	if [ "$got" != "$want" ] || ! grep -q -- "$msg" "$tmp/err" "$tmp/out"; then
+		echo "FAIL: $* -> exit $got (want $want), output:"; cat "$tmp/err" "$tmp/out"; fail=1
+	else
+		n=$((n + 1))
+	fi
+}
+expect 0 "usage: cuptrace" "$ct" --help
+expect 0 "cuptrace 0" "$ct" --version
+expect 2 "unknown command" "$ct" frobnicate
+expect 2 "no command given" "$ct" record
+expect 2 "unknown format" "$ct" record -f xml -- true
+expect 2 "unknown compression" "$ct" record --compress lz4 -- true
+expect 2 "bad value for --buffer-size" "$ct" record --buffer-size 12 -- true
+expect 2 "takes user or all" "$ct" record --driver some -- true
+expect 1 "cannot write" "$ct" record -o /nonexistent-dir/x.pftrace -- true
+expect 1 "not found" "$ct" record --lib /nonexistent/libcuptrace.so -- true
+expect 127 "command not found" "$ct" record --no-check -o "$tmp/x.pftrace" -- /nonexistent/command
+# A program that never uses CUDA: it runs, but there is no trace to show.
+expect 1 "no trace was written" "$ct" record --no-check -o "$tmp/x.pftrace" -- true
+expect 2 "need one INPUT" "$ct" convert
+expect 1 "cannot read" "$ct" convert /nonexistent.cupti -o "$tmp/o.pftrace"
+head -c 5000 /dev/urandom >"$tmp/garbage.bin"
+expect 1 "failed" "$ct" convert "$tmp/garbage.bin" -o "$tmp/o.pftrace"
+[ -e "$tmp/o.pftrace" ] && { echo "FAIL: a failed convert left its output"; fail=1; }
+printf 'CUPTCAP\000\001\000\000\000\001\374\001\000' >"$tmp/short.cupti"
+head -c 3000 /dev/urandom >>"$tmp/short.cupti"
+expect 1 "corrupt capture" "$ct" convert "$tmp/short.cupti" -o "$tmp/o.json"
+expect 2 "unknown format" "$ct" convert "$CUPTRACE_TEST_DATA/vector_add.cupti" -o "$tmp/o.x" -f xml
+expect 1 "cannot write" "$ct" convert "$CUPTRACE_TEST_DATA/vector_add.cupti" -o /nonexistent-dir/o.pftrace
+# A capture cut short (the traced program was killed) converts up to where it ends.
+full=$(wc -c <"$CUPTRACE_TEST_DATA/multi_stream.cupti")
+head -c $((full / 2)) "$CUPTRACE_TEST_DATA/multi_stream.cupti" >"$tmp/cut.cupti"
+expect 0 "ends early" "$ct" convert "$tmp/cut.cupti" -o "$tmp/cut.pftrace"
+expect 0 "Kernels\|kernel" "$ct" stats "$tmp/cut.pftrace"
+# stats reads every format it writes, and reports a foreign file clearly.
+"$ct" convert "$CUPTRACE_TEST_DATA/vector_add.cupti" -o "$tmp/va.pftrace.gz" 2>/dev/null
+expect 0 "vector_add" "$ct" stats --markdown "$tmp/va.pftrace.gz"
+expect 1 "cannot read" "$ct" stats "$tmp/garbage.bin"
+echo "$n passed, $fail failed"
+rm -rf "$tmp"
+exit $fail
