@@ -2,7 +2,9 @@
 // "outer" holding "inner" (nested), each around one kernel; a mark "checkpoint"; a domain
 // "cuptrace-demo" range with a color (0xFF00FF00), category 7 and payload 77; a registered
 // string range "registered"; a start/end range "async-range" started on the main thread and
-// ended on a worker thread. The main thread is named "main-loop", the stream "compute".
+// ended on a worker thread; a start/end range "nested-start-end" that begins and ends on the
+// main thread around a kernel (it nests, but is not a push/pop range). The main thread is named
+// "main-loop", the stream "compute", GPU 0 "main-gpu".
 #include <cuda_runtime.h>
 #include <nvtx3/nvToolsExt.h>
 #include <nvtx3/nvToolsExtCudaRt.h>
@@ -37,6 +39,7 @@ int main(void)
 	CK(cudaStreamCreate(&s));
 	nvtxNameOsThreadA((uint32_t)syscall(SYS_gettid), "main-loop");
 	nvtxNameCudaStreamA(s, "compute");
+	nvtxNameCudaDeviceA(0, "main-gpu");
 
 	async_id = nvtxRangeStartA("async-range");
 	nvtxRangePushA("outer");
@@ -72,6 +75,11 @@ int main(void)
 	b.message.registered = reg;
 	nvtxDomainRangePushEx(dom, &b);
 	nvtxDomainRangePop(dom);
+
+	nvtxRangeId_t nested = nvtxRangeStartA("nested-start-end");
+	busy<<<n / 256, 256, 0, s>>>(d, n);
+	CK(cudaStreamSynchronize(s));
+	nvtxRangeEnd(nested);
 
 	pthread_t t;
 	pthread_create(&t, NULL, ender, NULL);

@@ -44,8 +44,9 @@ if [ "$ngpu" -ge 2 ]; then copies=6; else copies=5; fi
 rec peer_copy pc.pftrace "$ex/peer_copy" && check peer_copy pc.pftrace --count memcpy=$copies
 rec memory mem.pftrace "$ex/memory" && check memory mem.pftrace --count kernel=3
 rec nvtx nv.pftrace "$ex/nvtx" &&
-	check nvtx nv.pftrace --count kernel=3 --count nvtx:outer=1 --count nvtx:inner=1 \
-		--count nvtx:async-range=1 --count cuptrace-demo:domain-range=1
+	check nvtx nv.pftrace --count kernel=4 --count nvtx:outer=1 --count nvtx:inner=1 \
+		--count nvtx:async-range=1 --count cuptrace-demo:domain-range=1 \
+		--count nvtx:nested-start-end=1
 # Chrome JSON: strict JSON, same counts, flows as s/f pairs.
 if "$ct" record -o "$tmp/va.json" -- "$ex/vector_add" >"$tmp/json.log" 2>&1 &&
 	python3 - "$tmp/va.json" <<'PY'

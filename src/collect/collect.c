@@ -96,9 +96,61 @@ static struct session {
 	int handlers_installed[2];
 } S = {.lock = PTHREAD_MUTEX_INITIALIZER, .sigpipe = {-1, -1}};
 
-static void CUPTIAPI noop_callback(void *ud, CUpti_CallbackDomain d, CUpti_CallbackId id,
+/* Ids of NVTX start/end ranges (nvtxRangeStart*, nvtxDomainRangeStartEx). CUPTI's marker
+ * records look the same for push/pop and start/end ranges; the ids returned by the start calls
+ * tell them apart, so start/end ranges go on tracks of their own. Filled on application
+ * threads, drained by the writer. */
+static struct {
+	pthread_mutex_t lock;
+	uint64_t *ids;
+	size_t n, cap;
+	uint64_t total;
+} startend = {.lock = PTHREAD_MUTEX_INITIALIZER};
+
+static void CUPTIAPI nvtx_callback(void *ud, CUpti_CallbackDomain d, CUpti_CallbackId id,
 				   const void *data)
 {
+	if (d != CUPTI_CB_DOMAIN_NVTX || !data)
+		return;
+	const CUpti_NvtxData *nd = data;
+	if (!nd->functionReturnValue)
+		return;
+	uint64_t rid = *(const uint64_t *)nd->functionReturnValue; /* nvtxRangeId_t */
+	if (!rid)
+		return;
+	pthread_mutex_lock(&startend.lock);
+	if (startend.n == startend.cap) {
+		size_t cap = startend.cap ? startend.cap * 2 : 256;
+		uint64_t *n = realloc(startend.ids, cap * sizeof(uint64_t));
+		if (n) {
+			startend.ids = n;
+			startend.cap = cap;
+		}
+	}
+	if (startend.n < startend.cap) {
+		startend.ids[startend.n++] = rid;
+		startend.total++;
+	}
+	pthread_mutex_unlock(&startend.lock);
+}
+
+/* Writer thread: hands the start/end range ids seen so far to the converter or capture. */
+static void drain_startend(void)
+{
+	pthread_mutex_lock(&startend.lock);
+	size_t n = startend.n;
+	uint64_t *ids = n ? malloc(n * sizeof(uint64_t)) : NULL;
+	if (ids)
+		memcpy(ids, startend.ids, n * sizeof(uint64_t));
+	startend.n = 0;
+	pthread_mutex_unlock(&startend.lock);
+	if (!ids)
+		return;
+	if (S.cap)
+		cuptrace_capture_nvtx_startend(S.cap, ids, n);
+	else if (S.conv)
+		cuptrace_converter_nvtx_startend(S.conv, ids, n);
+	free(ids);
 }
 
 static uint64_t CUPTIAPI boottime_now(void)
@@ -266,6 +318,7 @@ static int64_t record_tid(const CUpti_Activity *r)
 
 static void handle_buffer(uint8_t *buf, size_t valid)
 {
+	drain_startend(); /* before the markers that may use them */
 	size_t n = 0;
 	CUpti_Activity *r = NULL;
 	while (cuptiActivityGetNextRecord(buf, valid, &r) == CUPTI_SUCCESS) {
@@ -580,7 +633,7 @@ static int setup_cupti(int injected)
 	sp.subscriberName = "cuptrace";
 	sp.oldSubscriberName = old_name;
 	sp.oldSubscriberSize = sizeof(old_name);
-	r = cuptiSubscribe_v2(&S.subscriber, noop_callback, NULL, &sp);
+	r = cuptiSubscribe_v2(&S.subscriber, nvtx_callback, NULL, &sp);
 	if (r == CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED) {
 		cuptrace_err("CUPTI is already in use by another tool in this process (%s); only one "
 			     "CUPTI client can run per process on this driver. No trace is written.",
@@ -591,6 +644,11 @@ static int setup_cupti(int injected)
 		cuptrace_err("cannot start CUPTI: %s", cupti_err(r));
 		return -EIO;
 	}
+	static const CUpti_CallbackId nvtx_start[] = {
+		CUPTI_CBID_NVTX_nvtxRangeStartA, CUPTI_CBID_NVTX_nvtxRangeStartW,
+		CUPTI_CBID_NVTX_nvtxRangeStartEx, CUPTI_CBID_NVTX_nvtxDomainRangeStartEx};
+	for (size_t i = 0; i < sizeof(nvtx_start) / sizeof(nvtx_start[0]); i++)
+		cuptiEnableCallback(1, S.subscriber, CUPTI_CB_DOMAIN_NVTX, nvtx_start[i]);
 	cuptiSetThreadIdType(CUPTI_ACTIVITY_THREAD_ID_TYPE_SYSTEM);
 	if ((r = cuptiActivityRegisterTimestampCallback(boottime_now)) != CUPTI_SUCCESS)
 		cuptrace_warn("cannot set the CUPTI clock to BOOTTIME: %s", cupti_err(r));

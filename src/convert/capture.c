@@ -167,6 +167,12 @@ int cuptrace_capture_dropped(struct cuptrace_capture_writer *w, uint64_t cupti, 
 	return w_put(w, v, sizeof(v));
 }
 
+int cuptrace_capture_nvtx_startend(struct cuptrace_capture_writer *w, const uint64_t *ids, size_t n)
+{
+	w_item(w, CUPTRACE_CAP_NVTX_STARTEND, n * 8);
+	return w_put(w, ids, n * 8);
+}
+
 int cuptrace_capture_flush(struct cuptrace_capture_writer *w)
 {
 	return w_flush(w);
@@ -324,7 +330,7 @@ int cuptrace_capture_replay(struct cuptrace_capture_reader *r, const struct cupt
 		uint64_t len;
 		memcpy(h, r->data + off, 8);
 		memcpy(&len, r->data + off + 8, 8);
-		if (h[0] < CUPTRACE_CAP_META || h[0] > CUPTRACE_CAP_END || h[1])
+		if (h[0] < CUPTRACE_CAP_META || h[0] > CUPTRACE_CAP_NVTX_STARTEND || h[1])
 			return corrupt(r, off, "unknown item type");
 		uint64_t padded = (len + 7u) & ~(uint64_t)7u;
 		if (padded < len || padded > r->len - off - 16) {
@@ -379,6 +385,12 @@ int cuptrace_capture_replay(struct cuptrace_capture_reader *r, const struct cupt
 		}
 		case CUPTRACE_CAP_END:
 			ended = 1;
+			break;
+		case CUPTRACE_CAP_NVTX_STARTEND:
+			if (len % 8)
+				return corrupt(r, off, "bad NVTX_STARTEND");
+			if (ops->nvtx_startend)
+				ret = ops->nvtx_startend(ops->ctx, (const uint64_t *)p, (size_t)(len / 8));
 			break;
 		default:
 			return corrupt(r, off, "unknown item type");

@@ -11,6 +11,7 @@
  *     RECORDS u32 count, u32 0, then count x (u32 kind, u32 size, size bytes padded to 8)
  *     DROPPED u64 dropped by CUPTI, u64 dropped by cuptrace (cumulative)
  *     END     u64 records written        (absent if the writer died: the file is still read)
+ *     NVTX_STARTEND  u64 ids of NVTX start/end ranges (not push/pop), valid for later RECORDS
  * Threading: one thread per writer or reader. */
 #ifndef CUPTRACE_CONVERT_CAPTURE_H
 #define CUPTRACE_CONVERT_CAPTURE_H
@@ -28,6 +29,7 @@ enum cuptrace_capture_type {
 	CUPTRACE_CAP_RECORDS = 4,
 	CUPTRACE_CAP_DROPPED = 5,
 	CUPTRACE_CAP_END = 6,
+	CUPTRACE_CAP_NVTX_STARTEND = 7,
 };
 
 struct cuptrace_capture_writer;
@@ -41,6 +43,7 @@ int cuptrace_capture_thread(struct cuptrace_capture_writer *w, int64_t tid, cons
 int cuptrace_capture_records(struct cuptrace_capture_writer *w, const CUpti_Activity *const *recs,
 			     const uint32_t *sizes, size_t n);
 int cuptrace_capture_dropped(struct cuptrace_capture_writer *w, uint64_t cupti, uint64_t cuptrace);
+int cuptrace_capture_nvtx_startend(struct cuptrace_capture_writer *w, const uint64_t *ids, size_t n);
 /* Makes what was written so far durable against SIGKILL of the process (write(2) of buffers). */
 int cuptrace_capture_flush(struct cuptrace_capture_writer *w);
 /* Writes END, closes, frees. NULL is fine. Returns the first error. */
@@ -56,6 +59,7 @@ struct cuptrace_capture_ops {
 	 * cuptrace_capture_resolve() on the reader passed as resolve_ctx. */
 	int (*records)(void *ctx, const CUpti_Activity *const *recs, size_t n);
 	int (*dropped)(void *ctx, uint64_t cupti, uint64_t cuptrace);
+	int (*nvtx_startend)(void *ctx, const uint64_t *ids, size_t n);
 };
 struct cuptrace_capture_reader;
 /* Opens and validates the header. NULL + errno (EINVAL: not a capture; a message is logged). */

@@ -960,10 +960,17 @@ static void handle_name(struct cuptrace_converter *c, const CUpti_ActivityName *
 		if (slot)
 			*slot = conv_intern(c, s);
 	} else if (n->objectKind == CUPTI_ACTIVITY_OBJECT_DEVICE) {
+		/* nvtxNameCudaDevice: "GPU 0: main-gpu (NVIDIA H200)"; a group already declared
+		 * keeps its name (tracks are named once). */
 		struct gpu *g = &c->gpus[n->objectId.dcs.deviceId % MAX_GPUS];
 		if (!g->declared) {
+			char model[160];
+			snprintf(model, sizeof(model), "%s", g->name);
+			if (g->known)
+				snprintf(g->name, sizeof(g->name), "%.80s (%.70s)", s, model);
+			else
+				snprintf(g->name, sizeof(g->name), "%s", s);
 			g->known = 1;
-			snprintf(g->name, sizeof(g->name), "%s", s);
 		}
 	}
 }
@@ -1120,6 +1127,7 @@ struct cuptrace_converter *cuptrace_converter_new(struct cuptrace_sink *sink,
 	cuptrace_u64map_init(&c->corr_idx);
 	cuptrace_u64map_init(&c->nvtx_open);
 	cuptrace_u64map_init(&c->nvtx_data);
+	cuptrace_u64map_init(&c->nvtx_startend);
 	c->corr_cap = CORR_RING;
 	c->corr = calloc(c->corr_cap, sizeof(*c->corr));
 	c->pending_cap = c->opts.max_pending;
@@ -1205,6 +1213,7 @@ int cuptrace_converter_finish(struct cuptrace_converter *c)
 		{"memsets", k->memsets},
 		{"syncs", k->syncs},
 		{"nvtx_markers", k->markers},
+		{"nvtx_start_end_ranges", k->nvtx_startend},
 		{"module_static_allocations", k->static_memory},
 		{"flows", k->flows},
 		{"gpu_activities_without_api_record", k->unlinked_gpu},
@@ -1257,5 +1266,6 @@ void cuptrace_converter_free(struct cuptrace_converter *c)
 	cuptrace_u64map_free(&c->corr_idx);
 	cuptrace_u64map_free(&c->nvtx_open);
 	cuptrace_u64map_free(&c->nvtx_data);
+	cuptrace_u64map_free(&c->nvtx_startend);
 	free(c);
 }

@@ -35,6 +35,7 @@ struct cuptrace_convert_counts {
 	uint64_t runtime, driver, driver_filtered, kernels, memcpys, memsets, syncs, markers;
 	uint64_t memory, overheads, other;
 	uint64_t static_memory;     /* module globals reported as allocations: not drawn */
+	uint64_t nvtx_startend;     /* start/end range ids reported by the NVTX callbacks */
 	uint64_t no_timestamp;      /* GPU records CUPTI gave no start/end (unfinished, or lost) */
 	uint64_t flows;             /* API->GPU links */
 	uint64_t unlinked_gpu;      /* GPU activities whose API record never arrived */
@@ -52,6 +53,10 @@ void cuptrace_converter_set_resolver(struct cuptrace_converter *c, cuptrace_reso
 				     void *ctx);
 /* Names a host thread; takes effect if called before the thread's first record is converted. */
 int cuptrace_converter_thread_name(struct cuptrace_converter *c, int64_t tid, const char *name);
+/* Marker ids of NVTX start/end ranges (as opposed to push/pop): those go on the process's
+ * "NVTX ranges" tracks even where they happen to nest on one thread. Call before the buffer
+ * holding their START records. */
+int cuptrace_converter_nvtx_startend(struct cuptrace_converter *c, const uint64_t *ids, size_t n);
 /* One CUPTI buffer's records, in buffer order. Returns 0 or the sink's first error. */
 int cuptrace_converter_add(struct cuptrace_converter *c, const CUpti_Activity *const *recs,
 			   size_t n);

@@ -200,11 +200,21 @@ int conv_marker(struct cuptrace_converter *c, const CUpti_Activity *r)
 		stack_remove(s, m->id, &was_top);
 	int64_t start = rg->ts, dur = ts > rg->ts ? ts - rg->ts : 0;
 	uint64_t track;
-	if (was_top && rg->tid == tid && tid)
+	int startend = cuptrace_u64map_del(&c->nvtx_startend, m->id);
+	if (was_top && rg->tid == tid && tid && !startend)
 		track = conv_thread_track(c, tid);
 	else
 		track = async_track(c, &start, &dur);
 	return emit_range(c, rg, m->id, track, start, dur);
+}
+
+int cuptrace_converter_nvtx_startend(struct cuptrace_converter *c, const uint64_t *ids, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		if (!cuptrace_u64map_put(&c->nvtx_startend, ids[i], NULL))
+			return c->err = -ENOMEM;
+	c->counts.nvtx_startend += n;
+	return 0;
 }
 
 int conv_marker_data(struct cuptrace_converter *c, const CUpti_Activity *r)

@@ -124,6 +124,7 @@ struct cuptrace_converter {
 	struct nvtx_range *nvtx;
 	size_t nnvtx, nvtx_cap;
 	struct cuptrace_u64map nvtx_data;    /* marker id -> color/payload record index */
+	struct cuptrace_u64map nvtx_startend; /* ids of start/end ranges not yet ended */
 	uint64_t nvtx_async_uuid;            /* "NVTX ranges" track group, 0 until declared */
 	struct lane nvtx_lanes[MAX_LANES];
 	size_t nnvtx_lanes;

@@ -92,6 +92,13 @@ static int cap_records(void *ctx, const CUpti_Activity *const *recs, size_t n)
 	return r ? r : cuptrace_converter_add(c->conv, recs, n);
 }
 
+static int cap_startend(void *ctx, const uint64_t *ids, size_t n)
+{
+	struct cap_ctx *c = ctx;
+	int r = start_converter(c);
+	return r ? r : cuptrace_converter_nvtx_startend(c->conv, ids, n);
+}
+
 static int cap_dropped(void *ctx, uint64_t a, uint64_t b)
 {
 	struct cap_ctx *c = ctx;
@@ -122,6 +129,7 @@ int cuptrace_replay_file(const char *path, struct cuptrace_sink *sink, int drive
 		.thread = cap_thread,
 		.records = cap_records,
 		.dropped = cap_dropped,
+		.nvtx_startend = cap_startend,
 	};
 	int truncated = 0;
 	int r = cuptrace_capture_replay(c.reader, &ops, &truncated);
