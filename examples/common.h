@@ -9,8 +9,8 @@
 	do {                                                                                       \
 		cudaError_t e_ = (call);                                                           \
 		if (e_ != cudaSuccess) {                                                           \
-			fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #call,               \
-				cudaGetErrorString(e_));                                           \
+			fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #call,              \
+			        cudaGetErrorString(e_));                                           \
 			exit(1);                                                                   \
 		}                                                                                  \
 	} while (0)

@@ -17,15 +17,15 @@
 
 // scale(float *x, float a, int n): x[i] *= a. PTX so the driver JIT-compiles it for any GPU.
 static const char ptx[] =
-	".version 8.0\n.target sm_50\n.address_size 64\n"
-	".visible .entry scale(.param .u64 p0, .param .f32 p1, .param .u32 p2)\n{\n"
-	".reg .pred %p<2>;\n.reg .f32 %f<4>;\n.reg .b32 %r<6>;\n.reg .b64 %rd<5>;\n"
-	"ld.param.u64 %rd1, [p0];\nld.param.f32 %f1, [p1];\nld.param.u32 %r2, [p2];\n"
-	"mov.u32 %r3, %ctaid.x;\nmov.u32 %r4, %ntid.x;\nmov.u32 %r5, %tid.x;\n"
-	"mad.lo.s32 %r1, %r3, %r4, %r5;\nsetp.ge.s32 %p1, %r1, %r2;\n@%p1 bra DONE;\n"
-	"cvta.to.global.u64 %rd2, %rd1;\nmul.wide.s32 %rd3, %r1, 4;\nadd.s64 %rd4, %rd2, %rd3;\n"
-	"ld.global.f32 %f2, [%rd4];\nmul.f32 %f3, %f2, %f1;\nst.global.f32 [%rd4], %f3;\n"
-	"DONE:\nret;\n}\n";
+    ".version 8.0\n.target sm_50\n.address_size 64\n"
+    ".visible .entry scale(.param .u64 p0, .param .f32 p1, .param .u32 p2)\n{\n"
+    ".reg .pred %p<2>;\n.reg .f32 %f<4>;\n.reg .b32 %r<6>;\n.reg .b64 %rd<5>;\n"
+    "ld.param.u64 %rd1, [p0];\nld.param.f32 %f1, [p1];\nld.param.u32 %r2, [p2];\n"
+    "mov.u32 %r3, %ctaid.x;\nmov.u32 %r4, %ntid.x;\nmov.u32 %r5, %tid.x;\n"
+    "mad.lo.s32 %r1, %r3, %r4, %r5;\nsetp.ge.s32 %p1, %r1, %r2;\n@%p1 bra DONE;\n"
+    "cvta.to.global.u64 %rd2, %rd1;\nmul.wide.s32 %rd3, %r1, 4;\nadd.s64 %rd4, %rd2, %rd3;\n"
+    "ld.global.f32 %f2, [%rd4];\nmul.f32 %f3, %f2, %f1;\nst.global.f32 [%rd4], %f3;\n"
+    "DONE:\nret;\n}\n";
 
 int main(void)
 {

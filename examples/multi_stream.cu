@@ -49,7 +49,7 @@ int main(int argc, char **argv)
 	CK(cudaFree(counter));
 	if (total != threads * launches) {
 		fprintf(stderr, "multi_stream: counted %d launches, expected %d\n", total,
-			threads * launches);
+		        threads * launches);
 		return 1;
 	}
 	printf("multi_stream: %d threads x %d launches ok\n", threads, launches);

@@ -14,7 +14,8 @@ int main(void)
 {
 	const int n = 1 << 20;
 	size_t bytes = n * sizeof(float);
-	float *ha = (float *)malloc(bytes), *hb = (float *)malloc(bytes), *hc = (float *)malloc(bytes);
+	float *ha = (float *)malloc(bytes), *hb = (float *)malloc(bytes),
+	      *hc = (float *)malloc(bytes);
 	for (int i = 0; i < n; i++) {
 		ha[i] = (float)i;
 		hb[i] = 2.0f * i;

@@ -16,7 +16,7 @@ static int check_count;
 		check_count++;                                                                     \
 		if (!(cond)) {                                                                     \
 			check_failures++;                                                          \
-			fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #cond);  \
+			fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #cond);   \
 		}                                                                                  \
 	} while (0)
 
@@ -26,8 +26,8 @@ static int check_count;
 		check_count++;                                                                     \
 		if (_a != _b) {                                                                    \
 			check_failures++;                                                          \
-			fprintf(stderr, "%s:%d: CHECK failed: %s == %s (%lld != %lld)\n", __FILE__,  \
-				__LINE__, #a, #b, _a, _b);                                         \
+			fprintf(stderr, "%s:%d: CHECK failed: %s == %s (%lld != %lld)\n",          \
+			        __FILE__, __LINE__, #a, #b, _a, _b);                               \
 		}                                                                                  \
 	} while (0)
 
@@ -37,8 +37,9 @@ static int check_count;
 		check_count++;                                                                     \
 		if (!_a || !_b || strcmp(_a, _b)) {                                                \
 			check_failures++;                                                          \
-			fprintf(stderr, "%s:%d: CHECK failed: %s == %s (\"%s\" != \"%s\")\n",         \
-				__FILE__, __LINE__, #a, #b, _a ? _a : "(null)", _b ? _b : "(null)"); \
+			fprintf(stderr, "%s:%d: CHECK failed: %s == %s (\"%s\" != \"%s\")\n",      \
+			        __FILE__, __LINE__, #a, #b, _a ? _a : "(null)",                    \
+			        _b ? _b : "(null)");                                               \
 		}                                                                                  \
 	} while (0)
 
@@ -66,6 +67,9 @@ struct check_test {
 		return failed ? 1 : 0;                                                             \
 	}
 
-#define T(fn) {#fn, fn}
+#define T(fn)                                                                                      \
+	{                                                                                          \
+#fn, fn                                                                            \
+	}
 
 #endif

@@ -62,7 +62,8 @@ int main(int argc, char **argv)
 	struct cuptrace_pf_check chk;
 	memset(&chk, 0, sizeof(chk));
 	int cap = cuptrace_is_capture_file(path);
-	int r = cap == 1 ? cuptrace_replay_file(path, sink, 0) : cuptrace_perfetto_read(path, sink, &chk);
+	int r = cap == 1 ? cuptrace_replay_file(path, sink, 0)
+	                 : cuptrace_perfetto_read(path, sink, &chk);
 	if (!r)
 		r = sink->ops->finish(sink);
 	cuptrace_sink_destroy(sink);
@@ -77,7 +78,8 @@ int main(int argc, char **argv)
 	       (unsigned long long)st.flows, (unsigned long long)st.gpu_slices_with_flow_in,
 	       (unsigned long long)st.gpu_slices);
 	/* A program stopped by a signal while launching may lose the API record of its last
-	 * launch on each thread: --allow-unlinked N tolerates that many GPU slices without a flow. */
+	 * launch on each thread: --allow-unlinked N tolerates that many GPU slices without a flow.
+	 */
 	long long allow_unlinked = 0;
 	for (int i = 2; i + 1 < argc; i++)
 		if (!strcmp(argv[i], "--allow-unlinked"))
@@ -95,44 +97,49 @@ int main(int argc, char **argv)
 				const char *what;
 				uint64_t n;
 			} bad[] = {
-				{"partially overlapping slice pairs", ov},
-				{"negative timestamps", st.negative_ts},
-				{"events on undeclared tracks", st.unknown_track_events},
-				{"TrackEvents without sequence id", chk.missing_sequence_id},
-				{"TrackEvents without timestamp", chk.missing_timestamp},
-				{"sequences not starting with a cleared state", chk.seq_first_not_cleared},
-				{"interned ids used before definition", chk.unknown_iid},
-				{"counter values before their descriptor", chk.counter_before_descriptor},
-				{"events on unknown tracks", chk.event_on_unknown_track},
-				{"slice ends without begin", chk.end_without_begin},
-				{"unterminated slices", chk.unterminated_slices},
-				{"misnested slices", chk.partial_overlaps},
-				{"negative timestamps (reader)", chk.negative_timestamps},
-				{"duplicate thread uuids", chk.duplicate_thread_uuid},
-				{"duplicate process uuids", chk.duplicate_process_uuid},
-				{"clock errors", chk.clock_errors},
-				{"corrupt packets", chk.corrupt},
-				{"truncated bytes", chk.truncated_bytes},
+			    {"partially overlapping slice pairs", ov},
+			    {"negative timestamps", st.negative_ts},
+			    {"events on undeclared tracks", st.unknown_track_events},
+			    {"TrackEvents without sequence id", chk.missing_sequence_id},
+			    {"TrackEvents without timestamp", chk.missing_timestamp},
+			    {"sequences not starting with a cleared state",
+			     chk.seq_first_not_cleared},
+			    {"interned ids used before definition", chk.unknown_iid},
+			    {"counter values before their descriptor",
+			     chk.counter_before_descriptor},
+			    {"events on unknown tracks", chk.event_on_unknown_track},
+			    {"slice ends without begin", chk.end_without_begin},
+			    {"unterminated slices", chk.unterminated_slices},
+			    {"misnested slices", chk.partial_overlaps},
+			    {"negative timestamps (reader)", chk.negative_timestamps},
+			    {"duplicate thread uuids", chk.duplicate_thread_uuid},
+			    {"duplicate process uuids", chk.duplicate_process_uuid},
+			    {"clock errors", chk.clock_errors},
+			    {"corrupt packets", chk.corrupt},
+			    {"truncated bytes", chk.truncated_bytes},
 			};
 			for (size_t b = 0; b < sizeof(bad) / sizeof(bad[0]); b++)
 				if (bad[b].n)
-					FAIL("%s: %llu %s", path, (unsigned long long)bad[b].n, bad[b].what);
+					FAIL("%s: %llu %s", path, (unsigned long long)bad[b].n,
+					     bad[b].what);
 			if (st.gpu_slices - st.gpu_slices_with_flow_in > (uint64_t)allow_unlinked)
 				FAIL("%llu of %llu GPU slices have no incoming flow",
-				     (unsigned long long)(st.gpu_slices - st.gpu_slices_with_flow_in),
+				     (unsigned long long)(st.gpu_slices -
+				                          st.gpu_slices_with_flow_in),
 				     (unsigned long long)st.gpu_slices);
 			printf("  clean: ok\n");
-		} else if ((!strcmp(argv[i], "--count") || !strcmp(argv[i], "--at-least")) && i + 1 < argc &&
-			   !parse_eq(argv[i + 1], key, sizeof(key), &v)) {
+		} else if ((!strcmp(argv[i], "--count") || !strcmp(argv[i], "--at-least")) &&
+		           i + 1 < argc && !parse_eq(argv[i + 1], key, sizeof(key), &v)) {
 			uint64_t n = count_slices(&st, key);
 			int exact = !strcmp(argv[i], "--count");
-			printf("  %s: %llu (%s %lld)\n", key, (unsigned long long)n, exact ? "expected" : "at least", v);
+			printf("  %s: %llu (%s %lld)\n", key, (unsigned long long)n,
+			       exact ? "expected" : "at least", v);
 			if (exact ? n != (uint64_t)v : n < (uint64_t)v)
 				FAIL("%s: %llu slices, expected %s%lld", key, (unsigned long long)n,
 				     exact ? "" : ">= ", v);
 			i++;
 		} else if (!strcmp(argv[i], "--threads") && i + 1 < argc &&
-			   !parse_eq(argv[i + 1], key, sizeof(key), &v)) {
+		           !parse_eq(argv[i + 1], key, sizeof(key), &v)) {
 			long long n = 0;
 			for (size_t t = 0; t < st.ntrk; t++)
 				if (st.trk[t].kind == CUPTRACE_TRACK_THREAD &&
@@ -154,15 +161,18 @@ int main(int argc, char **argv)
 					if (st.trk[u].group_uuid == st.trk[t].uuid)
 						sl += st.trk[u].slices;
 				busy += sl > 0;
-				printf("  group %s: %llu slices\n", st.trk[t].name, (unsigned long long)sl);
+				printf("  group %s: %llu slices\n", st.trk[t].name,
+				       (unsigned long long)sl);
 			}
 			if (n != ngroups || busy != ngroups)
-				FAIL("%lld GPU groups (%lld with slices), expected %lld", n, busy, ngroups);
+				FAIL("%lld GPU groups (%lld with slices), expected %lld", n, busy,
+				     ngroups);
 		} else if (!strcmp(argv[i], "--flows") && i + 1 < argc) {
 			long long want = atoll(argv[++i]);
 			printf("  flows: %llu\n", (unsigned long long)st.flows);
 			if ((long long)st.flows != want)
-				FAIL("%llu flows, expected %lld", (unsigned long long)st.flows, want);
+				FAIL("%llu flows, expected %lld", (unsigned long long)st.flows,
+				     want);
 		} else if (!strcmp(argv[i], "--dump-tracks")) {
 			/* name, slices, instants, counter values: one line per track */
 			for (size_t t = 0; t < st.ntrk; t++)

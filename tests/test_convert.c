@@ -96,12 +96,14 @@ static int r_slice(struct cuptrace_sink *b, const struct cuptrace_slice *e)
 	for (size_t i = 0; i < e->nargs; i++) {
 		const struct cuptrace_arg *a = &e->args[i];
 		if (a->type == CUPTRACE_ARG_STRING)
-			n += (size_t)snprintf(r->args + n, sizeof(r->args) - n, "%s=%s;", a->key, a->v.s);
+			n += (size_t)snprintf(r->args + n, sizeof(r->args) - n, "%s=%s;", a->key,
+			                      a->v.s);
 		else if (a->type == CUPTRACE_ARG_DOUBLE)
-			n += (size_t)snprintf(r->args + n, sizeof(r->args) - n, "%s=%.3f;", a->key, a->v.d);
+			n += (size_t)snprintf(r->args + n, sizeof(r->args) - n, "%s=%.3f;", a->key,
+			                      a->v.d);
 		else
 			n += (size_t)snprintf(r->args + n, sizeof(r->args) - n, "%s=%lld;", a->key,
-					      (long long)a->v.i);
+			                      (long long)a->v.i);
 		if (n >= sizeof(r->args))
 			n = sizeof(r->args) - 1;
 	}
@@ -149,9 +151,15 @@ static void r_destroy(struct cuptrace_sink *b)
 	free(s);
 }
 static const struct cuptrace_sink_ops rec_ops = {
-	.name = "rec", .begin = r_begin, .track = r_track, .slice = r_slice,
-	.instant = r_instant, .counter = r_counter, .meta = r_meta, .finish = r_finish,
-	.destroy = r_destroy,
+    .name = "rec",
+    .begin = r_begin,
+    .track = r_track,
+    .slice = r_slice,
+    .instant = r_instant,
+    .counter = r_counter,
+    .meta = r_meta,
+    .finish = r_finish,
+    .destroy = r_destroy,
 };
 
 static struct rec_sink *replay(const char *name, int driver_all)
@@ -218,7 +226,8 @@ static void check_invariants(struct rec_sink *s)
 		uint64_t *o = r->nin ? cuptrace_u64map_get(&outs, r->in) : NULL;
 		if (o) {
 			struct rslice *api = &s->slices[*o - 1];
-			if (!strncmp(api->cat, "cuda_", 5) && api->corr == r->corr && api->ts <= r->ts)
+			if (!strncmp(api->cat, "cuda_", 5) && api->corr == r->corr &&
+			    api->ts <= r->ts)
 				linked++;
 		}
 	}
@@ -260,14 +269,16 @@ static void test_vector_add(void)
 	/* The kernel slice carries its launch configuration. */
 	for (size_t i = 0; i < s->nslices; i++)
 		if (!strcmp(s->slices[i].cat, "kernel"))
-			CHECK(strstr(s->slices[i].args, "grid=(4096, 1, 1);block=(256, 1, 1);") != NULL);
+			CHECK(strstr(s->slices[i].args, "grid=(4096, 1, 1);block=(256, 1, 1);") !=
+			      NULL);
 	/* A GPU group named after the device, with a stream track under it. */
 	int gpu = 0, stream = 0;
 	for (size_t i = 0; i < s->ntracks; i++) {
 		if (s->tracks[i].t.kind == CUPTRACE_TRACK_GROUP &&
 		    !strcmp(s->tracks[i].name, "GPU 0: NVIDIA H200"))
 			gpu++;
-		if (s->tracks[i].t.kind == CUPTRACE_TRACK_SLICES && !strncmp(s->tracks[i].name, "Stream ", 7))
+		if (s->tracks[i].t.kind == CUPTRACE_TRACK_SLICES &&
+		    !strncmp(s->tracks[i].name, "Stream ", 7))
 			stream++;
 	}
 	CHECK_EQ_INT(gpu, 1);
@@ -290,7 +301,8 @@ static void test_multi_stream(void)
 	/* One thread track per worker, named by the OS. */
 	int workers = 0;
 	for (size_t i = 0; i < s->ntracks; i++)
-		if (s->tracks[i].t.kind == CUPTRACE_TRACK_THREAD && !strncmp(s->tracks[i].name, "worker-", 7))
+		if (s->tracks[i].t.kind == CUPTRACE_TRACK_THREAD &&
+		    !strncmp(s->tracks[i].name, "worker-", 7))
 			workers++;
 	CHECK_EQ_INT(workers, 4);
 	/* Each worker's stream is its own track. */
@@ -336,14 +348,15 @@ static void test_graphs(void)
 	/* Graph nodes carry graph and node ids. */
 	for (size_t i = 0; i < s->nslices; i++)
 		if (!strcmp(s->slices[i].cat, "kernel"))
-			CHECK(strstr(s->slices[i].args, "graph_id=") && strstr(s->slices[i].args, "graph_node_id="));
+			CHECK(strstr(s->slices[i].args, "graph_id=") &&
+			      strstr(s->slices[i].args, "graph_node_id="));
 	r_destroy(&s->base);
 }
 
 static void test_all_captures_clean(void)
 {
 	static const char *const caps[] = {"c_api.cupti", "memory.cupti", "peer_copy.cupti",
-					   "nvtx.cupti", "torch_train.cupti"};
+	                                   "nvtx.cupti", "torch_train.cupti"};
 	for (size_t i = 0; i < sizeof(caps) / sizeof(caps[0]); i++) {
 		struct rec_sink *s = replay(caps[i], 0);
 		check_invariants(s);
@@ -375,7 +388,8 @@ static void test_synthetic_order(void)
 {
 	struct rec_sink *s = calloc(1, sizeof(*s));
 	s->base.ops = &rec_ops;
-	struct cuptrace_trace_info info = {.pid = 42, .process_name = "p", .start_boottime_ns = 1000};
+	struct cuptrace_trace_info info = {
+	    .pid = 42, .process_name = "p", .start_boottime_ns = 1000};
 	struct cuptrace_converter *c = cuptrace_converter_new(&s->base, &info, NULL);
 	CUpti_ActivityKernel10 k[3];
 	memset(k, 0, sizeof(k));
@@ -393,7 +407,7 @@ static void test_synthetic_order(void)
 	k[2].start = 3000, k[2].end = 4000;
 	k[1].correlationId = 10; /* a second node of launch 10 (graph-like fan-out) */
 	const CUpti_Activity *b1[] = {(CUpti_Activity *)&k[0], (CUpti_Activity *)&k[1],
-				      (CUpti_Activity *)&k[2]};
+	                              (CUpti_Activity *)&k[2]};
 	CHECK_EQ_INT(cuptrace_converter_add(c, b1, 3), 0);
 	/* The API records come in a later batch. */
 	CUpti_ActivityAPI a[2];
@@ -466,7 +480,7 @@ static void test_nvtx(void)
 	int named = 0;
 	for (size_t i = 0; i < s->ntracks; i++)
 		named += s->tracks[i].t.kind == CUPTRACE_TRACK_GROUP &&
-			 !strcmp(s->tracks[i].name, "GPU 0: main-gpu (NVIDIA H200)");
+		         !strcmp(s->tracks[i].name, "GPU 0: main-gpu (NVIDIA H200)");
 	CHECK_EQ_INT(named, 1);
 	/* Domain, color, category and payload. */
 	struct rslice *d = slice_named(s, "domain-range");
@@ -484,7 +498,8 @@ static void test_nvtx(void)
 	CHECK(t && !strcmp(t->name, "compute (stream 13)"));
 	int ender = 0;
 	for (size_t i = 0; i < s->ntracks; i++)
-		ender += s->tracks[i].t.kind == CUPTRACE_TRACK_THREAD && !strcmp(s->tracks[i].name, "ender");
+		ender += s->tracks[i].t.kind == CUPTRACE_TRACK_THREAD &&
+		         !strcmp(s->tracks[i].name, "ender");
 	CHECK_EQ_INT(ender, 0); /* the ender thread made no CUDA call: no track of its own */
 	r_destroy(&s->base);
 }
@@ -501,8 +516,10 @@ static void test_memory(void)
 	size_t dev_alloc = 0, pinned = 0, managed = 0, pool = 0;
 	for (size_t i = 0; i < s->ninstants && i < 64; i++) {
 		dev_alloc += !strcmp(s->instants[i], "alloc device");
-		pinned += !strncmp(s->instants[i], "alloc pinned", 12) || !strncmp(s->instants[i], "free pinned", 11);
-		managed += !strncmp(s->instants[i], "alloc managed", 13) || !strncmp(s->instants[i], "free managed", 12);
+		pinned += !strncmp(s->instants[i], "alloc pinned", 12) ||
+		          !strncmp(s->instants[i], "free pinned", 11);
+		managed += !strncmp(s->instants[i], "alloc managed", 13) ||
+		           !strncmp(s->instants[i], "free managed", 12);
 		pool += !strncmp(s->instants[i], "pool ", 5);
 	}
 	CHECK_EQ_INT(dev_alloc, 3);
@@ -520,7 +537,8 @@ static void quiet(enum cuptrace_log_level level, const char *msg)
  * (the sanitizers watch this run). */
 static void test_fuzzed_captures(void)
 {
-	static const char *const caps[] = {"vector_add.cupti", "nvtx.cupti", "graphs.cupti", "memory.cupti"};
+	static const char *const caps[] = {"vector_add.cupti", "nvtx.cupti", "graphs.cupti",
+	                                   "memory.cupti"};
 	const char *dir = getenv("CUPTRACE_TEST_DATA");
 	const char *tmp = getenv("CUPTRACE_TMP");
 	uint64_t rng = 0x9e3779b97f4a7c15ull;
@@ -578,7 +596,7 @@ static void test_two_gpus(void)
 	for (size_t i = 0; i < s->ntracks; i++)
 		if (s->tracks[i].t.kind == CUPTRACE_TRACK_GROUP)
 			groups += !strcmp(s->tracks[i].name, "GPU 0: NVIDIA H200") ||
-				  !strcmp(s->tracks[i].name, "GPU 1: NVIDIA H200");
+			          !strcmp(s->tracks[i].name, "GPU 1: NVIDIA H200");
 	CHECK_EQ_INT(groups, 2);
 	CHECK_EQ_INT(count(s, "kernel", "fill"), 4);
 	CHECK_EQ_INT(count(s, "memset", NULL), 2);
@@ -607,5 +625,6 @@ static void test_two_gpus(void)
 	r_destroy(&s->base);
 }
 
-TEST_MAIN(T(test_fuzzed_captures), T(test_two_gpus), T(test_nvtx), T(test_memory), T(test_vector_add), T(test_multi_stream), T(test_driver_api), T(test_graphs),
-	  T(test_all_captures_clean), T(test_torch), T(test_c_api), T(test_synthetic_order))
+TEST_MAIN(T(test_fuzzed_captures), T(test_two_gpus), T(test_nvtx), T(test_memory),
+          T(test_vector_add), T(test_multi_stream), T(test_driver_api), T(test_graphs),
+          T(test_all_captures_clean), T(test_torch), T(test_c_api), T(test_synthetic_order))

@@ -175,7 +175,8 @@ static void test_write_error_is_sticky(void)
 		return;
 	}
 	for (int mode = 0; mode < 3; mode++) {
-		struct cuptrace_output *out = cuptrace_output_open("/dev/full", (enum cuptrace_compress)mode, NULL);
+		struct cuptrace_output *out =
+		    cuptrace_output_open("/dev/full", (enum cuptrace_compress)mode, NULL);
 		CHECK(out != NULL);
 		uint8_t rec[600];
 		size_t n = make_record(rec, 2, 500);
@@ -193,7 +194,8 @@ static void test_write_error_is_sticky(void)
 static void test_open_errors(void)
 {
 	errno = 0;
-	CHECK(cuptrace_output_open("/nonexistent-dir/x.pftrace", CUPTRACE_COMPRESS_CHUNKS, NULL) == NULL);
+	CHECK(cuptrace_output_open("/nonexistent-dir/x.pftrace", CUPTRACE_COMPRESS_CHUNKS, NULL) ==
+	      NULL);
 	CHECK_EQ_INT(errno, ENOENT);
 	CHECK_EQ_INT(cuptrace_compress_parse("gzip"), CUPTRACE_COMPRESS_GZIP);
 	CHECK_EQ_INT(cuptrace_compress_parse("bogus"), -1);
@@ -201,4 +203,4 @@ static void test_open_errors(void)
 }
 
 TEST_MAIN(T(test_round_trips), T(test_flush_reaches_file), T(test_write_error_is_sticky),
-	  T(test_open_errors))
+          T(test_open_errors))

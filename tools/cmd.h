@@ -8,6 +8,6 @@ int cmd_stats(int argc, char **argv);
 
 /* Exit codes shared by the subcommands (record returns the traced command's status instead). */
 #define EXIT_USAGE 2
-#define EXIT_FAIL 1
+#define EXIT_FAIL  1
 
 #endif

@@ -14,26 +14,24 @@
 
 static void convert_usage(FILE *f)
 {
-	fprintf(f, "usage: cuptrace convert INPUT -o OUTPUT [options]\n\n"
-		   "INPUT is a raw capture (.cupti, from 'cuptrace record --capture') or a\n"
-		   "Perfetto trace. The output format follows OUTPUT's extension (.pftrace,\n"
-		   ".pftrace.gz, .json, .json.gz) unless -f says otherwise.\n\n"
-		   "  -o, --output PATH    output file (required)\n"
-		   "  -f, --format FMT     perfetto | chrome\n"
-		   "      --compress MODE  chunks | gzip | none\n"
-		   "      --driver MODE    user (default) | all: keep the runtime's own driver calls\n"
-		   "  -h, --help           this help\n");
+	fprintf(f,
+	        "usage: cuptrace convert INPUT -o OUTPUT [options]\n\n"
+	        "INPUT is a raw capture (.cupti, from 'cuptrace record --capture') or a\n"
+	        "Perfetto trace. The output format follows OUTPUT's extension (.pftrace,\n"
+	        ".pftrace.gz, .json, .json.gz) unless -f says otherwise.\n\n"
+	        "  -o, --output PATH    output file (required)\n"
+	        "  -f, --format FMT     perfetto | chrome\n"
+	        "      --compress MODE  chunks | gzip | none\n"
+	        "      --driver MODE    user (default) | all: keep the runtime's own driver calls\n"
+	        "  -h, --help           this help\n");
 }
 
 int cmd_convert(int argc, char **argv)
 {
 	static const struct option opts[] = {
-		{"output", required_argument, NULL, 'o'},
-		{"format", required_argument, NULL, 'f'},
-		{"compress", required_argument, NULL, 'z'},
-		{"driver", required_argument, NULL, 'd'},
-		{"help", no_argument, NULL, 'h'},
-		{0},
+	    {"output", required_argument, NULL, 'o'},   {"format", required_argument, NULL, 'f'},
+	    {"compress", required_argument, NULL, 'z'}, {"driver", required_argument, NULL, 'd'},
+	    {"help", no_argument, NULL, 'h'},           {0},
 	};
 	const char *out = NULL, *format = NULL, *compress = NULL;
 	int driver_all = 0;
@@ -41,9 +39,15 @@ int cmd_convert(int argc, char **argv)
 	int c;
 	while ((c = getopt_long(argc, argv, "o:f:h", opts, NULL)) != -1) {
 		switch (c) {
-		case 'o': out = optarg; break;
-		case 'f': format = optarg; break;
-		case 'z': compress = optarg; break;
+		case 'o':
+			out = optarg;
+			break;
+		case 'f':
+			format = optarg;
+			break;
+		case 'z':
+			compress = optarg;
+			break;
 		case 'd':
 			if (strcmp(optarg, "all") && strcmp(optarg, "user")) {
 				fprintf(stderr, "cuptrace convert: --driver takes user or all\n");
@@ -51,8 +55,12 @@ int cmd_convert(int argc, char **argv)
 			}
 			driver_all = !strcmp(optarg, "all");
 			break;
-		case 'h': convert_usage(stdout); return 0;
-		default: convert_usage(stderr); return EXIT_USAGE;
+		case 'h':
+			convert_usage(stdout);
+			return 0;
+		default:
+			convert_usage(stderr);
+			return EXIT_USAGE;
 		}
 	}
 	if (optind != argc - 1 || !out) {
@@ -75,7 +83,7 @@ int cmd_convert(int argc, char **argv)
 	cuptrace_sink_destroy(sink);
 	if (r || f) {
 		fprintf(stderr, "cuptrace convert: %s -> %s failed: %s\n", in, out,
-			strerror(-(r ? r : f)));
+		        strerror(-(r ? r : f)));
 		unlink(out);
 		return EXIT_FAIL;
 	}

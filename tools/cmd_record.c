@@ -25,22 +25,22 @@
 static void record_usage(FILE *f)
 {
 	fprintf(f,
-		"usage: cuptrace record [options] -- command [args...]\n\n"
-		"  -o, --output PATH     trace file (default cuptrace-%%p.pftrace); %%p = pid,\n"
-		"                        %%h = host name. The extension picks the format:\n"
-		"                        .pftrace, .pftrace.gz, .json, .json.gz, .cupti\n"
-		"  -f, --format FMT      perfetto | chrome | capture\n"
-		"      --capture         write the raw CUPTI capture (cheapest); convert it later\n"
-		"                        with 'cuptrace convert'\n"
-		"      --compress MODE   chunks (default for .pftrace) | gzip | none\n"
-		"      --driver MODE     user (default): driver calls the program makes itself;\n"
-		"                        all: also the CUDA runtime's own driver calls\n"
-		"      --buffer-size N   bytes per CUPTI buffer (default 4194304)\n"
-		"      --flush-ms N      write records at least this often (default 1000)\n"
-		"      --no-summary      no end-of-run summary on stderr\n"
-		"      --no-check        skip the check for a CUDA device\n"
-		"      --lib PATH        libcuptrace.so to inject (default: next to cuptrace)\n"
-		"  -h, --help            this help\n");
+	        "usage: cuptrace record [options] -- command [args...]\n\n"
+	        "  -o, --output PATH     trace file (default cuptrace-%%p.pftrace); %%p = pid,\n"
+	        "                        %%h = host name. The extension picks the format:\n"
+	        "                        .pftrace, .pftrace.gz, .json, .json.gz, .cupti\n"
+	        "  -f, --format FMT      perfetto | chrome | capture\n"
+	        "      --capture         write the raw CUPTI capture (cheapest); convert it later\n"
+	        "                        with 'cuptrace convert'\n"
+	        "      --compress MODE   chunks (default for .pftrace) | gzip | none\n"
+	        "      --driver MODE     user (default): driver calls the program makes itself;\n"
+	        "                        all: also the CUDA runtime's own driver calls\n"
+	        "      --buffer-size N   bytes per CUPTI buffer (default 4194304)\n"
+	        "      --flush-ms N      write records at least this often (default 1000)\n"
+	        "      --no-summary      no end-of-run summary on stderr\n"
+	        "      --no-check        skip the check for a CUDA device\n"
+	        "      --lib PATH        libcuptrace.so to inject (default: next to cuptrace)\n"
+	        "  -h, --help            this help\n");
 }
 
 /* libcuptrace.so next to the executable (build tree) or in ../lib (installed). */
@@ -58,7 +58,7 @@ static int find_library(char *out, size_t n)
 	exe[k] = 0;
 	char *dir = dirname(exe);
 	static const char *const rel[] = {"libcuptrace.so", "../lib/libcuptrace.so",
-					  "../lib64/libcuptrace.so"};
+	                                  "../lib64/libcuptrace.so"};
 	for (size_t i = 0; i < sizeof(rel) / sizeof(rel[0]); i++) {
 		char cand[PATH_MAX + 64];
 		snprintf(cand, sizeof(cand), "%s/%s", dir, rel[i]);
@@ -86,8 +86,9 @@ static int check_device(char *msg, size_t n)
 		int code = 0;
 		void *h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
 		if (!h) {
-			snprintf(m, sizeof(m), "no CUDA driver (libcuda.so.1 not found): is this a "
-					       "machine with an NVIDIA GPU and driver?");
+			snprintf(m, sizeof(m),
+			         "no CUDA driver (libcuda.so.1 not found): is this a "
+			         "machine with an NVIDIA GPU and driver?");
 			code = 1;
 		} else {
 			int (*init)(unsigned) = (int (*)(unsigned))dlsym(h, "cuInit");
@@ -99,7 +100,8 @@ static int check_device(char *msg, size_t n)
 				snprintf(m, sizeof(m), "no CUDA device found");
 				code = 1;
 			} else if (r) {
-				snprintf(m, sizeof(m), "the CUDA driver failed to initialize (error %d)", r);
+				snprintf(m, sizeof(m),
+				         "the CUDA driver failed to initialize (error %d)", r);
 				code = 1;
 			}
 		}
@@ -151,18 +153,18 @@ static void setenv_opt(const char *k, const char *v)
 int cmd_record(int argc, char **argv)
 {
 	static const struct option opts[] = {
-		{"output", required_argument, NULL, 'o'},
-		{"format", required_argument, NULL, 'f'},
-		{"capture", no_argument, NULL, 'C'},
-		{"compress", required_argument, NULL, 'z'},
-		{"driver", required_argument, NULL, 'd'},
-		{"buffer-size", required_argument, NULL, 'b'},
-		{"flush-ms", required_argument, NULL, 'F'},
-		{"no-summary", no_argument, NULL, 'S'},
-		{"no-check", no_argument, NULL, 'N'},
-		{"lib", required_argument, NULL, 'L'},
-		{"help", no_argument, NULL, 'h'},
-		{0},
+	    {"output", required_argument, NULL, 'o'},
+	    {"format", required_argument, NULL, 'f'},
+	    {"capture", no_argument, NULL, 'C'},
+	    {"compress", required_argument, NULL, 'z'},
+	    {"driver", required_argument, NULL, 'd'},
+	    {"buffer-size", required_argument, NULL, 'b'},
+	    {"flush-ms", required_argument, NULL, 'F'},
+	    {"no-summary", no_argument, NULL, 'S'},
+	    {"no-check", no_argument, NULL, 'N'},
+	    {"lib", required_argument, NULL, 'L'},
+	    {"help", no_argument, NULL, 'h'},
+	    {0},
 	};
 	const char *output = NULL, *format = NULL, *compress = NULL, *driver = NULL;
 	const char *bufsz = NULL, *flushms = NULL, *lib = NULL;
@@ -171,18 +173,42 @@ int cmd_record(int argc, char **argv)
 	int c;
 	while ((c = getopt_long(argc, argv, "+o:f:h", opts, NULL)) != -1) {
 		switch (c) {
-		case 'o': output = optarg; break;
-		case 'f': format = optarg; break;
-		case 'C': format = "capture"; break;
-		case 'z': compress = optarg; break;
-		case 'd': driver = optarg; break;
-		case 'b': bufsz = optarg; break;
-		case 'F': flushms = optarg; break;
-		case 'S': summary = 0; break;
-		case 'N': check = 0; break;
-		case 'L': lib = optarg; break;
-		case 'h': record_usage(stdout); return 0;
-		default: record_usage(stderr); return EXIT_USAGE;
+		case 'o':
+			output = optarg;
+			break;
+		case 'f':
+			format = optarg;
+			break;
+		case 'C':
+			format = "capture";
+			break;
+		case 'z':
+			compress = optarg;
+			break;
+		case 'd':
+			driver = optarg;
+			break;
+		case 'b':
+			bufsz = optarg;
+			break;
+		case 'F':
+			flushms = optarg;
+			break;
+		case 'S':
+			summary = 0;
+			break;
+		case 'N':
+			check = 0;
+			break;
+		case 'L':
+			lib = optarg;
+			break;
+		case 'h':
+			record_usage(stdout);
+			return 0;
+		default:
+			record_usage(stderr);
+			return EXIT_USAGE;
 		}
 	}
 	if (optind >= argc) {
@@ -192,13 +218,15 @@ int cmd_record(int argc, char **argv)
 	}
 	if (format && strcmp(format, "perfetto") && strcmp(format, "chrome") &&
 	    strcmp(format, "capture")) {
-		fprintf(stderr, "cuptrace record: unknown format '%s' (perfetto, chrome or capture)\n",
-			format);
+		fprintf(stderr,
+		        "cuptrace record: unknown format '%s' (perfetto, chrome or capture)\n",
+		        format);
 		return EXIT_USAGE;
 	}
 	if (compress && cuptrace_compress_parse(compress) < 0) {
-		fprintf(stderr, "cuptrace record: unknown compression '%s' (chunks, gzip or none)\n",
-			compress);
+		fprintf(stderr,
+		        "cuptrace record: unknown compression '%s' (chunks, gzip or none)\n",
+		        compress);
 		return EXIT_USAGE;
 	}
 	if (driver && strcmp(driver, "user") && strcmp(driver, "all")) {
@@ -214,23 +242,24 @@ int cmd_record(int argc, char **argv)
 		unsigned long long v = strtoull(nums[i][1], &end, 10);
 		if (errno || *end || !*nums[i][1] || (i == 0 && v < 65536)) {
 			fprintf(stderr, "cuptrace record: bad value for %s: '%s'%s\n", nums[i][0],
-				nums[i][1], i == 0 ? " (at least 65536)" : "");
+			        nums[i][1], i == 0 ? " (at least 65536)" : "");
 			return EXIT_USAGE;
 		}
 	}
 	if (!output)
-		output = format && !strcmp(format, "capture") ? "cuptrace-%p.cupti"
-			 : format && !strcmp(format, "chrome") ? "cuptrace-%p.json"
-							       : "cuptrace-%p.pftrace";
+		output = format && !strcmp(format, "capture")  ? "cuptrace-%p.cupti"
+		         : format && !strcmp(format, "chrome") ? "cuptrace-%p.json"
+		                                               : "cuptrace-%p.pftrace";
 	char libpath[PATH_MAX];
 	if (lib) {
 		if (!realpath(lib, libpath)) {
-			fprintf(stderr, "cuptrace record: library %s not found: %s\n", lib, strerror(errno));
+			fprintf(stderr, "cuptrace record: library %s not found: %s\n", lib,
+			        strerror(errno));
 			return EXIT_FAIL;
 		}
 	} else if (find_library(libpath, sizeof(libpath))) {
 		fprintf(stderr, "cuptrace record: libcuptrace.so not found next to the cuptrace "
-				"executable or in ../lib; use --lib PATH or CUPTRACE_LIB\n");
+		                "executable or in ../lib; use --lib PATH or CUPTRACE_LIB\n");
 		return EXIT_FAIL;
 	}
 	/* The library resolves the path in the traced program's directory: make it absolute. */
@@ -273,8 +302,8 @@ int cmd_record(int argc, char **argv)
 	char cmdline[4096] = "";
 	size_t cl = 0;
 	for (int i = optind; i < argc && cl < sizeof(cmdline) - 2; i++)
-		cl += (size_t)snprintf(cmdline + cl, sizeof(cmdline) - cl, "%s%s", i > optind ? " " : "",
-				       argv[i]);
+		cl += (size_t)snprintf(cmdline + cl, sizeof(cmdline) - cl, "%s%s",
+		                       i > optind ? " " : "", argv[i]);
 	setenv("CUPTRACE_CMDLINE", cmdline, 1);
 
 	/* exec failures come back through a close-on-exec pipe. */
@@ -315,7 +344,7 @@ int cmd_record(int argc, char **argv)
 		;
 	if (k == (ssize_t)sizeof(exec_errno)) {
 		fprintf(stderr, "cuptrace record: cannot run '%s': %s\n", argv[optind],
-			exec_errno == ENOENT ? "command not found" : strerror(exec_errno));
+		        exec_errno == ENOENT ? "command not found" : strerror(exec_errno));
 		return exec_errno == ENOENT ? 127 : 126;
 	}
 	int status = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
@@ -325,7 +354,8 @@ int cmd_record(int argc, char **argv)
 	if (expected && stat(expected, &sb) == 0) {
 		fprintf(stderr, "cuptrace: %s: %lld bytes\n", expected, (long long)sb.st_size);
 	} else {
-		/* Maybe only children of the command used CUDA: look for any file of the pattern. */
+		/* Maybe only children of the command used CUDA: look for any file of the pattern.
+		 */
 		char *pat = strdup(outabs);
 		for (char *p = pat; p && *p; p++)
 			if (p[0] == '%' && (p[1] == 'p' || p[1] == 'h'))
@@ -335,15 +365,17 @@ int cmd_record(int argc, char **argv)
 		if (pat && strcmp(pat, outabs) && glob(pat, 0, NULL, &g) == 0) {
 			found = g.gl_pathc;
 			for (size_t i = 0; i < g.gl_pathc; i++)
-				fprintf(stderr, "cuptrace: trace of a child process: %s\n", g.gl_pathv[i]);
+				fprintf(stderr, "cuptrace: trace of a child process: %s\n",
+				        g.gl_pathv[i]);
 			globfree(&g);
 		}
 		free(pat);
 		if (!found) {
-			fprintf(stderr,
-				"cuptrace record: no trace was written. Either the program never "
-				"initialized CUDA, or tracing could not start (see the messages "
-				"above: CUPTI already in use by another tool, unwritable output).\n");
+			fprintf(
+			    stderr,
+			    "cuptrace record: no trace was written. Either the program never "
+			    "initialized CUDA, or tracing could not start (see the messages "
+			    "above: CUPTI already in use by another tool, unwritable output).\n");
 			if (!status)
 				status = EXIT_FAIL;
 		}

@@ -10,26 +10,32 @@
 static void stats_usage(FILE *f)
 {
 	fprintf(f, "usage: cuptrace stats [--markdown] TRACE\n\n"
-		   "TRACE is a .pftrace (any compression) or a raw capture (.cupti).\n"
-		   "  -m, --markdown   GitHub markdown tables (for bug reports)\n"
-		   "  -h, --help       this help\n");
+	           "TRACE is a .pftrace (any compression) or a raw capture (.cupti).\n"
+	           "  -m, --markdown   GitHub markdown tables (for bug reports)\n"
+	           "  -h, --help       this help\n");
 }
 
 int cmd_stats(int argc, char **argv)
 {
 	static const struct option opts[] = {
-		{"markdown", no_argument, NULL, 'm'},
-		{"help", no_argument, NULL, 'h'},
-		{0},
+	    {"markdown", no_argument, NULL, 'm'},
+	    {"help", no_argument, NULL, 'h'},
+	    {0},
 	};
 	int markdown = 0;
 	optind = 1;
 	int c;
 	while ((c = getopt_long(argc, argv, "mh", opts, NULL)) != -1) {
 		switch (c) {
-		case 'm': markdown = 1; break;
-		case 'h': stats_usage(stdout); return 0;
-		default: stats_usage(stderr); return EXIT_USAGE;
+		case 'm':
+			markdown = 1;
+			break;
+		case 'h':
+			stats_usage(stdout);
+			return 0;
+		default:
+			stats_usage(stderr);
+			return EXIT_USAGE;
 		}
 	}
 	if (optind != argc - 1) {

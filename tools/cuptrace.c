@@ -14,21 +14,21 @@ static const struct {
 	int (*fn)(int, char **);
 	const char *help;
 } cmds[] = {
-	{"record", cmd_record, "run a command and trace what it does with CUDA"},
-	{"convert", cmd_convert, "convert a capture (.cupti) or a trace to Perfetto or Chrome JSON"},
-	{"stats", cmd_stats, "summarize a trace or capture (counts, top kernels, GPU busy time)"},
+    {"record", cmd_record, "run a command and trace what it does with CUDA"},
+    {"convert", cmd_convert, "convert a capture (.cupti) or a trace to Perfetto or Chrome JSON"},
+    {"stats", cmd_stats, "summarize a trace or capture (counts, top kernels, GPU busy time)"},
 };
 
 static void usage(FILE *f)
 {
 	fprintf(f, "usage: cuptrace <command> [options] ...\n\n"
-		   "Records what a CUDA program does (API calls, kernels, copies, memsets,\n"
-		   "synchronization, NVTX) through CUPTI into a trace for ui.perfetto.dev.\n\n"
-		   "commands:\n");
+	           "Records what a CUDA program does (API calls, kernels, copies, memsets,\n"
+	           "synchronization, NVTX) through CUPTI into a trace for ui.perfetto.dev.\n\n"
+	           "commands:\n");
 	for (size_t i = 0; i < sizeof(cmds) / sizeof(cmds[0]); i++)
 		fprintf(f, "  %-8s  %s\n", cmds[i].name, cmds[i].help);
 	fprintf(f, "\n'cuptrace <command> --help' shows a command's options.\n"
-		   "example: cuptrace record -o run.pftrace -- python train.py\n");
+	           "example: cuptrace record -o run.pftrace -- python train.py\n");
 }
 
 int main(int argc, char **argv)

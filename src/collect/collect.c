@@ -41,15 +41,23 @@
 /* Activity kinds recorded. CONCURRENT_KERNEL (not KERNEL, which serializes the GPU). DEVICE
  * and CONTEXT name the GPU tracks; the rest are the timeline. */
 static const CUpti_ActivityKind kinds[] = {
-	CUPTI_ACTIVITY_KIND_DEVICE,       CUPTI_ACTIVITY_KIND_CONTEXT,
-	CUPTI_ACTIVITY_KIND_RUNTIME,      CUPTI_ACTIVITY_KIND_DRIVER,
-	CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL, CUPTI_ACTIVITY_KIND_MEMCPY,
-	CUPTI_ACTIVITY_KIND_MEMCPY2,      CUPTI_ACTIVITY_KIND_MEMSET,
-	CUPTI_ACTIVITY_KIND_SYNCHRONIZATION, CUPTI_ACTIVITY_KIND_STREAM,
-	CUPTI_ACTIVITY_KIND_NAME,         CUPTI_ACTIVITY_KIND_MARKER,
-	CUPTI_ACTIVITY_KIND_MARKER_DATA,  CUPTI_ACTIVITY_KIND_MEMORY2,
-	CUPTI_ACTIVITY_KIND_MEMORY_POOL,  CUPTI_ACTIVITY_KIND_OVERHEAD,
-	CUPTI_ACTIVITY_KIND_CUDA_EVENT,
+    CUPTI_ACTIVITY_KIND_DEVICE,
+    CUPTI_ACTIVITY_KIND_CONTEXT,
+    CUPTI_ACTIVITY_KIND_RUNTIME,
+    CUPTI_ACTIVITY_KIND_DRIVER,
+    CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL,
+    CUPTI_ACTIVITY_KIND_MEMCPY,
+    CUPTI_ACTIVITY_KIND_MEMCPY2,
+    CUPTI_ACTIVITY_KIND_MEMSET,
+    CUPTI_ACTIVITY_KIND_SYNCHRONIZATION,
+    CUPTI_ACTIVITY_KIND_STREAM,
+    CUPTI_ACTIVITY_KIND_NAME,
+    CUPTI_ACTIVITY_KIND_MARKER,
+    CUPTI_ACTIVITY_KIND_MARKER_DATA,
+    CUPTI_ACTIVITY_KIND_MEMORY2,
+    CUPTI_ACTIVITY_KIND_MEMORY_POOL,
+    CUPTI_ACTIVITY_KIND_OVERHEAD,
+    CUPTI_ACTIVITY_KIND_CUDA_EVENT,
 };
 
 enum { ST_IDLE, ST_RUNNING, ST_STOPPING, ST_DONE };
@@ -108,7 +116,7 @@ static struct {
 } startend = {.lock = PTHREAD_MUTEX_INITIALIZER};
 
 static void CUPTIAPI nvtx_callback(void *ud, CUpti_CallbackDomain d, CUpti_CallbackId id,
-				   const void *data)
+                                   const void *data)
 {
 	if (d != CUPTI_CB_DOMAIN_NVTX || !data)
 		return;
@@ -175,7 +183,8 @@ static size_t env_size(const char *name, size_t def, size_t min, size_t max)
 	char *end;
 	unsigned long long x = strtoull(v, &end, 10);
 	if (*end || x < min || x > max) {
-		cuptrace_warn("ignoring %s=%s (expected a number from %zu to %zu)", name, v, min, max);
+		cuptrace_warn("ignoring %s=%s (expected a number from %zu to %zu)", name, v, min,
+		              max);
 		return def;
 	}
 	return (size_t)x;
@@ -238,7 +247,7 @@ static void CUPTIAPI buffer_requested(uint8_t **buffer, size_t *size, size_t *ma
 }
 
 static void CUPTIAPI buffer_completed(CUcontext ctx, uint32_t stream, uint8_t *buffer, size_t size,
-				      size_t valid)
+                                      size_t valid)
 {
 	size_t dropped = 0;
 	if (cuptiActivityGetNumDroppedRecords(NULL, 0, &dropped) == CUPTI_SUCCESS && dropped)
@@ -354,7 +363,7 @@ static void handle_buffer(uint8_t *buf, size_t valid)
 	if (err && !S.write_err) {
 		S.write_err = err;
 		cuptrace_err("writing %s failed: %s; the rest of the trace is lost", S.path,
-			     strerror(-err));
+		             strerror(-err));
 	}
 }
 
@@ -421,7 +430,8 @@ static void *flusher_main(void *arg)
 			if (read(S.sigpipe[0], &sig, 1) == 1 && sig) {
 				S.dying_signal = sig;
 				finish_session();
-				/* The handler already restored SIG_DFL: die as the program would. */
+				/* The handler already restored SIG_DFL: die as the program would.
+				 */
 				kill(getpid(), sig);
 				return NULL;
 			}
@@ -546,7 +556,7 @@ static size_t collect_meta(struct kv *m, size_t max)
 	/* libcuda may have been opened RTLD_LOCAL (by cudart): look it up by handle. */
 	void *cu = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
 	int (*drv)(int *) = (int (*)(int *))(cu ? dlsym(cu, "cuDriverGetVersion")
-					       : dlsym(RTLD_DEFAULT, "cuDriverGetVersion"));
+	                                        : dlsym(RTLD_DEFAULT, "cuDriverGetVersion"));
 	int dv = 0;
 	if (drv && drv(&dv) == 0)
 		ADD("cuda_driver_api_version", "%d.%d", dv / 1000, (dv % 1000) / 10);
@@ -576,7 +586,8 @@ static size_t collect_meta(struct kv *m, size_t max)
 static int open_output(void)
 {
 	const char *fmt = getenv("CUPTRACE_FORMAT");
-	S.capture = (fmt && !strcmp(fmt, "capture")) || (!fmt && cuptrace_ends_with(S.path, ".cupti"));
+	S.capture =
+	    (fmt && !strcmp(fmt, "capture")) || (!fmt && cuptrace_ends_with(S.path, ".cupti"));
 	struct kv meta[24];
 	size_t nmeta = collect_meta(meta, 24);
 	if (S.capture) {
@@ -597,15 +608,16 @@ static int open_output(void)
 	gethostname(host, sizeof(host) - 1);
 	read_comm("/proc/self/comm", comm, sizeof(comm));
 	struct cuptrace_trace_info info = {
-		.pid = S.pid,
-		.process_name = comm,
-		.hostname = host,
-		.start_realtime_ns = S.start_real,
-		.start_boottime_ns = S.start_boot,
-		.trace_uuid_hi = cuptrace_hash64((uint64_t)S.start_real ^ ((uint64_t)S.pid << 32)),
-		.trace_uuid_lo = cuptrace_hash64((uint64_t)S.start_boot + cuptrace_hash_bytes(host, strlen(host))),
-		.meta = m,
-		.nmeta = nmeta,
+	    .pid = S.pid,
+	    .process_name = comm,
+	    .hostname = host,
+	    .start_realtime_ns = S.start_real,
+	    .start_boottime_ns = S.start_boot,
+	    .trace_uuid_hi = cuptrace_hash64((uint64_t)S.start_real ^ ((uint64_t)S.pid << 32)),
+	    .trace_uuid_lo =
+	        cuptrace_hash64((uint64_t)S.start_boot + cuptrace_hash_bytes(host, strlen(host))),
+	    .meta = m,
+	    .nmeta = nmeta,
 	};
 	struct cuptrace_convert_opts co = {.sz = sizeof(co), .driver_all = S.driver_all};
 	S.conv = cuptrace_converter_new(S.sink, &info, &co);
@@ -635,9 +647,10 @@ static int setup_cupti(int injected)
 	sp.oldSubscriberSize = sizeof(old_name);
 	r = cuptiSubscribe_v2(&S.subscriber, nvtx_callback, NULL, &sp);
 	if (r == CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED) {
-		cuptrace_err("CUPTI is already in use by another tool in this process (%s); only one "
-			     "CUPTI client can run per process on this driver. No trace is written.",
-			     old_name[0] ? old_name : "unknown tool");
+		cuptrace_err(
+		    "CUPTI is already in use by another tool in this process (%s); only one "
+		    "CUPTI client can run per process on this driver. No trace is written.",
+		    old_name[0] ? old_name : "unknown tool");
 		return -EBUSY;
 	}
 	if (r != CUPTI_SUCCESS) {
@@ -645,8 +658,8 @@ static int setup_cupti(int injected)
 		return -EIO;
 	}
 	static const CUpti_CallbackId nvtx_start[] = {
-		CUPTI_CBID_NVTX_nvtxRangeStartA, CUPTI_CBID_NVTX_nvtxRangeStartW,
-		CUPTI_CBID_NVTX_nvtxRangeStartEx, CUPTI_CBID_NVTX_nvtxDomainRangeStartEx};
+	    CUPTI_CBID_NVTX_nvtxRangeStartA, CUPTI_CBID_NVTX_nvtxRangeStartW,
+	    CUPTI_CBID_NVTX_nvtxRangeStartEx, CUPTI_CBID_NVTX_nvtxDomainRangeStartEx};
 	for (size_t i = 0; i < sizeof(nvtx_start) / sizeof(nvtx_start[0]); i++)
 		cuptiEnableCallback(1, S.subscriber, CUPTI_CB_DOMAIN_NVTX, nvtx_start[i]);
 	cuptiSetThreadIdType(CUPTI_ACTIVITY_THREAD_ID_TYPE_SYSTEM);
@@ -655,7 +668,8 @@ static int setup_cupti(int injected)
 	uint8_t one = 1;
 	size_t sz = sizeof(one);
 	cuptiActivitySetAttribute(CUPTI_ACTIVITY_ATTR_ZEROED_OUT_ACTIVITY_BUFFER, &sz, &one);
-	if ((r = cuptiActivityRegisterCallbacks(buffer_requested, buffer_completed)) != CUPTI_SUCCESS) {
+	if ((r = cuptiActivityRegisterCallbacks(buffer_requested, buffer_completed)) !=
+	    CUPTI_SUCCESS) {
 		cuptrace_err("cannot register CUPTI buffer callbacks: %s", cupti_err(r));
 		return -EIO;
 	}
@@ -666,11 +680,12 @@ static int setup_cupti(int injected)
 		/* Started after CUDA initialized (C API): devices and contexts already exist and
 		 * CUPTI reports them only at creation, so ask for a dump of the existing ones. */
 		int dump = !injected && (kinds[i] == CUPTI_ACTIVITY_KIND_DEVICE ||
-					 kinds[i] == CUPTI_ACTIVITY_KIND_CONTEXT ||
-					 kinds[i] == CUPTI_ACTIVITY_KIND_STREAM);
+		                         kinds[i] == CUPTI_ACTIVITY_KIND_CONTEXT ||
+		                         kinds[i] == CUPTI_ACTIVITY_KIND_STREAM);
 		r = dump ? cuptiActivityEnableAndDump(kinds[i]) : cuptiActivityEnable(kinds[i]);
 		if (r != CUPTI_SUCCESS)
-			cuptrace_warn("activity kind %d not recorded: %s", (int)kinds[i], cupti_err(r));
+			cuptrace_warn("activity kind %d not recorded: %s", (int)kinds[i],
+			              cupti_err(r));
 	}
 	if (!S.driver_all) {
 		/* The runtime's own driver calls (device queries at init, kernel lookups before a
@@ -746,7 +761,8 @@ int cuptrace_collect_start(const char *path, int injected)
 		S.atexit_done = 1;
 		atexit(atexit_handler);
 	}
-	cuptrace_info("tracing pid %d into %s%s", (int)S.pid, S.path, injected ? " (injected)" : "");
+	cuptrace_info("tracing pid %d into %s%s", (int)S.pid, S.path,
+	              injected ? " (injected)" : "");
 	goto out;
 out_cupti:
 	/* Leave CUPTI as harmless as we can: nothing enabled, nothing subscribed. */
@@ -786,36 +802,36 @@ static void print_summary(double finish_ms)
 	int n;
 	if (c)
 		n = snprintf(line, sizeof(line),
-			     "%llu records: %llu runtime, %llu driver, %llu kernels, %llu memcpy, "
-			     "%llu memset, %llu sync, %llu nvtx; %llu API->GPU flows",
-			     (unsigned long long)S.records, (unsigned long long)c->runtime,
-			     (unsigned long long)c->driver, (unsigned long long)c->kernels,
-			     (unsigned long long)c->memcpys, (unsigned long long)c->memsets,
-			     (unsigned long long)c->syncs, (unsigned long long)c->markers,
-			     (unsigned long long)c->flows);
+		             "%llu records: %llu runtime, %llu driver, %llu kernels, %llu memcpy, "
+		             "%llu memset, %llu sync, %llu nvtx; %llu API->GPU flows",
+		             (unsigned long long)S.records, (unsigned long long)c->runtime,
+		             (unsigned long long)c->driver, (unsigned long long)c->kernels,
+		             (unsigned long long)c->memcpys, (unsigned long long)c->memsets,
+		             (unsigned long long)c->syncs, (unsigned long long)c->markers,
+		             (unsigned long long)c->flows);
 	else
 		n = snprintf(line, sizeof(line),
-			     "%llu records captured: %llu runtime, %llu driver, %llu kernels, %llu "
-			     "memcpy, %llu memset, %llu sync",
-			     (unsigned long long)S.records,
-			     (unsigned long long)k[CUPTI_ACTIVITY_KIND_RUNTIME],
-			     (unsigned long long)k[CUPTI_ACTIVITY_KIND_DRIVER],
-			     (unsigned long long)k[CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL],
-			     (unsigned long long)(k[CUPTI_ACTIVITY_KIND_MEMCPY] +
-						  k[CUPTI_ACTIVITY_KIND_MEMCPY2]),
-			     (unsigned long long)k[CUPTI_ACTIVITY_KIND_MEMSET],
-			     (unsigned long long)k[CUPTI_ACTIVITY_KIND_SYNCHRONIZATION]);
+		             "%llu records captured: %llu runtime, %llu driver, %llu kernels, %llu "
+		             "memcpy, %llu memset, %llu sync",
+		             (unsigned long long)S.records,
+		             (unsigned long long)k[CUPTI_ACTIVITY_KIND_RUNTIME],
+		             (unsigned long long)k[CUPTI_ACTIVITY_KIND_DRIVER],
+		             (unsigned long long)k[CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL],
+		             (unsigned long long)(k[CUPTI_ACTIVITY_KIND_MEMCPY] +
+		                                  k[CUPTI_ACTIVITY_KIND_MEMCPY2]),
+		             (unsigned long long)k[CUPTI_ACTIVITY_KIND_MEMSET],
+		             (unsigned long long)k[CUPTI_ACTIVITY_KIND_SYNCHRONIZATION]);
 	(void)n;
 	/* The summary is asked for (CUPTRACE_SUMMARY=0 silences it), so it bypasses the log
 	 * level; stderr only, never stdout. */
 	fprintf(stderr, "cuptrace: %s\n", line);
 	fprintf(stderr,
-		"cuptrace: dropped records: %llu by CUPTI, %llu by cuptrace (%llu buffers); "
-		"%llu bytes written in %.1f ms at exit\n",
-		(unsigned long long)atomic_load(&S.cupti_dropped),
-		(unsigned long long)atomic_load(&S.records_dropped),
-		(unsigned long long)atomic_load(&S.buffers_dropped),
-		(unsigned long long)S.bytes_written, finish_ms);
+	        "cuptrace: dropped records: %llu by CUPTI, %llu by cuptrace (%llu buffers); "
+	        "%llu bytes written in %.1f ms at exit\n",
+	        (unsigned long long)atomic_load(&S.cupti_dropped),
+	        (unsigned long long)atomic_load(&S.records_dropped),
+	        (unsigned long long)atomic_load(&S.buffers_dropped),
+	        (unsigned long long)S.bytes_written, finish_ms);
 	fprintf(stderr, "cuptrace: trace written to %s\n", S.path);
 }
 
@@ -833,7 +849,8 @@ static uint64_t file_size(const char *path)
 static void finish_session(void)
 {
 	if (getpid() != S.pid)
-		return; /* a forked child: the session, its threads and CUPTI belong to the parent */
+		return; /* a forked child: the session, its threads and CUPTI belong to the parent
+		         */
 	int expected = ST_RUNNING;
 	if (!atomic_compare_exchange_strong(&S.state, &expected, ST_STOPPING))
 		return;
@@ -879,8 +896,8 @@ static void finish_session(void)
 		cuptrace_err("the trace %s may be incomplete: %s", S.path, strerror(-err));
 	if (!atomic_load(&S.buffers) && S.records == 0)
 		cuptrace_warn("CUPTI delivered no records to cuptrace. If the program used CUDA, "
-			      "another CUPTI client in this process (torch.profiler, nsys) may "
-			      "have taken them: only one CUPTI client works per process.");
+		              "another CUPTI client in this process (torch.profiler, nsys) may "
+		              "have taken them: only one CUPTI client works per process.");
 	if (S.summary)
 		print_summary(ms);
 	if (S.conv) {

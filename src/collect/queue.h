@@ -9,7 +9,7 @@
 #include <stdint.h>
 
 struct cuptrace_qitem {
-	uint8_t *buf;     /* owned by whoever holds the item; free() it */
+	uint8_t *buf; /* owned by whoever holds the item; free() it */
 	size_t valid;
 };
 

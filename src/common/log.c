@@ -42,5 +42,5 @@ void cuptrace_log(enum cuptrace_log_level level, const char *fmt, ...)
 	va_start(ap, fmt);
 	vsnprintf(msg, sizeof(msg), fmt, ap);
 	va_end(ap);
-	atomic_load(&log_fn)(level, msg);
+	atomic_load (&log_fn)(level, msg);
 }

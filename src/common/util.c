@@ -53,10 +53,10 @@ static int grow(struct cuptrace_u64map *m)
 {
 	size_t ncap = m->cap ? m->cap * 2 : 64;
 	struct cuptrace_u64map n = {
-		.keys = malloc(ncap * sizeof(uint64_t)),
-		.vals = malloc(ncap * sizeof(uint64_t)),
-		.used = calloc(ncap, 1),
-		.cap = ncap,
+	    .keys = malloc(ncap * sizeof(uint64_t)),
+	    .vals = malloc(ncap * sizeof(uint64_t)),
+	    .used = calloc(ncap, 1),
+	    .cap = ncap,
 	};
 	if (!n.keys || !n.vals || !n.used) {
 		cuptrace_u64map_free(&n);

@@ -32,7 +32,8 @@ struct cuptrace_strtab {
 };
 void cuptrace_strtab_init(struct cuptrace_strtab *t);
 void cuptrace_strtab_free(struct cuptrace_strtab *t);
-/* Returns the id (>= 1) of s (len bytes, need not be NUL-terminated), or 0 on allocation failure. */
+/* Returns the id (>= 1) of s (len bytes, need not be NUL-terminated), or 0 on allocation failure.
+ */
 uint32_t cuptrace_strtab_intern(struct cuptrace_strtab *t, const char *s, size_t len);
 /* The stable NUL-terminated copy for an id. */
 const char *cuptrace_strtab_str(const struct cuptrace_strtab *t, uint32_t id);

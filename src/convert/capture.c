@@ -13,9 +13,9 @@
 #include "common/util.h"
 #include "convert/convert.h"
 
-#define CAP_MAGIC "CUPTCAP"
+#define CAP_MAGIC   "CUPTCAP"
 #define CAP_VERSION 1u
-#define WBUF_SIZE (1u << 20)
+#define WBUF_SIZE   (1u << 20)
 
 struct cuptrace_capture_writer {
 	int fd;
@@ -136,7 +136,7 @@ static int put_string(struct cuptrace_capture_writer *w, const char *s)
 }
 
 int cuptrace_capture_records(struct cuptrace_capture_writer *w, const CUpti_Activity *const *recs,
-			     const uint32_t *sizes, size_t n)
+                             const uint32_t *sizes, size_t n)
 {
 	uint64_t total = 8;
 	for (size_t i = 0; i < n; i++) {
@@ -245,14 +245,14 @@ struct cuptrace_capture_reader *cuptrace_capture_reader_open(const char *path)
 	memcpy(&r->cupti_version, r->data + 12, 4);
 	if (ver != CAP_VERSION) {
 		cuptrace_err("%s: capture format version %u, this cuptrace reads version %u", path,
-			     ver, CAP_VERSION);
+		             ver, CAP_VERSION);
 		errno = EINVAL;
 		goto fail;
 	}
 	/* Record structs are read with this build's CUPTI headers: same major.minor only. */
 	if (r->cupti_version / 100 != CUPTI_API_VERSION / 100) {
 		cuptrace_err("%s: captured with CUPTI API %u, this cuptrace was built for %u", path,
-			     r->cupti_version, CUPTI_API_VERSION);
+		             r->cupti_version, CUPTI_API_VERSION);
 		errno = EINVAL;
 		goto fail;
 	}
@@ -274,7 +274,7 @@ static int corrupt(struct cuptrace_capture_reader *r, size_t off, const char *wh
 }
 
 static int replay_records(struct cuptrace_capture_reader *r, const uint8_t *p, uint64_t len,
-			  size_t off, const struct cuptrace_capture_ops *ops)
+                          size_t off, const struct cuptrace_capture_ops *ops)
 {
 	if (len < 8)
 		return corrupt(r, off, "short RECORDS item");
@@ -315,8 +315,8 @@ static int replay_records(struct cuptrace_capture_reader *r, const uint8_t *p, u
 	return ret;
 }
 
-int cuptrace_capture_replay(struct cuptrace_capture_reader *r, const struct cuptrace_capture_ops *ops,
-			    int *truncated)
+int cuptrace_capture_replay(struct cuptrace_capture_reader *r,
+                            const struct cuptrace_capture_ops *ops, int *truncated)
 {
 	size_t off = 16;
 	*truncated = 0;
@@ -390,7 +390,8 @@ int cuptrace_capture_replay(struct cuptrace_capture_reader *r, const struct cupt
 			if (len % 8)
 				return corrupt(r, off, "bad NVTX_STARTEND");
 			if (ops->nvtx_startend)
-				ret = ops->nvtx_startend(ops->ctx, (const uint64_t *)p, (size_t)(len / 8));
+				ret = ops->nvtx_startend(ops->ctx, (const uint64_t *)p,
+				                         (size_t)(len / 8));
 			break;
 		default:
 			return corrupt(r, off, "unknown item type");

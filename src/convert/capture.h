@@ -41,9 +41,10 @@ int cuptrace_capture_thread(struct cuptrace_capture_writer *w, int64_t tid, cons
 /* Writes one CUPTI buffer's records, preceded by the text of any string pointer not written
  * before (or whose text changed). sizes[i] is the byte size of recs[i]. */
 int cuptrace_capture_records(struct cuptrace_capture_writer *w, const CUpti_Activity *const *recs,
-			     const uint32_t *sizes, size_t n);
+                             const uint32_t *sizes, size_t n);
 int cuptrace_capture_dropped(struct cuptrace_capture_writer *w, uint64_t cupti, uint64_t cuptrace);
-int cuptrace_capture_nvtx_startend(struct cuptrace_capture_writer *w, const uint64_t *ids, size_t n);
+int cuptrace_capture_nvtx_startend(struct cuptrace_capture_writer *w, const uint64_t *ids,
+                                   size_t n);
 /* Makes what was written so far durable against SIGKILL of the process (write(2) of buffers). */
 int cuptrace_capture_flush(struct cuptrace_capture_writer *w);
 /* Writes END, closes, frees. NULL is fine. Returns the first error. */
@@ -66,8 +67,8 @@ struct cuptrace_capture_reader;
 struct cuptrace_capture_reader *cuptrace_capture_reader_open(const char *path);
 /* Replays every item. A file cut short ends at its last complete item (*truncated set). Returns
  * 0, the first non-zero callback result, or -EINVAL for a corrupt file (message logged). */
-int cuptrace_capture_replay(struct cuptrace_capture_reader *r, const struct cuptrace_capture_ops *ops,
-			    int *truncated);
+int cuptrace_capture_replay(struct cuptrace_capture_reader *r,
+                            const struct cuptrace_capture_ops *ops, int *truncated);
 /* A cuptrace_resolve_fn for the converter: ctx is the reader. Unknown pointers give NULL. */
 const char *cuptrace_capture_resolve(void *reader, const char *ptr);
 uint32_t cuptrace_capture_cupti_version(const struct cuptrace_capture_reader *r);

@@ -28,16 +28,43 @@ extern const unsigned cuptrace_driver_cbid_names_len;
 
 /* Driver calls the runtime makes on its own; see cuptrace_driver_noise_cbids(). */
 static const char *const driver_noise[] = {
-	"cuModuleGetLoadingMode", "cuDeviceGetAttribute", "cuDeviceTotalMem_v2",
-	"cuDeviceGetUuid", "cuDeviceGetUuid_v2", "cuLibraryGetKernel", "cuKernelGetName",
-	"cuKernelGetAttribute", "cuKernelGetFunction", "cuKernelGetLibrary", "cuLibraryLoadData",
-	"cuLibraryGetModule", "cuLibraryUnload", "cuCtxGetCurrent", "cuDevicePrimaryCtxGetState",
-	"cuGetProcAddress", "cuGetProcAddress_v2", "cuGetExportTable", "cuDriverGetVersion",
-	"cuDevicePrimaryCtxRetain", "cuDevicePrimaryCtxRelease_v2", "cuCtxGetDevice",
-	"cuDeviceGetProperties", "cuDeviceComputeCapability", "cuDeviceGetLuid",
-	"cuCtxGetStreamPriorityRange", "cuDeviceGetDefaultMemPool", "cuDeviceGetMemPool",
-	"cuFuncGetAttribute", "cuFuncGetName", "cuPointerGetAttribute", "cuPointerGetAttributes",
-	"cuCtxGetFlags", "cuCtxGetId", "cuStreamGetCtx", "cuStreamGetId", "cuModuleGetFunction_internal",
+    "cuModuleGetLoadingMode",
+    "cuDeviceGetAttribute",
+    "cuDeviceTotalMem_v2",
+    "cuDeviceGetUuid",
+    "cuDeviceGetUuid_v2",
+    "cuLibraryGetKernel",
+    "cuKernelGetName",
+    "cuKernelGetAttribute",
+    "cuKernelGetFunction",
+    "cuKernelGetLibrary",
+    "cuLibraryLoadData",
+    "cuLibraryGetModule",
+    "cuLibraryUnload",
+    "cuCtxGetCurrent",
+    "cuDevicePrimaryCtxGetState",
+    "cuGetProcAddress",
+    "cuGetProcAddress_v2",
+    "cuGetExportTable",
+    "cuDriverGetVersion",
+    "cuDevicePrimaryCtxRetain",
+    "cuDevicePrimaryCtxRelease_v2",
+    "cuCtxGetDevice",
+    "cuDeviceGetProperties",
+    "cuDeviceComputeCapability",
+    "cuDeviceGetLuid",
+    "cuCtxGetStreamPriorityRange",
+    "cuDeviceGetDefaultMemPool",
+    "cuDeviceGetMemPool",
+    "cuFuncGetAttribute",
+    "cuFuncGetName",
+    "cuPointerGetAttribute",
+    "cuPointerGetAttributes",
+    "cuCtxGetFlags",
+    "cuCtxGetId",
+    "cuStreamGetCtx",
+    "cuStreamGetId",
+    "cuModuleGetFunction_internal",
 };
 
 static int cbid_index(const char *const *names, unsigned len, const char *name)
@@ -53,7 +80,7 @@ size_t cuptrace_driver_noise_cbids(uint32_t *out, size_t max)
 	size_t n = 0;
 	for (size_t i = 0; i < sizeof(driver_noise) / sizeof(driver_noise[0]) && n < max; i++) {
 		int id = cbid_index(cuptrace_driver_cbid_names, cuptrace_driver_cbid_names_len,
-				    driver_noise[i]);
+		                    driver_noise[i]);
 		if (id >= 0)
 			out[n++] = (uint32_t)id;
 	}
@@ -221,7 +248,7 @@ int conv_emit_slice(struct cuptrace_converter *c, const struct cuptrace_slice *s
 }
 
 void conv_meta_set(struct cuptrace_converter *c, const char *key, const char *s, int64_t i,
-		   int is_int)
+                   int is_int)
 {
 	for (size_t k = 0; k < c->nmeta; k++) {
 		if (!strcmp(c->meta[k].key, key)) {
@@ -242,10 +269,10 @@ void conv_meta_set(struct cuptrace_converter *c, const char *key, const char *s,
 		c->meta_cap = cap;
 	}
 	c->meta[c->nmeta++] = (struct cuptrace_meta){
-		.key = conv_str(c, conv_intern(c, key)),
-		.is_int = is_int,
-		.i = i,
-		.s = is_int ? NULL : conv_str(c, conv_intern(c, s)),
+	    .key = conv_str(c, conv_intern(c, key)),
+	    .is_int = is_int,
+	    .i = i,
+	    .s = is_int ? NULL : conv_str(c, conv_intern(c, s)),
 	};
 }
 
@@ -264,13 +291,13 @@ uint64_t conv_thread_track(struct cuptrace_converter *c, int64_t tid)
 	char buf[48];
 	snprintf(buf, sizeof(buf), "thread %" PRId64, tid);
 	struct cuptrace_track t = {
-		.uuid = *slot,
-		.kind = CUPTRACE_TRACK_THREAD,
-		.parent_uuid = c->process_uuid,
-		.pid = c->pid,
-		.tid = tid,
-		.name = nm ? conv_str(c, (uint32_t)*nm) : buf,
-		.sort_rank = tid == c->pid ? 0 : 1,
+	    .uuid = *slot,
+	    .kind = CUPTRACE_TRACK_THREAD,
+	    .parent_uuid = c->process_uuid,
+	    .pid = c->pid,
+	    .tid = tid,
+	    .name = nm ? conv_str(c, (uint32_t)*nm) : buf,
+	    .sort_rank = tid == c->pid ? 0 : 1,
 	};
 	declare(c, &t);
 	return t.uuid;
@@ -289,12 +316,12 @@ int conv_declare_gpu(struct cuptrace_converter *c, uint32_t dev)
 	else
 		snprintf(name, sizeof(name), "GPU %u", dev);
 	struct cuptrace_track t = {
-		.uuid = g->uuid,
-		.kind = CUPTRACE_TRACK_GROUP,
-		.parent_uuid = c->process_uuid,
-		.pid = c->pid,
-		.name = name,
-		.sort_rank = 100 + (int32_t)dev, /* after the host threads */
+	    .uuid = g->uuid,
+	    .kind = CUPTRACE_TRACK_GROUP,
+	    .parent_uuid = c->process_uuid,
+	    .pid = c->pid,
+	    .name = name,
+	    .sort_rank = 100 + (int32_t)dev, /* after the host threads */
 	};
 	return declare(c, &t);
 }
@@ -302,8 +329,8 @@ int conv_declare_gpu(struct cuptrace_converter *c, uint32_t dev)
 /* First lane whose last slice ended at or before ts; a new lane if none. When every lane is
  * taken, the least-busy one is used and the slice is clamped to start after it (counted). */
 uint64_t conv_lane_assign(struct cuptrace_converter *c, struct lane *lanes, size_t *nlanes,
-			  int64_t *ts, int64_t *dur, const char *name, uint64_t parent,
-			  int32_t rank)
+                          int64_t *ts, int64_t *dur, const char *name, uint64_t parent,
+                          int32_t rank)
 {
 	for (size_t i = 0; i < *nlanes; i++) {
 		if (lanes[i].last_end <= *ts) {
@@ -316,13 +343,13 @@ uint64_t conv_lane_assign(struct cuptrace_converter *c, struct lane *lanes, size
 		l->uuid = conv_uuid(c, U_LANE, c->next_lane_idx++);
 		l->last_end = *ts + *dur;
 		struct cuptrace_track t = {
-			.uuid = l->uuid,
-			.kind = CUPTRACE_TRACK_SLICES,
-			.parent_uuid = parent,
-			.pid = c->pid,
-			.name = name,
-			.sort_rank = rank,
-			.lane = (uint32_t)(*nlanes - 1),
+		    .uuid = l->uuid,
+		    .kind = CUPTRACE_TRACK_SLICES,
+		    .parent_uuid = parent,
+		    .pid = c->pid,
+		    .name = name,
+		    .sort_rank = rank,
+		    .lane = (uint32_t)(*nlanes - 1),
 		};
 		if (*nlanes > 1)
 			c->counts.lanes++;
@@ -399,18 +426,19 @@ static int push_u64(uint64_t **v, uint32_t *n, uint32_t *cap, uint64_t x)
 /* ---- API calls ---- */
 
 static const char *api_name(struct cuptrace_converter *c, const CUpti_ActivityAPI *a, char *buf,
-			    size_t n)
+                            size_t n)
 {
-	const char *const *names = a->kind == CUPTI_ACTIVITY_KIND_DRIVER ? cuptrace_driver_cbid_names
-									 : cuptrace_runtime_cbid_names;
+	const char *const *names = a->kind == CUPTI_ACTIVITY_KIND_DRIVER
+	                               ? cuptrace_driver_cbid_names
+	                               : cuptrace_runtime_cbid_names;
 	unsigned len = a->kind == CUPTI_ACTIVITY_KIND_DRIVER ? cuptrace_driver_cbid_names_len
-							     : cuptrace_runtime_cbid_names_len;
+	                                                     : cuptrace_runtime_cbid_names_len;
 	if (a->kind == CUPTI_ACTIVITY_KIND_INTERNAL_LAUNCH_API)
 		return "CUDA internal launch";
 	const char *s = a->cbid < len ? names[a->cbid] : NULL;
 	if (!s) {
-		snprintf(buf, n, "%s API %u", a->kind == CUPTI_ACTIVITY_KIND_DRIVER ? "driver" : "runtime",
-			 a->cbid);
+		snprintf(buf, n, "%s API %u",
+		         a->kind == CUPTI_ACTIVITY_KIND_DRIVER ? "driver" : "runtime", a->cbid);
 		return buf;
 	}
 	/* Strip CUPTI's version suffix: cudaMalloc_v3020 -> cudaMalloc. */
@@ -427,31 +455,31 @@ static const char *api_name(struct cuptrace_converter *c, const CUpti_ActivityAP
 }
 
 static int emit_api(struct cuptrace_converter *c, uint64_t track, int64_t ts, int64_t dur,
-		    uint32_t name_id, uint32_t cat_id, uint32_t corr, int32_t ret,
-		    const uint64_t *flows, size_t nflows)
+                    uint32_t name_id, uint32_t cat_id, uint32_t corr, int32_t ret,
+                    const uint64_t *flows, size_t nflows)
 {
 	size_t na = 0;
 	if (ret) {
 		c->args[na++] = (struct cuptrace_arg){
-			.key = "return_value", .type = CUPTRACE_ARG_INT, .v.i = ret};
+		    .key = "return_value", .type = CUPTRACE_ARG_INT, .v.i = ret};
 	}
 	struct cuptrace_slice s = {
-		.track_uuid = track,
-		.ts = ts,
-		.dur = dur,
-		.name = conv_str(c, name_id),
-		.category = conv_str(c, cat_id),
-		.correlation_id = corr,
-		.args = c->args,
-		.nargs = na,
-		.flows_out = flows,
-		.nflows_out = nflows,
+	    .track_uuid = track,
+	    .ts = ts,
+	    .dur = dur,
+	    .name = conv_str(c, name_id),
+	    .category = conv_str(c, cat_id),
+	    .correlation_id = corr,
+	    .args = c->args,
+	    .nargs = na,
+	    .flows_out = flows,
+	    .nflows_out = nflows,
 	};
 	return conv_emit_slice(c, &s);
 }
 
 static int emit_sync_child(struct cuptrace_converter *c, struct corr_state *st,
-			   const struct orphan_sync *o);
+                           const struct orphan_sync *o);
 
 static int emit_pending(struct cuptrace_converter *c, size_t idx, int forced)
 {
@@ -461,7 +489,7 @@ static int emit_pending(struct cuptrace_converter *c, size_t idx, int forced)
 	if (forced && (p->expect < 0 ? p->nflows == 0 : p->nflows < (uint32_t)p->expect))
 		c->counts.pending_forced++;
 	int r = emit_api(c, p->track, p->ts, p->dur, p->name_id, p->cat_id, p->corr, p->ret,
-			 p->flows, p->nflows);
+	                 p->flows, p->nflows);
 	struct corr_state *st = corr_get(c, p->corr, 0);
 	if (st) {
 		st->pending = -1;
@@ -474,9 +502,8 @@ static int emit_pending(struct cuptrace_converter *c, size_t idx, int forced)
 	return r;
 }
 
-static int hold_api(struct cuptrace_converter *c, struct corr_state *st, uint64_t track,
-		    int64_t ts, int64_t dur, uint32_t name_id, uint32_t cat_id, int expect,
-		    int32_t ret)
+static int hold_api(struct cuptrace_converter *c, struct corr_state *st, uint64_t track, int64_t ts,
+                    int64_t dur, uint32_t name_id, uint32_t cat_id, int expect, int32_t ret)
 {
 	if (!c->npending_free) {
 		/* Full: write the oldest-looking entry (lowest correlation id) as it is. */
@@ -489,16 +516,16 @@ static int hold_api(struct cuptrace_converter *c, struct corr_state *st, uint64_
 	size_t idx = c->pending_free[--c->npending_free];
 	struct pending_api *p = &c->pending[idx];
 	*p = (struct pending_api){
-		.used = 1,
-		.corr = st->corr,
-		.expect = expect,
-		.batch_added = c->batch,
-		.track = track,
-		.ts = ts,
-		.dur = dur,
-		.name_id = name_id,
-		.cat_id = cat_id,
-		.ret = ret,
+	    .used = 1,
+	    .corr = st->corr,
+	    .expect = expect,
+	    .batch_added = c->batch,
+	    .track = track,
+	    .ts = ts,
+	    .dur = dur,
+	    .name_id = name_id,
+	    .cat_id = cat_id,
+	    .ret = ret,
 	};
 	for (uint32_t i = 0; i < st->norphans; i++)
 		push_u64(&p->flows, &p->nflows, &p->flows_cap, st->orphans[i]);
@@ -531,9 +558,11 @@ static int handle_api(struct cuptrace_converter *c, const CUpti_ActivityAPI *a)
 		return 0;
 	/* Names are per (domain, cbid): looked up and interned once. */
 	uint32_t *cache = driver ? c->driver_name_ids : c->runtime_name_ids;
-	uint32_t cache_len = driver ? cuptrace_driver_cbid_names_len : cuptrace_runtime_cbid_names_len;
+	uint32_t cache_len =
+	    driver ? cuptrace_driver_cbid_names_len : cuptrace_runtime_cbid_names_len;
 	uint32_t name_id = a->kind != CUPTI_ACTIVITY_KIND_INTERNAL_LAUNCH_API && a->cbid < cache_len
-				   ? cache[a->cbid] : 0;
+	                       ? cache[a->cbid]
+	                       : 0;
 	if (!name_id) {
 		char buf[128];
 		name_id = conv_intern(c, api_name(c, a, buf, sizeof(buf)));
@@ -546,7 +575,8 @@ static int handle_api(struct cuptrace_converter *c, const CUpti_ActivityAPI *a)
 	if (ts + dur > c->latest_ts)
 		c->latest_ts = ts + dur;
 	if (!a->correlationId)
-		return emit_api(c, track, ts, dur, name_id, cat_id, 0, (int32_t)a->returnValue, NULL, 0);
+		return emit_api(c, track, ts, dur, name_id, cat_id, 0, (int32_t)a->returnValue,
+		                NULL, 0);
 	struct corr_state *st = corr_get(c, a->correlationId, 1);
 	if (!st)
 		return c->err;
@@ -555,12 +585,12 @@ static int handle_api(struct cuptrace_converter *c, const CUpti_ActivityAPI *a)
 	st->api_ts = ts;
 	st->api_end = ts + dur;
 	int r;
-	if (a->returnValue == 0 && expect != 0 &&
-	    (expect < 0 || st->norphans < (uint32_t)expect)) {
-		r = hold_api(c, st, track, ts, dur, name_id, cat_id, expect, (int32_t)a->returnValue);
+	if (a->returnValue == 0 && expect != 0 && (expect < 0 || st->norphans < (uint32_t)expect)) {
+		r = hold_api(c, st, track, ts, dur, name_id, cat_id, expect,
+		             (int32_t)a->returnValue);
 	} else {
 		r = emit_api(c, track, ts, dur, name_id, cat_id, a->correlationId,
-			     (int32_t)a->returnValue, st->orphans, st->norphans);
+		             (int32_t)a->returnValue, st->orphans, st->norphans);
 		st->norphans = 0;
 		st->api_emitted = 1;
 	}
@@ -580,7 +610,7 @@ struct gwork {
 };
 
 static struct stream *get_stream(struct cuptrace_converter *c, uint32_t dev, uint32_t ctx,
-				 uint32_t id, uint32_t *idx_out)
+                                 uint32_t id, uint32_t *idx_out)
 {
 	uint64_t key = ((uint64_t)ctx << 32) | id;
 	int created;
@@ -622,7 +652,8 @@ static void name_stream(struct cuptrace_converter *c, struct stream *s)
 		    c->streams[i].declared)
 			other_ctx = 1;
 	if (nm)
-		snprintf(s->name, sizeof(s->name), "%s (stream %u)", conv_str(c, (uint32_t)*nm), s->id);
+		snprintf(s->name, sizeof(s->name), "%s (stream %u)", conv_str(c, (uint32_t)*nm),
+		         s->id);
 	else if (other_ctx)
 		snprintf(s->name, sizeof(s->name), "Stream %u (context %u)", s->id, s->ctx);
 	else
@@ -633,14 +664,14 @@ static void name_stream(struct cuptrace_converter *c, struct stream *s)
 static const char *copy_kind_name(uint8_t k)
 {
 	static const char *const n[] = {"Unknown", "HtoD", "DtoH", "HtoA", "AtoH", "AtoA",
-					"AtoD",    "DtoA", "DtoD", "HtoH", "PtoP"};
+	                                "AtoD",    "DtoA", "DtoD", "HtoH", "PtoP"};
 	return k < sizeof(n) / sizeof(n[0]) ? n[k] : "Unknown";
 }
 
 static const char *mem_kind_name(uint8_t k)
 {
-	static const char *const n[] = {"Unknown", "Pageable", "Pinned", "Device", "Array",
-					"Managed", "Device Static", "Managed Static"};
+	static const char *const n[] = {"Unknown", "Pageable", "Pinned",        "Device",
+	                                "Array",   "Managed",  "Device Static", "Managed Static"};
 	return k < sizeof(n) / sizeof(n[0]) ? n[k] : "Unknown";
 }
 
@@ -695,7 +726,7 @@ static const char *demangle_cached(struct cuptrace_converter *c, const char *man
 
 /* "(x, y, z)" for grid and block; launch loops repeat one shape, so the last is kept. */
 static void launch_dims(struct cuptrace_converter *c, const CUpti_ActivityKernel10 *k, char *grid,
-			char *block)
+                        char *block)
 {
 	int32_t d[6] = {k->gridX, k->gridY, k->gridZ, k->blockX, k->blockY, k->blockZ};
 	if (memcmp(d, c->dims, sizeof(d)) || !c->dims_valid) {
@@ -727,7 +758,7 @@ static int emit_gwork(struct cuptrace_converter *c, struct gwork *w)
 	}
 	int64_t ts = w->ts, dur = w->dur;
 	uint64_t track = conv_lane_assign(c, s->lanes, &s->nlanes, &ts, &dur, s->name,
-					  c->gpus[s->dev % MAX_GPUS].uuid, (int32_t)s->id);
+	                                  c->gpus[s->dev % MAX_GPUS].uuid, (int32_t)s->id);
 	char name[256], grid[48], block[48], cl[48];
 	const char *nm = name, *cat = "kernel";
 	size_t na = 0;
@@ -740,28 +771,36 @@ static int emit_gwork(struct cuptrace_converter *c, struct gwork *w)
 		const char *kn = conv_resolve(c, k->name);
 		nm = kn ? demangle_cached(c, kn) : "kernel";
 		launch_dims(c, k, grid, block);
-		A[na++] = (struct cuptrace_arg){.key = "grid", .type = CUPTRACE_ARG_STRING, .v.s = grid};
-		A[na++] = (struct cuptrace_arg){.key = "block", .type = CUPTRACE_ARG_STRING, .v.s = block};
+		A[na++] =
+		    (struct cuptrace_arg){.key = "grid", .type = CUPTRACE_ARG_STRING, .v.s = grid};
 		A[na++] = (struct cuptrace_arg){
-			.key = "registers", .type = CUPTRACE_ARG_INT, .v.i = k->registersPerThread};
+		    .key = "block", .type = CUPTRACE_ARG_STRING, .v.s = block};
 		A[na++] = (struct cuptrace_arg){
-			.key = "shared_memory", .type = CUPTRACE_ARG_INT,
-			.v.i = (int64_t)k->staticSharedMemory + k->dynamicSharedMemory};
+		    .key = "registers", .type = CUPTRACE_ARG_INT, .v.i = k->registersPerThread};
+		A[na++] = (struct cuptrace_arg){.key = "shared_memory",
+		                                .type = CUPTRACE_ARG_INT,
+		                                .v.i = (int64_t)k->staticSharedMemory +
+		                                       k->dynamicSharedMemory};
 		if (k->dynamicSharedMemory)
 			A[na++] = (struct cuptrace_arg){.key = "dynamic_shared_memory",
-							.type = CUPTRACE_ARG_INT,
-							.v.i = k->dynamicSharedMemory};
+			                                .type = CUPTRACE_ARG_INT,
+			                                .v.i = k->dynamicSharedMemory};
 		if (k->localMemoryPerThread)
 			A[na++] = (struct cuptrace_arg){.key = "local_memory_per_thread",
-							.type = CUPTRACE_ARG_INT,
-							.v.i = k->localMemoryPerThread};
+			                                .type = CUPTRACE_ARG_INT,
+			                                .v.i = k->localMemoryPerThread};
 		if (k->clusterX * k->clusterY * k->clusterZ > 1) {
-			snprintf(cl, sizeof(cl), "(%u, %u, %u)", k->clusterX, k->clusterY, k->clusterZ);
-			A[na++] = (struct cuptrace_arg){.key = "cluster", .type = CUPTRACE_ARG_STRING, .v.s = cl};
+			snprintf(cl, sizeof(cl), "(%u, %u, %u)", k->clusterX, k->clusterY,
+			         k->clusterZ);
+			A[na++] = (struct cuptrace_arg){
+			    .key = "cluster", .type = CUPTRACE_ARG_STRING, .v.s = cl};
 		}
 		if (k->graphId) {
-			A[na++] = (struct cuptrace_arg){.key = "graph_id", .type = CUPTRACE_ARG_UINT, .v.u = k->graphId};
-			A[na++] = (struct cuptrace_arg){.key = "graph_node_id", .type = CUPTRACE_ARG_UINT, .v.u = k->graphNodeId};
+			A[na++] = (struct cuptrace_arg){
+			    .key = "graph_id", .type = CUPTRACE_ARG_UINT, .v.u = k->graphId};
+			A[na++] = (struct cuptrace_arg){.key = "graph_node_id",
+			                                .type = CUPTRACE_ARG_UINT,
+			                                .v.u = k->graphNodeId};
 		}
 		c->counts.kernels++;
 		break;
@@ -769,16 +808,26 @@ static int emit_gwork(struct cuptrace_converter *c, struct gwork *w)
 	case CUPTI_ACTIVITY_KIND_MEMCPY: {
 		const CUpti_ActivityMemcpy6 *m = (const CUpti_ActivityMemcpy6 *)w->r;
 		snprintf(name, sizeof(name), "Memcpy %s (%s -> %s)", copy_kind_name(m->copyKind),
-			 mem_kind_name(m->srcKind), mem_kind_name(m->dstKind));
+		         mem_kind_name(m->srcKind), mem_kind_name(m->dstKind));
 		cat = "memcpy";
-		A[na++] = (struct cuptrace_arg){.key = "bytes", .type = CUPTRACE_ARG_UINT, .v.u = m->bytes};
-		A[na++] = (struct cuptrace_arg){.key = "kind", .type = CUPTRACE_ARG_STRING, .v.s = copy_kind_name(m->copyKind)};
-		A[na++] = (struct cuptrace_arg){.key = "src", .type = CUPTRACE_ARG_STRING, .v.s = mem_kind_name(m->srcKind)};
-		A[na++] = (struct cuptrace_arg){.key = "dst", .type = CUPTRACE_ARG_STRING, .v.s = mem_kind_name(m->dstKind)};
-		A[na++] = (struct cuptrace_arg){.key = "async", .type = CUPTRACE_ARG_BOOL, .v.b = !!(m->flags & CUPTI_ACTIVITY_FLAG_MEMCPY_ASYNC)};
+		A[na++] = (struct cuptrace_arg){
+		    .key = "bytes", .type = CUPTRACE_ARG_UINT, .v.u = m->bytes};
+		A[na++] = (struct cuptrace_arg){
+		    .key = "kind", .type = CUPTRACE_ARG_STRING, .v.s = copy_kind_name(m->copyKind)};
+		A[na++] = (struct cuptrace_arg){
+		    .key = "src", .type = CUPTRACE_ARG_STRING, .v.s = mem_kind_name(m->srcKind)};
+		A[na++] = (struct cuptrace_arg){
+		    .key = "dst", .type = CUPTRACE_ARG_STRING, .v.s = mem_kind_name(m->dstKind)};
+		A[na++] =
+		    (struct cuptrace_arg){.key = "async",
+		                          .type = CUPTRACE_ARG_BOOL,
+		                          .v.b = !!(m->flags & CUPTI_ACTIVITY_FLAG_MEMCPY_ASYNC)};
 		if (m->graphId) {
-			A[na++] = (struct cuptrace_arg){.key = "graph_id", .type = CUPTRACE_ARG_UINT, .v.u = m->graphId};
-			A[na++] = (struct cuptrace_arg){.key = "graph_node_id", .type = CUPTRACE_ARG_UINT, .v.u = m->graphNodeId};
+			A[na++] = (struct cuptrace_arg){
+			    .key = "graph_id", .type = CUPTRACE_ARG_UINT, .v.u = m->graphId};
+			A[na++] = (struct cuptrace_arg){.key = "graph_node_id",
+			                                .type = CUPTRACE_ARG_UINT,
+			                                .v.u = m->graphNodeId};
 		}
 		gbps = w->dur > 0 ? (double)m->bytes / (double)w->dur : 0;
 		c->counts.memcpys++;
@@ -787,12 +836,16 @@ static int emit_gwork(struct cuptrace_converter *c, struct gwork *w)
 	case CUPTI_ACTIVITY_KIND_MEMCPY2: {
 		const CUpti_ActivityMemcpyPtoP4 *m = (const CUpti_ActivityMemcpyPtoP4 *)w->r;
 		snprintf(name, sizeof(name), "Memcpy %s (%s -> %s)", copy_kind_name(m->copyKind),
-			 mem_kind_name(m->srcKind), mem_kind_name(m->dstKind));
+		         mem_kind_name(m->srcKind), mem_kind_name(m->dstKind));
 		cat = "memcpy";
-		A[na++] = (struct cuptrace_arg){.key = "bytes", .type = CUPTRACE_ARG_UINT, .v.u = m->bytes};
-		A[na++] = (struct cuptrace_arg){.key = "kind", .type = CUPTRACE_ARG_STRING, .v.s = copy_kind_name(m->copyKind)};
-		A[na++] = (struct cuptrace_arg){.key = "src_device", .type = CUPTRACE_ARG_UINT, .v.u = m->srcDeviceId};
-		A[na++] = (struct cuptrace_arg){.key = "dst_device", .type = CUPTRACE_ARG_UINT, .v.u = m->dstDeviceId};
+		A[na++] = (struct cuptrace_arg){
+		    .key = "bytes", .type = CUPTRACE_ARG_UINT, .v.u = m->bytes};
+		A[na++] = (struct cuptrace_arg){
+		    .key = "kind", .type = CUPTRACE_ARG_STRING, .v.s = copy_kind_name(m->copyKind)};
+		A[na++] = (struct cuptrace_arg){
+		    .key = "src_device", .type = CUPTRACE_ARG_UINT, .v.u = m->srcDeviceId};
+		A[na++] = (struct cuptrace_arg){
+		    .key = "dst_device", .type = CUPTRACE_ARG_UINT, .v.u = m->dstDeviceId};
 		gbps = w->dur > 0 ? (double)m->bytes / (double)w->dur : 0;
 		c->counts.memcpys++;
 		break;
@@ -801,11 +854,16 @@ static int emit_gwork(struct cuptrace_converter *c, struct gwork *w)
 		const CUpti_ActivityMemset4 *m = (const CUpti_ActivityMemset4 *)w->r;
 		snprintf(name, sizeof(name), "Memset (%s)", mem_kind_name((uint8_t)m->memoryKind));
 		cat = "memset";
-		A[na++] = (struct cuptrace_arg){.key = "bytes", .type = CUPTRACE_ARG_UINT, .v.u = m->bytes};
-		A[na++] = (struct cuptrace_arg){.key = "value", .type = CUPTRACE_ARG_UINT, .v.u = m->value};
+		A[na++] = (struct cuptrace_arg){
+		    .key = "bytes", .type = CUPTRACE_ARG_UINT, .v.u = m->bytes};
+		A[na++] = (struct cuptrace_arg){
+		    .key = "value", .type = CUPTRACE_ARG_UINT, .v.u = m->value};
 		if (m->graphId) {
-			A[na++] = (struct cuptrace_arg){.key = "graph_id", .type = CUPTRACE_ARG_UINT, .v.u = m->graphId};
-			A[na++] = (struct cuptrace_arg){.key = "graph_node_id", .type = CUPTRACE_ARG_UINT, .v.u = m->graphNodeId};
+			A[na++] = (struct cuptrace_arg){
+			    .key = "graph_id", .type = CUPTRACE_ARG_UINT, .v.u = m->graphId};
+			A[na++] = (struct cuptrace_arg){.key = "graph_node_id",
+			                                .type = CUPTRACE_ARG_UINT,
+			                                .v.u = m->graphNodeId};
 		}
 		gbps = w->dur > 0 ? (double)m->bytes / (double)w->dur : 0;
 		c->counts.memsets++;
@@ -815,7 +873,8 @@ static int emit_gwork(struct cuptrace_converter *c, struct gwork *w)
 		return 0;
 	}
 	if (gbps > 0)
-		A[na++] = (struct cuptrace_arg){.key = "bandwidth_gbps", .type = CUPTRACE_ARG_DOUBLE, .v.d = gbps};
+		A[na++] = (struct cuptrace_arg){
+		    .key = "bandwidth_gbps", .type = CUPTRACE_ARG_DOUBLE, .v.d = gbps};
 	/* The flow into this activity; the API call lists it among its flows out. */
 	uint64_t flow = 0;
 	if (w->corr) {
@@ -832,8 +891,8 @@ static int emit_gwork(struct cuptrace_converter *c, struct gwork *w)
 				if (p->expect > 0 && p->nflows >= (uint32_t)p->expect)
 					emit_pending(c, (size_t)st->pending, 0);
 			} else if (st->api_emitted) {
-				/* The API slice is already written: more GPU work than expected (e.g.
-				 * a copy split in two). No arrow can be added any more. */
+				/* The API slice is already written: more GPU work than expected
+				 * (e.g. a copy split in two). No arrow can be added any more. */
 				c->counts.unlinked_gpu++;
 				c->counts.flows--;
 				flow = 0;
@@ -843,16 +902,16 @@ static int emit_gwork(struct cuptrace_converter *c, struct gwork *w)
 		}
 	}
 	struct cuptrace_slice sl = {
-		.track_uuid = track,
-		.ts = ts,
-		.dur = dur,
-		.name = nm,
-		.category = cat,
-		.correlation_id = w->corr,
-		.args = A,
-		.nargs = na,
-		.flows_in = flow ? &flow : NULL,
-		.nflows_in = flow ? 1 : 0,
+	    .track_uuid = track,
+	    .ts = ts,
+	    .dur = dur,
+	    .name = nm,
+	    .category = cat,
+	    .correlation_id = w->corr,
+	    .args = A,
+	    .nargs = na,
+	    .flows_in = flow ? &flow : NULL,
+	    .nflows_in = flow ? 1 : 0,
 	};
 	return conv_emit_slice(c, &sl);
 }
@@ -876,7 +935,7 @@ static const char *sync_name(uint32_t t)
 }
 
 static int emit_sync_child(struct cuptrace_converter *c, struct corr_state *st,
-			   const struct orphan_sync *o)
+                           const struct orphan_sync *o)
 {
 	/* Clamp into the API call: the sync record's times come from the same clock but a
 	 * separate reading, and the child must nest. */
@@ -887,18 +946,20 @@ static int emit_sync_child(struct cuptrace_converter *c, struct corr_state *st,
 	size_t na = 0;
 	struct cuptrace_arg *A = c->args;
 	if (o->stream != CUPTI_SYNCHRONIZATION_INVALID_VALUE)
-		A[na++] = (struct cuptrace_arg){.key = "stream", .type = CUPTRACE_ARG_UINT, .v.u = o->stream};
+		A[na++] = (struct cuptrace_arg){
+		    .key = "stream", .type = CUPTRACE_ARG_UINT, .v.u = o->stream};
 	if (o->event != CUPTI_SYNCHRONIZATION_INVALID_VALUE)
-		A[na++] = (struct cuptrace_arg){.key = "event", .type = CUPTRACE_ARG_UINT, .v.u = o->event};
+		A[na++] = (struct cuptrace_arg){
+		    .key = "event", .type = CUPTRACE_ARG_UINT, .v.u = o->event};
 	struct cuptrace_slice s = {
-		.track_uuid = st->api_track,
-		.ts = ts,
-		.dur = end - ts,
-		.name = sync_name(o->type),
-		.category = "sync",
-		.correlation_id = st->corr,
-		.args = A,
-		.nargs = na,
+	    .track_uuid = st->api_track,
+	    .ts = ts,
+	    .dur = end - ts,
+	    .name = sync_name(o->type),
+	    .category = "sync",
+	    .correlation_id = st->corr,
+	    .args = A,
+	    .nargs = na,
 	};
 	c->counts.syncs++;
 	return conv_emit_slice(c, &s);
@@ -911,11 +972,11 @@ static int handle_sync(struct cuptrace_converter *c, const CUpti_ActivitySynchro
 		return 0;
 	}
 	struct orphan_sync o = {
-		.ts = conv_rel(c, y->start),
-		.end = conv_rel(c, y->end),
-		.type = (uint32_t)y->type,
-		.stream = y->streamId,
-		.event = y->cudaEventId,
+	    .ts = conv_rel(c, y->start),
+	    .end = conv_rel(c, y->end),
+	    .type = (uint32_t)y->type,
+	    .stream = y->streamId,
+	    .event = y->cudaEventId,
 	};
 	struct corr_state *st = corr_get(c, y->correlationId, 1);
 	if (!st)
@@ -940,9 +1001,9 @@ static void handle_device(struct cuptrace_converter *c, const CUpti_ActivityDevi
 	snprintf(g->name, sizeof(g->name), "%s", n ? n : "GPU");
 	char key[32], val[256];
 	snprintf(key, sizeof(key), "gpu%u", d->id);
-	snprintf(val, sizeof(val), "%s, compute capability %u.%u, %u SMs, %.1f GiB",
-		 g->name, d->computeCapabilityMajor, d->computeCapabilityMinor,
-		 d->numMultiprocessors, (double)d->globalMemorySize / (1024.0 * 1024 * 1024));
+	snprintf(val, sizeof(val), "%s, compute capability %u.%u, %u SMs, %.1f GiB", g->name,
+	         d->computeCapabilityMajor, d->computeCapabilityMinor, d->numMultiprocessors,
+	         (double)d->globalMemorySize / (1024.0 * 1024 * 1024));
 	conv_meta_set(c, key, val, 0, 0);
 }
 
@@ -955,8 +1016,8 @@ static void handle_name(struct cuptrace_converter *c, const CUpti_ActivityName *
 		cuptrace_converter_thread_name(c, n->objectId.pt.threadId, s);
 	} else if (n->objectKind == CUPTI_ACTIVITY_OBJECT_STREAM) {
 		uint64_t *slot = cuptrace_u64map_put(
-			&c->stream_names,
-			((uint64_t)n->objectId.dcs.contextId << 32) | n->objectId.dcs.streamId, NULL);
+		    &c->stream_names,
+		    ((uint64_t)n->objectId.dcs.contextId << 32) | n->objectId.dcs.streamId, NULL);
 		if (slot)
 			*slot = conv_intern(c, s);
 	} else if (n->objectKind == CUPTI_ACTIVITY_OBJECT_DEVICE) {
@@ -978,7 +1039,7 @@ static void handle_name(struct cuptrace_converter *c, const CUpti_ActivityName *
 /* ---- batches ---- */
 
 int cuptrace_converter_add(struct cuptrace_converter *c, const CUpti_Activity *const *recs,
-			   size_t n)
+                           size_t n)
 {
 	if (c->err)
 		return c->err;
@@ -1077,11 +1138,11 @@ int cuptrace_converter_add(struct cuptrace_converter *c, const CUpti_Activity *c
 		if (!get_stream(c, dev, ctx, sid, &idx))
 			break;
 		work[nw++] = (struct gwork){
-			.r = r,
-			.stream = idx,
-			.ts = conv_rel(c, start),
-			.dur = (int64_t)(end - start),
-			.corr = corr,
+		    .r = r,
+		    .stream = idx,
+		    .ts = conv_rel(c, start),
+		    .dur = (int64_t)(end - start),
+		    .corr = corr,
 		};
 	}
 	qsort(work, nw, sizeof(*work), gwork_cmp);
@@ -1102,8 +1163,8 @@ int cuptrace_converter_add(struct cuptrace_converter *c, const CUpti_Activity *c
 /* ---- life cycle ---- */
 
 struct cuptrace_converter *cuptrace_converter_new(struct cuptrace_sink *sink,
-						  const struct cuptrace_trace_info *info,
-						  const struct cuptrace_convert_opts *opts)
+                                                  const struct cuptrace_trace_info *info,
+                                                  const struct cuptrace_convert_opts *opts)
 {
 	struct cuptrace_converter *c = calloc(1, sizeof(*c));
 	if (!c)
@@ -1135,10 +1196,11 @@ struct cuptrace_converter *cuptrace_converter_new(struct cuptrace_sink *sink,
 	c->pending_free = malloc(c->pending_cap * sizeof(size_t));
 	c->runtime_name_ids = calloc(cuptrace_runtime_cbid_names_len + 1, sizeof(uint32_t));
 	c->driver_name_ids = calloc(cuptrace_driver_cbid_names_len + 1, sizeof(uint32_t));
-	c->runtime_expect = expect_table(cuptrace_runtime_cbid_names, cuptrace_runtime_cbid_names_len);
+	c->runtime_expect =
+	    expect_table(cuptrace_runtime_cbid_names, cuptrace_runtime_cbid_names_len);
 	c->driver_expect = expect_table(cuptrace_driver_cbid_names, cuptrace_driver_cbid_names_len);
-	if (!c->corr || !c->pending || !c->pending_free || !c->runtime_expect || !c->driver_expect ||
-	    !c->runtime_name_ids || !c->driver_name_ids) {
+	if (!c->corr || !c->pending || !c->pending_free || !c->runtime_expect ||
+	    !c->driver_expect || !c->runtime_name_ids || !c->driver_name_ids) {
 		cuptrace_converter_free(c);
 		return NULL;
 	}
@@ -1156,21 +1218,21 @@ struct cuptrace_converter *cuptrace_converter_new(struct cuptrace_sink *sink,
 			c->driver_noise[noise[i] / 8] |= (uint8_t)(1u << (noise[i] % 8));
 	for (size_t i = 0; i < info->nmeta; i++)
 		conv_meta_set(c, info->meta[i].key, info->meta[i].s, info->meta[i].i,
-			      info->meta[i].is_int);
+		              info->meta[i].is_int);
 	c->err = sink->ops->begin(sink, info);
 	c->process_uuid = conv_uuid(c, U_PROCESS, 0);
 	struct cuptrace_track p = {
-		.uuid = c->process_uuid,
-		.kind = CUPTRACE_TRACK_PROCESS,
-		.pid = c->pid,
-		.name = info->process_name ? info->process_name : "process",
+	    .uuid = c->process_uuid,
+	    .kind = CUPTRACE_TRACK_PROCESS,
+	    .pid = c->pid,
+	    .name = info->process_name ? info->process_name : "process",
 	};
 	declare(c, &p);
 	return c;
 }
 
 void cuptrace_converter_set_resolver(struct cuptrace_converter *c, cuptrace_resolve_fn fn,
-				     void *ctx)
+                                     void *ctx)
 {
 	c->resolve = fn;
 	c->resolve_ctx = ctx;
@@ -1204,22 +1266,22 @@ int cuptrace_converter_finish(struct cuptrace_converter *c)
 		const char *key;
 		uint64_t v;
 	} m[] = {
-		{"records", k->records},
-		{"runtime_calls", k->runtime},
-		{"driver_calls", k->driver - k->driver_filtered},
-		{"driver_calls_filtered", k->driver_filtered},
-		{"kernels", k->kernels},
-		{"memcpys", k->memcpys},
-		{"memsets", k->memsets},
-		{"syncs", k->syncs},
-		{"nvtx_markers", k->markers},
-		{"nvtx_start_end_ranges", k->nvtx_startend},
-		{"module_static_allocations", k->static_memory},
-		{"flows", k->flows},
-		{"gpu_activities_without_api_record", k->unlinked_gpu},
-		{"gpu_records_without_timestamps", k->no_timestamp},
-		{"dropped_records_cupti", c->dropped_cupti},
-		{"dropped_records_cuptrace", c->dropped_cuptrace},
+	    {"records", k->records},
+	    {"runtime_calls", k->runtime},
+	    {"driver_calls", k->driver - k->driver_filtered},
+	    {"driver_calls_filtered", k->driver_filtered},
+	    {"kernels", k->kernels},
+	    {"memcpys", k->memcpys},
+	    {"memsets", k->memsets},
+	    {"syncs", k->syncs},
+	    {"nvtx_markers", k->markers},
+	    {"nvtx_start_end_ranges", k->nvtx_startend},
+	    {"module_static_allocations", k->static_memory},
+	    {"flows", k->flows},
+	    {"gpu_activities_without_api_record", k->unlinked_gpu},
+	    {"gpu_records_without_timestamps", k->no_timestamp},
+	    {"dropped_records_cupti", c->dropped_cupti},
+	    {"dropped_records_cuptrace", c->dropped_cuptrace},
 	};
 	for (size_t i = 0; i < sizeof(m) / sizeof(m[0]); i++)
 		conv_meta_set(c, m[i].key, NULL, (int64_t)m[i].v, 1);

@@ -25,8 +25,8 @@ typedef const char *(*cuptrace_resolve_fn)(void *ctx, const char *ptr);
 
 struct cuptrace_convert_opts {
 	size_t sz;
-	int driver_all;         /* 1: keep the runtime's internal driver calls too */
-	size_t max_pending;     /* API calls held back waiting for their GPU records (default 64K) */
+	int driver_all;     /* 1: keep the runtime's internal driver calls too */
+	size_t max_pending; /* API calls held back waiting for their GPU records (default 64K) */
 };
 
 /* Per-kind counts of what went in and what came out, for the summary and the trace's metadata. */
@@ -34,23 +34,23 @@ struct cuptrace_convert_counts {
 	uint64_t records;
 	uint64_t runtime, driver, driver_filtered, kernels, memcpys, memsets, syncs, markers;
 	uint64_t memory, overheads, other;
-	uint64_t static_memory;     /* module globals reported as allocations: not drawn */
-	uint64_t nvtx_startend;     /* start/end range ids reported by the NVTX callbacks */
-	uint64_t no_timestamp;      /* GPU records CUPTI gave no start/end (unfinished, or lost) */
-	uint64_t flows;             /* API->GPU links */
-	uint64_t unlinked_gpu;      /* GPU activities whose API record never arrived */
-	uint64_t pending_forced;    /* API calls written before all their GPU work arrived */
-	uint64_t lanes;             /* extra lane tracks created for overlapping work */
+	uint64_t static_memory;  /* module globals reported as allocations: not drawn */
+	uint64_t nvtx_startend;  /* start/end range ids reported by the NVTX callbacks */
+	uint64_t no_timestamp;   /* GPU records CUPTI gave no start/end (unfinished, or lost) */
+	uint64_t flows;          /* API->GPU links */
+	uint64_t unlinked_gpu;   /* GPU activities whose API record never arrived */
+	uint64_t pending_forced; /* API calls written before all their GPU work arrived */
+	uint64_t lanes;          /* extra lane tracks created for overlapping work */
 };
 
 struct cuptrace_converter;
 
 /* info is copied (strings too). The converter calls sink->ops->begin and declares the process. */
 struct cuptrace_converter *cuptrace_converter_new(struct cuptrace_sink *sink,
-						  const struct cuptrace_trace_info *info,
-						  const struct cuptrace_convert_opts *opts);
+                                                  const struct cuptrace_trace_info *info,
+                                                  const struct cuptrace_convert_opts *opts);
 void cuptrace_converter_set_resolver(struct cuptrace_converter *c, cuptrace_resolve_fn fn,
-				     void *ctx);
+                                     void *ctx);
 /* Names a host thread; takes effect if called before the thread's first record is converted. */
 int cuptrace_converter_thread_name(struct cuptrace_converter *c, int64_t tid, const char *name);
 /* Marker ids of NVTX start/end ranges (as opposed to push/pop): those go on the process's
@@ -59,7 +59,7 @@ int cuptrace_converter_thread_name(struct cuptrace_converter *c, int64_t tid, co
 int cuptrace_converter_nvtx_startend(struct cuptrace_converter *c, const uint64_t *ids, size_t n);
 /* One CUPTI buffer's records, in buffer order. Returns 0 or the sink's first error. */
 int cuptrace_converter_add(struct cuptrace_converter *c, const CUpti_Activity *const *recs,
-			   size_t n);
+                           size_t n);
 /* Records lost before conversion (CUPTI's count, cuptrace's own count); cumulative values. */
 void cuptrace_converter_dropped(struct cuptrace_converter *c, uint64_t cupti, uint64_t cuptrace);
 /* Writes everything held back, then the final metadata (counts, dropped records). Does not

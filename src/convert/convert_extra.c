@@ -82,40 +82,45 @@ static size_t nvtx_args(struct cuptrace_converter *c, uint32_t id, char *colorbu
 	struct mdata *d = &c->mdatas[*slot - 1];
 	if (d->has_color) {
 		snprintf(colorbuf, n, "#%06x", d->color & 0xFFFFFFu);
-		c->args[na++] = (struct cuptrace_arg){.key = "color", .type = CUPTRACE_ARG_STRING, .v.s = colorbuf};
+		c->args[na++] = (struct cuptrace_arg){
+		    .key = "color", .type = CUPTRACE_ARG_STRING, .v.s = colorbuf};
 	}
 	if (d->category)
-		c->args[na++] = (struct cuptrace_arg){.key = "nvtx_category", .type = CUPTRACE_ARG_UINT, .v.u = d->category};
+		c->args[na++] = (struct cuptrace_arg){
+		    .key = "nvtx_category", .type = CUPTRACE_ARG_UINT, .v.u = d->category};
 	/* CUPTI reports a payload of UINT64 0 for attributes without one: a zero payload is not
 	 * shown. */
 	if (d->payload_kind == CUPTI_METRIC_VALUE_KIND_DOUBLE && d->payload.d != 0)
-		c->args[na++] = (struct cuptrace_arg){.key = "payload", .type = CUPTRACE_ARG_DOUBLE, .v.d = d->payload.d};
+		c->args[na++] = (struct cuptrace_arg){
+		    .key = "payload", .type = CUPTRACE_ARG_DOUBLE, .v.d = d->payload.d};
 	else if (d->payload_kind == CUPTI_METRIC_VALUE_KIND_UINT64 && d->payload.u)
-		c->args[na++] = (struct cuptrace_arg){.key = "payload", .type = CUPTRACE_ARG_UINT, .v.u = d->payload.u};
+		c->args[na++] = (struct cuptrace_arg){
+		    .key = "payload", .type = CUPTRACE_ARG_UINT, .v.u = d->payload.u};
 	else if (d->payload_kind == CUPTI_METRIC_VALUE_KIND_INT64 && d->payload.i)
-		c->args[na++] = (struct cuptrace_arg){.key = "payload", .type = CUPTRACE_ARG_INT, .v.i = d->payload.i};
+		c->args[na++] = (struct cuptrace_arg){
+		    .key = "payload", .type = CUPTRACE_ARG_INT, .v.i = d->payload.i};
 	return na;
 }
 
 static uint64_t async_track(struct cuptrace_converter *c, int64_t *ts, int64_t *dur)
 {
 	return conv_lane_assign(c, c->nvtx_lanes, &c->nnvtx_lanes, ts, dur, "NVTX ranges",
-				c->process_uuid, 50);
+	                        c->process_uuid, 50);
 }
 
 static int emit_range(struct cuptrace_converter *c, struct nvtx_range *rg, uint32_t id,
-		      uint64_t track, int64_t start, int64_t dur)
+                      uint64_t track, int64_t start, int64_t dur)
 {
 	char color[16];
 	size_t na = nvtx_args(c, id, color, sizeof(color));
 	struct cuptrace_slice sl = {
-		.track_uuid = track,
-		.ts = start,
-		.dur = dur,
-		.name = conv_str(c, rg->name_id),
-		.category = conv_str(c, rg->domain_id),
-		.args = c->args,
-		.nargs = na,
+	    .track_uuid = track,
+	    .ts = start,
+	    .dur = dur,
+	    .name = conv_str(c, rg->name_id),
+	    .category = conv_str(c, rg->domain_id),
+	    .args = c->args,
+	    .nargs = na,
 	};
 	cuptrace_u64map_del(&c->nvtx_open, id);
 	cuptrace_u64map_del(&c->nvtx_data, id);
@@ -126,7 +131,8 @@ static int emit_range(struct cuptrace_converter *c, struct nvtx_range *rg, uint3
 int conv_marker(struct cuptrace_converter *c, const CUpti_Activity *r)
 {
 	const CUpti_ActivityMarker2 *m = (const CUpti_ActivityMarker2 *)r;
-	int64_t tid = m->objectKind == CUPTI_ACTIVITY_OBJECT_THREAD ? (int64_t)m->objectId.pt.threadId : 0;
+	int64_t tid =
+	    m->objectKind == CUPTI_ACTIVITY_OBJECT_THREAD ? (int64_t)m->objectId.pt.threadId : 0;
 	if (!m->timestamp)
 		return 0;
 	int64_t ts = conv_rel(c, m->timestamp);
@@ -137,12 +143,12 @@ int conv_marker(struct cuptrace_converter *c, const CUpti_Activity *r)
 		size_t na = nvtx_args(c, m->id, color, sizeof(color));
 		uint64_t track = tid ? conv_thread_track(c, tid) : c->process_uuid;
 		struct cuptrace_instant e = {
-			.track_uuid = track,
-			.ts = ts,
-			.name = name ? name : "(mark)",
-			.category = domain ? domain : "nvtx",
-			.args = c->args,
-			.nargs = na,
+		    .track_uuid = track,
+		    .ts = ts,
+		    .name = name ? name : "(mark)",
+		    .category = domain ? domain : "nvtx",
+		    .args = c->args,
+		    .nargs = na,
 		};
 		int ret = c->err ? c->err : c->sink->ops->instant(c->sink, &e);
 		if (ret && !c->err)
@@ -260,8 +266,8 @@ int conv_marker_data(struct cuptrace_converter *c, const CUpti_Activity *r)
 
 static const char *mem_kind(uint32_t k)
 {
-	static const char *const n[] = {"unknown", "pageable", "pinned", "device", "array",
-					"managed", "device static", "managed static"};
+	static const char *const n[] = {"unknown", "pageable", "pinned",        "device",
+	                                "array",   "managed",  "device static", "managed static"};
 	return k < sizeof(n) / sizeof(n[0]) ? n[k] : "unknown";
 }
 
@@ -272,13 +278,13 @@ static uint64_t gpu_child(struct cuptrace_converter *c, uint32_t dev, int counte
 	if (counter && !g->mem_uuid) {
 		g->mem_uuid = conv_uuid(c, U_COUNTER, dev);
 		struct cuptrace_track t = {
-			.uuid = g->mem_uuid,
-			.kind = CUPTRACE_TRACK_COUNTER,
-			.parent_uuid = g->uuid,
-			.pid = c->pid,
-			.name = "Device memory in use",
-			.sort_rank = -2,
-			.unit = CUPTRACE_UNIT_BYTES,
+		    .uuid = g->mem_uuid,
+		    .kind = CUPTRACE_TRACK_COUNTER,
+		    .parent_uuid = g->uuid,
+		    .pid = c->pid,
+		    .name = "Device memory in use",
+		    .sort_rank = -2,
+		    .unit = CUPTRACE_UNIT_BYTES,
 		};
 		if (!c->err)
 			c->err = c->sink->ops->track(c->sink, &t);
@@ -289,12 +295,12 @@ static uint64_t gpu_child(struct cuptrace_converter *c, uint32_t dev, int counte
 	if (!c->alloc_track_declared[dev % MAX_GPUS]) {
 		c->alloc_track_declared[dev % MAX_GPUS] = 1;
 		struct cuptrace_track t = {
-			.uuid = u,
-			.kind = CUPTRACE_TRACK_SLICES,
-			.parent_uuid = g->uuid,
-			.pid = c->pid,
-			.name = "Memory allocations",
-			.sort_rank = -1,
+		    .uuid = u,
+		    .kind = CUPTRACE_TRACK_SLICES,
+		    .parent_uuid = g->uuid,
+		    .pid = c->pid,
+		    .name = "Memory allocations",
+		    .sort_rank = -1,
 		};
 		if (!c->err)
 			c->err = c->sink->ops->track(c->sink, &t);
@@ -323,21 +329,26 @@ int conv_memory(struct cuptrace_converter *c, const CUpti_Activity *r)
 	size_t na = 0;
 	struct cuptrace_arg *A = c->args;
 	A[na++] = (struct cuptrace_arg){.key = "bytes", .type = CUPTRACE_ARG_UINT, .v.u = m->bytes};
-	A[na++] = (struct cuptrace_arg){.key = "address", .type = CUPTRACE_ARG_POINTER, .v.u = m->address};
-	A[na++] = (struct cuptrace_arg){.key = "memory_kind", .type = CUPTRACE_ARG_STRING, .v.s = mem_kind(m->memoryKind)};
-	A[na++] = (struct cuptrace_arg){.key = "async", .type = CUPTRACE_ARG_BOOL, .v.b = !!m->isAsync};
+	A[na++] = (struct cuptrace_arg){
+	    .key = "address", .type = CUPTRACE_ARG_POINTER, .v.u = m->address};
+	A[na++] = (struct cuptrace_arg){
+	    .key = "memory_kind", .type = CUPTRACE_ARG_STRING, .v.s = mem_kind(m->memoryKind)};
+	A[na++] =
+	    (struct cuptrace_arg){.key = "async", .type = CUPTRACE_ARG_BOOL, .v.b = !!m->isAsync};
 	if (m->memoryPoolConfig.memoryPoolType != CUPTI_ACTIVITY_MEMORY_POOL_TYPE_INVALID)
-		A[na++] = (struct cuptrace_arg){.key = "pool", .type = CUPTRACE_ARG_POINTER, .v.u = m->memoryPoolConfig.address};
+		A[na++] = (struct cuptrace_arg){.key = "pool",
+		                                .type = CUPTRACE_ARG_POINTER,
+		                                .v.u = m->memoryPoolConfig.address};
 	char name[64];
 	snprintf(name, sizeof(name), "%s %s", alloc ? "alloc" : "free", mem_kind(m->memoryKind));
 	struct cuptrace_instant e = {
-		.track_uuid = track,
-		.ts = ts,
-		.name = name,
-		.category = "memory",
-		.correlation_id = m->correlationId,
-		.args = A,
-		.nargs = na,
+	    .track_uuid = track,
+	    .ts = ts,
+	    .name = name,
+	    .category = "memory",
+	    .correlation_id = m->correlationId,
+	    .args = A,
+	    .nargs = na,
 	};
 	if (!c->err)
 		c->err = c->sink->ops->instant(c->sink, &e);
@@ -352,7 +363,7 @@ int conv_memory(struct cuptrace_converter *c, const CUpti_Activity *r)
 			c->memev_cap = cap;
 		}
 		c->memev[c->nmemev++] = (struct memev){
-			.ts = ts, .dev = dev, .delta = alloc ? (int64_t)m->bytes : -(int64_t)m->bytes};
+		    .ts = ts, .dev = dev, .delta = alloc ? (int64_t)m->bytes : -(int64_t)m->bytes};
 	}
 	return c->err;
 }
@@ -395,22 +406,26 @@ int conv_memory_pool(struct cuptrace_converter *c, const CUpti_Activity *r)
 	const CUpti_ActivityMemoryPool3 *p = (const CUpti_ActivityMemoryPool3 *)r;
 	if (!p->timestamp)
 		return 0;
-	static const char *const ops[] = {"pool ?", "pool created", "pool destroyed", "pool trimmed"};
+	static const char *const ops[] = {"pool ?", "pool created", "pool destroyed",
+	                                  "pool trimmed"};
 	uint32_t op = p->memoryPoolOperationType;
 	size_t na = 0;
 	struct cuptrace_arg *A = c->args;
-	A[na++] = (struct cuptrace_arg){.key = "pool", .type = CUPTRACE_ARG_POINTER, .v.u = p->address};
+	A[na++] =
+	    (struct cuptrace_arg){.key = "pool", .type = CUPTRACE_ARG_POINTER, .v.u = p->address};
 	A[na++] = (struct cuptrace_arg){.key = "size", .type = CUPTRACE_ARG_UINT, .v.u = p->size};
-	A[na++] = (struct cuptrace_arg){.key = "release_threshold", .type = CUPTRACE_ARG_UINT, .v.u = p->releaseThreshold};
-	A[na++] = (struct cuptrace_arg){.key = "utilized", .type = CUPTRACE_ARG_UINT, .v.u = p->utilizedSize};
+	A[na++] = (struct cuptrace_arg){
+	    .key = "release_threshold", .type = CUPTRACE_ARG_UINT, .v.u = p->releaseThreshold};
+	A[na++] = (struct cuptrace_arg){
+	    .key = "utilized", .type = CUPTRACE_ARG_UINT, .v.u = p->utilizedSize};
 	struct cuptrace_instant e = {
-		.track_uuid = gpu_child(c, p->deviceId, 0),
-		.ts = conv_rel(c, p->timestamp),
-		.name = ops[op < 4 ? op : 0],
-		.category = "memory",
-		.correlation_id = p->correlationId,
-		.args = A,
-		.nargs = na,
+	    .track_uuid = gpu_child(c, p->deviceId, 0),
+	    .ts = conv_rel(c, p->timestamp),
+	    .name = ops[op < 4 ? op : 0],
+	    .category = "memory",
+	    .correlation_id = p->correlationId,
+	    .args = A,
+	    .nargs = na,
 	};
 	if (!c->err)
 		c->err = c->sink->ops->instant(c->sink, &e);
@@ -467,7 +482,8 @@ int conv_overhead(struct cuptrace_converter *c, const CUpti_Activity *r)
 	const CUpti_ActivityOverhead3 *o = (const CUpti_ActivityOverhead3 *)r;
 	if (!conv_span_ok(o->start, o->end))
 		return 0;
-	int64_t tid = o->objectKind == CUPTI_ACTIVITY_OBJECT_THREAD ? (int64_t)o->objectId.pt.threadId : 0;
+	int64_t tid =
+	    o->objectKind == CUPTI_ACTIVITY_OBJECT_THREAD ? (int64_t)o->objectId.pt.threadId : 0;
 	struct ovh_track *t = overhead_track(c, tid);
 	if (!t)
 		return c->err = -ENOMEM;
@@ -475,20 +491,20 @@ int conv_overhead(struct cuptrace_converter *c, const CUpti_Activity *r)
 	if (tid) {
 		uint64_t *nm = cuptrace_u64map_get(&c->thread_names, (uint64_t)tid);
 		snprintf(name, sizeof(name), "CUPTI overhead: %s (%" PRId64 ")",
-			 nm ? conv_str(c, (uint32_t)*nm) : "thread", tid);
+		         nm ? conv_str(c, (uint32_t)*nm) : "thread", tid);
 	} else {
 		snprintf(name, sizeof(name), "CUPTI overhead");
 	}
 	int64_t ts = conv_rel(c, o->start), dur = (int64_t)(o->end - o->start);
-	uint64_t track = conv_lane_assign(c, t->lanes, &t->nlanes, &ts, &dur, name,
-					  c->process_uuid, 60);
+	uint64_t track =
+	    conv_lane_assign(c, t->lanes, &t->nlanes, &ts, &dur, name, c->process_uuid, 60);
 	struct cuptrace_slice s = {
-		.track_uuid = track,
-		.ts = ts,
-		.dur = dur,
-		.name = overhead_name(o->overheadKind),
-		.category = "cupti_overhead",
-		.correlation_id = o->correlationId,
+	    .track_uuid = track,
+	    .ts = ts,
+	    .dur = dur,
+	    .name = overhead_name(o->overheadKind),
+	    .category = "cupti_overhead",
+	    .correlation_id = o->correlationId,
 	};
 	return conv_emit_slice(c, &s);
 }

@@ -6,9 +6,9 @@
 #include "common/util.h"
 #include "convert/convert.h"
 
-#define MAX_LANES 64
+#define MAX_LANES  64
 #define NAME_CACHE 64
-#define MAX_GPUS 64
+#define MAX_GPUS   64
 
 /* uuids: pid in the top bits so traces of several processes can be merged without clashes. */
 enum uuid_type {
@@ -34,7 +34,7 @@ struct stream {
 };
 
 struct gpu {
-	int known;      /* a DEVICE record arrived */
+	int known; /* a DEVICE record arrived */
 	int declared;
 	uint64_t uuid;
 	char name[160];
@@ -51,13 +51,13 @@ struct orphan_sync {
 
 struct corr_state {
 	uint32_t corr;
-	uint16_t nflows;     /* flow ids handed out: (corr << 16 | k) */
+	uint16_t nflows; /* flow ids handed out: (corr << 16 | k) */
 	uint8_t api_seen;
 	uint8_t api_emitted;
-	int32_t pending;     /* index into conv->pending, -1 if none */
-	uint64_t api_track;  /* once seen */
+	int32_t pending;    /* index into conv->pending, -1 if none */
+	uint64_t api_track; /* once seen */
 	int64_t api_ts, api_end;
-	uint64_t *orphans;   /* flow ids of GPU work that came before the API record */
+	uint64_t *orphans; /* flow ids of GPU work that came before the API record */
 	uint32_t norphans, orphans_cap;
 	struct orphan_sync *syncs;
 	uint32_t nsyncs;
@@ -67,7 +67,7 @@ struct corr_state {
 struct pending_api {
 	int used;
 	uint32_t corr;
-	int expect;         /* GPU records expected: 1, or -1 for "unknown" (graph launches) */
+	int expect;           /* GPU records expected: 1, or -1 for "unknown" (graph launches) */
 	uint64_t batch_added; /* batch in which the last flow was added */
 	uint64_t track;
 	int64_t ts, dur;
@@ -78,8 +78,8 @@ struct pending_api {
 };
 
 struct name_cache {
-	const char *ptr;    /* the record's name pointer */
-	uint32_t mangled;   /* its text, interned */
+	const char *ptr;  /* the record's name pointer */
+	uint32_t mangled; /* its text, interned */
 	uint32_t demangled;
 };
 
@@ -89,11 +89,11 @@ struct cuptrace_converter {
 	struct cuptrace_convert_opts opts;
 	struct cuptrace_convert_counts counts;
 	int32_t pid;
-	int64_t start;  /* BOOTTIME ns at relative 0 */
+	int64_t start; /* BOOTTIME ns at relative 0 */
 	uint64_t process_uuid;
 	cuptrace_resolve_fn resolve;
 	void *resolve_ctx;
-	struct cuptrace_strtab strs;       /* names, interned */
+	struct cuptrace_strtab strs;         /* names, interned */
 	struct cuptrace_u64map thread_names; /* tid -> strtab id */
 	struct cuptrace_u64map threads;      /* tid -> uuid (declared) */
 	struct cuptrace_u64map demangled;    /* mangled strtab id -> demangled strtab id */
@@ -105,27 +105,27 @@ struct cuptrace_converter {
 	size_t nstreams, streams_cap;
 	uint64_t next_lane_idx;
 	/* correlation */
-	struct cuptrace_u64map corr_idx;     /* corr -> slot + 1 in corr ring */
-	struct corr_state *corr;             /* ring of states, oldest evicted */
+	struct cuptrace_u64map corr_idx; /* corr -> slot + 1 in corr ring */
+	struct corr_state *corr;         /* ring of states, oldest evicted */
 	size_t corr_cap, corr_head;
 	struct pending_api *pending;
 	size_t pending_cap, npending;
 	size_t *pending_free;
 	size_t npending_free;
 	uint64_t batch;
-	uint8_t driver_noise[1024];          /* bitset over driver cbids */
+	uint8_t driver_noise[1024];             /* bitset over driver cbids */
 	int8_t *runtime_expect, *driver_expect; /* per cbid: 0, 1, -1 */
 	/* metadata collected from records */
 	struct cuptrace_meta *meta;
 	size_t nmeta, meta_cap;
 	uint64_t dropped_cupti, dropped_cuptrace;
 	/* NVTX and memory (convert_extra.c) */
-	struct cuptrace_u64map nvtx_open;    /* marker id -> index + 1 in nvtx */
+	struct cuptrace_u64map nvtx_open; /* marker id -> index + 1 in nvtx */
 	struct nvtx_range *nvtx;
 	size_t nnvtx, nvtx_cap;
-	struct cuptrace_u64map nvtx_data;    /* marker id -> color/payload record index */
+	struct cuptrace_u64map nvtx_data;     /* marker id -> color/payload record index */
 	struct cuptrace_u64map nvtx_startend; /* ids of start/end ranges not yet ended */
-	uint64_t nvtx_async_uuid;            /* "NVTX ranges" track group, 0 until declared */
+	uint64_t nvtx_async_uuid;             /* "NVTX ranges" track group, 0 until declared */
 	struct lane nvtx_lanes[MAX_LANES];
 	size_t nnvtx_lanes;
 	struct tstack *stacks;
@@ -136,7 +136,7 @@ struct cuptrace_converter {
 		int64_t tid; /* 0: the process's own */
 		struct lane lanes[MAX_LANES];
 		size_t nlanes;
-	} *ovh;
+	} * ovh;
 	size_t novh;
 	int alloc_track_declared[MAX_GPUS];
 	/* Device-memory counter changes wait here until no earlier one can still arrive (records
@@ -145,7 +145,7 @@ struct cuptrace_converter {
 		int64_t ts;
 		uint32_t dev;
 		int64_t delta;
-	} *memev;
+	} * memev;
 	size_t nmemev, memev_cap;
 	int64_t latest_ts; /* latest API end seen: the watermark's base */
 	/* caches for the hot path */
@@ -192,8 +192,7 @@ struct nvtx_range {
  * anything else is a record CUPTI could not time, or a corrupt one. */
 static inline int conv_span_ok(uint64_t start, uint64_t end)
 {
-	return start && end >= start && end - start < 1000000000000000ull &&
-	       start < (1ull << 62);
+	return start && end >= start && end - start < 1000000000000000ull && start < (1ull << 62);
 }
 
 /* convert.c */
@@ -205,11 +204,11 @@ const char *conv_resolve(struct cuptrace_converter *c, const char *ptr);
 int64_t conv_rel(struct cuptrace_converter *c, uint64_t ts);
 int conv_emit_slice(struct cuptrace_converter *c, const struct cuptrace_slice *s);
 void conv_meta_set(struct cuptrace_converter *c, const char *key, const char *s, int64_t i,
-		   int is_int);
+                   int is_int);
 int conv_declare_gpu(struct cuptrace_converter *c, uint32_t dev);
 uint64_t conv_lane_assign(struct cuptrace_converter *c, struct lane *lanes, size_t *nlanes,
-			  int64_t *ts, int64_t *dur, const char *name, uint64_t parent,
-			  int32_t rank);
+                          int64_t *ts, int64_t *dur, const char *name, uint64_t parent,
+                          int32_t rank);
 
 /* convert_extra.c */
 int conv_marker(struct cuptrace_converter *c, const CUpti_Activity *r);

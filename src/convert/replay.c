@@ -60,13 +60,13 @@ static int start_converter(struct cap_ctx *c)
 	for (size_t i = 0; i < c->nmeta; i++)
 		m[i] = (struct cuptrace_meta){.key = c->keys[i], .s = c->vals[i]};
 	struct cuptrace_trace_info info = {
-		.pid = (int32_t)atoi(meta_get(c, "pid", "1")),
-		.process_name = meta_get(c, "process_name", "process"),
-		.hostname = meta_get(c, "hostname", "?"),
-		.start_realtime_ns = strtoll(meta_get(c, "start_realtime_ns", "0"), NULL, 10),
-		.start_boottime_ns = strtoll(meta_get(c, "start_boottime_ns", "0"), NULL, 10),
-		.meta = m,
-		.nmeta = c->nmeta,
+	    .pid = (int32_t)atoi(meta_get(c, "pid", "1")),
+	    .process_name = meta_get(c, "process_name", "process"),
+	    .hostname = meta_get(c, "hostname", "?"),
+	    .start_realtime_ns = strtoll(meta_get(c, "start_realtime_ns", "0"), NULL, 10),
+	    .start_boottime_ns = strtoll(meta_get(c, "start_boottime_ns", "0"), NULL, 10),
+	    .meta = m,
+	    .nmeta = c->nmeta,
 	};
 	info.trace_uuid_hi = (uint64_t)info.start_realtime_ns ^ ((uint64_t)info.pid << 32);
 	info.trace_uuid_lo = (uint64_t)info.start_boottime_ns * 0x9e3779b97f4a7c15ull;
@@ -124,20 +124,21 @@ int cuptrace_replay_file(const char *path, struct cuptrace_sink *sink, int drive
 	if (!c.reader)
 		return -(errno ? errno : EINVAL);
 	struct cuptrace_capture_ops ops = {
-		.ctx = &c,
-		.meta = cap_meta,
-		.thread = cap_thread,
-		.records = cap_records,
-		.dropped = cap_dropped,
-		.nvtx_startend = cap_startend,
+	    .ctx = &c,
+	    .meta = cap_meta,
+	    .thread = cap_thread,
+	    .records = cap_records,
+	    .dropped = cap_dropped,
+	    .nvtx_startend = cap_startend,
 	};
 	int truncated = 0;
 	int r = cuptrace_capture_replay(c.reader, &ops, &truncated);
 	if (!r)
 		r = start_converter(&c);
 	if (truncated)
-		cuptrace_warn("%s ends early (the traced process was killed?): converted what it holds",
-			      path);
+		cuptrace_warn(
+		    "%s ends early (the traced process was killed?): converted what it holds",
+		    path);
 	if (c.conv) {
 		int f = cuptrace_converter_finish(c.conv);
 		r = r ? r : f;
@@ -150,4 +151,3 @@ int cuptrace_replay_file(const char *path, struct cuptrace_sink *sink, int drive
 	}
 	return r;
 }
-

@@ -24,8 +24,8 @@ enum cuptrace_track_kind {
 	CUPTRACE_TRACK_PROCESS = 1, /* pid, name */
 	CUPTRACE_TRACK_THREAD,      /* pid, tid, name: API calls, NVTX push/pop */
 	CUPTRACE_TRACK_GROUP,       /* a named group under the process, e.g. "GPU 0: NVIDIA H200" */
-	CUPTRACE_TRACK_SLICES,      /* a slice track under a group or process: a GPU stream, a lane */
-	CUPTRACE_TRACK_COUNTER,     /* a counter track under a group or process */
+	CUPTRACE_TRACK_SLICES,  /* a slice track under a group or process: a GPU stream, a lane */
+	CUPTRACE_TRACK_COUNTER, /* a counter track under a group or process */
 };
 
 enum cuptrace_counter_unit {
@@ -40,12 +40,12 @@ struct cuptrace_track {
 	enum cuptrace_track_kind kind;
 	uint64_t parent_uuid; /* 0 for the process track; the process or a group otherwise */
 	int32_t pid;
-	int64_t tid;          /* THREAD only */
-	const char *name;     /* process name, thread name, group or track name; never NULL */
+	int64_t tid;             /* THREAD only */
+	const char *name;        /* process name, thread name, group or track name; never NULL */
 	const char *description; /* optional */
-	int32_t sort_rank;    /* order among siblings, ascending (streams in stream order) */
-	uint32_t lane;        /* SLICES: 0 for the main track, n>0 for the n-th overflow lane; lanes
-	                       * of one track share its name so the UI shows them as one */
+	int32_t sort_rank;       /* order among siblings, ascending (streams in stream order) */
+	uint32_t lane; /* SLICES: 0 for the main track, n>0 for the n-th overflow lane; lanes
+	                * of one track share its name so the UI shows them as one */
 	enum cuptrace_counter_unit unit; /* COUNTER only */
 	/* PROCESS only */
 	const char *const *cmdline;

@@ -20,7 +20,8 @@ struct cuptrace_sink *cuptrace_chrome_sink_new(struct cuptrace_output *out);
  *   compress: "none", "gzip", "chunks" or NULL (from the name: *.gz -> gzip; .pftrace -> chunks;
  *             .json -> none)
  * Returns NULL and sets errno (EINVAL for a bad option) on failure. */
-struct cuptrace_sink *cuptrace_sink_open(const char *path, const char *format, const char *compress);
+struct cuptrace_sink *cuptrace_sink_open(const char *path, const char *format,
+                                         const char *compress);
 
 /* Counts what a trace holds, per kind and per track; used by `cuptrace stats` and the tests.
  * Times are in the trace's relative ns. A slice's interval is [ts, ts + dur). */
@@ -49,19 +50,19 @@ struct cuptrace_stats_name {
 };
 struct cuptrace_stats {
 	uint64_t tracks, slices, instants, counters;
-	uint64_t flows;            /* distinct flow ids with both an out and an in end */
-	uint64_t flows_dangling;   /* flow ids with only one end */
-	uint64_t gpu_slices;       /* slices on tracks under a group */
+	uint64_t flows;                   /* distinct flow ids with both an out and an in end */
+	uint64_t flows_dangling;          /* flow ids with only one end */
+	uint64_t gpu_slices;              /* slices on tracks under a group */
 	uint64_t gpu_slices_with_flow_in; /* ... that end a flow whose out end exists */
-	int64_t gpu_busy_ns;       /* sum of busy_ns over the tracks under a group */
-	int64_t min_ts, max_ts;    /* earliest ts, latest end (ts + dur); both 0 without events */
-	uint64_t negative_ts;      /* events with ts < 0 (the producer contract says >= 0) */
-	uint64_t negative_dur;     /* slices with dur < 0; taken as 0 for busy and overlaps */
-	uint64_t unknown_track_events; /* events on a uuid never declared: in the totals only */
+	int64_t gpu_busy_ns;              /* sum of busy_ns over the tracks under a group */
+	int64_t min_ts, max_ts; /* earliest ts, latest end (ts + dur); both 0 without events */
+	uint64_t negative_ts;   /* events with ts < 0 (the producer contract says >= 0) */
+	uint64_t negative_dur;  /* slices with dur < 0; taken as 0 for busy and overlaps */
+	uint64_t unknown_track_events;    /* events on a uuid never declared: in the totals only */
 	struct cuptrace_stats_track *trk; /* in declaration order */
 	size_t ntrk;
 	struct cuptrace_stats_name *names; /* per (category, name) of slices, sorted by total_ns
-					    * desc, then count desc, category, name */
+	                                    * desc, then count desc, category, name */
 	size_t nnames;
 	/* Copies of every metadata entry seen, first-seen order, last value per key; begins with
 	 * "pid", "process_name", "hostname", "start_realtime_ns" from the trace info (entries of
@@ -88,29 +89,29 @@ struct cuptrace_pf_check {
 	uint64_t packets;
 	uint64_t chunks;
 	uint64_t sequences;
-	uint64_t missing_sequence_id;      /* TrackEvent without trusted_packet_sequence_id */
-	uint64_t missing_timestamp;        /* TrackEvent without timestamp */
-	uint64_t seq_first_not_cleared;    /* a sequence that uses incremental state (interned data,
-	                                    * SEQ_NEEDS_INCREMENTAL_STATE) whose first packet lacks
-	                                    * INCREMENTAL_STATE_CLEARED */
-	uint64_t incremental_state_invalid;/* packets or interned data skipped while their sequence's
-	                                    * incremental state was invalid (never cleared, or after
-	                                    * previous_packet_dropped) */
-	uint64_t unknown_iid;              /* interned id used before it was defined on its sequence */
-	uint64_t counter_before_descriptor;/* counter value before its counter TrackDescriptor */
-	uint64_t event_on_unknown_track;   /* slice/instant on a uuid with no descriptor */
-	uint64_t end_without_begin;        /* TYPE_SLICE_END with nothing open on its track */
-	uint64_t unterminated_slices;      /* BEGIN never closed */
-	uint64_t partial_overlaps;         /* misnested BEGIN/END on one track (a named END that does
-	                                    * not match the innermost open slice) */
-	uint64_t depth_exceeded;           /* BEGINs dropped past trace_processor's depth of 512 */
-	uint64_t flows_dangling;           /* flow ids found on one slice only: no arrow */
+	uint64_t missing_sequence_id;   /* TrackEvent without trusted_packet_sequence_id */
+	uint64_t missing_timestamp;     /* TrackEvent without timestamp */
+	uint64_t seq_first_not_cleared; /* a sequence that uses incremental state (interned data,
+	                                 * SEQ_NEEDS_INCREMENTAL_STATE) whose first packet lacks
+	                                 * INCREMENTAL_STATE_CLEARED */
+	uint64_t incremental_state_invalid; /* packets or interned data skipped while their
+	                                     * sequence's incremental state was invalid (never
+	                                     * cleared, or after previous_packet_dropped) */
+	uint64_t unknown_iid; /* interned id used before it was defined on its sequence */
+	uint64_t counter_before_descriptor; /* counter value before its counter TrackDescriptor */
+	uint64_t event_on_unknown_track;    /* slice/instant on a uuid with no descriptor */
+	uint64_t end_without_begin;         /* TYPE_SLICE_END with nothing open on its track */
+	uint64_t unterminated_slices;       /* BEGIN never closed */
+	uint64_t partial_overlaps; /* misnested BEGIN/END on one track (a named END that does
+	                            * not match the innermost open slice) */
+	uint64_t depth_exceeded;   /* BEGINs dropped past trace_processor's depth of 512 */
+	uint64_t flows_dangling;   /* flow ids found on one slice only: no arrow */
 	uint64_t negative_timestamps;
-	uint64_t duplicate_thread_uuid;    /* two uuids for one (pid, tid) */
-	uint64_t duplicate_process_uuid;   /* two uuids for one pid */
-	uint64_t clock_errors;             /* timestamp on a clock with no snapshot path */
-	uint64_t truncated_bytes;          /* bytes after the last complete packet/chunk */
-	uint64_t corrupt;                  /* undecodable packets or chunks */
+	uint64_t duplicate_thread_uuid;  /* two uuids for one (pid, tid) */
+	uint64_t duplicate_process_uuid; /* two uuids for one pid */
+	uint64_t clock_errors;           /* timestamp on a clock with no snapshot path */
+	uint64_t truncated_bytes;        /* bytes after the last complete packet/chunk */
+	uint64_t corrupt;                /* undecodable packets or chunks */
 };
 
 /* Reads a .pftrace (plain, compressed_packets chunks, or whole-file gzip: detected from the
@@ -119,8 +120,9 @@ struct cuptrace_pf_check {
  * to its last complete packet (chunk) and counted in check->truncated_bytes, not an error.
  * Returns 0, or a negative errno (-EINVAL for a file that is not a Perfetto trace; a message
  * goes to the log). The caller still calls sink->ops->finish. */
-int cuptrace_perfetto_read(const char *path, struct cuptrace_sink *sink, struct cuptrace_pf_check *check);
+int cuptrace_perfetto_read(const char *path, struct cuptrace_sink *sink,
+                           struct cuptrace_pf_check *check);
 int cuptrace_perfetto_read_mem(const void *data, size_t len, struct cuptrace_sink *sink,
-			       struct cuptrace_pf_check *check);
+                               struct cuptrace_pf_check *check);
 
 #endif

@@ -24,20 +24,21 @@ struct cuptrace_sink *cuptrace_sink_open(const char *path, const char *format, c
 	if (compress && *compress) {
 		mode = cuptrace_compress_parse(compress);
 		if (mode < 0 || (chrome && mode == CUPTRACE_COMPRESS_CHUNKS)) {
-			cuptrace_err("unknown compression '%s' for %s output (expected %s)", compress,
-				     chrome ? "chrome" : "perfetto",
-				     chrome ? "none or gzip" : "chunks, gzip or none");
+			cuptrace_err("unknown compression '%s' for %s output (expected %s)",
+			             compress, chrome ? "chrome" : "perfetto",
+			             chrome ? "none or gzip" : "chunks, gzip or none");
 			errno = EINVAL;
 			return NULL;
 		}
 	} else if (cuptrace_ends_with(path, ".gz")) {
 		mode = CUPTRACE_COMPRESS_GZIP;
 	} else {
-		/* Perfetto: zlib chunks by default (a cut file still loads); JSON: plain, because an
-		 * array without its closing bracket loads but a cut gzip stream does not. */
+		/* Perfetto: zlib chunks by default (a cut file still loads); JSON: plain, because
+		 * an array without its closing bracket loads but a cut gzip stream does not. */
 		mode = chrome ? CUPTRACE_COMPRESS_NONE : CUPTRACE_COMPRESS_CHUNKS;
 	}
-	struct cuptrace_output *out = cuptrace_output_open(path, (enum cuptrace_compress)mode, NULL);
+	struct cuptrace_output *out =
+	    cuptrace_output_open(path, (enum cuptrace_compress)mode, NULL);
 	if (!out)
 		return NULL;
 	/* The sink owns out from here on, also when it fails to start (it closes it). */

@@ -73,7 +73,6 @@ static int fail(struct stats_sink *s, int err)
 	return s->err;
 }
 
-
 static struct trk_acc *find_track(struct stats_sink *s, uint64_t uuid)
 {
 	uint64_t *v = cuptrace_u64map_get(&s->trk_index, uuid);

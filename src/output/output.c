@@ -20,7 +20,8 @@
 #include <unistd.h>
 #include <zlib.h>
 
-#define MAX_CHUNK   (480u * 1024u) /* Perfetto asks that a compressed_packets packet stay < 512 KB */
+#define MAX_CHUNK (480u * 1024u) /* Perfetto asks that a compressed_packets packet stay < 512 KB   \
+	                          */
 #define MAX_WORKERS 4
 #define NBUFS       (MAX_WORKERS + 2)
 
@@ -107,7 +108,7 @@ static size_t put_varint(uint8_t *p, uint64_t v)
 /* One chunk: TracePacket{compressed_packets(50) = zlib(records)}, framed as Trace.packet.
  * Compresses into *zbuf (grown as needed); *out and *out_len give the framed bytes. */
 static int compress_chunk(int level, const uint8_t *buf, size_t len, uint8_t **zbuf, size_t *zcap,
-			  const uint8_t **out, size_t *out_len)
+                          const uint8_t **out, size_t *out_len)
 {
 	uLongf zlen = compressBound(len);
 	if (zlen + 32 > *zcap) {
@@ -153,7 +154,8 @@ static void *worker_main(void *arg)
 		const uint8_t *out = NULL;
 		size_t out_len = 0;
 		int r = failed ? failed
-			       : compress_chunk(o->level, j.buf, j.len, &wk->zbuf, &wk->zcap, &out, &out_len);
+		               : compress_chunk(o->level, j.buf, j.len, &wk->zbuf, &wk->zcap, &out,
+		                                &out_len);
 
 		pthread_mutex_lock(&o->lock);
 		/* Chunks reach the file in the order they were handed over. */
@@ -195,7 +197,8 @@ static int hand_over(struct cuptrace_output *o)
 		pthread_cond_wait(&o->cond, &o->lock);
 	int e = o->async_err;
 	if (!e) {
-		o->queue[o->nqueue++] = (struct job){.buf = o->buf, .len = o->len, .seq = o->next_seq++};
+		o->queue[o->nqueue++] =
+		    (struct job){.buf = o->buf, .len = o->len, .seq = o->next_seq++};
 		o->buf = o->free_bufs[--o->nfree];
 		o->len = 0;
 		pthread_cond_broadcast(&o->cond);
@@ -213,7 +216,8 @@ static int chunk_inline(struct cuptrace_output *o, const uint8_t *buf, size_t le
 	const uint8_t *out;
 	size_t out_len;
 	if (!e)
-		e = compress_chunk(o->level, buf, len, &o->inline_zbuf, &o->inline_zcap, &out, &out_len);
+		e = compress_chunk(o->level, buf, len, &o->inline_zbuf, &o->inline_zcap, &out,
+		                   &out_len);
 	if (!e)
 		e = write_all(o, out, out_len);
 	return e ? (o->err = e) : 0;
@@ -255,7 +259,8 @@ static int drain(struct cuptrace_output *o)
 			o->err = r;
 		break;
 	case CUPTRACE_COMPRESS_GZIP:
-		/* Z_SYNC_FLUSH is not used: it costs size, and a cut gzip file does not load anyway. */
+		/* Z_SYNC_FLUSH is not used: it costs size, and a cut gzip file does not load
+		 * anyway. */
 		r = gz_pump(o, o->buf, o->len, Z_NO_FLUSH);
 		o->len = 0;
 		break;
@@ -319,7 +324,7 @@ static void stop_pool(struct cuptrace_output *o)
 }
 
 struct cuptrace_output *cuptrace_output_open(const char *path, enum cuptrace_compress mode,
-					     const struct cuptrace_output_opts *opts)
+                                             const struct cuptrace_output_opts *opts)
 {
 	struct cuptrace_output *o = calloc(1, sizeof(*o));
 	if (!o) {
@@ -355,7 +360,8 @@ struct cuptrace_output *cuptrace_output_open(const char *path, enum cuptrace_com
 	if (!o->buf)
 		goto fail_nomem;
 	if (mode == CUPTRACE_COMPRESS_GZIP) {
-		if (deflateInit2(&o->gz, o->level, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY) != Z_OK)
+		if (deflateInit2(&o->gz, o->level, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY) !=
+		    Z_OK)
 			goto fail_nomem;
 		o->gz_init = 1;
 	}
@@ -384,8 +390,8 @@ int cuptrace_output_write(struct cuptrace_output *o, const void *data, size_t le
 		if (drain(o))
 			return o->err;
 		if (len > o->cap) {
-			/* A record bigger than a chunk: in CHUNKS mode it becomes a chunk of its own
-			 * (the chunk buffers keep their size). */
+			/* A record bigger than a chunk: in CHUNKS mode it becomes a chunk of its
+			 * own (the chunk buffers keep their size). */
 			if (o->mode == CUPTRACE_COMPRESS_CHUNKS)
 				return chunk_inline(o, data, len);
 			if (o->mode == CUPTRACE_COMPRESS_GZIP)

@@ -20,18 +20,19 @@ enum cuptrace_compress {
 };
 
 struct cuptrace_output_opts {
-	size_t sz;          /* sizeof(struct cuptrace_output_opts) */
-	size_t chunk_bytes; /* CHUNKS: uncompressed bytes per chunk (default 256 KiB, max 480 KiB) */
-	int flush_ms;       /* at most this long between writes to the file (default 1000; <0 off) */
-	int level;          /* zlib level (default 5) */
-	int workers;        /* CHUNKS: compressor threads (default 2, max 4; -1: none, inline) */
+	size_t sz; /* sizeof(struct cuptrace_output_opts) */
+	size_t
+	    chunk_bytes; /* CHUNKS: uncompressed bytes per chunk (default 256 KiB, max 480 KiB) */
+	int flush_ms;    /* at most this long between writes to the file (default 1000; <0 off) */
+	int level;       /* zlib level (default 5) */
+	int workers;     /* CHUNKS: compressor threads (default 2, max 4; -1: none, inline) */
 };
 
 struct cuptrace_output;
 
 /* Opens (creates or truncates) path. Returns NULL and sets errno on failure. opts may be NULL. */
 struct cuptrace_output *cuptrace_output_open(const char *path, enum cuptrace_compress mode,
-					     const struct cuptrace_output_opts *opts);
+                                             const struct cuptrace_output_opts *opts);
 /* Appends one record. Returns 0 or a negative errno; the first error sticks. */
 int cuptrace_output_write(struct cuptrace_output *out, const void *data, size_t len);
 /* Writes to the file if flush_ms has passed since the last time it did. */

@@ -41,10 +41,14 @@ int main(int argc, char **argv)
 			size_t j = (size_t)i * threads + t;
 			uint64_t s = t0 + host[t] + 1500 + rnd(600);
 			uint64_t d = 4000 + rnd(3000);
-			api[j] = (CUpti_ActivityAPI){.kind = CUPTI_ACTIVITY_KIND_RUNTIME,
-						     .cbid = CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000,
-						     .start = s, .end = s + d, .processId = 1,
-						     .threadId = 100 + (uint32_t)t, .correlationId = corr};
+			api[j] = (CUpti_ActivityAPI){
+			    .kind = CUPTI_ACTIVITY_KIND_RUNTIME,
+			    .cbid = CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000,
+			    .start = s,
+			    .end = s + d,
+			    .processId = 1,
+			    .threadId = 100 + (uint32_t)t,
+			    .correlationId = corr};
 			host[t] = s + d - t0;
 			uint64_t ks = t0 + (gpu[t] > host[t] ? gpu[t] : host[t]) + 800 + rnd(200);
 			k[j].kind = CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL;
@@ -65,7 +69,7 @@ int main(int argc, char **argv)
 	const size_t batch = 20000;
 	const CUpti_Activity **recs = malloc(2 * batch * sizeof(*recs));
 	static const char *const outs[] = {"bench.pftrace", "bench.pftrace.gz", "bench.json",
-					   "bench.json.gz"};
+	                                   "bench.json.gz"};
 	printf("convert_bench: %d threads x %d launches = %zu kernels, %zu records\n", threads,
 	       launches, n, 2 * n);
 	printf("%-18s %10s %14s %12s\n", "output", "seconds", "records/s", "bytes/kernel");
@@ -81,8 +85,8 @@ int main(int argc, char **argv)
 			perror(path);
 			return 1;
 		}
-		struct cuptrace_trace_info info = {.pid = 1, .process_name = "bench",
-						   .start_boottime_ns = (int64_t)t0};
+		struct cuptrace_trace_info info = {
+		    .pid = 1, .process_name = "bench", .start_boottime_ns = (int64_t)t0};
 		struct cuptrace_converter *c = cuptrace_converter_new(sink, &info, NULL);
 		for (size_t i = 0; i < n; i += batch) {
 			size_t m = 0, end = i + batch < n ? i + batch : n;
