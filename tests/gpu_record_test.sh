@@ -2,14 +2,8 @@
 # GPU test: records every example live with `cuptrace record` (default .pftrace, and Chrome
 # JSON for one) and asserts exact counts, flows and a clean timeline. Skips without a GPU.
 set -u
-if [ ! -e /dev/nvidia0 ] && [ ! -e /dev/nvidiactl ]; then
-	echo "SKIP: no NVIDIA GPU on this machine (/dev/nvidia0 missing): GPU tests not run"
-	exit 77
-fi
-ct=$CUPTRACE_BIN
-ex=$CUPTRACE_EXAMPLES
-chk=$CHECK_TRACE
-tmp=$(mktemp -d "${CUPTRACE_TMP:-/tmp}/gpu.XXXXXX")
+# shellcheck source=tests/gpu_common.sh
+. "$(dirname "$0")/gpu_common.sh" gpu
 fail=0
 rec() { # name out command... : records; then check NAME OUT assertions...
 	name=$1 out=$2

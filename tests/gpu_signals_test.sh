@@ -2,14 +2,8 @@
 # GPU test: a traced program stopped by SIGTERM/SIGINT finishes its trace and still dies of
 # the signal; one killed by SIGKILL leaves a .pftrace that loads up to its last chunk.
 set -u
-if [ ! -e /dev/nvidia0 ] && [ ! -e /dev/nvidiactl ]; then
-	echo "SKIP: no NVIDIA GPU on this machine (/dev/nvidia0 missing): GPU tests not run"
-	exit 77
-fi
-ct=$CUPTRACE_BIN
-ex=$CUPTRACE_EXAMPLES
-chk=$CHECK_TRACE
-tmp=$(mktemp -d "${CUPTRACE_TMP:-/tmp}/sig.XXXXXX")
+# shellcheck source=tests/gpu_common.sh
+. "$(dirname "$0")/gpu_common.sh" sig
 # Job control on: a non-interactive shell otherwise starts background jobs with SIGINT ignored.
 set -m
 fail=0

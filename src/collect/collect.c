@@ -38,27 +38,7 @@
 #define CUPTRACE_VERSION "0.1.0"
 #endif
 
-/* Activity kinds recorded. CONCURRENT_KERNEL (not KERNEL, which serializes the GPU). DEVICE
- * and CONTEXT name the GPU tracks; the rest are the timeline. */
-static const CUpti_ActivityKind kinds[] = {
-    CUPTI_ACTIVITY_KIND_DEVICE,
-    CUPTI_ACTIVITY_KIND_CONTEXT,
-    CUPTI_ACTIVITY_KIND_RUNTIME,
-    CUPTI_ACTIVITY_KIND_DRIVER,
-    CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL,
-    CUPTI_ACTIVITY_KIND_MEMCPY,
-    CUPTI_ACTIVITY_KIND_MEMCPY2,
-    CUPTI_ACTIVITY_KIND_MEMSET,
-    CUPTI_ACTIVITY_KIND_SYNCHRONIZATION,
-    CUPTI_ACTIVITY_KIND_STREAM,
-    CUPTI_ACTIVITY_KIND_NAME,
-    CUPTI_ACTIVITY_KIND_MARKER,
-    CUPTI_ACTIVITY_KIND_MARKER_DATA,
-    CUPTI_ACTIVITY_KIND_MEMORY2,
-    CUPTI_ACTIVITY_KIND_MEMORY_POOL,
-    CUPTI_ACTIVITY_KIND_OVERHEAD,
-    CUPTI_ACTIVITY_KIND_CUDA_EVENT,
-};
+#include "collect/kinds.h"
 
 enum { ST_IDLE, ST_RUNNING, ST_STOPPING, ST_DONE };
 
@@ -676,15 +656,15 @@ static int setup_cupti(int injected)
 	/* The start timestamp, on the clock CUPTI now uses. */
 	S.start_boot = cuptrace_now_ns(CLOCK_BOOTTIME);
 	S.start_real = cuptrace_now_ns(CLOCK_REALTIME);
-	for (size_t i = 0; i < sizeof(kinds) / sizeof(kinds[0]); i++) {
+	for (size_t i = 0; i < CUPTRACE_NKINDS; i++) {
 		/* Started after CUDA initialized (C API): devices and contexts already exist and
 		 * CUPTI reports them only at creation, so ask for a dump of the existing ones. */
-		int dump = !injected && (kinds[i] == CUPTI_ACTIVITY_KIND_DEVICE ||
-		                         kinds[i] == CUPTI_ACTIVITY_KIND_CONTEXT ||
-		                         kinds[i] == CUPTI_ACTIVITY_KIND_STREAM);
-		r = dump ? cuptiActivityEnableAndDump(kinds[i]) : cuptiActivityEnable(kinds[i]);
+		int dump = !injected && (cuptrace_kinds[i] == CUPTI_ACTIVITY_KIND_DEVICE ||
+		                         cuptrace_kinds[i] == CUPTI_ACTIVITY_KIND_CONTEXT ||
+		                         cuptrace_kinds[i] == CUPTI_ACTIVITY_KIND_STREAM);
+		r = dump ? cuptiActivityEnableAndDump(cuptrace_kinds[i]) : cuptiActivityEnable(cuptrace_kinds[i]);
 		if (r != CUPTI_SUCCESS)
-			cuptrace_warn("activity kind %d not recorded: %s", (int)kinds[i],
+			cuptrace_warn("activity kind %d not recorded: %s", (int)cuptrace_kinds[i],
 			              cupti_err(r));
 	}
 	if (!S.driver_all) {
@@ -766,8 +746,8 @@ int cuptrace_collect_start(const char *path, int injected)
 	goto out;
 out_cupti:
 	/* Leave CUPTI as harmless as we can: nothing enabled, nothing subscribed. */
-	for (size_t i = 0; i < sizeof(kinds) / sizeof(kinds[0]); i++)
-		cuptiActivityDisable(kinds[i]);
+	for (size_t i = 0; i < CUPTRACE_NKINDS; i++)
+		cuptiActivityDisable(cuptrace_kinds[i]);
 	if (S.subscriber)
 		cuptiUnsubscribe(S.subscriber);
 	S.subscriber = NULL;
@@ -861,8 +841,8 @@ static void finish_session(void)
 	size_t dropped = 0;
 	if (cuptiActivityGetNumDroppedRecords(NULL, 0, &dropped) == CUPTI_SUCCESS && dropped)
 		atomic_fetch_add(&S.cupti_dropped, dropped);
-	for (size_t i = 0; i < sizeof(kinds) / sizeof(kinds[0]); i++)
-		cuptiActivityDisable(kinds[i]);
+	for (size_t i = 0; i < CUPTRACE_NKINDS; i++)
+		cuptiActivityDisable(cuptrace_kinds[i]);
 	atomic_store(&S.state, ST_DONE); /* later buffers are freed, not queued */
 	atomic_store(&S.stop_flusher, 1);
 	if (S.have_flusher && !pthread_equal(pthread_self(), S.flusher)) {

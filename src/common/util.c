@@ -8,6 +8,32 @@
 #include <time.h>
 #include <unistd.h>
 
+void *cuptrace_grow(void *arr, size_t *cap, size_t n, size_t size)
+{
+	if (n <= *cap)
+		return arr;
+	size_t ncap = *cap ? *cap : 16;
+	while (ncap < n)
+		ncap *= 2;
+	if (ncap > SIZE_MAX / size)
+		return NULL;
+	void *p = realloc(arr, ncap * size);
+	if (p)
+		*cap = ncap;
+	return p;
+}
+
+size_t cuptrace_put_varint(uint8_t *p, uint64_t v)
+{
+	size_t n = 0;
+	while (v >= 0x80) {
+		p[n++] = (uint8_t)(v | 0x80);
+		v >>= 7;
+	}
+	p[n++] = (uint8_t)v;
+	return n;
+}
+
 uint64_t cuptrace_hash64(uint64_t x)
 {
 	/* splitmix64 finalizer: cheap and mixes sequential ids well. */

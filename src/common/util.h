@@ -38,6 +38,12 @@ uint32_t cuptrace_strtab_intern(struct cuptrace_strtab *t, const char *s, size_t
 /* The stable NUL-terminated copy for an id. */
 const char *cuptrace_strtab_str(const struct cuptrace_strtab *t, uint32_t id);
 
+/* Grows arr (elements of size bytes, capacity *cap) to hold at least n, doubling. Returns the
+ * (possibly moved) array, or NULL with arr left intact and *cap unchanged. */
+void *cuptrace_grow(void *arr, size_t *cap, size_t n, size_t size);
+/* Protobuf base-128 varint of v into p (up to 10 bytes); returns its length. */
+size_t cuptrace_put_varint(uint8_t *p, uint64_t v);
+
 uint64_t cuptrace_hash64(uint64_t x);
 uint64_t cuptrace_hash_bytes(const void *p, size_t n);
 

@@ -151,20 +151,6 @@ static int check(struct chrome_sink *s)
 	return e ? fail(s, e) : s->err;
 }
 
-static void *grow(void *arr, size_t *cap, size_t n, size_t size)
-{
-	if (n <= *cap)
-		return arr;
-	size_t ncap = *cap ? *cap * 2 : 16;
-	while (ncap < n)
-		ncap *= 2;
-	if (ncap > SIZE_MAX / size)
-		return NULL;
-	void *p = realloc(arr, ncap * size);
-	if (p)
-		*cap = ncap;
-	return p;
-}
 
 static struct ctrack *find(struct chrome_sink *s, uint64_t uuid)
 {
@@ -204,7 +190,7 @@ static int meta_set(struct chrome_sink *s, const char *key, int is_int, int64_t 
 	if (!is_int && str && !(v = strdup(str)))
 		return -ENOMEM;
 	if (!m) {
-		struct mentry *arr = grow(s->meta, &s->metacap, s->nmeta + 1, sizeof(*arr));
+		struct mentry *arr = cuptrace_grow(s->meta, &s->metacap, s->nmeta + 1, sizeof(*arr));
 		char *k = strdup(key);
 		if (!arr || !k) {
 			if (arr)
@@ -552,7 +538,7 @@ static int chrome_track(struct cuptrace_sink *sink, const struct cuptrace_track 
 		return skip(s, "a track of unknown kind", t->uuid);
 	}
 
-	struct ctrack *arr = grow(s->trk, &s->trkcap, s->ntrk + 1, sizeof(*arr));
+	struct ctrack *arr = cuptrace_grow(s->trk, &s->trkcap, s->ntrk + 1, sizeof(*arr));
 	uint64_t *slot = arr ? cuptrace_u64map_put(&s->index, t->uuid, &created) : NULL;
 	if (arr)
 		s->trk = arr;

@@ -235,25 +235,11 @@ struct reader {
 	uint64_t fo;
 };
 
-static void *grow(void *arr, size_t *cap, size_t n, size_t size)
-{
-	if (n <= *cap)
-		return arr;
-	size_t ncap = *cap ? *cap : 16;
-	while (ncap < n)
-		ncap *= 2;
-	if (ncap > SIZE_MAX / size)
-		return NULL;
-	void *p = realloc(arr, ncap * size);
-	if (p)
-		*cap = ncap;
-	return p;
-}
 
 /* Returns arr grown to hold n elements, or arr itself with r->err set. */
 static void *grow_r(struct reader *r, void *arr, size_t *cap, size_t n, size_t size)
 {
-	void *p = grow(arr, cap, n, size);
+	void *p = cuptrace_grow(arr, cap, n, size);
 	if (!p)
 		r->err = -ENOMEM;
 	return p ? p : arr;
@@ -648,7 +634,7 @@ static int meta_put(struct reader *r, struct rmeta **arr, size_t *n, size_t *cap
 			return 0;
 		}
 	}
-	struct rmeta *a = grow(*arr, cap, *n + 1, sizeof(*a));
+	struct rmeta *a = cuptrace_grow(*arr, cap, *n + 1, sizeof(*a));
 	if (!a)
 		return r->err = -ENOMEM;
 	*arr = a;
@@ -1415,7 +1401,7 @@ static int flow_touch(struct reader *r, struct replay *p, uint64_t id, uint32_t 
 		return 0;
 	}
 	uint32_t prev = (uint32_t)((*v & ~(1ull << 63)) - 1);
-	void *a = grow(p->fl, &p->flcap, p->nfl + 1, sizeof(*p->fl));
+	void *a = cuptrace_grow(p->fl, &p->flcap, p->nfl + 1, sizeof(*p->fl));
 	if (!a)
 		return r->err = -ENOMEM;
 	p->fl = a;
@@ -1446,15 +1432,15 @@ static int stack_for(struct reader *r, struct replay *p, uint64_t track, size_t 
 		return r->err = -ENOMEM;
 	if (created) {
 		size_t cap = p->stackscap;
-		uint32_t **s = grow(p->stacks, &cap, p->nstacks + 1, sizeof(*s));
+		uint32_t **s = cuptrace_grow(p->stacks, &cap, p->nstacks + 1, sizeof(*s));
 		if (s)
 			p->stacks = s;
 		size_t c2 = p->stackscap;
-		size_t *d = s ? grow(p->depth, &c2, p->nstacks + 1, sizeof(*d)) : NULL;
+		size_t *d = s ? cuptrace_grow(p->depth, &c2, p->nstacks + 1, sizeof(*d)) : NULL;
 		if (d)
 			p->depth = d;
 		size_t c3 = p->stackscap;
-		size_t *c = d ? grow(p->stcap, &c3, p->nstacks + 1, sizeof(*c)) : NULL;
+		size_t *c = d ? cuptrace_grow(p->stcap, &c3, p->nstacks + 1, sizeof(*c)) : NULL;
 		if (!c) {
 			cuptrace_u64map_del(&p->stack_of, track);
 			return r->err = -ENOMEM;
@@ -1485,9 +1471,9 @@ static int build_slices(struct reader *r, struct replay *p)
 				r->ck.depth_exceeded++;
 				continue;
 			}
-			uint32_t *st = grow(p->stacks[si], &p->stcap[si], *d + 1, sizeof(*st));
+			uint32_t *st = cuptrace_grow(p->stacks[si], &p->stcap[si], *d + 1, sizeof(*st));
 			struct rslice *s =
-			    st ? grow(p->sl, &p->slcap, p->nsl + 1, sizeof(*s)) : NULL;
+			    st ? cuptrace_grow(p->sl, &p->slcap, p->nsl + 1, sizeof(*s)) : NULL;
 			if (st)
 				p->stacks[si] = st;
 			if (!s) {
@@ -1698,7 +1684,7 @@ static int emit_tracks(struct reader *r, struct cuptrace_sink *sink)
 		struct rtrack *t = &r->trk[i];
 		int mark = (int)(i + 1);
 		while (t && t->valid && !t->emitted && t->mark != mark) {
-			struct rtrack **c = grow(chain, &cap, n + 1, sizeof(*chain));
+			struct rtrack **c = cuptrace_grow(chain, &cap, n + 1, sizeof(*chain));
 			if (!c) {
 				err = -ENOMEM;
 				break;
@@ -1720,7 +1706,7 @@ static int emit_tracks(struct reader *r, struct cuptrace_sink *sink)
 static struct cuptrace_arg *make_args(struct reader *r, const struct rev *e,
                                       struct cuptrace_arg **buf, size_t *cap)
 {
-	struct cuptrace_arg *a = grow(*buf, cap, e->nargs ? e->nargs : 1, sizeof(**buf));
+	struct cuptrace_arg *a = cuptrace_grow(*buf, cap, e->nargs ? e->nargs : 1, sizeof(**buf));
 	if (!a)
 		return NULL;
 	*buf = a;

@@ -130,31 +130,7 @@ static int fail(struct pf_sink *s, int err)
 	return s->err;
 }
 
-static void *grow(void *arr, size_t *cap, size_t n, size_t size)
-{
-	if (n <= *cap)
-		return arr;
-	size_t ncap = *cap ? *cap : 16;
-	while (ncap < n)
-		ncap *= 2;
-	if (ncap > SIZE_MAX / size)
-		return NULL;
-	void *p = realloc(arr, ncap * size);
-	if (p)
-		*cap = ncap;
-	return p;
-}
 
-static size_t put_varint(uint8_t *p, uint64_t v)
-{
-	size_t n = 0;
-	while (v >= 0x80) {
-		p[n++] = (uint8_t)(v | 0x80);
-		v >>= 7;
-	}
-	p[n++] = (uint8_t)v;
-	return n;
-}
 
 /* Makes room for need bytes in the packing buffer. */
 static int buf_reserve(struct pf_sink *s, size_t need)
@@ -191,7 +167,7 @@ static int emit_parts(struct pf_sink *s, Cuptrace__Pb__TracePacket **parts, int 
 	if (buf_reserve(s, total + 11))
 		return s->err;
 	s->buf[0] = 0x0A;
-	size_t h = 1 + put_varint(s->buf + 1, total);
+	size_t h = 1 + cuptrace_put_varint(s->buf + 1, total);
 	for (int i = 0; i < n; i++) {
 		if (protobuf_c_message_pack(&parts[i]->base, s->buf + h) != len[i])
 			return fail(s, -EIO);
@@ -285,7 +261,7 @@ static struct pf_seq *seq_get(struct pf_sink *s, uint64_t track)
 	if (v)
 		return *hot = s->seqs[*v - 1];
 
-	struct pf_seq **arr = grow(s->seqs, &s->seqcap, s->nseqs + 1, sizeof(*arr));
+	struct pf_seq **arr = cuptrace_grow(s->seqs, &s->seqcap, s->nseqs + 1, sizeof(*arr));
 	struct pf_seq *q = arr ? calloc(1, sizeof(*q)) : NULL;
 	if (arr)
 		s->seqs = arr;
@@ -438,7 +414,7 @@ static uint8_t *close_len(uint8_t *body, uint8_t *end)
 		body[-1] = (uint8_t)n;
 		return end;
 	}
-	size_t k = put_varint(v, n);
+	size_t k = cuptrace_put_varint(v, n);
 	memmove(body - 1 + k, body, n);
 	memcpy(body - 1, v, k);
 	return end + k - 1;
@@ -479,7 +455,7 @@ static int ev_intern(struct pf_sink *s, struct pf_seq *q, struct pf_ev *ev, cons
 			return s->err;
 	}
 	if (nargs > s->aicap) {
-		struct pf_arg_iids *a = grow(s->ai, &s->aicap, nargs, sizeof(*a));
+		struct pf_arg_iids *a = cuptrace_grow(s->ai, &s->aicap, nargs, sizeof(*a));
 		if (!a)
 			return -ENOMEM;
 		s->ai = a;
@@ -738,7 +714,7 @@ static int meta_store(struct pf_sink *s, const struct cuptrace_meta *m)
 		if (!strcmp(s->meta[i].key, m->key))
 			e = &s->meta[i];
 	if (!e) {
-		struct pf_meta *arr = grow(s->meta, &s->metacap, s->nmeta + 1, sizeof(*arr));
+		struct pf_meta *arr = cuptrace_grow(s->meta, &s->metacap, s->nmeta + 1, sizeof(*arr));
 		char *k = arr ? strdup(m->key) : NULL;
 		if (arr)
 			s->meta = arr;

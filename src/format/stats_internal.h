@@ -6,20 +6,6 @@
 #include <stdlib.h>
 
 /* Grows arr to hold n elements; returns the (possibly moved) array, or NULL with arr intact. */
-static inline void *grow(void *arr, size_t *cap, size_t n, size_t size)
-{
-	if (n <= *cap)
-		return arr;
-	size_t ncap = *cap ? *cap : 16;
-	while (ncap < n)
-		ncap *= 2;
-	if (ncap > SIZE_MAX / size)
-		return NULL;
-	void *p = realloc(arr, ncap * size);
-	if (p)
-		*cap = ncap;
-	return p;
-}
 
 /* Foreign traces may hold any value: sums saturate rather than overflow. */
 static inline int64_t sat_add(int64_t a, int64_t b)

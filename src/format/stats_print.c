@@ -1,6 +1,7 @@
 /* Prints struct cuptrace_stats as a summary for humans and bug reports: aligned text or
  * GitHub markdown (see cuptrace_stats_print in formats.h). Output depends only on the stats. */
 #include "format/formats.h"
+#include "common/util.h"
 #include "format/stats_internal.h"
 
 #include <errno.h>
@@ -33,7 +34,7 @@ struct table {
 
 static char *next_cell(struct table *t)
 {
-	void *p = t->oom ? NULL : grow(t->cells, &t->cap, t->ncells + 1, CELL_BYTES);
+	void *p = t->oom ? NULL : cuptrace_grow(t->cells, &t->cap, t->ncells + 1, CELL_BYTES);
 	if (!p) {
 		t->oom = 1;
 		return NULL;

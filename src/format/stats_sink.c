@@ -105,7 +105,7 @@ static int meta_set(struct stats_sink *s, const char *key, int is_int, int64_t i
 		if (!strcmp(t->meta[k].key, key))
 			m = &t->meta[k];
 	if (!m) {
-		struct cuptrace_meta *arr = grow(t->meta, &s->metacap, t->nmeta + 1, sizeof(*arr));
+		struct cuptrace_meta *arr = cuptrace_grow(t->meta, &s->metacap, t->nmeta + 1, sizeof(*arr));
 		char *k = arr ? strdup(key) : NULL;
 		if (arr)
 			t->meta = arr;
@@ -198,11 +198,11 @@ static int st_track(struct cuptrace_sink *sk, const struct cuptrace_track *t)
 	if (t->kind == CUPTRACE_TRACK_PROCESS && t->cmdline_len &&
 	    !(cmdline = join_cmdline(t->cmdline, t->cmdline_len)))
 		goto out;
-	struct trk_acc *arr = grow(s->trk, &s->trkcap, s->ntrk + 1, sizeof(*arr));
+	struct trk_acc *arr = cuptrace_grow(s->trk, &s->trkcap, s->ntrk + 1, sizeof(*arr));
 	if (!arr)
 		goto out;
 	s->trk = arr;
-	/* Looked up after grow(), which may move s->trk. */
+	/* Looked up after cuptrace_grow(), which may move s->trk. */
 	struct trk_acc *parent = find_track(s, t->parent_uuid);
 	uint64_t group = !parent                                   ? 0
 	                 : parent->st.kind == CUPTRACE_TRACK_GROUP ? parent->st.uuid
@@ -267,7 +267,7 @@ static int add_name(struct stats_sink *s, const char *cat, const char *name, int
 	name = name ? name : "";
 	uint32_t c = cuptrace_strtab_intern(&s->strs, cat, strlen(cat));
 	uint32_t n = cuptrace_strtab_intern(&s->strs, name, strlen(name));
-	struct name_acc *arr = grow(s->names, &s->namecap, s->nnames + 1, sizeof(*arr));
+	struct name_acc *arr = cuptrace_grow(s->names, &s->namecap, s->nnames + 1, sizeof(*arr));
 	if (!c || !n || !arr)
 		return -ENOMEM;
 	s->names = arr;
@@ -316,7 +316,7 @@ static int st_slice(struct cuptrace_sink *sk, const struct cuptrace_slice *e)
 	int gpu = a && a->st.group_uuid;
 	s->tot.slices++;
 	if (a) {
-		struct span *sp = grow(a->spans, &a->cap, a->nspans + 1, sizeof(*sp));
+		struct span *sp = cuptrace_grow(a->spans, &a->cap, a->nspans + 1, sizeof(*sp));
 		if (!sp)
 			return fail(s, -ENOMEM);
 		a->spans = sp;
@@ -331,9 +331,9 @@ static int st_slice(struct cuptrace_sink *sk, const struct cuptrace_slice *e)
 		return 0;
 	s->tot.gpu_slices++;
 	if (!e->nflows_in)
-		return 0; /* and grow() of an empty array to 0 would look like a failure */
+		return 0; /* and cuptrace_grow() of an empty array to 0 would look like a failure */
 	struct flow_in *fi =
-	    grow(s->flow_in, &s->flow_in_cap, s->nflow_in + e->nflows_in, sizeof(*fi));
+	    cuptrace_grow(s->flow_in, &s->flow_in_cap, s->nflow_in + e->nflows_in, sizeof(*fi));
 	if (!fi)
 		return fail(s, -ENOMEM);
 	s->flow_in = fi;
@@ -399,7 +399,7 @@ static int sweep(struct trk_acc *a, int64_t **ends, size_t *cap)
 		a->st.partial_overlaps += n - k;
 		if (!k)
 			a->st.busy_ns = sat_add(a->st.busy_ns, a->spans[i].dur);
-		int64_t *e = grow(*ends, cap, n + 1, sizeof(**ends));
+		int64_t *e = cuptrace_grow(*ends, cap, n + 1, sizeof(**ends));
 		if (!e)
 			return -ENOMEM;
 		*ends = e;

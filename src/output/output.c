@@ -9,6 +9,8 @@
  * that the caller reads under the lock. */
 #include "output.h"
 
+#include "common/util.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
@@ -94,16 +96,6 @@ static int write_all(struct cuptrace_output *o, const void *p, size_t n)
 	return 0;
 }
 
-static size_t put_varint(uint8_t *p, uint64_t v)
-{
-	size_t n = 0;
-	while (v >= 0x80) {
-		p[n++] = (uint8_t)(v | 0x80);
-		v >>= 7;
-	}
-	p[n++] = (uint8_t)v;
-	return n;
-}
 
 /* One chunk: TracePacket{compressed_packets(50) = zlib(records)}, framed as Trace.packet.
  * Compresses into *zbuf (grown as needed); *out and *out_len give the framed bytes. */
@@ -125,9 +117,9 @@ static int compress_chunk(int level, const uint8_t *buf, size_t len, uint8_t **z
 	size_t ni = 0, no = 0;
 	inner[ni++] = 0x92; /* field 50, wire type 2 */
 	inner[ni++] = 0x03;
-	ni += put_varint(inner + ni, zlen);
+	ni += cuptrace_put_varint(inner + ni, zlen);
 	outer[no++] = 0x0A; /* Trace.packet */
-	no += put_varint(outer + no, ni + zlen);
+	no += cuptrace_put_varint(outer + no, ni + zlen);
 	uint8_t *start = payload - ni - no;
 	memcpy(start, outer, no);
 	memcpy(start + no, inner, ni);

@@ -5,25 +5,8 @@
 #include <stdlib.h>
 #include <time.h>
 
-static const CUpti_ActivityKind kinds[] = {
-    CUPTI_ACTIVITY_KIND_DEVICE,
-    CUPTI_ACTIVITY_KIND_CONTEXT,
-    CUPTI_ACTIVITY_KIND_RUNTIME,
-    CUPTI_ACTIVITY_KIND_DRIVER,
-    CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL,
-    CUPTI_ACTIVITY_KIND_MEMCPY,
-    CUPTI_ACTIVITY_KIND_MEMCPY2,
-    CUPTI_ACTIVITY_KIND_MEMSET,
-    CUPTI_ACTIVITY_KIND_SYNCHRONIZATION,
-    CUPTI_ACTIVITY_KIND_STREAM,
-    CUPTI_ACTIVITY_KIND_NAME,
-    CUPTI_ACTIVITY_KIND_MARKER,
-    CUPTI_ACTIVITY_KIND_MARKER_DATA,
-    CUPTI_ACTIVITY_KIND_MEMORY2,
-    CUPTI_ACTIVITY_KIND_MEMORY_POOL,
-    CUPTI_ACTIVITY_KIND_OVERHEAD,
-    CUPTI_ACTIVITY_KIND_CUDA_EVENT,
-};
+#include "collect/kinds.h"
+
 
 static void CUPTIAPI req(uint8_t **b, size_t *sz, size_t *max)
 {
@@ -57,8 +40,8 @@ __attribute__((visibility("default"))) int InitializeInjection(void)
 	size_t n = 1;
 	cuptiActivitySetAttribute(CUPTI_ACTIVITY_ATTR_ZEROED_OUT_ACTIVITY_BUFFER, &n, &one);
 	cuptiActivityRegisterCallbacks(req, done);
-	for (size_t i = 0; i < sizeof(kinds) / sizeof(kinds[0]); i++)
-		cuptiActivityEnable(kinds[i]);
+	for (size_t i = 0; i < CUPTRACE_NKINDS; i++)
+		cuptiActivityEnable(cuptrace_kinds[i]);
 	atexit(at_exit);
 	return 1;
 }
