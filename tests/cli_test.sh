@@ -26,6 +26,9 @@ expect 2 "bad value for --buffer-size" "$ct" record --buffer-size 12 -- true
 expect 2 "takes user or all" "$ct" record --driver some -- true
 expect 1 "cannot write" "$ct" record -o /nonexistent-dir/x.pftrace -- true
 expect 1 "not found" "$ct" record --lib /nonexistent/libcuptrace.so -- true
+# A library that does not load (here: not an ELF file) is a clear error, not an untraced run.
+printf 'not a library' >"$tmp/libbad.so"
+expect 1 "cannot load" "$ct" record --no-check --lib "$tmp/libbad.so" -o "$tmp/x.pftrace" -- true
 expect 127 "command not found" "$ct" record --no-check -o "$tmp/x.pftrace" -- /nonexistent/command
 # A program that never uses CUDA: it runs, but there is no trace to show.
 expect 1 "no trace was written" "$ct" record --no-check -o "$tmp/x.pftrace" -- true

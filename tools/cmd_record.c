@@ -118,6 +118,39 @@ static int check_device(char *msg, size_t n)
 	return WIFEXITED(st) && WEXITSTATUS(st) == 1 ? -1 : 0;
 }
 
+/* Loads libcuptrace.so (and so libcupti) in a short-lived child: a missing or mismatched
+ * libcupti must be a clear error here, not a program that silently runs untraced (the driver
+ * says nothing when an injection library fails to load). */
+static int check_library(const char *lib, char *msg, size_t n)
+{
+	int pfd[2];
+	if (pipe(pfd))
+		return 0;
+	pid_t pid = fork();
+	if (pid < 0) {
+		close(pfd[0]);
+		close(pfd[1]);
+		return 0;
+	}
+	if (pid == 0) {
+		close(pfd[0]);
+		void *h = dlopen(lib, RTLD_NOW | RTLD_LOCAL);
+		const char *e = h ? NULL : dlerror();
+		if (e) {
+			ssize_t w = write(pfd[1], e, strlen(e));
+			(void)w;
+		}
+		_exit(h ? 0 : 1);
+	}
+	close(pfd[1]);
+	ssize_t k = read(pfd[0], msg, n - 1);
+	msg[k > 0 ? k : 0] = 0;
+	close(pfd[0]);
+	int st;
+	waitpid(pid, &st, 0);
+	return WIFEXITED(st) && WEXITSTATUS(st) == 0 ? 0 : -1;
+}
+
 static int check_writable(const char *tmpl)
 {
 	char *p = strdup(tmpl);
@@ -273,6 +306,13 @@ int cmd_record(int argc, char **argv)
 			return EXIT_FAIL;
 		}
 		snprintf(outabs, sizeof(outabs), "%s/%s", cwd, output);
+	}
+	char lmsg[512];
+	if (check_library(libpath, lmsg, sizeof(lmsg))) {
+		fprintf(stderr, "cuptrace record: cannot load %s: %s\n(is CUPTI installed, and the "
+				"CUDA toolkit's lib64 on the library path?)\n",
+			libpath, lmsg[0] ? lmsg : "unknown error");
+		return EXIT_FAIL;
 	}
 	int w = check_writable(outabs);
 	if (w) {
