@@ -19,178 +19,7 @@
 
 #include "common/log.h"
 
-extern const char *const cuptrace_runtime_cbid_names[];
-extern const unsigned cuptrace_runtime_cbid_names_len;
-extern const char *const cuptrace_driver_cbid_names[];
-extern const unsigned cuptrace_driver_cbid_names_len;
-
 #define CORR_RING (1u << 17) /* correlation states kept: ~9 MB */
-
-/* Driver calls the runtime makes on its own; see cuptrace_driver_noise_cbids(). */
-static const char *const driver_noise[] = {
-    "cuModuleGetLoadingMode",
-    "cuDeviceGetAttribute",
-    "cuDeviceTotalMem_v2",
-    "cuDeviceGetUuid",
-    "cuDeviceGetUuid_v2",
-    "cuLibraryGetKernel",
-    "cuKernelGetName",
-    "cuKernelGetAttribute",
-    "cuKernelGetFunction",
-    "cuKernelGetLibrary",
-    "cuLibraryLoadData",
-    "cuLibraryGetModule",
-    "cuLibraryUnload",
-    "cuCtxGetCurrent",
-    "cuDevicePrimaryCtxGetState",
-    "cuGetProcAddress",
-    "cuGetProcAddress_v2",
-    "cuGetExportTable",
-    "cuDriverGetVersion",
-    "cuDevicePrimaryCtxRetain",
-    "cuDevicePrimaryCtxRelease_v2",
-    "cuCtxGetDevice",
-    "cuDeviceGetProperties",
-    "cuDeviceComputeCapability",
-    "cuDeviceGetLuid",
-    "cuCtxGetStreamPriorityRange",
-    "cuDeviceGetDefaultMemPool",
-    "cuDeviceGetMemPool",
-    "cuFuncGetAttribute",
-    "cuFuncGetName",
-    "cuPointerGetAttribute",
-    "cuPointerGetAttributes",
-    "cuCtxGetFlags",
-    "cuCtxGetId",
-    "cuStreamGetCtx",
-    "cuStreamGetId",
-    "cuModuleGetFunction_internal",
-};
-
-static int cbid_index(const char *const *names, unsigned len, const char *name)
-{
-	for (unsigned i = 0; i < len; i++)
-		if (names[i] && !strcmp(names[i], name))
-			return (int)i;
-	return -1;
-}
-
-size_t cuptrace_driver_noise_cbids(uint32_t *out, size_t max)
-{
-	size_t n = 0;
-	for (size_t i = 0; i < sizeof(driver_noise) / sizeof(driver_noise[0]) && n < max; i++) {
-		int id = cbid_index(cuptrace_driver_cbid_names, cuptrace_driver_cbid_names_len,
-		                    driver_noise[i]);
-		if (id >= 0)
-			out[n++] = (uint32_t)id;
-	}
-	return n;
-}
-
-int cuptrace_driver_cbid_is_noise(uint32_t cbid)
-{
-	if (cbid >= cuptrace_driver_cbid_names_len || !cuptrace_driver_cbid_names[cbid])
-		return 0;
-	for (size_t i = 0; i < sizeof(driver_noise) / sizeof(driver_noise[0]); i++)
-		if (!strcmp(cuptrace_driver_cbid_names[cbid], driver_noise[i]))
-			return 1;
-	return 0;
-}
-
-/* GPU records an API call produces: 1 for launches, copies and memsets, -1 (unknown) for graph
- * launches, 0 otherwise. Derived from the names so new cbids are covered. */
-static int8_t expect_from_name(const char *n)
-{
-	if (!n)
-		return 0;
-	/* A peer copy without peer access is staged: two records (one per GPU). */
-	if (strstr(n, "GraphLaunch") || strstr(n, "MultiDevice") || strstr(n, "Peer"))
-		return -1;
-	if (strstr(n, "LaunchHostFunc"))
-		return 0;
-	if (strstr(n, "Launch") && !strstr(n, "GetAttribute") && !strstr(n, "Occupancy"))
-		return 1;
-	if (!strncmp(n, "cudaMemcpy", 10) || !strncmp(n, "cuMemcpy", 8))
-		return strstr(n, "Batch") ? -1 : 1;
-	if (!strncmp(n, "cudaMemset", 10) || !strncmp(n, "cuMemset", 8))
-		return 1;
-	return 0;
-}
-
-static int8_t *expect_table(const char *const *names, unsigned len)
-{
-	int8_t *t = calloc(len ? len : 1, 1);
-	if (t)
-		for (unsigned i = 0; i < len; i++)
-			t[i] = expect_from_name(names[i]);
-	return t;
-}
-
-size_t cuptrace_record_min_size(CUpti_ActivityKind kind)
-{
-	switch (kind) {
-	case CUPTI_ACTIVITY_KIND_RUNTIME:
-	case CUPTI_ACTIVITY_KIND_DRIVER:
-	case CUPTI_ACTIVITY_KIND_INTERNAL_LAUNCH_API:
-		return sizeof(CUpti_ActivityAPI);
-	case CUPTI_ACTIVITY_KIND_KERNEL:
-	case CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL:
-		return sizeof(CUpti_ActivityKernel10);
-	case CUPTI_ACTIVITY_KIND_MEMCPY:
-		return sizeof(CUpti_ActivityMemcpy6);
-	case CUPTI_ACTIVITY_KIND_MEMCPY2:
-		return sizeof(CUpti_ActivityMemcpyPtoP4);
-	case CUPTI_ACTIVITY_KIND_MEMSET:
-		return sizeof(CUpti_ActivityMemset4);
-	case CUPTI_ACTIVITY_KIND_SYNCHRONIZATION:
-		return sizeof(CUpti_ActivitySynchronization2);
-	case CUPTI_ACTIVITY_KIND_DEVICE:
-		return sizeof(CUpti_ActivityDevice5);
-	case CUPTI_ACTIVITY_KIND_CONTEXT:
-		return sizeof(CUpti_ActivityContext3);
-	case CUPTI_ACTIVITY_KIND_NAME:
-		return sizeof(CUpti_ActivityName);
-	case CUPTI_ACTIVITY_KIND_MARKER:
-		return sizeof(CUpti_ActivityMarker2);
-	case CUPTI_ACTIVITY_KIND_MARKER_DATA:
-		return sizeof(CUpti_ActivityMarkerData2);
-	case CUPTI_ACTIVITY_KIND_MEMORY2:
-		return sizeof(CUpti_ActivityMemory4);
-	case CUPTI_ACTIVITY_KIND_MEMORY_POOL:
-		return sizeof(CUpti_ActivityMemoryPool3);
-	case CUPTI_ACTIVITY_KIND_OVERHEAD:
-		return sizeof(CUpti_ActivityOverhead3);
-	case CUPTI_ACTIVITY_KIND_STREAM:
-		return sizeof(CUpti_ActivityStream);
-	default:
-		return 0;
-	}
-}
-
-size_t cuptrace_record_strings(const CUpti_Activity *r, const char *const **f)
-{
-	switch (r->kind) {
-	case CUPTI_ACTIVITY_KIND_KERNEL:
-	case CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL:
-		f[0] = &((const CUpti_ActivityKernel10 *)r)->name;
-		return 1;
-	case CUPTI_ACTIVITY_KIND_MARKER:
-		f[0] = &((const CUpti_ActivityMarker2 *)r)->name;
-		f[1] = &((const CUpti_ActivityMarker2 *)r)->domain;
-		return 2;
-	case CUPTI_ACTIVITY_KIND_NAME:
-		f[0] = &((const CUpti_ActivityName *)r)->name;
-		return 1;
-	case CUPTI_ACTIVITY_KIND_DEVICE:
-		f[0] = &((const CUpti_ActivityDevice5 *)r)->name;
-		return 1;
-	case CUPTI_ACTIVITY_KIND_MEMORY2:
-		f[0] = &((const CUpti_ActivityMemory4 *)r)->name;
-		return 1;
-	default:
-		return 0;
-	}
-}
 
 /* ---- small helpers shared with convert_extra.c ---- */
 
@@ -425,35 +254,6 @@ static int push_u64(uint64_t **v, uint32_t *n, uint32_t *cap, uint64_t x)
 
 /* ---- API calls ---- */
 
-static const char *api_name(struct cuptrace_converter *c, const CUpti_ActivityAPI *a, char *buf,
-                            size_t n)
-{
-	const char *const *names = a->kind == CUPTI_ACTIVITY_KIND_DRIVER
-	                               ? cuptrace_driver_cbid_names
-	                               : cuptrace_runtime_cbid_names;
-	unsigned len = a->kind == CUPTI_ACTIVITY_KIND_DRIVER ? cuptrace_driver_cbid_names_len
-	                                                     : cuptrace_runtime_cbid_names_len;
-	if (a->kind == CUPTI_ACTIVITY_KIND_INTERNAL_LAUNCH_API)
-		return "CUDA internal launch";
-	const char *s = a->cbid < len ? names[a->cbid] : NULL;
-	if (!s) {
-		snprintf(buf, n, "%s API %u",
-		         a->kind == CUPTI_ACTIVITY_KIND_DRIVER ? "driver" : "runtime", a->cbid);
-		return buf;
-	}
-	/* Strip CUPTI's version suffix: cudaMalloc_v3020 -> cudaMalloc. */
-	snprintf(buf, n, "%s", s);
-	char *v = strrchr(buf, '_');
-	if (v && v[1] == 'v' && v[2] >= '0' && v[2] <= '9') {
-		char *p = v + 2;
-		while (*p >= '0' && *p <= '9')
-			p++;
-		if (!*p)
-			*v = 0;
-	}
-	return buf;
-}
-
 static int emit_api(struct cuptrace_converter *c, uint64_t track, int64_t ts, int64_t dur,
                     uint32_t name_id, uint32_t cat_id, uint32_t corr, int32_t ret,
                     const uint64_t *flows, size_t nflows)
@@ -565,7 +365,7 @@ static int handle_api(struct cuptrace_converter *c, const CUpti_ActivityAPI *a)
 	                       : 0;
 	if (!name_id) {
 		char buf[128];
-		name_id = conv_intern(c, api_name(c, a, buf, sizeof(buf)));
+		name_id = conv_intern(c, conv_api_name(a, buf, sizeof(buf)));
 		if (a->kind != CUPTI_ACTIVITY_KIND_INTERNAL_LAUNCH_API && a->cbid < cache_len)
 			cache[a->cbid] = name_id;
 	}
@@ -659,20 +459,6 @@ static void name_stream(struct cuptrace_converter *c, struct stream *s)
 	else
 		snprintf(s->name, sizeof(s->name), "Stream %u", s->id);
 	s->declared = 1;
-}
-
-static const char *copy_kind_name(uint8_t k)
-{
-	static const char *const n[] = {"Unknown", "HtoD", "DtoH", "HtoA", "AtoH", "AtoA",
-	                                "AtoD",    "DtoA", "DtoD", "HtoH", "PtoP"};
-	return k < sizeof(n) / sizeof(n[0]) ? n[k] : "Unknown";
-}
-
-static const char *mem_kind_name(uint8_t k)
-{
-	static const char *const n[] = {"Unknown", "Pageable", "Pinned",        "Device",
-	                                "Array",   "Managed",  "Device Static", "Managed Static"};
-	return k < sizeof(n) / sizeof(n[0]) ? n[k] : "Unknown";
 }
 
 static const char *demangle(struct cuptrace_converter *c, const char *mangled)
@@ -807,17 +593,21 @@ static int emit_gwork(struct cuptrace_converter *c, struct gwork *w)
 	}
 	case CUPTI_ACTIVITY_KIND_MEMCPY: {
 		const CUpti_ActivityMemcpy6 *m = (const CUpti_ActivityMemcpy6 *)w->r;
-		snprintf(name, sizeof(name), "Memcpy %s (%s -> %s)", copy_kind_name(m->copyKind),
-		         mem_kind_name(m->srcKind), mem_kind_name(m->dstKind));
+		snprintf(name, sizeof(name), "Memcpy %s (%s -> %s)",
+		         conv_copy_kind_name(m->copyKind), conv_mem_kind_name(m->srcKind),
+		         conv_mem_kind_name(m->dstKind));
 		cat = "memcpy";
 		A[na++] = (struct cuptrace_arg){
 		    .key = "bytes", .type = CUPTRACE_ARG_UINT, .v.u = m->bytes};
-		A[na++] = (struct cuptrace_arg){
-		    .key = "kind", .type = CUPTRACE_ARG_STRING, .v.s = copy_kind_name(m->copyKind)};
-		A[na++] = (struct cuptrace_arg){
-		    .key = "src", .type = CUPTRACE_ARG_STRING, .v.s = mem_kind_name(m->srcKind)};
-		A[na++] = (struct cuptrace_arg){
-		    .key = "dst", .type = CUPTRACE_ARG_STRING, .v.s = mem_kind_name(m->dstKind)};
+		A[na++] = (struct cuptrace_arg){.key = "kind",
+		                                .type = CUPTRACE_ARG_STRING,
+		                                .v.s = conv_copy_kind_name(m->copyKind)};
+		A[na++] = (struct cuptrace_arg){.key = "src",
+		                                .type = CUPTRACE_ARG_STRING,
+		                                .v.s = conv_mem_kind_name(m->srcKind)};
+		A[na++] = (struct cuptrace_arg){.key = "dst",
+		                                .type = CUPTRACE_ARG_STRING,
+		                                .v.s = conv_mem_kind_name(m->dstKind)};
 		A[na++] =
 		    (struct cuptrace_arg){.key = "async",
 		                          .type = CUPTRACE_ARG_BOOL,
@@ -835,13 +625,15 @@ static int emit_gwork(struct cuptrace_converter *c, struct gwork *w)
 	}
 	case CUPTI_ACTIVITY_KIND_MEMCPY2: {
 		const CUpti_ActivityMemcpyPtoP4 *m = (const CUpti_ActivityMemcpyPtoP4 *)w->r;
-		snprintf(name, sizeof(name), "Memcpy %s (%s -> %s)", copy_kind_name(m->copyKind),
-		         mem_kind_name(m->srcKind), mem_kind_name(m->dstKind));
+		snprintf(name, sizeof(name), "Memcpy %s (%s -> %s)",
+		         conv_copy_kind_name(m->copyKind), conv_mem_kind_name(m->srcKind),
+		         conv_mem_kind_name(m->dstKind));
 		cat = "memcpy";
 		A[na++] = (struct cuptrace_arg){
 		    .key = "bytes", .type = CUPTRACE_ARG_UINT, .v.u = m->bytes};
-		A[na++] = (struct cuptrace_arg){
-		    .key = "kind", .type = CUPTRACE_ARG_STRING, .v.s = copy_kind_name(m->copyKind)};
+		A[na++] = (struct cuptrace_arg){.key = "kind",
+		                                .type = CUPTRACE_ARG_STRING,
+		                                .v.s = conv_copy_kind_name(m->copyKind)};
 		A[na++] = (struct cuptrace_arg){
 		    .key = "src_device", .type = CUPTRACE_ARG_UINT, .v.u = m->srcDeviceId};
 		A[na++] = (struct cuptrace_arg){
@@ -852,7 +644,8 @@ static int emit_gwork(struct cuptrace_converter *c, struct gwork *w)
 	}
 	case CUPTI_ACTIVITY_KIND_MEMSET: {
 		const CUpti_ActivityMemset4 *m = (const CUpti_ActivityMemset4 *)w->r;
-		snprintf(name, sizeof(name), "Memset (%s)", mem_kind_name((uint8_t)m->memoryKind));
+		snprintf(name, sizeof(name), "Memset (%s)",
+		         conv_mem_kind_name((uint8_t)m->memoryKind));
 		cat = "memset";
 		A[na++] = (struct cuptrace_arg){
 		    .key = "bytes", .type = CUPTRACE_ARG_UINT, .v.u = m->bytes};
@@ -918,22 +711,6 @@ static int emit_gwork(struct cuptrace_converter *c, struct gwork *w)
 
 /* ---- synchronization: a child of the API call that waited, on its thread ---- */
 
-static const char *sync_name(uint32_t t)
-{
-	switch (t) {
-	case CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_EVENT_SYNCHRONIZE:
-		return "Wait: event";
-	case CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_STREAM_WAIT_EVENT:
-		return "Wait: stream waits for event";
-	case CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_STREAM_SYNCHRONIZE:
-		return "Wait: stream";
-	case CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_CONTEXT_SYNCHRONIZE:
-		return "Wait: device";
-	default:
-		return "Wait";
-	}
-}
-
 static int emit_sync_child(struct cuptrace_converter *c, struct corr_state *st,
                            const struct orphan_sync *o)
 {
@@ -955,7 +732,7 @@ static int emit_sync_child(struct cuptrace_converter *c, struct corr_state *st,
 	    .track_uuid = st->api_track,
 	    .ts = ts,
 	    .dur = end - ts,
-	    .name = sync_name(o->type),
+	    .name = conv_sync_name(o->type),
 	    .category = "sync",
 	    .correlation_id = st->corr,
 	    .args = A,
@@ -1197,8 +974,9 @@ struct cuptrace_converter *cuptrace_converter_new(struct cuptrace_sink *sink,
 	c->runtime_name_ids = calloc(cuptrace_runtime_cbid_names_len + 1, sizeof(uint32_t));
 	c->driver_name_ids = calloc(cuptrace_driver_cbid_names_len + 1, sizeof(uint32_t));
 	c->runtime_expect =
-	    expect_table(cuptrace_runtime_cbid_names, cuptrace_runtime_cbid_names_len);
-	c->driver_expect = expect_table(cuptrace_driver_cbid_names, cuptrace_driver_cbid_names_len);
+	    conv_expect_table(cuptrace_runtime_cbid_names, cuptrace_runtime_cbid_names_len);
+	c->driver_expect =
+	    conv_expect_table(cuptrace_driver_cbid_names, cuptrace_driver_cbid_names_len);
 	if (!c->corr || !c->pending || !c->pending_free || !c->runtime_expect ||
 	    !c->driver_expect || !c->runtime_name_ids || !c->driver_name_ids) {
 		cuptrace_converter_free(c);
