@@ -46,8 +46,10 @@ extern "C" {
  * goes to stderr. Options come from the environment variables above. */
 CUPTRACE_API int cuptrace_start(const char *path);
 
-/* Pulls every completed record out of CUPTI and writes it; returns when it is in the file.
- * Does not synchronize the GPU: call cudaDeviceSynchronize() first for work still running. */
+/* Pulls every record out of CUPTI and hands it to the writer thread; returns once the writer
+ * has taken it. It reaches the file within CUPTRACE_FLUSH_MS (cuptrace_stop() writes everything
+ * before it returns). Does not synchronize the GPU: call cudaDeviceSynchronize() first for work
+ * still running, whose records CUPTI would otherwise report without times. */
 CUPTRACE_API int cuptrace_flush(void);
 
 /* Flushes, finishes the file, prints the summary (unless CUPTRACE_SUMMARY=0) and stops
