@@ -16,6 +16,7 @@ static const char *tmpdir(void)
 
 static uint8_t *slurp(const char *path, size_t *n)
 {
+	*n = 0;
 	FILE *f = fopen(path, "rb");
 	if (!f)
 		return NULL;

@@ -3,19 +3,13 @@
  * (shared/reference/perfetto-format.md) and for size after zlib.
  *
  * Two encoders. protobuf-c defines our proto subset and packs the rare packets (descriptors,
- * metadata, clock snapshots, the defaults that open a sequence). The hot packets (slice BEGIN and
- * END, instants, counters: all but a handful of a trace's packets) are written by hand below,
- * straight into the packing buffer: protobuf-c walks every field descriptor of every message twice
- * (get_packed_size, then pack) to write a dozen bytes, and that cost more than everything else the
- * writer thread did. Measured on the launch loop of convert_bench (4 x 20,000 launches, 160,000
- * slices), this sink alone, uncompressed: about 780 ns per slice with protobuf-c (two thirds of it
- * in get_packed_size and pack, 9% in interning), about 90 ns hand-encoded with the interning cache
- * below. In convert_bench itself, the sink's CPU time went from 131 ms to 17 ms. The hand encoder
- * writes exactly the bytes protobuf-c would (fields in field-number order inside each message,
- * minimal varints); test_perfetto's test_canonical_encoding checks that against protobuf-c. */
+ * metadata, clock snapshots, the defaults that open a sequence): this file. The hot packets (slice
+ * BEGIN and END, instants, counters: all but a handful of a trace's packets) are written by hand,
+ * straight into the packing buffer, by perfetto_encode.c, which says why. */
 #include "format/formats.h"
 #include "common/log.h"
 #include "common/util.h"
+#include "format/perfetto_writer_internal.h"
 #include "perfetto_trace.pb-c.h"
 
 #include <errno.h>
@@ -37,48 +31,14 @@
 
 #define SEQ_META          1
 #define CLOCK_REALTIME_ID 1
-#define CLOCK_BOOTTIME_ID 6
 #define CLOCK_SEQ         64
-#define SEQ_CLEARED       1
-#define SEQ_NEEDS         2
 
-enum { TE_BEGIN = 1, TE_END = 2, TE_INSTANT = 3, TE_COUNTER = 4 };
 enum { ORDER_EXPLICIT = 3 };
-
-/* Interning tables per sequence, in InternedData's terms. */
-enum { IT_NAME, IT_CAT, IT_KEY, IT_VAL, IT_N };
-
-/* A sequence starts a new interning generation past these, so that memory stays bounded. */
-#define GEN_MAX_ENTRIES (64u * 1024u)
-#define GEN_MAX_BYTES   (16u * 1024u * 1024u)
-
-/* Entries per table and sequence of the interning cache: 2 KiB per sequence. */
-#define ICACHE_BITS 5
-#define ICACHE_N    (1u << ICACHE_BITS)
 
 /* Category and names of the instants that show the metadata in the UI; the reader drops them. */
 #define META_CAT     "cuptrace"
 #define META_INFO    "cuptrace: trace info"
 #define META_SUMMARY "cuptrace: summary"
-
-/* A caller's string pointer and the iid its content had when it was last interned here. Callers
- * pass the same const char * again and again (literals, the converter's own interned names), so
- * this skips strlen and the hash of the string table. The pointer only says where to look: a
- * buffer may be refilled with other text between calls (event.h lends pointers per call), so a
- * hit still compares the content with the interned copy. */
-struct pf_icache {
-	const char *ptr;
-	uint32_t iid; /* 0: empty */
-};
-
-struct pf_seq {
-	uint32_t id;
-	uint64_t track;
-	int64_t last_ts; /* value of clock 64 after the last packet written on it */
-	struct cuptrace_strtab tab[IT_N];
-	size_t entries, bytes;                  /* in this generation */
-	struct pf_icache cache[IT_N][ICACHE_N]; /* of this generation's tables */
-};
 
 struct pf_meta {
 	char *key, *s;
@@ -86,54 +46,8 @@ struct pf_meta {
 	int64_t i;
 };
 
-/* What interning found for one arg: its iids and whether they are new on the sequence. */
-struct pf_arg_iids {
-	uint32_t key, val; /* val: string values only */
-	uint8_t key_new, val_new;
-};
-
-/* Small direct-mapped cache in front of seq_of: the same few tracks come back again and again. */
-#define SEQ_HOT_BITS 4
-#define SEQ_HOT_N    (1u << SEQ_HOT_BITS)
-
-struct pf_sink {
-	struct cuptrace_sink base;
-	struct cuptrace_output *out; /* owned: closed by finish or destroy */
-	int err;                     /* first error, sticky */
-	int finished;
-	int begun;
-	int meta_packets; /* packets written on sequence 1 so far */
-	int64_t start_boottime;
-	int64_t max_ts; /* latest time seen, where the summary instant goes */
-	uint64_t process_uuid;
-	struct pf_seq **seqs;
-	size_t nseqs, seqcap;
-	struct cuptrace_u64map seq_of; /* track uuid -> index + 1 in seqs */
-	struct pf_seq *seq_hot[SEQ_HOT_N];
-	uint8_t *buf; /* packing buffer: 0x0A varint(len) packet */
-	size_t bufcap;
-	struct pf_meta *meta; /* every metadata entry, last value per key, first-seen order */
-	size_t nmeta, metacap;
-	struct pf_arg_iids *ai; /* scratch for one event's args; grown, never shrunk */
-	size_t aicap;
-};
-
-static struct pf_sink *to_pf(struct cuptrace_sink *s)
-{
-	return (struct pf_sink *)s;
-}
-
-static int fail(struct pf_sink *s, int err)
-{
-	if (!s->err)
-		s->err = err;
-	return s->err;
-}
-
-
-
 /* Makes room for need bytes in the packing buffer. */
-static int buf_reserve(struct pf_sink *s, size_t need)
+int pf_buf_reserve(struct pf_sink *s, size_t need)
 {
 	if (need <= s->bufcap)
 		return 0;
@@ -164,7 +78,7 @@ static int emit_parts(struct pf_sink *s, Cuptrace__Pb__TracePacket **parts, int 
 		return fail(s, -EINVAL);
 	for (int i = 0; i < n; i++)
 		total += len[i] = protobuf_c_message_get_packed_size(&parts[i]->base);
-	if (buf_reserve(s, total + 11))
+	if (pf_buf_reserve(s, total + 11))
 		return s->err;
 	s->buf[0] = 0x0A;
 	size_t h = 1 + cuptrace_put_varint(s->buf + 1, total);
@@ -200,7 +114,7 @@ static int emit_meta(struct pf_sink *s, Cuptrace__Pb__TracePacket *p)
 
 /* Opens a generation: clears the incremental state (interning and defaults), sets the defaults
  * again, and pins clock 64 to its current value; a fresh sequence starts at 0. */
-static int seq_open_generation(struct pf_sink *s, struct pf_seq *q)
+int pf_seq_open_generation(struct pf_sink *s, struct pf_seq *q)
 {
 	Cuptrace__Pb__TracePacket a = CUPTRACE__PB__TRACE_PACKET__INIT;
 	Cuptrace__Pb__TracePacketDefaults d = CUPTRACE__PB__TRACE_PACKET_DEFAULTS__INIT;
@@ -251,7 +165,7 @@ static size_t seq_hot_slot(uint64_t track)
 	return (size_t)((track * 0x9E3779B97F4A7C15ull) >> (64 - SEQ_HOT_BITS));
 }
 
-static struct pf_seq *seq_get(struct pf_sink *s, uint64_t track)
+struct pf_seq *pf_seq_get(struct pf_sink *s, uint64_t track)
 {
 	struct pf_seq **hot = &s->seq_hot[seq_hot_slot(track)];
 	if (*hot && (*hot)->track == track)
@@ -276,7 +190,7 @@ static struct pf_seq *seq_get(struct pf_sink *s, uint64_t track)
 	q->track = track;
 	for (int k = 0; k < IT_N; k++)
 		cuptrace_strtab_init(&q->tab[k]);
-	if (seq_open_generation(s, q))
+	if (pf_seq_open_generation(s, q))
 		return NULL;
 	return *hot = q;
 }
@@ -288,382 +202,6 @@ static void seq_free(struct pf_seq *q)
 	for (int k = 0; k < IT_N; k++)
 		cuptrace_strtab_free(&q->tab[k]);
 	free(q);
-}
-
-/* ---- interning ---- */
-
-static size_t icache_slot(const char *p)
-{
-	return (size_t)(((uint64_t)(uintptr_t)p * 0x9E3779B97F4A7C15ull) >> (64 - ICACHE_BITS));
-}
-
-/* Returns the iid of str on q's table k (new entries are reported in *is_new), 0 on ENOMEM. */
-static uint32_t intern(struct pf_seq *q, int k, const char *str, uint8_t *is_new)
-{
-	struct pf_icache *c = &q->cache[k][icache_slot(str)];
-
-	if (c->ptr == str && c->iid && !strcmp(q->tab[k].strs[c->iid - 1], str)) {
-		*is_new = 0;
-		return c->iid;
-	}
-	size_t len = strlen(str);
-	size_t before = q->tab[k].n;
-	uint32_t id = cuptrace_strtab_intern(&q->tab[k], str, len);
-	if (!id)
-		return 0;
-	*is_new = q->tab[k].n != before;
-	if (*is_new) {
-		q->entries++;
-		q->bytes += len;
-	}
-	c->ptr = str;
-	c->iid = id;
-	return id;
-}
-
-/* ---- the hot path: TrackEvent packets, hand-encoded ----
- *
- * Tags are (field number << 3 | wire type) as varint bytes; field numbers are those of
- * proto/perfetto_trace.proto (the reference, sections 2 and 6). Inside every message the fields go
- * in field-number order and repeated fields in the order given, as protobuf-c writes them. */
-
-/* TracePacket */
-#define P_TIMESTAMP  0x40 /* timestamp = 8, varint */
-#define P_SEQ_ID     0x50 /* trusted_packet_sequence_id = 10, varint */
-#define P_EVENT      0x5A /* track_event = 11, LEN */
-#define P_INTERNED   0x62 /* interned_data = 12, LEN */
-#define P_FLAGS      0x68 /* sequence_flags = 13, varint */
-#define P_CLOCK_ID_0 0xD0 /* timestamp_clock_id = 58, varint: D0 03 */
-#define P_CLOCK_ID_1 0x03
-/* TrackEvent */
-#define E_CATEGORY_IID 0x18 /* category_iids = 3, varint, unpacked */
-#define E_ANNOTATION   0x22 /* debug_annotations = 4, LEN */
-#define E_TYPE         0x48 /* type = 9, varint */
-#define E_NAME_IID     0x50 /* name_iid = 10, varint */
-#define E_COUNTER_0    0xF0 /* counter_value = 30, varint: F0 01 */
-#define E_COUNTER_1    0x01
-#define E_DCOUNTER_0   0xE1 /* double_counter_value = 44, fixed64: E1 02 */
-#define E_DCOUNTER_1   0x02
-#define E_FLOW_0       0xF9 /* flow_ids = 47, fixed64, unpacked: F9 02 */
-#define E_FLOW_1       0x02
-#define E_CORR_0       0xA0 /* correlation_id = 52, varint: A0 03 */
-#define E_CORR_1       0x03
-/* DebugAnnotation */
-#define A_NAME_IID  0x08 /* name_iid = 1 */
-#define A_BOOL      0x10 /* bool_value = 2 */
-#define A_UINT      0x18 /* uint_value = 3 */
-#define A_INT       0x20 /* int_value = 4 */
-#define A_DOUBLE    0x29 /* double_value = 5, fixed64 */
-#define A_POINTER   0x38 /* pointer_value = 7 */
-#define A_STR_IID_0 0x88 /* string_value_iid = 17: 88 01 */
-#define A_STR_IID_1 0x01
-/* InternedData, and EventCategory/EventName/DebugAnnotationName/InternedString inside it */
-#define I_CATEGORY 0x0A /* event_categories = 1, LEN */
-#define I_NAME     0x12 /* event_names = 2, LEN */
-#define I_KEY      0x1A /* debug_annotation_names = 3, LEN */
-#define I_VALUE_0  0xEA /* debug_annotation_string_values = 29, LEN: EA 01 */
-#define I_VALUE_1  0x01
-#define S_IID      0x08 /* iid = 1 */
-#define S_STR      0x12 /* name = 2 (string), str = 2 (bytes) */
-
-/* Bounds for buf_reserve: a varint is at most 10 bytes, a tag here at most 2; a LEN field's
- * length is at most 10 bytes (1 kept by open_len, up to 9 more by close_len). */
-#define B_FIXED 128 /* framing, packet header, time, TrackEvent scalars, LEN headers */
-#define B_ARG   40  /* one DebugAnnotation: LEN header 11, name_iid 11, value 12 */
-#define B_FLOW  10
-#define B_ENTRY 40 /* one interned entry besides its string: LEN header 12, iid 11, str 11 */
-
-static uint8_t *w_varint(uint8_t *p, uint64_t v)
-{
-	while (v >= 0x80) {
-		*p++ = (uint8_t)(v | 0x80);
-		v >>= 7;
-	}
-	*p++ = (uint8_t)v;
-	return p;
-}
-
-static uint8_t *w_fixed64(uint8_t *p, uint64_t v)
-{
-	for (int i = 0; i < 8; i++)
-		p[i] = (uint8_t)(v >> (8 * i));
-	return p + 8;
-}
-
-static uint8_t *w_double(uint8_t *p, double d)
-{
-	uint64_t v;
-	memcpy(&v, &d, sizeof(v));
-	return w_fixed64(p, v);
-}
-
-/* A LEN field whose size is not known yet: open_len keeps one byte for the length, which is
- * enough below 128 bytes (nearly always); close_len writes it, moving the body up if it needs
- * more. Returns the new end. */
-static uint8_t *open_len(uint8_t *p)
-{
-	return p + 1;
-}
-
-static uint8_t *close_len(uint8_t *body, uint8_t *end)
-{
-	size_t n = (size_t)(end - body);
-	uint8_t v[10];
-
-	if (n < 0x80) {
-		body[-1] = (uint8_t)n;
-		return end;
-	}
-	size_t k = cuptrace_put_varint(v, n);
-	memmove(body - 1 + k, body, n);
-	memcpy(body - 1, v, k);
-	return end + k - 1;
-}
-
-/* One interned entry: tag, then {iid, string}. */
-static uint8_t *w_entry(uint8_t *p, const uint8_t *tag, size_t ntag, uint32_t iid,
-                        const struct cuptrace_strtab *t)
-{
-	size_t len = t->lens[iid - 1];
-
-	memcpy(p, tag, ntag);
-	p = open_len(p + ntag);
-	uint8_t *body = p;
-	*p++ = S_IID;
-	p = w_varint(p, iid);
-	*p++ = S_STR;
-	p = w_varint(p, len);
-	memcpy(p, t->strs[iid - 1], len);
-	return close_len(body, p + len);
-}
-
-/* One event's name, category and args, interned on its sequence. */
-struct pf_ev {
-	uint32_t name, cat; /* iids, 0 if none */
-	uint8_t name_new, cat_new;
-	size_t nnew;  /* new interned entries */
-	size_t bytes; /* their strings' bytes */
-};
-
-/* Interns what an event names on q, into ev and s->ai. Returns 0 or a negative errno. */
-static int ev_intern(struct pf_sink *s, struct pf_seq *q, struct pf_ev *ev, const char *name,
-                     const char *category, const struct cuptrace_arg *args, size_t nargs)
-{
-	/* Worst case this event adds 2 + 2 * nargs entries; past the bound, start afresh. */
-	if (q->entries + 2 + 2 * nargs > GEN_MAX_ENTRIES || q->bytes > GEN_MAX_BYTES) {
-		if (seq_open_generation(s, q))
-			return s->err;
-	}
-	if (nargs > s->aicap) {
-		struct pf_arg_iids *a = cuptrace_grow(s->ai, &s->aicap, nargs, sizeof(*a));
-		if (!a)
-			return -ENOMEM;
-		s->ai = a;
-	}
-	size_t before = q->bytes;
-	memset(ev, 0, sizeof(*ev));
-	if (name) {
-		if (!(ev->name = intern(q, IT_NAME, name, &ev->name_new)))
-			return -ENOMEM;
-		ev->nnew += ev->name_new;
-	}
-	if (category) {
-		if (!(ev->cat = intern(q, IT_CAT, category, &ev->cat_new)))
-			return -ENOMEM;
-		ev->nnew += ev->cat_new;
-	}
-	for (size_t i = 0; i < nargs; i++) {
-		const struct cuptrace_arg *a = &args[i];
-		struct pf_arg_iids *x = &s->ai[i];
-
-		if (!(x->key = intern(q, IT_KEY, a->key ? a->key : "", &x->key_new)))
-			return -ENOMEM;
-		ev->nnew += x->key_new;
-		x->val = 0;
-		x->val_new = 0;
-		switch (a->type) {
-		case CUPTRACE_ARG_INT:
-		case CUPTRACE_ARG_UINT:
-		case CUPTRACE_ARG_DOUBLE:
-		case CUPTRACE_ARG_POINTER:
-		case CUPTRACE_ARG_BOOL:
-			break;
-		case CUPTRACE_ARG_STRING:
-		default: {
-			/* Any bytes: InternedString.str is bytes, nothing needs escaping. */
-			const char *v = a->type == CUPTRACE_ARG_STRING && a->v.s ? a->v.s : "";
-			if (!(x->val = intern(q, IT_VAL, v, &x->val_new)))
-				return -ENOMEM;
-			ev->nnew += x->val_new;
-			break;
-		}
-		}
-	}
-	ev->bytes = q->bytes - before; /* new entries' bytes: q->bytes counts exactly those */
-	return 0;
-}
-
-/* Bytes the packet of an interned event may take, or 0 if that does not fit in a size_t. */
-static size_t ev_bound(const struct pf_ev *ev, size_t nargs, size_t nflows)
-{
-	size_t n = B_FIXED + ev->bytes, t;
-
-	if (nargs > SIZE_MAX / 64 || nflows > SIZE_MAX / 64 || ev->nnew > SIZE_MAX / 64)
-		return 0;
-	t = B_ARG * nargs + B_FLOW * nflows + B_ENTRY * ev->nnew;
-	return n + t < n ? 0 : n + t;
-}
-
-/* Whether the event uses interned data, which its packet must then say (SEQ_NEEDS). */
-static int ev_needs(const struct pf_ev *ev, size_t nargs)
-{
-	return ev->name || ev->cat || nargs;
-}
-
-/* The packet's InternedData field, if the event made new entries. */
-static uint8_t *w_interned(uint8_t *p, struct pf_sink *s, const struct pf_seq *q,
-                           const struct pf_ev *ev, size_t nargs)
-{
-	static const uint8_t t_cat[] = {I_CATEGORY}, t_name[] = {I_NAME}, t_key[] = {I_KEY},
-	                     t_val[] = {I_VALUE_0, I_VALUE_1};
-
-	if (!ev->nnew)
-		return p;
-	*p++ = P_INTERNED;
-	p = open_len(p);
-	uint8_t *body = p;
-	if (ev->cat_new)
-		p = w_entry(p, t_cat, 1, ev->cat, &q->tab[IT_CAT]);
-	if (ev->name_new)
-		p = w_entry(p, t_name, 1, ev->name, &q->tab[IT_NAME]);
-	for (size_t i = 0; i < nargs; i++)
-		if (s->ai[i].key_new)
-			p = w_entry(p, t_key, 1, s->ai[i].key, &q->tab[IT_KEY]);
-	for (size_t i = 0; i < nargs; i++)
-		if (s->ai[i].val_new)
-			p = w_entry(p, t_val, 2, s->ai[i].val, &q->tab[IT_VAL]);
-	return close_len(body, p);
-}
-
-/* The TrackEvent fields up to type (category, args), as interned in ev and s->ai. */
-static uint8_t *w_event_head(uint8_t *p, struct pf_sink *s, const struct pf_ev *ev,
-                             const struct cuptrace_arg *args, size_t nargs)
-{
-	if (ev->cat) {
-		*p++ = E_CATEGORY_IID;
-		p = w_varint(p, ev->cat);
-	}
-	for (size_t i = 0; i < nargs; i++) {
-		const struct cuptrace_arg *a = &args[i];
-
-		*p++ = E_ANNOTATION;
-		p = open_len(p);
-		uint8_t *body = p;
-		*p++ = A_NAME_IID;
-		p = w_varint(p, s->ai[i].key);
-		switch (a->type) {
-		case CUPTRACE_ARG_INT:
-			*p++ = A_INT;
-			p = w_varint(p, (uint64_t)a->v.i);
-			break;
-		case CUPTRACE_ARG_UINT:
-			*p++ = A_UINT;
-			p = w_varint(p, a->v.u);
-			break;
-		case CUPTRACE_ARG_DOUBLE:
-			*p++ = A_DOUBLE;
-			p = w_double(p, a->v.d);
-			break;
-		case CUPTRACE_ARG_POINTER:
-			*p++ = A_POINTER;
-			p = w_varint(p, a->v.u);
-			break;
-		case CUPTRACE_ARG_BOOL:
-			*p++ = A_BOOL;
-			*p++ = !!a->v.b;
-			break;
-		case CUPTRACE_ARG_STRING:
-		default:
-			*p++ = A_STR_IID_0;
-			*p++ = A_STR_IID_1;
-			p = w_varint(p, s->ai[i].val);
-			break;
-		}
-		p = close_len(body, p);
-	}
-	return p;
-}
-
-/* The TrackEvent fields from type to name (type = 9, name_iid = 10). */
-static uint8_t *w_event_type(uint8_t *p, int type, const struct pf_ev *ev)
-{
-	*p++ = E_TYPE;
-	*p++ = (uint8_t)type;
-	if (ev->name) {
-		*p++ = E_NAME_IID;
-		p = w_varint(p, ev->name);
-	}
-	return p;
-}
-
-static uint8_t *w_corr(uint8_t *p, uint64_t corr)
-{
-	if (corr) {
-		*p++ = E_CORR_0;
-		*p++ = E_CORR_1;
-		p = w_varint(p, corr);
-	}
-	return p;
-}
-
-/* The packet's time: a delta on clock 64 if it does not go back, else absolute BOOTTIME, which
- * then needs timestamp_clock_id (*boottime). */
-static uint64_t pkt_time(struct pf_sink *s, struct pf_seq *q, int64_t ts, int *boottime)
-{
-	uint64_t v;
-
-	if (ts >= q->last_ts) {
-		v = (uint64_t)ts - (uint64_t)q->last_ts;
-		q->last_ts = ts;
-		*boottime = 0;
-	} else {
-		v = (uint64_t)s->start_boottime + (uint64_t)ts;
-		*boottime = 1;
-	}
-	if (ts > s->max_ts)
-		s->max_ts = ts;
-	return v;
-}
-
-static uint8_t *w_clock_id(uint8_t *p, int boottime)
-{
-	if (boottime) {
-		*p++ = P_CLOCK_ID_0;
-		*p++ = P_CLOCK_ID_1;
-		*p++ = CLOCK_BOOTTIME_ID;
-	}
-	return p;
-}
-
-/* The common head of the packets that start with their time: 0A len, timestamp, sequence id.
- * Returns the packet body's start in *body. */
-static uint8_t *w_timed_head(uint8_t *p, uint8_t **body, uint64_t time, uint32_t seq)
-{
-	*p++ = 0x0A;
-	p = open_len(p);
-	*body = p;
-	*p++ = P_TIMESTAMP;
-	p = w_varint(p, time);
-	*p++ = P_SEQ_ID;
-	return w_varint(p, seq);
-}
-
-/* Closes the packet framed at s->buf and hands it to the output. */
-static int w_packet_done(struct pf_sink *s, uint8_t *body, uint8_t *end)
-{
-	end = close_len(body, end);
-	int err = cuptrace_output_write(s->out, s->buf, (size_t)(end - s->buf));
-	return err ? fail(s, err) : 0;
 }
 
 /* ---- ops ---- */
@@ -714,7 +252,8 @@ static int meta_store(struct pf_sink *s, const struct cuptrace_meta *m)
 		if (!strcmp(s->meta[i].key, m->key))
 			e = &s->meta[i];
 	if (!e) {
-		struct pf_meta *arr = cuptrace_grow(s->meta, &s->metacap, s->nmeta + 1, sizeof(*arr));
+		struct pf_meta *arr =
+		    cuptrace_grow(s->meta, &s->metacap, s->nmeta + 1, sizeof(*arr));
 		char *k = arr ? strdup(m->key) : NULL;
 		if (arr)
 			s->meta = arr;
@@ -942,171 +481,6 @@ static int pf_track(struct cuptrace_sink *sk, const struct cuptrace_track *t)
 	meta_instant(s, META_INFO, 0, m, s->nmeta);
 	free(m);
 	return s->err;
-}
-
-/* Every flow id of the slice, out and in alike, goes in flow_ids: trace_processor orders the
- * two ends by time (the reference's pattern B), so the order in which CUPTI delivers the API
- * record and the GPU record does not matter. An id on both lists (a step) is written once. */
-static uint8_t *w_flows(uint8_t *p, const struct cuptrace_slice *e)
-{
-	for (size_t i = 0; i < e->nflows_out; i++) {
-		*p++ = E_FLOW_0;
-		*p++ = E_FLOW_1;
-		p = w_fixed64(p, e->flows_out[i]);
-	}
-	int dedupe = e->nflows_out && e->nflows_out * e->nflows_in <= 65536;
-	for (size_t i = 0; i < e->nflows_in; i++) {
-		size_t j = 0;
-		while (dedupe && j < e->nflows_out && e->flows_out[j] != e->flows_in[i])
-			j++;
-		if (!dedupe || j == e->nflows_out) {
-			*p++ = E_FLOW_0;
-			*p++ = E_FLOW_1;
-			p = w_fixed64(p, e->flows_in[i]);
-		}
-	}
-	return p;
-}
-
-static int pf_slice(struct cuptrace_sink *sk, const struct cuptrace_slice *e)
-{
-	struct pf_sink *s = to_pf(sk);
-	size_t nflows = e->nflows_out + e->nflows_in, need;
-	struct pf_ev ev;
-	struct pf_seq *q;
-	uint8_t *p, *body, *te;
-	uint64_t t;
-	int err, bt;
-
-	if (s->err)
-		return s->err;
-	if (!(q = seq_get(s, e->track_uuid)))
-		return s->err;
-	if ((err = ev_intern(s, q, &ev, e->name, e->category, e->args, e->nargs)))
-		return fail(s, err);
-	if (nflows < e->nflows_out || !(need = ev_bound(&ev, e->nargs, nflows)))
-		return fail(s, -ENOMEM);
-	if (buf_reserve(s, need))
-		return s->err;
-
-	/* Field order for zlib: the bytes that change from one slice to the next (flow ids,
-	 * correlation id, then the time, which the END continues) form as few runs as possible
-	 * between bytes that repeat, and each run costs a match. So: sequence id and flags, the
-	 * event (flows and correlation id last, by field number), new interned data, then the
-	 * time. */
-	p = s->buf;
-	*p++ = 0x0A;
-	p = open_len(p);
-	body = p;
-	*p++ = P_SEQ_ID;
-	p = w_varint(p, q->id);
-	if (ev_needs(&ev, e->nargs)) {
-		*p++ = P_FLAGS;
-		*p++ = SEQ_NEEDS;
-	}
-	*p++ = P_EVENT;
-	p = open_len(p);
-	te = p;
-	p = w_event_head(p, s, &ev, e->args, e->nargs);
-	p = w_event_type(p, TE_BEGIN, &ev);
-	p = w_flows(p, e);
-	p = w_corr(p, e->correlation_id);
-	p = close_len(te, p);
-	p = w_interned(p, s, q, &ev, e->nargs);
-	t = pkt_time(s, q, e->ts, &bt);
-	*p++ = P_TIMESTAMP;
-	p = w_varint(p, t);
-	p = w_clock_id(p, bt);
-	if (w_packet_done(s, body, p))
-		return s->err;
-
-	/* END right after BEGIN: on one track slices nest or are disjoint, so an unnamed END closes
-	 * the right slice once trace_processor has sorted by (ts, file order). The buffer holds
-	 * B_FIXED bytes at least, more than this packet's 40. */
-	static const uint8_t end_event[] = {P_EVENT, 2, E_TYPE, TE_END};
-	int64_t end;
-	if (__builtin_add_overflow(e->ts, e->dur > 0 ? e->dur : 0, &end))
-		end = INT64_MAX;
-	t = pkt_time(s, q, end, &bt);
-	p = w_timed_head(s->buf, &body, t, q->id);
-	memcpy(p, end_event, sizeof(end_event));
-	p = w_clock_id(p + sizeof(end_event), bt);
-	return w_packet_done(s, body, p);
-}
-
-static int pf_instant(struct cuptrace_sink *sk, const struct cuptrace_instant *e)
-{
-	struct pf_sink *s = to_pf(sk);
-	struct pf_ev ev;
-	struct pf_seq *q;
-	uint8_t *p, *body, *te;
-	size_t need;
-	int err, bt;
-
-	if (s->err)
-		return s->err;
-	if (!(q = seq_get(s, e->track_uuid)))
-		return s->err;
-	if ((err = ev_intern(s, q, &ev, e->name, e->category, e->args, e->nargs)))
-		return fail(s, err);
-	if (!(need = ev_bound(&ev, e->nargs, 0)))
-		return fail(s, -ENOMEM);
-	if (buf_reserve(s, need))
-		return s->err;
-
-	/* Field-number order, as protobuf-c packed it before this was hand-encoded. */
-	uint64_t t = pkt_time(s, q, e->ts, &bt);
-	p = w_timed_head(s->buf, &body, t, q->id);
-	*p++ = P_EVENT;
-	p = open_len(p);
-	te = p;
-	p = w_event_head(p, s, &ev, e->args, e->nargs);
-	p = w_event_type(p, TE_INSTANT, &ev);
-	p = w_corr(p, e->correlation_id);
-	p = close_len(te, p);
-	p = w_interned(p, s, q, &ev, e->nargs);
-	if (ev_needs(&ev, e->nargs)) {
-		*p++ = P_FLAGS;
-		*p++ = SEQ_NEEDS;
-	}
-	p = w_clock_id(p, bt);
-	return w_packet_done(s, body, p);
-}
-
-/* Counter values go on the counter track's own sequence; its descriptor was written by track(),
- * so it precedes every value in file order as trace_processor requires. */
-static int pf_counter(struct cuptrace_sink *sk, const struct cuptrace_counter *e)
-{
-	struct pf_sink *s = to_pf(sk);
-	struct pf_seq *q;
-	uint8_t *p, *body, *te;
-	int bt;
-
-	if (s->err)
-		return s->err;
-	if (!(q = seq_get(s, e->track_uuid)))
-		return s->err;
-	if (buf_reserve(s, B_FIXED))
-		return s->err;
-	uint64_t t = pkt_time(s, q, e->ts, &bt);
-	p = w_timed_head(s->buf, &body, t, q->id);
-	*p++ = P_EVENT;
-	p = open_len(p);
-	te = p;
-	*p++ = E_TYPE;
-	*p++ = TE_COUNTER;
-	if (e->is_double) {
-		*p++ = E_DCOUNTER_0;
-		*p++ = E_DCOUNTER_1;
-		p = w_double(p, e->d);
-	} else {
-		*p++ = E_COUNTER_0;
-		*p++ = E_COUNTER_1;
-		p = w_varint(p, (uint64_t)e->i);
-	}
-	p = close_len(te, p);
-	p = w_clock_id(p, bt);
-	return w_packet_done(s, body, p);
 }
 
 /* Later metadata (dropped and record counts): the attributes again, complete, and an instant at

@@ -1,0 +1,285 @@
+/* What the Perfetto reader's files share: struct reader, the decoded trace that perfetto_decode.c
+ * and perfetto_decode_payload.c fill and perfetto_reader.c replays, and the wire-format helpers.
+ * Private to src/format; the pipeline is described at the top of perfetto_reader.c. */
+#ifndef CUPTRACE_FORMAT_PERFETTO_READER_INTERNAL_H
+#define CUPTRACE_FORMAT_PERFETTO_READER_INTERNAL_H
+
+#include "format/formats.h"
+#include "common/util.h"
+
+#include <errno.h>
+#include <stdint.h>
+#include <string.h>
+
+#define CLOCK_REALTIME_ID 1
+#define CLOCK_BOOTTIME_ID 6
+#define MAX_SNAP_CLOCKS   64
+
+enum { TE_BEGIN = 1, TE_END = 2, TE_INSTANT = 3, TE_COUNTER = 4 };
+enum { IT_NAME, IT_CAT, IT_KEY, IT_VAL, IT_N };
+
+/* ---- wire format ---- */
+
+struct pb {
+	const uint8_t *p, *end;
+};
+
+struct pbf {
+	uint32_t id;
+	int wt;
+	uint64_t v;       /* varint, fixed64, fixed32 */
+	const uint8_t *b; /* LEN */
+	size_t n;
+};
+
+/* 0 ok, 1 need more bytes, -1 malformed (more than 10 bytes). */
+static inline int get_varint(const uint8_t **pp, const uint8_t *end, uint64_t *out)
+{
+	const uint8_t *p = *pp;
+	uint64_t v = 0;
+	for (int i = 0; i < 10; i++) {
+		if (p == end)
+			return 1;
+		uint8_t b = *p++;
+		v |= (uint64_t)(b & 0x7f) << (7 * i);
+		if (!(b & 0x80)) {
+			*out = v;
+			*pp = p;
+			return 0;
+		}
+	}
+	return -1;
+}
+
+/* 1 a field, 0 the end, -1 malformed or cut (inside a message both are corruption). */
+static inline int pb_next(struct pb *m, struct pbf *f)
+{
+	uint64_t tag, v;
+
+	/* Every field of *f is defined on return, whatever the outcome (callers only read it when
+	 * 1 comes back, but GCC at -O3 cannot see that). */
+	memset(f, 0, sizeof(*f));
+	if (m->p == m->end)
+		return 0;
+	if (get_varint(&m->p, m->end, &tag) || tag >> 32 || !(tag >> 3))
+		return -1;
+	f->id = (uint32_t)(tag >> 3);
+	f->wt = (int)(tag & 7);
+	switch (f->wt) {
+	case 0:
+		return get_varint(&m->p, m->end, &f->v) ? -1 : 1;
+	case 1:
+		if (m->end - m->p < 8)
+			return -1;
+		memcpy(&v, m->p, 8); /* little-endian hosts only, like the rest of cuptrace */
+		f->v = v;
+		m->p += 8;
+		return 1;
+	case 5: {
+		uint32_t w;
+		if (m->end - m->p < 4)
+			return -1;
+		memcpy(&w, m->p, 4);
+		f->v = w;
+		m->p += 4;
+		return 1;
+	}
+	case 2:
+		if (get_varint(&m->p, m->end, &v) || v > (uint64_t)(m->end - m->p))
+			return -1;
+		f->b = m->p;
+		f->n = (size_t)v;
+		m->p += v;
+		return 1;
+	default:
+		return -1; /* groups and reserved wire types: protozero does not take them either */
+	}
+}
+
+static inline struct pb pb_of(const uint8_t *b, size_t n)
+{
+	return (struct pb){b, b + n};
+}
+
+/* ---- reader state ---- */
+
+struct rclock { /* a sequence-scoped clock (64..127), from its latest snapshot */
+	uint32_t id;
+	int incremental;
+	uint64_t snap, last, mult;
+	uint32_t ref_clock; /* builtin clock the snapshot pairs it with; 0 if none */
+	uint64_t ref_val;
+};
+
+struct rseq {
+	uint32_t id;
+	int valid;         /* incremental state valid */
+	int first_cleared; /* its first packet cleared the state */
+	int reported;      /* seq_first_not_cleared counted */
+	int has_def_clock, has_def_track;
+	uint32_t def_clock;
+	uint64_t def_track;
+	struct cuptrace_u64map tab[IT_N]; /* iid -> string id */
+	struct rclock *clocks;
+	size_t nclocks;
+};
+
+struct rarg {
+	uint32_t key;
+	uint8_t type;
+	union {
+		int64_t i;
+		uint64_t u;
+		double d;
+		uint32_t s;
+	} v;
+};
+
+struct rev {
+	int64_t ts;  /* raw value on clock dom, then ns relative to the trace start */
+	uint64_t fo; /* file order */
+	uint64_t track;
+	uint64_t corr;
+	uint32_t dom; /* builtin clock of the raw ts; 0 = the trace clock */
+	uint8_t type;
+	uint8_t is_double;
+	uint8_t dropped; /* clock error or invalid time: not replayed */
+	uint32_t name, cat;
+	uint32_t arg0, nargs;
+	uint32_t flow0, nflows, nterm; /* flow_ids then terminating ids, in flows[] */
+	uint32_t slice;                /* BEGIN: its slice index + 1, 0 if none */
+	union {
+		int64_t i;
+		double d;
+	} val;
+};
+
+struct rtrack {
+	uint64_t uuid, parent;
+	int has_process, has_thread, has_counter, has_order, has_pid, has_tid, has_parent;
+	int32_t pid, rank;
+	int64_t tid;
+	int unit;
+	uint32_t name, desc;
+	uint32_t cmd0, ncmd; /* string ids in cmds[] */
+	/* resolved at replay */
+	int valid, kind, emitted, mark, has_children;
+	uint64_t rparent;
+	uint32_t lane;
+};
+
+struct rmeta {
+	uint32_t key, s;
+	int is_int;
+	int64_t i;
+};
+
+struct reader {
+	struct cuptrace_pf_check ck;
+	int err; /* first hard error (ENOMEM), sticky */
+	struct cuptrace_strtab strs;
+	struct rseq *seqs;
+	size_t nseqs, seqcap;
+	struct cuptrace_u64map seq_of; /* seq id -> index + 1 */
+	struct rev *evs;
+	size_t nevs, evcap;
+	struct rarg *args;
+	size_t nargs, argcap;
+	uint64_t *flows;
+	size_t nflows, flowcap;
+	struct rtrack *trk;
+	size_t ntrk, trkcap;
+	struct cuptrace_u64map trk_of; /* uuid -> index + 1 */
+	struct cuptrace_u64map pid_of; /* pid -> process uuid */
+	struct cuptrace_u64map tid_of; /* hash(pid, tid) -> thread uuid */
+	uint32_t *cmds;
+	size_t ncmds, cmdcap;
+	/* the first global clock snapshot */
+	int have_snap;
+	uint32_t snap_primary;
+	uint32_t snap_id[MAX_SNAP_CLOCKS];
+	uint64_t snap_val[MAX_SNAP_CLOCKS];
+	size_t nsnap;
+	uint32_t hostname;
+	uint64_t uuid_hi, uuid_lo;
+	struct rmeta *meta0, *meta; /* the first TraceAttributes; every key, last value */
+	size_t nmeta0, nmeta, meta0cap, metacap;
+	int have_meta0;
+	uint8_t *zbuf; /* inflated chunk */
+	size_t zcap;
+	uint64_t fo;
+};
+
+/* One packet's header fields, as do_packet found them, for the payload's parser. */
+struct pkt {
+	int has_ts, has_clock, has_seq;
+	uint64_t ts;
+	uint32_t clock, seq, flags;
+	uint64_t dropped;
+	int cleared_legacy;
+	struct pbf interned, defaults, payload;
+	int has_interned, has_defaults;
+	uint32_t payload_id; /* field number of the payload, 0 if none */
+	/* its time on a builtin clock (dom 0: the trace clock), or time_err */
+	uint64_t abs_ts;
+	uint32_t dom;
+	int time_err;
+};
+
+/* Returns arr grown to hold n elements, or arr itself with r->err set. */
+static inline void *grow_r(struct reader *r, void *arr, size_t *cap, size_t n, size_t size)
+{
+	void *p = cuptrace_grow(arr, cap, n, size);
+	if (!p)
+		r->err = -ENOMEM;
+	return p ? p : arr;
+}
+
+/* Appends one element to r->arr and returns it, or NULL once r->err is set. */
+#define PUSH(r, arr, n, cap)                                                                       \
+	(((r)->arr = grow_r(r, (r)->arr, &(r)->cap, (r)->n + 1, sizeof(*(r)->arr))), !(r)->err)    \
+	    ? &(r)->arr[(r)->n++]                                                                  \
+	    : NULL
+
+static inline uint32_t sid(struct reader *r, const void *p, size_t n)
+{
+	uint32_t id = cuptrace_strtab_intern(&r->strs, p, n);
+	if (!id)
+		r->err = -ENOMEM;
+	return id;
+}
+
+static inline const char *str(const struct reader *r, uint32_t id)
+{
+	return cuptrace_strtab_str(&r->strs, id);
+}
+
+static inline struct rtrack *track_of(struct reader *r, uint64_t uuid)
+{
+	uint64_t *v = cuptrace_u64map_get(&r->trk_of, uuid);
+	return v ? &r->trk[*v - 1] : NULL;
+}
+
+/* ---- perfetto_decode.c ---- */
+
+/* Decodes the trace in data[0..len) into r, which it initializes first: every record in file
+ * order, event times made relative to the first global clock snapshot (an event whose clock is
+ * not in it is marked dropped and counted). Returns 0 or a negative errno (-EINVAL: not a trace
+ * it can read, with a message in the log). r holds the counts in either case, and must be freed
+ * with pf_reader_free. */
+int pf_decode(struct reader *r, const void *data, size_t len);
+void pf_reader_free(struct reader *r);
+
+/* ---- perfetto_decode_payload.c ----
+ * Each parses one packet payload into r. 0, or -1 for a malformed message (the caller counts
+ * the packet as corrupt); an allocation failure sets r->err instead. */
+
+int pf_parse_track(struct reader *r, const uint8_t *b, size_t n);
+int pf_parse_attributes(struct reader *r, const uint8_t *b, size_t n);
+int pf_parse_sysinfo(struct reader *r, const uint8_t *b, size_t n);
+int pf_parse_uuid(struct reader *r, const uint8_t *b, size_t n);
+/* The TrackEvent in k's payload, on sequence q (NULL if the packet has none); its time is k's,
+ * already resolved to a builtin clock (k->abs_ts, k->dom) or failed (k->time_err). */
+int pf_parse_event(struct reader *r, struct rseq *q, const struct pkt *k);
+
+#endif

@@ -1,0 +1,99 @@
+/* What perfetto_writer.c and perfetto_encode.c share: the Perfetto sink's state, its sequences
+ * and their interning tables. Private to src/format. */
+#ifndef CUPTRACE_FORMAT_PERFETTO_WRITER_INTERNAL_H
+#define CUPTRACE_FORMAT_PERFETTO_WRITER_INTERNAL_H
+
+#include "format/formats.h"
+#include "common/util.h"
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define CLOCK_BOOTTIME_ID 6
+#define SEQ_CLEARED       1
+#define SEQ_NEEDS         2
+
+/* Interning tables per sequence, in InternedData's terms. */
+enum { IT_NAME, IT_CAT, IT_KEY, IT_VAL, IT_N };
+
+/* Entries per table and sequence of the interning cache: 2 KiB per sequence. */
+#define ICACHE_BITS 5
+#define ICACHE_N    (1u << ICACHE_BITS)
+
+/* A caller's string pointer and the iid its content had when it was last interned here. Callers
+ * pass the same const char * again and again (literals, the converter's own interned names), so
+ * this skips strlen and the hash of the string table. The pointer only says where to look: a
+ * buffer may be refilled with other text between calls (event.h lends pointers per call), so a
+ * hit still compares the content with the interned copy. */
+struct pf_icache {
+	const char *ptr;
+	uint32_t iid; /* 0: empty */
+};
+
+struct pf_seq {
+	uint32_t id;
+	uint64_t track;
+	int64_t last_ts; /* value of clock 64 after the last packet written on it */
+	struct cuptrace_strtab tab[IT_N];
+	size_t entries, bytes;                  /* in this generation */
+	struct pf_icache cache[IT_N][ICACHE_N]; /* of this generation's tables */
+};
+
+struct pf_meta;     /* perfetto_writer.c */
+struct pf_arg_iids; /* perfetto_encode.c */
+
+/* Small direct-mapped cache in front of seq_of: the same few tracks come back again and again. */
+#define SEQ_HOT_BITS 4
+#define SEQ_HOT_N    (1u << SEQ_HOT_BITS)
+
+struct pf_sink {
+	struct cuptrace_sink base;
+	struct cuptrace_output *out; /* owned: closed by finish or destroy */
+	int err;                     /* first error, sticky */
+	int finished;
+	int begun;
+	int meta_packets; /* packets written on sequence 1 so far */
+	int64_t start_boottime;
+	int64_t max_ts; /* latest time seen, where the summary instant goes */
+	uint64_t process_uuid;
+	struct pf_seq **seqs;
+	size_t nseqs, seqcap;
+	struct cuptrace_u64map seq_of; /* track uuid -> index + 1 in seqs */
+	struct pf_seq *seq_hot[SEQ_HOT_N];
+	uint8_t *buf; /* packing buffer: 0x0A varint(len) packet */
+	size_t bufcap;
+	struct pf_meta *meta; /* every metadata entry, last value per key, first-seen order */
+	size_t nmeta, metacap;
+	struct pf_arg_iids *ai; /* scratch for one event's args; grown, never shrunk */
+	size_t aicap;
+};
+
+static inline struct pf_sink *to_pf(struct cuptrace_sink *s)
+{
+	return (struct pf_sink *)s;
+}
+
+static inline int fail(struct pf_sink *s, int err)
+{
+	if (!s->err)
+		s->err = err;
+	return s->err;
+}
+
+/* ---- perfetto_writer.c ---- */
+
+/* Makes room for need bytes in the packing buffer. */
+int pf_buf_reserve(struct pf_sink *s, size_t need);
+/* The sequence of a track, opened (its first generation written) on first use; NULL on error
+ * (in s->err). */
+struct pf_seq *pf_seq_get(struct pf_sink *s, uint64_t track);
+/* Starts a new generation of q's incremental state; 0 or s->err. */
+int pf_seq_open_generation(struct pf_sink *s, struct pf_seq *q);
+
+/* ---- perfetto_encode.c: the sink ops of the hot packets ---- */
+
+int pf_slice(struct cuptrace_sink *sk, const struct cuptrace_slice *e);
+int pf_instant(struct cuptrace_sink *sk, const struct cuptrace_instant *e);
+int pf_counter(struct cuptrace_sink *sk, const struct cuptrace_counter *e);
+
+#endif
