@@ -68,9 +68,15 @@ static int find_library(char *out, size_t n)
 	return -1;
 }
 
-/* Runs in a child so the tool never initializes CUDA itself. */
-static int check_device(char *msg, size_t n)
+/* Runs probe in a short-lived child, so nothing it loads or initializes (libcuda, libcupti)
+ * stays in the tool. probe returns 0 or fills msg and returns non-zero. Returns -1 with the
+ * child's message in msg if the probe failed, or if the child died and crash_fails is set
+ * (a crash while loading a library is an answer; a crash inside the driver's own check is not
+ * evidence that tracing will fail). */
+static int in_child(int (*probe)(const void *arg, char *msg, size_t n), const void *arg,
+                    int crash_fails, char *msg, size_t n)
 {
+	msg[0] = 0;
 	int pfd[2];
 	if (pipe(pfd))
 		return 0;
@@ -82,32 +88,11 @@ static int check_device(char *msg, size_t n)
 	}
 	if (pid == 0) {
 		close(pfd[0]);
-		char m[256] = "";
-		int code = 0;
-		void *h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
-		if (!h) {
-			snprintf(m, sizeof(m),
-			         "no CUDA driver (libcuda.so.1 not found): is this a "
-			         "machine with an NVIDIA GPU and driver?");
-			code = 1;
-		} else {
-			int (*init)(unsigned) = (int (*)(unsigned))dlsym(h, "cuInit");
-			int (*count)(int *) = (int (*)(int *))dlsym(h, "cuDeviceGetCount");
-			int nd = 0, r = init ? init(0) : -1;
-			if (r == 0 && count)
-				r = count(&nd);
-			if (r == 100 /* CUDA_ERROR_NO_DEVICE */ || (r == 0 && nd == 0)) {
-				snprintf(m, sizeof(m), "no CUDA device found");
-				code = 1;
-			} else if (r) {
-				snprintf(m, sizeof(m),
-				         "the CUDA driver failed to initialize (error %d)", r);
-				code = 1;
-			}
-		}
+		char m[512] = "";
+		int failed = probe(arg, m, sizeof(m));
 		ssize_t w = write(pfd[1], m, strlen(m));
 		(void)w;
-		_exit(code);
+		_exit(failed ? 1 : 0);
 	}
 	close(pfd[1]);
 	ssize_t k = read(pfd[0], msg, n - 1);
@@ -115,40 +100,47 @@ static int check_device(char *msg, size_t n)
 	close(pfd[0]);
 	int st;
 	waitpid(pid, &st, 0);
-	return WIFEXITED(st) && WEXITSTATUS(st) == 1 ? -1 : 0;
+	if (WIFEXITED(st))
+		return WEXITSTATUS(st) == 1 ? -1 : 0;
+	return crash_fails ? -1 : 0;
 }
 
-/* Loads libcuptrace.so (and so libcupti) in a short-lived child: a missing or mismatched
- * libcupti must be a clear error here, not a program that silently runs untraced (the driver
- * says nothing when an injection library fails to load). */
-static int check_library(const char *lib, char *msg, size_t n)
+/* Is there a CUDA driver with a device? (Never run in the tool itself: see in_child.) */
+static int probe_device(const void *arg, char *m, size_t n)
 {
-	int pfd[2];
-	if (pipe(pfd))
-		return 0;
-	pid_t pid = fork();
-	if (pid < 0) {
-		close(pfd[0]);
-		close(pfd[1]);
-		return 0;
+	void *h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+	if (!h) {
+		snprintf(m, n,
+		         "no CUDA driver (libcuda.so.1 not found): is this a "
+		         "machine with an NVIDIA GPU and driver?");
+		return 1;
 	}
-	if (pid == 0) {
-		close(pfd[0]);
-		void *h = dlopen(lib, RTLD_NOW | RTLD_LOCAL);
-		const char *e = h ? NULL : dlerror();
-		if (e) {
-			ssize_t w = write(pfd[1], e, strlen(e));
-			(void)w;
-		}
-		_exit(h ? 0 : 1);
+	int (*init)(unsigned) = (int (*)(unsigned))dlsym(h, "cuInit");
+	int (*count)(int *) = (int (*)(int *))dlsym(h, "cuDeviceGetCount");
+	int nd = 0, r = init ? init(0) : -1;
+	if (r == 0 && count)
+		r = count(&nd);
+	if (r == 100 /* CUDA_ERROR_NO_DEVICE */ || (r == 0 && nd == 0)) {
+		snprintf(m, n, "no CUDA device found");
+		return 1;
 	}
-	close(pfd[1]);
-	ssize_t k = read(pfd[0], msg, n - 1);
-	msg[k > 0 ? k : 0] = 0;
-	close(pfd[0]);
-	int st;
-	waitpid(pid, &st, 0);
-	return WIFEXITED(st) && WEXITSTATUS(st) == 0 ? 0 : -1;
+	if (r) {
+		snprintf(m, n, "the CUDA driver failed to initialize (error %d)", r);
+		return 1;
+	}
+	return 0;
+}
+
+/* Does libcuptrace.so (and so libcupti) load? A missing or mismatched libcupti must be a clear
+ * error here, not a program that silently runs untraced (the driver says nothing when an
+ * injection library fails to load). */
+static int probe_library(const void *lib, char *m, size_t n)
+{
+	if (dlopen(lib, RTLD_NOW | RTLD_LOCAL))
+		return 0;
+	const char *e = dlerror();
+	snprintf(m, n, "%s", e ? e : "unknown error");
+	return 1;
 }
 
 static int check_writable(const char *tmpl)
@@ -308,10 +300,11 @@ int cmd_record(int argc, char **argv)
 		snprintf(outabs, sizeof(outabs), "%s/%s", cwd, output);
 	}
 	char lmsg[512];
-	if (check_library(libpath, lmsg, sizeof(lmsg))) {
-		fprintf(stderr, "cuptrace record: cannot load %s: %s\n(is CUPTI installed, and the "
-				"CUDA toolkit's lib64 on the library path?)\n",
-			libpath, lmsg[0] ? lmsg : "unknown error");
+	if (in_child(probe_library, libpath, 1, lmsg, sizeof(lmsg))) {
+		fprintf(stderr,
+		        "cuptrace record: cannot load %s: %s\n(is CUPTI installed, and the "
+		        "CUDA toolkit's lib64 on the library path?)\n",
+		        libpath, lmsg[0] ? lmsg : "unknown error");
 		return EXIT_FAIL;
 	}
 	int w = check_writable(outabs);
@@ -321,7 +314,7 @@ int cmd_record(int argc, char **argv)
 	}
 	if (check) {
 		char msg[256];
-		if (check_device(msg, sizeof(msg))) {
+		if (in_child(probe_device, NULL, 0, msg, sizeof(msg))) {
 			fprintf(stderr, "cuptrace record: %s\n", msg);
 			return EXIT_FAIL;
 		}

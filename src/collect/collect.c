@@ -662,7 +662,8 @@ static int setup_cupti(int injected)
 		int dump = !injected && (cuptrace_kinds[i] == CUPTI_ACTIVITY_KIND_DEVICE ||
 		                         cuptrace_kinds[i] == CUPTI_ACTIVITY_KIND_CONTEXT ||
 		                         cuptrace_kinds[i] == CUPTI_ACTIVITY_KIND_STREAM);
-		r = dump ? cuptiActivityEnableAndDump(cuptrace_kinds[i]) : cuptiActivityEnable(cuptrace_kinds[i]);
+		r = dump ? cuptiActivityEnableAndDump(cuptrace_kinds[i])
+		         : cuptiActivityEnable(cuptrace_kinds[i]);
 		if (r != CUPTI_SUCCESS)
 			cuptrace_warn("activity kind %d not recorded: %s", (int)cuptrace_kinds[i],
 			              cupti_err(r));
@@ -779,29 +780,27 @@ static void print_summary(double finish_ms)
 	const struct cuptrace_convert_counts *c = S.conv ? cuptrace_converter_counts(S.conv) : NULL;
 	uint64_t *k = S.kind_counts;
 	char line[1024];
-	int n;
 	if (c)
-		n = snprintf(line, sizeof(line),
-		             "%llu records: %llu runtime, %llu driver, %llu kernels, %llu memcpy, "
-		             "%llu memset, %llu sync, %llu nvtx; %llu API->GPU flows",
-		             (unsigned long long)S.records, (unsigned long long)c->runtime,
-		             (unsigned long long)c->driver, (unsigned long long)c->kernels,
-		             (unsigned long long)c->memcpys, (unsigned long long)c->memsets,
-		             (unsigned long long)c->syncs, (unsigned long long)c->markers,
-		             (unsigned long long)c->flows);
+		snprintf(line, sizeof(line),
+		         "%llu records: %llu runtime, %llu driver, %llu kernels, %llu memcpy, "
+		         "%llu memset, %llu sync, %llu nvtx; %llu API->GPU flows",
+		         (unsigned long long)S.records, (unsigned long long)c->runtime,
+		         (unsigned long long)c->driver, (unsigned long long)c->kernels,
+		         (unsigned long long)c->memcpys, (unsigned long long)c->memsets,
+		         (unsigned long long)c->syncs, (unsigned long long)c->markers,
+		         (unsigned long long)c->flows);
 	else
-		n = snprintf(line, sizeof(line),
-		             "%llu records captured: %llu runtime, %llu driver, %llu kernels, %llu "
-		             "memcpy, %llu memset, %llu sync",
-		             (unsigned long long)S.records,
-		             (unsigned long long)k[CUPTI_ACTIVITY_KIND_RUNTIME],
-		             (unsigned long long)k[CUPTI_ACTIVITY_KIND_DRIVER],
-		             (unsigned long long)k[CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL],
-		             (unsigned long long)(k[CUPTI_ACTIVITY_KIND_MEMCPY] +
-		                                  k[CUPTI_ACTIVITY_KIND_MEMCPY2]),
-		             (unsigned long long)k[CUPTI_ACTIVITY_KIND_MEMSET],
-		             (unsigned long long)k[CUPTI_ACTIVITY_KIND_SYNCHRONIZATION]);
-	(void)n;
+		snprintf(line, sizeof(line),
+		         "%llu records captured: %llu runtime, %llu driver, %llu kernels, %llu "
+		         "memcpy, %llu memset, %llu sync",
+		         (unsigned long long)S.records,
+		         (unsigned long long)k[CUPTI_ACTIVITY_KIND_RUNTIME],
+		         (unsigned long long)k[CUPTI_ACTIVITY_KIND_DRIVER],
+		         (unsigned long long)k[CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL],
+		         (unsigned long long)(k[CUPTI_ACTIVITY_KIND_MEMCPY] +
+		                              k[CUPTI_ACTIVITY_KIND_MEMCPY2]),
+		         (unsigned long long)k[CUPTI_ACTIVITY_KIND_MEMSET],
+		         (unsigned long long)k[CUPTI_ACTIVITY_KIND_SYNCHRONIZATION]);
 	/* The summary is asked for (CUPTRACE_SUMMARY=0 silences it), so it bypasses the log
 	 * level; stderr only, never stdout. */
 	fprintf(stderr, "cuptrace: %s\n", line);
