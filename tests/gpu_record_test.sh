@@ -3,7 +3,8 @@
 # JSON for one) and asserts exact counts, flows and a clean timeline. Skips without a GPU.
 set -u
 # shellcheck source=tests/gpu_common.sh
-. "$(dirname "$0")/gpu_common.sh" gpu
+gpu_test=gpu
+. "$(dirname "$0")/gpu_common.sh"
 fail=0
 rec() { # name out command... : records; then check NAME OUT assertions...
 	name=$1 out=$2

@@ -3,7 +3,8 @@
 # the signal; one killed by SIGKILL leaves a .pftrace that loads up to its last chunk.
 set -u
 # shellcheck source=tests/gpu_common.sh
-. "$(dirname "$0")/gpu_common.sh" sig
+gpu_test=sig
+. "$(dirname "$0")/gpu_common.sh"
 # Job control on: a non-interactive shell otherwise starts background jobs with SIGINT ignored.
 set -m
 fail=0
