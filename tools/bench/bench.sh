@@ -4,7 +4,8 @@
 # Runs examples/multi_stream (launch-bound: tiny kernels, back to back) untraced, under the
 # CUPTI floor (a minimal CUPTI client enabling the same activity kinds and discarding every
 # buffer), under cuptrace writing the default .pftrace, and under cuptrace --capture;
-# interleaved, repeated, median wall time. Also the trace size per kernel.
+# interleaved, repeated, median wall time. Also the trace size per kernel, and (with python3)
+# tools/bench/size_breakdown.py on the .pftrace: what each part of it costs.
 set -eu
 build=$(cd "$1" && pwd)
 threads=${2:-4}
@@ -58,4 +59,7 @@ for f in t.pftrace t.pftrace.gz t.json t.json.gz t.cupti; do
 	b=$(wc -c <"$tmp/$f")
 	awk -v f="$f" -v b="$b" -v k="$kernels" 'BEGIN {printf "  %-14s %12d bytes %8.2f bytes/kernel\n", f, b, b/k}'
 done
+if command -v python3 >/dev/null 2>&1; then
+	python3 "$(dirname "$0")/size_breakdown.py" "$tmp/t.pftrace"
+fi
 rm -rf "$tmp"
