@@ -1,11 +1,13 @@
 #!/bin/sh
-# Installs what cuptrace needs to build, on Debian or Ubuntu: cmake, a C compiler, protoc-c,
-# zlib. The CUDA toolkit (for CUPTI and nvcc) must already be at /usr/local/cuda or on PATH.
+# Installs what cuptrace needs to build, on Debian or Ubuntu: cmake, a C compiler, pkg-config,
+# protobuf-c (protoc-c and its library, found through pkg-config), zlib, python3 (tests). The CUDA toolkit (for CUPTI and nvcc) must already be at /usr/local/cuda or on PATH.
 set -eu
 need=""
 command -v cmake >/dev/null 2>&1 || need="$need cmake"
 command -v cc >/dev/null 2>&1 || need="$need build-essential"
+command -v pkg-config >/dev/null 2>&1 || need="$need pkg-config"
 command -v protoc-c >/dev/null 2>&1 || need="$need protobuf-c-compiler"
+[ -f /usr/include/protobuf-c/protobuf-c.h ] || need="$need libprotobuf-c-dev"
 [ -f /usr/include/zlib.h ] || need="$need zlib1g-dev"
 command -v python3 >/dev/null 2>&1 || need="$need python3"
 if [ -n "$need" ]; then
