@@ -23,6 +23,10 @@ echo "== PyTorch, live"
 "$build/tests/check_trace" "$out/torch_train.pftrace" --clean --at-least kernel=100 --at-least nvtx:step=3
 "$build/cuptrace" record -o /tmp/torch_nvtx.pftrace -- python3 "$src/examples/torch_train.py" --steps 2 --emit-nvtx 2>&1 | grep -v Warning
 "$build/tests/check_trace" /tmp/torch_nvtx.pftrace --clean --at-least nvtx=50
+# A CUDA graph replayed 2,000 times: a million kernels, each with its flow from its replay.
+"$build/cuptrace" record -o /tmp/torch_graph.pftrace -- python3 "$src/examples/torch_graph.py" 2>&1 | grep -v Warning
+"$build/tests/check_trace" /tmp/torch_graph.pftrace --clean --at-least kernel=1000000
+echo "torch_graph: $(wc -c </tmp/torch_graph.pftrace) bytes"
 echo "== fidelity"
 "$src/tools/fidelity.sh" "$build" 5
 echo "== benchmark"
