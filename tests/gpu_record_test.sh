@@ -82,6 +82,14 @@ if [ "$st" = 1 ] && grep -q "CUPTI is already in use" "$tmp/busy.err" &&
 else
 	echo "FAIL cupti_busy (exit $st)"; cat "$tmp/busy.err" "$tmp/busy.out"; fail=1
 fi
+# A graph whose middle node runs for two seconds while other kernels come and go: all 21 of
+# its kernels keep their arrow from the one cudaGraphLaunch.
+slow=$(dirname "$chk")/graph_slow_node
+if rec graph_slow_node gs.pftrace "$slow"; then
+	side=$(sed -n 's/^graph_slow_node: \([0-9]*\) side launches$/\1/p' "$tmp/graph_slow_node.log")
+	check graph_slow_node gs.pftrace --count kernel=$((21 + ${side:-0})) \
+		--count cuda_runtime:cudaGraphLaunch=1 --flows $((21 + ${side:-0}))
+fi
 # Child processes: one complete trace each, none overwritten.
 mkdir -p "$tmp/mp"
 if "$ct" record -o "$tmp/mp/mp.pftrace" -- "$ex/multi_process" 2 >"$tmp/mp.log" 2>&1; then
