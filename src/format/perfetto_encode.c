@@ -253,6 +253,30 @@ static size_t ev_bound(const struct pf_ev *ev, size_t nargs, size_t nflows)
 	return n + t < n ? 0 : n + t;
 }
 
+/* The start of every event packet that names things: the track's sequence, the event interned
+ * on it (into ev and s->ai), and room in the packing buffer for the whole packet. Returns the
+ * sequence, or NULL with the error in s->err. */
+static struct pf_seq *ev_prepare(struct pf_sink *s, uint64_t track, struct pf_ev *ev,
+                                 const char *name, const char *category,
+                                 const struct cuptrace_arg *args, size_t nargs, size_t nflows)
+{
+	struct pf_seq *q;
+	size_t need;
+	int err;
+
+	if (s->err || !(q = pf_seq_get(s, track)))
+		return NULL;
+	if ((err = ev_intern(s, q, ev, name, category, args, nargs))) {
+		fail(s, err);
+		return NULL;
+	}
+	if (!(need = ev_bound(ev, nargs, nflows))) {
+		fail(s, -ENOMEM);
+		return NULL;
+	}
+	return pf_buf_reserve(s, need) ? NULL : q;
+}
+
 /* Whether the event uses interned data, which its packet must then say (SEQ_NEEDS). */
 static int ev_needs(const struct pf_ev *ev, size_t nargs)
 {
@@ -434,22 +458,17 @@ static uint8_t *w_flows(uint8_t *p, const struct cuptrace_slice *e)
 int pf_slice(struct cuptrace_sink *sk, const struct cuptrace_slice *e)
 {
 	struct pf_sink *s = to_pf(sk);
-	size_t nflows = e->nflows_out + e->nflows_in, need;
+	size_t nflows = e->nflows_out + e->nflows_in;
 	struct pf_ev ev;
 	struct pf_seq *q;
 	uint8_t *p, *body, *te;
 	uint64_t t;
-	int err, bt;
+	int bt;
 
-	if (s->err)
-		return s->err;
-	if (!(q = pf_seq_get(s, e->track_uuid)))
-		return s->err;
-	if ((err = ev_intern(s, q, &ev, e->name, e->category, e->args, e->nargs)))
-		return fail(s, err);
-	if (nflows < e->nflows_out || !(need = ev_bound(&ev, e->nargs, nflows)))
-		return fail(s, -ENOMEM);
-	if (pf_buf_reserve(s, need))
+	if (nflows < e->nflows_out)
+		nflows = SIZE_MAX; /* the sum overflowed: ev_bound refuses it (ENOMEM) */
+	if (!(q = ev_prepare(s, e->track_uuid, &ev, e->name, e->category, e->args, e->nargs,
+	                     nflows)))
 		return s->err;
 
 	/* Field order for zlib: the bytes that change from one slice to the next (flow ids,
@@ -503,18 +522,9 @@ int pf_instant(struct cuptrace_sink *sk, const struct cuptrace_instant *e)
 	struct pf_ev ev;
 	struct pf_seq *q;
 	uint8_t *p, *body, *te;
-	size_t need;
-	int err, bt;
+	int bt;
 
-	if (s->err)
-		return s->err;
-	if (!(q = pf_seq_get(s, e->track_uuid)))
-		return s->err;
-	if ((err = ev_intern(s, q, &ev, e->name, e->category, e->args, e->nargs)))
-		return fail(s, err);
-	if (!(need = ev_bound(&ev, e->nargs, 0)))
-		return fail(s, -ENOMEM);
-	if (pf_buf_reserve(s, need))
+	if (!(q = ev_prepare(s, e->track_uuid, &ev, e->name, e->category, e->args, e->nargs, 0)))
 		return s->err;
 
 	/* Field-number order, as protobuf-c packed it before this was hand-encoded. */
