@@ -23,6 +23,8 @@ static void convert_usage(FILE *f)
 	        "  -f, --format FMT     perfetto | chrome\n"
 	        "      --compress MODE  chunks | gzip | none\n"
 	        "      --driver MODE    user (default) | all: keep the runtime's own driver calls\n"
+	        "      --runtime MODE   filtered (default) | all: keep trivial runtime calls\n"
+	        "                       (cudaGetDevice, ...) a capture recorded with them holds\n"
 	        "  -h, --help           this help\n");
 }
 
@@ -31,10 +33,11 @@ int cmd_convert(int argc, char **argv)
 	static const struct option opts[] = {
 	    {"output", required_argument, NULL, 'o'},   {"format", required_argument, NULL, 'f'},
 	    {"compress", required_argument, NULL, 'z'}, {"driver", required_argument, NULL, 'd'},
-	    {"help", no_argument, NULL, 'h'},           {0},
+	    {"runtime", required_argument, NULL, 'R'}, {"help", no_argument, NULL, 'h'},
+	    {0},
 	};
 	const char *out = NULL, *format = NULL, *compress = NULL;
-	int driver_all = 0;
+	int flags = 0;
 	optind = 1;
 	int c;
 	while ((c = getopt_long(argc, argv, "o:f:h", opts, NULL)) != -1) {
@@ -53,7 +56,17 @@ int cmd_convert(int argc, char **argv)
 				fprintf(stderr, "cuptrace convert: --driver takes user or all\n");
 				return EXIT_USAGE;
 			}
-			driver_all = !strcmp(optarg, "all");
+			if (!strcmp(optarg, "all"))
+				flags |= CUPTRACE_REPLAY_DRIVER_ALL;
+			break;
+		case 'R':
+			if (strcmp(optarg, "all") && strcmp(optarg, "filtered")) {
+				fprintf(stderr,
+				        "cuptrace convert: --runtime takes filtered or all\n");
+				return EXIT_USAGE;
+			}
+			if (!strcmp(optarg, "all"))
+				flags |= CUPTRACE_REPLAY_RUNTIME_ALL;
 			break;
 		case 'h':
 			convert_usage(stdout);
@@ -78,7 +91,7 @@ int cmd_convert(int argc, char **argv)
 		fprintf(stderr, "cuptrace convert: cannot write %s: %s\n", out, strerror(errno));
 		return errno == EINVAL ? EXIT_USAGE : EXIT_FAIL;
 	}
-	int r = cuptrace_replay_file(in, sink, driver_all);
+	int r = cuptrace_replay_file(in, sink, flags);
 	int f = sink->ops->finish(sink);
 	cuptrace_sink_destroy(sink);
 	if (r || f) {

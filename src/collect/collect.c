@@ -28,6 +28,7 @@
 #include <cupti.h>
 
 #include "collect/queue.h"
+#include "collect/runtime_watch.h"
 #include "common/log.h"
 #include "common/util.h"
 #include "convert/capture.h"
@@ -52,6 +53,7 @@ static struct session {
 	int flush_ms;
 	int summary;
 	int driver_all;
+	int runtime_mode; /* enum cuptrace_runtime_mode */
 	int64_t start_boot, start_real;
 	int64_t t_finish_start;
 
@@ -95,12 +97,8 @@ static struct {
 	uint64_t total;
 } startend = {.lock = PTHREAD_MUTEX_INITIALIZER};
 
-static void CUPTIAPI nvtx_callback(void *ud, CUpti_CallbackDomain d, CUpti_CallbackId id,
-                                   const void *data)
+static void nvtx_callback(const CUpti_NvtxData *nd)
 {
-	if (d != CUPTI_CB_DOMAIN_NVTX || !data)
-		return;
-	const CUpti_NvtxData *nd = data;
 	if (!nd->functionReturnValue)
 		return;
 	uint64_t rid = *(const uint64_t *)nd->functionReturnValue; /* nvtxRangeId_t */
@@ -120,6 +118,19 @@ static void CUPTIAPI nvtx_callback(void *ud, CUpti_CallbackDomain d, CUpti_Callb
 		startend.total++;
 	}
 	pthread_mutex_unlock(&startend.lock);
+}
+
+/* The one subscriber callback CUPTI allows: NVTX start calls, and the trivial runtime calls
+ * watched while their records are off (runtime_watch.h). Application threads. */
+static void CUPTIAPI subscriber_callback(void *ud, CUpti_CallbackDomain d, CUpti_CallbackId id,
+                                         const void *data)
+{
+	if (!data)
+		return;
+	if (d == CUPTI_CB_DOMAIN_RUNTIME_API)
+		cuptrace_runtime_watch_callback(id, data);
+	else if (d == CUPTI_CB_DOMAIN_NVTX)
+		nvtx_callback(data);
 }
 
 /* Writer thread: hands the start/end range ids seen so far to the converter or capture. */
@@ -347,6 +358,35 @@ static void handle_buffer(uint8_t *buf, size_t valid)
 	}
 }
 
+/* Trivial runtime calls worth keeping (runtime_watch.h), as one batch of their own. */
+static void handle_kept_calls(void)
+{
+	CUpti_ActivityAPI *recs;
+	size_t n = cuptrace_runtime_watch_drain(&recs);
+	if (!n)
+		return;
+	const CUpti_Activity **ptrs = malloc(n * sizeof(*ptrs));
+	uint32_t *sizes = malloc(n * sizeof(*sizes));
+	if (ptrs && sizes) {
+		for (size_t i = 0; i < n; i++) {
+			ptrs[i] = (const CUpti_Activity *)&recs[i];
+			sizes[i] = sizeof(recs[i]);
+			note_thread(recs[i].threadId);
+		}
+		S.kind_counts[CUPTI_ACTIVITY_KIND_RUNTIME] += n;
+		S.records += n;
+		int err = S.cap ? cuptrace_capture_records(S.cap, ptrs, sizes, n)
+		                : S.conv ? cuptrace_converter_add(S.conv, ptrs, n) : 0;
+		if (err && !S.write_err)
+			S.write_err = err;
+	} else {
+		atomic_fetch_add(&S.records_dropped, n);
+	}
+	free(ptrs);
+	free(sizes);
+	free(recs);
+}
+
 static void report_dropped(void)
 {
 	uint64_t a = atomic_load(&S.cupti_dropped), b = atomic_load(&S.records_dropped);
@@ -372,6 +412,7 @@ static void *writer_main(void *arg)
 			free(it.buf);
 			report_dropped();
 		}
+		handle_kept_calls();
 		/* Idle or not, hand buffered bytes to the file about once a flush period, so a
 		 * SIGKILL loses at most that much. */
 		if (S.cap)
@@ -379,6 +420,7 @@ static void *writer_main(void *arg)
 		else if (S.sink && S.sink->ops->tick)
 			S.sink->ops->tick(S.sink);
 	}
+	handle_kept_calls();
 	report_dropped();
 	return NULL;
 }
@@ -599,7 +641,9 @@ static int open_output(void)
 	    .meta = m,
 	    .nmeta = nmeta,
 	};
-	struct cuptrace_convert_opts co = {.sz = sizeof(co), .driver_all = S.driver_all};
+	struct cuptrace_convert_opts co = {.sz = sizeof(co),
+	                                   .driver_all = S.driver_all,
+	                                   .runtime_all = S.runtime_mode == CUPTRACE_RUNTIME_ALL};
 	S.conv = cuptrace_converter_new(S.sink, &info, &co);
 	if (!S.conv)
 		return -ENOMEM;
@@ -625,7 +669,7 @@ static int setup_cupti(int injected)
 	sp.subscriberName = "cuptrace";
 	sp.oldSubscriberName = old_name;
 	sp.oldSubscriberSize = sizeof(old_name);
-	r = cuptiSubscribe_v2(&S.subscriber, nvtx_callback, NULL, &sp);
+	r = cuptiSubscribe_v2(&S.subscriber, subscriber_callback, NULL, &sp);
 	if (r == CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED) {
 		cuptrace_err(
 		    "CUPTI is already in use by another tool in this process (%s); only one "
@@ -677,6 +721,7 @@ static int setup_cupti(int injected)
 		for (size_t i = 0; i < nn; i++)
 			cuptiActivityEnableDriverApi(noise[i], 0);
 	}
+	cuptrace_runtime_watch_setup(S.subscriber, (enum cuptrace_runtime_mode)S.runtime_mode);
 	return 0;
 }
 
@@ -721,6 +766,12 @@ int cuptrace_collect_start(const char *path, int injected)
 	S.summary = !(sum && !strcmp(sum, "0"));
 	const char *drv = getenv("CUPTRACE_DRIVER");
 	S.driver_all = drv && !strcmp(drv, "all");
+	const char *rt = getenv("CUPTRACE_RUNTIME");
+	S.runtime_mode = cuptrace_runtime_mode_parse(rt);
+	if (S.runtime_mode < 0) {
+		cuptrace_warn("ignoring CUPTRACE_RUNTIME=%s (expected filtered, watch or all)", rt);
+		S.runtime_mode = CUPTRACE_RUNTIME_FILTERED;
+	}
 	if (!S.path || cuptrace_queue_init(&S.queue, qcap)) {
 		ret = -ENOMEM;
 		goto out;
@@ -804,6 +855,8 @@ static void print_summary(double finish_ms)
 	/* The summary is asked for (CUPTRACE_SUMMARY=0 silences it), so it bypasses the log
 	 * level; stderr only, never stdout. */
 	fprintf(stderr, "cuptrace: %s\n", line);
+	if (cuptrace_runtime_watch_summary(line, sizeof(line)))
+		fprintf(stderr, "cuptrace: %s\n", line);
 	fprintf(stderr,
 	        "cuptrace: dropped records: %llu by CUPTI, %llu by cuptrace (%llu buffers); "
 	        "%llu bytes written in %.1f ms at exit\n",

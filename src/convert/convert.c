@@ -8,6 +8,7 @@
  * a launch-like API call whose GPU records have not arrived yet is held back (bounded). */
 #define _GNU_SOURCE
 #include "convert/convert_internal.h"
+#include "convert/runtime_filter.h"
 
 #include <dlfcn.h>
 #include <errno.h>
@@ -352,6 +353,11 @@ static int handle_api(struct cuptrace_converter *c, const CUpti_ActivityAPI *a)
 	if (driver && !c->opts.driver_all && expect == 0 && a->cbid < 8192 &&
 	    (c->driver_noise[a->cbid / 8] & (1u << (a->cbid % 8)))) {
 		c->counts.driver_filtered++;
+		return 0;
+	}
+	if (!driver && !c->opts.runtime_all && a->kind == CUPTI_ACTIVITY_KIND_RUNTIME &&
+	    !cuptrace_runtime_keep(a->cbid, (int32_t)a->returnValue, a->end - a->start)) {
+		c->counts.runtime_filtered++;
 		return 0;
 	}
 	if (!conv_span_ok(a->start, a->end))
@@ -950,6 +956,7 @@ struct cuptrace_converter *cuptrace_converter_new(struct cuptrace_sink *sink,
 	c->opts.max_pending = 1u << 16;
 	if (opts && opts->sz >= sizeof(*opts)) {
 		c->opts.driver_all = opts->driver_all;
+		c->opts.runtime_all = opts->runtime_all;
 		if (opts->max_pending)
 			c->opts.max_pending = opts->max_pending;
 	}

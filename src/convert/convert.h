@@ -26,13 +26,14 @@ typedef const char *(*cuptrace_resolve_fn)(void *ctx, const char *ptr);
 struct cuptrace_convert_opts {
 	size_t sz;
 	int driver_all;     /* 1: keep the runtime's internal driver calls too */
+	int runtime_all;    /* 1: keep trivial runtime calls too (convert/runtime_filter.h) */
 	size_t max_pending; /* API calls held back waiting for their GPU records (default 64K) */
 };
 
 /* Per-kind counts of what went in and what came out, for the summary and the trace's metadata. */
 struct cuptrace_convert_counts {
 	uint64_t records;
-	uint64_t runtime, driver, driver_filtered, kernels, memcpys, memsets, syncs, markers;
+	uint64_t runtime, driver, driver_filtered, runtime_filtered, kernels, memcpys, memsets, syncs, markers;
 	uint64_t memory, overheads, other;
 	uint64_t static_memory;  /* module globals reported as allocations: not drawn */
 	uint64_t nvtx_startend;  /* start/end range ids reported by the NVTX callbacks */
@@ -85,7 +86,10 @@ size_t cuptrace_record_min_size(CUpti_ActivityKind kind);
 /* Is path a raw capture (judged by its first bytes)? 1 yes, 0 no, -1 unreadable (errno). */
 int cuptrace_is_capture_file(const char *path);
 /* Replays a capture (through a converter) or a Perfetto trace (through the reader) into sink,
- * which the caller then finishes. Returns 0 or a negative errno (message logged). */
-int cuptrace_replay_file(const char *path, struct cuptrace_sink *sink, int driver_all);
+ * which the caller then finishes. flags (for captures): CUPTRACE_REPLAY_*. Returns 0 or a
+ * negative errno (message logged). */
+#define CUPTRACE_REPLAY_DRIVER_ALL  1 /* keep the runtime's own driver calls */
+#define CUPTRACE_REPLAY_RUNTIME_ALL 2 /* keep trivial runtime calls */
+int cuptrace_replay_file(const char *path, struct cuptrace_sink *sink, int flags);
 
 #endif

@@ -27,7 +27,7 @@ struct cap_ctx {
 	struct cuptrace_sink *sink;
 	struct cuptrace_capture_reader *reader;
 	struct cuptrace_converter *conv;
-	int driver_all;
+	int flags;
 	char *keys[64], *vals[64];
 	size_t nmeta;
 	int err;
@@ -70,7 +70,10 @@ static int start_converter(struct cap_ctx *c)
 	};
 	info.trace_uuid_hi = (uint64_t)info.start_realtime_ns ^ ((uint64_t)info.pid << 32);
 	info.trace_uuid_lo = (uint64_t)info.start_boottime_ns * 0x9e3779b97f4a7c15ull;
-	struct cuptrace_convert_opts o = {.sz = sizeof(o), .driver_all = c->driver_all};
+	struct cuptrace_convert_opts o = {
+	    .sz = sizeof(o),
+	    .driver_all = !!(c->flags & CUPTRACE_REPLAY_DRIVER_ALL),
+	    .runtime_all = !!(c->flags & CUPTRACE_REPLAY_RUNTIME_ALL)};
 	c->conv = cuptrace_converter_new(c->sink, &info, &o);
 	if (!c->conv)
 		return -ENOMEM;
@@ -108,7 +111,7 @@ static int cap_dropped(void *ctx, uint64_t a, uint64_t b)
 	return r;
 }
 
-int cuptrace_replay_file(const char *path, struct cuptrace_sink *sink, int driver_all)
+int cuptrace_replay_file(const char *path, struct cuptrace_sink *sink, int flags)
 {
 	int cap = cuptrace_is_capture_file(path);
 	if (cap < 0) {
@@ -119,7 +122,7 @@ int cuptrace_replay_file(const char *path, struct cuptrace_sink *sink, int drive
 		struct cuptrace_pf_check chk = {0};
 		return cuptrace_perfetto_read(path, sink, &chk);
 	}
-	struct cap_ctx c = {.sink = sink, .driver_all = driver_all};
+	struct cap_ctx c = {.sink = sink, .flags = flags};
 	c.reader = cuptrace_capture_reader_open(path);
 	if (!c.reader)
 		return -(errno ? errno : EINVAL);

@@ -1,0 +1,176 @@
+/* See runtime_watch.h. */
+#define _GNU_SOURCE
+#include "collect/runtime_watch.h"
+
+/* cupti.h brings the runtime API parameter structs (cudaSetDevice_v3020_params). */
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "common/util.h"
+#include "convert/runtime_filter.h"
+
+#define MAX_CBID 4096
+
+extern const char *const cuptrace_runtime_cbid_names[];
+extern const unsigned cuptrace_runtime_cbid_names_len;
+
+/* Calls seen per cbid; relaxed atomics: one uncontended add per call on the program's thread. */
+static atomic_ullong seen[MAX_CBID];
+
+/* Kept calls, waiting for the writer. Rare (errors, stalls, device changes), so a lock. */
+static struct {
+	pthread_mutex_t lock;
+	CUpti_ActivityAPI *recs;
+	size_t n, cap;
+	uint64_t total, lost;
+} kept = {.lock = PTHREAD_MUTEX_INITIALIZER};
+
+/* The device this thread last set through cudaSetDevice; -1 before the first. */
+static __thread int thread_device = -1;
+
+int cuptrace_runtime_mode_parse(const char *s)
+{
+	if (!s || !*s || !strcmp(s, "filtered") || !strcmp(s, "default"))
+		return CUPTRACE_RUNTIME_FILTERED;
+	if (!strcmp(s, "all"))
+		return CUPTRACE_RUNTIME_ALL;
+	if (!strcmp(s, "watch"))
+		return CUPTRACE_RUNTIME_WATCH;
+	return -1;
+}
+
+void cuptrace_runtime_watch_setup(CUpti_SubscriberHandle sub, enum cuptrace_runtime_mode mode)
+{
+	if (mode == CUPTRACE_RUNTIME_ALL)
+		return;
+	uint32_t ids[256];
+	size_t n = cuptrace_runtime_trivial_cbids(ids, 256);
+	for (size_t i = 0; i < n; i++) {
+		cuptiActivityEnableRuntimeApi(ids[i], 0);
+		if (mode == CUPTRACE_RUNTIME_WATCH && sub)
+			cuptiEnableCallback(1, sub, CUPTI_CB_DOMAIN_RUNTIME_API, ids[i]);
+	}
+}
+
+static void keep(CUpti_CallbackId cbid, const CUpti_CallbackData *d, uint64_t start, uint64_t end,
+                 int32_t ret)
+{
+	CUpti_ActivityAPI r;
+	memset(&r, 0, sizeof(r));
+	r.kind = CUPTI_ACTIVITY_KIND_RUNTIME;
+	r.cbid = cbid;
+	r.start = start;
+	r.end = end;
+	r.processId = (uint32_t)getpid();
+	r.threadId = (uint32_t)syscall(SYS_gettid);
+	r.correlationId = d->correlationId;
+	r.returnValue = (uint32_t)ret;
+	pthread_mutex_lock(&kept.lock);
+	if (kept.n == kept.cap) {
+		size_t cap = kept.cap ? kept.cap * 2 : 64;
+		/* Bounded: a program failing the same call in a loop must not grow us forever. */
+		CUpti_ActivityAPI *nr = cap <= (1u << 20) ? realloc(kept.recs, cap * sizeof(r)) : NULL;
+		if (nr) {
+			kept.recs = nr;
+			kept.cap = cap;
+		}
+	}
+	kept.total++;
+	if (kept.n < kept.cap)
+		kept.recs[kept.n++] = r;
+	else
+		kept.lost++;
+	pthread_mutex_unlock(&kept.lock);
+}
+
+void cuptrace_runtime_watch_callback(CUpti_CallbackId cbid, const CUpti_CallbackData *d)
+{
+	if (!d || cbid >= MAX_CBID)
+		return;
+	/* correlationData carries the start from the ENTER to the EXIT callback of one call. */
+	if (d->callbackSite == CUPTI_API_ENTER) {
+		if (d->correlationData)
+			*d->correlationData = (uint64_t)cuptrace_now_ns(CLOCK_BOOTTIME);
+		return;
+	}
+	uint64_t end = (uint64_t)cuptrace_now_ns(CLOCK_BOOTTIME);
+	uint64_t start = d->correlationData ? *d->correlationData : end;
+	atomic_fetch_add_explicit(&seen[cbid], 1, memory_order_relaxed);
+	int32_t ret = d->functionReturnValue ? *(const int32_t *)d->functionReturnValue : 0;
+	int changed = 0;
+	if (cuptrace_runtime_cbid_is_set_device(cbid) && d->functionParams && ret == 0) {
+		int dev = ((const cudaSetDevice_v3020_params *)d->functionParams)->device;
+		changed = dev != thread_device;
+		thread_device = dev;
+	}
+	if (ret != 0 || end - start >= CUPTRACE_RUNTIME_SLOW_NS || changed)
+		keep(cbid, d, start, end, ret);
+}
+
+size_t cuptrace_runtime_watch_drain(CUpti_ActivityAPI **out)
+{
+	*out = NULL;
+	pthread_mutex_lock(&kept.lock);
+	size_t n = kept.n;
+	if (n) {
+		*out = kept.recs;
+		kept.recs = NULL;
+		kept.n = kept.cap = 0;
+	}
+	pthread_mutex_unlock(&kept.lock);
+	return n;
+}
+
+static const char *short_name(uint32_t cbid, char *buf, size_t n)
+{
+	const char *s = cbid < cuptrace_runtime_cbid_names_len ? cuptrace_runtime_cbid_names[cbid]
+	                                                        : NULL;
+	snprintf(buf, n, "%s", s ? s : "?");
+	char *v = strrchr(buf, '_');
+	if (v && v[1] == 'v' && v[2] >= '0' && v[2] <= '9')
+		*v = 0;
+	return buf;
+}
+
+uint64_t cuptrace_runtime_watch_summary(char *buf, size_t n)
+{
+	uint64_t total = 0;
+	size_t at = 0;
+	buf[0] = 0;
+	/* The largest counts first: repeatedly take the biggest not yet printed (few cbids). */
+	uint64_t counts[MAX_CBID];
+	for (uint32_t i = 0; i < MAX_CBID; i++) {
+		counts[i] = atomic_load_explicit(&seen[i], memory_order_relaxed);
+		total += counts[i];
+	}
+	if (!total)
+		return 0;
+	pthread_mutex_lock(&kept.lock);
+	uint64_t nkept = kept.total;
+	pthread_mutex_unlock(&kept.lock);
+	at += (size_t)snprintf(buf, n,
+	                       "%llu trivial runtime calls left out, %llu kept (failed, slow or "
+	                       "device change): ",
+	                       (unsigned long long)(total - nkept), (unsigned long long)nkept);
+	for (int shown = 0; shown < 6 && at < n; shown++) {
+		uint32_t best = 0;
+		for (uint32_t i = 1; i < MAX_CBID; i++)
+			if (counts[i] > counts[best])
+				best = i;
+		if (!counts[best])
+			break;
+		char nm[96];
+		at += (size_t)snprintf(buf + at, n - at, "%s%s %llu", shown ? ", " : "",
+		                       short_name(best, nm, sizeof(nm)),
+		                       (unsigned long long)counts[best]);
+		counts[best] = 0;
+	}
+	return total;
+}
