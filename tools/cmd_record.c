@@ -35,6 +35,15 @@ static void record_usage(FILE *f)
 	        "      --compress MODE   chunks (default for .pftrace) | gzip | none\n"
 	        "      --driver MODE     user (default): driver calls the program makes itself;\n"
 	        "                        all: also the CUDA runtime's own driver calls\n"
+	        "      --runtime MODE    filtered (default): trivial runtime calls (cudaGetDevice,\n"
+	        "                        cudaGetLastError, ...) left out at the source; watch:\n"
+	        "                        left out, but counted, and kept when they fail, stall\n"
+	        "                        or change the device (costs a callback per call);\n"
+	        "                        all: every call\n"
+	        "      --pytorch         PyTorch operators (aten::*, autograd, nn.Module) as\n"
+	        "                        slices around the CUDA calls they make (Python programs;\n"
+	        "                        inherited by child processes, e.g. under torchrun)\n"
+	        "      --pytorch-shapes  as --pytorch, with each op's input shapes as arguments\n"
 	        "      --buffer-size N   bytes per CUPTI buffer (default 4194304)\n"
 	        "      --flush-ms N      write records at least this often (default 1000)\n"
 	        "      --no-summary      no end-of-run summary on stderr\n"
@@ -169,6 +178,48 @@ static void forward_signal(int sig)
 		kill(child_pid, sig);
 }
 
+/* --pytorch: Python finds our sitecustomize first on PYTHONPATH (child processes inherit it);
+ * it turns PyTorch's NVTX op ranges on when the program imports torch, then hands over to any
+ * sitecustomize it shadows. The directory is next to libcuptrace.so (build tree) or in
+ * ../share/cuptrace/python (installed). */
+static int setup_pytorch(const char *libpath, int shapes)
+{
+	char dir[PATH_MAX], cand[PATH_MAX + 64], *lp = strdup(libpath);
+	if (!lp)
+		return -1;
+	snprintf(dir, sizeof(dir), "%s", dirname(lp));
+	free(lp);
+	static const char *const rel[] = {"python", "../share/cuptrace/python"};
+	const char *found = NULL;
+	for (size_t i = 0; i < sizeof(rel) / sizeof(rel[0]) && !found; i++) {
+		snprintf(cand, sizeof(cand), "%s/%s/sitecustomize.py", dir, rel[i]);
+		if (!access(cand, R_OK)) {
+			snprintf(cand, sizeof(cand), "%s/%s", dir, rel[i]);
+			found = cand;
+		}
+	}
+	if (!found) {
+		fprintf(stderr,
+		        "cuptrace record: --pytorch needs python/sitecustomize.py next to %s "
+		        "(or in ../share/cuptrace/python)\n",
+		        libpath);
+		return -1;
+	}
+	char real[PATH_MAX + 64];
+	if (!realpath(found, real))
+		snprintf(real, sizeof(real), "%s", found);
+	const char *old = getenv("PYTHONPATH");
+	size_t n = strlen(real) + (old ? strlen(old) : 0) + 2;
+	char *pp = malloc(n);
+	if (!pp)
+		return -1;
+	snprintf(pp, n, "%s%s%s", real, old && *old ? ":" : "", old && *old ? old : "");
+	setenv("PYTHONPATH", pp, 1);
+	free(pp);
+	setenv("CUPTRACE_PYTORCH", shapes ? "shapes" : "1", 1);
+	return 0;
+}
+
 static void setenv_opt(const char *k, const char *v)
 {
 	if (v)
@@ -183,6 +234,9 @@ int cmd_record(int argc, char **argv)
 	    {"capture", no_argument, NULL, 'C'},
 	    {"compress", required_argument, NULL, 'z'},
 	    {"driver", required_argument, NULL, 'd'},
+	    {"runtime", required_argument, NULL, 'R'},
+	    {"pytorch", no_argument, NULL, 'P'},
+	    {"pytorch-shapes", no_argument, NULL, 'Q'},
 	    {"buffer-size", required_argument, NULL, 'b'},
 	    {"flush-ms", required_argument, NULL, 'F'},
 	    {"no-summary", no_argument, NULL, 'S'},
@@ -192,8 +246,8 @@ int cmd_record(int argc, char **argv)
 	    {0},
 	};
 	const char *output = NULL, *format = NULL, *compress = NULL, *driver = NULL;
-	const char *bufsz = NULL, *flushms = NULL, *lib = NULL;
-	int summary = 1, check = 1;
+	const char *bufsz = NULL, *flushms = NULL, *lib = NULL, *runtime = NULL;
+	int summary = 1, check = 1, pytorch = 0;
 	optind = 1;
 	int c;
 	while ((c = getopt_long(argc, argv, "+o:f:h", opts, NULL)) != -1) {
@@ -212,6 +266,15 @@ int cmd_record(int argc, char **argv)
 			break;
 		case 'd':
 			driver = optarg;
+			break;
+		case 'R':
+			runtime = optarg;
+			break;
+		case 'P':
+			pytorch = pytorch ? pytorch : 1;
+			break;
+		case 'Q':
+			pytorch = 2;
 			break;
 		case 'b':
 			bufsz = optarg;
@@ -256,6 +319,12 @@ int cmd_record(int argc, char **argv)
 	}
 	if (driver && strcmp(driver, "user") && strcmp(driver, "all")) {
 		fprintf(stderr, "cuptrace record: --driver takes user or all, not '%s'\n", driver);
+		return EXIT_USAGE;
+	}
+	if (runtime && strcmp(runtime, "filtered") && strcmp(runtime, "all") &&
+	    strcmp(runtime, "watch")) {
+		fprintf(stderr, "cuptrace record: --runtime takes filtered, watch or all, not '%s'\n",
+		        runtime);
 		return EXIT_USAGE;
 	}
 	const char *nums[2][2] = {{"--buffer-size", bufsz}, {"--flush-ms", flushms}};
@@ -328,6 +397,9 @@ int cmd_record(int argc, char **argv)
 	setenv_opt("CUPTRACE_FORMAT", format);
 	setenv_opt("CUPTRACE_COMPRESS", compress);
 	setenv_opt("CUPTRACE_DRIVER", driver);
+	setenv_opt("CUPTRACE_RUNTIME", runtime);
+	if (pytorch && setup_pytorch(libpath, pytorch == 2))
+		return EXIT_FAIL;
 	setenv_opt("CUPTRACE_BUFFER_SIZE", bufsz);
 	setenv_opt("CUPTRACE_FLUSH_MS", flushms);
 	if (!summary)

@@ -1,0 +1,120 @@
+"""cuptrace --pytorch: PyTorch operators as NVTX ranges, with no change to the program.
+
+`cuptrace record --pytorch` puts this file's directory first on PYTHONPATH, so every Python
+process it starts (and their children: torchrun workers, multiprocessing) imports it at start-up.
+It imports nothing heavy and does nothing until the program itself imports torch; then it turns
+on PyTorch's NVTX mode (what `torch.autograd.profiler.emit_nvtx()` does, minus the
+`torch.cuda.synchronize()` that would initialize CUDA at import time) and pushes one NVTX range
+per nn.Module call. cuptrace records the ranges through CUPTI and cleans the op names (sequence
+numbers, op ids and shapes become arguments). Whatever goes wrong here is reported once on
+stderr and the program goes on untouched. Then the sitecustomize this one shadows, if any, runs.
+"""
+import os
+import sys
+
+_HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def _warn(msg):
+    try:
+        sys.stderr.write("cuptrace --pytorch: %s\n" % msg)
+    except Exception:
+        pass
+
+
+def _module_ranges(torch):
+    """One NVTX range per module call, named after the module's class."""
+    from torch.nn.modules import module as nn_module
+
+    push = torch._C._nvtx.rangePushA
+    pop = torch._C._nvtx.rangePop
+    names = {}
+
+    def pre(mod, args):
+        cls = type(mod)
+        n = names.get(cls)
+        if n is None:
+            n = names[cls] = "nn.Module: " + cls.__name__
+        push(n)
+
+    def post(mod, args, out):
+        pop()
+
+    nn_module.register_module_forward_pre_hook(pre)
+    try:
+        # always_call: the range is closed even when forward raises.
+        nn_module.register_module_forward_hook(post, always_call=True)
+    except TypeError:
+        nn_module.register_module_forward_hook(post)
+
+
+def _enable(torch):
+    shapes = os.environ.get("CUPTRACE_PYTORCH") == "shapes"
+    try:
+        from torch.autograd.profiler import _enable_profiler
+        from torch._C._profiler import ProfilerConfig, ProfilerState, _ExperimentalConfig
+
+        cfg = ProfilerConfig(ProfilerState.NVTX, shapes, False, False, False, False,
+                             _ExperimentalConfig())
+        _enable_profiler(cfg, set())
+    except Exception as e:  # an older or newer torch with another signature
+        _warn("cannot turn on PyTorch's NVTX op ranges (%s: %s); ops are not shown"
+              % (type(e).__name__, e))
+        return
+    if os.environ.get("CUPTRACE_PYTORCH_MODULES", "1") != "0":
+        try:
+            _module_ranges(torch)
+        except Exception as e:
+            _warn("cannot add nn.Module ranges (%s: %s)" % (type(e).__name__, e))
+
+
+class _TorchImportHook:
+    """A meta-path finder that only waits for `torch`: other imports pass through it at the
+    cost of one string comparison, and it removes itself once torch is loaded."""
+
+    def find_spec(self, name, path=None, target=None):
+        if name != "torch":
+            return None
+        import importlib.machinery
+
+        spec = importlib.machinery.PathFinder.find_spec(name, path)
+        if spec is None or spec.loader is None or not hasattr(spec.loader, "exec_module"):
+            return None
+        real_exec = spec.loader.exec_module
+        hook = self
+
+        def exec_module(module):
+            real_exec(module)
+            try:
+                sys.meta_path.remove(hook)
+            except ValueError:
+                pass
+            _enable(module)
+
+        spec.loader.exec_module = exec_module
+        return spec
+
+
+def _chain():
+    """Run the sitecustomize that ours shadows (Debian's, a virtualenv's), as Python would."""
+    import importlib.machinery
+    import importlib.util
+
+    rest = [p for p in sys.path if os.path.abspath(p or os.curdir) != _HERE]
+    spec = importlib.machinery.PathFinder.find_spec("sitecustomize", rest)
+    if spec is None or spec.loader is None:
+        return
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules["sitecustomize"] = mod
+    spec.loader.exec_module(mod)
+
+
+if os.environ.get("CUPTRACE_PYTORCH"):
+    if "torch" in sys.modules:
+        _enable(sys.modules["torch"])
+    else:
+        sys.meta_path.insert(0, _TorchImportHook())
+try:
+    _chain()
+except Exception as e:
+    _warn("the sitecustomize after cuptrace's failed (%s: %s)" % (type(e).__name__, e))

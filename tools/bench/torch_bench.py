@@ -1,0 +1,226 @@
+"""cuptrace against torch.profiler on PyTorch workloads (README "PyTorch").
+
+  python3 torch_bench.py run --build BUILD --workload add|transformer [--rounds 15]
+                             [--configs a,b,...] [--out results.jsonl]
+  python3 torch_bench.py report results.jsonl [...]
+
+`run` starts one process per configuration and round; the configurations of a round run one
+after the other in an order rotated every round, so slow phases of a shared machine hit them all
+alike. Each process times its own loop (torch_workload.py). Results are appended as JSON lines,
+so a cut run still reports what it did and two runs' files can be reported together.
+
+`report` prints, per workload, the median time per step of each configuration, the time each
+tracer adds per step over the untraced run of the same round (median over rounds, with a 95%
+bootstrap confidence interval resampling rounds), the ratios the targets are about (with their
+intervals), bytes per kernel and kernel counts. A difference whose interval contains zero (or a
+ratio whose interval contains 1) is a tie.
+
+Configurations:
+  none               untraced
+  tp_cuda            torch.profiler, CUDA activities only
+  tp_cpu_cuda        torch.profiler, CPU and CUDA activities
+  cuptrace           cuptrace record, defaults (trivial runtime calls left out, unwatched)
+  cuptrace_watch     --runtime watch: the same, with the callback that keeps failed, slow
+                     and device-changing trivial calls and counts the rest
+  cuptrace_all       --runtime all: every runtime call recorded
+  cuptrace_pytorch   --pytorch: PyTorch ops and modules as NVTX ranges
+  floor              libcupti_floor.so: CUPTI with the same kinds and settings as the default,
+                     every buffer thrown away (the cost of CUPTI itself)
+"""
+import argparse
+import json
+import os
+import random
+import re
+import statistics
+import subprocess
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+WORKER = os.path.join(HERE, "torch_workload.py")
+CONFIGS = ["none", "tp_cuda", "tp_cpu_cuda", "cuptrace", "cuptrace_watch", "cuptrace_pytorch",
+           "floor"]
+
+
+def run_one(cfg, build, workload, tmp):
+    cmd = [sys.executable, WORKER, "--workload", workload]
+    env = dict(os.environ)
+    trace = None
+    if cfg.startswith("tp_"):
+        cmd += ["--profile", cfg[3:], "--trace-out", os.path.join(tmp, "tp.json")]
+    elif cfg.startswith("cuptrace"):
+        trace = os.path.join(tmp, "run.pftrace")
+        extra = {"cuptrace": [], "cuptrace_watch": ["--runtime", "watch"],
+                 "cuptrace_all": ["--runtime", "all"], "cuptrace_pytorch": ["--pytorch"]}[cfg]
+        cmd = [os.path.join(build, "cuptrace"), "record", "--no-summary", "-o", trace] + \
+            extra + ["--"] + cmd
+    elif cfg == "floor":
+        env["CUDA_INJECTION64_PATH"] = os.path.join(build, "libcupti_floor.so")
+    elif cfg != "none":
+        raise SystemExit("unknown configuration " + cfg)
+    p = subprocess.run(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    lines = [l for l in p.stdout.splitlines() if l.startswith("{")]
+    if p.returncode or not lines:
+        return {"error": "exit %d: %s" % (p.returncode, p.stderr[-500:])}
+    res = json.loads(lines[-1])
+    if trace:
+        res["bytes"] = os.path.getsize(trace)
+        st = subprocess.run([os.path.join(build, "cuptrace"), "stats", trace],
+                            stdout=subprocess.PIPE, text=True).stdout
+        m = re.search(r"^kernel\s+(\d+)", st, re.M)
+        res["kernels"] = int(m.group(1)) if m else 0
+        os.unlink(trace)
+    return res
+
+
+def cmd_run(a):
+    configs = a.configs.split(",")
+    os.makedirs(a.tmp, exist_ok=True)
+    t_end = time.time() + a.max_seconds if a.max_seconds else None
+    with open(a.out, "a") as out:
+        for r in range(a.rounds):
+            k = r % len(configs)
+            order = configs[k:] + configs[:k]
+            for cfg in order:
+                res = run_one(cfg, a.build, a.workload, a.tmp)
+                res.update({"round": r, "config": cfg, "workload": a.workload,
+                            "tag": a.tag})
+                out.write(json.dumps(res) + "\n")
+                out.flush()
+                print(json.dumps(res), flush=True)
+            if t_end and time.time() > t_end:
+                print("stopping after round %d: time limit" % r, flush=True)
+                break
+
+
+def boot(rounds, stat, n=4000, seed=1):
+    """95% interval of stat(sample of rounds), resampling rounds with replacement."""
+    rng = random.Random(seed)
+    vals = []
+    for _ in range(n):
+        s = [rounds[rng.randrange(len(rounds))] for _ in rounds]
+        v = stat(s)
+        if v is not None:
+            vals.append(v)
+    vals.sort()
+    return vals[int(0.025 * len(vals))], vals[int(0.975 * len(vals)) - 1]
+
+
+def fmt_ci(est, lo, hi, scale=1e6, unit="µs", digits=2):
+    return "%.*f %s [%.*f, %.*f]" % (digits, est * scale, unit, digits, lo * scale, digits,
+                                     hi * scale)
+
+
+def cmd_report(a):
+    rows = []
+    for f in a.files:
+        with open(f) as fh:
+            rows += [json.loads(l) for l in fh if l.strip()]
+    errors = [r for r in rows if "error" in r]
+    for e in errors:
+        print("error in round %s %s: %s" % (e.get("round"), e.get("config"), e["error"][-200:]))
+    rows = [r for r in rows if "error" not in r]
+    for wl in sorted({r["workload"] for r in rows}):
+        # round key: (tag, round) so that several runs' files combine
+        by = {}
+        for r in rows:
+            if r["workload"] == wl:
+                by.setdefault((r.get("tag"), r["round"]), {})[r["config"]] = r
+        configs = [c for c in CONFIGS + ["cuptrace_all"]
+                   if any(c in v for v in by.values())]
+        full = [v for v in by.values() if "none" in v]
+        print("\n## %s: %d rounds\n" % (wl, len(full)))
+        print("| configuration | runs | time per step, median | added per step, median "
+              "[95%% CI] | kernels | bytes per kernel |")
+        print("|---|---:|---:|---:|---:|---:|")
+        for c in configs:
+            rs = [v for v in full if c in v]
+            if not rs:
+                continue
+            t = statistics.median(v[c]["step_s"] for v in rs)
+            if c == "none":
+                added = "-"
+            else:
+                med = lambda s: statistics.median(v[c]["step_s"] - v["none"]["step_s"] for v in s)
+                lo, hi = boot(rs, med)
+                added = fmt_ci(med(rs), lo, hi)
+            ks = sorted({v[c].get("kernels") for v in rs if v[c].get("kernels") is not None})
+            kern = ", ".join(str(k) for k in ks) if ks else "-"
+            if "bytes_raw" in rs[0][c]:
+                bpk = "%.1f raw, %.1f gzipped" % (
+                    statistics.median(v[c]["bytes_raw"] / v[c]["kernels"] for v in rs),
+                    statistics.median(v[c]["bytes_gz"] / v[c]["kernels"] for v in rs))
+            elif "bytes" in rs[0][c]:
+                bpk = "%.1f" % statistics.median(v[c]["bytes"] / max(1, v[c]["kernels"])
+                                                 for v in rs)
+            else:
+                bpk = "-"
+            print("| %s | %d | %.2f µs | %s | %s | %s |" % (c, len(rs), t * 1e6, added, kern,
+                                                           bpk))
+        print()
+
+        def ratio(num, den, what):
+            rs = [v for v in full if num in v and den in v]
+            if len(rs) < 3:
+                return
+
+            def st(s):
+                d = statistics.median(v[den]["step_s"] - v["none"]["step_s"] for v in s)
+                n = statistics.median(v[num]["step_s"] - v["none"]["step_s"] for v in s)
+                return n / d if d > 0 else None
+
+            def st_abs(s):
+                return (statistics.median(v[num]["step_s"] for v in s) /
+                        statistics.median(v[den]["step_s"] for v in s))
+
+            f = st_abs if what == "time" else st
+            est = f(rs)
+            lo, hi = boot(rs, f)
+            word = "added time" if what == "added" else "time per step"
+            verdict = "tie" if lo <= 1 <= hi else ("lower" if hi < 1 else "higher")
+            print("- %s / %s, %s: %.3f [%.3f, %.3f] (%s)" % (num, den, word, est if est else 0,
+                                                              lo, hi, verdict))
+
+        ratio("cuptrace", "tp_cuda", "added")
+        ratio("cuptrace_watch", "tp_cuda", "added")
+        ratio("cuptrace_pytorch", "tp_cpu_cuda", "added")
+        ratio("cuptrace", "floor", "time")
+        ratio("cuptrace_watch", "cuptrace", "time")
+        bytes_rows = [v for v in full if "cuptrace" in v and "tp_cuda" in v]
+        if bytes_rows:
+            r = statistics.median((v["cuptrace"]["bytes"] / v["cuptrace"]["kernels"]) /
+                                  (v["tp_cuda"]["bytes_gz"] / v["tp_cuda"]["kernels"])
+                                  for v in bytes_rows)
+            print("- cuptrace bytes per kernel / torch.profiler (CUDA) gzipped: %.3f" % r)
+        pt_rows = [v for v in full if "cuptrace_pytorch" in v and "tp_cpu_cuda" in v]
+        if pt_rows:
+            r = statistics.median(
+                (v["cuptrace_pytorch"]["bytes"] / v["cuptrace_pytorch"]["kernels"]) /
+                (v["tp_cpu_cuda"]["bytes_gz"] / v["tp_cpu_cuda"]["kernels"]) for v in pt_rows)
+            print("- cuptrace --pytorch bytes per kernel / torch.profiler (CPU+CUDA) gzipped: "
+                  "%.3f" % r)
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = p.add_subparsers(dest="cmd", required=True)
+    r = sub.add_parser("run")
+    r.add_argument("--build", required=True)
+    r.add_argument("--workload", required=True)
+    r.add_argument("--rounds", type=int, default=15)
+    r.add_argument("--configs", default=",".join(CONFIGS))
+    r.add_argument("--out", default="torch_bench.jsonl")
+    r.add_argument("--tmp", default="/tmp/torch_bench")
+    r.add_argument("--tag", default=time.strftime("%Y%m%d-%H%M%S"))
+    r.add_argument("--max-seconds", type=float, default=0,
+                   help="stop after the round during which this much time has passed")
+    q = sub.add_parser("report")
+    q.add_argument("files", nargs="+")
+    a = p.parse_args()
+    return cmd_run(a) if a.cmd == "run" else cmd_report(a)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

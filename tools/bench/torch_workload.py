@@ -1,0 +1,117 @@
+"""One benchmark process: a PyTorch workload timed in-process, optionally under torch.profiler.
+
+  python3 torch_workload.py --workload add|transformer [--steps N] [--warmup N]
+                            [--profile cuda|cpu_cuda --trace-out FILE.json]
+
+Prints one JSON line: the time per step of the timed loop (after warm-up, GPU synchronized at
+both ends), and under torch.profiler the kernels it saw and its trace's size, raw and gzipped.
+Run by torch_bench.py; under cuptrace the tracer is outside (cuptrace record -- python3 ...).
+
+Workloads:
+  add          a = a + b on 4096 floats: one elementwise kernel per step, launch-bound
+  transformer  a small transformer encoder's training step (forward, backward, AdamW), AMP
+               (fp16 autocast with a GradScaler): a few hundred kernels per step
+"""
+import argparse
+import gzip
+import json
+import os
+import sys
+import time
+
+import torch
+import torch.nn as nn
+
+
+def make_add():
+    a = torch.zeros(4096, device="cuda")
+    b = torch.ones(4096, device="cuda")
+    state = {"a": a}
+
+    def step():
+        state["a"] = state["a"] + b
+
+    return step
+
+
+def make_transformer():
+    torch.manual_seed(0)
+    d, heads, layers, batch, seq, vocab = 256, 4, 2, 16, 128, 1000
+    emb = nn.Embedding(vocab, d)
+    enc = nn.TransformerEncoder(
+        nn.TransformerEncoderLayer(d, heads, dim_feedforward=4 * d, batch_first=True),
+        layers)
+    head = nn.Linear(d, vocab)
+    model = nn.Sequential(emb, enc, head).cuda()
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
+    scaler = torch.amp.GradScaler("cuda")
+    x = torch.randint(0, vocab, (batch, seq), device="cuda")
+    y = torch.randint(0, vocab, (batch, seq), device="cuda")
+    loss_fn = nn.CrossEntropyLoss()
+
+    def step():
+        opt.zero_grad(set_to_none=True)
+        with torch.autocast("cuda", dtype=torch.float16):
+            out = model(x)
+            loss = loss_fn(out.reshape(-1, vocab), y.reshape(-1))
+        scaler.scale(loss).backward()
+        scaler.step(opt)
+        scaler.update()
+
+    return step
+
+
+WORKLOADS = {"add": (make_add, 20000, 200), "transformer": (make_transformer, 30, 5)}
+
+
+def timed(step, steps, warmup):
+    for _ in range(warmup):
+        step()
+    torch.cuda.synchronize()
+    t0 = time.perf_counter()
+    for _ in range(steps):
+        step()
+    torch.cuda.synchronize()
+    return (time.perf_counter() - t0) / steps
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("--workload", choices=sorted(WORKLOADS), required=True)
+    p.add_argument("--steps", type=int)
+    p.add_argument("--warmup", type=int)
+    p.add_argument("--profile", choices=["cuda", "cpu_cuda"])
+    p.add_argument("--trace-out")
+    a = p.parse_args()
+    make, steps, warmup = WORKLOADS[a.workload]
+    steps = a.steps or steps
+    warmup = a.warmup if a.warmup is not None else warmup
+    res = {"workload": a.workload, "steps": steps}
+    if not a.profile:
+        res["step_s"] = timed(make(), steps, warmup)
+        print(json.dumps(res))
+        return 0
+    from torch.profiler import ProfilerActivity, profile
+
+    acts = [ProfilerActivity.CUDA]
+    if a.profile == "cpu_cuda":
+        acts.insert(0, ProfilerActivity.CPU)
+    # The model is built inside the profiler too, so it sees all the work cuptrace sees.
+    with profile(activities=acts) as prof:
+        res["step_s"] = timed(make(), steps, warmup)
+    t0 = time.perf_counter()
+    prof.export_chrome_trace(a.trace_out)
+    res["export_s"] = time.perf_counter() - t0
+    with open(a.trace_out, "rb") as f:
+        raw = f.read()
+    res["bytes_raw"] = len(raw)
+    res["bytes_gz"] = len(gzip.compress(raw, 6))
+    ev = json.loads(raw)["traceEvents"]
+    res["kernels"] = sum(1 for e in ev if e.get("ph") == "X" and e.get("cat") == "kernel")
+    os.unlink(a.trace_out)
+    print(json.dumps(res))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
