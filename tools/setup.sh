@@ -1,6 +1,9 @@
 #!/bin/sh
 # Installs what cuptrace needs to build, on Debian or Ubuntu: cmake, a C compiler, pkg-config,
-# protobuf-c (protoc-c and its library, found through pkg-config), zlib, python3 (tests). The CUDA toolkit (for CUPTI and nvcc) must already be at /usr/local/cuda or on PATH.
+# protobuf-c (protoc-c, and libprotobuf-c-dev: the shared runtime and its pkg-config file; the
+# build copies libprotobuf-c.so.1 into build/runtime-libs/ for GPU machines that lack it), zlib,
+# python3 (tests). The CUDA toolkit (for CUPTI and nvcc) must already be at /usr/local/cuda or on
+# PATH.
 set -eu
 need=""
 command -v cmake >/dev/null 2>&1 || need="$need cmake"
