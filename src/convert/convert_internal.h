@@ -1,5 +1,22 @@
-/* Converter state shared by convert.c (core: tracks, API calls, GPU work, flows) and
- * convert_extra.c (NVTX, memory, overhead). Private to src/convert. */
+/* Converter state and the functions the convert_*.c files share. Private to src/convert.
+ *
+ * The files form layers; a file calls only the ones below it, never one beside or above it
+ * (tests/convert_layers_test.sh checks this on the object files):
+ *
+ *   convert.c          public entry points: life cycle, and the switch over record kinds
+ *   convert_api.c      runtime and driver API records (which are dropped, names)
+ *   convert_gpu.c      kernels, copies, memsets (streams, lanes, names), synchronization
+ *   convert_nvtx.c     NVTX marks and ranges
+ *   convert_memory.c   allocations, memory pools, the device-memory counter
+ *   convert_meta.c     DEVICE, NAME, CONTEXT and OVERHEAD records; the trace's metadata
+ *   convert_corr.c     correlation: links GPU work and syncs to their API call (flows, held
+ *                      back API calls); called by convert_api.c and convert_gpu.c
+ *   convert_core.c     strings, uuids, time, thread and GPU tracks, lanes, slices, metadata
+ *   convert_records.c  static knowledge of CUPTI's records and API ids
+ *
+ * Threading: a converter and everything below belongs to one thread (see convert.h). Each
+ * field of struct cuptrace_converter is written by the file its section names; a field read by
+ * another file says so. */
 #ifndef CUPTRACE_CONVERT_INTERNAL_H
 #define CUPTRACE_CONVERT_INTERNAL_H
 
@@ -9,6 +26,8 @@
 #define MAX_LANES  64
 #define NAME_CACHE 64
 #define MAX_GPUS   64
+
+/* ---- types of convert_core.c ---- */
 
 /* uuids: pid in the top bits so traces of several processes can be merged without clashes. */
 enum uuid_type {
@@ -20,35 +39,31 @@ enum uuid_type {
 	U_NVTX = 6,
 };
 
+/* One track of a set that shares a name: slices that would overlap go on the next one. */
 struct lane {
 	uint64_t uuid;
 	int64_t last_end;
 };
 
-struct stream {
-	uint32_t dev, ctx, id;
-	char name[96];
-	int declared;
-	size_t nlanes;
-	struct lane lanes[MAX_LANES];
-};
-
 struct gpu {
-	int known; /* a DEVICE record arrived */
+	int known; /* a DEVICE record arrived (convert_meta.c) */
 	int declared;
 	uint64_t uuid;
 	char name[160];
-	uint64_t mem_uuid; /* "Device memory" counter track, 0 until declared */
-	int64_t mem_used;
+	uint64_t mem_uuid; /* "Device memory" counter track, 0 until declared (convert_memory.c) */
+	int64_t mem_used;  /* convert_memory.c */
 };
 
-/* Per correlation id: the API call (once seen), flows handed out to its GPU work, GPU work and
- * synchronization records that arrived before the API record. */
+/* ---- types of convert_corr.c ---- */
+
+/* A synchronization record, kept until the API call that waited arrives. */
 struct orphan_sync {
 	int64_t ts, end;
 	uint32_t type, stream, event;
 };
 
+/* Per correlation id: the API call (once seen), flows handed out to its GPU work, GPU work and
+ * synchronization records that arrived before the API record. */
 struct corr_state {
 	uint32_t corr;
 	uint16_t nflows; /* flow ids handed out: (corr << 16 | k) */
@@ -77,87 +92,35 @@ struct pending_api {
 	uint32_t nflows, flows_cap;
 };
 
+/* An API call ready to be drawn, as convert_api.c hands it to convert_corr.c. */
+struct api_call {
+	uint32_t corr; /* 0: none, drawn at once */
+	int expect;    /* GPU records the call makes: 1, -1 unknown (graph launches), 0 none */
+	uint64_t track;
+	int64_t ts, dur;
+	uint32_t name_id, cat_id;
+	int32_t ret;
+};
+
+/* ---- types of convert_gpu.c ---- */
+
+struct stream {
+	uint32_t dev, ctx, id;
+	char name[96];
+	int declared;
+	size_t nlanes;
+	struct lane lanes[MAX_LANES];
+};
+
 struct name_cache {
 	const char *ptr;  /* the record's name pointer */
 	uint32_t mangled; /* its text, interned */
 	uint32_t demangled;
 };
 
-struct cuptrace_converter {
-	struct cuptrace_sink *sink;
-	int err;
-	struct cuptrace_convert_opts opts;
-	struct cuptrace_convert_counts counts;
-	int32_t pid;
-	int64_t start; /* BOOTTIME ns at relative 0 */
-	uint64_t process_uuid;
-	cuptrace_resolve_fn resolve;
-	void *resolve_ctx;
-	struct cuptrace_strtab strs;         /* names, interned */
-	struct cuptrace_u64map thread_names; /* tid -> strtab id */
-	struct cuptrace_u64map threads;      /* tid -> uuid (declared) */
-	struct cuptrace_u64map demangled;    /* mangled strtab id -> demangled strtab id */
-	struct gpu gpus[MAX_GPUS];
-	struct cuptrace_u64map ctx_dev;      /* context id -> device id + 1 */
-	struct cuptrace_u64map stream_idx;   /* ctx << 32 | stream -> index + 1 */
-	struct cuptrace_u64map stream_names; /* ctx << 32 | stream -> strtab id (NVTX names) */
-	struct stream *streams;
-	size_t nstreams, streams_cap;
-	uint64_t next_lane_idx;
-	/* correlation */
-	struct cuptrace_u64map corr_idx; /* corr -> slot + 1 in corr ring */
-	struct corr_state *corr;         /* ring of states, oldest evicted */
-	size_t corr_cap, corr_head;
-	struct pending_api *pending;
-	size_t pending_cap, npending;
-	size_t *pending_free;
-	size_t npending_free;
-	uint64_t batch;
-	uint8_t driver_noise[1024];             /* bitset over driver cbids */
-	int8_t *runtime_expect, *driver_expect; /* per cbid: 0, 1, -1 */
-	/* metadata collected from records */
-	struct cuptrace_meta *meta;
-	size_t nmeta, meta_cap;
-	uint64_t dropped_cupti, dropped_cuptrace;
-	/* NVTX and memory (convert_extra.c) */
-	struct cuptrace_u64map nvtx_open; /* marker id -> index + 1 in nvtx */
-	struct nvtx_range *nvtx;
-	size_t nnvtx, nvtx_cap;
-	struct cuptrace_u64map nvtx_data;     /* marker id -> color/payload record index */
-	struct cuptrace_u64map nvtx_startend; /* ids of start/end ranges not yet ended */
-	uint64_t nvtx_async_uuid;             /* "NVTX ranges" track group, 0 until declared */
-	struct lane nvtx_lanes[MAX_LANES];
-	size_t nnvtx_lanes;
-	struct tstack *stacks;
-	size_t nstacks;
-	struct mdata *mdatas;
-	size_t nmdatas;
-	struct ovh_track {
-		int64_t tid; /* 0: the process's own */
-		struct lane lanes[MAX_LANES];
-		size_t nlanes;
-	} * ovh;
-	size_t novh;
-	int alloc_track_declared[MAX_GPUS];
-	/* Device-memory counter changes wait here until no earlier one can still arrive (records
-	 * of other threads come in other buffers): values must be summed in time order. */
-	struct memev {
-		int64_t ts;
-		uint32_t dev;
-		int64_t delta;
-	} * memev;
-	size_t nmemev, memev_cap;
-	int64_t latest_ts; /* latest API end seen: the watermark's base */
-	/* caches for the hot path */
-	uint32_t *runtime_name_ids, *driver_name_ids; /* per cbid, 0 = not yet */
-	uint32_t cat_runtime, cat_driver;
-	struct name_cache names[NAME_CACHE];
-	int32_t dims[6];
-	int dims_valid;
-	char dims_grid[48], dims_block[48];
-	/* scratch */
-	struct cuptrace_arg args[24];
-};
+struct gwork; /* one batch's GPU work, sorted before it is drawn; convert_gpu.c only */
+
+/* ---- types of convert_nvtx.c ---- */
 
 struct tstack {
 	int64_t tid;
@@ -188,6 +151,104 @@ struct nvtx_range {
 	int has_color;
 };
 
+/* ---- types of convert_memory.c and convert_meta.c ---- */
+
+/* A change of a GPU's device memory in use, waiting for the watermark. */
+struct memev {
+	int64_t ts;
+	uint32_t dev;
+	int64_t delta;
+};
+
+/* CUPTI overhead lanes of one thread (0: the process's own). */
+struct ovh_track {
+	int64_t tid;
+	struct lane lanes[MAX_LANES];
+	size_t nlanes;
+};
+
+struct cuptrace_converter {
+	/* convert.c: set once by cuptrace_converter_new and the setters */
+	struct cuptrace_sink *sink;
+	int err; /* the first error; every file sets it and stops emitting once it is set */
+	struct cuptrace_convert_opts opts;
+	struct cuptrace_convert_counts counts; /* every file counts what it handles */
+	int32_t pid;
+	int64_t start; /* BOOTTIME ns at relative 0 */
+	cuptrace_resolve_fn resolve;
+	void *resolve_ctx;
+	uint64_t batch; /* batches so far (convert_corr.c reads it) */
+	uint64_t dropped_cupti, dropped_cuptrace;
+
+	/* convert_core.c */
+	uint64_t process_uuid;
+	struct cuptrace_strtab strs;         /* names, interned */
+	struct cuptrace_u64map threads;      /* tid -> uuid (declared) */
+	struct cuptrace_u64map thread_names; /* tid -> strtab id */
+	/* ctx << 32 | stream -> strtab id: NVTX names of streams, written by convert_meta.c from
+	 * NAME records, read by convert_gpu.c when the stream's track is declared */
+	struct cuptrace_u64map stream_names;
+	struct gpu gpus[MAX_GPUS]; /* its fields say which other files write them */
+	uint64_t next_lane_idx;
+	struct cuptrace_meta *meta; /* trace metadata, handed to the sink at the end */
+	size_t nmeta, meta_cap;
+	/* Scratch for one event's args: any file, for one event at a time. */
+	struct cuptrace_arg args[24];
+
+	/* convert_corr.c */
+	struct cuptrace_u64map corr_idx; /* corr -> slot + 1 in corr ring */
+	struct corr_state *corr;         /* ring of states, oldest evicted */
+	size_t corr_cap, corr_head;
+	struct pending_api *pending;
+	size_t pending_cap, npending;
+	size_t *pending_free;
+	size_t npending_free;
+
+	/* convert_api.c */
+	uint8_t driver_noise[1024];                   /* bitset over driver cbids */
+	int8_t *runtime_expect, *driver_expect;       /* per cbid: 0, 1, -1 */
+	uint32_t *runtime_name_ids, *driver_name_ids; /* per cbid, 0 = not yet */
+	uint32_t cat_runtime, cat_driver;
+	int64_t latest_ts; /* latest API end seen: convert_memory.c's watermark base */
+
+	/* convert_gpu.c */
+	struct cuptrace_u64map stream_idx; /* ctx << 32 | stream -> index + 1 */
+	struct stream *streams;
+	size_t nstreams, streams_cap;
+	struct cuptrace_u64map demangled; /* mangled strtab id -> demangled strtab id */
+	struct name_cache names[NAME_CACHE];
+	int32_t dims[6];
+	int dims_valid;
+	char dims_grid[48], dims_block[48];
+	struct gwork *work; /* this batch's, between conv_gpu_batch_begin and _end */
+	size_t nwork;
+
+	/* convert_nvtx.c */
+	struct cuptrace_u64map nvtx_open; /* marker id -> index + 1 in nvtx */
+	struct nvtx_range *nvtx;
+	size_t nnvtx, nvtx_cap;
+	struct cuptrace_u64map nvtx_data;     /* marker id -> color/payload record index */
+	struct cuptrace_u64map nvtx_startend; /* ids of start/end ranges not yet ended */
+	struct lane nvtx_lanes[MAX_LANES];
+	size_t nnvtx_lanes;
+	struct tstack *stacks;
+	size_t nstacks;
+	struct mdata *mdatas;
+	size_t nmdatas;
+
+	/* convert_memory.c */
+	int alloc_track_declared[MAX_GPUS];
+	/* Device-memory counter changes wait here until no earlier one can still arrive (records
+	 * of other threads come in other buffers): values must be summed in time order. */
+	struct memev *memev;
+	size_t nmemev, memev_cap;
+
+	/* convert_meta.c */
+	struct cuptrace_u64map ctx_dev; /* context id -> device id + 1 (recorded, not yet read) */
+	struct ovh_track *ovh;
+	size_t novh;
+};
+
 /* A start/end pair worth drawing: both set, in order, and less than 10^15 ns (11 days) apart;
  * anything else is a record CUPTI could not time, or a corrupt one. */
 static inline int conv_span_ok(uint64_t start, uint64_t end)
@@ -195,7 +256,8 @@ static inline int conv_span_ok(uint64_t start, uint64_t end)
 	return start && end >= start && end - start < 1000000000000000ull && start < (1ull << 62);
 }
 
-/* convert_records.c */
+/* ---- convert_records.c: no converter state ---- */
+
 extern const char *const cuptrace_runtime_cbid_names[];
 extern const unsigned cuptrace_runtime_cbid_names_len;
 extern const char *const cuptrace_driver_cbid_names[];
@@ -208,9 +270,13 @@ const char *conv_copy_kind_name(uint8_t k);
 const char *conv_mem_kind_name(uint8_t k);
 const char *conv_sync_name(uint32_t type);
 
-/* convert.c */
+/* ---- convert_core.c: used by every family, calls none ---- */
+
+void conv_core_init(struct cuptrace_converter *c);
+/* Copies info's metadata, begins the sink and declares the process. */
+int conv_core_begin(struct cuptrace_converter *c, const struct cuptrace_trace_info *info);
+void conv_core_free(struct cuptrace_converter *c);
 uint64_t conv_uuid(const struct cuptrace_converter *c, enum uuid_type t, uint64_t idx);
-uint64_t conv_thread_track(struct cuptrace_converter *c, int64_t tid);
 uint32_t conv_intern(struct cuptrace_converter *c, const char *s);
 const char *conv_str(const struct cuptrace_converter *c, uint32_t id);
 const char *conv_resolve(struct cuptrace_converter *c, const char *ptr);
@@ -218,20 +284,65 @@ int64_t conv_rel(struct cuptrace_converter *c, uint64_t ts);
 int conv_emit_slice(struct cuptrace_converter *c, const struct cuptrace_slice *s);
 void conv_meta_set(struct cuptrace_converter *c, const char *key, const char *s, int64_t i,
                    int is_int);
+int conv_thread_name(struct cuptrace_converter *c, int64_t tid, const char *name);
+uint64_t conv_thread_track(struct cuptrace_converter *c, int64_t tid);
 int conv_declare_gpu(struct cuptrace_converter *c, uint32_t dev);
 uint64_t conv_lane_assign(struct cuptrace_converter *c, struct lane *lanes, size_t *nlanes,
                           int64_t *ts, int64_t *dur, const char *name, uint64_t parent,
                           int32_t rank);
 
-/* convert_extra.c */
+/* ---- convert_corr.c: called by convert_api.c and convert_gpu.c ---- */
+
+int conv_corr_init(struct cuptrace_converter *c);
+void conv_corr_free(struct cuptrace_converter *c);
+/* Draws the call, or holds it back until its GPU work arrives; draws syncs that waited for it. */
+int conv_corr_api(struct cuptrace_converter *c, const struct api_call *a);
+/* The flow into one GPU activity of correlation id corr (0: none), added to its API call. */
+uint64_t conv_corr_flow_in(struct cuptrace_converter *c, uint32_t corr);
+/* Draws a synchronization as a child of its API call, or keeps it until the call arrives. */
+int conv_corr_sync(struct cuptrace_converter *c, uint32_t corr, const struct orphan_sync *o);
+/* After each batch: draws graph launches that the batch brought nothing more. */
+int conv_corr_batch_end(struct cuptrace_converter *c);
+/* Draws every call still held back and counts GPU work never linked. */
+int conv_corr_finish(struct cuptrace_converter *c);
+
+/* ---- the families, called by convert.c only ---- */
+
+/* convert_api.c */
+int conv_api_init(struct cuptrace_converter *c);
+void conv_api_free(struct cuptrace_converter *c);
+int conv_api_record(struct cuptrace_converter *c, const CUpti_ActivityAPI *a);
+
+/* convert_gpu.c: a batch's kernels, copies and memsets are collected, then drawn sorted. */
+void conv_gpu_init(struct cuptrace_converter *c);
+void conv_gpu_free(struct cuptrace_converter *c);
+int conv_gpu_batch_begin(struct cuptrace_converter *c, size_t n);
+int conv_gpu_work(struct cuptrace_converter *c, const CUpti_Activity *r);
+int conv_gpu_batch_end(struct cuptrace_converter *c);
+int conv_gpu_sync(struct cuptrace_converter *c, const CUpti_ActivitySynchronization2 *y);
+
+/* convert_nvtx.c */
+void conv_nvtx_init(struct cuptrace_converter *c);
+void conv_nvtx_free(struct cuptrace_converter *c);
 int conv_marker(struct cuptrace_converter *c, const CUpti_Activity *r);
 int conv_marker_data(struct cuptrace_converter *c, const CUpti_Activity *r);
+int conv_nvtx_startend(struct cuptrace_converter *c, const uint64_t *ids, size_t n);
+
+/* convert_memory.c */
+void conv_memory_free(struct cuptrace_converter *c);
 int conv_memory(struct cuptrace_converter *c, const CUpti_Activity *r);
 int conv_memory_pool(struct cuptrace_converter *c, const CUpti_Activity *r);
-int conv_overhead(struct cuptrace_converter *c, const CUpti_Activity *r);
-int conv_extra_finish(struct cuptrace_converter *c);
 /* Emits counter values older than the watermark (all of them if all). */
 int conv_memory_flush(struct cuptrace_converter *c, int all);
-void conv_extra_free(struct cuptrace_converter *c);
+
+/* convert_meta.c */
+void conv_meta_init(struct cuptrace_converter *c);
+void conv_meta_free(struct cuptrace_converter *c);
+void conv_device(struct cuptrace_converter *c, const CUpti_ActivityDevice5 *d);
+void conv_name(struct cuptrace_converter *c, const CUpti_ActivityName *n);
+void conv_context(struct cuptrace_converter *c, const CUpti_ActivityContext3 *x);
+int conv_overhead(struct cuptrace_converter *c, const CUpti_Activity *r);
+/* The counts and dropped records as metadata, then all metadata to the sink. */
+int conv_meta_finish(struct cuptrace_converter *c);
 
 #endif

@@ -1,0 +1,310 @@
+/* Correlation: links each GPU activity and synchronization to the API call that caused it.
+ *
+ * Every GPU activity gets its own flow id (corr << 16 | k) and the API slice lists all of them,
+ * so a launch-like API call whose GPU records have not arrived yet is held back (bounded).
+ * Records come late and out of order: GPU work and syncs that arrive before their API record
+ * wait in the correlation state. Called by convert_api.c and convert_gpu.c, which hand it data
+ * and are never called back. */
+#include "convert/convert_internal.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define CORR_RING (1u << 17) /* correlation states kept: ~9 MB */
+
+static struct corr_state *corr_get(struct cuptrace_converter *c, uint32_t corr, int create);
+static int emit_pending(struct cuptrace_converter *c, size_t idx, int forced);
+
+static void corr_release(struct cuptrace_converter *c, struct corr_state *s)
+{
+	free(s->orphans);
+	free(s->syncs);
+	memset(s, 0, sizeof(*s));
+	s->pending = -1;
+}
+
+static struct corr_state *corr_get(struct cuptrace_converter *c, uint32_t corr, int create)
+{
+	uint64_t *slot = cuptrace_u64map_get(&c->corr_idx, corr);
+	if (slot)
+		return &c->corr[*slot - 1];
+	if (!create)
+		return NULL;
+	/* Reuse the oldest slot of the ring: its correlation id is a million calls old. */
+	size_t i = c->corr_head;
+	c->corr_head = (c->corr_head + 1) % c->corr_cap;
+	struct corr_state *s = &c->corr[i];
+	if (s->corr || s->api_seen || s->norphans) {
+		if (s->pending >= 0)
+			emit_pending(c, (size_t)s->pending, 1);
+		c->counts.unlinked_gpu += s->norphans;
+		cuptrace_u64map_del(&c->corr_idx, s->corr);
+		corr_release(c, s);
+	}
+	s->corr = corr;
+	s->pending = -1;
+	uint64_t *ns = cuptrace_u64map_put(&c->corr_idx, corr, NULL);
+	if (!ns) {
+		c->err = -ENOMEM;
+		return NULL;
+	}
+	*ns = i + 1;
+	return s;
+}
+
+static int push_u64(uint64_t **v, uint32_t *n, uint32_t *cap, uint64_t x)
+{
+	if (*n == *cap) {
+		uint32_t nc = *cap ? *cap * 2 : 4;
+		uint64_t *nv = realloc(*v, nc * sizeof(uint64_t));
+		if (!nv)
+			return -ENOMEM;
+		*v = nv;
+		*cap = nc;
+	}
+	(*v)[(*n)++] = x;
+	return 0;
+}
+
+/* ---- API calls: drawn, or held back ---- */
+
+static int emit_api(struct cuptrace_converter *c, uint64_t track, int64_t ts, int64_t dur,
+                    uint32_t name_id, uint32_t cat_id, uint32_t corr, int32_t ret,
+                    const uint64_t *flows, size_t nflows)
+{
+	size_t na = 0;
+	if (ret) {
+		c->args[na++] = (struct cuptrace_arg){
+		    .key = "return_value", .type = CUPTRACE_ARG_INT, .v.i = ret};
+	}
+	struct cuptrace_slice s = {
+	    .track_uuid = track,
+	    .ts = ts,
+	    .dur = dur,
+	    .name = conv_str(c, name_id),
+	    .category = conv_str(c, cat_id),
+	    .correlation_id = corr,
+	    .args = c->args,
+	    .nargs = na,
+	    .flows_out = flows,
+	    .nflows_out = nflows,
+	};
+	return conv_emit_slice(c, &s);
+}
+
+static int emit_pending(struct cuptrace_converter *c, size_t idx, int forced)
+{
+	struct pending_api *p = &c->pending[idx];
+	if (!p->used)
+		return 0;
+	if (forced && (p->expect < 0 ? p->nflows == 0 : p->nflows < (uint32_t)p->expect))
+		c->counts.pending_forced++;
+	int r = emit_api(c, p->track, p->ts, p->dur, p->name_id, p->cat_id, p->corr, p->ret,
+	                 p->flows, p->nflows);
+	struct corr_state *st = corr_get(c, p->corr, 0);
+	if (st) {
+		st->pending = -1;
+		st->api_emitted = 1;
+	}
+	free(p->flows);
+	memset(p, 0, sizeof(*p));
+	c->npending--;
+	c->pending_free[c->npending_free++] = idx;
+	return r;
+}
+
+static int hold_api(struct cuptrace_converter *c, struct corr_state *st, const struct api_call *a)
+{
+	if (!c->npending_free) {
+		/* Full: write the oldest-looking entry (lowest correlation id) as it is. */
+		size_t victim = 0;
+		for (size_t i = 1; i < c->pending_cap; i++)
+			if (c->pending[i].corr < c->pending[victim].corr)
+				victim = i;
+		emit_pending(c, victim, 1);
+	}
+	size_t idx = c->pending_free[--c->npending_free];
+	struct pending_api *p = &c->pending[idx];
+	*p = (struct pending_api){
+	    .used = 1,
+	    .corr = st->corr,
+	    .expect = a->expect,
+	    .batch_added = c->batch,
+	    .track = a->track,
+	    .ts = a->ts,
+	    .dur = a->dur,
+	    .name_id = a->name_id,
+	    .cat_id = a->cat_id,
+	    .ret = a->ret,
+	};
+	for (uint32_t i = 0; i < st->norphans; i++)
+		push_u64(&p->flows, &p->nflows, &p->flows_cap, st->orphans[i]);
+	st->norphans = 0;
+	st->pending = (int32_t)idx;
+	c->npending++;
+	return 0;
+}
+
+/* ---- synchronization: a child of the API call that waited, on its thread ---- */
+
+static int emit_sync_child(struct cuptrace_converter *c, struct corr_state *st,
+                           const struct orphan_sync *o)
+{
+	/* Clamp into the API call: the sync record's times come from the same clock but a
+	 * separate reading, and the child must nest. */
+	int64_t ts = o->ts < st->api_ts ? st->api_ts : o->ts;
+	int64_t end = o->end > st->api_end ? st->api_end : o->end;
+	if (end < ts)
+		end = ts;
+	size_t na = 0;
+	struct cuptrace_arg *A = c->args;
+	if (o->stream != CUPTI_SYNCHRONIZATION_INVALID_VALUE)
+		A[na++] = (struct cuptrace_arg){
+		    .key = "stream", .type = CUPTRACE_ARG_UINT, .v.u = o->stream};
+	if (o->event != CUPTI_SYNCHRONIZATION_INVALID_VALUE)
+		A[na++] = (struct cuptrace_arg){
+		    .key = "event", .type = CUPTRACE_ARG_UINT, .v.u = o->event};
+	struct cuptrace_slice s = {
+	    .track_uuid = st->api_track,
+	    .ts = ts,
+	    .dur = end - ts,
+	    .name = conv_sync_name(o->type),
+	    .category = "sync",
+	    .correlation_id = st->corr,
+	    .args = A,
+	    .nargs = na,
+	};
+	c->counts.syncs++;
+	return conv_emit_slice(c, &s);
+}
+
+/* ---- what convert_api.c and convert_gpu.c hand over ---- */
+
+int conv_corr_api(struct cuptrace_converter *c, const struct api_call *a)
+{
+	if (!a->corr)
+		return emit_api(c, a->track, a->ts, a->dur, a->name_id, a->cat_id, 0, a->ret, NULL,
+		                0);
+	struct corr_state *st = corr_get(c, a->corr, 1);
+	if (!st)
+		return c->err;
+	st->api_seen = 1;
+	st->api_track = a->track;
+	st->api_ts = a->ts;
+	st->api_end = a->ts + a->dur;
+	int r;
+	if (a->ret == 0 && a->expect != 0 &&
+	    (a->expect < 0 || st->norphans < (uint32_t)a->expect)) {
+		r = hold_api(c, st, a);
+	} else {
+		r = emit_api(c, a->track, a->ts, a->dur, a->name_id, a->cat_id, a->corr, a->ret,
+		             st->orphans, st->norphans);
+		st->norphans = 0;
+		st->api_emitted = 1;
+	}
+	for (uint32_t i = 0; i < st->nsyncs; i++)
+		emit_sync_child(c, st, &st->syncs[i]);
+	st->nsyncs = 0;
+	return r;
+}
+
+uint64_t conv_corr_flow_in(struct cuptrace_converter *c, uint32_t corr)
+{
+	if (!corr)
+		return 0;
+	struct corr_state *st = corr_get(c, corr, 1);
+	if (!st)
+		return 0;
+	uint64_t flow = ((uint64_t)corr << 16) | st->nflows;
+	if (st->nflows < 0xFFFF)
+		st->nflows++;
+	c->counts.flows++;
+	if (st->pending >= 0) {
+		struct pending_api *p = &c->pending[st->pending];
+		push_u64(&p->flows, &p->nflows, &p->flows_cap, flow);
+		p->batch_added = c->batch;
+		if (p->expect > 0 && p->nflows >= (uint32_t)p->expect)
+			emit_pending(c, (size_t)st->pending, 0);
+	} else if (st->api_emitted) {
+		/* The API slice is already written: more GPU work than expected (e.g. a copy
+		 * split in two). No arrow can be added any more. */
+		c->counts.unlinked_gpu++;
+		c->counts.flows--;
+		flow = 0;
+	} else if (push_u64(&st->orphans, &st->norphans, &st->orphans_cap, flow)) {
+		c->err = -ENOMEM;
+	}
+	return flow;
+}
+
+int conv_corr_sync(struct cuptrace_converter *c, uint32_t corr, const struct orphan_sync *o)
+{
+	struct corr_state *st = corr_get(c, corr, 1);
+	if (!st)
+		return c->err;
+	if (st->api_seen)
+		return emit_sync_child(c, st, o);
+	struct orphan_sync *ns = realloc(st->syncs, (st->nsyncs + 1) * sizeof(*ns));
+	if (!ns)
+		return c->err = -ENOMEM;
+	st->syncs = ns;
+	st->syncs[st->nsyncs++] = *o;
+	return 0;
+}
+
+int conv_corr_batch_end(struct cuptrace_converter *c)
+{
+	/* Graph launches: their node count is unknown, so an API call with GPU work is written
+	 * once a later batch brought it nothing more. */
+	for (size_t i = 0; i < c->pending_cap && !c->err; i++) {
+		struct pending_api *p = &c->pending[i];
+		if (p->used && p->expect < 0 && p->nflows && p->batch_added < c->batch)
+			emit_pending(c, i, 0);
+	}
+	return c->err;
+}
+
+int conv_corr_finish(struct cuptrace_converter *c)
+{
+	for (size_t i = 0; i < c->pending_cap; i++)
+		if (c->pending[i].used)
+			emit_pending(c, i, 1);
+	for (size_t i = 0; i < c->corr_cap; i++)
+		c->counts.unlinked_gpu += c->corr[i].norphans;
+	return c->err;
+}
+
+/* ---- life cycle ---- */
+
+int conv_corr_init(struct cuptrace_converter *c)
+{
+	cuptrace_u64map_init(&c->corr_idx);
+	c->corr_cap = CORR_RING;
+	c->corr = calloc(c->corr_cap, sizeof(*c->corr));
+	c->pending_cap = c->opts.max_pending;
+	c->pending = calloc(c->pending_cap, sizeof(*c->pending));
+	c->pending_free = malloc(c->pending_cap * sizeof(size_t));
+	if (!c->corr || !c->pending || !c->pending_free)
+		return -ENOMEM;
+	for (size_t i = 0; i < c->corr_cap; i++)
+		c->corr[i].pending = -1;
+	for (size_t i = 0; i < c->pending_cap; i++)
+		c->pending_free[i] = c->pending_cap - 1 - i;
+	c->npending_free = c->pending_cap;
+	return 0;
+}
+
+void conv_corr_free(struct cuptrace_converter *c)
+{
+	if (c->corr)
+		for (size_t i = 0; i < c->corr_cap; i++)
+			corr_release(c, &c->corr[i]);
+	if (c->pending)
+		for (size_t i = 0; i < c->pending_cap; i++)
+			free(c->pending[i].flows);
+	free(c->corr);
+	free(c->pending);
+	free(c->pending_free);
+	cuptrace_u64map_free(&c->corr_idx);
+}
