@@ -147,6 +147,30 @@ static int gwork_cmp(const void *a, const void *b)
 	return x->dur > y->dur ? -1 : x->dur < y->dur;
 }
 
+/* Which graph and node launched the work (none outside graphs). */
+static size_t graph_args(struct cuptrace_arg *A, size_t na, uint32_t graph, uint64_t node)
+{
+	if (graph) {
+		A[na++] = (struct cuptrace_arg){
+		    .key = "graph_id", .type = CUPTRACE_ARG_UINT, .v.u = graph};
+		A[na++] = (struct cuptrace_arg){
+		    .key = "graph_node_id", .type = CUPTRACE_ARG_UINT, .v.u = node};
+	}
+	return na;
+}
+
+/* A copy's name and first args, alike for MEMCPY and MEMCPY2 (peer) records. */
+static size_t copy_args(struct cuptrace_arg *A, char *name, size_t n, uint8_t kind, uint8_t src,
+                        uint8_t dst, uint64_t bytes)
+{
+	snprintf(name, n, "Memcpy %s (%s -> %s)", conv_copy_kind_name(kind),
+	         conv_mem_kind_name(src), conv_mem_kind_name(dst));
+	A[0] = (struct cuptrace_arg){.key = "bytes", .type = CUPTRACE_ARG_UINT, .v.u = bytes};
+	A[1] = (struct cuptrace_arg){
+	    .key = "kind", .type = CUPTRACE_ARG_STRING, .v.s = conv_copy_kind_name(kind)};
+	return 2;
+}
+
 static int emit_gwork(struct cuptrace_converter *c, struct gwork *w)
 {
 	struct stream *s = &c->streams[w->stream];
@@ -193,27 +217,15 @@ static int emit_gwork(struct cuptrace_converter *c, struct gwork *w)
 			A[na++] = (struct cuptrace_arg){
 			    .key = "cluster", .type = CUPTRACE_ARG_STRING, .v.s = cl};
 		}
-		if (k->graphId) {
-			A[na++] = (struct cuptrace_arg){
-			    .key = "graph_id", .type = CUPTRACE_ARG_UINT, .v.u = k->graphId};
-			A[na++] = (struct cuptrace_arg){.key = "graph_node_id",
-			                                .type = CUPTRACE_ARG_UINT,
-			                                .v.u = k->graphNodeId};
-		}
+		na = graph_args(A, na, k->graphId, k->graphNodeId);
 		c->counts.kernels++;
 		break;
 	}
 	case CUPTI_ACTIVITY_KIND_MEMCPY: {
 		const CUpti_ActivityMemcpy6 *m = (const CUpti_ActivityMemcpy6 *)w->r;
-		snprintf(name, sizeof(name), "Memcpy %s (%s -> %s)",
-		         conv_copy_kind_name(m->copyKind), conv_mem_kind_name(m->srcKind),
-		         conv_mem_kind_name(m->dstKind));
+		na =
+		    copy_args(A, name, sizeof(name), m->copyKind, m->srcKind, m->dstKind, m->bytes);
 		cat = "memcpy";
-		A[na++] = (struct cuptrace_arg){
-		    .key = "bytes", .type = CUPTRACE_ARG_UINT, .v.u = m->bytes};
-		A[na++] = (struct cuptrace_arg){.key = "kind",
-		                                .type = CUPTRACE_ARG_STRING,
-		                                .v.s = conv_copy_kind_name(m->copyKind)};
 		A[na++] = (struct cuptrace_arg){.key = "src",
 		                                .type = CUPTRACE_ARG_STRING,
 		                                .v.s = conv_mem_kind_name(m->srcKind)};
@@ -224,28 +236,16 @@ static int emit_gwork(struct cuptrace_converter *c, struct gwork *w)
 		    (struct cuptrace_arg){.key = "async",
 		                          .type = CUPTRACE_ARG_BOOL,
 		                          .v.b = !!(m->flags & CUPTI_ACTIVITY_FLAG_MEMCPY_ASYNC)};
-		if (m->graphId) {
-			A[na++] = (struct cuptrace_arg){
-			    .key = "graph_id", .type = CUPTRACE_ARG_UINT, .v.u = m->graphId};
-			A[na++] = (struct cuptrace_arg){.key = "graph_node_id",
-			                                .type = CUPTRACE_ARG_UINT,
-			                                .v.u = m->graphNodeId};
-		}
+		na = graph_args(A, na, m->graphId, m->graphNodeId);
 		gbps = w->dur > 0 ? (double)m->bytes / (double)w->dur : 0;
 		c->counts.memcpys++;
 		break;
 	}
 	case CUPTI_ACTIVITY_KIND_MEMCPY2: {
 		const CUpti_ActivityMemcpyPtoP4 *m = (const CUpti_ActivityMemcpyPtoP4 *)w->r;
-		snprintf(name, sizeof(name), "Memcpy %s (%s -> %s)",
-		         conv_copy_kind_name(m->copyKind), conv_mem_kind_name(m->srcKind),
-		         conv_mem_kind_name(m->dstKind));
+		na =
+		    copy_args(A, name, sizeof(name), m->copyKind, m->srcKind, m->dstKind, m->bytes);
 		cat = "memcpy";
-		A[na++] = (struct cuptrace_arg){
-		    .key = "bytes", .type = CUPTRACE_ARG_UINT, .v.u = m->bytes};
-		A[na++] = (struct cuptrace_arg){.key = "kind",
-		                                .type = CUPTRACE_ARG_STRING,
-		                                .v.s = conv_copy_kind_name(m->copyKind)};
 		A[na++] = (struct cuptrace_arg){
 		    .key = "src_device", .type = CUPTRACE_ARG_UINT, .v.u = m->srcDeviceId};
 		A[na++] = (struct cuptrace_arg){
@@ -263,13 +263,7 @@ static int emit_gwork(struct cuptrace_converter *c, struct gwork *w)
 		    .key = "bytes", .type = CUPTRACE_ARG_UINT, .v.u = m->bytes};
 		A[na++] = (struct cuptrace_arg){
 		    .key = "value", .type = CUPTRACE_ARG_UINT, .v.u = m->value};
-		if (m->graphId) {
-			A[na++] = (struct cuptrace_arg){
-			    .key = "graph_id", .type = CUPTRACE_ARG_UINT, .v.u = m->graphId};
-			A[na++] = (struct cuptrace_arg){.key = "graph_node_id",
-			                                .type = CUPTRACE_ARG_UINT,
-			                                .v.u = m->graphNodeId};
-		}
+		na = graph_args(A, na, m->graphId, m->graphNodeId);
 		gbps = w->dur > 0 ? (double)m->bytes / (double)w->dur : 0;
 		c->counts.memsets++;
 		break;
