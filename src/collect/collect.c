@@ -27,6 +27,7 @@
 
 #include <cupti.h>
 
+#include "collect/api_enable.h"
 #include "collect/queue.h"
 #include "collect/runtime_watch.h"
 #include "common/log.h"
@@ -701,6 +702,9 @@ static int setup_cupti(int injected)
 	S.start_boot = cuptrace_now_ns(CLOCK_BOOTTIME);
 	S.start_real = cuptrace_now_ns(CLOCK_REALTIME);
 	for (size_t i = 0; i < CUPTRACE_NKINDS; i++) {
+		if (cuptrace_kinds[i] == CUPTI_ACTIVITY_KIND_RUNTIME ||
+		    cuptrace_kinds[i] == CUPTI_ACTIVITY_KIND_DRIVER)
+			continue; /* below, with their filters */
 		/* Started after CUDA initialized (C API): devices and contexts already exist and
 		 * CUPTI reports them only at creation, so ask for a dump of the existing ones. */
 		int dump = !injected && (cuptrace_kinds[i] == CUPTI_ACTIVITY_KIND_DEVICE ||
@@ -712,15 +716,13 @@ static int setup_cupti(int injected)
 			cuptrace_warn("activity kind %d not recorded: %s", (int)cuptrace_kinds[i],
 			              cupti_err(r));
 	}
-	if (!S.driver_all) {
-		/* The runtime's own driver calls (device queries at init, kernel lookups before a
-		 * first launch): hundreds of records nobody asked for. Calls the program makes
-		 * itself, and every launch, copy and memset, stay. */
-		uint32_t noise[64];
-		size_t nn = cuptrace_driver_noise_cbids(noise, 64);
-		for (size_t i = 0; i < nn; i++)
-			cuptiActivityEnableDriverApi(noise[i], 0);
-	}
+	/* API calls, less the runtime's own driver calls (device queries at init, kernel lookups
+	 * before a first launch: hundreds nobody asked for) and the trivial runtime calls
+	 * (runtime_filter.h), unless asked for. */
+	int e = cuptrace_enable_api(S.driver_all, S.runtime_mode == CUPTRACE_RUNTIME_ALL,
+	                            cuptrace_api_by_cbid());
+	if (e)
+		cuptrace_warn("API calls may not be recorded: %s", cupti_err((CUptiResult)-e));
 	cuptrace_runtime_watch_setup(S.subscriber, (enum cuptrace_runtime_mode)S.runtime_mode);
 	return 0;
 }

@@ -4,6 +4,8 @@
 #define CUPTRACE_COLLECT_KINDS_H
 
 #include <cupti_activity.h>
+#include <stdlib.h>
+#include <string.h>
 
 /* Activity kinds recorded. CONCURRENT_KERNEL (not KERNEL, which serializes the GPU). DEVICE
  * and CONTEXT name the GPU tracks; the rest are the timeline. */
@@ -28,5 +30,15 @@ static const CUpti_ActivityKind cuptrace_kinds[] = {
 };
 
 #define CUPTRACE_NKINDS (sizeof(cuptrace_kinds) / sizeof(cuptrace_kinds[0]))
+
+/* How the API kinds (RUNTIME, DRIVER) are switched on. By kind: cuptiActivityEnable, then the
+ * filtered calls off one by one. By cbid (CUPTRACE_API_ENABLE=cbid): the kind stays off and
+ * every call that is not filtered is switched on by itself, so CUPTI need not look at the
+ * filtered ones at all. Shared with the benchmark's floor so both do the same. */
+static inline int cuptrace_api_by_cbid(void)
+{
+	const char *v = getenv("CUPTRACE_API_ENABLE");
+	return v && !strcmp(v, "cbid");
+}
 
 #endif

@@ -48,15 +48,12 @@ int cuptrace_runtime_mode_parse(const char *s)
 
 void cuptrace_runtime_watch_setup(CUpti_SubscriberHandle sub, enum cuptrace_runtime_mode mode)
 {
-	if (mode == CUPTRACE_RUNTIME_ALL)
+	if (mode != CUPTRACE_RUNTIME_WATCH || !sub)
 		return;
 	uint32_t ids[256];
 	size_t n = cuptrace_runtime_trivial_cbids(ids, 256);
-	for (size_t i = 0; i < n; i++) {
-		cuptiActivityEnableRuntimeApi(ids[i], 0);
-		if (mode == CUPTRACE_RUNTIME_WATCH && sub)
-			cuptiEnableCallback(1, sub, CUPTI_CB_DOMAIN_RUNTIME_API, ids[i]);
-	}
+	for (size_t i = 0; i < n; i++)
+		cuptiEnableCallback(1, sub, CUPTI_CB_DOMAIN_RUNTIME_API, ids[i]);
 }
 
 static void keep(CUpti_CallbackId cbid, const CUpti_CallbackData *d, uint64_t start, uint64_t end,

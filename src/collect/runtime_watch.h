@@ -23,7 +23,8 @@ enum cuptrace_runtime_mode {
 /* Parses CUPTRACE_RUNTIME's value (NULL: the default); -1 if unknown. */
 int cuptrace_runtime_mode_parse(const char *s);
 
-/* After the RUNTIME activity kind is enabled (enabling it again would undo this). */
+/* In WATCH mode, turns the callback on for the trivial calls (api_enable.c switched their
+ * records off). */
 void cuptrace_runtime_watch_setup(CUpti_SubscriberHandle sub, enum cuptrace_runtime_mode mode);
 
 /* From the subscriber's callback, for CUPTI_CB_DOMAIN_RUNTIME_API. */

@@ -37,6 +37,7 @@ struct cuptrace_convert_counts {
 	uint64_t memory, overheads, other;
 	uint64_t static_memory;  /* module globals reported as allocations: not drawn */
 	uint64_t nvtx_startend;  /* start/end range ids reported by the NVTX callbacks */
+	uint64_t pytorch_ops;    /* NVTX ranges named like PyTorch ops (convert/opname.h) */
 	uint64_t no_timestamp;   /* GPU records CUPTI gave no start/end (unfinished, or lost) */
 	uint64_t flows;          /* API->GPU links */
 	uint64_t unlinked_gpu;   /* GPU activities whose API record never arrived */

@@ -149,6 +149,12 @@ struct nvtx_range {
 	uint32_t name_id, domain_id;
 	uint32_t color;
 	int has_color;
+	/* A PyTorch op's suffixes (convert/opname.h), shown as arguments. sizes and inputs are
+	 * malloc'd (owned by the range, freed when it is emitted): with op ids in them they are
+	 * unique per op, so interning them would grow the string table without bound. */
+	int has_seq, has_op_id;
+	int64_t seq, op_id;
+	char *sizes, *inputs;
 };
 
 /* ---- types of convert_memory.c and convert_meta.c ---- */

@@ -5,6 +5,7 @@
  * push/pop range and goes on that thread's track; any other (crossing threads, or overlapping)
  * goes on the process's "NVTX ranges" lanes, where overlap is allowed. */
 #include "convert/convert_internal.h"
+#include "convert/opname.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -104,11 +105,32 @@ static uint64_t async_track(struct cuptrace_converter *c, int64_t *ts, int64_t *
 	                        c->process_uuid, 50);
 }
 
+static void range_release(struct nvtx_range *rg)
+{
+	free(rg->sizes);
+	free(rg->inputs);
+	rg->sizes = rg->inputs = NULL;
+	rg->used = 0;
+}
+
 static int emit_range(struct cuptrace_converter *c, struct nvtx_range *rg, uint32_t id,
                       uint64_t track, int64_t start, int64_t dur)
 {
 	char color[16];
 	size_t na = nvtx_args(c, id, color, sizeof(color));
+	if (rg->has_seq)
+		c->args[na++] = (struct cuptrace_arg){
+		    .key = "seq", .type = CUPTRACE_ARG_INT, .v.i = rg->seq};
+	/* An op id only means something next to the input op ids that refer to it. */
+	if (rg->has_op_id && rg->inputs)
+		c->args[na++] = (struct cuptrace_arg){
+		    .key = "op_id", .type = CUPTRACE_ARG_INT, .v.i = rg->op_id};
+	if (rg->sizes)
+		c->args[na++] = (struct cuptrace_arg){
+		    .key = "input_shapes", .type = CUPTRACE_ARG_STRING, .v.s = rg->sizes};
+	if (rg->inputs)
+		c->args[na++] = (struct cuptrace_arg){
+		    .key = "input_op_ids", .type = CUPTRACE_ARG_STRING, .v.s = rg->inputs};
 	struct cuptrace_slice sl = {
 	    .track_uuid = track,
 	    .ts = start,
@@ -120,13 +142,42 @@ static int emit_range(struct cuptrace_converter *c, struct nvtx_range *rg, uint3
 	};
 	cuptrace_u64map_del(&c->nvtx_open, id);
 	cuptrace_u64map_del(&c->nvtx_data, id);
-	rg->used = 0;
-	return conv_emit_slice(c, &sl);
+	int r = conv_emit_slice(c, &sl);
+	range_release(rg);
+	return r;
 }
 
-/* The name a mark or range is drawn with (NULL: none). Rewrites of marker names (say, tidying
- * the op names PyTorch puts in its ranges) belong here; the result is used before the next
- * marker is handled (a mark's instant is emitted, a range's name interned). */
+/* A range's name, cleaned of PyTorch's op suffixes (kept as arguments), interned. */
+static uint32_t range_name(struct cuptrace_converter *c, struct nvtx_range *rg, const char *name)
+{
+	struct cuptrace_opname op;
+	if (!name)
+		return conv_intern(c, "(range)");
+	if (!cuptrace_opname_parse(name, &op))
+		return conv_intern(c, name);
+	c->counts.pytorch_ops++;
+	char buf[256];
+	char *clean = op.name_len < sizeof(buf) ? buf : malloc(op.name_len + 1);
+	if (!clean)
+		return conv_intern(c, name);
+	memcpy(clean, name, op.name_len);
+	clean[op.name_len] = 0;
+	uint32_t id = conv_intern(c, clean);
+	if (clean != buf)
+		free(clean);
+	rg->has_seq = op.has_seq;
+	rg->seq = op.seq;
+	rg->has_op_id = op.has_op_id;
+	rg->op_id = op.op_id;
+	if (op.sizes)
+		rg->sizes = strndup(op.sizes, op.sizes_len);
+	if (op.input_op_ids)
+		rg->inputs = strndup(op.input_op_ids, op.input_op_ids_len);
+	return id;
+}
+
+/* The name a mark or range is drawn with (NULL: none); a range's is then cleaned of PyTorch's
+ * op suffixes (range_name). The result is used before the next marker is handled. */
 static const char *marker_name(struct cuptrace_converter *c, const CUpti_ActivityMarker2 *m)
 {
 	return conv_resolve(c, m->name);
@@ -166,7 +217,7 @@ int conv_marker(struct cuptrace_converter *c, const CUpti_Activity *r)
 		int64_t end_ts = rg->end_seen ? rg->ts : -1;
 		rg->ts = ts;
 		rg->tid = tid;
-		rg->name_id = conv_intern(c, name ? name : "(range)");
+		rg->name_id = range_name(c, rg, name);
 		rg->domain_id = conv_intern(c, domain ? domain : "nvtx");
 		if (end_ts >= 0) {
 			/* Its END came first, from another thread's buffer: a range that crossed
@@ -279,6 +330,8 @@ void conv_nvtx_free(struct cuptrace_converter *c)
 		free(c->stacks[i].ids);
 	free(c->stacks);
 	free(c->mdatas);
+	for (size_t i = 0; i < c->nnvtx; i++)
+		range_release(&c->nvtx[i]);
 	free(c->nvtx);
 	cuptrace_u64map_free(&c->nvtx_open);
 	cuptrace_u64map_free(&c->nvtx_data);

@@ -9,8 +9,7 @@
 #include <time.h>
 
 #include "collect/kinds.h"
-#include "convert/convert.h"
-#include "convert/runtime_filter.h"
+#include "collect/api_enable.h"
 
 
 static void CUPTIAPI req(uint8_t **b, size_t *sz, size_t *max)
@@ -37,6 +36,20 @@ static void CUPTIAPI no_callback(void *ud, CUpti_CallbackDomain d, CUpti_Callbac
 {
 }
 
+static int has_kind(const char *list, int k)
+{
+	for (const char *p = list; *p;) {
+		char *end;
+		long v = strtol(p, &end, 10);
+		if (end == p)
+			return 0;
+		if (v == k)
+			return 1;
+		p = *end == ',' ? end + 1 : end;
+	}
+	return 0;
+}
+
 static void at_exit(void)
 {
 	cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
@@ -53,16 +66,27 @@ __attribute__((visibility("default"))) int InitializeInjection(void)
 	size_t sz = 1;
 	cuptiActivitySetAttribute(CUPTI_ACTIVITY_ATTR_ZEROED_OUT_ACTIVITY_BUFFER, &sz, &one);
 	cuptiActivityRegisterCallbacks(req, done);
-	for (size_t i = 0; i < CUPTRACE_NKINDS; i++)
-		cuptiActivityEnable(cuptrace_kinds[i]);
-	uint32_t ids[256];
+	/* CUPTRACE_FLOOR_KINDS (kind numbers, comma-separated) narrows the kinds, to measure
+	 * what each costs. */
+	const char *only = getenv("CUPTRACE_FLOOR_KINDS");
+	int api = 0;
+	for (size_t i = 0; i < CUPTRACE_NKINDS; i++) {
+		CUpti_ActivityKind k = cuptrace_kinds[i];
+		if (only && !has_kind(only, (int)k))
+			continue;
+		if (k == CUPTI_ACTIVITY_KIND_RUNTIME || k == CUPTI_ACTIVITY_KIND_DRIVER)
+			api = 1;
+		else
+			cuptiActivityEnable(k);
+	}
 	const char *drv = getenv("CUPTRACE_DRIVER"), *rt = getenv("CUPTRACE_RUNTIME");
-	size_t n = drv && !strcmp(drv, "all") ? 0 : cuptrace_driver_noise_cbids(ids, 256);
-	for (size_t i = 0; i < n; i++)
-		cuptiActivityEnableDriverApi(ids[i], 0);
-	n = rt && !strcmp(rt, "all") ? 0 : cuptrace_runtime_trivial_cbids(ids, 256);
-	for (size_t i = 0; i < n; i++)
-		cuptiActivityEnableRuntimeApi(ids[i], 0);
+	if (api)
+		cuptrace_enable_api(drv && !strcmp(drv, "all"), rt && !strcmp(rt, "all"),
+		                    cuptrace_api_by_cbid());
+	if (api && only && !has_kind(only, CUPTI_ACTIVITY_KIND_DRIVER))
+		cuptiActivityDisable(CUPTI_ACTIVITY_KIND_DRIVER);
+	if (api && only && !has_kind(only, CUPTI_ACTIVITY_KIND_RUNTIME))
+		cuptiActivityDisable(CUPTI_ACTIVITY_KIND_RUNTIME);
 	atexit(at_exit);
 	return 1;
 }

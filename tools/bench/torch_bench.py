@@ -43,7 +43,19 @@ CONFIGS = ["none", "tp_cuda", "tp_cpu_cuda", "cuptrace", "cuptrace_watch", "cupt
            "floor"]
 
 
-def run_one(cfg, build, workload, tmp):
+# Floors with fewer kinds or another way of enabling API records, to find where CUPTI's time
+# goes (kind numbers from cupti_activity.h: 1 MEMCPY, 2 MEMSET, 4 DRIVER, 5 RUNTIME,
+# 10 CONCURRENT_KERNEL, 17 OVERHEAD).
+FLOOR_VARIANTS = {
+    "floor": {},
+    "floor_cbid": {"CUPTRACE_API_ENABLE": "cbid"},
+    "floor_nodriver": {"CUPTRACE_FLOOR_KINDS": "1,2,5,10,17"},
+    "floor_kernels": {"CUPTRACE_FLOOR_KINDS": "10"},
+    "floor_kineto": {"CUPTRACE_FLOOR_KINDS": "1,2,4,5,10,17"},
+}
+
+
+def run_one(cfg, build, workload, tmp, cpus=None):
     cmd = [sys.executable, WORKER, "--workload", workload]
     env = dict(os.environ)
     trace = None
@@ -51,14 +63,19 @@ def run_one(cfg, build, workload, tmp):
         cmd += ["--profile", cfg[3:], "--trace-out", os.path.join(tmp, "tp.json")]
     elif cfg.startswith("cuptrace"):
         trace = os.path.join(tmp, "run.pftrace")
-        extra = {"cuptrace": [], "cuptrace_watch": ["--runtime", "watch"],
+        if cfg == "cuptrace_cbid":
+            env["CUPTRACE_API_ENABLE"] = "cbid"
+        extra = {"cuptrace": [], "cuptrace_cbid": [], "cuptrace_watch": ["--runtime", "watch"],
                  "cuptrace_all": ["--runtime", "all"], "cuptrace_pytorch": ["--pytorch"]}[cfg]
         cmd = [os.path.join(build, "cuptrace"), "record", "--no-summary", "-o", trace] + \
             extra + ["--"] + cmd
-    elif cfg == "floor":
+    elif cfg.startswith("floor"):
         env["CUDA_INJECTION64_PATH"] = os.path.join(build, "libcupti_floor.so")
+        env.update(FLOOR_VARIANTS[cfg])
     elif cfg != "none":
         raise SystemExit("unknown configuration " + cfg)
+    if cpus:
+        cmd = ["taskset", "-c", cpus] + cmd
     p = subprocess.run(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     lines = [l for l in p.stdout.splitlines() if l.startswith("{")]
     if p.returncode or not lines:
@@ -79,11 +96,11 @@ def cmd_run(a):
     os.makedirs(a.tmp, exist_ok=True)
     t_end = time.time() + a.max_seconds if a.max_seconds else None
     with open(a.out, "a") as out:
-        for r in range(a.rounds):
+        for r in range(a.first_round, a.first_round + a.rounds):
             k = r % len(configs)
             order = configs[k:] + configs[:k]
             for cfg in order:
-                res = run_one(cfg, a.build, a.workload, a.tmp)
+                res = run_one(cfg, a.build, a.workload, a.tmp, a.cpus)
                 res.update({"round": r, "config": cfg, "workload": a.workload,
                             "tag": a.tag})
                 out.write(json.dumps(res) + "\n")
@@ -127,7 +144,7 @@ def cmd_report(a):
         for r in rows:
             if r["workload"] == wl:
                 by.setdefault((r.get("tag"), r["round"]), {})[r["config"]] = r
-        configs = [c for c in CONFIGS + ["cuptrace_all"]
+        configs = [c for c in dict.fromkeys(CONFIGS + ["cuptrace_all", "cuptrace_cbid"] + sorted(FLOOR_VARIANTS))
                    if any(c in v for v in by.values())]
         full = [v for v in by.values() if "none" in v]
         print("\n## %s: %d rounds\n" % (wl, len(full)))
@@ -213,7 +230,11 @@ def main():
     r.add_argument("--configs", default=",".join(CONFIGS))
     r.add_argument("--out", default="torch_bench.jsonl")
     r.add_argument("--tmp", default="/tmp/torch_bench")
-    r.add_argument("--tag", default=time.strftime("%Y%m%d-%H%M%S"))
+    r.add_argument("--tag", default="")
+    r.add_argument("--first-round", type=int, default=0,
+                   help="continue an earlier run's rotation (its file's round numbers go on)")
+    r.add_argument("--cpus", help="run every process on these CPUs (taskset -c), the same "
+                   "for all configurations: fewer migrations, less spread")
     r.add_argument("--max-seconds", type=float, default=0,
                    help="stop after the round during which this much time has passed")
     q = sub.add_parser("report")

@@ -64,15 +64,22 @@ def make_transformer():
 WORKLOADS = {"add": (make_add, 20000, 200), "transformer": (make_transformer, 30, 5)}
 
 
-def timed(step, steps, warmup):
+def timed(step, steps, warmup, blocks=5):
+    """Time per step: the median over `blocks` equal blocks of the loop, each synchronized at
+    both ends, so a passing stall of the shared machine spoils one block, not the run."""
     for _ in range(warmup):
         step()
     torch.cuda.synchronize()
-    t0 = time.perf_counter()
-    for _ in range(steps):
-        step()
-    torch.cuda.synchronize()
-    return (time.perf_counter() - t0) / steps
+    per = max(1, steps // blocks)
+    times = []
+    for _ in range(blocks):
+        t0 = time.perf_counter()
+        for _ in range(per):
+            step()
+        torch.cuda.synchronize()
+        times.append((time.perf_counter() - t0) / per)
+    times.sort()
+    return times[len(times) // 2]
 
 
 def main():

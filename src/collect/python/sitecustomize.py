@@ -61,6 +61,18 @@ def _enable(torch):
         _warn("cannot turn on PyTorch's NVTX op ranges (%s: %s); ops are not shown"
               % (type(e).__name__, e))
         return
+    # Switched off again at exit (on this thread, which holds the profiler state), or PyTorch
+    # warns about a leaked callback handle on the program's stderr.
+    import atexit
+
+    def _disable():
+        try:
+            torch.autograd._disable_profiler()
+        except Exception as e:
+            if os.environ.get("CUPTRACE_PYTORCH_DEBUG"):
+                _warn("disabling the NVTX profiler at exit: %s: %s" % (type(e).__name__, e))
+
+    atexit.register(_disable)
     if os.environ.get("CUPTRACE_PYTORCH_MODULES", "1") != "0":
         try:
             _module_ranges(torch)
