@@ -24,6 +24,8 @@ expect 2 "unknown format" "$ct" record -f xml -- true
 expect 2 "unknown compression" "$ct" record --compress lz4 -- true
 expect 2 "bad value for --buffer-size" "$ct" record --buffer-size 12 -- true
 expect 2 "takes user or all" "$ct" record --driver some -- true
+expect 2 "takes filtered, watch or all" "$ct" record --runtime some -- true
+expect 2 "takes filtered or all" "$ct" convert --runtime watch "$CUPTRACE_TEST_DATA/vector_add.cupti" -o "$tmp/o.pftrace"
 expect 1 "cannot write" "$ct" record -o /nonexistent-dir/x.pftrace -- true
 expect 1 "not found" "$ct" record --lib /nonexistent/libcuptrace.so -- true
 # A library that does not load (here: not an ELF file) is a clear error, not an untraced run.

@@ -625,6 +625,148 @@ static void test_two_gpus(void)
 	r_destroy(&s->base);
 }
 
+static size_t count_named(struct rec_sink *s, const char *name)
+{
+	size_t n = 0;
+	for (size_t i = 0; i < s->nslices; i++)
+		n += !strcmp(s->slices[i].name, name);
+	return n;
+}
+
+/* A PyTorch capture recorded with every runtime call: converted by default, the trivial calls
+ * are gone and nothing else is; with CUPTRACE_REPLAY_RUNTIME_ALL they are all back. */
+static void test_runtime_filter_capture(void)
+{
+	struct rec_sink *d = replay("torch_train.cupti", 0);
+	struct rec_sink *a = replay("torch_train.cupti", CUPTRACE_REPLAY_RUNTIME_ALL);
+	static const char *const trivial[] = {"cudaGetDevice", "cudaGetLastError",
+	                                      "cudaPeekAtLastError", "cudaStreamIsCapturing"};
+	for (size_t i = 0; i < sizeof(trivial) / sizeof(trivial[0]); i++) {
+		/* What stays is exactly what failed or took 50 us or more. */
+		size_t worth = 0;
+		for (size_t j = 0; j < a->nslices; j++)
+			if (!strcmp(a->slices[j].name, trivial[i]) &&
+			    (a->slices[j].dur >= 50000 ||
+			     strstr(a->slices[j].args, "return_value")))
+				worth++;
+		CHECK_EQ_INT(count_named(d, trivial[i]), worth);
+		CHECK(count_named(a, trivial[i]) > worth + 5);
+	}
+	/* Every runtime slice missing by default is one of a name the filter takes. */
+	size_t all_rt = count(a, "cuda_runtime", NULL), def_rt = count(d, "cuda_runtime", NULL);
+	size_t gone = 0;
+	for (size_t i = 0; i < a->nslices; i++)
+		if (!strcmp(a->slices[i].cat, "cuda_runtime") &&
+		    count_named(d, a->slices[i].name) == 0)
+			gone++;
+	CHECK(gone > 0);
+	CHECK(all_rt - def_rt >= gone);
+	/* Kept: the slow ones (the first cudaDeviceGetStreamPriorityRange creates the context,
+	 * about 100 ms) and everything that is not trivial. */
+	CHECK_EQ_INT(count_named(d, "cudaDeviceGetStreamPriorityRange"), 1);
+	CHECK_EQ_INT(count_named(d, "cudaLaunchKernel"), count_named(a, "cudaLaunchKernel"));
+	CHECK_EQ_INT(count_named(d, "cudaMemcpyAsync"), count_named(a, "cudaMemcpyAsync"));
+	CHECK_EQ_INT(count(d, "kernel", NULL), count(a, "kernel", NULL));
+	CHECK_EQ_INT(count(d, "kernel", NULL), 153);
+	r_destroy(&d->base);
+	r_destroy(&a->base);
+}
+
+/* Hand-built: which trivial calls a conversion keeps. */
+static void test_runtime_filter_rule(void)
+{
+	for (int all = 0; all < 2; all++) {
+		struct rec_sink *s = calloc(1, sizeof(*s));
+		s->base.ops = &rec_ops;
+		struct cuptrace_trace_info info = {
+		    .pid = 42, .process_name = "p", .start_boottime_ns = 1000};
+		struct cuptrace_convert_opts o = {.sz = sizeof(o), .runtime_all = all};
+		struct cuptrace_converter *c = cuptrace_converter_new(&s->base, &info, &o);
+		CUpti_ActivityAPI a[5];
+		memset(a, 0, sizeof(a));
+		for (int i = 0; i < 5; i++) {
+			a[i].kind = CUPTI_ACTIVITY_KIND_RUNTIME;
+			a[i].cbid = CUPTI_RUNTIME_TRACE_CBID_cudaGetDevice_v3020;
+			a[i].start = 2000 + 100000 * (uint64_t)i;
+			a[i].end = a[i].start + 500;
+			a[i].threadId = 42;
+			a[i].correlationId = 20 + (uint32_t)i;
+		}
+		a[1].returnValue = 100;                                   /* failed: kept */
+		a[2].end = a[2].start + 60000;                            /* 60 us: kept */
+		a[3].cbid = CUPTI_RUNTIME_TRACE_CBID_cudaSetDevice_v3020; /* the source decided */
+		const CUpti_Activity *b[] = {(CUpti_Activity *)&a[0], (CUpti_Activity *)&a[1],
+		                             (CUpti_Activity *)&a[2], (CUpti_Activity *)&a[3],
+		                             (CUpti_Activity *)&a[4]};
+		CHECK_EQ_INT(cuptrace_converter_add(c, b, 5), 0);
+		CHECK_EQ_INT(cuptrace_converter_finish(c), 0);
+		CHECK_EQ_INT(count_named(s, "cudaGetDevice"), all ? 4 : 2);
+		CHECK_EQ_INT(count_named(s, "cudaSetDevice"), 1);
+		CHECK_EQ_INT(cuptrace_converter_counts(c)->runtime_filtered, all ? 0 : 2);
+		int failed_shown = 0;
+		for (size_t i = 0; i < s->nslices; i++)
+			failed_shown |= !strcmp(s->slices[i].name, "cudaGetDevice") &&
+			                strstr(s->slices[i].args, "return_value=100;") != NULL;
+		CHECK(failed_shown);
+		cuptrace_converter_free(c);
+		r_destroy(&s->base);
+	}
+}
+
+/* PyTorch's NVTX op names become clean slice names with their numbers as arguments; other
+ * NVTX names stay as they are. */
+static void test_pytorch_op_ranges(void)
+{
+	struct rec_sink *s = calloc(1, sizeof(*s));
+	s->base.ops = &rec_ops;
+	struct cuptrace_trace_info info = {
+	    .pid = 42, .process_name = "p", .start_boottime_ns = 1000};
+	struct cuptrace_converter *c = cuptrace_converter_new(&s->base, &info, NULL);
+	static const char *const names[] = {
+	    "step 1", "aten::mm, seq = 3, op_id = 17",
+	    "aten::add, seq = 4, op_id = 18, sizes = [[2], [2], []], input_op_ids = [(17, 0)]",
+	    "aten::mm, seq = 5, op_id = 19"};
+	CUpti_ActivityMarker2 m[8];
+	memset(m, 0, sizeof(m));
+	/* step 1 [2000, 9000) around three ops in a row. */
+	for (int i = 0; i < 4; i++) {
+		m[2 * i].kind = m[2 * i + 1].kind = CUPTI_ACTIVITY_KIND_MARKER;
+		m[2 * i].objectKind = m[2 * i + 1].objectKind = CUPTI_ACTIVITY_OBJECT_THREAD;
+		m[2 * i].objectId.pt.threadId = m[2 * i + 1].objectId.pt.threadId = 42;
+		m[2 * i].id = m[2 * i + 1].id = 100 + (uint32_t)i;
+		m[2 * i].flags = CUPTI_ACTIVITY_FLAG_MARKER_START;
+		m[2 * i + 1].flags = CUPTI_ACTIVITY_FLAG_MARKER_END;
+		m[2 * i].name = names[i];
+		m[2 * i].timestamp = i ? 3000 + 2000 * (uint64_t)(i - 1) : 2000;
+		m[2 * i + 1].timestamp = i ? m[2 * i].timestamp + 1000 : 9000;
+	}
+	const CUpti_Activity *b[] = {(CUpti_Activity *)&m[0], (CUpti_Activity *)&m[2],
+	                             (CUpti_Activity *)&m[3], (CUpti_Activity *)&m[4],
+	                             (CUpti_Activity *)&m[5], (CUpti_Activity *)&m[6],
+	                             (CUpti_Activity *)&m[7], (CUpti_Activity *)&m[1]};
+	CHECK_EQ_INT(cuptrace_converter_add(c, b, 8), 0);
+	CHECK_EQ_INT(cuptrace_converter_finish(c), 0);
+	check_invariants(s);
+	CHECK_EQ_INT(count_named(s, "step 1"), 1);
+	CHECK_EQ_INT(count_named(s, "aten::mm"), 2);
+	CHECK_EQ_INT(count_named(s, "aten::add"), 1);
+	CHECK_EQ_INT(count(s, NULL, "aten::mm,"), 0);
+	CHECK_EQ_INT(cuptrace_converter_counts(c)->pytorch_ops, 3);
+	for (size_t i = 0; i < s->nslices; i++) {
+		struct rslice *r = &s->slices[i];
+		if (!strcmp(r->name, "aten::mm")) /* no op id without the input op ids */
+			CHECK(!strcmp(r->args, "seq=3;") || !strcmp(r->args, "seq=5;"));
+		if (!strcmp(r->name, "aten::add"))
+			CHECK_EQ_STR(r->args, "seq=4;op_id=18;input_shapes=[[2], [2], []];"
+			                      "input_op_ids=[(17, 0)];");
+		if (!strcmp(r->name, "step 1"))
+			CHECK_EQ_STR(r->args, "");
+	}
+	cuptrace_converter_free(c);
+	r_destroy(&s->base);
+}
+
 TEST_MAIN(T(test_fuzzed_captures), T(test_two_gpus), T(test_nvtx), T(test_memory),
           T(test_vector_add), T(test_multi_stream), T(test_driver_api), T(test_graphs),
-          T(test_all_captures_clean), T(test_torch), T(test_c_api), T(test_synthetic_order))
+          T(test_all_captures_clean), T(test_torch), T(test_c_api), T(test_synthetic_order),
+          T(test_runtime_filter_capture), T(test_runtime_filter_rule), T(test_pytorch_op_ranges))

@@ -109,11 +109,11 @@ static void test_opname(void)
 	CHECK(!cuptrace_opname_parse("step 3", &o));
 	CHECK(!cuptrace_opname_parse("nn.Module: Linear", &o));
 	CHECK(!cuptrace_opname_parse("a, b = 3", &o));
-	CHECK(!cuptrace_opname_parse(", seq = 3", &o));             /* no name */
-	CHECK(!cuptrace_opname_parse("x, seq = ", &o));             /* no value */
-	CHECK(!cuptrace_opname_parse("x, seq = 3x", &o));           /* junk after */
-	CHECK(!cuptrace_opname_parse("x, seq = 3, seq = 4", &o));   /* twice */
-	CHECK(!cuptrace_opname_parse("x, sizes = [[1, 2]", &o));    /* unclosed */
+	CHECK(!cuptrace_opname_parse(", seq = 3", &o));                     /* no name */
+	CHECK(!cuptrace_opname_parse("x, seq = ", &o));                     /* no value */
+	CHECK(!cuptrace_opname_parse("x, seq = 3x", &o));                   /* junk after */
+	CHECK(!cuptrace_opname_parse("x, seq = 3, seq = 4", &o));           /* twice */
+	CHECK(!cuptrace_opname_parse("x, sizes = [[1, 2]", &o));            /* unclosed */
 	CHECK(!cuptrace_opname_parse("x, seq = 99999999999999999999", &o)); /* too long */
 	CHECK(!cuptrace_opname_parse("", &o));
 	CHECK(!cuptrace_opname_parse(NULL, &o));

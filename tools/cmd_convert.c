@@ -31,9 +31,12 @@ static void convert_usage(FILE *f)
 int cmd_convert(int argc, char **argv)
 {
 	static const struct option opts[] = {
-	    {"output", required_argument, NULL, 'o'},   {"format", required_argument, NULL, 'f'},
-	    {"compress", required_argument, NULL, 'z'}, {"driver", required_argument, NULL, 'd'},
-	    {"runtime", required_argument, NULL, 'R'}, {"help", no_argument, NULL, 'h'},
+	    {"output", required_argument, NULL, 'o'},
+	    {"format", required_argument, NULL, 'f'},
+	    {"compress", required_argument, NULL, 'z'},
+	    {"driver", required_argument, NULL, 'd'},
+	    {"runtime", required_argument, NULL, 'R'},
+	    {"help", no_argument, NULL, 'h'},
 	    {0},
 	};
 	const char *out = NULL, *format = NULL, *compress = NULL;

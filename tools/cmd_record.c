@@ -24,32 +24,32 @@
 
 static void record_usage(FILE *f)
 {
-	fprintf(f,
-	        "usage: cuptrace record [options] -- command [args...]\n\n"
-	        "  -o, --output PATH     trace file (default cuptrace-%%p.pftrace); %%p = pid,\n"
-	        "                        %%h = host name. The extension picks the format:\n"
-	        "                        .pftrace, .pftrace.gz, .json, .json.gz, .cupti\n"
-	        "  -f, --format FMT      perfetto | chrome | capture\n"
-	        "      --capture         write the raw CUPTI capture (cheapest); convert it later\n"
-	        "                        with 'cuptrace convert'\n"
-	        "      --compress MODE   chunks (default for .pftrace) | gzip | none\n"
-	        "      --driver MODE     user (default): driver calls the program makes itself;\n"
-	        "                        all: also the CUDA runtime's own driver calls\n"
-	        "      --runtime MODE    filtered (default): trivial runtime calls (cudaGetDevice,\n"
-	        "                        cudaGetLastError, ...) left out at the source; watch:\n"
-	        "                        left out, but counted, and kept when they fail, stall\n"
-	        "                        or change the device (costs a callback per call);\n"
-	        "                        all: every call\n"
-	        "      --pytorch         PyTorch operators (aten::*, autograd, nn.Module) as\n"
-	        "                        slices around the CUDA calls they make (Python programs;\n"
-	        "                        inherited by child processes, e.g. under torchrun)\n"
-	        "      --pytorch-shapes  as --pytorch, with each op's input shapes as arguments\n"
-	        "      --buffer-size N   bytes per CUPTI buffer (default 4194304)\n"
-	        "      --flush-ms N      write records at least this often (default 1000)\n"
-	        "      --no-summary      no end-of-run summary on stderr\n"
-	        "      --no-check        skip the check for a CUDA device\n"
-	        "      --lib PATH        libcuptrace.so to inject (default: next to cuptrace)\n"
-	        "  -h, --help            this help\n");
+	fprintf(
+	    f, "usage: cuptrace record [options] -- command [args...]\n\n"
+	       "  -o, --output PATH     trace file (default cuptrace-%%p.pftrace); %%p = pid,\n"
+	       "                        %%h = host name. The extension picks the format:\n"
+	       "                        .pftrace, .pftrace.gz, .json, .json.gz, .cupti\n"
+	       "  -f, --format FMT      perfetto | chrome | capture\n"
+	       "      --capture         write the raw CUPTI capture (cheapest); convert it later\n"
+	       "                        with 'cuptrace convert'\n"
+	       "      --compress MODE   chunks (default for .pftrace) | gzip | none\n"
+	       "      --driver MODE     user (default): driver calls the program makes itself;\n"
+	       "                        all: also the CUDA runtime's own driver calls\n"
+	       "      --runtime MODE    filtered (default): trivial runtime calls (cudaGetDevice,\n"
+	       "                        cudaGetLastError, ...) left out at the source; watch:\n"
+	       "                        left out, but counted, and kept when they fail, stall\n"
+	       "                        or change the device (costs a callback per call);\n"
+	       "                        all: every call\n"
+	       "      --pytorch         PyTorch operators (aten::*, autograd, nn.Module) as\n"
+	       "                        slices around the CUDA calls they make (Python programs;\n"
+	       "                        inherited by child processes, e.g. under torchrun)\n"
+	       "      --pytorch-shapes  as --pytorch, with each op's input shapes as arguments\n"
+	       "      --buffer-size N   bytes per CUPTI buffer (default 4194304)\n"
+	       "      --flush-ms N      write records at least this often (default 1000)\n"
+	       "      --no-summary      no end-of-run summary on stderr\n"
+	       "      --no-check        skip the check for a CUDA device\n"
+	       "      --lib PATH        libcuptrace.so to inject (default: next to cuptrace)\n"
+	       "  -h, --help            this help\n");
 }
 
 /* libcuptrace.so next to the executable (build tree) or in ../lib (installed). */
@@ -323,7 +323,8 @@ int cmd_record(int argc, char **argv)
 	}
 	if (runtime && strcmp(runtime, "filtered") && strcmp(runtime, "all") &&
 	    strcmp(runtime, "watch")) {
-		fprintf(stderr, "cuptrace record: --runtime takes filtered, watch or all, not '%s'\n",
+		fprintf(stderr,
+		        "cuptrace record: --runtime takes filtered, watch or all, not '%s'\n",
 		        runtime);
 		return EXIT_USAGE;
 	}

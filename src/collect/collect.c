@@ -376,8 +376,9 @@ static void handle_kept_calls(void)
 		}
 		S.kind_counts[CUPTI_ACTIVITY_KIND_RUNTIME] += n;
 		S.records += n;
-		int err = S.cap ? cuptrace_capture_records(S.cap, ptrs, sizes, n)
-		                : S.conv ? cuptrace_converter_add(S.conv, ptrs, n) : 0;
+		int err = S.cap    ? cuptrace_capture_records(S.cap, ptrs, sizes, n)
+		          : S.conv ? cuptrace_converter_add(S.conv, ptrs, n)
+		                   : 0;
 		if (err && !S.write_err)
 			S.write_err = err;
 	} else {

@@ -73,7 +73,8 @@ static void keep(CUpti_CallbackId cbid, const CUpti_CallbackData *d, uint64_t st
 	if (kept.n == kept.cap) {
 		size_t cap = kept.cap ? kept.cap * 2 : 64;
 		/* Bounded: a program failing the same call in a loop must not grow us forever. */
-		CUpti_ActivityAPI *nr = cap <= (1u << 20) ? realloc(kept.recs, cap * sizeof(r)) : NULL;
+		CUpti_ActivityAPI *nr =
+		    cap <= (1u << 20) ? realloc(kept.recs, cap * sizeof(r)) : NULL;
 		if (nr) {
 			kept.recs = nr;
 			kept.cap = cap;
@@ -127,8 +128,8 @@ size_t cuptrace_runtime_watch_drain(CUpti_ActivityAPI **out)
 
 static const char *short_name(uint32_t cbid, char *buf, size_t n)
 {
-	const char *s = cbid < cuptrace_runtime_cbid_names_len ? cuptrace_runtime_cbid_names[cbid]
-	                                                        : NULL;
+	const char *s =
+	    cbid < cuptrace_runtime_cbid_names_len ? cuptrace_runtime_cbid_names[cbid] : NULL;
 	snprintf(buf, n, "%s", s ? s : "?");
 	char *v = strrchr(buf, '_');
 	if (v && v[1] == 'v' && v[2] >= '0' && v[2] <= '9')

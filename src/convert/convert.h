@@ -33,7 +33,8 @@ struct cuptrace_convert_opts {
 /* Per-kind counts of what went in and what came out, for the summary and the trace's metadata. */
 struct cuptrace_convert_counts {
 	uint64_t records;
-	uint64_t runtime, driver, driver_filtered, runtime_filtered, kernels, memcpys, memsets, syncs, markers;
+	uint64_t runtime, driver, driver_filtered, runtime_filtered, kernels, memcpys, memsets,
+	    syncs, markers;
 	uint64_t memory, overheads, other;
 	uint64_t static_memory;  /* module globals reported as allocations: not drawn */
 	uint64_t nvtx_startend;  /* start/end range ids reported by the NVTX callbacks */

@@ -119,8 +119,8 @@ static int emit_range(struct cuptrace_converter *c, struct nvtx_range *rg, uint3
 	char color[16];
 	size_t na = nvtx_args(c, id, color, sizeof(color));
 	if (rg->has_seq)
-		c->args[na++] = (struct cuptrace_arg){
-		    .key = "seq", .type = CUPTRACE_ARG_INT, .v.i = rg->seq};
+		c->args[na++] =
+		    (struct cuptrace_arg){.key = "seq", .type = CUPTRACE_ARG_INT, .v.i = rg->seq};
 	/* An op id only means something next to the input op ids that refer to it. */
 	if (rg->has_op_id && rg->inputs)
 		c->args[na++] = (struct cuptrace_arg){

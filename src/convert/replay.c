@@ -70,10 +70,10 @@ static int start_converter(struct cap_ctx *c)
 	};
 	info.trace_uuid_hi = (uint64_t)info.start_realtime_ns ^ ((uint64_t)info.pid << 32);
 	info.trace_uuid_lo = (uint64_t)info.start_boottime_ns * 0x9e3779b97f4a7c15ull;
-	struct cuptrace_convert_opts o = {
-	    .sz = sizeof(o),
-	    .driver_all = !!(c->flags & CUPTRACE_REPLAY_DRIVER_ALL),
-	    .runtime_all = !!(c->flags & CUPTRACE_REPLAY_RUNTIME_ALL)};
+	struct cuptrace_convert_opts o = {.sz = sizeof(o),
+	                                  .driver_all = !!(c->flags & CUPTRACE_REPLAY_DRIVER_ALL),
+	                                  .runtime_all =
+	                                      !!(c->flags & CUPTRACE_REPLAY_RUNTIME_ALL)};
 	c->conv = cuptrace_converter_new(c->sink, &info, &o);
 	if (!c->conv)
 		return -ENOMEM;

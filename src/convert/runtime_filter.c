@@ -53,8 +53,8 @@ static size_t base_len(const char *n)
 
 static void build(void)
 {
-	unsigned len = cuptrace_runtime_cbid_names_len < MAX_CBID ? cuptrace_runtime_cbid_names_len
-	                                                          : MAX_CBID;
+	unsigned len =
+	    cuptrace_runtime_cbid_names_len < MAX_CBID ? cuptrace_runtime_cbid_names_len : MAX_CBID;
 	for (unsigned id = 0; id < len; id++) {
 		const char *n = cuptrace_runtime_cbid_names[id];
 		if (!n)

@@ -11,7 +11,6 @@
 #include "collect/kinds.h"
 #include "collect/api_enable.h"
 
-
 static void CUPTIAPI req(uint8_t **b, size_t *sz, size_t *max)
 {
 	*sz = 4u << 20;
