@@ -21,6 +21,14 @@
  *   CUPTRACE_FLUSH_MS     how often records are pulled from CUPTI and written (default 1000)
  *   CUPTRACE_DRIVER       all | user (default user: driver calls the application made itself;
  *                         the CUDA runtime's own initialization and lookup noise is left out)
+ *   CUPTRACE_RUNTIME      filtered (default: trivial runtime calls such as cudaGetDevice are
+ *                         switched off in CUPTI) | watch (off, but counted, and kept when they
+ *                         fail, take 50 us or more, or change the device) | all
+ *   CUPTRACE_API_ENABLE   kind (default) | cbid: switch API records on call by call instead of
+ *                         by kind (an experiment: measured no faster)
+ *   CUPTRACE_PYTORCH      set by `record --pytorch` (1, or "shapes") for its Python hook, which
+ *                         `record` puts first on PYTHONPATH; CUPTRACE_PYTORCH_MODULES=0 leaves
+ *                         out the nn.Module ranges
  *   CUPTRACE_SUMMARY      1 (default) prints the end-of-run summary on stderr; 0 silences it
  *   CUPTRACE_LOG          error | warn (default) | info | debug
  *   CUPTRACE_CMDLINE      the traced command line, as `cuptrace record` saw it (metadata)
