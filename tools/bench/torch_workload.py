@@ -11,6 +11,7 @@ Workloads:
   add          a = a + b on 4096 floats: one elementwise kernel per step, launch-bound
   transformer  a small transformer encoder's training step (forward, backward, AdamW), AMP
                (fp16 autocast with a GradScaler): a few hundred kernels per step
+  graph        a CUDA graph of 50 kernels replayed once per step (kernel counts with graphs)
 """
 import argparse
 import gzip
@@ -61,7 +62,30 @@ def make_transformer():
     return step
 
 
-WORKLOADS = {"add": (make_add, 20000, 200), "transformer": (make_transformer, 30, 5)}
+def make_graph():
+    """A CUDA graph of 50 elementwise kernels, replayed once per step: kernels without a
+    launch call each, to compare kernel counts where graphs are involved."""
+    x = torch.ones(1024, device="cuda")
+
+    def chain():
+        y = x
+        for _ in range(50):
+            y = y * 1.0001
+        return y
+
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):
+        chain()
+    torch.cuda.current_stream().wait_stream(s)
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        chain()
+    return g.replay
+
+
+WORKLOADS = {"add": (make_add, 20000, 200), "transformer": (make_transformer, 30, 5),
+             "graph": (make_graph, 200, 10)}
 
 
 def timed(step, steps, warmup, blocks=5):
