@@ -2,7 +2,7 @@
 # Installs what cuptrace needs to build, on Debian or Ubuntu: cmake, a C compiler, pkg-config,
 # protobuf-c (protoc-c, and libprotobuf-c-dev: the shared runtime and its pkg-config file; the
 # build copies libprotobuf-c.so.1 into build/runtime-libs/ for GPU machines that lack it), zlib,
-# python3 (tests). The CUDA toolkit (for CUPTI and nvcc) must already be at /usr/local/cuda or on
+# python3 (tests), clang with libFuzzer (tools/fuzz.sh). The CUDA toolkit (for CUPTI and nvcc) must already be at /usr/local/cuda or on
 # PATH.
 set -eu
 need=""
@@ -13,6 +13,9 @@ command -v protoc-c >/dev/null 2>&1 || need="$need protobuf-c-compiler"
 [ -f /usr/include/protobuf-c/protobuf-c.h ] || need="$need libprotobuf-c-dev"
 [ -f /usr/include/zlib.h ] || need="$need zlib1g-dev"
 command -v python3 >/dev/null 2>&1 || need="$need python3"
+command -v clang >/dev/null 2>&1 || need="$need clang"
+ls /usr/lib/llvm-*/lib/clang/*/lib/linux/libclang_rt.fuzzer-x86_64.a >/dev/null 2>&1 ||
+	need="$need libclang-rt-14-dev"
 if [ -n "$need" ]; then
 	echo "setup: installing$need"
 	SUDO=""
