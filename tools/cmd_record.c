@@ -52,7 +52,16 @@ static void record_usage(FILE *f)
 	       "  -h, --help            this help\n");
 }
 
-/* libcuptrace.so next to the executable (build tree) or in ../lib (installed). */
+/* Where `cmake --install` puts libcuptrace.so relative to the cuptrace command, and the Python
+ * hook relative to libcuptrace.so (CMakeLists.txt passes both; lib/ may be lib/<multiarch>). */
+#ifndef CUPTRACE_BIN_TO_LIB
+#define CUPTRACE_BIN_TO_LIB "../lib"
+#endif
+#ifndef CUPTRACE_LIB_TO_PYTHON
+#define CUPTRACE_LIB_TO_PYTHON "../share/cuptrace/python"
+#endif
+
+/* libcuptrace.so next to the executable (build tree) or in the installed libdir. */
 static int find_library(char *out, size_t n)
 {
 	const char *env = getenv("CUPTRACE_LIB");
@@ -66,8 +75,8 @@ static int find_library(char *out, size_t n)
 		return -1;
 	exe[k] = 0;
 	char *dir = dirname(exe);
-	static const char *const rel[] = {"libcuptrace.so", "../lib/libcuptrace.so",
-	                                  "../lib64/libcuptrace.so"};
+	static const char *const rel[] = {"libcuptrace.so", CUPTRACE_BIN_TO_LIB "/libcuptrace.so",
+	                                  "../lib/libcuptrace.so", "../lib64/libcuptrace.so"};
 	for (size_t i = 0; i < sizeof(rel) / sizeof(rel[0]); i++) {
 		char cand[PATH_MAX + 64];
 		snprintf(cand, sizeof(cand), "%s/%s", dir, rel[i]);
@@ -181,7 +190,7 @@ static void forward_signal(int sig)
 /* --pytorch: Python finds our sitecustomize first on PYTHONPATH (child processes inherit it);
  * it turns PyTorch's NVTX op ranges on when the program imports torch, then hands over to any
  * sitecustomize it shadows. The directory is next to libcuptrace.so (build tree) or in
- * ../share/cuptrace/python (installed). */
+ * CUPTRACE_LIB_TO_PYTHON from it (installed: share/cuptrace/python under the prefix). */
 static int setup_pytorch(const char *libpath, int shapes)
 {
 	char dir[PATH_MAX], cand[PATH_MAX + 64], *lp = strdup(libpath);
@@ -189,7 +198,8 @@ static int setup_pytorch(const char *libpath, int shapes)
 		return -1;
 	snprintf(dir, sizeof(dir), "%s", dirname(lp));
 	free(lp);
-	static const char *const rel[] = {"python", "../share/cuptrace/python"};
+	static const char *const rel[] = {"python", CUPTRACE_LIB_TO_PYTHON,
+	                                  "../share/cuptrace/python"};
 	const char *found = NULL;
 	for (size_t i = 0; i < sizeof(rel) / sizeof(rel[0]) && !found; i++) {
 		snprintf(cand, sizeof(cand), "%s/%s/sitecustomize.py", dir, rel[i]);
@@ -201,7 +211,7 @@ static int setup_pytorch(const char *libpath, int shapes)
 	if (!found) {
 		fprintf(stderr,
 		        "cuptrace record: --pytorch needs python/sitecustomize.py next to %s "
-		        "(or in ../share/cuptrace/python)\n",
+		        "(or in " CUPTRACE_LIB_TO_PYTHON ")\n",
 		        libpath);
 		return -1;
 	}
@@ -354,7 +364,8 @@ int cmd_record(int argc, char **argv)
 		}
 	} else if (find_library(libpath, sizeof(libpath))) {
 		fprintf(stderr, "cuptrace record: libcuptrace.so not found next to the cuptrace "
-		                "executable or in ../lib; use --lib PATH or CUPTRACE_LIB\n");
+		                "executable or in " CUPTRACE_BIN_TO_LIB
+		                "; use --lib PATH or CUPTRACE_LIB\n");
 		return EXIT_FAIL;
 	}
 	/* The library resolves the path in the traced program's directory: make it absolute. */
