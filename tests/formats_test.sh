@@ -1,11 +1,13 @@
 #!/bin/sh
 # Every capture in tests/data, converted to Perfetto and to Chrome JSON: the JSON parses with a
 # strict parser, and both hold the same slices, instants and counter values per track, and the
-# same flows.
+# same flows, for our reader and for Perfetto's trace processor.
 set -u
 ct=$CUPTRACE_BIN
 chk=$CHECK_TRACE
 tmp=$(mktemp -d "${CUPTRACE_TMP:-/tmp}/fmt.XXXXXX")
+src=${CUPTRACE_SRC:-$(cd "$(dirname "$0")/.." && pwd)}
+tp=${TRACE_PROCESSOR_SHELL:-$src/../shared/tools/trace_processor_shell}
 if ! command -v python3 >/dev/null 2>&1; then
 	echo "SKIP: python3 not found (needed for the strict JSON parse)"
 	exit 77
@@ -65,7 +67,13 @@ if bad:
 sys.exit(1 if bad or pairs != flows or len(flows_s) != pairs else 0)
 PY
 	then n=$((n + 1)); else echo "FAIL $name"; fail=1; fi
+	# The same in Perfetto's trace processor, where shared/tools/ is beside the checkout.
+	if [ -x "$tp" ]; then
+		TRACE_PROCESSOR_SHELL=$tp python3 "$src/tests/tp_check.py" "$tmp/$name.json" \
+			--same-as "$tmp/$name.pftrace" || { echo "FAIL $name: trace_processor"; fail=1; }
+	fi
 done
+[ -x "$tp" ] || echo "SKIP trace_processor checks: $tp not found"
 echo "$n captures: Perfetto and JSON agree"
 rm -rf "$tmp"
 exit $fail

@@ -12,3 +12,15 @@ tmp=$(mktemp -d "${CUPTRACE_TMP:-/tmp}/${gpu_test:-gpu}.XXXXXX") || {
 	echo "FAIL: cannot make a temporary directory under ${CUPTRACE_TMP:-/tmp}"
 	exit 1
 }
+# Perfetto's trace processor where shared/tools/ is beside the checkout (GPU machines usually
+# have none): tp_check TRACE [tests/tp_check.py options] loads the trace there and asserts a
+# clean stats table and the given counts; without it, says so once and passes.
+tp_shell=${TRACE_PROCESSOR_SHELL:-${CUPTRACE_SRC:-$(dirname "$0")/..}/../shared/tools/trace_processor_shell}
+tp_check() {
+	if [ ! -x "$tp_shell" ] || ! command -v python3 >/dev/null 2>&1; then
+		[ -n "${tp_said:-}" ] || echo "SKIP trace_processor checks: $tp_shell not found"
+		tp_said=1
+		return 0
+	fi
+	TRACE_PROCESSOR_SHELL=$tp_shell python3 "$(dirname "$0")/tp_check.py" "$@"
+}

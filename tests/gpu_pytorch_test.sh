@@ -30,9 +30,13 @@ rec pt.log pt.json --pytorch -- python3 "$prog" 10 &&
 grep "cuptrace:" "$tmp/watch.log"
 grep -q "trivial runtime calls left out" "$tmp/watch.log" ||
 	{ echo "FAIL: --runtime watch printed no count of the calls left out"; fail=1; }
-# The .pftrace of the same run checks clean with our own reader.
+# The .pftrace of the same run checks clean with our own reader; both load clean in Perfetto's
+# trace processor (where shared/tools/ is beside the checkout).
 rec ptp.log pt.pftrace --pytorch -- python3 "$prog" 10 &&
 	{ "$chk" "$tmp/pt.pftrace" --clean --at-least nvtx:aten::mm=10 || fail=1; }
+for f in pt.pftrace pt.json plain.json all.json watch.json; do
+	[ ! -s "$tmp/$f" ] || tp_check "$tmp/$f" || fail=1
+done
 # No torch: the program runs exactly as it would (stdout untouched, exit status kept).
 out=$("$ct" record --pytorch --no-summary -o "$tmp/none.pftrace" -- python3 -c \
 	'import sys; print("plain"); sys.exit(3)' 2>"$tmp/none.log")

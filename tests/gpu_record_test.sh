@@ -1,6 +1,7 @@
 #!/bin/sh
 # GPU test: records every example live with `cuptrace record` (default .pftrace, and Chrome
-# JSON for one) and asserts exact counts, flows and a clean timeline. Skips without a GPU.
+# JSON for one) and asserts exact counts, flows and a clean timeline, with our reader and, where
+# shared/tools/ is beside the checkout, in Perfetto's trace processor. Skips without a GPU.
 set -u
 # shellcheck source=tests/gpu_common.sh
 gpu_test=gpu
@@ -17,7 +18,21 @@ rec() { # name out command... : records; then check NAME OUT assertions...
 check() { # name out assertions...
 	name=$1 out=$2
 	shift 2
-	if "$chk" "$tmp/$out" --clean "$@"; then echo "ok $name"; else echo "FAIL $name"; fail=1; fi
+	# Perfetto's trace processor reads the same kernel (and other category) counts and flows.
+	prev="" && : >"$tmp/$name.tp"
+	for a in "$@"; do
+		case $prev:$a in
+		--count:*:*) ;;
+		--count:*) printf '%s\n' --category "$a" ;;
+		--flows:*) printf '%s\n' --flows "$a" ;;
+		esac >>"$tmp/$name.tp"
+		prev=$a
+	done
+	if "$chk" "$tmp/$out" --clean "$@" && tp_check "$tmp/$out" "@$tmp/$name.tp"; then
+		echo "ok $name"
+	else
+		echo "FAIL $name"; fail=1
+	fi
 }
 rec vector_add va.pftrace "$ex/vector_add" &&
 	check vector_add va.pftrace --count kernel=1 --count "memcpy:Memcpy HtoD=2" \
@@ -44,7 +59,7 @@ rec nvtx nv.pftrace "$ex/nvtx" &&
 		--count nvtx:nested-start-end=1
 # Chrome JSON: strict JSON, same counts, flows as s/f pairs.
 if "$ct" record -o "$tmp/va.json" -- "$ex/vector_add" >"$tmp/json.log" 2>&1 &&
-	python3 - "$tmp/va.json" <<'PY'
+	python3 - "$tmp/va.json" <<'PY' &&
 import json, sys
 def bad(x): raise ValueError(x)
 ev = json.load(open(sys.argv[1]), parse_constant=bad)
@@ -57,10 +72,12 @@ f = {e["id"] for e in ev if e.get("ph") == "f" and e.get("bp") == "e"}
 print(f"json: {k} kernels, {m} memcpys, {len(s & f)} flows")
 sys.exit(0 if (k, m, len(s & f)) == (1, 3, 5) else 1)
 PY
+	tp_check "$tmp/va.json" --category kernel=1 --category memcpy=3 --flows 5
 then echo "ok vector_add_json"; else echo "FAIL vector_add_json"; cat "$tmp/json.log"; fail=1; fi
 # The C API: only the 5 kernels between cuptrace_start and cuptrace_stop.
 if LD_LIBRARY_PATH="$(dirname "$CUPTRACE_LIB")" "$ex/c_api" "$tmp/capi.pftrace" >"$tmp/capi.log" 2>&1 &&
-	"$chk" "$tmp/capi.pftrace" --clean --count kernel=5; then
+	"$chk" "$tmp/capi.pftrace" --clean --count kernel=5 &&
+	tp_check "$tmp/capi.pftrace" --category kernel=5; then
 	echo "ok c_api"
 else
 	echo "FAIL c_api"; cat "$tmp/capi.log"; fail=1
@@ -95,9 +112,10 @@ mkdir -p "$tmp/mp"
 if "$ct" record -o "$tmp/mp/mp.pftrace" -- "$ex/multi_process" 2 >"$tmp/mp.log" 2>&1; then
 	n=0
 	for f in "$tmp"/mp/mp-*.pftrace; do
-		"$chk" "$f" --clean --count kernel=2 && n=$((n + 1))
+		"$chk" "$f" --clean --count kernel=2 && tp_check "$f" --category kernel=2 && n=$((n + 1))
 	done
-	if "$chk" "$tmp/mp/mp.pftrace" --clean --count kernel=1 && [ "$n" = 2 ]; then
+	if "$chk" "$tmp/mp/mp.pftrace" --clean --count kernel=1 &&
+		tp_check "$tmp/mp/mp.pftrace" --category kernel=1 && [ "$n" = 2 ]; then
 		echo "ok multi_process: parent + $n child traces"
 	else
 		echo "FAIL multi_process ($n child traces)"; ls -la "$tmp/mp"; fail=1

@@ -12,6 +12,7 @@
 #include <errno.h>
 #include <stdint.h>
 #include <sys/stat.h>
+#include <sys/utsname.h>
 #include <unistd.h>
 #include <zlib.h>
 
@@ -2151,8 +2152,71 @@ static void test_real_captures(void)
 	CHECK(n > 0);
 }
 
+/* Writes a trace whose traced host has this machine's host name and the given "os", and
+ * returns the release, machine and version of its SystemInfo (empty where unset). */
+static void system_info_of(const char *os, char rel[65], char mach[65], char ver[65])
+{
+	char host[256] = "", path[512];
+	gethostname(host, sizeof(host) - 1);
+	struct cuptrace_meta m = {.key = "os", .s = os};
+	struct cuptrace_trace_info info = {
+	    .pid = PID, .process_name = "si", .hostname = host, .meta = &m, .nmeta = 1};
+	rel[0] = mach[0] = ver[0] = 0;
+	snprintf(path, sizeof(path), "%s/test_perfetto_si_%d.pftrace", tmpdir(), (int)getpid());
+	struct cuptrace_sink *s =
+	    cuptrace_perfetto_sink_new(cuptrace_output_open(path, CUPTRACE_COMPRESS_NONE, NULL));
+	CHECK(s != NULL);
+	if (!s)
+		return;
+	CHECK_EQ_INT(s->ops->begin(s, &info), 0);
+	CHECK_EQ_INT(s->ops->finish(s), 0);
+	cuptrace_sink_destroy(s);
+	FILE *f = fopen(path, "rb");
+	uint8_t *buf = malloc(4096);
+	size_t len = f && buf ? fread(buf, 1, 4096, f) : 0;
+	if (f)
+		fclose(f);
+	unlink(path);
+	CHECK(len > 0 && len < 4096);
+	for (const uint8_t *p = buf, *end = buf + len; buf && p < end;) {
+		uint64_t plen;
+		size_t k = varint(p + 1, end, &plen);
+		if (!k || plen > (size_t)(end - p - 1 - k))
+			break;
+		Cuptrace__Pb__TracePacket *pk =
+		    cuptrace__pb__trace_packet__unpack(NULL, (size_t)plen, p + 1 + k);
+		p += 1 + k + plen;
+		Cuptrace__Pb__Utsname *u = pk && pk->system_info ? pk->system_info->utsname : NULL;
+		if (u) {
+			snprintf(rel, 65, "%s", u->release ? u->release : "");
+			snprintf(mach, 65, "%s", u->machine ? u->machine : "");
+			snprintf(ver, 65, "%s", u->version ? u->version : "");
+		}
+		cuptrace__pb__trace_packet__free_unpacked(pk, NULL);
+	}
+	free(buf);
+}
+
+/* trace_processor shows the traced host's system (the collector's "os"), not the converting
+ * machine's, even where both have the same host name, as VMs often do. Regression: a capture
+ * from a GPU VM named "vm", converted on another "vm", got the converter's kernel release. */
+static void test_system_info(void)
+{
+	struct utsname u;
+	char rel[65], mach[65], ver[65], mine[3 * sizeof(u.release) + 3];
+	system_info_of("Linux 1.2.3-elsewhere aarch64", rel, mach, ver);
+	CHECK_EQ_STR(rel, "1.2.3-elsewhere");
+	CHECK_EQ_STR(mach, "aarch64");
+	CHECK_EQ_STR(ver, "");
+	CHECK_EQ_INT(uname(&u), 0);
+	snprintf(mine, sizeof(mine), "%s %s %s", u.sysname, u.release, u.machine);
+	system_info_of(mine, rel, mach, ver); /* recorded here: uname(), with its version */
+	CHECK_EQ_STR(rel, u.release);
+	CHECK_EQ_STR(ver, u.version);
+}
+
 TEST_MAIN(T(test_round_trip_none), T(test_round_trip_gzip), T(test_round_trip_chunks),
           T(test_gzip_members), T(test_wire_rules), T(test_truncation), T(test_truncated_gzip),
           T(test_foreign_and_random), T(test_bit_flips), T(test_bad_packets),
           T(test_generation_rollover), T(test_real_captures), T(test_bytes_per_kernel),
-          T(test_canonical_encoding))
+          T(test_canonical_encoding), T(test_system_info))

@@ -333,20 +333,38 @@ static int pf_begin(struct cuptrace_sink *sk, const struct cuptrace_trace_info *
 			return s->err;
 	}
 
-	/* uname() describes the machine that runs the writer: only say so when that is the traced
-	 * host (a capture converted elsewhere, or a merge, gets the host name alone). */
+	/* The traced host's system is what the collector recorded as "os" (sysname, release,
+	 * machine). uname() describes the machine that runs the writer: use it, for the kernel's
+	 * version string too, only when that is the traced host. Host names alone do not say so
+	 * (VMs are often all "vm" or "localhost"), so "os" must match as well. A capture converted
+	 * elsewhere gets what "os" says; a trace without it, the host name alone. */
 	Cuptrace__Pb__TracePacket sp = CUPTRACE__PB__TRACE_PACKET__INIT;
 	Cuptrace__Pb__SystemInfo si = CUPTRACE__PB__SYSTEM_INFO__INIT;
 	Cuptrace__Pb__Utsname un = CUPTRACE__PB__UTSNAME__INIT;
 	struct utsname uts;
-	char host[256] = "";
+	char host[256] = "", mine[3 * sizeof(uts.release) + 3];
+	char os_sys[65], os_rel[65], os_mach[65];
+	const char *os = NULL;
+	for (size_t i = 0; i < info->nmeta; i++)
+		if (!info->meta[i].is_int && info->meta[i].s && !strcmp(info->meta[i].key, "os"))
+			os = info->meta[i].s;
 	int local = !gethostname(host, sizeof(host) - 1) &&
 	            (!info->hostname || !strcmp(info->hostname, host));
+	int same_os = 0;
 	if (local && !uname(&uts)) {
+		snprintf(mine, sizeof(mine), "%s %s %s", uts.sysname, uts.release, uts.machine);
+		same_os = !os || !strcmp(os, mine);
+	}
+	if (same_os) {
 		un.sysname = uts.sysname;
 		un.version = uts.version;
 		un.release = uts.release;
 		un.machine = uts.machine;
+		si.utsname = &un;
+	} else if (os && sscanf(os, "%64s %64s %64s", os_sys, os_rel, os_mach) == 3) {
+		un.sysname = os_sys;
+		un.release = os_rel;
+		un.machine = os_mach;
 		si.utsname = &un;
 	}
 	si.machine_name = (char *)(info->hostname ? info->hostname : local ? host : NULL);

@@ -1,0 +1,94 @@
+#!/bin/sh
+# Perfetto's own trace processor reads every capture in tests/data converted to Perfetto and to
+# Chrome JSON (torch_train also to .pftrace.gz and .json.gz): its stats table has no import error
+# or data loss, it reads back what `cuptrace stats` reports for the capture (slices by category,
+# instants, flows, counter values, the process, the traced host's system) and the slices per
+# track of our own reader, plus exact counts for vector_add and multi_stream; and the Perfetto
+# and JSON files of one capture agree (tp_check.py --same-as). Skips where
+# shared/tools/trace_processor_shell is not beside the checkout.
+set -u
+src=${CUPTRACE_SRC:-$(cd "$(dirname "$0")/.." && pwd)}
+tp=${TRACE_PROCESSOR_SHELL:-$src/../shared/tools/trace_processor_shell}
+if [ ! -x "$tp" ]; then
+	echo "SKIP: $tp not found: traces not checked in Perfetto's trace processor"
+	exit 77
+fi
+if ! command -v python3 >/dev/null 2>&1; then
+	echo "SKIP: python3 not found (needed by tests/tp_check.py)"
+	exit 77
+fi
+export TRACE_PROCESSOR_SHELL="$tp"
+ct=$CUPTRACE_BIN
+chk=$CHECK_TRACE
+tpc() { python3 "$src/tests/tp_check.py" "$@"; }
+tmp=$(mktemp -d "${CUPTRACE_TMP:-/tmp}/tp.XXXXXX")
+fail=0 n=0
+
+# What `cuptrace stats CAPTURE` reports, as tp_check.py arguments, one a line. trace_processor
+# also counts the two "cuptrace:" instants (trace info, summary) that stats leaves out.
+stats_args() {
+	awk '
+	/^Process:/ { s = $0; sub(/^Process: */, "", s); sub(/ \(pid [0-9]+\)$/, "", s)
+		print "--process"; print s }
+	/^Events:/ { for (i = 2; i < NF; i++) {
+			if ($(i + 1) ~ /^slices/) print "--slices\n" $i
+			if ($(i + 1) ~ /^instants/) print "--instants\n" $i + 2
+			if ($(i + 1) == "counter") print "--counters\n" $i } }
+	/^Flows:/ { print "--flows"; print $2 }
+	/^Slices by category:/ { cat = 1; next }
+	cat && /^$/ { cat = 0 }
+	cat && $2 ~ /^[0-9]+$/ { print "--category"; print $1 "=" $2 }
+	' "$1"
+	printf '%s\n' --name "cuptrace: trace info=1" --name "cuptrace: summary=1"
+}
+# The traced host's system, from the "os" stats shows (sysname release machine): Perfetto only.
+meta_args() {
+	awk '/^os: / { print "--meta\nsystem_name=" $2 "\n--meta\nsystem_release=" $3
+		print "--meta\nsystem_machine=" $4 }' "$1"
+}
+# Slices and instants per track name from our reader (lanes of one name summed); $2 = --track
+# for the counts, or --thread: in the JSON every track is a thread of that name.
+track_args() {
+	awk -F '\t' -v opt="$2" '
+	$1 == "track" { n[$2] += $3 + $4 }
+	END { for (t in n) if (n[t] > 0) { print opt; print opt == "--track" ? t "=" n[t] : t } }
+	' "$1"
+}
+# Exact counts of the examples, as in test_convert.c.
+exact_args() {
+	case $1 in
+	vector_add)
+		printf '%s\n' --flows 5 --category kernel=1 --category memset=1 \
+			--name "vector_add(float const*, float const*, float*, int)=1" \
+			--name "Memcpy HtoD (Pageable -> Device)=2" \
+			--name "Memcpy DtoH (Device -> Pageable)=1" --name cudaLaunchKernel=1 \
+			--name cudaMemcpy=3 --name cudaMalloc=3 --thread vector_add ;;
+	multi_stream)
+		printf '%s\n' --flows 1002 --category kernel=1000 --name "tiny(int*)=1000" \
+			--name cudaLaunchKernel=1000 --name "Wait: stream=4" --thread worker-0 \
+			--thread worker-1 --thread worker-2 --thread worker-3 ;;
+	esac
+}
+
+for cap in "$CUPTRACE_TEST_DATA"/*.cupti; do
+	name=$(basename "$cap" .cupti)
+	t=$tmp/$name
+	if ! "$ct" convert "$cap" -o "$t.pftrace" 2>"$t.err" || ! "$ct" convert "$cap" -o "$t.json" 2>>"$t.err" ||
+		! "$ct" stats "$cap" >"$t.stats" 2>>"$t.err" || ! "$chk" "$t.pftrace" --dump-tracks >"$t.tracks"; then
+		echo "FAIL $name: convert, stats or check_trace"; cat "$t.err"; fail=1; continue
+	fi
+	{ stats_args "$t.stats"; track_args "$t.tracks" --track; exact_args "$name"; } >"$t.args"
+	meta_args "$t.stats" >"$t.pf.args"
+	track_args "$t.tracks" --thread >"$t.json.args"
+	ok=1
+	tpc "$t.pftrace" "@$t.args" "@$t.pf.args" || ok=0
+	tpc "$t.json" "@$t.args" "@$t.json.args" --same-as "$t.pftrace" || ok=0
+	if [ "$name" = torch_train ]; then
+		"$ct" convert "$cap" -o "$t.pftrace.gz" 2>/dev/null && "$ct" convert "$cap" -o "$t.json.gz" 2>/dev/null &&
+			tpc "$t.json.gz" "@$t.args" --same-as "$t.pftrace.gz" || ok=0
+	fi
+	if [ $ok = 1 ]; then n=$((n + 1)); else echo "FAIL $name"; fail=1; fi
+done
+echo "$n captures read back by trace_processor as cuptrace stats reports them, Perfetto and JSON alike"
+[ $fail = 0 ] && rm -rf "$tmp"
+exit $fail
