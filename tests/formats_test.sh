@@ -75,5 +75,15 @@ PY
 done
 [ -x "$tp" ] || echo "SKIP trace_processor checks: $tp not found"
 echo "$n captures: Perfetto and JSON agree"
+# torch_train's Stream 7 work comes in CUPTI buffers whose times interleave but never overlaps:
+# one thread of that name in the JSON, one row in stats.
+s7=$(python3 -c 'import json, sys
+print(sum(e.get("ph") == "M" and e["name"] == "thread_name" and e["args"]["name"] == "Stream 7"
+          for e in json.load(open(sys.argv[1]))))' "$tmp/torch_train.json")
+rows=$("$ct" stats "$CUPTRACE_TEST_DATA/torch_train.cupti" | grep -c " Stream 7")
+if [ "$s7" != 1 ] || [ "$rows" != 1 ]; then
+	echo "FAIL torch_train: $s7 JSON threads and $rows stats rows named Stream 7 (want 1 and 1)"
+	fail=1
+fi
 rm -rf "$tmp"
 exit $fail

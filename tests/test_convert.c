@@ -365,6 +365,14 @@ static void test_all_captures_clean(void)
 	}
 }
 
+static size_t tracks_named(struct rec_sink *s, const char *name)
+{
+	size_t n = 0;
+	for (size_t i = 0; i < s->ntracks; i++)
+		n += !strcmp(s->tracks[i].name, name);
+	return n;
+}
+
 static void test_torch(void)
 {
 	struct rec_sink *s = replay("torch_train.cupti", 0);
@@ -372,6 +380,17 @@ static void test_torch(void)
 	CHECK_EQ_INT(count(s, "kernel", NULL), 153);
 	CHECK_EQ_INT(count(s, "memcpy", NULL), 17);
 	CHECK_EQ_INT(count(s, "memset", NULL), 13);
+	/* Stream 7's 176 slices come in two CUPTI buffers whose times interleave; none overlap,
+	 * so all of them are on one track (check_invariants: none partially overlap). */
+	check_invariants(s);
+	CHECK_EQ_INT(tracks_named(s, "Stream 7"), 1);
+	size_t on7 = 0;
+	for (size_t i = 0; i < s->nslices; i++) {
+		struct rtrack *t =
+		    is_gpu_cat(s->slices[i].cat) ? find_track(s, s->slices[i].track) : NULL;
+		on7 += t && !strcmp(t->name, "Stream 7");
+	}
+	CHECK_EQ_INT(on7, 176);
 	r_destroy(&s->base);
 }
 
@@ -454,6 +473,142 @@ static struct rslice *slice_named(struct rec_sink *s, const char *name)
 		if (!strcmp(s->slices[i].name, name))
 			return &s->slices[i];
 	return NULL;
+}
+
+/* A kernel on stream 7 of [start, end) ns, relative to a trace start of 1000 ns. */
+static void stream7_kernel(CUpti_ActivityKernel10 *k, uint64_t start, uint64_t end,
+                           const char *name)
+{
+	memset(k, 0, sizeof(*k));
+	k->kind = CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL;
+	k->contextId = 1;
+	k->streamId = 7;
+	k->name = name;
+	k->start = 1000 + start;
+	k->end = 1000 + end;
+}
+
+/* Kernels on stream 7 of [start, end) ns (relative), each with its cudaLaunchKernel record
+ * (correlation id 100 + i, in batch 0), in the batches given: the lane tracks they need. */
+struct kspan {
+	uint64_t start, end;
+	int batch;
+};
+static size_t stream7_lanes(const struct kspan *ks, size_t n, int nbatches)
+{
+	struct rec_sink *s = calloc(1, sizeof(*s));
+	s->base.ops = &rec_ops;
+	struct cuptrace_trace_info info = {
+	    .pid = 42, .process_name = "p", .start_boottime_ns = 1000};
+	struct cuptrace_converter *c = cuptrace_converter_new(&s->base, &info, NULL);
+	CUpti_ActivityKernel10 *k = calloc(n, sizeof(*k));
+	CUpti_ActivityAPI *a = calloc(n, sizeof(*a));
+	const CUpti_Activity **b = calloc(2 * n, sizeof(*b));
+	for (size_t i = 0; i < n; i++) {
+		uint32_t corr = 100 + (uint32_t)i;
+		stream7_kernel(&k[i], ks[i].start, ks[i].end, "k");
+		k[i].correlationId = corr;
+		a[i] = (CUpti_ActivityAPI){.kind = CUPTI_ACTIVITY_KIND_RUNTIME,
+		                           .cbid = CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000,
+		                           .start = 1000 + 10 * (uint64_t)i,
+		                           .end = 1005 + 10 * (uint64_t)i,
+		                           .threadId = 42,
+		                           .correlationId = corr};
+	}
+	for (int batch = 0; batch < nbatches; batch++) {
+		size_t m = 0;
+		for (size_t i = 0; i < n && !batch; i++)
+			b[m++] = (const CUpti_Activity *)&a[i];
+		for (size_t i = 0; i < n; i++)
+			if (ks[i].batch == batch)
+				b[m++] = (const CUpti_Activity *)&k[i];
+		CHECK_EQ_INT(cuptrace_converter_add(c, b, m), 0);
+	}
+	CHECK_EQ_INT(cuptrace_converter_finish(c), 0);
+	check_invariants(s);
+	CHECK_EQ_INT(count(s, "kernel", NULL), n);
+	for (size_t i = 0; i < s->nslices; i++)
+		if (!strcmp(s->slices[i].name, "cudaLaunchKernel"))
+			CHECK_EQ_INT(s->slices[i].nout, 1);
+	size_t lanes = tracks_named(s, "Stream 7");
+	cuptrace_converter_free(c);
+	r_destroy(&s->base);
+	free(k);
+	free(a);
+	free(b);
+	return lanes;
+}
+
+/* A stream's work in batches out of time order: one track unless it truly overlaps. */
+static void test_stream_order_across_batches(void)
+{
+	/* Batch 0 brings the later half, batch 1 the earlier half (interleaved, none overlap):
+	 * one track, every launch linked to its kernel. */
+	static const struct kspan apart[] = {
+	    {2000, 2500, 1}, {3000, 3500, 0}, {4000, 4500, 1}, {5000, 5500, 0}, {6000, 6500, 0}};
+	CHECK_EQ_INT(stream7_lanes(apart, 5, 2), 1);
+	/* Over three batches, the earliest last. */
+	static const struct kspan three[] = {
+	    {2000, 2500, 2}, {2500, 3000, 1}, {3000, 3500, 0}, {4000, 4500, 2}, {5000, 5500, 1}};
+	CHECK_EQ_INT(stream7_lanes(three, 5, 3), 1);
+	/* Work that truly overlaps (graph branches) still gets a second lane, whichever batch
+	 * brings it. */
+	static const struct kspan branch[] = {
+	    {2000, 3000, 1}, {2500, 3500, 0}, {3000, 4000, 0}, {4000, 4500, 1}};
+	CHECK_EQ_INT(stream7_lanes(branch, 4, 2), 2);
+}
+
+/* More GPU work than the reorder window holds (32768 records, convert_gpu.c): the oldest is
+ * drawn to make room, so work that comes later than that still opens a lane, as it did before
+ * the window, and no track gets partially overlapping slices; later work that finds its
+ * neighbours still held goes in its place. */
+static void test_stream_order_window_bound(void)
+{
+	const size_t n = 40000;
+	struct rec_sink *s = calloc(1, sizeof(*s));
+	s->base.ops = &rec_ops;
+	struct cuptrace_trace_info info = {
+	    .pid = 42, .process_name = "p", .start_boottime_ns = 1000};
+	struct cuptrace_converter *c = cuptrace_converter_new(&s->base, &info, NULL);
+	CUpti_ActivityKernel10 *k = calloc(n + 2, sizeof(*k));
+	const CUpti_Activity **b = calloc(n, sizeof(*b));
+	/* [1000 i, 1000 i + 500) from 10 us on, gaps of 500 ns between */
+	for (size_t i = 0; i < n; i++) {
+		stream7_kernel(&k[i], 10000 + 1000 * (uint64_t)i, 10500 + 1000 * (uint64_t)i, "k");
+		b[i] = (const CUpti_Activity *)&k[i];
+	}
+	stream7_kernel(&k[n], 1000, 2000, "too-late");   /* before all: its neighbours are drawn */
+	uint64_t gap = 1000 * (uint64_t)(n - 2) + 10600; /* after the last but one */
+	stream7_kernel(&k[n + 1], gap, gap + 300, "in-time");
+	CHECK_EQ_INT(cuptrace_converter_add(c, b, n), 0);
+	const CUpti_Activity *late[] = {(const CUpti_Activity *)&k[n],
+	                                (const CUpti_Activity *)&k[n + 1]};
+	CHECK_EQ_INT(cuptrace_converter_add(c, late, 2), 0);
+	CHECK_EQ_INT(cuptrace_converter_finish(c), 0);
+	CHECK_EQ_INT(s->nslices, n + 2);
+	CHECK_EQ_INT(tracks_named(s, "Stream 7"), 2);
+	struct rtrack *lane0 = track_of(s, "k");
+	struct rtrack *too_late = track_of(s, "too-late"), *in_time = track_of(s, "in-time");
+	CHECK(lane0 && too_late && in_time);
+	if (lane0 && too_late && in_time) {
+		CHECK(too_late->t.uuid != lane0->t.uuid);
+		CHECK(in_time->t.uuid == lane0->t.uuid);
+	}
+	/* Each track's slices come in start order and none overlaps the one before. */
+	int64_t last_end[2] = {0, 0};
+	uint64_t uuid[2] = {lane0 ? lane0->t.uuid : 0, too_late ? too_late->t.uuid : 0};
+	size_t bad = 0;
+	for (size_t i = 0; i < s->nslices; i++)
+		for (int l = 0; l < 2; l++)
+			if (s->slices[i].track == uuid[l]) {
+				bad += s->slices[i].ts < last_end[l];
+				last_end[l] = s->slices[i].ts + s->slices[i].dur;
+			}
+	CHECK_EQ_INT(bad, 0);
+	cuptrace_converter_free(c);
+	r_destroy(&s->base);
+	free(k);
+	free(b);
 }
 
 static void test_nvtx(void)
@@ -769,4 +924,5 @@ static void test_pytorch_op_ranges(void)
 TEST_MAIN(T(test_fuzzed_captures), T(test_two_gpus), T(test_nvtx), T(test_memory),
           T(test_vector_add), T(test_multi_stream), T(test_driver_api), T(test_graphs),
           T(test_all_captures_clean), T(test_torch), T(test_c_api), T(test_synthetic_order),
+          T(test_stream_order_across_batches), T(test_stream_order_window_bound),
           T(test_runtime_filter_capture), T(test_runtime_filter_rule), T(test_pytorch_op_ranges))

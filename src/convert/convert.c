@@ -131,6 +131,7 @@ void cuptrace_converter_dropped(struct cuptrace_converter *c, uint64_t cupti, ui
 
 int cuptrace_converter_finish(struct cuptrace_converter *c)
 {
+	conv_gpu_finish(c);
 	conv_corr_finish(c);
 	conv_memory_flush(c, 1);
 	return conv_meta_finish(c);

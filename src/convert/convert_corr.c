@@ -93,25 +93,30 @@ static int emit_api(struct cuptrace_converter *c, uint64_t track, int64_t ts, in
 	return conv_emit_slice(c, &s);
 }
 
-static int emit_pending(struct cuptrace_converter *c, size_t idx, int forced)
+/* Moves a held-back call out of the table, to be written as it is: no flow is added any more. */
+static void take_pending(struct cuptrace_converter *c, size_t idx, struct pending_api *out)
 {
 	struct pending_api *p = &c->pending[idx];
-	if (!p->used)
-		return 0;
-	if (forced && (p->expect < 0 ? p->nflows == 0 : p->nflows < (uint32_t)p->expect))
-		c->counts.pending_forced++;
-	int r = emit_api(c, p->track, p->ts, p->dur, p->name_id, p->cat_id, p->corr, p->ret,
-	                 p->flows, p->nflows);
 	struct corr_state *st = corr_get(c, p->corr, 0);
 	if (st) {
 		st->pending = -1;
 		st->api_emitted = 1;
 	}
-	free(p->flows);
+	*out = *p;
 	memset(p, 0, sizeof(*p));
 	c->npending--;
 	c->pending_free[c->npending_free++] = idx;
-	return r;
+}
+
+static int emit_pending(struct cuptrace_converter *c, size_t idx, int forced)
+{
+	struct pending_api *p = &c->pending[idx], t;
+	if (!p->used)
+		return 0;
+	if (forced && (p->expect < 0 ? p->nflows == 0 : p->nflows < (uint32_t)p->expect))
+		c->counts.pending_forced++;
+	take_pending(c, idx, &t);
+	return conv_corr_write_taken(c, &t);
 }
 
 static int hold_api(struct cuptrace_converter *c, struct corr_state *st, const struct api_call *a)
@@ -209,7 +214,17 @@ int conv_corr_api(struct cuptrace_converter *c, const struct api_call *a)
 	return r;
 }
 
-uint64_t conv_corr_flow_in(struct cuptrace_converter *c, uint32_t corr)
+int conv_corr_write_taken(struct cuptrace_converter *c, struct pending_api *p)
+{
+	int r = p->used ? emit_api(c, p->track, p->ts, p->dur, p->name_id, p->cat_id, p->corr,
+	                           p->ret, p->flows, p->nflows)
+	                : c->err;
+	free(p->flows);
+	memset(p, 0, sizeof(*p));
+	return r;
+}
+
+uint64_t conv_corr_flow_in(struct cuptrace_converter *c, uint32_t corr, struct pending_api *done)
 {
 	if (!corr)
 		return 0;
@@ -225,7 +240,7 @@ uint64_t conv_corr_flow_in(struct cuptrace_converter *c, uint32_t corr)
 		push_u64(&p->flows, &p->nflows, &p->flows_cap, flow);
 		p->batch_added = c->batch;
 		if (p->expect > 0 && p->nflows >= (uint32_t)p->expect)
-			emit_pending(c, (size_t)st->pending, 0);
+			take_pending(c, (size_t)st->pending, done);
 	} else if (st->api_emitted) {
 		/* The API slice is already written: more GPU work than expected (e.g. a copy
 		 * split in two). No arrow can be added any more. */

@@ -1,10 +1,19 @@
 /* GPU work: kernels, memcpys and memsets on their streams' tracks, and synchronization records.
  *
- * A batch is one CUPTI buffer. Within it, GPU work is sorted per stream and placed on the
- * stream's first lane whose last slice ended at or before it starts; truly overlapping work
- * (graph branches) and work that arrives out of order across buffers get further lanes that
- * share the stream's name, so no track ever holds partially overlapping slices. The flow from
- * each activity's API call, and the drawing of syncs under their API call, are convert_corr.c's. */
+ * A batch is one CUPTI buffer, and one stream's work can arrive out of time order across
+ * buffers. So GPU work waits in a reorder window (a heap by start time, records copied) until
+ * the watermark passes it (no earlier record can still arrive: CONV_WATERMARK_NS behind the
+ * newest end seen) or the window is full (then the earliest goes first), and is drawn in start
+ * order: each slice goes on the stream's first lane whose last slice ended at or before it
+ * starts. Only truly overlapping work (graph branches), or work later than the window allows,
+ * gets further lanes that share the stream's name, so no track ever holds partially
+ * overlapping slices. The window holds GPU_WINDOW records between batches, and at most one
+ * batch's more while a batch is taken in.
+ *
+ * The flow from each activity's API call is handed out at the end of its batch, as when work
+ * was drawn at once, so convert_corr.c sees GPU records arrive as before; an API call it held
+ * back for this work is handed over and written just before it. Flows and the drawing of syncs
+ * under their API call are convert_corr.c's. */
 #define _GNU_SOURCE
 #include "convert/convert_internal.h"
 
@@ -14,12 +23,35 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* One GPU activity, from its arrival until it is drawn: the record itself is copied into a slot
+ * of c->slots, since the batch's buffer goes away. */
 struct gwork {
-	const CUpti_Activity *r;
-	uint32_t stream; /* index into c->streams */
 	int64_t ts, dur;
+	uint64_t seq;  /* arrival order: ties are drawn as they came */
+	uint64_t flow; /* the flow in from its API call (0: none), handed out at the batch's end */
+	uint32_t stream; /* index into c->streams */
 	uint32_t corr;
+	uint32_t slot;    /* in c->slots */
+	uint32_t name_id; /* a kernel's demangled name, interned; 0: none */
 };
+
+union gpu_rec {
+	CUpti_Activity any;
+	CUpti_ActivityKernel10 k;
+	CUpti_ActivityMemcpy6 m;
+	CUpti_ActivityMemcpyPtoP4 p;
+	CUpti_ActivityMemset4 s;
+};
+
+struct gpu_slot {
+	union gpu_rec r;
+	/* The API call that was held back for this work, written just before it (api.used). */
+	struct pending_api api;
+};
+
+/* GPU records the window holds between batches (~350 bytes each with the heap entry: 11 MB):
+ * more than one whole 4 MB CUPTI buffer of kernel records. */
+#define GPU_WINDOW (1u << 15)
 
 static struct stream *get_stream(struct cuptrace_converter *c, uint32_t dev, uint32_t ctx,
                                  uint32_t id, uint32_t *idx_out)
@@ -73,7 +105,7 @@ static void name_stream(struct cuptrace_converter *c, struct stream *s)
 	s->declared = 1;
 }
 
-static const char *demangle(struct cuptrace_converter *c, const char *mangled)
+static uint32_t demangle(struct cuptrace_converter *c, const char *mangled)
 {
 	typedef char *(*demangle_fn)(const char *, char *, size_t *, int *);
 	static demangle_fn fn;
@@ -81,7 +113,7 @@ static const char *demangle(struct cuptrace_converter *c, const char *mangled)
 	uint32_t mid = conv_intern(c, mangled);
 	uint64_t *slot = cuptrace_u64map_get(&c->demangled, mid);
 	if (slot)
-		return conv_str(c, (uint32_t)*slot);
+		return (uint32_t)*slot;
 	if (!looked) {
 		/* libstdc++ is in every CUDA process and on every machine cuptrace runs on; looked
 		 * up at run time so nothing links against it. Names stay mangled without it. */
@@ -103,22 +135,22 @@ static const char *demangle(struct cuptrace_converter *c, const char *mangled)
 	uint64_t *ns = cuptrace_u64map_put(&c->demangled, mid, NULL);
 	if (ns)
 		*ns = did;
-	return conv_str(c, did);
+	return did;
 }
 
 /* The same kernel name pointer comes back for every launch: remember what it demangled to.
  * CUPTI may reuse a pointer for another name after a module reload, so a hit is confirmed by
  * comparing the text with the interned mangled name (cheaper than hashing it again). */
-static const char *demangle_cached(struct cuptrace_converter *c, const char *mangled)
+static uint32_t demangle_cached(struct cuptrace_converter *c, const char *mangled)
 {
 	size_t slot = (size_t)(cuptrace_hash64((uint64_t)(uintptr_t)mangled) % NAME_CACHE);
 	struct name_cache *e = &c->names[slot];
 	if (e->ptr == mangled && !strcmp(conv_str(c, e->mangled), mangled))
-		return conv_str(c, e->demangled);
-	const char *d = demangle(c, mangled);
+		return e->demangled;
+	uint32_t d = demangle(c, mangled);
 	e->ptr = mangled;
 	e->mangled = conv_intern(c, mangled);
-	e->demangled = conv_intern(c, d);
+	e->demangled = d;
 	return d;
 }
 
@@ -137,14 +169,24 @@ static void launch_dims(struct cuptrace_converter *c, const CUpti_ActivityKernel
 	memcpy(block, c->dims_block, sizeof(c->dims_block));
 }
 
+/* Drawn first on a stream: earlier start, then the longer (so the shorter nests), then the
+ * first come. */
+static int gwork_before(const struct gwork *x, const struct gwork *y)
+{
+	if (x->ts != y->ts)
+		return x->ts < y->ts;
+	if (x->dur != y->dur)
+		return x->dur > y->dur;
+	return x->seq < y->seq;
+}
+
+/* Stream by stream, each in drawing order: runs of one track compress better. */
 static int gwork_cmp(const void *a, const void *b)
 {
 	const struct gwork *x = a, *y = b;
 	if (x->stream != y->stream)
 		return x->stream < y->stream ? -1 : 1;
-	if (x->ts != y->ts)
-		return x->ts < y->ts ? -1 : 1;
-	return x->dur > y->dur ? -1 : x->dur < y->dur;
+	return gwork_before(x, y) ? -1 : gwork_before(y, x);
 }
 
 /* Which graph and node launched the work (none outside graphs). */
@@ -171,8 +213,12 @@ static size_t copy_args(struct cuptrace_arg *A, char *name, size_t n, uint8_t ki
 	return 2;
 }
 
-static int emit_gwork(struct cuptrace_converter *c, struct gwork *w)
+static int emit_gwork(struct cuptrace_converter *c, const struct gwork *w)
 {
+	struct gpu_slot *slot = &c->slots[w->slot];
+	const union gpu_rec *r = &slot->r;
+	/* Its API call first, if it was held back for this work (c->args is free again after). */
+	conv_corr_write_taken(c, &slot->api);
 	struct stream *s = &c->streams[w->stream];
 	if (!s->declared) {
 		conv_declare_gpu(c, s->dev);
@@ -186,12 +232,11 @@ static int emit_gwork(struct cuptrace_converter *c, struct gwork *w)
 	size_t na = 0;
 	struct cuptrace_arg *A = c->args;
 	double gbps = 0;
-	switch (w->r->kind) {
+	switch (r->any.kind) {
 	case CUPTI_ACTIVITY_KIND_KERNEL:
 	case CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL: {
-		const CUpti_ActivityKernel10 *k = (const CUpti_ActivityKernel10 *)w->r;
-		const char *kn = conv_resolve(c, k->name);
-		nm = kn ? demangle_cached(c, kn) : "kernel";
+		const CUpti_ActivityKernel10 *k = &r->k;
+		nm = w->name_id ? conv_str(c, w->name_id) : "kernel";
 		launch_dims(c, k, grid, block);
 		A[na++] =
 		    (struct cuptrace_arg){.key = "grid", .type = CUPTRACE_ARG_STRING, .v.s = grid};
@@ -222,7 +267,7 @@ static int emit_gwork(struct cuptrace_converter *c, struct gwork *w)
 		break;
 	}
 	case CUPTI_ACTIVITY_KIND_MEMCPY: {
-		const CUpti_ActivityMemcpy6 *m = (const CUpti_ActivityMemcpy6 *)w->r;
+		const CUpti_ActivityMemcpy6 *m = &r->m;
 		na =
 		    copy_args(A, name, sizeof(name), m->copyKind, m->srcKind, m->dstKind, m->bytes);
 		cat = "memcpy";
@@ -242,7 +287,7 @@ static int emit_gwork(struct cuptrace_converter *c, struct gwork *w)
 		break;
 	}
 	case CUPTI_ACTIVITY_KIND_MEMCPY2: {
-		const CUpti_ActivityMemcpyPtoP4 *m = (const CUpti_ActivityMemcpyPtoP4 *)w->r;
+		const CUpti_ActivityMemcpyPtoP4 *m = &r->p;
 		na =
 		    copy_args(A, name, sizeof(name), m->copyKind, m->srcKind, m->dstKind, m->bytes);
 		cat = "memcpy";
@@ -255,7 +300,7 @@ static int emit_gwork(struct cuptrace_converter *c, struct gwork *w)
 		break;
 	}
 	case CUPTI_ACTIVITY_KIND_MEMSET: {
-		const CUpti_ActivityMemset4 *m = (const CUpti_ActivityMemset4 *)w->r;
+		const CUpti_ActivityMemset4 *m = &r->s;
 		snprintf(name, sizeof(name), "Memset (%s)",
 		         conv_mem_kind_name((uint8_t)m->memoryKind));
 		cat = "memset";
@@ -275,7 +320,7 @@ static int emit_gwork(struct cuptrace_converter *c, struct gwork *w)
 		A[na++] = (struct cuptrace_arg){
 		    .key = "bandwidth_gbps", .type = CUPTRACE_ARG_DOUBLE, .v.d = gbps};
 	/* The flow into this activity; the API call lists it among its flows out. */
-	uint64_t flow = conv_corr_flow_in(c, w->corr);
+	uint64_t flow = w->flow;
 	struct cuptrace_slice sl = {
 	    .track_uuid = track,
 	    .ts = ts,
@@ -291,7 +336,96 @@ static int emit_gwork(struct cuptrace_converter *c, struct gwork *w)
 	return conv_emit_slice(c, &sl);
 }
 
-/* ---- a batch: collected in record order, drawn sorted per stream ---- */
+/* ---- the reorder window: a binary min-heap by start time ---- */
+
+static void gwork_swap(struct gwork *h, size_t i, size_t j)
+{
+	struct gwork t = h[i];
+	h[i] = h[j];
+	h[j] = t;
+}
+
+static int heap_push(struct cuptrace_converter *c, const struct gwork *w)
+{
+	struct gwork *h = cuptrace_grow(c->heap, &c->heap_cap, c->nheap + 1, sizeof(*h));
+	if (!h)
+		return c->err = -ENOMEM;
+	c->heap = h;
+	size_t i = c->nheap++;
+	h[i] = *w;
+	for (; i > 0 && gwork_before(&h[i], &h[(i - 1) / 2]); i = (i - 1) / 2)
+		gwork_swap(h, i, (i - 1) / 2);
+	return 0;
+}
+
+/* Moves the earliest entry to the end of the array, just past the heap. */
+static void heap_pop(struct cuptrace_converter *c)
+{
+	struct gwork *h = c->heap;
+	size_t n = --c->nheap;
+	gwork_swap(h, 0, n);
+	for (size_t i = 0;;) {
+		size_t l = 2 * i + 1, m = i;
+		if (l < n && gwork_before(&h[l], &h[m]))
+			m = l;
+		if (l + 1 < n && gwork_before(&h[l + 1], &h[m]))
+			m = l + 1;
+		if (m == i)
+			break;
+		gwork_swap(h, i, m);
+		i = m;
+	}
+}
+
+/* A free slot of c->slots (more when none is free), or UINT32_MAX. */
+static uint32_t get_slot(struct cuptrace_converter *c)
+{
+	if (!c->nslots_free) {
+		/* The free list has room for every slot: grown first, to the slots' new size. */
+		size_t old = c->slots_cap, fcap = old;
+		uint32_t *nf = old < UINT32_MAX / 2
+		                   ? cuptrace_grow(c->slots_free, &fcap, old + 1, sizeof(*nf))
+		                   : NULL;
+		if (nf)
+			c->slots_free = nf;
+		struct gpu_slot *ns =
+		    nf ? cuptrace_grow(c->slots, &c->slots_cap, fcap, sizeof(*ns)) : NULL;
+		if (!ns) {
+			c->err = -ENOMEM;
+			return UINT32_MAX;
+		}
+		c->slots = ns;
+		for (size_t i = c->slots_cap; i > old; i--)
+			c->slots_free[c->nslots_free++] = (uint32_t)(i - 1);
+	}
+	return c->slots_free[--c->nslots_free];
+}
+
+/* Draws the work that started before the watermark, and the earliest while the window is over
+ * its bound (there late work can still open a lane, as it would without the window); all of it
+ * at the end. What leaves together is drawn stream by stream, each in start order. */
+static int window_drain(struct cuptrace_converter *c, int all)
+{
+	if (!c->nheap)
+		return c->err;
+	int64_t now = c->latest_ts > c->gpu_latest ? c->latest_ts : c->gpu_latest;
+	int64_t mark = now - CONV_WATERMARK_NS;
+	size_t end = c->nheap;
+	while (c->nheap && (all || c->nheap > GPU_WINDOW || c->heap[0].ts <= mark))
+		heap_pop(c);
+	struct gwork *out = c->heap + c->nheap;
+	size_t n = end - c->nheap;
+	qsort(out, n, sizeof(*out), gwork_cmp);
+	for (size_t i = 0; i < n; i++) {
+		if (!c->err)
+			emit_gwork(c, &out[i]);
+		conv_corr_write_taken(c, &c->slots[out[i].slot].api); /* frees it after an error */
+		c->slots_free[c->nslots_free++] = out[i].slot;
+	}
+	return c->err;
+}
+
+/* ---- a batch: collected in record order, then into the window ---- */
 
 int conv_gpu_batch_begin(struct cuptrace_converter *c, size_t n)
 {
@@ -340,28 +474,58 @@ int conv_gpu_work(struct cuptrace_converter *c, const CUpti_Activity *r)
 		c->counts.no_timestamp++;
 		return 0;
 	}
-	uint32_t idx;
-	if (!get_stream(c, dev, ctx, sid, &idx))
+	uint32_t idx, slot;
+	if (!get_stream(c, dev, ctx, sid, &idx) || (slot = get_slot(c)) == UINT32_MAX)
 		return c->err;
-	c->work[c->nwork++] = (struct gwork){
-	    .r = r,
-	    .stream = idx,
+	struct gpu_slot *sl = &c->slots[slot];
+	size_t sz = cuptrace_record_min_size(r->kind);
+	memcpy(&sl->r, r, sz < sizeof(sl->r) ? sz : sizeof(sl->r));
+	memset(&sl->api, 0, sizeof(sl->api));
+	uint32_t name_id = 0;
+	if (r->kind == CUPTI_ACTIVITY_KIND_KERNEL ||
+	    r->kind == CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL) {
+		/* The name pointer is good only while the batch is handled. */
+		const char *kn = conv_resolve(c, sl->r.k.name);
+		name_id = kn ? demangle_cached(c, kn) : 0;
+		sl->r.k.name = NULL;
+	}
+	struct gwork *w = &c->work[c->nwork++];
+	*w = (struct gwork){
 	    .ts = conv_rel(c, start),
 	    .dur = (int64_t)(end - start),
+	    .seq = c->gpu_seq++,
+	    .stream = idx,
 	    .corr = corr,
+	    .slot = slot,
+	    .name_id = name_id,
 	};
+	if (w->ts + w->dur > c->gpu_latest)
+		c->gpu_latest = w->ts + w->dur;
 	return 0;
 }
 
+/* Into the window, with the flow from its API call: handed out now, in the batch's stream and
+ * time order (once the batch's API calls are in), so API calls held back for their GPU work
+ * and flow ids are as if it were drawn at once. */
 int conv_gpu_batch_end(struct cuptrace_converter *c)
 {
 	qsort(c->work, c->nwork, sizeof(*c->work), gwork_cmp);
-	for (size_t i = 0; i < c->nwork && !c->err; i++)
-		emit_gwork(c, &c->work[i]);
+	for (size_t i = 0; i < c->nwork && !c->err; i++) {
+		struct gwork *w = &c->work[i];
+		struct pending_api *api = &c->slots[w->slot].api;
+		w->flow = conv_corr_flow_in(c, w->corr, api);
+		if (heap_push(c, w))
+			conv_corr_write_taken(c, api); /* only frees it: c->err is set */
+	}
 	free(c->work);
 	c->work = NULL;
 	c->nwork = 0;
-	return c->err;
+	return window_drain(c, 0);
+}
+
+int conv_gpu_finish(struct cuptrace_converter *c)
+{
+	return window_drain(c, 1);
 }
 
 /* ---- synchronization: a child of the API call that waited, drawn by convert_corr.c ---- */
@@ -393,6 +557,11 @@ void conv_gpu_init(struct cuptrace_converter *c)
 void conv_gpu_free(struct cuptrace_converter *c)
 {
 	free(c->work);
+	for (size_t i = 0; i < c->nheap; i++)
+		free(c->slots[c->heap[i].slot].api.flows);
+	free(c->heap);
+	free(c->slots);
+	free(c->slots_free);
 	free(c->streams);
 	cuptrace_u64map_free(&c->stream_idx);
 	cuptrace_u64map_free(&c->demangled);

@@ -27,6 +27,11 @@
 #define NAME_CACHE 64
 #define MAX_GPUS   64
 
+/* Records reach cuptrace within about two flush periods of each other: a record that started
+ * this long before the newest end seen can no longer be overtaken by an earlier one. The
+ * watermark of the device-memory counter (convert_memory.c) and of GPU work (convert_gpu.c). */
+#define CONV_WATERMARK_NS 3000000000ll
+
 /* ---- types of convert_core.c ---- */
 
 /* uuids: pid in the top bits so traces of several processes can be merged without clashes. */
@@ -118,7 +123,9 @@ struct name_cache {
 	uint32_t demangled;
 };
 
-struct gwork; /* one batch's GPU work, sorted before it is drawn; convert_gpu.c only */
+/* convert_gpu.c only: */
+struct gwork;    /* one GPU activity, from its arrival until it is drawn */
+struct gpu_slot; /* a copy of its CUPTI record, and the API call held back for it */
 
 /* ---- types of convert_nvtx.c ---- */
 
@@ -215,7 +222,7 @@ struct cuptrace_converter {
 	int8_t *runtime_expect, *driver_expect;       /* per cbid: 0, 1, -1 */
 	uint32_t *runtime_name_ids, *driver_name_ids; /* per cbid, 0 = not yet */
 	uint32_t cat_runtime, cat_driver;
-	int64_t latest_ts; /* latest API end seen: convert_memory.c's watermark base */
+	int64_t latest_ts; /* latest API end seen: the watermark base (memory and GPU work) */
 
 	/* convert_gpu.c */
 	struct cuptrace_u64map stream_idx; /* ctx << 32 | stream -> index + 1 */
@@ -228,6 +235,15 @@ struct cuptrace_converter {
 	char dims_grid[48], dims_block[48];
 	struct gwork *work; /* this batch's, between conv_gpu_batch_begin and _end */
 	size_t nwork;
+	/* The reorder window: GPU work not yet drawn, a heap by start time; the drawn go just
+	 * past it in heap, for a moment. */
+	struct gwork *heap;
+	size_t nheap, heap_cap;
+	struct gpu_slot *slots; /* the records of work and heap */
+	uint32_t *slots_free;   /* free slots */
+	size_t slots_cap, nslots_free;
+	uint64_t gpu_seq;   /* GPU records taken so far */
+	int64_t gpu_latest; /* latest GPU end seen: with latest_ts, the window's watermark base */
 
 	/* convert_nvtx.c */
 	struct cuptrace_u64map nvtx_open; /* marker id -> index + 1 in nvtx */
@@ -303,8 +319,13 @@ int conv_corr_init(struct cuptrace_converter *c);
 void conv_corr_free(struct cuptrace_converter *c);
 /* Draws the call, or holds it back until its GPU work arrives; draws syncs that waited for it. */
 int conv_corr_api(struct cuptrace_converter *c, const struct api_call *a);
-/* The flow into one GPU activity of correlation id corr (0: none), added to its API call. */
-uint64_t conv_corr_flow_in(struct cuptrace_converter *c, uint32_t corr);
+/* The flow into one GPU activity of correlation id corr (0: none), added to its API call. A
+ * call held back that now has all its GPU work moves to *done (done->used set), for the caller
+ * to write with conv_corr_write_taken when it draws that work, so the two lie side by side in
+ * the trace (which compresses better: they share the ids). */
+uint64_t conv_corr_flow_in(struct cuptrace_converter *c, uint32_t corr, struct pending_api *done);
+/* Writes a call conv_corr_flow_in handed out (if p->used) and frees what it holds. */
+int conv_corr_write_taken(struct cuptrace_converter *c, struct pending_api *p);
 /* Draws a synchronization as a child of its API call, or keeps it until the call arrives. */
 int conv_corr_sync(struct cuptrace_converter *c, uint32_t corr, const struct orphan_sync *o);
 /* After each batch: draws graph launches that the batch brought nothing more. */
@@ -319,12 +340,15 @@ int conv_api_init(struct cuptrace_converter *c);
 void conv_api_free(struct cuptrace_converter *c);
 int conv_api_record(struct cuptrace_converter *c, const CUpti_ActivityAPI *a);
 
-/* convert_gpu.c: a batch's kernels, copies and memsets are collected, then drawn sorted. */
+/* convert_gpu.c: a batch's kernels, copies and memsets are collected, then held in a reorder
+ * window and drawn in start order once the watermark passes them (or the window is full). */
 void conv_gpu_init(struct cuptrace_converter *c);
 void conv_gpu_free(struct cuptrace_converter *c);
 int conv_gpu_batch_begin(struct cuptrace_converter *c, size_t n);
 int conv_gpu_work(struct cuptrace_converter *c, const CUpti_Activity *r);
 int conv_gpu_batch_end(struct cuptrace_converter *c);
+/* Draws all GPU work still in the window. */
+int conv_gpu_finish(struct cuptrace_converter *c);
 int conv_gpu_sync(struct cuptrace_converter *c, const CUpti_ActivitySynchronization2 *y);
 
 /* convert_nvtx.c */

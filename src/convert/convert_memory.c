@@ -117,16 +117,14 @@ static int memev_cmp(const void *a, const void *b)
 	return x->ts < y->ts ? -1 : x->ts > y->ts;
 }
 
-/* Records reach cuptrace within about two flush periods of each other; an allocation older
- * than that behind the newest API call can no longer be overtaken by an earlier one. */
-#define MEM_WATERMARK_NS 3000000000ll
-
 int conv_memory_flush(struct cuptrace_converter *c, int all)
 {
 	if (!c->nmemev)
 		return c->err;
 	qsort(c->memev, c->nmemev, sizeof(*c->memev), memev_cmp);
-	int64_t mark = c->latest_ts - MEM_WATERMARK_NS;
+	/* An allocation older than the watermark behind the newest API call can no longer be
+	 * overtaken by an earlier one. */
+	int64_t mark = c->latest_ts - CONV_WATERMARK_NS;
 	size_t i = 0;
 	for (; i < c->nmemev && !c->err; i++) {
 		struct memev *e = &c->memev[i];
