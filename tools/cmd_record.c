@@ -61,6 +61,19 @@ static void record_usage(FILE *f)
 #define CUPTRACE_LIB_TO_PYTHON "../share/cuptrace/python"
 #endif
 
+/* The first of dir/rel[i]/file that exists, resolved into out (PATH_MAX bytes): 0, or -1. */
+static int find_under(const char *dir, const char *const *rel, size_t nrel, const char *file,
+                      char *out)
+{
+	for (size_t i = 0; i < nrel; i++) {
+		char cand[2 * PATH_MAX];
+		snprintf(cand, sizeof(cand), "%s/%s/%s", dir, rel[i], file);
+		if (!access(cand, R_OK) && realpath(cand, out))
+			return 0;
+	}
+	return -1;
+}
+
 /* libcuptrace.so next to the executable (build tree) or in the installed libdir. */
 static int find_library(char *out, size_t n)
 {
@@ -74,16 +87,12 @@ static int find_library(char *out, size_t n)
 	if (k <= 0)
 		return -1;
 	exe[k] = 0;
-	char *dir = dirname(exe);
-	static const char *const rel[] = {"libcuptrace.so", CUPTRACE_BIN_TO_LIB "/libcuptrace.so",
-	                                  "../lib/libcuptrace.so", "../lib64/libcuptrace.so"};
-	for (size_t i = 0; i < sizeof(rel) / sizeof(rel[0]); i++) {
-		char cand[PATH_MAX + 64];
-		snprintf(cand, sizeof(cand), "%s/%s", dir, rel[i]);
-		if (!access(cand, R_OK) && realpath(cand, out))
-			return 0;
-	}
-	return -1;
+	static const char *const rel[] = {".", CUPTRACE_BIN_TO_LIB, "../lib", "../lib64"};
+	char found[PATH_MAX];
+	if (find_under(dirname(exe), rel, sizeof(rel) / sizeof(rel[0]), "libcuptrace.so", found))
+		return -1;
+	snprintf(out, n, "%s", found);
+	return 0;
 }
 
 /* Runs probe in a short-lived child, so nothing it loads or initializes (libcuda, libcupti)
@@ -193,31 +202,22 @@ static void forward_signal(int sig)
  * CUPTRACE_LIB_TO_PYTHON from it (installed: share/cuptrace/python under the prefix). */
 static int setup_pytorch(const char *libpath, int shapes)
 {
-	char dir[PATH_MAX], cand[PATH_MAX + 64], *lp = strdup(libpath);
+	char *lp = strdup(libpath), real[PATH_MAX];
 	if (!lp)
 		return -1;
-	snprintf(dir, sizeof(dir), "%s", dirname(lp));
-	free(lp);
 	static const char *const rel[] = {"python", CUPTRACE_LIB_TO_PYTHON,
 	                                  "../share/cuptrace/python"};
-	const char *found = NULL;
-	for (size_t i = 0; i < sizeof(rel) / sizeof(rel[0]) && !found; i++) {
-		snprintf(cand, sizeof(cand), "%s/%s/sitecustomize.py", dir, rel[i]);
-		if (!access(cand, R_OK)) {
-			snprintf(cand, sizeof(cand), "%s/%s", dir, rel[i]);
-			found = cand;
-		}
-	}
-	if (!found) {
+	int missing =
+	    find_under(dirname(lp), rel, sizeof(rel) / sizeof(rel[0]), "sitecustomize.py", real);
+	free(lp);
+	if (missing) {
 		fprintf(stderr,
 		        "cuptrace record: --pytorch needs python/sitecustomize.py next to %s "
 		        "(or in " CUPTRACE_LIB_TO_PYTHON ")\n",
 		        libpath);
 		return -1;
 	}
-	char real[PATH_MAX + 64];
-	if (!realpath(found, real))
-		snprintf(real, sizeof(real), "%s", found);
+	*strrchr(real, '/') = 0; /* the directory that holds sitecustomize.py */
 	const char *old = getenv("PYTHONPATH");
 	size_t n = strlen(real) + (old ? strlen(old) : 0) + 2;
 	char *pp = malloc(n);

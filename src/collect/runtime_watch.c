@@ -2,8 +2,6 @@
 #define _GNU_SOURCE
 #include "collect/runtime_watch.h"
 
-/* cupti.h brings the runtime API parameter structs (cudaSetDevice_v3020_params). */
-
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -14,12 +12,10 @@
 #include <unistd.h>
 
 #include "common/util.h"
+#include "convert/convert.h"
 #include "convert/runtime_filter.h"
 
 #define MAX_CBID 4096
-
-extern const char *const cuptrace_runtime_cbid_names[];
-extern const unsigned cuptrace_runtime_cbid_names_len;
 
 /* Calls seen per cbid; relaxed atomics: one uncontended add per call on the program's thread. */
 static atomic_ullong seen[MAX_CBID];
@@ -104,6 +100,7 @@ void cuptrace_runtime_watch_callback(CUpti_CallbackId cbid, const CUpti_Callback
 	int32_t ret = d->functionReturnValue ? *(const int32_t *)d->functionReturnValue : 0;
 	int changed = 0;
 	if (cuptrace_runtime_cbid_is_set_device(cbid) && d->functionParams && ret == 0) {
+		/* cupti.h brings the runtime API's parameter structs. */
 		int dev = ((const cudaSetDevice_v3020_params *)d->functionParams)->device;
 		changed = dev != thread_device;
 		thread_device = dev;
@@ -126,17 +123,6 @@ size_t cuptrace_runtime_watch_drain(CUpti_ActivityAPI **out)
 	return n;
 }
 
-static const char *short_name(uint32_t cbid, char *buf, size_t n)
-{
-	const char *s =
-	    cbid < cuptrace_runtime_cbid_names_len ? cuptrace_runtime_cbid_names[cbid] : NULL;
-	snprintf(buf, n, "%s", s ? s : "?");
-	char *v = strrchr(buf, '_');
-	if (v && v[1] == 'v' && v[2] >= '0' && v[2] <= '9')
-		*v = 0;
-	return buf;
-}
-
 uint64_t cuptrace_runtime_watch_summary(char *buf, size_t n)
 {
 	uint64_t total = 0;
@@ -151,12 +137,18 @@ uint64_t cuptrace_runtime_watch_summary(char *buf, size_t n)
 	if (!total)
 		return 0;
 	pthread_mutex_lock(&kept.lock);
-	uint64_t nkept = kept.total;
+	uint64_t nkept = kept.total, lost = kept.lost;
 	pthread_mutex_unlock(&kept.lock);
+	/* lost: worth keeping, but the list of kept calls was at its bound; left out too. */
+	char more[96] = "";
+	if (lost)
+		snprintf(more, sizeof(more), ", %llu more worth keeping but over the limit",
+		         (unsigned long long)lost);
 	at += (size_t)snprintf(buf, n,
 	                       "%llu trivial runtime calls left out, %llu kept (failed, slow or "
-	                       "device change): ",
-	                       (unsigned long long)(total - nkept), (unsigned long long)nkept);
+	                       "device change)%s: ",
+	                       (unsigned long long)(total - (nkept - lost)),
+	                       (unsigned long long)(nkept - lost), more);
 	for (int shown = 0; shown < 6 && at < n; shown++) {
 		uint32_t best = 0;
 		for (uint32_t i = 1; i < MAX_CBID; i++)
@@ -165,9 +157,10 @@ uint64_t cuptrace_runtime_watch_summary(char *buf, size_t n)
 		if (!counts[best])
 			break;
 		char nm[96];
-		at += (size_t)snprintf(buf + at, n - at, "%s%s %llu", shown ? ", " : "",
-		                       short_name(best, nm, sizeof(nm)),
-		                       (unsigned long long)counts[best]);
+		at += (size_t)snprintf(
+		    buf + at, n - at, "%s%s %llu", shown ? ", " : "",
+		    cuptrace_api_name(CUPTI_ACTIVITY_KIND_RUNTIME, best, nm, sizeof(nm)),
+		    (unsigned long long)counts[best]);
 		counts[best] = 0;
 	}
 	return total;

@@ -82,6 +82,11 @@ size_t cuptrace_record_strings(const CUpti_Activity *r, const char *const **fiel
 size_t cuptrace_driver_noise_cbids(uint32_t *out, size_t max);
 int cuptrace_driver_cbid_is_noise(uint32_t cbid);
 
+/* An API call's display name: CUPTI's name for (kind, cbid) without its _vNNNN suffix
+ * (cudaMalloc_v3020 -> cudaMalloc), written into buf or a static string; "runtime API N" for
+ * a cbid these headers do not name. */
+const char *cuptrace_api_name(CUpti_ActivityKind kind, uint32_t cbid, char *buf, size_t n);
+
 /* Size of the record struct cuptrace reads for a kind, 0 for kinds it ignores. */
 size_t cuptrace_record_min_size(CUpti_ActivityKind kind);
 

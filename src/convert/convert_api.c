@@ -53,7 +53,7 @@ int conv_api_record(struct cuptrace_converter *c, const CUpti_ActivityAPI *a)
 	                       : 0;
 	if (!name_id) {
 		char buf[128];
-		name_id = conv_intern(c, conv_api_name(a, buf, sizeof(buf)));
+		name_id = conv_intern(c, cuptrace_api_name(a->kind, a->cbid, buf, sizeof(buf)));
 		if (a->kind != CUPTI_ACTIVITY_KIND_INTERNAL_LAUNCH_API && a->cbid < cache_len)
 			cache[a->cbid] = name_id;
 	}

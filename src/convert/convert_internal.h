@@ -286,8 +286,6 @@ extern const char *const cuptrace_driver_cbid_names[];
 extern const unsigned cuptrace_driver_cbid_names_len;
 /* Per cbid: GPU records the call makes (1, -1 unknown, 0 none). Caller frees. */
 int8_t *conv_expect_table(const char *const *names, unsigned len);
-/* API name without CUPTI's _vNNNN suffix, into buf (or a static string). */
-const char *conv_api_name(const CUpti_ActivityAPI *a, char *buf, size_t n);
 const char *conv_copy_kind_name(uint8_t k);
 const char *conv_mem_kind_name(uint8_t k);
 const char *conv_sync_name(uint32_t type);

@@ -181,19 +181,18 @@ size_t cuptrace_record_strings(const CUpti_Activity *r, const char *const **f)
 	}
 }
 
-const char *conv_api_name(const CUpti_ActivityAPI *a, char *buf, size_t n)
+const char *cuptrace_api_name(CUpti_ActivityKind kind, uint32_t cbid, char *buf, size_t n)
 {
-	const char *const *names = a->kind == CUPTI_ACTIVITY_KIND_DRIVER
-	                               ? cuptrace_driver_cbid_names
-	                               : cuptrace_runtime_cbid_names;
-	unsigned len = a->kind == CUPTI_ACTIVITY_KIND_DRIVER ? cuptrace_driver_cbid_names_len
-	                                                     : cuptrace_runtime_cbid_names_len;
-	if (a->kind == CUPTI_ACTIVITY_KIND_INTERNAL_LAUNCH_API)
+	const char *const *names = kind == CUPTI_ACTIVITY_KIND_DRIVER ? cuptrace_driver_cbid_names
+	                                                              : cuptrace_runtime_cbid_names;
+	unsigned len = kind == CUPTI_ACTIVITY_KIND_DRIVER ? cuptrace_driver_cbid_names_len
+	                                                  : cuptrace_runtime_cbid_names_len;
+	if (kind == CUPTI_ACTIVITY_KIND_INTERNAL_LAUNCH_API)
 		return "CUDA internal launch";
-	const char *s = a->cbid < len ? names[a->cbid] : NULL;
+	const char *s = cbid < len ? names[cbid] : NULL;
 	if (!s) {
 		snprintf(buf, n, "%s API %u",
-		         a->kind == CUPTI_ACTIVITY_KIND_DRIVER ? "driver" : "runtime", a->cbid);
+		         kind == CUPTI_ACTIVITY_KIND_DRIVER ? "driver" : "runtime", cbid);
 		return buf;
 	}
 	/* Strip CUPTI's version suffix: cudaMalloc_v3020 -> cudaMalloc. */

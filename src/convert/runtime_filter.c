@@ -1,6 +1,8 @@
 /* The list of trivial runtime calls (see runtime_filter.h) and the rule that keeps a few. */
 #include "convert/runtime_filter.h"
 
+#include "convert/convert.h"
+
 #include <pthread.h>
 #include <string.h>
 
@@ -39,27 +41,20 @@ extern const unsigned cuptrace_runtime_cbid_names_len;
 static uint8_t trivial_bits[MAX_CBID / 8], setdev_bits[MAX_CBID / 8];
 static pthread_once_t once = PTHREAD_ONCE_INIT;
 
-/* "cudaStreamIsCapturing_ptsz_v10000" -> length of "cudaStreamIsCapturing". */
-static size_t base_len(const char *n)
-{
-	size_t len = strlen(n);
-	const char *v = strrchr(n, '_');
-	if (v && v[1] == 'v' && v[2] >= '0' && v[2] <= '9')
-		len = (size_t)(v - n);
-	if (len > 5 && (!strncmp(n + len - 5, "_ptsz", 5) || !strncmp(n + len - 5, "_ptds", 5)))
-		len -= 5;
-	return len;
-}
-
 static void build(void)
 {
 	unsigned len =
 	    cuptrace_runtime_cbid_names_len < MAX_CBID ? cuptrace_runtime_cbid_names_len : MAX_CBID;
 	for (unsigned id = 0; id < len; id++) {
-		const char *n = cuptrace_runtime_cbid_names[id];
-		if (!n)
+		if (!cuptrace_runtime_cbid_names[id])
 			continue;
-		size_t bl = base_len(n);
+		/* "cudaStreamIsCapturing_ptsz_v10000" -> "cudaStreamIsCapturing". */
+		char buf[128];
+		const char *n =
+		    cuptrace_api_name(CUPTI_ACTIVITY_KIND_RUNTIME, id, buf, sizeof(buf));
+		size_t bl = strlen(n);
+		if (bl > 5 && (!strcmp(n + bl - 5, "_ptsz") || !strcmp(n + bl - 5, "_ptds")))
+			bl -= 5;
 		for (size_t k = 0; cuptrace_runtime_trivial_names[k]; k++) {
 			const char *t = cuptrace_runtime_trivial_names[k];
 			if (strlen(t) == bl && !strncmp(n, t, bl)) {
