@@ -15,7 +15,7 @@
  *                         .pftrace.gz, .json, .json.gz (Chrome JSON), .cupti (raw capture).
  *   CUPTRACE_FORMAT       perfetto | chrome | capture
  *   CUPTRACE_COMPRESS     chunks | gzip | none (default: from the extension)
- *   CUPTRACE_BUFFER_SIZE  bytes per CUPTI activity buffer (default 4194304)
+ *   CUPTRACE_BUFFER_SIZE  bytes per CUPTI activity buffer (default 4194304, 8192 to 1 GiB)
  *   CUPTRACE_QUEUE        completed buffers waiting for the writer before cuptrace drops one
  *                         (default 64; a dropped buffer's records are counted in the trace)
  *   CUPTRACE_FLUSH_MS     how often records are pulled from CUPTI and written (default 1000)
@@ -37,6 +37,14 @@
  *                         NAME-<pid>.EXT instead, so no trace overwrites another
  *   CUPTRACE_SIGNALS      1 (default): finish the trace on SIGINT/SIGTERM, then die of the signal
  *                         as the program would have; 0: leave signal handling alone
+ *   CUPTRACE_TAKEN        set by libcuptrace_preload.so (which `cuptrace record` preloads) in
+ *                         the environment of an exec'd image: the traces its earlier images
+ *                         (same pid) wrote, ':'-separated; the new image writes NAME-<pid>.EXT
+ *                         (then NAME-<pid>-2.EXT, ...) instead of writing over one of them
+ *   CUPTRACE_ERROR_FILE   set by `cuptrace record`: a process where tracing cannot start
+ *                         appends a line there, so record exits non-zero
+ *   CUPTRACE_FAULT_BUFFERS  N > 0: refuse every N-th buffer CUPTI asks for (a drill: CUPTI
+ *                         then drops records, which the summary and the trace count)
  *
  * Threading: all functions are thread-safe and idempotent. Ownership: the library owns every
  * buffer and thread it creates and releases them in cuptrace_stop() (or at exit). */
@@ -61,8 +69,9 @@ CUPTRACE_API int cuptrace_start(const char *path);
 CUPTRACE_API int cuptrace_flush(void);
 
 /* Flushes, finishes the file, prints the summary (unless CUPTRACE_SUMMARY=0) and stops
- * tracing. Returns 0 or the first error seen while writing. Tracing cannot be restarted in
- * the same process (CUPTI 13.0 reuses correlation ids wrongly after a restart). */
+ * tracing. Returns 0 or the first error seen while writing. A later cuptrace_start() begins a
+ * new session into a new file (tested: 100 start/stop cycles in one process, each file
+ * complete, no descriptor, thread or memory left behind). */
 CUPTRACE_API int cuptrace_stop(void);
 
 #ifdef __cplusplus

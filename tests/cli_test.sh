@@ -32,8 +32,13 @@ expect 1 "not found" "$ct" record --lib /nonexistent/libcuptrace.so -- true
 printf 'not a library' >"$tmp/libbad.so"
 expect 1 "cannot load" "$ct" record --no-check --lib "$tmp/libbad.so" -o "$tmp/x.pftrace" -- true
 expect 127 "command not found" "$ct" record --no-check -o "$tmp/x.pftrace" -- /nonexistent/command
-# A program that never uses CUDA: it runs, but there is no trace to show.
-expect 1 "no trace was written" "$ct" record --no-check -o "$tmp/x.pftrace" -- true
+# A program that never uses CUDA: it runs, there is no trace to show, and the exit status is
+# the program's own (record is a prefix to a command line; scripts test that status).
+expect 0 "no trace was written" "$ct" record --no-check -o "$tmp/x.pftrace" -- true
+expect 3 "no trace was written" "$ct" record --no-check -o "$tmp/x.pftrace" -- sh -c 'exit 3'
+# libcuptrace_preload.so goes first in the program's LD_PRELOAD, before the program's own.
+expect 0 "libcuptrace_preload.so:/x.so" env LD_PRELOAD=/x.so "$ct" record --no-check \
+	-o "$tmp/x.pftrace" -- sh -c 'echo "$LD_PRELOAD"' 2>/dev/null
 expect 2 "need one INPUT" "$ct" convert
 expect 1 "cannot read" "$ct" convert /nonexistent.cupti -o "$tmp/o.pftrace"
 head -c 5000 /dev/urandom >"$tmp/garbage.bin"

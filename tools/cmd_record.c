@@ -16,6 +16,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "cmd.h"
@@ -230,10 +231,77 @@ static int setup_pytorch(const char *libpath, int shapes)
 	return 0;
 }
 
+/* Puts libcuptrace_preload.so (beside libcuptrace.so) first in LD_PRELOAD: it finishes the
+ * trace when the program execs another image or ends with _exit, which skip atexit. Without
+ * it tracing still works; such a program's trace may then end early, which record says. */
+static void setup_preload(const char *libpath)
+{
+	char dir[PATH_MAX], pre[PATH_MAX + 32];
+	snprintf(dir, sizeof(dir), "%s", libpath);
+	snprintf(pre, sizeof(pre), "%s/libcuptrace_preload.so", dirname(dir));
+	if (access(pre, R_OK)) {
+		fprintf(stderr,
+		        "cuptrace record: %s is missing: a program that execs or calls _exit may "
+		        "lose the end of its trace\n",
+		        pre);
+		return;
+	}
+	const char *old = getenv("LD_PRELOAD");
+	size_t n = strlen(pre) + (old ? strlen(old) : 0) + 2;
+	char *v = malloc(n);
+	if (!v)
+		return;
+	snprintf(v, n, "%s%s%s", pre, old && *old ? ":" : "", old && *old ? old : "");
+	setenv("LD_PRELOAD", v, 1);
+	free(v);
+}
+
 static void setenv_opt(const char *k, const char *v)
 {
 	if (v)
 		setenv(k, v, 1);
+}
+
+/* Lists (on stderr) the traces other processes of the command wrote: the output pattern with
+ * %p and %h as wildcards, and NAME-*.EXT (children of a command whose pattern has no %p, and
+ * exec'd images). Returns how many. */
+static size_t list_other_traces(const char *outabs, const char *main_path, time_t since)
+{
+	char *pat[2] = {strdup(outabs), NULL};
+	for (char *p = pat[0]; p && *p; p++)
+		if (p[0] == '%' && (p[1] == 'p' || p[1] == 'h'))
+			p[0] = '*', memmove(p + 1, p + 2, strlen(p + 2) + 1);
+	if (pat[0] && !strcmp(pat[0], outabs)) {
+		/* No %p: NAME-*.EXT, the extension from the base name's first dot. */
+		const char *slash = strrchr(outabs, '/');
+		const char *dot = strchr(slash ? slash : outabs, '.');
+		size_t at = dot ? (size_t)(dot - outabs) : strlen(outabs);
+		size_t len = strlen(outabs) + 3;
+		if ((pat[1] = malloc(len)))
+			snprintf(pat[1], len, "%.*s-*%s", (int)at, outabs, outabs + at);
+		free(pat[0]);
+		pat[0] = NULL;
+	}
+	size_t found = 0;
+	for (int k = 0; k < 2; k++) {
+		glob_t g;
+		if (!pat[k] || glob(pat[k], 0, NULL, &g))
+			continue;
+		for (size_t i = 0; i < g.gl_pathc; i++) {
+			struct stat sb;
+			/* Older files of the pattern are other runs'. */
+			if (stat(g.gl_pathv[i], &sb) || sb.st_mtime < since ||
+			    (main_path && !strcmp(main_path, g.gl_pathv[i])))
+				continue;
+			fprintf(stderr, "cuptrace: trace of another process of the command: %s\n",
+			        g.gl_pathv[i]);
+			found++;
+		}
+		globfree(&g);
+	}
+	free(pat[0]);
+	free(pat[1]);
+	return found;
 }
 
 int cmd_record(int argc, char **argv)
@@ -345,9 +413,12 @@ int cmd_record(int argc, char **argv)
 		char *end;
 		errno = 0;
 		unsigned long long v = strtoull(nums[i][1], &end, 10);
-		if (errno || *end || !*nums[i][1] || (i == 0 && v < 65536)) {
+		if (errno || *end || !*nums[i][1] || (i == 0 && (v < 8192 || v > (1ull << 30))) ||
+		    (i == 1 && v > 3600000)) {
 			fprintf(stderr, "cuptrace record: bad value for %s: '%s'%s\n", nums[i][0],
-			        nums[i][1], i == 0 ? " (at least 65536)" : "");
+			        nums[i][1],
+			        i == 0 ? " (a byte count from 8192 to 1073741824)"
+			               : " (milliseconds, 0 to 3600000)");
 			return EXIT_USAGE;
 		}
 	}
@@ -406,6 +477,8 @@ int cmd_record(int argc, char **argv)
 	if (!getenv("NVTX_INJECTION64_PATH"))
 		setenv("NVTX_INJECTION64_PATH", libpath, 1);
 	setenv("CUPTRACE_OUTPUT", outabs, 1);
+	setup_preload(libpath);
+	unsetenv("CUPTRACE_TAKEN"); /* set by the preload library for exec'd images only */
 	setenv_opt("CUPTRACE_FORMAT", format);
 	setenv_opt("CUPTRACE_COMPRESS", compress);
 	setenv_opt("CUPTRACE_DRIVER", driver);
@@ -433,6 +506,19 @@ int cmd_record(int argc, char **argv)
 	sigemptyset(&sa.sa_mask);
 	sigaction(SIGINT, &sa, &old_int);
 	sigaction(SIGTERM, &sa, &old_term);
+	/* Processes of the command where tracing could not start write a line here. */
+	char errfile[PATH_MAX];
+	const char *tdir = getenv("TMPDIR");
+	snprintf(errfile, sizeof(errfile), "%s/cuptrace-record-XXXXXX",
+	         tdir && *tdir ? tdir : "/tmp");
+	int efd = mkstemp(errfile);
+	if (efd >= 0) {
+		close(efd);
+		setenv("CUPTRACE_ERROR_FILE", errfile, 1);
+	} else {
+		errfile[0] = 0;
+	}
+	time_t started = time(NULL) - 1; /* mtime granularity: a second */
 	child_pid = fork();
 	if (child_pid < 0) {
 		perror("cuptrace record: fork");
@@ -460,6 +546,8 @@ int cmd_record(int argc, char **argv)
 	while (waitpid(child_pid, &st, 0) < 0 && errno == EINTR)
 		;
 	if (k == (ssize_t)sizeof(exec_errno)) {
+		if (errfile[0])
+			unlink(errfile);
 		fprintf(stderr, "cuptrace record: cannot run '%s': %s\n", argv[optind],
 		        exec_errno == ENOENT ? "command not found" : strerror(exec_errno));
 		return exec_errno == ENOENT ? 127 : 126;
@@ -468,35 +556,38 @@ int cmd_record(int argc, char **argv)
 	/* Where did the trace go? The pid of the command is the one that matters first. */
 	char *expected = cuptrace_path_expand(outabs, (int)child_pid);
 	struct stat sb;
-	if (expected && stat(expected, &sb) == 0) {
+	int have_main = expected && stat(expected, &sb) == 0 && sb.st_mtime >= started;
+	if (have_main)
 		fprintf(stderr, "cuptrace: %s: %lld bytes\n", expected, (long long)sb.st_size);
-	} else {
-		/* Maybe only children of the command used CUDA: look for any file of the pattern.
-		 */
-		char *pat = strdup(outabs);
-		for (char *p = pat; p && *p; p++)
-			if (p[0] == '%' && (p[1] == 'p' || p[1] == 'h'))
-				p[0] = '*', memmove(p + 1, p + 2, strlen(p + 2) + 1);
-		glob_t g;
-		size_t found = 0;
-		if (pat && strcmp(pat, outabs) && glob(pat, 0, NULL, &g) == 0) {
-			found = g.gl_pathc;
-			for (size_t i = 0; i < g.gl_pathc; i++)
-				fprintf(stderr, "cuptrace: trace of a child process: %s\n",
-				        g.gl_pathv[i]);
-			globfree(&g);
-		}
-		free(pat);
-		if (!found) {
+	{
+		/* Children of the command that used CUDA, and exec'd images: their traces are
+		 * NAME-<pid>.EXT, or the pattern's %p / %h filled in. */
+		size_t found = list_other_traces(outabs, expected, started);
+		if (!found && !have_main)
 			fprintf(
 			    stderr,
 			    "cuptrace record: no trace was written. Either the program never "
 			    "initialized CUDA, or tracing could not start (see the messages "
 			    "above: CUPTI already in use by another tool, unwritable output).\n");
+	}
+	free(expected);
+	if (errfile[0]) {
+		int failed = 0, ch;
+		FILE *ef = fopen(errfile, "r");
+		while (ef && (ch = fgetc(ef)) != EOF)
+			failed += ch == '\n';
+		if (ef)
+			fclose(ef);
+		unlink(errfile);
+		if (failed) {
+			fprintf(stderr,
+			        "cuptrace record: tracing could not start in %d process%s of the "
+			        "command (see above)%s\n",
+			        failed, failed > 1 ? "es" : "",
+			        status ? "" : "; exit status 1 though the command succeeded");
 			if (!status)
 				status = EXIT_FAIL;
 		}
 	}
-	free(expected);
 	return status;
 }

@@ -30,6 +30,10 @@ run memory "$build/examples/memory"
 run peer_copy "$build/examples/peer_copy"
 run nvtx "$build/examples/nvtx"
 run multi_gpu "$build/examples/multi_gpu"
+# Two runs that differ on purpose, and a longer one, for `cuptrace diff`.
+run steps_base "$build/examples/steps" --steps 10
+run steps_changed "$build/examples/steps" --steps 10 --slow --extra
+run steps_long "$build/examples/steps" --steps 20
 if python3 -c 'import torch; assert torch.cuda.is_available()' 2>/dev/null; then
 	run torch_train python3 "$src/examples/torch_train.py" --steps 3
 fi

@@ -28,6 +28,7 @@
 #include <cupti.h>
 
 #include "collect/api_enable.h"
+#include "collect/preload.h"
 #include "collect/queue.h"
 #include "collect/runtime_watch.h"
 #include "common/log.h"
@@ -55,6 +56,9 @@ static struct session {
 	int summary;
 	int driver_all;
 	int runtime_mode; /* enum cuptrace_runtime_mode */
+	unsigned
+	    fault_every; /* CUPTRACE_FAULT_BUFFERS: refuse every n-th buffer request (drills) */
+	atomic_uint buffer_requests;
 	int64_t start_boot, start_real;
 	int64_t t_finish_start;
 
@@ -83,6 +87,8 @@ static struct session {
 
 	CUpti_SubscriberHandle subscriber;
 	int atexit_done;
+	int queue_ready;                          /* the queue outlives sessions (see start) */
+	cuptrace_preload_register_fn preload_reg; /* libcuptrace_preload.so, when preloaded */
 	struct sigaction old_int, old_term;
 	int handlers_installed[2];
 } S = {.lock = PTHREAD_MUTEX_INITIALIZER, .sigpipe = {-1, -1}};
@@ -231,6 +237,15 @@ static int lookup_thread_name(int64_t tid, char *out, size_t n)
 static void CUPTIAPI buffer_requested(uint8_t **buffer, size_t *size, size_t *max_records)
 {
 	remember_thread_name();
+	/* Fault injection for the drills: a refused buffer makes CUPTI drop records, which it
+	 * must count (cuptiActivityGetNumDroppedRecords) and cuptrace must report. */
+	if (S.fault_every &&
+	    atomic_fetch_add(&S.buffer_requests, 1) % S.fault_every == S.fault_every - 1) {
+		*buffer = NULL;
+		*size = 0;
+		*max_records = 0;
+		return;
+	}
 	/* calloc of a large block is fresh mmap'd memory: already zero, so CUPTI need not clear
 	 * it on the application thread (ZEROED_OUT_ACTIVITY_BUFFER is set). */
 	*buffer = calloc(1, S.buffer_size);
@@ -241,11 +256,14 @@ static void CUPTIAPI buffer_requested(uint8_t **buffer, size_t *size, size_t *ma
 static void CUPTIAPI buffer_completed(CUcontext ctx, uint32_t stream, uint8_t *buffer, size_t size,
                                       size_t valid)
 {
+	/* Drops are counted per buffer queue: this buffer's context and stream (NULL, 0: the
+	 * global queue). Reading the count resets it, so nothing is counted twice. */
 	size_t dropped = 0;
-	if (cuptiActivityGetNumDroppedRecords(NULL, 0, &dropped) == CUPTI_SUCCESS && dropped)
+	if (cuptiActivityGetNumDroppedRecords(ctx, stream, &dropped) == CUPTI_SUCCESS && dropped)
 		atomic_fetch_add(&S.cupti_dropped, dropped);
-	if (!valid || atomic_load(&S.state) == ST_DONE) {
-		free(buffer);
+	int st = atomic_load(&S.state);
+	if (!valid || (st != ST_RUNNING && st != ST_STOPPING)) {
+		free(buffer); /* a finished session's, or empty */
 		return;
 	}
 	atomic_fetch_add(&S.buffers, 1);
@@ -317,6 +335,19 @@ static int64_t record_tid(const CUpti_Activity *r)
 	}
 }
 
+/* The first write error is the one reported, once, whenever it shows (a full disk shows at a
+ * periodic write or only at the end); what was written before it still loads. Writer thread,
+ * or the finishing thread once the writer has ended. */
+static void note_write_err(int err)
+{
+	if (!err || S.write_err)
+		return;
+	S.write_err = err;
+	cuptrace_err("writing %s failed: %s; the trace stops there (what was written before "
+	             "loads)",
+	             S.path, strerror(-err));
+}
+
 static void handle_buffer(uint8_t *buf, size_t valid)
 {
 	drain_startend(); /* before the markers that may use them */
@@ -352,11 +383,7 @@ static void handle_buffer(uint8_t *buf, size_t valid)
 		err = cuptrace_capture_records(S.cap, S.recs, S.sizes, n);
 	else if (S.conv)
 		err = cuptrace_converter_add(S.conv, S.recs, n);
-	if (err && !S.write_err) {
-		S.write_err = err;
-		cuptrace_err("writing %s failed: %s; the rest of the trace is lost", S.path,
-		             strerror(-err));
-	}
+	note_write_err(err);
 }
 
 /* Trivial runtime calls worth keeping (runtime_watch.h), as one batch of their own. */
@@ -379,8 +406,7 @@ static void handle_kept_calls(void)
 		int err = S.cap    ? cuptrace_capture_records(S.cap, ptrs, sizes, n)
 		          : S.conv ? cuptrace_converter_add(S.conv, ptrs, n)
 		                   : 0;
-		if (err && !S.write_err)
-			S.write_err = err;
+		note_write_err(err);
 	} else {
 		atomic_fetch_add(&S.records_dropped, n);
 	}
@@ -418,9 +444,9 @@ static void *writer_main(void *arg)
 		/* Idle or not, hand buffered bytes to the file about once a flush period, so a
 		 * SIGKILL loses at most that much. */
 		if (S.cap)
-			cuptrace_capture_flush(S.cap);
+			note_write_err(cuptrace_capture_flush(S.cap));
 		else if (S.sink && S.sink->ops->tick)
-			S.sink->ops->tick(S.sink);
+			note_write_err(S.sink->ops->tick(S.sink));
 	}
 	handle_kept_calls();
 	report_dropped();
@@ -652,6 +678,65 @@ static int open_output(void)
 	return 0;
 }
 
+/* Called by libcuptrace_preload.so just before exec or _exit in this process: neither runs
+ * atexit handlers, so finish here. For exec, the path goes into the new image's environment
+ * (CUPTRACE_TAKEN) so that it does not write over this trace. */
+static void preload_hook(int why, char *path, size_t n)
+{
+	if (why == CUPTRACE_PRELOAD_EXEC && path && n)
+		snprintf(path, n, "%s",
+		         atomic_load(&S.state) == ST_RUNNING && S.path ? S.path : "");
+	finish_session();
+}
+
+/* Is path among the names earlier images of this process wrote (CUPTRACE_TAKEN)? */
+static int path_taken(const char *path)
+{
+	const char *t = getenv(CUPTRACE_TAKEN_ENV);
+	size_t n = strlen(path);
+	while (t && *t) {
+		const char *end = strchr(t, ':');
+		size_t len = end ? (size_t)(end - t) : strlen(t);
+		if (len == n && !memcmp(t, path, n))
+			return 1;
+		t = end ? end + 1 : NULL;
+	}
+	return 0;
+}
+
+/* NAME.EXT -> NAME-<tag>.EXT, the extension being everything from the first dot of the base
+ * name (run.pftrace.gz -> run-123.pftrace.gz). Returns malloc'd memory or NULL. */
+static char *path_with_tag(const char *path, const char *tag)
+{
+	const char *slash = strrchr(path, '/');
+	const char *dot = strchr(slash ? slash : path, '.');
+	size_t at = dot ? (size_t)(dot - path) : strlen(path);
+	size_t len = strlen(path) + strlen(tag) + 2;
+	char *out = malloc(len);
+	if (out)
+		snprintf(out, len, "%.*s-%s%s", (int)at, path, tag, path + at);
+	return out;
+}
+
+/* Everything a session counts starts from zero (the C API may run many sessions). */
+static void reset_counters(void)
+{
+	atomic_store(&S.buffers, 0);
+	atomic_store(&S.buffers_dropped, 0);
+	atomic_store(&S.records_dropped, 0);
+	atomic_store(&S.cupti_dropped, 0);
+	atomic_store(&S.stop_flusher, 0);
+	S.records = 0;
+	memset(S.kind_counts, 0, sizeof(S.kind_counts));
+	S.last_cupti_dropped = S.last_cuptrace_dropped = 0;
+	S.write_err = 0;
+	S.bytes_written = 0;
+	S.dying_signal = 0;
+	pthread_mutex_lock(&startend.lock);
+	startend.n = 0;
+	pthread_mutex_unlock(&startend.lock);
+}
+
 static void atexit_handler(void)
 {
 	if (getpid() != S.pid)
@@ -728,6 +813,23 @@ static int setup_cupti(int injected)
 	return 0;
 }
 
+/* `cuptrace record` learns that tracing failed to start in some process of the command (and
+ * so exits non-zero though the program succeeded) from a line in CUPTRACE_ERROR_FILE. */
+static void note_start_failure(int err)
+{
+	const char *f = getenv("CUPTRACE_ERROR_FILE");
+	if (!f || !*f)
+		return;
+	int fd = open(f, O_WRONLY | O_APPEND | O_CLOEXEC);
+	if (fd < 0)
+		return;
+	char line[128];
+	int n = snprintf(line, sizeof(line), "%d %s\n", (int)getpid(), strerror(-err));
+	ssize_t w = write(fd, line, (size_t)n);
+	(void)w;
+	close(fd);
+}
+
 int cuptrace_collect_start(const char *path, int injected)
 {
 	pthread_mutex_lock(&S.lock);
@@ -751,19 +853,30 @@ int cuptrace_collect_start(const char *path, int injected)
 	 * their own: without %p in the name they would overwrite the command's trace. */
 	char *own = NULL;
 	const char *root = getenv("CUPTRACE_ROOT_PID");
-	if (root && atoi(root) != (int)S.pid && !strstr(tmpl, "%p")) {
-		const char *slash = strrchr(tmpl, '/');
-		const char *dot = strchr(slash ? slash : tmpl, '.');
-		size_t at = dot ? (size_t)(dot - tmpl) : strlen(tmpl);
-		own = malloc(strlen(tmpl) + 4);
-		if (own)
-			sprintf(own, "%.*s-%%p%s", (int)at, tmpl, tmpl + at);
-	}
+	if (root && atoi(root) != (int)S.pid && !strstr(tmpl, "%p"))
+		own = path_with_tag(tmpl, "%p");
 	S.path = cuptrace_path_expand(own ? own : tmpl, (int)S.pid);
 	free(own);
-	S.buffer_size = env_size("CUPTRACE_BUFFER_SIZE", 4u << 20, 64u << 10, 1u << 30);
+	/* An exec'd image has its predecessor's pid, so its predecessor's name: pick the first
+	 * of NAME-<pid>.EXT, NAME-<pid>-2.EXT, ... that no earlier image wrote. */
+	for (int k = 1; S.path && path_taken(S.path) && k < 1000; k++) {
+		char tag[48];
+		if (k == 1)
+			snprintf(tag, sizeof(tag), "%d", (int)S.pid);
+		else
+			snprintf(tag, sizeof(tag), "%d-%d", (int)S.pid, k);
+		own = path_with_tag(tmpl, tag);
+		char *next = own ? cuptrace_path_expand(own, (int)S.pid) : NULL;
+		free(own);
+		own = NULL;
+		free(S.path);
+		S.path = next;
+	}
+	S.buffer_size = env_size("CUPTRACE_BUFFER_SIZE", 4u << 20, 8u << 10, 1u << 30);
 	S.buffer_size &= ~(size_t)7;
 	S.flush_ms = (int)env_size("CUPTRACE_FLUSH_MS", 1000, 0, 3600000);
+	S.fault_every = (unsigned)env_size("CUPTRACE_FAULT_BUFFERS", 0, 0, 1u << 30);
+	atomic_store(&S.buffer_requests, 0);
 	size_t qcap = env_size("CUPTRACE_QUEUE", 64, 1, 1u << 20);
 	const char *sum = getenv("CUPTRACE_SUMMARY");
 	S.summary = !(sum && !strcmp(sum, "0"));
@@ -775,10 +888,17 @@ int cuptrace_collect_start(const char *path, int injected)
 		cuptrace_warn("ignoring CUPTRACE_RUNTIME=%s (expected filtered, watch or all)", rt);
 		S.runtime_mode = CUPTRACE_RUNTIME_FILTERED;
 	}
-	if (!S.path || cuptrace_queue_init(&S.queue, qcap)) {
+	/* The queue is made once and reopened by later sessions: CUPTI may still hand a
+	 * finished session's buffer to buffer_completed, which must find a live queue. */
+	if (!S.path || (!S.queue_ready && cuptrace_queue_init(&S.queue, qcap))) {
+		free(S.path);
+		S.path = NULL;
 		ret = -ENOMEM;
 		goto out;
 	}
+	S.queue_ready = 1;
+	cuptrace_queue_reopen(&S.queue);
+	reset_counters();
 	cuptrace_u64map_init(&S.tids);
 	if ((ret = setup_cupti(injected)))
 		goto out_cupti;
@@ -796,6 +916,12 @@ int cuptrace_collect_start(const char *path, int injected)
 		S.atexit_done = 1;
 		atexit(atexit_handler);
 	}
+	/* exec and _exit skip atexit: libcuptrace_preload.so (put in LD_PRELOAD by `cuptrace
+	 * record`) calls preload_hook first. Looked up each start: it is there or not. */
+	S.preload_reg =
+	    (cuptrace_preload_register_fn)dlsym(RTLD_DEFAULT, CUPTRACE_PRELOAD_REGISTER);
+	if (S.preload_reg)
+		S.preload_reg(preload_hook);
 	cuptrace_info("tracing pid %d into %s%s", (int)S.pid, S.path,
 	              injected ? " (injected)" : "");
 	goto out;
@@ -806,8 +932,12 @@ out_cupti:
 	if (S.subscriber)
 		cuptiUnsubscribe(S.subscriber);
 	S.subscriber = NULL;
-	atomic_store(&S.state, ST_DONE);
+	free(S.path);
+	S.path = NULL;
+	atomic_store(&S.state, ST_IDLE); /* a later cuptrace_start may try again */
 out:
+	if (ret && ret != -EALREADY)
+		note_start_failure(ret);
 	pthread_mutex_unlock(&S.lock);
 	return ret;
 }
@@ -927,8 +1057,7 @@ static void finish_session(void)
 	}
 	S.bytes_written = file_size(S.path);
 	double ms = (double)(cuptrace_now_ns(CLOCK_MONOTONIC) - t0) / 1e6;
-	if (err)
-		cuptrace_err("the trace %s may be incomplete: %s", S.path, strerror(-err));
+	note_write_err(err);
 	if (!atomic_load(&S.buffers) && S.records == 0)
 		cuptrace_warn("CUPTI delivered no records to cuptrace. If the program used CUDA, "
 		              "another CUPTI client in this process (torch.profiler, nsys) may "
@@ -953,6 +1082,21 @@ static void finish_session(void)
 	S.sizes = NULL;
 	S.rec_cap = 0;
 	cuptrace_u64map_free(&S.tids);
+	if (S.preload_reg)
+		S.preload_reg(NULL);
+	S.preload_reg = NULL;
+	for (int i = 0; i < 2; i++) {
+		if (S.sigpipe[i] >= 0 && !S.dying_signal)
+			close(S.sigpipe[i]);
+		if (!S.dying_signal)
+			S.sigpipe[i] = -1;
+	}
+	if (S.dying_signal)
+		return; /* the flush thread re-raises the signal next: the process ends */
+	free(S.path);
+	S.path = NULL;
+	/* Ready for another cuptrace_start (the C API may cycle start/stop). */
+	atomic_store(&S.state, ST_IDLE);
 }
 
 int cuptrace_collect_stop(void)

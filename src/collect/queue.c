@@ -36,6 +36,17 @@ void cuptrace_queue_destroy(struct cuptrace_queue *q)
 	pthread_cond_destroy(&q->cond);
 }
 
+void cuptrace_queue_reopen(struct cuptrace_queue *q)
+{
+	pthread_mutex_lock(&q->lock);
+	for (size_t i = 0; i < q->len; i++)
+		free(q->items[(q->head + i) % q->cap].buf);
+	q->head = q->len = 0;
+	q->closed = 0;
+	q->high_water = 0;
+	pthread_mutex_unlock(&q->lock);
+}
+
 int cuptrace_queue_push(struct cuptrace_queue *q, struct cuptrace_qitem it)
 {
 	int ret = 0;

@@ -24,6 +24,8 @@ struct cuptrace_queue {
 
 int cuptrace_queue_init(struct cuptrace_queue *q, size_t cap);
 void cuptrace_queue_destroy(struct cuptrace_queue *q);
+/* Empties (freeing what it holds) and opens a closed queue again, for the next session. */
+void cuptrace_queue_reopen(struct cuptrace_queue *q);
 /* 0, or -ENOSPC if full, -EPIPE if closed (the item stays the caller's). */
 int cuptrace_queue_push(struct cuptrace_queue *q, struct cuptrace_qitem it);
 /* Waits up to timeout_ms for an item. 1: got one; 0: timed out; -EPIPE: closed and empty. */

@@ -1,0 +1,73 @@
+#!/usr/bin/env python3
+"""Memory benchmark: peak RSS of a launch loop traced by cuptrace, against the CUPTI floor (a
+client that enables the same activity kinds and discards every buffer), at 0.5 M and 4 M
+kernels. What cuptrace adds is its own memory: buffers queued for the writer, the converter's
+tables, the stream reorder window, the output buffer.
+
+    tools/bench/rss_bench.py BUILD_DIR [--reps 3] [--threads 4] [--kernels 500000,4000000]
+
+Runs examples/multi_stream (tiny kernels, back to back) under each variant, interleaved, and
+prints the median peak RSS (ru_maxrss of the child) of each, and the difference with its range
+over the repetitions. Each run's wall time is printed too, so a run that swapped stands out."""
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+
+def run(cmd, env):
+    t0 = time.monotonic()
+    p = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    _, status, ru = os.wait4(p.pid, 0)
+    err = p.stderr.read().decode(errors="replace")
+    p.stderr.close()
+    if os.waitstatus_to_exitcode(status) != 0:
+        sys.exit(f"rss_bench: {' '.join(cmd)} failed:\n{err}")
+    return ru.ru_maxrss / 1024.0, time.monotonic() - t0  # MiB, s
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("build")
+    ap.add_argument("--reps", type=int, default=3)
+    ap.add_argument("--threads", type=int, default=4)
+    ap.add_argument("--kernels", default="500000,4000000")
+    a = ap.parse_args()
+    build = os.path.abspath(a.build)
+    ex = os.path.join(build, "examples", "multi_stream")
+    tmp = tempfile.mkdtemp()
+    variants = {
+        "floor": {"CUDA_INJECTION64_PATH": os.path.join(build, "libcupti_floor.so")},
+        "cuptrace": {
+            "CUDA_INJECTION64_PATH": os.path.join(build, "libcuptrace.so"),
+            "CUPTRACE_OUTPUT": os.path.join(tmp, "t.pftrace"),
+            "CUPTRACE_SUMMARY": "0",
+        },
+    }
+    print(f"rss_bench: multi_stream, {a.threads} threads, median of {a.reps} interleaved runs")
+    print(f"{'kernels':>10} {'floor MiB':>10} {'cuptrace MiB':>13} {'added MiB':>10} "
+          f"{'added range':>14} {'floor s':>8} {'cuptrace s':>10}")
+    for k in [int(x) for x in a.kernels.split(",")]:
+        per = k // a.threads
+        res = {v: [] for v in variants}
+        for _ in range(a.reps):
+            for v, extra in variants.items():
+                env = dict(os.environ, **extra)
+                res[v].append(run([ex, str(a.threads), str(per)], env))
+        fl = [r[0] for r in res["floor"]]
+        ct = [r[0] for r in res["cuptrace"]]
+        added = sorted(c - f for c, f in zip(ct, fl))
+        print(f"{per * a.threads:>10} {statistics.median(fl):>10.1f} {statistics.median(ct):>13.1f} "
+              f"{statistics.median(ct) - statistics.median(fl):>10.1f} "
+              f"{added[0]:>6.1f}..{added[-1]:<6.1f} "
+              f"{statistics.median(r[1] for r in res['floor']):>8.2f} "
+              f"{statistics.median(r[1] for r in res['cuptrace']):>10.2f}")
+        size = os.path.getsize(os.path.join(tmp, "t.pftrace"))
+        print(f"{'':>10} trace: {size} bytes, {size / (per * a.threads):.2f} bytes/kernel")
+
+
+if __name__ == "__main__":
+    main()
