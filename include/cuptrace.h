@@ -15,7 +15,7 @@
  *                         .pftrace.gz, .json, .json.gz (Chrome JSON), .cupti (raw capture).
  *   CUPTRACE_FORMAT       perfetto | chrome | capture
  *   CUPTRACE_COMPRESS     chunks | gzip | none (default: from the extension)
- *   CUPTRACE_BUFFER_SIZE  bytes per CUPTI activity buffer (default 4194304, 8192 to 1 GiB)
+ *   CUPTRACE_BUFFER_SIZE  bytes per CUPTI activity buffer (default 1048576, 8192 to 1 GiB)
  *   CUPTRACE_QUEUE        completed buffers waiting for the writer before cuptrace drops one
  *                         (default 64; a dropped buffer's records are counted in the trace)
  *   CUPTRACE_FLUSH_MS     how often records are pulled from CUPTI and written (default 1000)

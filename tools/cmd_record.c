@@ -45,7 +45,7 @@ static void record_usage(FILE *f)
 	       "                        slices around the CUDA calls they make (Python programs;\n"
 	       "                        inherited by child processes, e.g. under torchrun)\n"
 	       "      --pytorch-shapes  as --pytorch, with each op's input shapes as arguments\n"
-	       "      --buffer-size N   bytes per CUPTI buffer (default 4194304)\n"
+	       "      --buffer-size N   bytes per CUPTI buffer (default 1048576)\n"
 	       "      --flush-ms N      write records at least this often (default 1000)\n"
 	       "      --no-summary      no end-of-run summary on stderr\n"
 	       "      --no-check        skip the check for a CUDA device\n"

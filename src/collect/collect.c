@@ -872,7 +872,8 @@ int cuptrace_collect_start(const char *path, int injected)
 		free(S.path);
 		S.path = next;
 	}
-	S.buffer_size = env_size("CUPTRACE_BUFFER_SIZE", 4u << 20, 8u << 10, 1u << 30);
+	S.buffer_size = env_size("CUPTRACE_BUFFER_SIZE", CUPTRACE_DEFAULT_BUFFER_SIZE, 8u << 10,
+	                         1u << 30);
 	S.buffer_size &= ~(size_t)7;
 	S.flush_ms = (int)env_size("CUPTRACE_FLUSH_MS", 1000, 0, 3600000);
 	S.fault_every = (unsigned)env_size("CUPTRACE_FAULT_BUFFERS", 0, 0, 1u << 30);
@@ -1064,6 +1065,12 @@ static void finish_session(void)
 		              "have taken them: only one CUPTI client works per process.");
 	if (S.summary)
 		print_summary(ms);
+	/* Where the tracer's memory went, for CUPTRACE_LOG=info (tools/bench/rss_bench.py). */
+	cuptrace_info("writer queue: at most %llu of %zu buffers of %zu bytes waiting",
+	              (unsigned long long)S.queue.high_water, S.queue.cap, S.buffer_size);
+	if (S.conv)
+		cuptrace_info("reorder window: at most %llu GPU records held",
+		              (unsigned long long)cuptrace_converter_counts(S.conv)->window_peak);
 	if (S.conv) {
 		cuptrace_converter_free(S.conv);
 		S.conv = NULL;

@@ -7,6 +7,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* Bytes per CUPTI activity buffer unless CUPTRACE_BUFFER_SIZE says otherwise (the floor uses
+ * the same). 1 MiB: a 4 MiB buffer took no less time per record on a launch-bound loop, and the
+ * buffers waiting for the writer in a burst are most of what the tracer's memory is. */
+#define CUPTRACE_DEFAULT_BUFFER_SIZE (1u << 20)
+
 /* Activity kinds recorded. CONCURRENT_KERNEL (not KERNEL, which serializes the GPU). DEVICE
  * and CONTEXT name the GPU tracks; the rest are the timeline. */
 static const CUpti_ActivityKind cuptrace_kinds[] = {

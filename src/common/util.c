@@ -75,9 +75,12 @@ static size_t find_slot(const struct cuptrace_u64map *m, uint64_t key)
 	return i;
 }
 
+/* Rehashes into a table twice as large, or as large as now when most of the load is tombstones
+ * (a map used as a sliding window, like the converter's correlation index, deletes as much as it
+ * inserts and must not double forever). */
 static int grow(struct cuptrace_u64map *m)
 {
-	size_t ncap = m->cap ? m->cap * 2 : 64;
+	size_t ncap = !m->cap ? 64 : m->len * 2 < m->cap ? m->cap : m->cap * 2;
 	struct cuptrace_u64map n = {
 	    .keys = malloc(ncap * sizeof(uint64_t)),
 	    .vals = malloc(ncap * sizeof(uint64_t)),

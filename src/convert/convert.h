@@ -44,6 +44,7 @@ struct cuptrace_convert_counts {
 	uint64_t unlinked_gpu;   /* GPU activities whose API record never arrived */
 	uint64_t pending_forced; /* API calls written before all their GPU work arrived */
 	uint64_t lanes;          /* extra lane tracks created for overlapping work */
+	uint64_t window_peak;    /* most GPU records the reorder window held at once */
 };
 
 struct cuptrace_converter;

@@ -49,9 +49,10 @@ struct gpu_slot {
 	struct pending_api api;
 };
 
-/* GPU records the window holds between batches (~350 bytes each with the heap entry: 11 MB):
- * more than one whole 4 MB CUPTI buffer of kernel records. */
-#define GPU_WINDOW (1u << 15)
+/* GPU records the window holds between batches (~350 bytes each with the heap entry: 5.6 MB):
+ * more than four whole 1 MiB CUPTI buffers of kernel records, the default size; records arrive
+ * out of order by about one buffer's worth. */
+#define GPU_WINDOW (1u << 14)
 
 static struct stream *get_stream(struct cuptrace_converter *c, uint32_t dev, uint32_t ctx,
                                  uint32_t id, uint32_t *idx_out)
@@ -352,6 +353,8 @@ static int heap_push(struct cuptrace_converter *c, const struct gwork *w)
 		return c->err = -ENOMEM;
 	c->heap = h;
 	size_t i = c->nheap++;
+	if (c->nheap > c->counts.window_peak)
+		c->counts.window_peak = c->nheap;
 	h[i] = *w;
 	for (; i > 0 && gwork_before(&h[i], &h[(i - 1) / 2]); i = (i - 1) / 2)
 		gwork_swap(h, i, (i - 1) / 2);

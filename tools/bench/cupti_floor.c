@@ -4,6 +4,8 @@
  * the source as in cuptrace's default (the runtime's own driver calls, trivial runtime calls);
  * CUPTRACE_RUNTIME=all and CUPTRACE_DRIVER=all keep them, as they do for cuptrace. */
 #include <cupti.h>
+#include <pthread.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -11,9 +13,11 @@
 #include "collect/kinds.h"
 #include "collect/api_enable.h"
 
+static size_t buffer_size = CUPTRACE_DEFAULT_BUFFER_SIZE;
+
 static void CUPTIAPI req(uint8_t **b, size_t *sz, size_t *max)
 {
-	*sz = 4u << 20;
+	*sz = buffer_size;
 	*b = calloc(1, *sz);
 	*max = 0;
 }
@@ -47,6 +51,20 @@ static int has_kind(const char *list, int k)
 		p = *end == ',' ? end + 1 : end;
 	}
 	return 0;
+}
+
+/* The same periodic flush as cuptrace (CUPTRACE_FLUSH_MS, default 1000; 0: none): without it
+ * CUPTI keeps completed records longer, and the floor's memory is not the one cuptrace runs on. */
+static int flush_ms = 1000;
+static void *flusher(void *arg)
+{
+	(void)arg;
+	for (;;) {
+		struct timespec ts = {flush_ms / 1000, (long)(flush_ms % 1000) * 1000000L};
+		nanosleep(&ts, NULL);
+		cuptiActivityFlushAll(0);
+	}
+	return NULL;
 }
 
 static void at_exit(void)
@@ -87,5 +105,20 @@ __attribute__((visibility("default"))) int InitializeInjection(void)
 	if (api && only && !has_kind(only, CUPTI_ACTIVITY_KIND_RUNTIME))
 		cuptiActivityDisable(CUPTI_ACTIVITY_KIND_RUNTIME);
 	atexit(at_exit);
+	const char *bs = getenv("CUPTRACE_BUFFER_SIZE");
+	if (bs && strtoull(bs, NULL, 10) >= 8192)
+		buffer_size = (size_t)strtoull(bs, NULL, 10) & ~(size_t)7;
+	const char *fm = getenv("CUPTRACE_FLUSH_MS");
+	if (fm)
+		flush_ms = atoi(fm);
+	if (flush_ms > 0) {
+		pthread_t t;
+		sigset_t all, old;
+		sigfillset(&all);
+		pthread_sigmask(SIG_SETMASK, &all, &old);
+		if (!pthread_create(&t, NULL, flusher, NULL))
+			pthread_detach(t);
+		pthread_sigmask(SIG_SETMASK, &old, NULL);
+	}
 	return 1;
 }
