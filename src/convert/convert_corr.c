@@ -11,7 +11,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define CORR_RING (1u << 17) /* correlation states kept: ~9 MB */
+/* Correlation states kept (72 bytes each: 4.7 MB, and the index over them). A GPU record comes
+ * at most the GPU's queue depth of launches (a few thousand) after its API call's; a state is
+ * reused only after 65,536 later calls. */
+#define CORR_RING (1u << 16)
 
 static struct corr_state *corr_get(struct cuptrace_converter *c, uint32_t corr, int create);
 static int emit_pending(struct cuptrace_converter *c, size_t idx, int forced);
@@ -31,7 +34,7 @@ static struct corr_state *corr_get(struct cuptrace_converter *c, uint32_t corr, 
 		return &c->corr[*slot - 1];
 	if (!create)
 		return NULL;
-	/* Reuse the oldest slot of the ring: its correlation id is a million calls old. */
+	/* Reuse the oldest slot of the ring: its correlation id is 65,536 calls old. */
 	size_t i = c->corr_head;
 	c->corr_head = (c->corr_head + 1) % c->corr_cap;
 	struct corr_state *s = &c->corr[i];

@@ -49,10 +49,10 @@ struct gpu_slot {
 	struct pending_api api;
 };
 
-/* GPU records the window holds between batches (~350 bytes each with the heap entry: 5.6 MB):
- * more than four whole 1 MiB CUPTI buffers of kernel records, the default size; records arrive
- * out of order by about one buffer's worth. */
-#define GPU_WINDOW (1u << 14)
+/* GPU records the window holds between batches (~350 bytes each with the heap entry: 2.8 MB):
+ * the kernel records of about four 1 MiB CUPTI buffers, the default size; records arrive out of
+ * order by about one buffer's worth. */
+#define GPU_WINDOW (1u << 13)
 
 static struct stream *get_stream(struct cuptrace_converter *c, uint32_t dev, uint32_t ctx,
                                  uint32_t id, uint32_t *idx_out)
