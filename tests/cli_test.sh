@@ -39,6 +39,28 @@ expect 3 "no trace was written" "$ct" record --no-check -o "$tmp/x.pftrace" -- s
 # libcuptrace_preload.so goes first in the program's LD_PRELOAD, before the program's own.
 expect 0 "libcuptrace_preload.so:/x.so" env LD_PRELOAD=/x.so "$ct" record --no-check \
 	-o "$tmp/x.pftrace" -- sh -c 'echo "$LD_PRELOAD"' 2>/dev/null
+# Unknown options and impossible values: usage errors (2), said in one line.
+expect 2 "unrecognized option" "$ct" record --bogus -- true
+expect 2 "bad value for --buffer-size" "$ct" record --buffer-size 0 -- true
+expect 2 "bad value for --buffer-size" "$ct" record --buffer-size 2G -- true
+expect 2 "bad value for --flush-ms" "$ct" record --flush-ms -5 -- true
+expect 2 "unrecognized option" "$ct" convert --bogus "$CUPTRACE_TEST_DATA/vector_add.cupti"
+expect 2 "unrecognized option" "$ct" stats --bogus "$CUPTRACE_TEST_DATA/vector_add.cupti"
+# CUPTI missing, or too old (a stand-in libcupti.so.13 that says it is 12.0), found first on
+# LD_LIBRARY_PATH: record says so, and what to do, before running anything.
+if command -v cc >/dev/null 2>&1; then
+	mkdir -p "$tmp/nocupti" "$tmp/oldcupti"
+	: >"$tmp/nocupti/libcupti.so.13"
+	expect 1 "is CUPTI installed" env LD_LIBRARY_PATH="$tmp/nocupti" "$ct" record --no-check \
+		-o "$tmp/x.pftrace" -- true
+	echo 'int cuptiGetVersion(unsigned *v) { *v = 120000; return 0; }' >"$tmp/oldcupti/old.c"
+	if cc -shared -fPIC -Wl,-soname,libcupti.so.13 -o "$tmp/oldcupti/libcupti.so.13" \
+		"$tmp/oldcupti/old.c" 2>/dev/null; then
+		expect 1 "version 12.0 (120000); cuptrace needs CUPTI 13.0 or newer" \
+			env LD_LIBRARY_PATH="$tmp/oldcupti" "$ct" record --no-check -o "$tmp/x.pftrace" -- true
+	fi
+	[ -e "$tmp/x.pftrace" ] && { echo "FAIL: a failed record left a file"; fail=1; }
+fi
 expect 2 "need one INPUT" "$ct" convert
 expect 1 "cannot read" "$ct" convert /nonexistent.cupti -o "$tmp/o.pftrace"
 head -c 5000 /dev/urandom >"$tmp/garbage.bin"

@@ -153,17 +153,64 @@ static int probe_device(const void *arg, char *m, size_t n)
 		return 1;
 	}
 	if (r) {
-		snprintf(m, n, "the CUDA driver failed to initialize (error %d)", r);
+		snprintf(m, n,
+		         "the CUDA driver failed to initialize (error %d): does nvidia-smi see the "
+		         "GPU, and does the driver match the installed CUDA?",
+		         r);
+		return 1;
+	}
+	/* CUDA 13's CUPTI traces compute capability 7.5 (Turing) and newer. */
+	int (*attr)(int *, int, int) = (int (*)(int *, int, int))dlsym(h, "cuDeviceGetAttribute");
+	int (*name)(char *, int, int) = (int (*)(char *, int, int))dlsym(h, "cuDeviceGetName");
+	int usable = 0, major = 0, minor = 0;
+	char gpu[128] = "?";
+	for (int d = 0; attr && d < nd; d++) {
+		int ma = 0, mi = 0;
+		attr(&ma, 75 /* COMPUTE_CAPABILITY_MAJOR */, d);
+		attr(&mi, 76 /* COMPUTE_CAPABILITY_MINOR */, d);
+		if (ma * 10 + mi >= 75)
+			usable++;
+		else if (!major && name)
+			name(gpu, sizeof(gpu), d), major = ma, minor = mi;
+	}
+	if (attr && !usable) {
+		snprintf(m, n,
+		         "%s (compute capability %d.%d) cannot be traced: CUDA 13's CUPTI supports "
+		         "compute capability 7.5 (Turing) and newer",
+		         gpu, major, minor);
 		return 1;
 	}
 	return 0;
 }
 
-/* Does libcuptrace.so (and so libcupti) load? A missing or mismatched libcupti must be a clear
- * error here, not a program that silently runs untraced (the driver says nothing when an
- * injection library fails to load). */
+/* The oldest CUPTI the library works with: the API it was built against, 13.0. */
+#define CUPTI_MIN_VERSION 130000u
+
+/* Does libcuptrace.so (and so libcupti) load? A missing, old or mismatched libcupti must be a
+ * clear error here, not a program that silently runs untraced (the driver says nothing when an
+ * injection library fails to load). Loads the library as the driver will, first lazily to ask
+ * the libcupti it finds for its version (an older one also lacks symbols, and "undefined
+ * symbol" says less than "too old"), then with every symbol bound. Runs in a child: nothing
+ * stays loaded in the tool. */
 static int probe_library(const void *lib, char *m, size_t n)
 {
+	void *h = dlopen(lib, RTLD_LAZY | RTLD_LOCAL);
+	if (h) {
+		int (*ver)(unsigned *) = (int (*)(unsigned *))dlsym(h, "cuptiGetVersion");
+		unsigned v = 0;
+		if (ver && ver(&v) == 0 && v < CUPTI_MIN_VERSION) {
+			Dl_info di;
+			snprintf(m, n,
+			         "the CUPTI it finds (%s) is version %u.%u (%u); cuptrace needs "
+			         "CUPTI %u.%u or newer: install the CUDA 13 toolkit's CUPTI "
+			         "(libcupti.so.13) or put its directory first on LD_LIBRARY_PATH",
+			         dladdr((void *)ver, &di) && di.dli_fname ? di.dli_fname
+			                                                  : "libcupti",
+			         v / 10000, v / 10 % 100, v, CUPTI_MIN_VERSION / 10000,
+			         CUPTI_MIN_VERSION / 10 % 100);
+			return 1;
+		}
+	}
 	if (dlopen(lib, RTLD_NOW | RTLD_LOCAL))
 		return 0;
 	const char *e = dlerror();

@@ -747,6 +747,16 @@ static void atexit_handler(void)
 static int setup_cupti(int injected)
 {
 	CUptiResult r;
+	/* A libcupti older than the API we were built for (LD_LIBRARY_PATH, an old toolkit first
+	 * on the path) may misread our structs: refuse, once, clearly. */
+	uint32_t cv = 0;
+	if (cuptiGetVersion(&cv) == CUPTI_SUCCESS && cv < 130000) {
+		cuptrace_err(
+		    "CUPTI %u.%u (%u) is older than 13.0, which cuptrace needs; no trace is "
+		    "written (put the CUDA 13 toolkit's CUPTI first on the library path)",
+		    cv / 10000, cv / 10 % 100, cv);
+		return -ENOTSUP;
+	}
 	/* Claim the single CUPTI subscriber slot: a second CUPTI client in this process (nsys,
 	 * ncu, compute-sanitizer, torch.profiler) would otherwise silently take our records. */
 	CUpti_SubscriberParams sp;
@@ -872,8 +882,8 @@ int cuptrace_collect_start(const char *path, int injected)
 		free(S.path);
 		S.path = next;
 	}
-	S.buffer_size = env_size("CUPTRACE_BUFFER_SIZE", CUPTRACE_DEFAULT_BUFFER_SIZE, 8u << 10,
-	                         1u << 30);
+	S.buffer_size =
+	    env_size("CUPTRACE_BUFFER_SIZE", CUPTRACE_DEFAULT_BUFFER_SIZE, 8u << 10, 1u << 30);
 	S.buffer_size &= ~(size_t)7;
 	S.flush_ms = (int)env_size("CUPTRACE_FLUSH_MS", 1000, 0, 3600000);
 	S.fault_every = (unsigned)env_size("CUPTRACE_FAULT_BUFFERS", 0, 0, 1u << 30);
