@@ -45,6 +45,8 @@
  *                         appends a line there, so record exits non-zero
  *   CUPTRACE_FAULT_BUFFERS  N > 0: refuse every N-th buffer CUPTI asks for (a drill: CUPTI
  *                         then drops records, which the summary and the trace count)
+ *   CUPTRACE_MIN_COMPUTE  read by `cuptrace record`: the lowest compute capability (x10) it
+ *                         accepts, 75 unless higher (a test of the unsupported-GPU refusal)
  *
  * Threading: all functions are thread-safe and idempotent. Ownership: the library owns every
  * buffer and thread it creates and releases them in cuptrace_stop() (or at exit). */

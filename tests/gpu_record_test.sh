@@ -99,6 +99,16 @@ if [ "$st" = 1 ] && grep -q "CUPTI is already in use" "$tmp/busy.err" &&
 else
 	echo "FAIL cupti_busy (exit $st)"; cat "$tmp/busy.err" "$tmp/busy.out"; fail=1
 fi
+# A GPU CUPTI cannot trace (made so here by raising the bar above this GPU): named, with its
+# compute capability, before the program runs; exit 1, no file.
+CUPTRACE_MIN_COMPUTE=200 timeout 60 "$ct" record -o "$tmp/old.pftrace" -- "$ex/vector_add" >"$tmp/old.log" 2>&1
+st=$?
+if [ "$st" = 1 ] && grep -q "cannot be traced: CUDA 13's CUPTI supports compute capability 20.0" "$tmp/old.log" &&
+	[ ! -e "$tmp/old.pftrace" ] && ! grep -q "vector_add:" "$tmp/old.log"; then
+	echo "ok unsupported GPU: $(head -1 "$tmp/old.log")"
+else
+	echo "FAIL unsupported GPU (exit $st)"; cat "$tmp/old.log"; fail=1
+fi
 # A graph whose middle node runs for two seconds while other kernels come and go: all 21 of
 # its kernels keep their arrow from the one cudaGraphLaunch.
 slow=$(dirname "$chk")/graph_slow_node

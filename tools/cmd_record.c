@@ -159,7 +159,10 @@ static int probe_device(const void *arg, char *m, size_t n)
 		         r);
 		return 1;
 	}
-	/* CUDA 13's CUPTI traces compute capability 7.5 (Turing) and newer. */
+	/* CUDA 13's CUPTI traces compute capability 7.5 (Turing) and newer. CUPTRACE_MIN_COMPUTE
+	 * (e.g. 100 for 10.0) raises the bar, so the GPU tests can see this refusal on any GPU. */
+	const char *mc = getenv("CUPTRACE_MIN_COMPUTE");
+	int min_cc = mc && atoi(mc) > 75 ? atoi(mc) : 75;
 	int (*attr)(int *, int, int) = (int (*)(int *, int, int))dlsym(h, "cuDeviceGetAttribute");
 	int (*name)(char *, int, int) = (int (*)(char *, int, int))dlsym(h, "cuDeviceGetName");
 	int usable = 0, major = 0, minor = 0;
@@ -168,7 +171,7 @@ static int probe_device(const void *arg, char *m, size_t n)
 		int ma = 0, mi = 0;
 		attr(&ma, 75 /* COMPUTE_CAPABILITY_MAJOR */, d);
 		attr(&mi, 76 /* COMPUTE_CAPABILITY_MINOR */, d);
-		if (ma * 10 + mi >= 75)
+		if (ma * 10 + mi >= min_cc)
 			usable++;
 		else if (!major && name)
 			name(gpu, sizeof(gpu), d), major = ma, minor = mi;
@@ -176,8 +179,9 @@ static int probe_device(const void *arg, char *m, size_t n)
 	if (attr && !usable) {
 		snprintf(m, n,
 		         "%s (compute capability %d.%d) cannot be traced: CUDA 13's CUPTI supports "
-		         "compute capability 7.5 (Turing) and newer",
-		         gpu, major, minor);
+		         "compute capability %d.%d%s and newer",
+		         gpu, major, minor, min_cc / 10, min_cc % 10,
+		         min_cc == 75 ? " (Turing)" : "");
 		return 1;
 	}
 	return 0;
