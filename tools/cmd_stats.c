@@ -5,7 +5,7 @@
 
 #include "cmd.h"
 #include "convert/convert.h"
-#include "format/formats.h"
+#include "analyze/stats.h"
 
 static void stats_usage(FILE *f)
 {

@@ -1,11 +1,9 @@
-/* Helpers shared by stats_sink.c and stats_print.c. Private to src/format. */
-#ifndef CUPTRACE_FORMAT_STATS_INTERNAL_H
-#define CUPTRACE_FORMAT_STATS_INTERNAL_H
+/* Helpers shared by the files of src/analyze. Private to src/analyze. */
+#ifndef CUPTRACE_ANALYZE_STATS_INTERNAL_H
+#define CUPTRACE_ANALYZE_STATS_INTERNAL_H
 
 #include <stdint.h>
 #include <stdlib.h>
-
-/* Grows arr to hold n elements; returns the (possibly moved) array, or NULL with arr intact. */
 
 /* Foreign traces may hold any value: sums saturate rather than overflow. */
 static inline int64_t sat_add(int64_t a, int64_t b)

@@ -1,9 +1,9 @@
 /* The stats sink: counts what a trace holds (per track, per slice name, flows, metadata) for
  * `cuptrace stats` and the tests (printing is in stats_print.c). Like every sink, used by one
  * thread at a time. */
-#include "format/formats.h"
+#include "analyze/stats.h"
+#include "analyze/stats_internal.h"
 #include "common/util.h"
-#include "format/stats_internal.h"
 
 #include <errno.h>
 #include <inttypes.h>

@@ -1,8 +1,8 @@
 /* Prints struct cuptrace_stats as a summary for humans and bug reports: aligned text or
- * GitHub markdown (see cuptrace_stats_print in formats.h). Output depends only on the stats. */
-#include "format/formats.h"
+ * GitHub markdown (see cuptrace_stats_print in stats.h). Output depends only on the stats. */
+#include "analyze/stats.h"
+#include "analyze/stats_internal.h"
 #include "common/util.h"
-#include "format/stats_internal.h"
 
 #include <errno.h>
 #include <inttypes.h>
