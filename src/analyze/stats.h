@@ -67,5 +67,27 @@ void cuptrace_stats_free(struct cuptrace_stats *st);
  * "cupti_version", "hostname", "process_name", "pid", "cmdline", "start_realtime_ns" (int or
  * decimal string); every int key containing "dropped" adds to "Dropped records". */
 void cuptrace_stats_print(const struct cuptrace_stats *st, FILE *f, int markdown);
+/* The same summary as one strict JSON object and a newline (`cuptrace stats --json`). Times are
+ * integer nanoseconds; a value that is not recorded is null. Keys:
+ *   schema        "cuptrace-stats/1"
+ *   header        the header lines: gpus [{key, value}] in GPU order, driver, cuda, cupti, host,
+ *                 process_name, pid, command_line, start_realtime_ns, start_utc,
+ *                 dropped_records (the sum of every int metadata key containing "dropped")
+ *   metadata      every metadata entry, {key: value} in first-seen order (ints as numbers)
+ *   span          {start_ns, end_ns, duration_ns}, null without events
+ *   events        {tracks, slices, gpu_slices, gpu_slices_with_flow_in, instants,
+ *                 counter_values}
+ *   flows         {complete, one_end_only}
+ *   problems      {negative_timestamps, negative_durations, events_on_undeclared_tracks,
+ *                 partially_overlapping_slice_pairs}
+ *   categories    [{category, slices, total_ns}] by total desc
+ *   names         [{name, category, count, total_ns, avg_ns, min_ns, max_ns, gpu_share_pct}],
+ *                 every name (the text shows the first 20), in the text's order; gpu_share_pct
+ *                 is null for names never on a GPU track
+ *   gpu_busy_ns   busy time of every GPU track summed
+ *   devices       [{name, slices, busy_ns}] per GPU (GROUP track), declaration order
+ *   gpu_tracks    [{gpu, track, lane, slices, busy_ns, span_pct}] in the text's order
+ * Returns 0, or a negative errno (-ENOMEM, -EIO for a failed write). */
+int cuptrace_stats_print_json(const struct cuptrace_stats *st, FILE *f);
 
 #endif

@@ -105,7 +105,8 @@ static int meta_set(struct stats_sink *s, const char *key, int is_int, int64_t i
 		if (!strcmp(t->meta[k].key, key))
 			m = &t->meta[k];
 	if (!m) {
-		struct cuptrace_meta *arr = cuptrace_grow(t->meta, &s->metacap, t->nmeta + 1, sizeof(*arr));
+		struct cuptrace_meta *arr =
+		    cuptrace_grow(t->meta, &s->metacap, t->nmeta + 1, sizeof(*arr));
 		char *k = arr ? strdup(key) : NULL;
 		if (arr)
 			t->meta = arr;
