@@ -17,6 +17,7 @@ static const struct {
     {"record", cmd_record, "run a command and trace what it does with CUDA"},
     {"convert", cmd_convert, "convert a capture (.cupti) or a trace to Perfetto or Chrome JSON"},
     {"stats", cmd_stats, "summarize a trace or capture (counts, top kernels, GPU busy time)"},
+    {"diff", cmd_diff, "compare two runs: what changed per kernel, API call, copy, range, op"},
 };
 
 static void usage(FILE *f)
