@@ -14,29 +14,12 @@ if ! command -v python3 >/dev/null 2>&1; then
 	echo "SKIP: python3 not found (needed to parse the JSON)"
 	exit 77
 fi
+src=${CUPTRACE_SRC:-$(cd "$(dirname "$0")/.." && pwd)}
 tmp=$(mktemp -d "${CUPTRACE_TMP:-/tmp}/diff.XXXXXX")
-fail=0 n=0
-ok() { n=$((n + 1)); }
-bad() { echo "FAIL: $*"; fail=1; }
+. "$src/tests/script_lib.sh"
 
 "$STEPS_TRACE" "$tmp/base.pftrace" && "$STEPS_TRACE" "$tmp/slow.pftrace" --gemm 4500 --softmax &&
 	"$STEPS_TRACE" "$tmp/long.pftrace" --steps 7 || { echo "FAIL: steps_trace"; exit 1; }
-
-# Strict JSON: no NaN or Infinity, no duplicate key.
-cat >"$tmp/load.py" <<'PY'
-import json
-def reject(x):
-    raise ValueError("non-standard JSON constant " + x)
-def no_dups(pairs):
-    keys = [k for k, _ in pairs]
-    if len(keys) != len(set(keys)):
-        raise ValueError("duplicate key")
-    return dict(pairs)
-def load(path):
-    raw = open(path, encoding="utf-8").read()
-    assert raw.endswith("}\n") and raw.count("\n") == 1, "one object on one line"
-    return json.loads(raw, parse_constant=reject, object_pairs_hook=no_dups)
-PY
 
 # 1. Each against itself.
 for t in "$CUPTRACE_TEST_DATA/vector_add.cupti" "$CUPTRACE_TEST_DATA/torch_train.cupti" \
@@ -57,9 +40,10 @@ for t in "$CUPTRACE_TEST_DATA/vector_add.cupti" "$CUPTRACE_TEST_DATA/torch_train
 	fi
 	grep -q 'Nothing grew by more than 0%' "$tmp/self.text" || bad "$name: no fail-above verdict"
 	grep -q '^| Wall span | ' "$tmp/self.markdown" || bad "$name: markdown header table"
-	python3 - "$tmp/self.json" "$tmp/load.py" <<'PY' && ok || bad "$name against itself (JSON)"
+	python3 - "$tmp/self.json" "$src/tests" <<'PY' && ok || bad "$name against itself (JSON)"
 import sys
-exec(open(sys.argv[2]).read())
+sys.path.insert(0, sys.argv[2])
+from strict_json import load
 j = load(sys.argv[1])
 assert j["schema"] == "cuptrace-diff/1" and j["group_by"] == "name" and j["per"] is None
 def zero(c, what):
@@ -93,9 +77,10 @@ for cur in "$@"; do
 		! "$ct" stats --json "$prev" >"$tmp/a.json" || ! "$ct" stats --json "$cur" >"$tmp/b.json"; then
 		bad "diff or stats of $a and $b"; cat "$tmp/err"; prev=$cur; continue
 	fi
-	python3 - "$tmp/pair.json" "$tmp/a.json" "$tmp/b.json" "$tmp/load.py" <<'PY' && ok || bad "$a vs $b"
+	python3 - "$tmp/pair.json" "$tmp/a.json" "$tmp/b.json" "$src/tests" <<'PY' && ok || bad "$a vs $b"
 import sys
-exec(open(sys.argv[4]).read())
+sys.path.insert(0, sys.argv[4])
+from strict_json import load
 d, a, b = load(sys.argv[1]), load(sys.argv[2]), load(sys.argv[3])
 fams = {"kernels": ("kernel",), "api_calls": ("cuda_runtime", "cuda_driver"),
         "copies": ("memcpy", "memset")}
@@ -130,9 +115,10 @@ done
 
 # 3. One kernel slower (gemm 3 -> 4.5 us), one added (softmax): exactly those changes.
 "$ct" diff --json "$tmp/base.pftrace" "$tmp/slow.pftrace" >"$tmp/slow.json" || bad "diff --json base slow"
-python3 - "$tmp/slow.json" "$tmp/load.py" <<'PY' && ok || bad "base vs slow (JSON)"
+python3 - "$tmp/slow.json" "$src/tests" <<'PY' && ok || bad "base vs slow (JSON)"
 import sys
-exec(open(sys.argv[2]).read())
+sys.path.insert(0, sys.argv[2])
+from strict_json import load
 j = load(sys.argv[1])
 def ch(c, base, new):
     assert c["base"] == base and c["new"] == new and c["delta"] == new - base, (c, base, new)
@@ -194,9 +180,10 @@ grep -qF "#### Kernels (0 added, 1 removed)" "$tmp/back.md" || bad "markdown: fa
 "$ct" diff --per step --fail-above 0 --json "$tmp/base.pftrace" "$tmp/long.pftrace" >"$tmp/per.json"
 rc=$?
 [ $rc = 0 ] || bad "--per step: exit $rc"
-python3 - "$tmp/per.json" "$tmp/load.py" <<'PY' && ok || bad "--per step (JSON)"
+python3 - "$tmp/per.json" "$src/tests" <<'PY' && ok || bad "--per step (JSON)"
 import sys
-exec(open(sys.argv[2]).read())
+sys.path.insert(0, sys.argv[2])
+from strict_json import load
 j = load(sys.argv[1])
 assert j["per"] == {"name": "step", "base_count": 3, "new_count": 7}, j["per"]
 s = j["summary"]
@@ -218,9 +205,10 @@ grep -Eq '^relu\(float\*\) +1\.00 +1\.00 ' "$tmp/per.txt" || bad "--per: counts 
 # 5. --group-by base: template arguments and parameters gone.
 "$ct" diff --json --group-by base "$CUPTRACE_TEST_DATA/torch_train.cupti" "$tmp/base.pftrace" >"$tmp/gb.json" ||
 	bad "--group-by base"
-python3 - "$tmp/gb.json" "$tmp/load.py" <<'PY' && ok || bad "--group-by base (JSON)"
+python3 - "$tmp/gb.json" "$src/tests" <<'PY' && ok || bad "--group-by base (JSON)"
 import sys
-exec(open(sys.argv[2]).read())
+sys.path.insert(0, sys.argv[2])
+from strict_json import load
 j = load(sys.argv[1])
 assert j["group_by"] == "base"
 names = [r["name"] for r in j["families"]["kernels"]]
@@ -229,17 +217,6 @@ assert not [n for n in names if "<" in n or "(" in n and "(anonymous namespace)"
 PY
 
 # 6. Errors.
-expect() { # want-exit want-stderr-substring command...
-	want=$1 msg=$2
-	shift 2
-	"$@" >"$tmp/out" 2>"$tmp/err"
-	got=$?
-	if [ "$got" != "$want" ] || ! grep -q -- "$msg" "$tmp/err"; then
-		bad "$* -> exit $got (want $want, '$msg'):"; cat "$tmp/err"
-	else
-		ok
-	fi
-}
 b=$tmp/base.pftrace
 expect 2 "need two traces" "$ct" diff "$b"
 expect 2 "need two traces" "$ct" diff "$b" "$b" "$b"

@@ -9,8 +9,9 @@ if ! command -v python3 >/dev/null 2>&1; then
 	echo "SKIP: python3 not found (needed to parse the JSON)"
 	exit 77
 fi
+src=${CUPTRACE_SRC:-$(cd "$(dirname "$0")/.." && pwd)}
 tmp=$(mktemp -d "${CUPTRACE_TMP:-/tmp}/statsjson.XXXXXX")
-fail=0 n=0
+. "$src/tests/script_lib.sh"
 "$ct" convert "$CUPTRACE_TEST_DATA/multi_stream.cupti" -o "$tmp/multi_stream.pftrace" 2>/dev/null ||
 	{ echo "FAIL: convert"; fail=1; }
 for t in "$CUPTRACE_TEST_DATA"/*.cupti "$tmp/multi_stream.pftrace"; do
@@ -18,22 +19,13 @@ for t in "$CUPTRACE_TEST_DATA"/*.cupti "$tmp/multi_stream.pftrace"; do
 	if ! "$ct" stats "$t" >"$tmp/$name.txt" 2>"$tmp/err" || ! "$ct" stats --json "$t" >"$tmp/$name.json" 2>>"$tmp/err"; then
 		echo "FAIL $name: stats"; cat "$tmp/err"; fail=1; continue
 	fi
-	if python3 - "$tmp/$name.txt" "$tmp/$name.json" <<'PY'; then n=$((n + 1)); else echo "FAIL $name"; fail=1; fi
-import json, re, sys
-
-def reject(x):
-    raise ValueError("non-standard JSON constant " + x)
-
-def no_dups(pairs):
-    keys = [k for k, _ in pairs]
-    if len(keys) != len(set(keys)):
-        raise ValueError("duplicate key")
-    return dict(pairs)
+	if python3 - "$tmp/$name.txt" "$tmp/$name.json" "$src/tests" <<'PY'; then n=$((n + 1)); else echo "FAIL $name"; fail=1; fi
+import re, sys
+sys.path.insert(0, sys.argv[3])
+from strict_json import load
 
 text = open(sys.argv[1], encoding="utf-8").read()
-raw = open(sys.argv[2], encoding="utf-8").read()
-assert raw.endswith("}\n") and raw.count("\n") == 1, "one object on one line"
-j = json.loads(raw, parse_constant=reject, object_pairs_hook=no_dups)
+j = load(sys.argv[2])
 bad = []
 
 def eq(what, got, want):
@@ -125,15 +117,6 @@ if bad:
     sys.exit(1)
 PY
 done
-expect() { # want-exit want-stderr-substring command...
-	want=$1 msg=$2
-	shift 2
-	"$@" >"$tmp/out" 2>"$tmp/err"
-	got=$?
-	if [ "$got" != "$want" ] || ! grep -q -- "$msg" "$tmp/err"; then
-		echo "FAIL: $* -> exit $got (want $want):"; cat "$tmp/err"; fail=1
-	fi
-}
 expect 2 "exclude each other" "$ct" stats --json --markdown "$CUPTRACE_TEST_DATA/vector_add.cupti"
 expect 1 "cannot read" "$ct" stats --json /nonexistent.pftrace
 [ -s "$tmp/out" ] && { echo "FAIL: stats --json of a missing file printed something"; fail=1; }

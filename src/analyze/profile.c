@@ -3,6 +3,7 @@
  * sees every event too, so they are the numbers `cuptrace stats` shows. Like every sink, used by
  * one thread at a time. */
 #include "analyze/diff.h"
+#include "analyze/forward.h"
 #include "analyze/names.h"
 #include "analyze/stats.h"
 #include "analyze/stats_internal.h"
@@ -21,12 +22,11 @@ struct name_acc {
 };
 
 struct profile_sink {
-	struct cuptrace_sink base;
+	struct fwd_sink fwd;          /* inner: the stats sink (span and busy times); err */
 	struct cuptrace_profile *out; /* borrowed; written only at finish */
 	struct cuptrace_profile_opts opts;
-	int err, finished;
-	struct cuptrace_stats st;     /* filled by inner at its finish */
-	struct cuptrace_sink *inner;  /* the stats sink: span and busy times */
+	int finished;
+	struct cuptrace_stats st;     /* filled by the stats sink at its finish */
 	struct cuptrace_u64map trk;   /* uuid -> TRK_* */
 	struct cuptrace_strtab strs;  /* names (after base reduction) */
 	struct cuptrace_u64map index; /* family << 32 | name id -> index + 1 in acc[family] */
@@ -42,36 +42,13 @@ static struct profile_sink *to_profile(struct cuptrace_sink *s)
 	return (struct profile_sink *)s;
 }
 
-static int fail(struct profile_sink *s, int err)
-{
-	if (!s->err)
-		s->err = err;
-	return s->err;
-}
-
-static int pr_begin(struct cuptrace_sink *sk, const struct cuptrace_trace_info *info)
-{
-	struct profile_sink *s = to_profile(sk);
-	int err = s->err ? s->err : s->inner->ops->begin(s->inner, info);
-	return err ? fail(s, err) : 0;
-}
-
-static int pr_meta(struct cuptrace_sink *sk, const struct cuptrace_meta *m, size_t n)
-{
-	struct profile_sink *s = to_profile(sk);
-	int err = s->err ? s->err : s->inner->ops->meta(s->inner, m, n);
-	return err ? fail(s, err) : 0;
-}
-
 static int pr_track(struct cuptrace_sink *sk, const struct cuptrace_track *t)
 {
 	struct profile_sink *s = to_profile(sk);
 	int err;
 
-	if (s->err)
-		return s->err;
-	if ((err = s->inner->ops->track(s->inner, t)))
-		return fail(s, err);
+	if ((err = fwd_track(sk, t)))
+		return err;
 	uint64_t *p = t->parent_uuid ? cuptrace_u64map_get(&s->trk, t->parent_uuid) : NULL;
 	uint64_t flags = TRK_KNOWN;
 	if (p && (*p & (TRK_GPU | TRK_GROUP)))
@@ -80,7 +57,7 @@ static int pr_track(struct cuptrace_sink *sk, const struct cuptrace_track *t)
 		flags |= TRK_GROUP;
 	uint64_t *v = cuptrace_u64map_put(&s->trk, t->uuid, NULL);
 	if (!v)
-		return fail(s, -ENOMEM);
+		return fwd_fail(&s->fwd, -ENOMEM);
 	*v = flags;
 	return 0;
 }
@@ -198,10 +175,8 @@ static int pr_slice(struct cuptrace_sink *sk, const struct cuptrace_slice *e)
 	struct profile_sink *s = to_profile(sk);
 	int err;
 
-	if (s->err)
-		return s->err;
-	if ((err = s->inner->ops->slice(s->inner, e)))
-		return fail(s, err);
+	if ((err = fwd_slice(sk, e)))
+		return err;
 	uint64_t *t = cuptrace_u64map_get(&s->trk, e->track_uuid);
 	int host = !t || !(*t & TRK_GPU); /* an undeclared track counts as the host's */
 	const char *name = e->name ? e->name : "";
@@ -215,22 +190,8 @@ static int pr_slice(struct cuptrace_sink *sk, const struct cuptrace_slice *e)
 	if (fam == CUPTRACE_FAM_COPY && e->category && strstr(e->category, "memcpy"))
 		s->bytes += bytes_arg(e);
 	if ((err = add(s, fam, name, e->dur > 0 ? e->dur : 0)))
-		return fail(s, err);
+		return fwd_fail(&s->fwd, err);
 	return 0;
-}
-
-static int pr_instant(struct cuptrace_sink *sk, const struct cuptrace_instant *e)
-{
-	struct profile_sink *s = to_profile(sk);
-	int err = s->err ? s->err : s->inner->ops->instant(s->inner, e);
-	return err ? fail(s, err) : 0;
-}
-
-static int pr_counter(struct cuptrace_sink *sk, const struct cuptrace_counter *e)
-{
-	struct profile_sink *s = to_profile(sk);
-	int err = s->err ? s->err : s->inner->ops->counter(s->inner, e);
-	return err ? fail(s, err) : 0;
 }
 
 static int name_cmp(const void *pa, const void *pb)
@@ -248,10 +209,10 @@ static int pr_finish(struct cuptrace_sink *sk)
 	size_t ndev = 0;
 	int err;
 
-	if (s->err || s->finished)
-		return s->err ? s->err : -EINVAL;
+	if (s->fwd.err || s->finished)
+		return s->fwd.err ? s->fwd.err : -EINVAL;
 	s->finished = 1;
-	if ((err = s->inner->ops->finish(s->inner)) || (err = stats_devices(&s->st, &dev, &ndev)))
+	if ((err = fwd_finish(sk)) || (err = stats_devices(&s->st, &dev, &ndev)))
 		goto out;
 	err = -ENOMEM;
 	if (ndev && !(r.dev = calloc(ndev, sizeof(*r.dev))))
@@ -289,7 +250,7 @@ static int pr_finish(struct cuptrace_sink *sk)
 out:
 	free(dev);
 	cuptrace_profile_free(&r);
-	return err ? fail(s, err) : 0;
+	return err ? fwd_fail(&s->fwd, err) : 0;
 }
 
 static void pr_destroy(struct cuptrace_sink *sk)
@@ -298,7 +259,7 @@ static void pr_destroy(struct cuptrace_sink *sk)
 
 	if (!s)
 		return;
-	cuptrace_sink_destroy(s->inner);
+	cuptrace_sink_destroy(s->fwd.inner);
 	cuptrace_stats_free(&s->st);
 	cuptrace_u64map_free(&s->trk);
 	cuptrace_u64map_free(&s->index);
@@ -311,12 +272,12 @@ static void pr_destroy(struct cuptrace_sink *sk)
 
 static const struct cuptrace_sink_ops profile_ops = {
     .name = "profile",
-    .begin = pr_begin,
+    .begin = fwd_begin,
     .track = pr_track,
     .slice = pr_slice,
-    .instant = pr_instant,
-    .counter = pr_counter,
-    .meta = pr_meta,
+    .instant = fwd_instant,
+    .counter = fwd_counter,
+    .meta = fwd_meta,
     .finish = pr_finish,
     .destroy = pr_destroy,
 };
@@ -335,7 +296,7 @@ struct cuptrace_sink *cuptrace_profile_sink_new(struct cuptrace_profile *out,
 		return NULL;
 	}
 	memset(out, 0, sizeof(*out));
-	s->base.ops = &profile_ops;
+	s->fwd.base.ops = &profile_ops;
 	s->out = out;
 	if (opts) {
 		size_t n = opts->sz && opts->sz < sizeof(s->opts) ? opts->sz : sizeof(s->opts);
@@ -344,12 +305,12 @@ struct cuptrace_sink *cuptrace_profile_sink_new(struct cuptrace_profile *out,
 	cuptrace_u64map_init(&s->trk);
 	cuptrace_u64map_init(&s->index);
 	cuptrace_strtab_init(&s->strs);
-	if (!(s->inner = cuptrace_stats_sink_new(&s->st))) {
-		pr_destroy(&s->base);
+	if (!(s->fwd.inner = cuptrace_stats_sink_new(&s->st))) {
+		pr_destroy(&s->fwd.base);
 		errno = ENOMEM;
 		return NULL;
 	}
-	return &s->base;
+	return &s->fwd.base;
 }
 
 void cuptrace_profile_free(struct cuptrace_profile *p)
