@@ -316,15 +316,11 @@ static void json_row(struct cuptrace_json *w, const struct cuptrace_diff_row *r)
 int cuptrace_diff_print_json(const struct cuptrace_diff *d, FILE *f)
 {
 	struct cuptrace_json *w;
-	size_t len;
-	int err;
 
 	if (!d || !f)
 		return -EINVAL;
-	if (!(w = cuptrace_json_new(NULL)))
+	if (!(w = report_json_begin("cuptrace-diff/1")))
 		return -ENOMEM;
-	cuptrace_json_start_object(w);
-	cuptrace_json_string_field(w, "schema", "cuptrace-diff/1");
 	cuptrace_json_string_field(w, "base", d->base_path);
 	cuptrace_json_string_field(w, "new", d->new_path);
 	cuptrace_json_string_field(w, "group_by", d->group_by_base ? "base" : "name");
@@ -389,11 +385,5 @@ int cuptrace_diff_print_json(const struct cuptrace_diff *d, FILE *f)
 	} else {
 		cuptrace_json_null(w);
 	}
-	cuptrace_json_end_object(w);
-	err = cuptrace_json_error(w);
-	const char *buf = err ? NULL : cuptrace_json_buffer(w, &len);
-	if (buf && fwrite(buf, 1, len, f) != len)
-		err = -EIO;
-	cuptrace_json_free(w);
-	return err;
+	return report_json_end(w, f, 0);
 }

@@ -1,7 +1,9 @@
 /* Tables and "label: value" lines for the reports of src/analyze (see report.h). */
 #include "analyze/report.h"
 #include "common/util.h"
+#include "format/json_writer.h"
 
+#include <errno.h>
 #include <inttypes.h>
 #include <stdarg.h>
 #include <stdlib.h>
@@ -168,4 +170,28 @@ void report_dur(char *buf, size_t cap, int64_t ns)
 		snprintf(buf, cap, "%.3f ms", ns / 1e6);
 	else
 		snprintf(buf, cap, "%.3f s", ns / 1e9);
+}
+
+struct cuptrace_json *report_json_begin(const char *schema)
+{
+	struct cuptrace_json *w = cuptrace_json_new(NULL);
+	if (w) {
+		cuptrace_json_start_object(w);
+		cuptrace_json_string_field(w, "schema", schema);
+	}
+	return w;
+}
+
+int report_json_end(struct cuptrace_json *w, FILE *f, int err)
+{
+	size_t len;
+
+	cuptrace_json_end_object(w);
+	if (!err)
+		err = cuptrace_json_error(w);
+	const char *buf = err ? NULL : cuptrace_json_buffer(w, &len);
+	if (buf && fwrite(buf, 1, len, f) != len)
+		err = -EIO;
+	cuptrace_json_free(w);
+	return err;
 }

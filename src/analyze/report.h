@@ -1,6 +1,7 @@
-/* Human-readable reports (`cuptrace stats`, `cuptrace diff`): tables rendered as aligned text or
- * as GitHub markdown, "label: value" lines, durations in the unit that reads best. Private to
- * src/analyze. Output goes to a FILE the caller owns; one thread at a time per table. */
+/* Reports (`cuptrace stats`, `cuptrace diff`): tables rendered as aligned text or as GitHub
+ * markdown, "label: value" lines, durations in the unit that reads best, and the frame of the
+ * JSON reports. Private to src/analyze. Output goes to a FILE the caller owns; one thread at a
+ * time per table or writer. */
 #ifndef CUPTRACE_ANALYZE_REPORT_H
 #define CUPTRACE_ANALYZE_REPORT_H
 
@@ -44,5 +45,12 @@ void report_kv(FILE *f, int md, int w, const char *label, const char *value, int
 size_t report_width(const char *s);
 /* "123 ns", "1.500 us", "2.250 ms", "1.000 s". */
 void report_dur(char *buf, size_t cap, int64_t ns);
+
+/* JSON reports: one object on one line, built in memory (format/json_writer.h escapes every
+ * string). report_json_begin opens the object and writes its "schema" key; NULL on no memory.
+ * report_json_end closes it and, unless err (an error the caller met while filling it) or the
+ * writer failed, writes it to f; it frees w and returns 0 or a negative errno (-EIO: f). */
+struct cuptrace_json *report_json_begin(const char *schema);
+int report_json_end(struct cuptrace_json *w, FILE *f, int err);
 
 #endif

@@ -1,6 +1,7 @@
 /* The stats summary as one JSON object (`cuptrace stats --json`): the numbers of the text and
  * markdown summaries, from the same helpers (stats_summary.c), in integer nanoseconds. The keys
  * are documented at cuptrace_stats_print_json in stats.h. */
+#include "analyze/report.h"
 #include "analyze/stats.h"
 #include "analyze/stats_internal.h"
 #include "format/json_writer.h"
@@ -187,15 +188,11 @@ out:
 int cuptrace_stats_print_json(const struct cuptrace_stats *st, FILE *f)
 {
 	struct cuptrace_json *w;
-	size_t len;
-	int err;
 
 	if (!st || !f)
 		return -EINVAL;
-	if (!(w = cuptrace_json_new(NULL)))
+	if (!(w = report_json_begin("cuptrace-stats/1")))
 		return -ENOMEM;
-	cuptrace_json_start_object(w);
-	cuptrace_json_string_field(w, "schema", "cuptrace-stats/1");
 	header(w, st);
 	cuptrace_json_name(w, "metadata");
 	cuptrace_json_start_object(w);
@@ -207,13 +204,5 @@ int cuptrace_stats_print_json(const struct cuptrace_stats *st, FILE *f)
 	}
 	cuptrace_json_end_object(w);
 	counts(w, st);
-	err = tables(w, st);
-	cuptrace_json_end_object(w);
-	if (!err)
-		err = cuptrace_json_error(w);
-	const char *buf = err ? NULL : cuptrace_json_buffer(w, &len);
-	if (buf && fwrite(buf, 1, len, f) != len)
-		err = -EIO;
-	cuptrace_json_free(w);
-	return err;
+	return report_json_end(w, f, tables(w, st));
 }
