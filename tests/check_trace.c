@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "convert/convert.h"
+#include "analyze/stats.h"
 #include "format/formats.h"
 
 static int failures;

@@ -1,81 +1,127 @@
 #!/bin/sh
-# The files of src/convert form layers (src/convert/convert_internal.h): no two of them may call
-# each other, directly or round a cycle, so each can be read with only the ones below it in mind.
-# Builds the graph "file A uses a symbol defined in file B" from the compiled objects' symbol
-# tables (nm), prints it, and fails naming the cycle if there is one.
+# The code forms layers, checked on the compiled objects' symbol tables (nm):
+#  - the directories of src/ (common, output, format, convert, analyze, ...): no two of them use
+#    each other, directly or round a cycle (DESIGN.md: format holds writers, analyze sits on top);
+#  - inside src/convert (src/convert/convert_internal.h) and inside src/analyze
+#    (src/analyze/stats_internal.h): no two files call each other, directly or round a cycle, so
+#    each can be read with only the ones below it in mind.
+# Builds each graph "A uses a symbol defined in B", prints it, and fails naming a cycle if there
+# is one.
 set -u
 if ! command -v nm >/dev/null 2>&1; then
 	echo "SKIP: nm not found"
 	exit 77
 fi
-objs=${CUPTRACE_BUILD_DIR:?}/CMakeFiles/cuptrace_core.dir/src/convert
+objs=${CUPTRACE_BUILD_DIR:?}/CMakeFiles/cuptrace_core.dir/src
 tmp=$(mktemp -d "${CUPTRACE_TMP:-/tmp}/layers.XXXXXX")
 trap 'rm -rf "$tmp"' EXIT
+fail=0
 
-# One line per global symbol: "D file symbol" where a file defines it, "U file symbol" where it
-# uses one it does not define. The sources decide which objects count: a build directory may
-# still hold the object of a file since removed.
-for src in "$CUPTRACE_SRC"/src/convert/*.c; do
-	f=${src##*/}
-	if [ ! -f "$objs/$f.o" ]; then
-		echo "FAIL: no object file $objs/$f.o (is the build directory CUPTRACE_BUILD_DIR?)"
-		exit 1
+# One line per global symbol of a source file: "D node symbol" where it defines it, "U node
+# symbol" where it uses one it does not define; node is the file (or its directory, for the
+# directory graph). The sources decide which objects count: a build directory may still hold the
+# object of a file since removed.
+symbols() { # src-file node
+	rel=${1#"$CUPTRACE_SRC"/src/}
+	if [ ! -f "$objs/$rel.o" ]; then
+		echo "FAIL: no object file $objs/$rel.o (is the build directory CUPTRACE_BUILD_DIR?)" >&2
+		return 1
 	fi
-	nm "$objs/$f.o" >"$tmp/nm" || { echo "FAIL: nm $objs/$f.o"; exit 1; }
+	nm "$objs/$rel.o" >"$tmp/nm" || { echo "FAIL: nm $objs/$rel.o" >&2; return 1; }
 	# Defined: strong global text, data, bss, read-only and common symbols. Weak ones (W, V)
 	# are left out: several files may define them.
-	awk -v f="$f" 'NF >= 2 && $(NF-1) == "U" {print "U", f, $NF}
-		NF >= 3 && $(NF-1) ~ /^[BCDGRST]$/ {print "D", f, $NF}' "$tmp/nm" >>"$tmp/syms"
-	echo "$f" >>"$tmp/files"
+	awk -v f="$2" 'NF >= 2 && $(NF-1) == "U" {print "U", f, $NF}
+		NF >= 3 && $(NF-1) ~ /^[BCDGRST]$/ {print "D", f, $NF}' "$tmp/nm"
+}
+
+# Edges between nodes from a symbols file; symbols defined outside the nodes (libc) are not.
+edges() {
+	awk '$1 == "D" {def[$3] = $2; next}
+		{use[++n] = $2 " " $3}
+		END {
+			for (i = 1; i <= n; i++) {
+				split(use[i], a, " ")
+				if ((a[2] in def) && def[a[2]] != a[1])
+					print a[1], def[a[2]]
+			}
+		}' "$1" | sort -u
+}
+
+# Prints the graph, then searches it depth-first from every node in name order; a node met again
+# while still on the path closes a cycle, printed from that node round to itself.
+check_graph() { # title edges-file nodes-file
+	echo "$1 -> what it uses"
+	awk 'FILENAME == ARGV[1] {out[$1] = out[$1] " " $2; next}
+		{print "  " $1 " ->" (($1 in out) ? out[$1] : " (nothing)")}' "$2" "$3"
+	awk 'FILENAME == ARGV[1] {nout[$1]++; out[$1, nout[$1]] = $2; next}
+		function report(v,   k, s, i) {
+			for (k = depth; k > 0 && path[k] != v; k--)
+				;
+			s = path[k]
+			for (i = k + 1; i <= depth; i++)
+				s = s " -> " path[i]
+			print "FAIL: cycle: " s " -> " v
+		}
+		function visit(u,   i, v) {
+			state[u] = 1
+			path[++depth] = u
+			for (i = 1; i <= nout[u]; i++) {
+				v = out[u, i]
+				if (state[v] == 1) {
+					report(v)
+					return 1
+				}
+				if (state[v] == 0 && visit(v))
+					return 1
+			}
+			depth--
+			state[u] = 2
+			return 0
+		}
+		!($1 in state) {state[$1] = 0}
+		$1 in state && state[$1] == 0 && visit($1) {found = 1; exit}
+		END {exit found}' "$2" "$3"
+}
+
+# The files of each layered directory.
+for dir in convert analyze; do
+	: >"$tmp/syms"
+	: >"$tmp/files"
+	for src in "$CUPTRACE_SRC"/src/$dir/*.c; do
+		f=${src##*/}
+		symbols "$src" "$f" >>"$tmp/syms" || exit 1
+		echo "$f" >>"$tmp/files"
+	done
+	edges "$tmp/syms" >"$tmp/edges"
+	# src/convert's files do call each other: none found means nm's output is not read right.
+	if [ $dir = convert ] && [ ! -s "$tmp/edges" ]; then
+		echo "FAIL: no calls between the files of src/$dir found: is nm's output what this test expects?"
+		exit 1
+	fi
+	check_graph "src/$dir: file" "$tmp/edges" "$tmp/files" || fail=1
 done
 
-# Edges between files; symbols defined outside src/convert (libc, common/, format/) are not.
-awk '$1 == "D" {def[$3] = $2; next}
-	{use[++n] = $2 " " $3}
-	END {
-		for (i = 1; i <= n; i++) {
-			split(use[i], a, " ")
-			if ((a[2] in def) && def[a[2]] != a[1])
-				print a[1], def[a[2]]
-		}
-	}' "$tmp/syms" | sort -u >"$tmp/edges"
-if [ ! -s "$tmp/edges" ]; then
-	echo "FAIL: no calls between the files found: is nm's output what this test expects?"
-	exit 1
+# The directories of src/ whose files go into cuptrace_core.
+: >"$tmp/syms"
+: >"$tmp/dirs"
+for d in "$CUPTRACE_SRC"/src/*/; do
+	d=${d%/}
+	d=${d##*/}
+	n=0
+	for src in "$CUPTRACE_SRC"/src/$d/*.c; do
+		[ -f "$objs/$d/${src##*/}.o" ] || continue
+		symbols "$src" "$d" >>"$tmp/syms" || exit 1
+		n=1
+	done
+	[ $n = 1 ] && echo "$d" >>"$tmp/dirs"
+done
+edges "$tmp/syms" >"$tmp/edges"
+grep -qx analyze "$tmp/dirs" || { echo "FAIL: no object of src/analyze in $objs"; exit 1; }
+check_graph "src: directory" "$tmp/edges" "$tmp/dirs" || fail=1
+# format holds the writers: nothing of analyze may be below it.
+if grep -q '^format analyze$' "$tmp/edges"; then
+	echo "FAIL: src/format uses src/analyze"
+	fail=1
 fi
-
-echo "src/convert: file -> the files whose functions or data it uses"
-awk 'NR == FNR {out[$1] = out[$1] " " $2; next}
-	{print "  " $1 " ->" (($1 in out) ? out[$1] : " (nothing)")}' "$tmp/edges" "$tmp/files"
-
-# Depth-first search from every file in name order; a file met again while still on the path
-# closes a cycle, printed from that file round to itself.
-awk 'NR == FNR {nout[$1]++; out[$1, nout[$1]] = $2; next}
-	function report(v,   k, s, i) {
-		for (k = depth; k > 0 && path[k] != v; k--)
-			;
-		s = path[k]
-		for (i = k + 1; i <= depth; i++)
-			s = s " -> " path[i]
-		print "FAIL: cycle: " s " -> " v
-	}
-	function visit(u,   i, v) {
-		state[u] = 1
-		path[++depth] = u
-		for (i = 1; i <= nout[u]; i++) {
-			v = out[u, i]
-			if (state[v] == 1) {
-				report(v)
-				return 1
-			}
-			if (state[v] == 0 && visit(v))
-				return 1
-		}
-		depth--
-		state[u] = 2
-		return 0
-	}
-	!($1 in state) {state[$1] = 0}
-	$1 in state && state[$1] == 0 && visit($1) {found = 1; exit}
-	END {exit found}' "$tmp/edges" "$tmp/files" || exit 1
-echo "ok: no cycle"
+[ $fail = 0 ] && echo "ok: no cycle"
+exit $fail

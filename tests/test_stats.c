@@ -1,7 +1,7 @@
 /* Unit tests of the stats sink: a synthetic trace whose every number is known by hand, fed out of
  * time order, and the text and markdown summaries printed from it. */
 #include "check.h"
-#include "format/formats.h"
+#include "analyze/stats.h"
 
 #include <errno.h>
 
@@ -696,6 +696,73 @@ static void test_sweep_random(void)
 	}
 }
 
+/* The JSON summary of the synthetic trace: the hand-computed numbers, keys in their places. */
+static void test_print_json(void)
+{
+	struct cuptrace_stats st;
+	char *buf = NULL;
+	size_t len = 0;
+	run(&st);
+	FILE *f = open_memstream(&buf, &len);
+	CHECK(f != NULL);
+	if (!f)
+		return;
+	CHECK_EQ_INT(cuptrace_stats_print_json(&st, f), 0);
+	fclose(f);
+	CHECK(buf && len && strchr(buf, '\n') == buf + len - 1); /* one line */
+	CHECK_CONTAINS(buf,
+	               "{\"schema\":\"cuptrace-stats/1\",\"header\":{\"gpus\":[{\"key\":\"gpu0\",");
+	CHECK_CONTAINS(buf, "\"driver\":\"580.159.04\",\"cuda\":\"13.0\",\"cupti\":\"130001\","
+	                    "\"host\":\"node7\",\"process_name\":\"app\",\"pid\":\"100\","
+	                    "\"command_line\":\"./app --steps 3\","
+	                    "\"start_realtime_ns\":1763703060123456789,"
+	                    "\"start_utc\":\"2025-11-21 05:31:00.123456789 UTC\","
+	                    "\"dropped_records\":15}");
+	CHECK_CONTAINS(buf, "\"records\":4000,");
+	CHECK_CONTAINS(buf, "\"span\":{\"start_ns\":-50,\"end_ns\":13600,\"duration_ns\":13650}");
+	CHECK_CONTAINS(buf, "\"events\":{\"tracks\":10,\"slices\":22,\"gpu_slices\":8,"
+	                    "\"gpu_slices_with_flow_in\":6,\"instants\":3,\"counter_values\":4}");
+	CHECK_CONTAINS(buf, "\"flows\":{\"complete\":6,\"one_end_only\":3}");
+	CHECK_CONTAINS(buf, "\"partially_overlapping_slice_pairs\":2}");
+	CHECK_CONTAINS(buf,
+	               "\"categories\":[{\"category\":\"nvtx\",\"slices\":2,\"total_ns\":10000},"
+	               "{\"category\":\"kernel\",\"slices\":6,\"total_ns\":7550}");
+	CHECK_CONTAINS(buf, "\"names\":[{\"name\":\"step\",\"category\":\"nvtx\",\"count\":1,"
+	                    "\"total_ns\":9000,\"avg_ns\":9000,\"min_ns\":9000,\"max_ns\":9000,"
+	                    "\"gpu_share_pct\":null}");
+	CHECK_CONTAINS(buf,
+	               "{\"name\":\"relu\",\"category\":\"kernel\",\"count\":2,\"total_ns\":500,"
+	               "\"avg_ns\":250,\"min_ns\":200,\"max_ns\":300,"
+	               "\"gpu_share_pct\":5.780346820809249}");
+	/* Every name, not only the top 20; the last one too. */
+	CHECK_CONTAINS(buf,
+	               "{\"name\":\"cudaGetDevice\",\"category\":\"cuda_runtime\",\"count\":1,");
+	CHECK_CONTAINS(buf, "\"gpu_busy_ns\":8650,\"devices\":[{\"name\":\"GPU 0: NVIDIA H200\","
+	                    "\"slices\":8,\"busy_ns\":8650}],");
+	CHECK_CONTAINS(buf,
+	               "\"gpu_tracks\":[{\"gpu\":\"GPU 0: NVIDIA H200\",\"track\":\"Stream 7\","
+	               "\"lane\":0,\"slices\":3,\"busy_ns\":5000,");
+	CHECK_CONTAINS(buf, "{\"gpu\":\"GPU 0: NVIDIA H200\",\"track\":\"Stream 7\",\"lane\":1,");
+	free(buf);
+	cuptrace_stats_free(&st);
+
+	/* Nothing recorded: nulls, not made-up values. */
+	memset(&st, 0, sizeof(st));
+	buf = NULL;
+	f = open_memstream(&buf, &len);
+	CHECK(f != NULL);
+	if (!f)
+		return;
+	CHECK_EQ_INT(cuptrace_stats_print_json(&st, f), 0);
+	fclose(f);
+	CHECK_CONTAINS(buf, "\"driver\":null,");
+	CHECK_CONTAINS(buf, "\"command_line\":null,\"start_realtime_ns\":null,\"start_utc\":null,"
+	                    "\"dropped_records\":null}");
+	CHECK_CONTAINS(buf, "\"metadata\":{},\"span\":null,");
+	CHECK_CONTAINS(buf, "\"names\":[],\"gpu_busy_ns\":0,\"devices\":[],\"gpu_tracks\":[]}");
+	free(buf);
+}
+
 /* More than 20 names: the table shows the top 20 and says how many there are. */
 static void test_print_top20(void)
 {
@@ -722,4 +789,5 @@ static void test_print_top20(void)
 }
 
 TEST_MAIN(T(test_numbers), T(test_print_markdown), T(test_print_text), T(test_print_empty),
-          T(test_bad_input), T(test_print_names_cleaned), T(test_sweep_random), T(test_print_top20))
+          T(test_bad_input), T(test_print_names_cleaned), T(test_sweep_random), T(test_print_top20),
+          T(test_print_json))

@@ -5,9 +5,19 @@
 int cmd_record(int argc, char **argv);
 int cmd_convert(int argc, char **argv);
 int cmd_stats(int argc, char **argv);
+int cmd_diff(int argc, char **argv);
+int cmd_merge(int argc, char **argv);
+
+struct cuptrace_sink;
+/* Replays a trace file (any format cuptrace reads) into sink, which the caller then finishes.
+ * Returns 0 or a negative errno; the reader has logged why. cmd_replay_cb has the shape of
+ * cuptrace_replay_fn (analyze/merge.h) and ignores ctx. */
+int cmd_replay(const char *path, struct cuptrace_sink *sink);
+int cmd_replay_cb(void *ctx, const char *path, struct cuptrace_sink *sink);
 
 /* Exit codes shared by the subcommands (record returns the traced command's status instead). */
 #define EXIT_USAGE 2
 #define EXIT_FAIL  1
+#define EXIT_ABOVE 3 /* diff --fail-above: a time grew by more than allowed */
 
 #endif

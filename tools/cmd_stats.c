@@ -1,34 +1,40 @@
-/* cuptrace stats: a summary of a trace or capture, to read or to paste into a bug report. */
+/* cuptrace stats: a summary of a trace or capture, to read, to paste into a bug report, or for a
+ * script (--json). */
 #include <getopt.h>
 #include <stdio.h>
 #include <string.h>
 
+#include "analyze/stats.h"
 #include "cmd.h"
-#include "convert/convert.h"
-#include "format/formats.h"
 
 static void stats_usage(FILE *f)
 {
-	fprintf(f, "usage: cuptrace stats [--markdown] TRACE\n\n"
-	           "TRACE is a .pftrace (any compression) or a raw capture (.cupti).\n"
-	           "  -m, --markdown   GitHub markdown tables (for bug reports)\n"
-	           "  -h, --help       this help\n");
+	fprintf(f,
+	        "usage: cuptrace stats [--markdown | --json] TRACE\n\n"
+	        "TRACE is a .pftrace (any compression) or a raw capture (.cupti).\n"
+	        "  -m, --markdown   GitHub markdown tables (for bug reports)\n"
+	        "  -j, --json       one JSON object, times in ns (keys: README, 'stats --json')\n"
+	        "  -h, --help       this help\n");
 }
 
 int cmd_stats(int argc, char **argv)
 {
 	static const struct option opts[] = {
 	    {"markdown", no_argument, NULL, 'm'},
+	    {"json", no_argument, NULL, 'j'},
 	    {"help", no_argument, NULL, 'h'},
 	    {0},
 	};
-	int markdown = 0;
+	int markdown = 0, json = 0;
 	optind = 1;
 	int c;
-	while ((c = getopt_long(argc, argv, "mh", opts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "mjh", opts, NULL)) != -1) {
 		switch (c) {
 		case 'm':
 			markdown = 1;
+			break;
+		case 'j':
+			json = 1;
 			break;
 		case 'h':
 			stats_usage(stdout);
@@ -38,7 +44,10 @@ int cmd_stats(int argc, char **argv)
 			return EXIT_USAGE;
 		}
 	}
-	if (optind != argc - 1) {
+	if (optind != argc - 1 || (markdown && json)) {
+		if (markdown && json)
+			fprintf(stderr,
+			        "cuptrace stats: --markdown and --json exclude each other\n");
 		stats_usage(stderr);
 		return EXIT_USAGE;
 	}
@@ -49,7 +58,7 @@ int cmd_stats(int argc, char **argv)
 		fprintf(stderr, "cuptrace stats: out of memory\n");
 		return EXIT_FAIL;
 	}
-	int r = cuptrace_replay_file(argv[optind], sink, 0);
+	int r = cmd_replay(argv[optind], sink);
 	if (!r)
 		r = sink->ops->finish(sink);
 	cuptrace_sink_destroy(sink);
@@ -58,7 +67,14 @@ int cmd_stats(int argc, char **argv)
 		cuptrace_stats_free(&st);
 		return EXIT_FAIL;
 	}
-	cuptrace_stats_print(&st, stdout, markdown);
+	if (json)
+		r = cuptrace_stats_print_json(&st, stdout);
+	else
+		cuptrace_stats_print(&st, stdout, markdown);
 	cuptrace_stats_free(&st);
+	if (r || fflush(stdout)) {
+		fprintf(stderr, "cuptrace stats: cannot write the summary\n");
+		return EXIT_FAIL;
+	}
 	return 0;
 }

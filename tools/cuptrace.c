@@ -1,4 +1,5 @@
-/* cuptrace: record CUDA programs into Perfetto or Chrome traces, convert captures, summarize.
+/* cuptrace: record CUDA programs into Perfetto or Chrome traces, convert captures, summarize,
+ * compare and merge runs.
  * main() dispatches to one file per subcommand, in the style of uftrace's cmds/. */
 #include <stdio.h>
 #include <string.h>
@@ -17,6 +18,8 @@ static const struct {
     {"record", cmd_record, "run a command and trace what it does with CUDA"},
     {"convert", cmd_convert, "convert a capture (.cupti) or a trace to Perfetto or Chrome JSON"},
     {"stats", cmd_stats, "summarize a trace or capture (counts, top kernels, GPU busy time)"},
+    {"diff", cmd_diff, "compare two runs: what changed per kernel, API call, copy, range, op"},
+    {"merge", cmd_merge, "put several runs side by side in one trace (--side-by-side)"},
 };
 
 static void usage(FILE *f)

@@ -43,7 +43,9 @@ struct cuptrace_track {
 	int64_t tid;             /* THREAD only */
 	const char *name;        /* process name, thread name, group or track name; never NULL */
 	const char *description; /* optional */
-	int32_t sort_rank;       /* order among siblings, ascending (streams in stream order) */
+	int32_t sort_rank;       /* order among siblings, ascending (streams in stream order); on
+	                          * PROCESS tracks, non-zero ranks order the processes of a trace
+	                          * that holds several (cuptrace merge) */
 	uint32_t lane; /* SLICES: 0 for the main track, n>0 for the n-th overflow lane; lanes
 	                * of one track share its name so the UI shows them as one */
 	enum cuptrace_counter_unit unit; /* COUNTER only */

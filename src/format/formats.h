@@ -1,5 +1,6 @@
-/* Constructors for the sinks of event.h, and the Perfetto reader that replays a trace file into
- * any sink (used by `cuptrace convert` from .pftrace, stats, merge and the tests). */
+/* Constructors for the writer sinks of event.h, and the Perfetto reader that replays a trace file
+ * into any sink (used by `cuptrace convert` from .pftrace, stats, merge and the tests). The stats
+ * sink, which analyzes rather than writes, is in analyze/stats.h. */
 #ifndef CUPTRACE_FORMAT_FORMATS_H
 #define CUPTRACE_FORMAT_FORMATS_H
 
@@ -22,66 +23,6 @@ struct cuptrace_sink *cuptrace_chrome_sink_new(struct cuptrace_output *out);
  * Returns NULL and sets errno (EINVAL for a bad option) on failure. */
 struct cuptrace_sink *cuptrace_sink_open(const char *path, const char *format,
                                          const char *compress);
-
-/* Counts what a trace holds, per kind and per track; used by `cuptrace stats` and the tests.
- * Times are in the trace's relative ns. A slice's interval is [ts, ts + dur). */
-struct cuptrace_stats_track {
-	uint64_t uuid;
-	enum cuptrace_track_kind kind;
-	uint64_t parent_uuid;
-	uint64_t group_uuid; /* nearest GROUP ancestor (the GPU), 0 if none */
-	int32_t pid;
-	int64_t tid;
-	char *name;
-	char *cmdline; /* PROCESS: the arguments joined by spaces; NULL otherwise or if none */
-	uint32_t lane;
-	int32_t sort_rank; /* as declared: stream order among a GPU's tracks */
-	uint64_t slices, instants, counters;
-	int64_t first_ts, last_end; /* over this track's events; both 0 if it has none */
-	int64_t busy_ns; /* sum of durations of slices not nested in another slice of this track */
-	uint64_t partial_overlaps; /* pairs of slices on this track that partially overlap */
-};
-struct cuptrace_stats_name {
-	char *name;
-	char *category;
-	uint64_t count;
-	int64_t total_ns, min_ns, max_ns;
-	int on_gpu; /* some slice of it was on a track under a GROUP */
-};
-struct cuptrace_stats {
-	uint64_t tracks, slices, instants, counters;
-	uint64_t flows;                   /* distinct flow ids with both an out and an in end */
-	uint64_t flows_dangling;          /* flow ids with only one end */
-	uint64_t gpu_slices;              /* slices on tracks under a group */
-	uint64_t gpu_slices_with_flow_in; /* ... that end a flow whose out end exists */
-	int64_t gpu_busy_ns;              /* sum of busy_ns over the tracks under a group */
-	int64_t min_ts, max_ts; /* earliest ts, latest end (ts + dur); both 0 without events */
-	uint64_t negative_ts;   /* events with ts < 0 (the producer contract says >= 0) */
-	uint64_t negative_dur;  /* slices with dur < 0; taken as 0 for busy and overlaps */
-	uint64_t unknown_track_events;    /* events on a uuid never declared: in the totals only */
-	struct cuptrace_stats_track *trk; /* in declaration order */
-	size_t ntrk;
-	struct cuptrace_stats_name *names; /* per (category, name) of slices, sorted by total_ns
-	                                    * desc, then count desc, category, name */
-	size_t nnames;
-	/* Copies of every metadata entry seen, first-seen order, last value per key; begins with
-	 * "pid", "process_name", "hostname", "start_realtime_ns" from the trace info (entries of
-	 * info->meta and meta() of the same key replace them). */
-	struct cuptrace_meta *meta;
-	size_t nmeta;
-};
-/* The stats sink zeroes *out and fills it at finish (owned by the caller; free it with
- * cuptrace_stats_free, also after a failed finish). out must outlive the sink. */
-struct cuptrace_sink *cuptrace_stats_sink_new(struct cuptrace_stats *out);
-/* Frees what st holds and zeroes it; safe on a zeroed struct and twice. */
-void cuptrace_stats_free(struct cuptrace_stats *st);
-/* A summary for humans and bug reports: metadata, time span, counts, per-category totals, the
- * top 20 names by total time, GPU track busy time. markdown: GitHub tables, else aligned text.
- * Output depends only on st. Metadata keys it labels (others are listed as they are): "gpu<N>"
- * (or "gpu"), "driver_version", "cuda_version" (else "cuda_driver_api_version"),
- * "cupti_version", "hostname", "process_name", "pid", "cmdline", "start_realtime_ns" (int or
- * decimal string); every int key containing "dropped" adds to "Dropped records". */
-void cuptrace_stats_print(const struct cuptrace_stats *st, FILE *f, int markdown);
 
 /* Problems the reader found against Perfetto's import rules (see reference/perfetto-format.md),
  * counted like trace_processor's stats table. All zero for a good trace. */

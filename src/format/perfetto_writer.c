@@ -33,7 +33,7 @@
 #define CLOCK_REALTIME_ID 1
 #define CLOCK_SEQ         64
 
-enum { ORDER_EXPLICIT = 3 };
+enum { ORDER_EXPLICIT = 3, PROCESS_ORDERING_EXPLICIT = 1 };
 
 /* Category and names of the instants that show the metadata in the UI; the reader drops them. */
 #define META_CAT     "cuptrace"
@@ -405,6 +405,24 @@ static int is_label_key(const char *k)
 	       !strncmp(k, "cupti", 5);
 }
 
+/* A process track with a sort rank (several processes in one trace, as `cuptrace merge` writes
+ * them): the root descriptor (uuid 0) asks for processes in rank order, once, before the first
+ * such process. trace_processor then gives each process the arg process_sort_index_hint, which
+ * the UI sorts by; without it the UI orders processes by their slice counts. */
+static int emit_process_ordering(struct pf_sink *s)
+{
+	Cuptrace__Pb__TracePacket p = CUPTRACE__PB__TRACE_PACKET__INIT;
+	Cuptrace__Pb__TrackDescriptor td = CUPTRACE__PB__TRACK_DESCRIPTOR__INIT;
+
+	s->process_ordering = 1;
+	td.has_uuid = 1;
+	td.uuid = 0;
+	td.has_process_ordering = 1;
+	td.process_ordering = PROCESS_ORDERING_EXPLICIT;
+	p.track_descriptor = &td;
+	return emit_meta(s, &p);
+}
+
 static int pf_track(struct cuptrace_sink *sk, const struct cuptrace_track *t)
 {
 	struct pf_sink *s = to_pf(sk);
@@ -433,6 +451,8 @@ static int pf_track(struct cuptrace_sink *sk, const struct cuptrace_track *t)
 	}
 	switch (t->kind) {
 	case CUPTRACE_TRACK_PROCESS:
+		if (t->sort_rank && !s->process_ordering && emit_process_ordering(s))
+			return s->err;
 		pd.has_pid = 1;
 		pd.pid = t->pid;
 		pd.process_name = (char *)t->name;

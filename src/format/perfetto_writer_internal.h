@@ -56,6 +56,7 @@ struct pf_sink {
 	int64_t start_boottime;
 	int64_t max_ts; /* latest time seen, where the summary instant goes */
 	uint64_t process_uuid;
+	int process_ordering; /* the root descriptor that orders processes was written */
 	struct pf_seq **seqs;
 	size_t nseqs, seqcap;
 	struct cuptrace_u64map seq_of; /* track uuid -> index + 1 in seqs */

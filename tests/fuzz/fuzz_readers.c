@@ -13,6 +13,7 @@
 
 #include "common/log.h"
 #include "convert/convert.h"
+#include "analyze/stats.h"
 #include "format/formats.h"
 
 static void quiet(enum cuptrace_log_level level, const char *msg)

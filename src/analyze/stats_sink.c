@@ -1,9 +1,9 @@
 /* The stats sink: counts what a trace holds (per track, per slice name, flows, metadata) for
  * `cuptrace stats` and the tests (printing is in stats_print.c). Like every sink, used by one
  * thread at a time. */
-#include "format/formats.h"
+#include "analyze/stats.h"
+#include "analyze/stats_internal.h"
 #include "common/util.h"
-#include "format/stats_internal.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -105,7 +105,8 @@ static int meta_set(struct stats_sink *s, const char *key, int is_int, int64_t i
 		if (!strcmp(t->meta[k].key, key))
 			m = &t->meta[k];
 	if (!m) {
-		struct cuptrace_meta *arr = cuptrace_grow(t->meta, &s->metacap, t->nmeta + 1, sizeof(*arr));
+		struct cuptrace_meta *arr =
+		    cuptrace_grow(t->meta, &s->metacap, t->nmeta + 1, sizeof(*arr));
 		char *k = arr ? strdup(key) : NULL;
 		if (arr)
 			t->meta = arr;

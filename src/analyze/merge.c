@@ -1,0 +1,651 @@
+/* Side-by-side merge of several traces (merge.h): pass 1 reads each input into a stats sink
+ * (metadata, tracks, earliest event) while noting where slices of the alignment name start;
+ * pass 2 replays each input through a sink that renumbers and shifts it into the output. */
+#include "analyze/merge.h"
+#include "analyze/forward.h"
+#include "analyze/stats.h"
+#include "analyze/stats_internal.h"
+#include "common/util.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Process ranks: input i's k-th process gets (i + 1) * RANK_STEP + k, so inputs keep their order
+ * and ranks are never 0 (trace_processor ignores a rank of 0). */
+#define RANK_STEP 1024
+
+struct in_state {
+	struct cuptrace_stats st; /* pass 1: metadata, tracks (their pids), earliest event */
+	int64_t start_boottime_ns;
+	uint64_t uuid_hi, uuid_lo;
+	int64_t *align; /* starts of the slices named align_name */
+	size_t nalign, aligncap;
+	int32_t *pids, *newpids; /* distinct original pids in first-seen order; their new pids */
+	size_t npids;
+	char *note; /* added to the description of this input's processes */
+};
+
+struct merge_state {
+	struct in_state *in;
+	char *align_name;
+	uint64_t k;
+	uint64_t next_uuid, next_flow; /* the output's uuids and flow ids, from 1 */
+};
+
+/* ---- pass 1 ---- */
+
+struct probe_sink {
+	struct fwd_sink fwd; /* inner: the stats sink of in->st */
+	struct in_state *in;
+	const char *align_name;
+};
+
+static int probe_begin(struct cuptrace_sink *sk, const struct cuptrace_trace_info *info)
+{
+	struct probe_sink *s = (struct probe_sink *)sk;
+	s->in->start_boottime_ns = info->start_boottime_ns;
+	s->in->uuid_hi = info->trace_uuid_hi;
+	s->in->uuid_lo = info->trace_uuid_lo;
+	return fwd_begin(sk, info);
+}
+
+static int probe_slice(struct cuptrace_sink *sk, const struct cuptrace_slice *e)
+{
+	struct probe_sink *s = (struct probe_sink *)sk;
+	struct in_state *in = s->in;
+	int err = fwd_slice(sk, e);
+
+	if (err || !s->align_name || !e->name || strcmp(e->name, s->align_name))
+		return err;
+	int64_t *a = cuptrace_grow(in->align, &in->aligncap, in->nalign + 1, sizeof(*a));
+	if (!a)
+		return fwd_fail(&s->fwd, -ENOMEM);
+	in->align = a;
+	a[in->nalign++] = e->ts;
+	return 0;
+}
+
+static void probe_destroy(struct cuptrace_sink *sk)
+{
+	struct probe_sink *s = (struct probe_sink *)sk;
+	if (s)
+		cuptrace_sink_destroy(s->fwd.inner);
+	free(s);
+}
+
+static const struct cuptrace_sink_ops probe_ops = {
+    .name = "merge-probe",
+    .begin = probe_begin,
+    .track = fwd_track,
+    .slice = probe_slice,
+    .instant = fwd_instant,
+    .counter = fwd_counter,
+    .meta = fwd_meta,
+    .finish = fwd_finish,
+    .destroy = probe_destroy,
+};
+
+static int probe(struct in_state *in, const char *path, const char *align_name,
+                 cuptrace_replay_fn replay, void *ctx)
+{
+	struct probe_sink *s = calloc(1, sizeof(*s));
+	int err;
+
+	if (!s)
+		return -ENOMEM;
+	s->fwd.base.ops = &probe_ops;
+	s->in = in;
+	s->align_name = align_name;
+	if (!(s->fwd.inner = cuptrace_stats_sink_new(&in->st))) {
+		free(s);
+		return -ENOMEM;
+	}
+	err = replay(ctx, path, &s->fwd.base);
+	if (!err)
+		err = s->fwd.base.ops->finish(&s->fwd.base);
+	cuptrace_sink_destroy(&s->fwd.base);
+	return err;
+}
+
+static int int64_cmp(const void *pa, const void *pb)
+{
+	int64_t a = *(const int64_t *)pa, b = *(const int64_t *)pb;
+	return a < b ? -1 : a > b;
+}
+
+/* The distinct pids of an input's tracks, processes first, in declaration order. */
+static int collect_pids(struct in_state *in)
+{
+	const struct cuptrace_stats *st = &in->st;
+	size_t cap = st->ntrk + 1;
+
+	if (!(in->pids = calloc(cap, sizeof(*in->pids))) ||
+	    !(in->newpids = calloc(cap, sizeof(*in->newpids))))
+		return -ENOMEM;
+	for (int pass = 0; pass < 2; pass++)
+		for (size_t i = 0; i < st->ntrk; i++) {
+			if ((st->trk[i].kind == CUPTRACE_TRACK_PROCESS) != !pass)
+				continue;
+			size_t k = 0;
+			while (k < in->npids && in->pids[k] != st->trk[i].pid)
+				k++;
+			if (k == in->npids)
+				in->pids[in->npids++] = st->trk[i].pid;
+		}
+	if (!in->npids) {
+		/* No track: the pid of the trace info, if it said one. */
+		const struct cuptrace_meta *m = stats_meta_get(st, "pid");
+		int64_t v = 0;
+		in->pids[in->npids++] = m && stats_meta_int(m, &v) ? (int32_t)v : 0;
+	}
+	return 0;
+}
+
+/* Output pids: an input keeps a pid no earlier input took; otherwise it gets the next pid
+ * above it that no earlier input took and no input holds originally, as a pid or a tid. */
+static int assign_pids(struct cuptrace_merge *m)
+{
+	struct cuptrace_u64map orig, used;
+	int err = 0;
+
+	cuptrace_u64map_init(&orig);
+	cuptrace_u64map_init(&used);
+	for (size_t i = 0; i < m->n && !err; i++) {
+		const struct in_state *in = &m->st->in[i];
+		for (size_t k = 0; k < in->npids && !err; k++)
+			if (!cuptrace_u64map_put(&orig, (uint32_t)in->pids[k], NULL))
+				err = -ENOMEM;
+		/* Thread ids too: a process whose pid is some thread's tid would confuse readers
+		 * that take tid == pid for the main thread. */
+		for (size_t k = 0; k < in->st.ntrk && !err; k++)
+			if (in->st.trk[k].kind == CUPTRACE_TRACK_THREAD &&
+			    !cuptrace_u64map_put(&orig, (uint32_t)in->st.trk[k].tid, NULL))
+				err = -ENOMEM;
+	}
+	for (size_t i = 0; i < m->n && !err; i++) {
+		struct in_state *in = &m->st->in[i];
+		for (size_t k = 0; k < in->npids && !err; k++) {
+			int32_t q = in->pids[k];
+			if (cuptrace_u64map_get(&used, (uint32_t)q)) {
+				do
+					q = q >= INT32_MAX || q < 0 ? 1 : q + 1;
+				while (cuptrace_u64map_get(&used, (uint32_t)q) ||
+				       cuptrace_u64map_get(&orig, (uint32_t)q));
+			}
+			in->newpids[k] = q;
+			if (!cuptrace_u64map_put(&used, (uint32_t)q, NULL))
+				err = -ENOMEM;
+		}
+		m->in[i].orig_pid = in->pids[0];
+		m->in[i].pid = in->newpids[0];
+	}
+	cuptrace_u64map_free(&orig);
+	cuptrace_u64map_free(&used);
+	return err;
+}
+
+/* Labels: as given, or the file's name; a label already taken gets " (2)", " (3)", ... */
+static int make_labels(struct cuptrace_merge *m, const struct cuptrace_merge_input *inputs)
+{
+	for (size_t i = 0; i < m->n; i++) {
+		const char *base = inputs[i].label;
+		if (!base) {
+			base = strrchr(inputs[i].path, '/');
+			base = base && base[1] ? base + 1 : inputs[i].path;
+		}
+		size_t len = strlen(base) + 24;
+		char *l = malloc(len);
+		if (!l)
+			return -ENOMEM;
+		snprintf(l, len, "%s", base);
+		for (unsigned dup = 2;; dup++) {
+			size_t k = 0;
+			while (k < i && strcmp(m->in[k].label, l))
+				k++;
+			if (k == i)
+				break;
+			snprintf(l, len, "%s (%u)", base, dup);
+		}
+		m->in[i].label = l;
+	}
+	return 0;
+}
+
+/* What each process of input i says about where it comes from. */
+static int make_note(struct cuptrace_merge *m, size_t i)
+{
+	struct in_state *in = &m->st->in[i];
+	const struct cuptrace_merge_result *r = &m->in[i];
+	char buf[4096];
+	size_t len = (size_t)snprintf(buf, sizeof(buf),
+	                              "cuptrace merge: input %zu of %zu, %s; original pid %" PRId32
+	                              "; timestamps shifted by %" PRId64 " ns",
+	                              i + 1, m->n, r->path, r->orig_pid, r->offset_ns);
+	const struct cuptrace_meta *g = stats_meta_get(&in->st, "hostname");
+	char v[1024];
+	if (g && len < sizeof(buf)) {
+		stats_meta_str(g, v, sizeof(v));
+		len += (size_t)snprintf(buf + len, sizeof(buf) - len, "; host %s", v);
+	}
+	for (g = stats_next_gpu(&in->st, NULL); g && len < sizeof(buf);
+	     g = stats_next_gpu(&in->st, g)) {
+		stats_meta_str(g, v, sizeof(v));
+		len += (size_t)snprintf(buf + len, sizeof(buf) - len, "; %s: %s", g->key, v);
+	}
+	return (in->note = strdup(buf)) ? 0 : -ENOMEM;
+}
+
+int cuptrace_merge_plan(struct cuptrace_merge *m, const struct cuptrace_merge_input *inputs,
+                        size_t n, const struct cuptrace_merge_opts *o, cuptrace_replay_fn replay,
+                        void *ctx)
+{
+	int err;
+
+	memset(m, 0, sizeof(*m));
+	if (!n || !inputs || !replay)
+		return -EINVAL;
+	if (!(m->in = calloc(n, sizeof(*m->in))) || !(m->st = calloc(1, sizeof(*m->st))) ||
+	    !(m->st->in = calloc(n, sizeof(*m->st->in))))
+		return -ENOMEM;
+	m->n = n;
+	if (o && o->align_name) {
+		if (!(m->st->align_name = strdup(o->align_name)))
+			return -ENOMEM;
+		m->st->k = o->align_k ? o->align_k : 1;
+	}
+	if ((err = make_labels(m, inputs)))
+		return err;
+	for (size_t i = 0; i < n; i++) {
+		struct in_state *in = &m->st->in[i];
+		struct cuptrace_merge_result *r = &m->in[i];
+		r->path = inputs[i].path;
+		m->bad = i;
+		if ((err = probe(in, r->path, m->st->align_name, replay, ctx)) ||
+		    (err = collect_pids(in)))
+			return err;
+		r->has_events = in->st.slices + in->st.instants + in->st.counters > 0;
+		r->first_ts = r->has_events ? in->st.min_ts : 0;
+		r->align_found = in->nalign;
+		if (!m->st->align_name)
+			continue;
+		if (in->nalign < m->st->k)
+			return -ENOENT;
+		qsort(in->align, in->nalign, sizeof(*in->align), int64_cmp);
+		r->align_ts = in->align[m->st->k - 1];
+	}
+	m->bad = 0;
+	/* Aligned: the K-th slices all start at c, which leaves the earliest event of all at 0. */
+	int64_t c = 0;
+	for (size_t i = 0; m->st->align_name && i < n; i++)
+		if (sat_sub(m->in[i].align_ts, m->in[i].first_ts) > c)
+			c = sat_sub(m->in[i].align_ts, m->in[i].first_ts);
+	for (size_t i = 0; i < n; i++) {
+		struct cuptrace_merge_result *r = &m->in[i];
+		r->offset_ns = m->st->align_name ? sat_sub(c, r->align_ts) : -r->first_ts;
+	}
+	if ((err = assign_pids(m)))
+		return err;
+	for (size_t i = 0; i < n; i++)
+		if ((err = make_note(m, i)))
+			return err;
+	return 0;
+}
+
+/* ---- pass 2 ---- */
+
+struct shift_sink {
+	struct cuptrace_sink base;
+	struct cuptrace_sink *out; /* borrowed */
+	struct merge_state *ms;
+	struct cuptrace_merge_result *r;
+	struct in_state *in;
+	size_t index;
+	uint32_t nprocs;             /* process tracks of this input so far */
+	struct cuptrace_u64map uuid; /* input uuid -> output uuid */
+	struct cuptrace_u64map flow; /* input flow id -> output flow id */
+	uint64_t *ids;               /* scratch for one event's flow ids */
+	size_t idcap;
+	int err;
+};
+
+static int sh_fail(struct shift_sink *s, int err)
+{
+	if (!s->err)
+		s->err = err;
+	return s->err;
+}
+
+/* Output ids, handed out in first-seen order; 0 on allocation failure. */
+static uint64_t map_id(struct cuptrace_u64map *map, uint64_t *next, uint64_t id)
+{
+	int created;
+	uint64_t *v = cuptrace_u64map_put(map, id, &created);
+	if (!v)
+		return 0;
+	if (created)
+		*v = (*next)++;
+	return *v;
+}
+
+static int32_t map_pid(const struct in_state *in, int32_t pid)
+{
+	for (size_t k = 0; k < in->npids; k++)
+		if (in->pids[k] == pid)
+			return in->newpids[k];
+	return in->newpids[0];
+}
+
+/* Begin and metadata went into the output's begin() already (cuptrace_merge_write). */
+static int sh_begin(struct cuptrace_sink *sk, const struct cuptrace_trace_info *info)
+{
+	(void)info;
+	return ((struct shift_sink *)sk)->err;
+}
+
+static int sh_meta(struct cuptrace_sink *sk, const struct cuptrace_meta *m, size_t n)
+{
+	(void)m;
+	(void)n;
+	return ((struct shift_sink *)sk)->err;
+}
+
+static char *joined(const char *a, const char *sep, const char *b)
+{
+	size_t n = strlen(a) + strlen(sep) + strlen(b) + 1;
+	char *p = malloc(n);
+	if (p)
+		snprintf(p, n, "%s%s%s", a, sep, b);
+	return p;
+}
+
+static int sh_track(struct cuptrace_sink *sk, const struct cuptrace_track *t)
+{
+	struct shift_sink *s = (struct shift_sink *)sk;
+	struct cuptrace_track d = *t;
+	char *name = NULL, *desc = NULL;
+	int err;
+
+	if (s->err)
+		return s->err;
+	d.uuid = map_id(&s->uuid, &s->ms->next_uuid, t->uuid);
+	d.parent_uuid = t->parent_uuid ? map_id(&s->uuid, &s->ms->next_uuid, t->parent_uuid) : 0;
+	if (!d.uuid || (t->parent_uuid && !d.parent_uuid))
+		return sh_fail(s, -ENOMEM);
+	d.pid = map_pid(s->in, t->pid);
+	if (t->kind == CUPTRACE_TRACK_PROCESS) {
+		d.sort_rank = (int32_t)((s->index + 1) * RANK_STEP +
+		                        (s->nprocs < RANK_STEP - 1 ? s->nprocs : RANK_STEP - 1));
+		s->nprocs++;
+		desc = t->description && *t->description ? joined(t->description, "\n", s->in->note)
+		                                         : strdup(s->in->note);
+		if (!desc)
+			return sh_fail(s, -ENOMEM);
+		d.description = desc;
+	}
+	if (t->kind == CUPTRACE_TRACK_PROCESS ||
+	    (!t->parent_uuid && t->kind != CUPTRACE_TRACK_THREAD)) {
+		if (!(name = joined(s->r->label, ": ", t->name ? t->name : ""))) {
+			free(desc);
+			return sh_fail(s, -ENOMEM);
+		}
+		d.name = name;
+	}
+	err = s->out->ops->track(s->out, &d);
+	free(name);
+	free(desc);
+	return err ? sh_fail(s, err) : 0;
+}
+
+/* The event's flow ids in the output's numbering, in s->ids from offset at. */
+static const uint64_t *map_flows(struct shift_sink *s, const uint64_t *ids, size_t n, size_t at)
+{
+	if (!n)
+		return NULL;
+	uint64_t *b = cuptrace_grow(s->ids, &s->idcap, at + n, sizeof(*b));
+	if (!b)
+		return NULL;
+	s->ids = b;
+	for (size_t i = 0; i < n; i++)
+		if (!(b[at + i] = map_id(&s->flow, &s->ms->next_flow, ids[i])))
+			return NULL;
+	return b + at;
+}
+
+/* Every event: its track in the output's numbering and its time shifted; 0 or the error. */
+static int place(struct shift_sink *s, uint64_t *track, int64_t *ts)
+{
+	if (s->err)
+		return s->err;
+	if (!(*track = map_id(&s->uuid, &s->ms->next_uuid, *track)))
+		return sh_fail(s, -ENOMEM);
+	*ts = sat_add(*ts, s->r->offset_ns);
+	return 0;
+}
+
+static int sh_slice(struct cuptrace_sink *sk, const struct cuptrace_slice *e)
+{
+	struct shift_sink *s = (struct shift_sink *)sk;
+	struct cuptrace_slice d = *e;
+	int err = place(s, &d.track_uuid, &d.ts);
+
+	if (err)
+		return err;
+	/* Both arrays live in s->ids: map the outs, then the ins after them, then point at both
+	 * (the scratch may move while the ins are mapped). */
+	if ((e->nflows_out && !map_flows(s, e->flows_out, e->nflows_out, 0)) ||
+	    (e->nflows_in && !map_flows(s, e->flows_in, e->nflows_in, e->nflows_out)))
+		return sh_fail(s, -ENOMEM);
+	d.flows_out = e->nflows_out ? s->ids : NULL;
+	d.flows_in = e->nflows_in ? s->ids + e->nflows_out : NULL;
+	err = s->out->ops->slice(s->out, &d);
+	return err ? sh_fail(s, err) : 0;
+}
+
+static int sh_instant(struct cuptrace_sink *sk, const struct cuptrace_instant *e)
+{
+	struct shift_sink *s = (struct shift_sink *)sk;
+	struct cuptrace_instant d = *e;
+	int err = place(s, &d.track_uuid, &d.ts);
+	if (!err && (err = s->out->ops->instant(s->out, &d)))
+		sh_fail(s, err);
+	return err;
+}
+
+static int sh_counter(struct cuptrace_sink *sk, const struct cuptrace_counter *e)
+{
+	struct shift_sink *s = (struct shift_sink *)sk;
+	struct cuptrace_counter d = *e;
+	int err = place(s, &d.track_uuid, &d.ts);
+	if (!err && (err = s->out->ops->counter(s->out, &d)))
+		sh_fail(s, err);
+	return err;
+}
+
+/* The output is finished by the caller, once, after every input. */
+static int sh_finish(struct cuptrace_sink *sk)
+{
+	return ((struct shift_sink *)sk)->err;
+}
+
+static void sh_destroy(struct cuptrace_sink *sk)
+{
+	(void)sk; /* lives on the stack of cuptrace_merge_write */
+}
+
+static const struct cuptrace_sink_ops shift_ops = {
+    .name = "merge-shift",
+    .begin = sh_begin,
+    .track = sh_track,
+    .slice = sh_slice,
+    .instant = sh_instant,
+    .counter = sh_counter,
+    .meta = sh_meta,
+    .finish = sh_finish,
+    .destroy = sh_destroy,
+};
+
+/* The output's metadata: the inputs' entries under "<label>: <key>", and what the merge did. */
+static int merged_meta(struct cuptrace_merge *m, struct cuptrace_meta **out, size_t *nout,
+                       char ***strs, size_t *nstrs)
+{
+	size_t cap = 3, ns = 0, n = 0;
+	for (size_t i = 0; i < m->n; i++)
+		cap += m->st->in[i].st.nmeta + 2;
+	struct cuptrace_meta *meta = calloc(cap, sizeof(*meta));
+	char **keep = calloc(2 * cap, sizeof(*keep)); /* the strings made here, to free */
+	char buf[64];
+
+	*out = meta;
+	*strs = keep;
+	if (!meta || !keep)
+		return -ENOMEM;
+	meta[n++] = (struct cuptrace_meta){.key = "merged_inputs", .is_int = 1, .i = (int64_t)m->n};
+	if (m->st->align_name) {
+		snprintf(buf, sizeof(buf), "#%" PRIu64, m->st->k);
+		if (!(keep[ns++] = joined(m->st->align_name, "", buf)))
+			goto oom;
+		meta[n++] = (struct cuptrace_meta){.key = "merge_alignment", .s = keep[ns - 1]};
+	}
+	/* The traced system, for the trace's system info: the first input's. */
+	const struct cuptrace_meta *os = stats_meta_get(&m->st->in[0].st, "os");
+	if (os && !os->is_int)
+		meta[n++] = (struct cuptrace_meta){.key = "os", .s = os->s};
+	for (size_t i = 0; i < m->n; i++) {
+		const struct cuptrace_stats *st = &m->st->in[i].st;
+		const char *label = m->in[i].label;
+		for (size_t k = 0; k < st->nmeta; k++) {
+			if (!(keep[ns++] = joined(label, ": ", st->meta[k].key)))
+				goto oom;
+			meta[n] = st->meta[k];
+			meta[n++].key = keep[ns - 1];
+		}
+		if (!(keep[ns++] = joined(label, ": ", "merge_file")))
+			goto oom;
+		meta[n++] = (struct cuptrace_meta){.key = keep[ns - 1], .s = m->in[i].path};
+		if (!(keep[ns++] = joined(label, ": ", "merge_offset_ns")))
+			goto oom;
+		meta[n++] = (struct cuptrace_meta){
+		    .key = keep[ns - 1], .is_int = 1, .i = m->in[i].offset_ns};
+	}
+	*nout = n;
+	*nstrs = ns;
+	return 0;
+oom:
+	*nstrs = ns;
+	return -ENOMEM;
+}
+
+int cuptrace_merge_write(struct cuptrace_merge *m, cuptrace_replay_fn replay, void *ctx,
+                         struct cuptrace_sink *out)
+{
+	struct cuptrace_meta *meta = NULL;
+	char **strs = NULL, *pname = NULL;
+	size_t nmeta = 0, nstrs = 0;
+	int err;
+
+	if (!m || !m->st || !m->n || !out)
+		return -EINVAL;
+	m->bad = 0;
+	if ((err = merged_meta(m, &meta, &nmeta, &strs, &nstrs)))
+		goto out;
+	/* The output's clocks are the first input's, moved by its shift. */
+	const struct cuptrace_stats *st0 = &m->st->in[0].st;
+	const struct cuptrace_meta *rt = stats_meta_get(st0, "start_realtime_ns"),
+	                           *pn = stats_meta_get(st0, "process_name"),
+	                           *host = stats_meta_get(st0, "hostname");
+	int64_t realtime = 0;
+	if (rt)
+		stats_meta_int(rt, &realtime);
+	if (!(pname =
+	          joined(m->in[0].label, ": ", pn && !pn->is_int && pn->s ? pn->s : "process"))) {
+		err = -ENOMEM;
+		goto out;
+	}
+	uint64_t hi = 0, lo = 0;
+	for (size_t i = 0; i < m->n; i++) {
+		hi = cuptrace_hash64(hi ^ m->st->in[i].uuid_hi ^ (uint64_t)m->in[i].offset_ns);
+		lo = cuptrace_hash64(lo ^ m->st->in[i].uuid_lo ^ (uint64_t)i);
+	}
+	struct cuptrace_trace_info info = {
+	    .pid = m->in[0].pid,
+	    .process_name = pname,
+	    .hostname = host && !host->is_int ? host->s : NULL,
+	    .start_realtime_ns = sat_sub(realtime, m->in[0].offset_ns),
+	    .start_boottime_ns = sat_sub(m->st->in[0].start_boottime_ns, m->in[0].offset_ns),
+	    .trace_uuid_hi = hi,
+	    .trace_uuid_lo = lo,
+	    .meta = meta,
+	    .nmeta = nmeta,
+	};
+	if ((err = out->ops->begin(out, &info)))
+		goto out;
+	m->st->next_uuid = m->st->next_flow = 1;
+	for (size_t i = 0; i < m->n && !err; i++) {
+		struct shift_sink s = {.base.ops = &shift_ops,
+		                       .out = out,
+		                       .ms = m->st,
+		                       .r = &m->in[i],
+		                       .in = &m->st->in[i],
+		                       .index = i};
+		cuptrace_u64map_init(&s.uuid);
+		cuptrace_u64map_init(&s.flow);
+		m->bad = i;
+		err = replay(ctx, m->in[i].path, &s.base);
+		if (!err)
+			err = s.err;
+		cuptrace_u64map_free(&s.uuid);
+		cuptrace_u64map_free(&s.flow);
+		free(s.ids);
+	}
+	if (!err)
+		m->bad = 0;
+out:
+	for (size_t i = 0; strs && i < nstrs; i++)
+		free(strs[i]);
+	free(strs);
+	free(meta);
+	free(pname);
+	return err;
+}
+
+void cuptrace_merge_free(struct cuptrace_merge *m)
+{
+	if (!m)
+		return;
+	for (size_t i = 0; m->in && i < m->n; i++)
+		free(m->in[i].label);
+	free(m->in);
+	if (m->st) {
+		for (size_t i = 0; m->st->in && i < m->n; i++) {
+			struct in_state *in = &m->st->in[i];
+			cuptrace_stats_free(&in->st);
+			free(in->align);
+			free(in->pids);
+			free(in->newpids);
+			free(in->note);
+		}
+		free(m->st->in);
+		free(m->st->align_name);
+		free(m->st);
+	}
+	memset(m, 0, sizeof(*m));
+}
+
+char *cuptrace_merge_parse_align(const char *spec, uint64_t *k)
+{
+	const char *hash = spec ? strrchr(spec, '#') : NULL;
+	size_t len = spec ? strlen(spec) : 0;
+
+	*k = 1;
+	if (hash && hash[1] && strspn(hash + 1, "0123456789") == strlen(hash + 1)) {
+		errno = 0;
+		*k = strtoull(hash + 1, NULL, 10);
+		if (errno || !*k)
+			return NULL;
+		len = (size_t)(hash - spec);
+	}
+	return len ? strndup(spec, len) : NULL;
+}

@@ -1,0 +1,152 @@
+#!/bin/sh
+# `cuptrace merge --side-by-side` end to end, no GPU needed: synthetic runs (tests/steps_trace.c)
+# and real captures merged into .pftrace, .pftrace.gz and .json; the output holds the sum of
+# what the inputs hold (our reader, and Perfetto's trace processor where
+# ../shared/tools/trace_processor_shell exists: no import error, one process per input in input
+# order with distinct pids); the shifts printed on stderr; errors exit 1 or 2 with a message and
+# leave no output behind.
+set -u
+ct=$CUPTRACE_BIN
+chk=$CHECK_TRACE
+src=${CUPTRACE_SRC:-$(cd "$(dirname "$0")/.." && pwd)}
+tp=${TRACE_PROCESSOR_SHELL:-$src/../shared/tools/trace_processor_shell}
+if ! command -v python3 >/dev/null 2>&1; then
+	echo "SKIP: python3 not found (needed to read stats --json)"
+	exit 77
+fi
+tmp=$(mktemp -d "${CUPTRACE_TMP:-/tmp}/merge.XXXXXX")
+. "$src/tests/script_lib.sh"
+have_tp=0
+[ -x "$tp" ] && have_tp=1 || echo "SKIP (part): $tp not found: merged traces not loaded in Perfetto's trace processor"
+
+"$STEPS_TRACE" "$tmp/base.pftrace" &&
+	"$STEPS_TRACE" "$tmp/slow.pftrace" --gemm 4500 --softmax --start 50000 --lead 7000 ||
+	{ echo "FAIL: steps_trace"; exit 1; }
+
+# The sums of what `cuptrace stats --json` says of each input, as "slices instants counters
+# flows tracks gpu_busy_ns".
+sums() {
+	for f in "$@"; do "$ct" stats --json "$f"; done | python3 -c '
+import json, sys
+t = [0] * 6
+for line in sys.stdin:
+    j = json.loads(line)
+    e = j["events"]
+    for i, v in enumerate((e["slices"], e["instants"], e["counter_values"], j["flows"]["complete"],
+                           e["tracks"], j["gpu_busy_ns"])):
+        t[i] += v
+print(*t)'
+}
+
+# Checks a merged trace: our reader's sums, a clean Perfetto file, and trace_processor.
+check_merged() { # merged inputs...
+	out=$1
+	shift
+	want=$(sums "$@")
+	got=$(sums "$out")
+	[ "$got" = "$want" ] && ok || bad "$out holds $got (slices instants counters flows tracks busy), inputs $want"
+	case $out in
+	*.json | *.json.gz) ;;
+	*) "$chk" "$out" --clean >/dev/null 2>"$tmp/chk.err" && ok || { bad "$out not clean"; cat "$tmp/chk.err"; } ;;
+	esac
+	[ $have_tp = 1 ] || return 0
+	set -- $want
+	# trace_processor counts the "cuptrace: trace info" instant that our reader leaves out.
+	python3 "$src/tests/tp_check.py" --tp "$tp" "$out" --slices "$1" --instants $(($2 + 1)) \
+		--counters "$3" --flows "$4" >"$tmp/tp.out" && ok || { bad "trace_processor on $out"; cat "$tmp/tp.out"; }
+}
+
+# Processes as trace_processor sees them, in the UI's order (its sort hint): "pid name" lines.
+tp_processes() {
+	echo "select pid, name from process where pid != 0 and name not like 'GPU %'
+		order by extract_arg(arg_set_id, 'process_sort_index_hint'), upid;" >"$tmp/q.sql"
+	"$tp" -q "$tmp/q.sql" "$1" 2>/dev/null | tail -n +2 | tr -d '"' | tr ',' ' '
+}
+
+# 1. Two runs of one program: labels, shifts, pids.
+"$ct" merge --side-by-side --label A --label B "$tmp/base.pftrace" "$tmp/slow.pftrace" \
+	-o "$tmp/ab.pftrace" 2>"$tmp/err" && ok || { bad "merge A B"; cat "$tmp/err"; }
+grep -qxF "cuptrace merge: A ($tmp/base.pftrace): shifted by -1000 ns" "$tmp/err" &&
+	grep -qxF "cuptrace merge: B ($tmp/slow.pftrace): shifted by -43000 ns, pid 4244 (was 4242)" "$tmp/err" &&
+	ok || { bad "merge: shifts on stderr:"; cat "$tmp/err"; }
+check_merged "$tmp/ab.pftrace" "$tmp/base.pftrace" "$tmp/slow.pftrace"
+if [ $have_tp = 1 ]; then
+	tp_processes "$tmp/ab.pftrace" >"$tmp/procs"
+	printf '4242 A: steps\n4244 B: steps\n' | cmp -s - "$tmp/procs" && ok ||
+		{ bad "processes in trace_processor:"; cat "$tmp/procs"; }
+fi
+for ext in json pftrace.gz json.gz; do
+	"$ct" merge --side-by-side --label A --label B "$tmp/base.pftrace" "$tmp/slow.pftrace" \
+		-o "$tmp/ab.$ext" 2>/dev/null && ok || bad "merge to .$ext"
+	case $ext in json*) [ $have_tp = 1 ] && { python3 "$src/tests/tp_check.py" --tp "$tp" "$tmp/ab.$ext" \
+		--same-as "$tmp/ab.pftrace" >"$tmp/tp.out" && ok || { bad "ab.$ext differs from ab.pftrace"; cat "$tmp/tp.out"; }; } ;;
+	*) check_merged "$tmp/ab.$ext" "$tmp/base.pftrace" "$tmp/slow.pftrace" ;;
+	esac
+done
+if [ $have_tp = 1 ]; then
+	tp_processes "$tmp/ab.json" >"$tmp/procs"
+	printf '4242 A: steps\n4244 B: steps\n' | cmp -s - "$tmp/procs" && ok ||
+		{ bad "processes of the JSON in trace_processor:"; cat "$tmp/procs"; }
+fi
+
+# 2. Aligned on the second step: both start it at 17 us.
+"$ct" merge --side-by-side --align-on 'step#2' "$tmp/base.pftrace" "$tmp/slow.pftrace" \
+	-o "$tmp/al.pftrace" 2>"$tmp/err" && ok || { bad "merge --align-on"; cat "$tmp/err"; }
+grep -qxF "cuptrace merge: base.pftrace ($tmp/base.pftrace): shifted by 6000 ns, step #2 at 17000 ns" "$tmp/err" &&
+	grep -qxF "cuptrace merge: slow.pftrace ($tmp/slow.pftrace): shifted by -43000 ns, step #2 at 17000 ns, pid 4244 (was 4242)" "$tmp/err" &&
+	ok || { bad "--align-on: shifts on stderr:"; cat "$tmp/err"; }
+if [ $have_tp = 1 ]; then
+	# Every step's start, relative to the earliest slice of all (the slow run's cudaMalloc).
+	echo "select p.name, s.ts - (select min(ts) from slice) from slice s
+		join thread_track tt on s.track_id = tt.id join thread using (utid)
+		join process p using (upid) where s.name = 'step' order by p.name, s.ts;" >"$tmp/q.sql"
+	"$tp" -q "$tmp/q.sql" "$tmp/al.pftrace" 2>/dev/null | tail -n +2 | tr -d '"' >"$tmp/steps"
+	for p in base slow; do for t in 7000 17000 27000; do echo "$p.pftrace: steps,$t"; done; done |
+		cmp -s - "$tmp/steps" && ok || { bad "aligned steps in trace_processor:"; cat "$tmp/steps"; }
+fi
+check_merged "$tmp/al.pftrace" "$tmp/base.pftrace" "$tmp/slow.pftrace"
+
+# 3. Real captures, one of them twice.
+set -- "$CUPTRACE_TEST_DATA/vector_add.cupti" "$CUPTRACE_TEST_DATA/multi_stream.cupti" \
+	"$CUPTRACE_TEST_DATA/torch_train.cupti" "$CUPTRACE_TEST_DATA/vector_add.cupti"
+"$ct" merge --side-by-side -o "$tmp/caps.pftrace" "$@" 2>"$tmp/err" && ok || { bad "merge captures"; cat "$tmp/err"; }
+grep -q "^cuptrace merge: vector_add.cupti (2) (" "$tmp/err" || bad "a repeated file name's label"
+check_merged "$tmp/caps.pftrace" "$@"
+if [ $have_tp = 1 ]; then
+	tp_processes "$tmp/caps.pftrace" | awk '{ $1 = ""; print substr($0, 2) }' >"$tmp/procs"
+	printf '%s\n' "vector_add.cupti: vector_add" "multi_stream.cupti: multi_stream" \
+		"torch_train.cupti: python3" "vector_add.cupti (2): vector_add" | cmp -s - "$tmp/procs" && ok ||
+		{ bad "capture processes in trace_processor:"; cat "$tmp/procs"; }
+	echo "select count(distinct pid), count(*) from process where pid != 0 and name not like 'GPU %';" >"$tmp/q.sql"
+	[ "$("$tp" -q "$tmp/q.sql" "$tmp/caps.pftrace" 2>/dev/null | tail -1)" = "4,4" ] && ok || bad "4 distinct pids"
+fi
+
+# 4. Errors: a message, the right exit status, no output left behind.
+# Like expect, and no output may be left behind.
+expect_none() {
+	expect "$@"
+	[ -e "$tmp/x.pftrace" ] && { bad "$*: left $tmp/x.pftrace"; rm -f "$tmp/x.pftrace"; }
+}
+b=$tmp/base.pftrace s=$tmp/slow.pftrace o=$tmp/x.pftrace
+expect_none 2 "only --side-by-side" "$ct" merge "$b" "$s" -o "$o"
+expect_none 2 "at least two INPUTs" "$ct" merge --side-by-side "$b" -o "$o"
+expect_none 2 "at least two INPUTs" "$ct" merge --side-by-side "$b" "$s"
+expect_none 2 "3 labels for 2 inputs" "$ct" merge --side-by-side -l a -l b -l c "$b" "$s" -o "$o"
+expect_none 2 "non-empty label" "$ct" merge --side-by-side -l "" "$b" "$s" -o "$o"
+expect_none 2 "takes NAME or NAME#K" "$ct" merge --side-by-side --align-on '#2' "$b" "$s" -o "$o"
+expect_none 2 "takes NAME or NAME#K" "$ct" merge --side-by-side --align-on 'step#0' "$b" "$s" -o "$o"
+expect_none 2 "unknown format" "$ct" merge --side-by-side -f xml "$b" "$s" -o "$o"
+expect_none 1 "$b has 0 slices named 'epoch'; --align-on epoch needs 1" "$ct" merge --side-by-side --align-on epoch "$b" "$s" -o "$o"
+expect_none 1 "$s has 3 slices named 'step'; --align-on step#4 needs 4" "$ct" merge --side-by-side --align-on 'step#4' "$s" "$b" -o "$o"
+expect_none 1 "cannot read /nonexistent.pftrace" "$ct" merge --side-by-side "$b" /nonexistent.pftrace -o "$o"
+head -c 3000 /dev/urandom >"$tmp/garbage.bin"
+expect_none 1 "cannot read $tmp/garbage.bin" "$ct" merge --side-by-side "$b" "$tmp/garbage.bin" -o "$o"
+expect_none 1 "cannot write /nonexistent-dir/x.pftrace" "$ct" merge --side-by-side "$b" "$s" -o /nonexistent-dir/x.pftrace
+cp "$b" "$tmp/keep.pftrace"
+expect_none 1 "the output $b is input $b" "$ct" merge --side-by-side "$s" "$b" -o "$b"
+cmp -s "$b" "$tmp/keep.pftrace" && ok || bad "merging into an input changed it"
+"$ct" merge --help | grep -q "^usage: cuptrace merge" && ok || bad "merge --help"
+
+echo "$n checks passed"
+[ $fail = 0 ] && rm -rf "$tmp"
+exit $fail

@@ -1,0 +1,184 @@
+/* cuptrace diff BASE NEW: what changed between two runs, per kernel, API call, copy kind, NVTX
+ * range and PyTorch op (analyze/diff.h). */
+#include <errno.h>
+#include <getopt.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "analyze/diff.h"
+#include "cmd.h"
+
+static void diff_usage(FILE *f)
+{
+	fprintf(
+	    f, "usage: cuptrace diff [options] BASE NEW\n\n"
+	       "Compares two runs (any trace or capture cuptrace reads): wall span, GPU busy\n"
+	       "time per device, kernels, bytes copied, then per kernel, API call, copy kind,\n"
+	       "NVTX range and PyTorch op the count, total and mean time in both runs, sorted\n"
+	       "by the change in total time.\n\n"
+	       "  -m, --markdown         GitHub markdown tables\n"
+	       "  -j, --json             one JSON object, times in ns (keys: README)\n"
+	       "  -n, --top N            rows per family in text and markdown (default 20)\n"
+	       "      --group-by MODE    name (default) | base: drop template arguments and\n"
+	       "                         parameter lists (gemm<float, 64>(...) -> gemm)\n"
+	       "      --per NAME         divide counts and times by the number of host ranges\n"
+	       "                         named NAME in each run (runs of different step counts)\n"
+	       "      --fail-above PCT   exit with status 3 if GPU busy time, or the total of a\n"
+	       "                         name taking at least 1%% of BASE's GPU busy time (of its\n"
+	       "                         family's total for API calls, ranges, ops), grew by more\n"
+	       "                         than PCT percent\n"
+	       "  -h, --help             this help\n\n"
+	       "Exit status: 0, 1 error, 2 usage, 3 --fail-above exceeded.\n");
+}
+
+/* The profile of one run; 0 or EXIT_FAIL with the message printed. */
+static int load(const char *path, const struct cuptrace_profile_opts *o, struct cuptrace_profile *p)
+{
+	struct cuptrace_sink *sink;
+	int r;
+
+	memset(p, 0, sizeof(*p));
+	if (access(path, R_OK)) {
+		fprintf(stderr, "cuptrace diff: cannot read %s: %s\n", path, strerror(errno));
+		return EXIT_FAIL;
+	}
+	if (!(sink = cuptrace_profile_sink_new(p, o))) {
+		fprintf(stderr, "cuptrace diff: out of memory\n");
+		return EXIT_FAIL;
+	}
+	r = cmd_replay(path, sink);
+	if (!r)
+		r = sink->ops->finish(sink);
+	cuptrace_sink_destroy(sink);
+	if (r) {
+		fprintf(stderr, "cuptrace diff: cannot read %s: %s\n", path, strerror(-r));
+		cuptrace_profile_free(p);
+		return EXIT_FAIL;
+	}
+	return 0;
+}
+
+int cmd_diff(int argc, char **argv)
+{
+	static const struct option opts[] = {
+	    {"markdown", no_argument, NULL, 'm'},  {"json", no_argument, NULL, 'j'},
+	    {"top", required_argument, NULL, 'n'}, {"group-by", required_argument, NULL, 'g'},
+	    {"per", required_argument, NULL, 'p'}, {"fail-above", required_argument, NULL, 'F'},
+	    {"help", no_argument, NULL, 'h'},      {0},
+	};
+	struct cuptrace_diff_opts o = {.sz = sizeof(o), .top = 20, .fail_above_pct = -1};
+	int markdown = 0, json = 0, c;
+	char *end;
+
+	optind = 1;
+	while ((c = getopt_long(argc, argv, "mjn:h", opts, NULL)) != -1) {
+		switch (c) {
+		case 'm':
+			markdown = 1;
+			break;
+		case 'j':
+			json = 1;
+			break;
+		case 'n': {
+			errno = 0;
+			long v = strtol(optarg, &end, 10);
+			if (errno || *end || end == optarg || v < 1 || v > 1000000) {
+				fprintf(stderr,
+				        "cuptrace diff: --top takes a number of rows >= 1, "
+				        "not '%s'\n",
+				        optarg);
+				return EXIT_USAGE;
+			}
+			o.top = (int)v;
+			break;
+		}
+		case 'g':
+			if (strcmp(optarg, "name") && strcmp(optarg, "base")) {
+				fprintf(stderr, "cuptrace diff: --group-by takes name or base\n");
+				return EXIT_USAGE;
+			}
+			o.group_by_base = !strcmp(optarg, "base");
+			break;
+		case 'p':
+			if (!*optarg) {
+				fprintf(stderr, "cuptrace diff: --per takes a range name\n");
+				return EXIT_USAGE;
+			}
+			o.per_name = optarg;
+			break;
+		case 'F':
+			errno = 0;
+			o.fail_above_pct = strtod(optarg, &end);
+			if (errno || *end || end == optarg || !isfinite(o.fail_above_pct) ||
+			    o.fail_above_pct < 0) {
+				fprintf(stderr,
+				        "cuptrace diff: --fail-above takes a percentage >= 0, "
+				        "not '%s'\n",
+				        optarg);
+				return EXIT_USAGE;
+			}
+			break;
+		case 'h':
+			diff_usage(stdout);
+			return 0;
+		default:
+			diff_usage(stderr);
+			return EXIT_USAGE;
+		}
+	}
+	if (markdown && json) {
+		fprintf(stderr, "cuptrace diff: --markdown and --json exclude each other\n");
+		return EXIT_USAGE;
+	}
+	if (optind != argc - 2) {
+		fprintf(stderr, "cuptrace diff: need two traces, BASE and NEW\n\n");
+		diff_usage(stderr);
+		return EXIT_USAGE;
+	}
+	o.base_path = argv[optind];
+	o.new_path = argv[optind + 1];
+
+	struct cuptrace_profile_opts po = {
+	    .sz = sizeof(po), .group_by_base = o.group_by_base, .per_name = o.per_name};
+	struct cuptrace_profile a, b;
+	struct cuptrace_diff d;
+	int ret = load(o.base_path, &po, &a);
+	if (ret)
+		return ret;
+	if ((ret = load(o.new_path, &po, &b))) {
+		cuptrace_profile_free(&a);
+		return ret;
+	}
+	int r = cuptrace_diff_compute(&a, &b, &o, &d);
+	for (int i = 0; r == -ENOENT && i < 2; i++)
+		if (!(i ? b : a).per_count)
+			fprintf(
+			    stderr,
+			    "cuptrace diff: %s has no range named '%s' on a host thread (--per)\n",
+			    i ? o.new_path : o.base_path, o.per_name);
+	if (r && r != -ENOENT)
+		fprintf(stderr, "cuptrace diff: %s\n", strerror(-r));
+	cuptrace_profile_free(&a);
+	cuptrace_profile_free(&b);
+	if (r) {
+		cuptrace_diff_free(&d);
+		return EXIT_FAIL;
+	}
+	if (json)
+		r = cuptrace_diff_print_json(&d, stdout);
+	else
+		cuptrace_diff_print(&d, stdout, markdown);
+	if (r || fflush(stdout)) {
+		fprintf(stderr, "cuptrace diff: cannot write the report\n");
+		ret = EXIT_FAIL;
+	} else if (d.nfail) {
+		fprintf(stderr, "cuptrace diff: %zu time%s grew by more than %g%% (--fail-above)\n",
+		        d.nfail, d.nfail == 1 ? "" : "s", d.fail_above_pct);
+		ret = EXIT_ABOVE;
+	}
+	cuptrace_diff_free(&d);
+	return ret;
+}
