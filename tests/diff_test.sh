@@ -216,6 +216,43 @@ assert "gemm" in names and "relu" in names and "at::native::vectorized_elementwi
 assert not [n for n in names if "<" in n or "(" in n and "(anonymous namespace)" not in n], names
 PY
 
+# 5b. Real captures that differ on purpose (examples/steps.cu, recorded on an H100): steps_changed
+# makes the "add" kernel do 8x the work and launches "extra_bias" once per step. Exactly those
+# two kernels change, "extra_bias" is the one added, and --fail-above 10 exits 3 naming them;
+# against a run of 20 steps, --per step gives the same per-step counts.
+d=$CUPTRACE_TEST_DATA
+if [ -e "$d/steps_base.cupti" ]; then
+	"$ct" diff --json "$d/steps_base.cupti" "$d/steps_changed.cupti" >"$tmp/steps.json" 2>"$tmp/err" &&
+		python3 - "$tmp/steps.json" <<'PY' && ok || bad "steps: base against changed"
+import json, sys
+j = json.load(open(sys.argv[1]))
+k = {r["name"]: r for r in j["families"]["kernels"]}
+assert set(k) == {"add(float*, float const*, int, int)", "extra_bias(float*, int)",
+                  "reduce_sum(float const*, int, float*)", "scale(float*, int, float)"}, set(k)
+add, extra = k["add(float*, float const*, int, int)"], k["extra_bias(float*, int)"]
+assert extra["status"] == "added" and extra["count"]["new"] == 10, extra
+assert add["count"]["base"] == add["count"]["new"] == 10, add
+assert add["total_ns"]["delta_pct"] > 300, add  # 8x the loop: several times slower
+for n in ("reduce_sum(float const*, int, float*)", "scale(float*, int, float)"):
+    assert abs(k[n]["total_ns"]["delta_pct"]) < 10 and k[n]["count"]["delta"] == 0, k[n]
+PY
+	expect 3 "grew by more than 10%" "$ct" diff --fail-above 10 \
+		"$d/steps_base.cupti" "$d/steps_changed.cupti"
+	grep -q "kernel add(float\*, float const\*, int, int): .* -> .*%)" "$tmp/out" &&
+		grep -q "kernel extra_bias(float\*, int): 0 ns -> .* (new)" "$tmp/out" ||
+		bad "--fail-above does not name the slower and the added kernel"
+	"$ct" diff --json --per step "$d/steps_base.cupti" "$d/steps_long.cupti" >"$tmp/per.json" 2>"$tmp/err" &&
+		python3 - "$tmp/per.json" <<'PY' && ok || bad "steps: --per step, 10 against 20 steps"
+import json, sys
+j = json.load(open(sys.argv[1]))
+for r in j["families"]["kernels"]:
+    assert r["status"] == "common" and r["count"]["base"] == r["count"]["new"] == 1, r
+assert len(j["families"]["kernels"]) == 3
+PY
+else
+	echo "SKIP steps captures: $d/steps_base.cupti missing"
+fi
+
 # 6. Errors.
 b=$tmp/base.pftrace
 expect 2 "need two traces" "$ct" diff "$b"
