@@ -9,8 +9,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "convert/convert.h"
 #include "format/formats.h"
+#include "read/read.h"
 
 static int failures;
 
@@ -62,7 +62,7 @@ int main(int argc, char **argv)
 	struct cuptrace_pf_check chk;
 	memset(&chk, 0, sizeof(chk));
 	int cap = cuptrace_is_capture_file(path);
-	int r = cap == 1 ? cuptrace_replay_file(path, sink, 0)
+	int r = cap == 1 ? cuptrace_read_trace(path, sink, 0)
 	                 : cuptrace_perfetto_read(path, sink, &chk);
 	if (!r)
 		r = sink->ops->finish(sink);

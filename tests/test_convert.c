@@ -11,6 +11,7 @@
 #include "common/util.h"
 #include "convert/convert.h"
 #include "format/event.h"
+#include "read/read.h"
 
 /* A sink that keeps everything, for assertions. */
 struct rtrack {
@@ -169,7 +170,7 @@ static struct rec_sink *replay(const char *name, int driver_all)
 	char path[1024];
 	const char *dir = getenv("CUPTRACE_TEST_DATA");
 	snprintf(path, sizeof(path), "%s/%s", dir ? dir : "tests/data", name);
-	int r = cuptrace_replay_file(path, &s->base, driver_all);
+	int r = cuptrace_read_trace(path, &s->base, driver_all);
 	CHECK_EQ_INT(r, 0);
 	CHECK(s->begun);
 	return s;
@@ -725,7 +726,7 @@ static void test_fuzzed_captures(void)
 			fclose(o);
 			struct rec_sink *s = calloc(1, sizeof(*s));
 			s->base.ops = &rec_ops;
-			int r = cuptrace_replay_file(out, &s->base, round & 1);
+			int r = cuptrace_read_trace(out, &s->base, round & 1);
 			if (r)
 				errors++;
 			else
@@ -789,11 +790,11 @@ static size_t count_named(struct rec_sink *s, const char *name)
 }
 
 /* A PyTorch capture recorded with every runtime call: converted by default, the trivial calls
- * are gone and nothing else is; with CUPTRACE_REPLAY_RUNTIME_ALL they are all back. */
+ * are gone and nothing else is; with CUPTRACE_READ_RUNTIME_ALL they are all back. */
 static void test_runtime_filter_capture(void)
 {
 	struct rec_sink *d = replay("torch_train.cupti", 0);
-	struct rec_sink *a = replay("torch_train.cupti", CUPTRACE_REPLAY_RUNTIME_ALL);
+	struct rec_sink *a = replay("torch_train.cupti", CUPTRACE_READ_RUNTIME_ALL);
 	static const char *const trivial[] = {"cudaGetDevice", "cudaGetLastError",
 	                                      "cudaPeekAtLastError", "cudaStreamIsCapturing"};
 	for (size_t i = 0; i < sizeof(trivial) / sizeof(trivial[0]); i++) {

@@ -8,9 +8,8 @@
 
 #include "cmd.h"
 #include "common/log.h"
-#include "convert/capture.h"
-#include "convert/convert.h"
 #include "format/formats.h"
+#include "read/read.h"
 
 static void convert_usage(FILE *f)
 {
@@ -60,7 +59,7 @@ int cmd_convert(int argc, char **argv)
 				return EXIT_USAGE;
 			}
 			if (!strcmp(optarg, "all"))
-				flags |= CUPTRACE_REPLAY_DRIVER_ALL;
+				flags |= CUPTRACE_READ_DRIVER_ALL;
 			break;
 		case 'R':
 			if (strcmp(optarg, "all") && strcmp(optarg, "filtered")) {
@@ -69,7 +68,7 @@ int cmd_convert(int argc, char **argv)
 				return EXIT_USAGE;
 			}
 			if (!strcmp(optarg, "all"))
-				flags |= CUPTRACE_REPLAY_RUNTIME_ALL;
+				flags |= CUPTRACE_READ_RUNTIME_ALL;
 			break;
 		case 'h':
 			convert_usage(stdout);
@@ -94,7 +93,7 @@ int cmd_convert(int argc, char **argv)
 		fprintf(stderr, "cuptrace convert: cannot write %s: %s\n", out, strerror(errno));
 		return errno == EINVAL ? EXIT_USAGE : EXIT_FAIL;
 	}
-	int r = cuptrace_replay_file(in, sink, flags);
+	int r = cuptrace_read_trace(in, sink, flags);
 	int f = sink->ops->finish(sink);
 	cuptrace_sink_destroy(sink);
 	if (r || f) {

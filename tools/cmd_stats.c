@@ -4,8 +4,8 @@
 #include <string.h>
 
 #include "cmd.h"
-#include "convert/convert.h"
 #include "format/formats.h"
+#include "read/read.h"
 
 static void stats_usage(FILE *f)
 {
@@ -49,7 +49,7 @@ int cmd_stats(int argc, char **argv)
 		fprintf(stderr, "cuptrace stats: out of memory\n");
 		return EXIT_FAIL;
 	}
-	int r = cuptrace_replay_file(argv[optind], sink, 0);
+	int r = cuptrace_read_trace(argv[optind], sink, 0);
 	if (!r)
 		r = sink->ops->finish(sink);
 	cuptrace_sink_destroy(sink);

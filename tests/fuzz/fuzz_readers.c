@@ -12,8 +12,8 @@
 #include <unistd.h>
 
 #include "common/log.h"
-#include "convert/convert.h"
 #include "format/formats.h"
+#include "read/read.h"
 
 static void quiet(enum cuptrace_log_level level, const char *msg)
 {
@@ -49,7 +49,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	if (size)
 		fwrite(data, 1, size, f);
 	fclose(f);
-	r = cuptrace_replay_file(path, sink, CUPTRACE_REPLAY_RUNTIME_ALL);
+	r = cuptrace_read_trace(path, sink, CUPTRACE_READ_RUNTIME_ALL);
 #else
 	r = cuptrace_perfetto_read_mem(data, size, sink, NULL);
 #endif

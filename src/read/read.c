@@ -1,5 +1,5 @@
-/* Replays a trace file into any sink: a raw capture goes through the converter, a Perfetto
- * trace through the Perfetto reader. Shared by `cuptrace convert`, `stats` and the tests. */
+/* cuptrace_read_trace: tells a trace file's format from its bytes and replays it into a sink
+ * through the reader of that format; a raw capture goes through the converter. */
 #include <errno.h>
 #include <fcntl.h>
 #include <stdlib.h>
@@ -9,7 +9,7 @@
 #include "common/log.h"
 #include "convert/capture.h"
 #include "convert/convert.h"
-#include "format/formats.h"
+#include "read/read.h"
 
 int cuptrace_is_capture_file(const char *path)
 {
@@ -71,9 +71,8 @@ static int start_converter(struct cap_ctx *c)
 	info.trace_uuid_hi = (uint64_t)info.start_realtime_ns ^ ((uint64_t)info.pid << 32);
 	info.trace_uuid_lo = (uint64_t)info.start_boottime_ns * 0x9e3779b97f4a7c15ull;
 	struct cuptrace_convert_opts o = {.sz = sizeof(o),
-	                                  .driver_all = !!(c->flags & CUPTRACE_REPLAY_DRIVER_ALL),
-	                                  .runtime_all =
-	                                      !!(c->flags & CUPTRACE_REPLAY_RUNTIME_ALL)};
+	                                  .driver_all = !!(c->flags & CUPTRACE_READ_DRIVER_ALL),
+	                                  .runtime_all = !!(c->flags & CUPTRACE_READ_RUNTIME_ALL)};
 	c->conv = cuptrace_converter_new(c->sink, &info, &o);
 	if (!c->conv)
 		return -ENOMEM;
@@ -111,17 +110,8 @@ static int cap_dropped(void *ctx, uint64_t a, uint64_t b)
 	return r;
 }
 
-int cuptrace_replay_file(const char *path, struct cuptrace_sink *sink, int flags)
+static int read_capture(const char *path, struct cuptrace_sink *sink, int flags)
 {
-	int cap = cuptrace_is_capture_file(path);
-	if (cap < 0) {
-		cuptrace_err("cannot read %s: %s", path, strerror(errno));
-		return -errno;
-	}
-	if (!cap) {
-		struct cuptrace_pf_check chk = {0};
-		return cuptrace_perfetto_read(path, sink, &chk);
-	}
 	struct cap_ctx c = {.sink = sink, .flags = flags};
 	c.reader = cuptrace_capture_reader_open(path);
 	if (!c.reader)
@@ -153,4 +143,18 @@ int cuptrace_replay_file(const char *path, struct cuptrace_sink *sink, int flags
 		free(c.vals[i]);
 	}
 	return r;
+}
+
+int cuptrace_read_trace(const char *path, struct cuptrace_sink *sink, int flags)
+{
+	int cap = cuptrace_is_capture_file(path);
+	if (cap < 0) {
+		int err = -errno;
+		cuptrace_err("cannot read %s: %s", path, strerror(errno));
+		return err;
+	}
+	if (cap)
+		return read_capture(path, sink, flags);
+	struct cuptrace_pf_check chk = {0};
+	return cuptrace_perfetto_read(path, sink, &chk);
 }

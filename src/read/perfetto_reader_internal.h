@@ -1,22 +1,18 @@
 /* What the Perfetto reader's files share: struct reader, the decoded trace that perfetto_decode.c
  * and perfetto_decode_payload.c fill and perfetto_reader.c replays, and the wire-format helpers.
- * Private to src/format; the pipeline is described at the top of perfetto_reader.c. */
-#ifndef CUPTRACE_FORMAT_PERFETTO_READER_INTERNAL_H
-#define CUPTRACE_FORMAT_PERFETTO_READER_INTERNAL_H
+ * Private to src/read; the pipeline is described at the top of perfetto_reader.c. */
+#ifndef CUPTRACE_READ_PERFETTO_READER_INTERNAL_H
+#define CUPTRACE_READ_PERFETTO_READER_INTERNAL_H
 
-#include "format/formats.h"
 #include "common/util.h"
+#include "format/perfetto_wire.h"
+#include "read/read.h"
 
 #include <errno.h>
 #include <stdint.h>
 #include <string.h>
 
-#define CLOCK_REALTIME_ID 1
-#define CLOCK_BOOTTIME_ID 6
-#define MAX_SNAP_CLOCKS   64
-
-enum { TE_BEGIN = 1, TE_END = 2, TE_INSTANT = 3, TE_COUNTER = 4 };
-enum { IT_NAME, IT_CAT, IT_KEY, IT_VAL, IT_N };
+#define MAX_SNAP_CLOCKS 64
 
 /* ---- wire format ---- */
 

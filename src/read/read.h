@@ -1,0 +1,75 @@
+/* The read layer: every trace format cuptrace takes, replayed into any sink of format/event.h.
+ * Used by `cuptrace convert`, `stats`, the analyses (diff, merge) and the tests. Nothing here
+ * writes a trace: this layer includes no writer's header.
+ *
+ * Ownership: the caller owns the sink, and finishes and destroys it after a read (also after a
+ * failed one). Threading: a read uses only its own state; concurrent reads into different sinks
+ * are fine. */
+#ifndef CUPTRACE_READ_READ_H
+#define CUPTRACE_READ_READ_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "format/event.h"
+
+/* Flags of cuptrace_read_trace, for captures (other formats hold only what was kept). */
+#define CUPTRACE_READ_DRIVER_ALL  1 /* keep the runtime's own driver calls */
+#define CUPTRACE_READ_RUNTIME_ALL 2 /* keep trivial runtime calls (cudaGetDevice, ...) */
+
+/* Reads any trace file cuptrace knows and replays it into sink, which the caller then finishes.
+ * The format is told from the content, never from the name:
+ *   - a raw capture (.cupti, "CUPTCAP" magic): through the converter, with flags;
+ *   - a Perfetto protobuf trace (.pftrace: plain, compressed_packets chunks, or gzip);
+ *   - a Chrome JSON trace, plain or gzip: cuptrace's own (.json, .json.gz) or torch.profiler's
+ *     (Kineto) or another tool's (see read/json_reader.c for what is taken).
+ * An empty file is an empty Perfetto trace. Returns 0 or a negative errno; the reason, naming
+ * the file, goes to the log (-EINVAL: not a trace, or corrupt). */
+int cuptrace_read_trace(const char *path, struct cuptrace_sink *sink, int flags);
+
+/* Is path a raw capture (judged by its first bytes)? 1 yes, 0 no, -1 unreadable (errno). */
+int cuptrace_is_capture_file(const char *path);
+
+/* Problems the reader found against Perfetto's import rules (see reference/perfetto-format.md),
+ * counted like trace_processor's stats table. All zero for a good trace. */
+struct cuptrace_pf_check {
+	uint64_t packets;
+	uint64_t chunks;
+	uint64_t sequences;
+	uint64_t missing_sequence_id;   /* TrackEvent without trusted_packet_sequence_id */
+	uint64_t missing_timestamp;     /* TrackEvent without timestamp */
+	uint64_t seq_first_not_cleared; /* a sequence that uses incremental state (interned data,
+	                                 * SEQ_NEEDS_INCREMENTAL_STATE) whose first packet lacks
+	                                 * INCREMENTAL_STATE_CLEARED */
+	uint64_t incremental_state_invalid; /* packets or interned data skipped while their
+	                                     * sequence's incremental state was invalid (never
+	                                     * cleared, or after previous_packet_dropped) */
+	uint64_t unknown_iid; /* interned id used before it was defined on its sequence */
+	uint64_t counter_before_descriptor; /* counter value before its counter TrackDescriptor */
+	uint64_t event_on_unknown_track;    /* slice/instant on a uuid with no descriptor */
+	uint64_t end_without_begin;         /* TYPE_SLICE_END with nothing open on its track */
+	uint64_t unterminated_slices;       /* BEGIN never closed */
+	uint64_t partial_overlaps; /* misnested BEGIN/END on one track (a named END that does
+	                            * not match the innermost open slice) */
+	uint64_t depth_exceeded;   /* BEGINs dropped past trace_processor's depth of 512 */
+	uint64_t flows_dangling;   /* flow ids found on one slice only: no arrow */
+	uint64_t negative_timestamps;
+	uint64_t duplicate_thread_uuid;  /* two uuids for one (pid, tid) */
+	uint64_t duplicate_process_uuid; /* two uuids for one pid */
+	uint64_t clock_errors;           /* timestamp on a clock with no snapshot path */
+	uint64_t truncated_bytes;        /* bytes after the last complete packet/chunk */
+	uint64_t corrupt;                /* undecodable packets or chunks */
+};
+
+/* Reads a .pftrace (plain, compressed_packets chunks, or whole-file gzip: detected from the
+ * bytes) and replays it into sink (which may be NULL to only check). Events are replayed in
+ * timestamp order; tracks before their first use. check may be NULL. A truncated file is read up
+ * to its last complete packet (chunk) and counted in check->truncated_bytes, not an error.
+ * Returns 0, or a negative errno (-EINVAL for a file that is not a Perfetto trace; a message
+ * goes to the log). The caller still calls sink->ops->finish. */
+int cuptrace_perfetto_read(const char *path, struct cuptrace_sink *sink,
+                           struct cuptrace_pf_check *check);
+int cuptrace_perfetto_read_mem(const void *data, size_t len, struct cuptrace_sink *sink,
+                               struct cuptrace_pf_check *check);
+
+#endif
