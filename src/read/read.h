@@ -72,4 +72,43 @@ int cuptrace_perfetto_read(const char *path, struct cuptrace_sink *sink,
 int cuptrace_perfetto_read_mem(const void *data, size_t len, struct cuptrace_sink *sink,
                                struct cuptrace_pf_check *check);
 
+/* What the JSON reader found and did, for the tests (the trace's metadata carries the nonzero
+ * problem counts too, as "json_*" entries). */
+struct cuptrace_json_check {
+	int cuptrace;                               /* written by cuptrace's Chrome writer */
+	uint64_t events;                            /* elements of the events array */
+	uint64_t slices, instants, counters, flows; /* replayed (flows: arrows, slice to slice) */
+	uint64_t skipped;          /* events not read: phases other than X, i, C, s, t, f, M (B/E
+	                            * pairs, async, samples), no time, a time out of range */
+	uint64_t negative_dur;     /* 'X' with dur < 0: taken as 0 */
+	uint64_t lanes;            /* lane tracks made for slices that partially overlap another */
+	uint64_t overlaps_dropped; /* slices that fit no lane (more than 64 deep): dropped */
+	uint64_t flows_unbound;    /* flow events with no slice at their time on their thread */
+	uint64_t flows_dangling;   /* flow starts never ended, ends never started */
+	uint64_t meta_left_out;    /* metadata keys past the first 1024 (top-level or info) */
+	int truncated;             /* an array cut at its end: read up to its last whole event */
+};
+
+/* Reads a Chrome trace event JSON file (plain or gzip: told from the bytes) and replays it into
+ * sink (NULL to only check); name is the file's name in messages. Takes cuptrace's own Chrome
+ * JSON exactly as its writer lays it out, and torch.profiler's (Kineto) or another tool's with
+ * their processes, threads, GPUs and streams mapped onto the tracks of event.h and Kineto's
+ * categories renamed to cuptrace's (read/json_reader.c says how). check may be NULL. Returns 0,
+ * or a negative errno (-EINVAL: not JSON, not a trace, corrupt or cut; the reason, with the
+ * line and column, goes to the log). The caller still calls sink->ops->finish. */
+int cuptrace_json_read_mem(const void *data, size_t len, const char *name,
+                           struct cuptrace_sink *sink, struct cuptrace_json_check *check);
+int cuptrace_json_read(const char *path, struct cuptrace_sink *sink,
+                       struct cuptrace_json_check *check);
+
+/* What a file's first bytes say it is. */
+enum cuptrace_trace_format {
+	CUPTRACE_FORMAT_UNKNOWN = 0,
+	CUPTRACE_FORMAT_CAPTURE,  /* "CUPTCAP" */
+	CUPTRACE_FORMAT_PERFETTO, /* protobuf (0x0a), or gzip of one; also an empty file */
+	CUPTRACE_FORMAT_JSON,     /* '{' or '[' after whitespace, or gzip of that */
+};
+/* Judges data (the start of a file, or all of it): gzip is looked into. */
+enum cuptrace_trace_format cuptrace_sniff(const void *data, size_t len);
+
 #endif
