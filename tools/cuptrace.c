@@ -15,8 +15,10 @@ static const struct {
 	const char *help;
 } cmds[] = {
     {"record", cmd_record, "run a command and trace what it does with CUDA"},
-    {"convert", cmd_convert, "convert a capture (.cupti) or a trace to Perfetto or Chrome JSON"},
-    {"stats", cmd_stats, "summarize a trace or capture (counts, top kernels, GPU busy time)"},
+    {"convert", cmd_convert,
+     "convert a capture, a trace or a torch.profiler JSON to Perfetto or Chrome JSON"},
+    {"stats", cmd_stats,
+     "summarize a trace, capture or torch.profiler JSON (counts, top kernels, GPU busy)"},
 };
 
 static void usage(FILE *f)
