@@ -400,13 +400,15 @@ static uint32_t lane_track(struct jr *r, struct jr_thread *th, uint32_t k, uint3
 	if (th->lanes[k - 1])
 		return th->lanes[k - 1];
 	const struct jr_track *m = &r->trk[th->track - 1];
-	/* A lane has its track's name, so the UI shows the two as one (convert does the same). */
+	/* A lane has its track's name, so the UI shows the two as one (convert does the same).
+	 * Lane numbers count the slice tracks of that name under the parent, as the Perfetto
+	 * reader rebuilds them: a thread's first lane is 0, a stream's first 1. */
 	struct jr_track t = {.kind = CUPTRACE_TRACK_SLICES,
 	                     .parent = m->parent,
 	                     .pid = m->pid,
 	                     .name = m->name,
 	                     .rank = m->rank,
-	                     .lane = m->lane + k,
+	                     .lane = m->kind == CUPTRACE_TRACK_THREAD ? k - 1 : m->lane + k,
 	                     .first_fo = fo};
 	th->lanes[k - 1] = add_track(r, &t);
 	if (th->lanes[k - 1]) {
