@@ -9,19 +9,7 @@ set -u
 ct=$CUPTRACE_BIN
 tmp=$(mktemp -d "${CUPTRACE_TMP:-/tmp}/json.XXXXXX")
 fail=0 n=0
-expect() { # want-exit want-output-substring command...
-	want=$1 msg=$2
-	shift 2
-	"$@" >"$tmp/out" 2>"$tmp/err"
-	got=$?
-	if [ "$got" != "$want" ] || { [ -n "$msg" ] && ! grep -q -- "$msg" "$tmp/err" "$tmp/out"; }; then
-		echo "FAIL: $* -> exit $got (want $want, and \"$msg\"), output:"
-		head -20 "$tmp/err" "$tmp/out"
-		fail=1
-	else
-		n=$((n + 1))
-	fi
-}
+. "$(dirname "$0")/expect.sh"
 # The lines of `stats` that count: events, flows, slices per category and per name.
 counts() {
 	"$ct" stats "$1" 2>/dev/null | sed -n '/^Events:/p; /^Flows:/p; /^Slices by category/,/^$/p'

@@ -16,6 +16,7 @@
 #include "format/formats.h"
 #include "read/json_parse.h"
 #include "read/read.h"
+#include "read/read_internal.h"
 #include "rec_sink.h"
 
 static char last_log[1024];
@@ -40,19 +41,21 @@ static void tmp_path(char *buf, size_t n, const char *name)
 	snprintf(buf, n, "%s/json-%d-%s", d ? d : "/tmp", (int)getpid(), name);
 }
 
+/* The whole file, NUL-terminated after its bytes; NULL if unreadable. */
 static char *slurp(const char *path, size_t *len)
 {
-	FILE *f = fopen(path, "rb");
-	if (!f)
-		return NULL;
-	fseek(f, 0, SEEK_END);
-	long n = ftell(f);
-	fseek(f, 0, SEEK_SET);
-	char *b = malloc((size_t)n + 1);
-	*len = fread(b, 1, (size_t)n, f);
-	b[*len] = 0;
-	fclose(f);
-	return b;
+	uint8_t *b;
+	return cuptrace_read_file_all(path, &b, len) ? NULL : (char *)b;
+}
+
+/* cuptrace_json_read_mem on a file's bytes. */
+static int json_file(const char *path, struct cuptrace_sink *s, struct cuptrace_json_check *ck)
+{
+	size_t n;
+	char *b = slurp(path, &n);
+	int r = b ? cuptrace_json_read_mem(b, n, path, s, ck) : -ENOENT;
+	free(b);
+	return r;
 }
 
 static void spit(const char *path, const void *data, size_t len, int gz)
@@ -438,7 +441,7 @@ static void test_kineto_handwritten(void)
 	tmp_path(path, sizeof(path), "hand.json.gz");
 	spit(path, KINETO, KINETO_LEN, 1);
 	s = rec_sink_new();
-	CHECK_EQ_INT(cuptrace_json_read(path, &s->base, &ck), 0);
+	CHECK_EQ_INT(json_file(path, &s->base, &ck), 0);
 	check_kineto(s, &ck);
 	r_destroy(&s->base);
 	s = rec_sink_new();
@@ -571,7 +574,7 @@ static void test_data_roundtrips(void)
 		CHECK(same_stats(&a, &c, e->d_name));
 		CHECK(same_stats(&c, &dd, e->d_name));
 		struct cuptrace_json_check ck;
-		CHECK_EQ_INT(cuptrace_json_read(js2, NULL, &ck), 0);
+		CHECK_EQ_INT(json_file(js2, NULL, &ck), 0);
 		CHECK_EQ_INT(ck.cuptrace, 1);
 		CHECK(ck.slices == c.slices && ck.flows == c.flows && ck.counters == c.counters);
 		CHECK_EQ_INT(ck.skipped + ck.lanes + ck.flows_unbound + ck.negative_dur, 0);
@@ -610,7 +613,7 @@ static void test_data_json(void)
 		if (!strstr(e->d_name, ".kineto.json")) {
 			/* torch_train.profiler.json: torch.profiler's numbers, not a trace. */
 			last_log[0] = 0;
-			CHECK_EQ_INT(cuptrace_json_read(path, NULL, &ck), -EINVAL);
+			CHECK_EQ_INT(json_file(path, NULL, &ck), -EINVAL);
 			CHECK(strstr(last_log, e->d_name) && strstr(last_log, "traceEvents"));
 			continue;
 		}
@@ -619,7 +622,7 @@ static void test_data_json(void)
 		char js[512], pf[512];
 		tmp_path(js, sizeof(js), "k.json.gz");
 		tmp_path(pf, sizeof(pf), "k.pftrace");
-		CHECK_EQ_INT(cuptrace_json_read(path, NULL, &ck), 0);
+		CHECK_EQ_INT(json_file(path, NULL, &ck), 0);
 		CHECK_EQ_INT(ck.cuptrace, 0);
 		CHECK_EQ_INT(stats_of(path, &a), 0);
 		CHECK_EQ_INT(convert(path, js), 0);

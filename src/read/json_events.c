@@ -114,13 +114,60 @@ static int big_uint(const struct jnum *num, uint64_t *out)
 	return 1;
 }
 
-/* "args": every member as an arg (numbers INT, UINT or DOUBLE; strings; true/false; nested
- * values as their compact JSON text); nulls are left out. */
+/* One value as an arg: numbers INT, UINT or DOUBLE, strings, true/false, nested values as
+ * their compact JSON text (left out past max bytes); null is left out. 1 taken, 0 left out,
+ * -1 on error. */
+static int parse_value(struct jr *r, struct jr_arg *a, size_t max)
+{
+	struct jp *j = &r->jp;
+	struct jnum num;
+	const char *s;
+	size_t n;
+
+	switch (jp_peek(j)) {
+	case JT_STRING:
+		if (jp_string(j, &s, &n))
+			return -1;
+		a->type = CUPTRACE_ARG_STRING;
+		a->v.s = jr_str(r, s, n);
+		break;
+	case JT_NUMBER:
+		if (jp_number(j, &num))
+			return -1;
+		if (num.is_int) {
+			a->type = CUPTRACE_ARG_INT;
+			a->v.i = num.i;
+		} else if (big_uint(&num, &a->v.u)) {
+			a->type = CUPTRACE_ARG_UINT;
+		} else {
+			a->type = CUPTRACE_ARG_DOUBLE;
+			a->v.d = num.d;
+		}
+		break;
+	case JT_TRUE:
+	case JT_FALSE:
+		a->type = CUPTRACE_ARG_BOOL;
+		return jp_bool(j, &a->v.b) ? -1 : 1;
+	case JT_NULL:
+		return jp_skip(j) ? -1 : 0;
+	case JT_OBJECT:
+	case JT_ARRAY:
+		a->type = CUPTRACE_ARG_STRING;
+		if (!(a->v.s = compact_value(r, max)))
+			return r->err || j->failed ? -1 : 0;
+		break;
+	default:
+		return -1;
+	}
+	return r->err ? -1 : 1;
+}
+
+/* "args": every member as an arg (parse_value). */
 static int parse_args(struct jr *r)
 {
 	struct jp *j = &r->jp;
-	const char *k, *s;
-	size_t kn, n;
+	const char *k;
+	size_t kn;
 	int rc;
 
 	if (jp_peek(j) != JT_OBJECT)
@@ -128,52 +175,14 @@ static int parse_args(struct jr *r)
 	if (jp_object_begin(j))
 		return -1;
 	while ((rc = jp_object_next(j, &k, &kn)) > 0) {
-		struct jr_arg a = {.key = jr_str(r, k, kn)};
-		switch (jp_peek(j)) {
-		case JT_STRING:
-			if (jp_string(j, &s, &n))
-				return -1;
-			a.type = CUPTRACE_ARG_STRING;
-			a.v.s = jr_str(r, s, n);
-			break;
-		case JT_NUMBER: {
-			struct jnum num;
-			if (jp_number(j, &num))
-				return -1;
-			if (num.is_int) {
-				a.type = CUPTRACE_ARG_INT;
-				a.v.i = num.i;
-			} else if (big_uint(&num, &a.v.u)) {
-				a.type = CUPTRACE_ARG_UINT;
-			} else {
-				a.type = CUPTRACE_ARG_DOUBLE;
-				a.v.d = num.d;
-			}
-			break;
-		}
-		case JT_TRUE:
-		case JT_FALSE:
-			if (jp_bool(j, &a.v.b))
-				return -1;
-			a.type = CUPTRACE_ARG_BOOL;
-			break;
-		case JT_NULL:
-			if (jp_skip(j))
-				return -1;
-			continue;
-		case JT_OBJECT:
-		case JT_ARRAY:
-			a.type = CUPTRACE_ARG_STRING;
-			if (!(a.v.s = compact_value(r, SIZE_MAX)))
-				return -1;
-			break;
-		default:
+		struct jr_arg a = {.key = jr_str(r, k, kn)}, *p;
+		int t = parse_value(r, &a, SIZE_MAX);
+		if (t < 0)
 			return -1;
-		}
-		struct jr_arg *p = JR_PUSH(r, args, nargs, argcap);
-		if (!p)
+		if (t && !(p = JR_PUSH(r, args, nargs, argcap)))
 			return -1;
-		*p = a;
+		if (t)
+			*p = a;
 	}
 	return rc;
 }
@@ -190,48 +199,36 @@ static const struct jr_arg *find_arg(const struct jr *r, uint32_t a0, uint32_t n
 
 /* ---- processes and threads ---- */
 
-static uint32_t proc_of(struct jr *r, const struct jr_id *id, uint32_t fo)
-{
-	uint8_t k[9] = {(uint8_t)id->is_str};
-	if (id->is_str)
-		memcpy(k + 1, &id->s, sizeof(id->s));
-	else
-		memcpy(k + 1, &id->i, sizeof(id->i));
-	uint32_t kid = jr_key(r, &r->proc_keys, k, sizeof(k));
-	if (!kid)
-		return 0;
-	if (kid > r->nprocs) {
-		struct jr_proc *p = JR_PUSH(r, procs, nprocs, proccap);
-		if (!p)
-			return 0;
-		memset(p, 0, sizeof(*p));
-		p->id = *id;
-		p->first_fo = fo;
-	}
-	return kid;
-}
-
-static uint32_t thread_of(struct jr *r, uint32_t proc, const struct jr_id *id, uint32_t fo)
+/* The key id of id within scope (0 for processes; a thread's process index + 1) in table t;
+ * ids are 1, 2, ... in first-seen order: a new one is the next index + 1. */
+static uint32_t id_key(struct jr *r, struct cuptrace_strtab *t, uint32_t scope,
+                       const struct jr_id *id)
 {
 	uint8_t k[13] = {(uint8_t)id->is_str};
-	memcpy(k + 1, &proc, sizeof(proc));
+	memcpy(k + 1, &scope, sizeof(scope));
 	if (id->is_str)
 		memcpy(k + 5, &id->s, sizeof(id->s));
 	else
 		memcpy(k + 5, &id->i, sizeof(id->i));
-	uint32_t kid = jr_key(r, &r->thread_keys, k, sizeof(k));
-	if (!kid)
-		return 0;
-	if (kid > r->nthr) {
-		struct jr_thread *t = JR_PUSH(r, thr, nthr, thrcap);
-		if (!t)
-			return 0;
-		memset(t, 0, sizeof(*t));
-		t->proc = proc - 1;
-		t->id = *id;
-		t->first_fo = fo;
-	}
-	return kid;
+	return jr_key(r, t, k, sizeof(k));
+}
+
+static uint32_t proc_of(struct jr *r, const struct jr_id *id, uint32_t fo)
+{
+	uint32_t kid = id_key(r, &r->proc_keys, 0, id);
+	struct jr_proc *p = kid > r->nprocs ? JR_PUSH(r, procs, nprocs, proccap) : NULL;
+	if (p)
+		*p = (struct jr_proc){.id = *id, .first_fo = fo};
+	return r->err ? 0 : kid;
+}
+
+static uint32_t thread_of(struct jr *r, uint32_t proc, const struct jr_id *id, uint32_t fo)
+{
+	uint32_t kid = id_key(r, &r->thread_keys, proc, id);
+	struct jr_thread *t = kid > r->nthr ? JR_PUSH(r, thr, nthr, thrcap) : NULL;
+	if (t)
+		*t = (struct jr_thread){.proc = proc - 1, .id = *id, .first_fo = fo};
+	return r->err ? 0 : kid;
 }
 
 /* The categories torch.profiler (Kineto) uses for work on a GPU (its events there have the
@@ -299,38 +296,47 @@ void jr_metas_free(struct jr_metas *t)
 	memset(t, 0, sizeof(*t));
 }
 
+/* An arg as a metadata entry: ints as ints, the rest as text (a double in the fewest digits
+ * that read back as it). 0, or -1 for a type metadata cannot hold. */
+static int arg_meta(struct jr *r, const struct jr_arg *a, struct jr_meta *m)
+{
+	char buf[64];
+	*m = (struct jr_meta){.key = a->key};
+	switch (a->type) {
+	case CUPTRACE_ARG_INT:
+		m->is_int = 1;
+		m->i = a->v.i;
+		return 0;
+	case CUPTRACE_ARG_STRING:
+		m->s = a->v.s;
+		return 0;
+	case CUPTRACE_ARG_UINT:
+		snprintf(buf, sizeof(buf), "%" PRIu64, a->v.u);
+		break;
+	case CUPTRACE_ARG_DOUBLE:
+		for (int prec = 15; prec <= 17; prec++) {
+			snprintf(buf, sizeof(buf), "%.*g", prec, a->v.d);
+			if (strtod(buf, NULL) == a->v.d)
+				break;
+		}
+		break;
+	case CUPTRACE_ARG_BOOL:
+		snprintf(buf, sizeof(buf), "%s", a->v.b ? "true" : "false");
+		break;
+	default:
+		return -1;
+	}
+	m->s = jr_str(r, buf, strlen(buf));
+	return 0;
+}
+
 /* The args of cuptrace's trace info or summary instant as metadata entries. */
 static int meta_from_args(struct jr *r, uint32_t a0, uint32_t n, struct jr_metas *t)
 {
-	char buf[64];
-	for (uint32_t i = a0; i < a0 + n; i++) {
-		const struct jr_arg *a = &r->args[i];
-		struct jr_meta m = {.key = a->key};
-		switch (a->type) {
-		case CUPTRACE_ARG_INT:
-			m.is_int = 1;
-			m.i = a->v.i;
-			break;
-		case CUPTRACE_ARG_STRING:
-			m.s = a->v.s;
-			break;
-		case CUPTRACE_ARG_UINT:
-			snprintf(buf, sizeof(buf), "%" PRIu64, a->v.u);
-			m.s = jr_str(r, buf, strlen(buf));
-			break;
-		case CUPTRACE_ARG_DOUBLE:
-			snprintf(buf, sizeof(buf), "%.17g", a->v.d);
-			m.s = jr_str(r, buf, strlen(buf));
-			break;
-		case CUPTRACE_ARG_BOOL:
-			m.s = jr_str(r, a->v.b ? "true" : "false", a->v.b ? 4 : 5);
-			break;
-		default:
-			continue;
-		}
-		if (jr_meta_put(r, t, &m))
+	struct jr_meta m;
+	for (uint32_t i = a0; i < a0 + n; i++)
+		if (!arg_meta(r, &r->args[i], &m) && jr_meta_put(r, t, &m))
 			return -1;
-	}
 	return 0;
 }
 
@@ -784,49 +790,13 @@ static int parse_devices(struct jr *r)
  * compact JSON text, up to MAX_META_TEXT bytes). */
 static int parse_top_meta(struct jr *r, const char *key, size_t kn)
 {
-	struct jp *j = &r->jp;
-	struct jr_meta m = {.key = jr_str(r, key, kn)};
-	const char *s;
-	size_t n;
+	struct jr_arg a = {.key = jr_str(r, key, kn)};
+	struct jr_meta m;
+	int t = parse_value(r, &a, MAX_META_TEXT);
 
-	switch (jp_peek(j)) {
-	case JT_STRING:
-		if (jp_string(j, &s, &n))
-			return -1;
-		m.s = jr_str(r, s, n);
-		break;
-	case JT_NUMBER: {
-		struct jnum num;
-		if (jp_number(j, &num))
-			return -1;
-		if (num.is_int) {
-			m.is_int = 1;
-			m.i = num.i;
-		} else {
-			m.s = jr_str(r, num.text, num.len);
-		}
-		break;
-	}
-	case JT_TRUE:
-	case JT_FALSE: {
-		int b;
-		if (jp_bool(j, &b))
-			return -1;
-		m.s = jr_str(r, b ? "true" : "false", b ? 4 : 5);
-		break;
-	}
-	case JT_OBJECT:
-	case JT_ARRAY:
-		if (!(m.s = compact_value(r, MAX_META_TEXT)))
-			return r->err || r->jp.failed ? -1 : 0;
-		break;
-	default:
-		return jp_skip(j);
-	}
-	if (r->err)
-		return -1;
-	const char *k = jr_s(r, m.key);
-	if (m.is_int && !strcmp(k, "baseTimeNanoseconds")) {
+	if (t <= 0 || arg_meta(r, &a, &m))
+		return t < 0 ? -1 : 0;
+	if (m.is_int && !strcmp(key, "baseTimeNanoseconds")) {
 		r->have_base_time = 1;
 		r->base_time_ns = m.i;
 	}

@@ -482,17 +482,3 @@ out:
 	free(inflated);
 	return err;
 }
-
-int cuptrace_json_read(const char *path, struct cuptrace_sink *sink,
-                       struct cuptrace_json_check *check)
-{
-	uint8_t *buf;
-	size_t len;
-	int err = cuptrace_read_file_all(path, &buf, &len);
-
-	if (err)
-		return err;
-	err = cuptrace_json_read_mem(buf, len, path, sink, check);
-	free(buf);
-	return err;
-}

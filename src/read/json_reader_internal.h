@@ -7,6 +7,7 @@
 #include "common/util.h"
 #include "read/json_parse.h"
 #include "read/read.h"
+#include "read/read_internal.h"
 
 #include <errno.h>
 #include <stdint.h>
@@ -182,26 +183,16 @@ struct jr {
 	int64_t next_tid;
 };
 
-/* Appends one element to r->arr, or NULL with r->err set. */
-#define JR_PUSH(r, arr, n, cap)                                                                    \
-	((((r)->arr = jr_grow(r, (r)->arr, &(r)->cap, (r)->n + 1, sizeof(*(r)->arr))), !(r)->err)  \
-	     ? &(r)->arr[(r)->n++]                                                                 \
-	     : NULL)
+#define JR_PUSH(r, arr, n, cap) CUPTRACE_READ_PUSH(r, arr, n, cap)
 
 static inline void *jr_grow(struct jr *r, void *arr, size_t *cap, size_t n, size_t size)
 {
-	void *p = cuptrace_grow(arr, cap, n, size);
-	if (!p)
-		r->err = -ENOMEM;
-	return p ? p : arr;
+	return cuptrace_read_grow(arr, cap, n, size, &r->err);
 }
 
 static inline uint32_t jr_str(struct jr *r, const char *s, size_t n)
 {
-	uint32_t id = cuptrace_strtab_intern(&r->strs, s, n);
-	if (!id)
-		r->err = -ENOMEM;
-	return id;
+	return cuptrace_read_intern(&r->strs, s, n, &r->err);
 }
 
 static inline const char *jr_s(const struct jr *r, uint32_t id)

@@ -362,27 +362,18 @@ static int64_t end_of(const struct jr_ev *e)
 
 static const struct jr *sort_r; /* qsort has no context argument in C11 */
 
-static int x_cmp(const void *pa, const void *pb)
+/* By group (a slice's thread, a flow event's flow key), start, longer first, file order. */
+static int group_cmp(const void *pa, const void *pb)
 {
 	const struct jr_ev *a = &sort_r->evs[*(const uint32_t *)pa];
 	const struct jr_ev *b = &sort_r->evs[*(const uint32_t *)pb];
-	if (a->thr != b->thr)
-		return a->thr < b->thr ? -1 : 1;
+	uint32_t ga = a->ph == 'X' ? a->thr : a->key, gb = b->ph == 'X' ? b->thr : b->key;
+	if (ga != gb)
+		return ga < gb ? -1 : 1;
 	if (a->ts != b->ts)
 		return a->ts < b->ts ? -1 : 1;
 	if (a->dur != b->dur)
 		return a->dur > b->dur ? -1 : 1;
-	return a->fo < b->fo ? -1 : a->fo > b->fo;
-}
-
-static int flow_cmp(const void *pa, const void *pb)
-{
-	const struct jr_ev *a = &sort_r->evs[*(const uint32_t *)pa];
-	const struct jr_ev *b = &sort_r->evs[*(const uint32_t *)pb];
-	if (a->key != b->key)
-		return a->key < b->key ? -1 : 1;
-	if (a->ts != b->ts)
-		return a->ts < b->ts ? -1 : 1;
 	return a->fo < b->fo ? -1 : a->fo > b->fo;
 }
 
@@ -558,7 +549,7 @@ static int pair_flows(struct jr *r)
 			fl[nfl++] = (uint32_t)i;
 	}
 	sort_r = r;
-	qsort(fl, nfl, sizeof(*fl), flow_cmp);
+	qsort(fl, nfl, sizeof(*fl), group_cmp);
 	uint32_t open = 0, key = 0;
 	for (size_t i = 0; i < nfl; i++) {
 		const struct jr_ev *e = &r->evs[fl[i]];
@@ -631,7 +622,7 @@ static int slices(struct jr *r)
 		if (r->evs[i].ph == 'X' && !r->evs[i].dropped)
 			b.xs[b.nxs++] = (uint32_t)i;
 	sort_r = r;
-	qsort(b.xs, b.nxs, sizeof(*b.xs), x_cmp);
+	qsort(b.xs, b.nxs, sizeof(*b.xs), group_cmp);
 	if ((err = assign_lanes(r, &b)))
 		goto out;
 	bind_flows(r, &b);

@@ -587,14 +587,10 @@ out:
 int cuptrace_perfetto_read(const char *path, struct cuptrace_sink *sink,
                            struct cuptrace_pf_check *check)
 {
-	uint8_t *buf;
+	uint8_t *buf = NULL;
 	size_t len;
 	int err = cuptrace_read_file_all(path, &buf, &len);
-
-	if (err)
-		return err;
-	err = cuptrace_perfetto_read_mem(buf, len, sink, check);
-	if (err == -EINVAL)
+	if (!err && (err = cuptrace_perfetto_read_mem(buf, len, sink, check)) == -EINVAL)
 		cuptrace_err("%s: cannot read this file as a Perfetto trace", path);
 	free(buf);
 	return err;

@@ -57,6 +57,16 @@ out:
 		free(buf);
 		return err;
 	}
+	if (len == cap) { /* no spare byte: a file that grew while read */
+		uint8_t *p = realloc(buf, len + 1);
+		if (!p) {
+			free(buf);
+			cuptrace_err("%s: out of memory reading it", path);
+			return -ENOMEM;
+		}
+		buf = p;
+	}
+	buf[len] = 0;
 	*out = buf;
 	*outlen = len;
 	return 0;
