@@ -593,10 +593,51 @@ static void test_data_roundtrips(void)
 	CHECK(n >= 10);
 }
 
+/* The real torch.profiler traces of tests/data, counted in the files with Python's json module:
+ * torch_small (tests/gpu/kineto_small.py) and torch_stack (tests/gpu/kineto_stack.py: with
+ * Python stacks, whose record_function ranges partially overlap 18 Python frames). */
+static const struct real_trace {
+	const char *file;
+	uint64_t slices, instants, flows, dangling, gpu, gpu_in, lanes;
+	uint64_t kernel, memcpy, memset, runtime, cpu_op, python;
+} real[] = {
+    {"torch_small.kineto.json.gz", 416, 2, 84, 5, 72, 66, 0, 60, 0, 6, 68, 261, 0},
+    {"torch_stack.kineto.json.gz", 4651, 431, 312, 57, 246, 237, 1, 228, 9, 0, 270, 1344, 2754},
+};
+
+static uint64_t category_count(const struct cuptrace_stats *st, const char *cat)
+{
+	uint64_t n = 0;
+	for (size_t i = 0; i < st->nnames; i++)
+		if (st->names[i].category && !strcmp(st->names[i].category, cat))
+			n += st->names[i].count;
+	return n;
+}
+
+static void check_real(const struct real_trace *t, const struct cuptrace_stats *a,
+                       const struct cuptrace_json_check *ck)
+{
+	CHECK_EQ_INT(a->slices, t->slices);
+	CHECK_EQ_INT(a->instants, t->instants);
+	CHECK_EQ_INT(a->flows, t->flows);
+	CHECK_EQ_INT(ck->flows_dangling, t->dangling);
+	CHECK_EQ_INT(a->gpu_slices, t->gpu);
+	CHECK_EQ_INT(a->gpu_slices_with_flow_in, t->gpu_in);
+	CHECK_EQ_INT(ck->lanes, t->lanes);
+	CHECK_EQ_INT(ck->overlaps_dropped + ck->skipped + ck->flows_unbound, 0);
+	CHECK_EQ_INT(category_count(a, "kernel"), t->kernel);
+	CHECK_EQ_INT(category_count(a, "memcpy"), t->memcpy);
+	CHECK_EQ_INT(category_count(a, "memset"), t->memset);
+	CHECK_EQ_INT(category_count(a, "cuda_runtime"), t->runtime);
+	CHECK_EQ_INT(category_count(a, "cpu_op"), t->cpu_op);
+	CHECK_EQ_INT(category_count(a, "python_function"), t->python);
+	CHECK_EQ_INT(category_count(a, "gpu_memcpy") + category_count(a, "gpu_memset"), 0);
+}
+
 /* Every JSON file of tests/data: the torch.profiler traces (*.kineto.json*) read with GPU work,
  * flows into it and no partial overlap, and keep their counts through cuptrace's JSON and
- * Perfetto; other JSON there is no trace and must say so. torch_small.kineto.json.gz (three
- * training steps of a small MLP, recorded on an H100) is checked exactly where present. */
+ * Perfetto; other JSON there is no trace and must say so. The real ones of real[] are checked
+ * exactly where present. */
 static void test_data_json(void)
 {
 	DIR *d = opendir(data_dir());
@@ -634,29 +675,9 @@ static void test_data_json(void)
 		CHECK(same_stats(&a, &c, e->d_name));
 		for (size_t i = 0; i < a.ntrk; i++)
 			CHECK_EQ_INT(a.trk[i].partial_overlaps, 0);
-		if (!strcmp(e->d_name, "torch_small.kineto.json.gz")) {
-			/* Counted in the file with Python's json module. */
-			CHECK_EQ_INT(a.slices, 416);
-			CHECK_EQ_INT(a.instants, 2);
-			CHECK_EQ_INT(a.flows, 84);
-			CHECK_EQ_INT(ck.flows_dangling, 5);
-			CHECK_EQ_INT(a.gpu_slices, 72);
-			CHECK_EQ_INT(a.gpu_slices_with_flow_in, 66);
-			CHECK_EQ_INT(ck.lanes, 0);
-			CHECK_EQ_INT(ck.skipped, 0);
-			size_t kernels = 0, memsets = 0, runtime = 0, cpu = 0;
-			for (size_t i = 0; i < a.nnames; i++) {
-				const char *cat = a.names[i].category ? a.names[i].category : "";
-				kernels += !strcmp(cat, "kernel") ? a.names[i].count : 0;
-				memsets += !strcmp(cat, "memset") ? a.names[i].count : 0;
-				runtime += !strcmp(cat, "cuda_runtime") ? a.names[i].count : 0;
-				cpu += !strcmp(cat, "cpu_op") ? a.names[i].count : 0;
-			}
-			CHECK_EQ_INT(kernels, 60);
-			CHECK_EQ_INT(memsets, 6);
-			CHECK_EQ_INT(runtime, 68);
-			CHECK_EQ_INT(cpu, 261);
-		}
+		for (size_t k = 0; k < sizeof(real) / sizeof(real[0]); k++)
+			if (!strcmp(e->d_name, real[k].file))
+				check_real(&real[k], &a, &ck);
 		cuptrace_stats_free(&a);
 		cuptrace_stats_free(&b);
 		cuptrace_stats_free(&c);
