@@ -5,17 +5,7 @@ set -u
 ct=$CUPTRACE_BIN
 tmp=$(mktemp -d "${CUPTRACE_TMP:-/tmp}/cli.XXXXXX")
 fail=0 n=0
-expect() { # want-exit want-stderr-substring command...
-	want=$1 msg=$2
-	shift 2
-	"$@" >"$tmp/out" 2>"$tmp/err"
-	got=$?
-	if [ "$got" != "$want" ] || ! grep -q -- "$msg" "$tmp/err" "$tmp/out"; then
-		echo "FAIL: $* -> exit $got (want $want), output:"; cat "$tmp/err" "$tmp/out"; fail=1
-	else
-		n=$((n + 1))
-	fi
-}
+. "$(dirname "$0")/expect.sh"
 expect 0 "usage: cuptrace" "$ct" --help
 expect 0 "cuptrace 0" "$ct" --version
 expect 2 "unknown command" "$ct" frobnicate

@@ -2,9 +2,11 @@
 # The code forms layers, checked on the compiled objects' symbol tables (nm):
 #  - the directories of src/ (common, output, format, convert, analyze, ...): no two of them use
 #    each other, directly or round a cycle (DESIGN.md: format holds writers, analyze sits on top);
-#  - inside src/convert (src/convert/convert_internal.h) and inside src/analyze
-#    (src/analyze/stats_internal.h): no two files call each other, directly or round a cycle, so
-#    each can be read with only the ones below it in mind.
+#  - inside src/convert (src/convert/convert_internal.h), src/analyze
+#    (src/analyze/stats_internal.h) and src/read: no two files call each other, directly or round
+#    a cycle, so each can be read with only the ones below it in mind;
+#  - the readers (src/read) use no writer, the writers (src/format) no reader, the converter no
+#    reader, and no reader includes a writer's header (nm cannot see headers).
 # Builds each graph "A uses a symbol defined in B", prints it, and fails naming a cycle if there
 # is one.
 set -u
@@ -84,7 +86,7 @@ check_graph() { # title edges-file nodes-file
 }
 
 # The files of each layered directory.
-for dir in convert analyze; do
+for dir in convert analyze read; do
 	: >"$tmp/syms"
 	: >"$tmp/files"
 	for src in "$CUPTRACE_SRC"/src/$dir/*.c; do
@@ -118,10 +120,17 @@ done
 edges "$tmp/syms" >"$tmp/edges"
 grep -qx analyze "$tmp/dirs" || { echo "FAIL: no object of src/analyze in $objs"; exit 1; }
 check_graph "src: directory" "$tmp/edges" "$tmp/dirs" || fail=1
-# format holds the writers: nothing of analyze may be below it.
-if grep -q '^format analyze$' "$tmp/edges"; then
-	echo "FAIL: src/format uses src/analyze"
+# Calls across layers the wrong way.
+for pair in "read format" "format read" "convert read" "format analyze"; do
+	if grep -qx "$pair" "$tmp/edges"; then
+		echo "FAIL: src/${pair% *} uses src/${pair#* }"
+		fail=1
+	fi
+done
+if grep -n '#include "format/\(perfetto_writer_internal\|json_writer\|formats\)\.h"' \
+	"$CUPTRACE_SRC"/src/read/*.[ch]; then
+	echo "FAIL: src/read includes a writer's header (above)"
 	fail=1
 fi
-[ $fail = 0 ] && echo "ok: no cycle"
+[ $fail = 0 ] && echo "ok: no cycle, no call across layers the wrong way"
 exit $fail

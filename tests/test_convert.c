@@ -11,156 +11,8 @@
 #include "common/util.h"
 #include "convert/convert.h"
 #include "format/event.h"
-
-/* A sink that keeps everything, for assertions. */
-struct rtrack {
-	struct cuptrace_track t;
-	char name[200];
-};
-struct rslice {
-	uint64_t track;
-	int64_t ts, dur;
-	char name[200];
-	char cat[32];
-	uint64_t corr;
-	uint64_t out[64];
-	size_t nout;
-	uint64_t in;
-	size_t nin;
-	char args[512];
-};
-struct rec_sink {
-	struct cuptrace_sink base;
-	struct rtrack *tracks;
-	size_t ntracks;
-	struct rslice *slices;
-	size_t nslices, cap;
-	size_t ninstants, ncounters;
-	int64_t counters[64];
-	char instants[64][64];
-	int begun, finished;
-	char meta_keys[64][48];
-	int64_t meta_ints[64];
-	size_t nmeta;
-	int track_before_use_violations;
-};
-
-static struct rtrack *find_track(struct rec_sink *s, uint64_t uuid)
-{
-	for (size_t i = 0; i < s->ntracks; i++)
-		if (s->tracks[i].t.uuid == uuid)
-			return &s->tracks[i];
-	return NULL;
-}
-
-static int r_begin(struct cuptrace_sink *b, const struct cuptrace_trace_info *info)
-{
-	((struct rec_sink *)b)->begun = 1;
-	return 0;
-}
-static int r_track(struct cuptrace_sink *b, const struct cuptrace_track *t)
-{
-	struct rec_sink *s = (struct rec_sink *)b;
-	if (t->parent_uuid && !find_track(s, t->parent_uuid))
-		s->track_before_use_violations++;
-	s->tracks = realloc(s->tracks, (s->ntracks + 1) * sizeof(*s->tracks));
-	struct rtrack *r = &s->tracks[s->ntracks++];
-	r->t = *t;
-	snprintf(r->name, sizeof(r->name), "%s", t->name);
-	r->t.name = NULL;
-	return 0;
-}
-static int r_slice(struct cuptrace_sink *b, const struct cuptrace_slice *e)
-{
-	struct rec_sink *s = (struct rec_sink *)b;
-	if (!find_track(s, e->track_uuid))
-		s->track_before_use_violations++;
-	if (s->nslices == s->cap) {
-		s->cap = s->cap ? s->cap * 2 : 1024;
-		s->slices = realloc(s->slices, s->cap * sizeof(*s->slices));
-	}
-	struct rslice *r = &s->slices[s->nslices++];
-	memset(r, 0, sizeof(*r));
-	r->track = e->track_uuid;
-	r->ts = e->ts;
-	r->dur = e->dur;
-	snprintf(r->name, sizeof(r->name), "%s", e->name);
-	snprintf(r->cat, sizeof(r->cat), "%s", e->category);
-	r->corr = e->correlation_id;
-	for (size_t i = 0; i < e->nflows_out && i < 64; i++)
-		r->out[r->nout++] = e->flows_out[i];
-	if (e->nflows_in)
-		r->in = e->flows_in[0];
-	r->nin = e->nflows_in;
-	size_t n = 0;
-	for (size_t i = 0; i < e->nargs; i++) {
-		const struct cuptrace_arg *a = &e->args[i];
-		if (a->type == CUPTRACE_ARG_STRING)
-			n += (size_t)snprintf(r->args + n, sizeof(r->args) - n, "%s=%s;", a->key,
-			                      a->v.s);
-		else if (a->type == CUPTRACE_ARG_DOUBLE)
-			n += (size_t)snprintf(r->args + n, sizeof(r->args) - n, "%s=%.3f;", a->key,
-			                      a->v.d);
-		else
-			n += (size_t)snprintf(r->args + n, sizeof(r->args) - n, "%s=%lld;", a->key,
-			                      (long long)a->v.i);
-		if (n >= sizeof(r->args))
-			n = sizeof(r->args) - 1;
-	}
-	return 0;
-}
-static int r_instant(struct cuptrace_sink *b, const struct cuptrace_instant *e)
-{
-	struct rec_sink *s = (struct rec_sink *)b;
-	if (s->ninstants < 64)
-		snprintf(s->instants[s->ninstants], 64, "%s", e->name);
-	s->ninstants++;
-	return 0;
-}
-static int r_counter(struct cuptrace_sink *b, const struct cuptrace_counter *e)
-{
-	struct rec_sink *s = (struct rec_sink *)b;
-	if (!find_track(s, e->track_uuid))
-		s->track_before_use_violations++;
-	if (s->ncounters < 64)
-		s->counters[s->ncounters] = e->i;
-	s->ncounters++;
-	return 0;
-}
-static int r_meta(struct cuptrace_sink *b, const struct cuptrace_meta *m, size_t n)
-{
-	struct rec_sink *s = (struct rec_sink *)b;
-	for (size_t i = 0; i < n && s->nmeta < 64; i++) {
-		if (!m[i].is_int)
-			continue;
-		snprintf(s->meta_keys[s->nmeta], 48, "%s", m[i].key);
-		s->meta_ints[s->nmeta++] = m[i].i;
-	}
-	return 0;
-}
-static int r_finish(struct cuptrace_sink *b)
-{
-	((struct rec_sink *)b)->finished = 1;
-	return 0;
-}
-static void r_destroy(struct cuptrace_sink *b)
-{
-	struct rec_sink *s = (struct rec_sink *)b;
-	free(s->tracks);
-	free(s->slices);
-	free(s);
-}
-static const struct cuptrace_sink_ops rec_ops = {
-    .name = "rec",
-    .begin = r_begin,
-    .track = r_track,
-    .slice = r_slice,
-    .instant = r_instant,
-    .counter = r_counter,
-    .meta = r_meta,
-    .finish = r_finish,
-    .destroy = r_destroy,
-};
+#include "read/read.h"
+#include "rec_sink.h"
 
 static struct rec_sink *replay(const char *name, int driver_all)
 {
@@ -169,7 +21,7 @@ static struct rec_sink *replay(const char *name, int driver_all)
 	char path[1024];
 	const char *dir = getenv("CUPTRACE_TEST_DATA");
 	snprintf(path, sizeof(path), "%s/%s", dir ? dir : "tests/data", name);
-	int r = cuptrace_replay_file(path, &s->base, driver_all);
+	int r = cuptrace_read_trace(path, &s->base, driver_all);
 	CHECK_EQ_INT(r, 0);
 	CHECK(s->begun);
 	return s;
@@ -725,7 +577,7 @@ static void test_fuzzed_captures(void)
 			fclose(o);
 			struct rec_sink *s = calloc(1, sizeof(*s));
 			s->base.ops = &rec_ops;
-			int r = cuptrace_replay_file(out, &s->base, round & 1);
+			int r = cuptrace_read_trace(out, &s->base, round & 1);
 			if (r)
 				errors++;
 			else
@@ -789,11 +641,11 @@ static size_t count_named(struct rec_sink *s, const char *name)
 }
 
 /* A PyTorch capture recorded with every runtime call: converted by default, the trivial calls
- * are gone and nothing else is; with CUPTRACE_REPLAY_RUNTIME_ALL they are all back. */
+ * are gone and nothing else is; with CUPTRACE_READ_RUNTIME_ALL they are all back. */
 static void test_runtime_filter_capture(void)
 {
 	struct rec_sink *d = replay("torch_train.cupti", 0);
-	struct rec_sink *a = replay("torch_train.cupti", CUPTRACE_REPLAY_RUNTIME_ALL);
+	struct rec_sink *a = replay("torch_train.cupti", CUPTRACE_READ_RUNTIME_ALL);
 	static const char *const trivial[] = {"cudaGetDevice", "cudaGetLastError",
 	                                      "cudaPeekAtLastError", "cudaStreamIsCapturing"};
 	for (size_t i = 0; i < sizeof(trivial) / sizeof(trivial[0]); i++) {

@@ -8,6 +8,7 @@
 #include "common/util.h"
 #include "convert/convert.h"
 #include "format/formats.h"
+#include "read/read.h"
 #include "steps.h"
 
 #include <errno.h>
@@ -27,7 +28,7 @@ static int replay(void *ctx, const char *path, struct cuptrace_sink *sink)
 		return steps_feed(sink, &in->specs[atoi(path + 6)]);
 	if (!strcmp(path, "fail"))
 		return -EIO;
-	return cuptrace_replay_file(path, sink, 0);
+	return cuptrace_read_trace(path, sink, 0);
 }
 
 /* What the merged trace holds, per process (pid): its first event and the starts of its "step"
@@ -354,7 +355,7 @@ static void test_captures(void)
 	const char *paths[] = {va, ms};
 	for (int i = 0; i < 2; i++) {
 		struct cuptrace_sink *s = cuptrace_stats_sink_new(&one[i]);
-		CHECK(s && !cuptrace_replay_file(paths[i], s, 0) && !s->ops->finish(s));
+		CHECK(s && !cuptrace_read_trace(paths[i], s, 0) && !s->ops->finish(s));
 		cuptrace_sink_destroy(s);
 	}
 	tmp_path("test_merge_captures.pftrace", path, sizeof(path));

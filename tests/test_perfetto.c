@@ -6,6 +6,7 @@
 #include "common/util.h"
 #include "convert/convert.h"
 #include "format/formats.h"
+#include "read/read.h"
 #include "perfetto_trace.pb-c.h"
 
 #include <dirent.h>
@@ -2123,12 +2124,12 @@ static void test_real_captures(void)
 		struct cuptrace_pf_check ck;
 		rec_init(&want);
 		rec_init(&got);
-		CHECK_EQ_INT(cuptrace_replay_file(path, &want.base, 0), 0);
+		CHECK_EQ_INT(cuptrace_read_trace(path, &want.base, 0), 0);
 		struct cuptrace_sink *w = cuptrace_perfetto_sink_new(
 		    cuptrace_output_open(out, CUPTRACE_COMPRESS_CHUNKS, NULL));
 		CHECK(w != NULL);
 		if (w) {
-			CHECK_EQ_INT(cuptrace_replay_file(path, w, 0), 0);
+			CHECK_EQ_INT(cuptrace_read_trace(path, w, 0), 0);
 			CHECK_EQ_INT(w->ops->finish(w), 0);
 			cuptrace_sink_destroy(w);
 		}

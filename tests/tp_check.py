@@ -47,8 +47,11 @@ union all select 'category_depth', coalesce(category, ''), max(depth) from slice
 union all select 'counters', '', count(*) from counter
 union all select 'thread', coalesce(name, ''), count(*) from thread where tid != 0 group by 2
 union all select 'process', coalesce(name, ''), count(*) from process where pid != 0 group by 2
-union all select 'meta', name, coalesce(str_value, cast(int_value as text), '') from metadata
+union all select 'meta', name,
+  replace(coalesce(str_value, cast(int_value as text), ''), '"', char(39)) from metadata
 """
+# trace_processor_shell's CSV does not escape '"' inside a value: metadata values, which may be
+# JSON text (torch.profiler's distributedInfo), have theirs turned into "'" above.
 
 # What --same-as compares between two traces of the same capture: counts, the flows' ends by
 # category, and per category the sum of durations, of start times (from the first slice, as the
@@ -121,6 +124,10 @@ def main():
     ap.add_argument("--same-as", metavar="TRACE",
                     help="another trace of the same timeline: same slices and instants per "
                          "category and per track name, same flows and counter values")
+    ap.add_argument("--same-totals-as", metavar="TRACE",
+                    help="another trace of the same work in another tool's layout (e.g. the "
+                         "torch.profiler JSON a trace was converted from): the same numbers of "
+                         "slices, flows and counter values")
     ap.add_argument("--print", action="store_true", help="print every count read back")
     a = ap.parse_args()
 
@@ -132,6 +139,7 @@ def main():
     try:
         c = load(tp, a.trace)
         other = load(tp, a.same_as) if a.same_as else None
+        totals = load(tp, a.same_totals_as) if a.same_totals_as else None
     except RuntimeError as e:
         print(f"FAIL {a.trace}: {e}")
         return 1
@@ -159,6 +167,10 @@ def main():
                 bad.append(f"no {kind} named {n!r} (there are: {sorted(c[kind])})")
     for key, value in a.meta:
         expect(f"metadata {key}", c["meta"].get(key), value)
+    for kind in ("slices", "flows", "counters") if totals is not None else ():
+        x, y = c[kind].get("", 0), totals[kind].get("", 0)
+        if x != y:
+            bad.append(f"{kind}: {x} here, {y} in {a.same_totals_as}")
     if other is not None:
         for kind in SAME_KINDS:
             for key in sorted(set(c[kind]) | set(other[kind])):

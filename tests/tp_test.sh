@@ -3,9 +3,12 @@
 # Chrome JSON (torch_train also to .pftrace.gz and .json.gz): its stats table has no import error
 # or data loss, it reads back what `cuptrace stats` reports for the capture (slices by category,
 # instants, flows, counter values, the process, the traced host's system) and the slices per
-# track of our own reader, plus exact counts for vector_add and multi_stream; and the Perfetto
-# and JSON files of one capture agree (tp_check.py --same-as). Skips where
-# shared/tools/trace_processor_shell is not beside the checkout.
+# track of our own reader, plus exact counts for vector_add and multi_stream; the Perfetto
+# and JSON files of one capture agree (tp_check.py --same-as), and so does the Perfetto trace
+# read back from the JSON (pftrace -> json.gz -> pftrace). Every torch.profiler trace of
+# tests/data (*.kineto.json*) converted to Perfetto and JSON loads clean with the slices, flows
+# and counter values trace_processor reads from the original, and JSON -> Perfetto -> JSON
+# keeps its timeline. Skips where shared/tools/trace_processor_shell is not beside the checkout.
 set -u
 src=${CUPTRACE_SRC:-$(cd "$(dirname "$0")/.." && pwd)}
 tp=${TRACE_PROCESSOR_SHELL:-$src/../shared/tools/trace_processor_shell}
@@ -83,6 +86,10 @@ for cap in "$CUPTRACE_TEST_DATA"/*.cupti; do
 	ok=1
 	tpc "$t.pftrace" "@$t.args" "@$t.pf.args" || ok=0
 	tpc "$t.json" "@$t.args" "@$t.json.args" --same-as "$t.pftrace" || ok=0
+	# Read back from cuptrace's JSON, the Perfetto trace is the same timeline.
+	"$ct" convert "$t.pftrace" -o "$t.rt.json.gz" 2>/dev/null &&
+		"$ct" convert "$t.rt.json.gz" -o "$t.rt.pftrace" 2>/dev/null &&
+		tpc "$t.rt.pftrace" "@$t.pf.args" --same-as "$t.pftrace" || ok=0
 	if [ "$name" = torch_train ]; then
 		"$ct" convert "$cap" -o "$t.pftrace.gz" 2>/dev/null && "$ct" convert "$cap" -o "$t.json.gz" 2>/dev/null &&
 			tpc "$t.json.gz" "@$t.args" --same-as "$t.pftrace.gz" || ok=0
@@ -90,5 +97,21 @@ for cap in "$CUPTRACE_TEST_DATA"/*.cupti; do
 	if [ $ok = 1 ]; then n=$((n + 1)); else echo "FAIL $name"; fail=1; fi
 done
 echo "$n captures read back by trace_processor as cuptrace stats reports them, Perfetto and JSON alike"
+k=0
+for f in "$CUPTRACE_TEST_DATA"/*.kineto.json*; do
+	[ -e "$f" ] || continue
+	t=$tmp/$(basename "$f")
+	if ! "$ct" convert "$f" -o "$t.pftrace" 2>"$t.err" || ! "$ct" convert "$f" -o "$t.json" 2>>"$t.err" ||
+		! "$ct" convert "$t.pftrace" -o "$t.rt.json" 2>>"$t.err"; then
+		echo "FAIL $f: convert"; cat "$t.err"; fail=1; continue
+	fi
+	if tpc "$t.pftrace" --same-totals-as "$f" && tpc "$t.json" --same-totals-as "$f" &&
+		tpc "$t.rt.json" --same-as "$t.json"; then
+		k=$((k + 1))
+	else
+		echo "FAIL $f"; fail=1
+	fi
+done
+echo "$k torch.profiler traces converted to Perfetto and JSON as trace_processor reads them"
 [ $fail = 0 ] && rm -rf "$tmp"
 exit $fail

@@ -1,4 +1,5 @@
-/* cuptrace convert: capture (.cupti) or trace (.pftrace) in, Perfetto or Chrome JSON out. */
+/* cuptrace convert: any trace the read layer takes in (capture, Perfetto, Chrome or
+ * torch.profiler JSON), Perfetto or Chrome JSON out. */
 #include <errno.h>
 #include <getopt.h>
 #include <stdio.h>
@@ -8,23 +9,26 @@
 
 #include "cmd.h"
 #include "common/log.h"
-#include "convert/capture.h"
-#include "convert/convert.h"
 #include "format/formats.h"
+#include "read/read.h"
 
 static void convert_usage(FILE *f)
 {
 	fprintf(f,
 	        "usage: cuptrace convert INPUT -o OUTPUT [options]\n\n"
-	        "INPUT is a raw capture (.cupti, from 'cuptrace record --capture') or a\n"
-	        "Perfetto trace. The output format follows OUTPUT's extension (.pftrace,\n"
-	        ".pftrace.gz, .json, .json.gz) unless -f says otherwise.\n\n"
+	        "INPUT is a raw capture (.cupti, from 'cuptrace record --capture'), a\n"
+	        "Perfetto trace (.pftrace, any compression) or a Chrome JSON trace (.json,\n"
+	        ".json.gz): cuptrace's own or torch.profiler's (export_chrome_trace). Its\n"
+	        "format is told from its content. The output format follows OUTPUT's\n"
+	        "extension (.pftrace, .pftrace.gz, .json, .json.gz) unless -f says otherwise.\n\n"
 	        "  -o, --output PATH    output file (required)\n"
 	        "  -f, --format FMT     perfetto | chrome\n"
 	        "      --compress MODE  chunks | gzip | none\n"
-	        "      --driver MODE    user (default) | all: keep the runtime's own driver calls\n"
-	        "      --runtime MODE   filtered (default) | all: keep trivial runtime calls\n"
-	        "                       (cudaGetDevice, ...) a capture recorded with them holds\n"
+	        "      --driver MODE    captures: user (default) | all: keep the runtime's own\n"
+	        "                       driver calls\n"
+	        "      --runtime MODE   captures: filtered (default) | all: keep trivial runtime\n"
+	        "                       calls (cudaGetDevice, ...) a capture recorded with them\n"
+	        "                       holds\n"
 	        "  -h, --help           this help\n");
 }
 
@@ -60,7 +64,7 @@ int cmd_convert(int argc, char **argv)
 				return EXIT_USAGE;
 			}
 			if (!strcmp(optarg, "all"))
-				flags |= CUPTRACE_REPLAY_DRIVER_ALL;
+				flags |= CUPTRACE_READ_DRIVER_ALL;
 			break;
 		case 'R':
 			if (strcmp(optarg, "all") && strcmp(optarg, "filtered")) {
@@ -69,7 +73,7 @@ int cmd_convert(int argc, char **argv)
 				return EXIT_USAGE;
 			}
 			if (!strcmp(optarg, "all"))
-				flags |= CUPTRACE_REPLAY_RUNTIME_ALL;
+				flags |= CUPTRACE_READ_RUNTIME_ALL;
 			break;
 		case 'h':
 			convert_usage(stdout);
@@ -94,7 +98,7 @@ int cmd_convert(int argc, char **argv)
 		fprintf(stderr, "cuptrace convert: cannot write %s: %s\n", out, strerror(errno));
 		return errno == EINVAL ? EXIT_USAGE : EXIT_FAIL;
 	}
-	int r = cuptrace_replay_file(in, sink, flags);
+	int r = cuptrace_read_trace(in, sink, flags);
 	int f = sink->ops->finish(sink);
 	cuptrace_sink_destroy(sink);
 	if (r || f) {

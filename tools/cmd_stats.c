@@ -11,7 +11,9 @@ static void stats_usage(FILE *f)
 {
 	fprintf(f,
 	        "usage: cuptrace stats [--markdown | --json] TRACE\n\n"
-	        "TRACE is a .pftrace (any compression) or a raw capture (.cupti).\n"
+	        "TRACE is a .pftrace (any compression), a raw capture (.cupti), or a\n"
+	        "Chrome JSON trace (.json, .json.gz): cuptrace's own or torch.profiler's\n"
+	        "(export_chrome_trace). Its format is told from its content.\n\n"
 	        "  -m, --markdown   GitHub markdown tables (for bug reports)\n"
 	        "  -j, --json       one JSON object, times in ns (keys: README, 'stats --json')\n"
 	        "  -h, --help       this help\n");

@@ -16,8 +16,10 @@ static const struct {
 	const char *help;
 } cmds[] = {
     {"record", cmd_record, "run a command and trace what it does with CUDA"},
-    {"convert", cmd_convert, "convert a capture (.cupti) or a trace to Perfetto or Chrome JSON"},
-    {"stats", cmd_stats, "summarize a trace or capture (counts, top kernels, GPU busy time)"},
+    {"convert", cmd_convert,
+     "convert a capture, a trace or a torch.profiler JSON to Perfetto or Chrome JSON"},
+    {"stats", cmd_stats,
+     "summarize a trace, capture or torch.profiler JSON (counts, top kernels, GPU busy)"},
     {"diff", cmd_diff, "compare two runs: what changed per kernel, API call, copy, range, op"},
     {"merge", cmd_merge, "put several runs side by side in one trace (--side-by-side)"},
 };

@@ -1,7 +1,9 @@
 #!/bin/sh
 # Fuzzes the readers of untrusted input with libFuzzer (clang), under ASan and UBSan: the
-# capture reader with the converter behind it, and the Perfetto reader. Seeds: tests/data's
-# captures, and .pftrace files converted from them in every compression. First replays every
+# capture reader with the converter behind it, the Perfetto reader and the JSON reader. Seeds:
+# tests/data's captures, .pftrace files converted from them in every compression, their Chrome
+# JSON (plain and gzip), and tests/data's JSON traces (torch.profiler's), plain and gzip; the
+# JSON target also gets a dictionary of JSON and trace-event tokens. First replays every
 # input in tests/fuzz/regressions (inputs that once crashed), then fuzzes each target for
 # SECONDS (default 60). Any crash, hang, leak or sanitizer report fails (exit 1); the input is
 # left in BUILD/fuzz-artifacts, to be added to tests/fuzz/regressions with the fix.
@@ -18,10 +20,10 @@ if [ -z "$cc" ]; then
 fi
 cmake -S . -B "$build" -DCMAKE_C_COMPILER="$cc" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
 	-DCUPTRACE_FUZZ=ON -DCUPTRACE_WERROR=OFF -DCUPTRACE_EXAMPLES=OFF >/dev/null || exit 1
-cmake --build "$build" -j "$(nproc)" --target fuzz_capture fuzz_perfetto cuptrace_cli \
+cmake --build "$build" -j "$(nproc)" --target fuzz_capture fuzz_perfetto fuzz_json cuptrace_cli \
 	>/dev/null || exit 1
 seeds=$(mktemp -d)
-mkdir -p "$seeds/capture" "$seeds/perfetto" "$build/fuzz-artifacts"
+mkdir -p "$seeds/capture" "$seeds/perfetto" "$seeds/json" "$build/fuzz-artifacts"
 cp tests/data/*.cupti "$seeds/capture/"
 for c in tests/data/vector_add.cupti tests/data/nvtx.cupti tests/data/graphs.cupti; do
 	n=$(basename "$c" .cupti)
@@ -29,9 +31,22 @@ for c in tests/data/vector_add.cupti tests/data/nvtx.cupti tests/data/graphs.cup
 		ASAN_OPTIONS=detect_leaks=0 "$build/cuptrace" convert "$c" --compress $z \
 			-o "$seeds/perfetto/$n-$z.pftrace" 2>/dev/null
 	done
+	for e in json json.gz; do
+		ASAN_OPTIONS=detect_leaks=0 "$build/cuptrace" convert "$c" -o "$seeds/json/$n.$e" \
+			2>/dev/null
+	done
+done
+for j in tests/data/*.json*; do
+	[ -e "$j" ] || continue
+	n=$(basename "$j")
+	cp "$j" "$seeds/json/$n"
+	case $n in
+	*.gz) gzip -dc "$j" >"$seeds/json/${n%.gz}" ;;
+	*) gzip -c "$j" >"$seeds/json/$n.gz" ;;
+	esac
 done
 passed=0 failed=0
-for t in capture perfetto; do
+for t in capture perfetto json; do
 	bin="$build/fuzz_$t"
 	regs=$(ls tests/fuzz/regressions/$t-* 2>/dev/null)
 	if [ -n "$regs" ] && ! "$bin" $regs >"$seeds/$t-reg.log" 2>&1; then
@@ -39,7 +54,9 @@ for t in capture perfetto; do
 		failed=$((failed + 1)); continue
 	fi
 	mkdir -p "$seeds/corpus-$t"
-	if "$bin" -max_total_time="$secs" -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 \
+	dict=""
+	[ -f "tests/fuzz/$t.dict" ] && dict="-dict=tests/fuzz/$t.dict"
+	if "$bin" $dict -max_total_time="$secs" -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 \
 		-artifact_prefix="$build/fuzz-artifacts/$t-" "$seeds/corpus-$t" "$seeds/$t" \
 		>"$seeds/$t.log" 2>&1; then
 		echo "ok fuzz_$t: $(grep -o 'stat::number_of_executed_units: *[0-9]*' "$seeds/$t.log" |

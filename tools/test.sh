@@ -1,7 +1,7 @@
 #!/bin/sh
 # Builds cuptrace with -Werror, AddressSanitizer and UndefinedBehaviorSanitizer, and runs every
 # test. GPU tests skip (with a message) where there is no GPU. The readers are fuzzed first
-# (tools/fuzz.sh, about 3 minutes with its build).
+# (tools/fuzz.sh, about 4 minutes with its build).
 set -eu
 cd "$(dirname "$0")/.."
 export PATH="$PATH:/usr/local/cuda/bin"

@@ -91,13 +91,4 @@ const char *cuptrace_api_name(CUpti_ActivityKind kind, uint32_t cbid, char *buf,
 /* Size of the record struct cuptrace reads for a kind, 0 for kinds it ignores. */
 size_t cuptrace_record_min_size(CUpti_ActivityKind kind);
 
-/* Is path a raw capture (judged by its first bytes)? 1 yes, 0 no, -1 unreadable (errno). */
-int cuptrace_is_capture_file(const char *path);
-/* Replays a capture (through a converter) or a Perfetto trace (through the reader) into sink,
- * which the caller then finishes. flags (for captures): CUPTRACE_REPLAY_*. Returns 0 or a
- * negative errno (message logged). */
-#define CUPTRACE_REPLAY_DRIVER_ALL  1 /* keep the runtime's own driver calls */
-#define CUPTRACE_REPLAY_RUNTIME_ALL 2 /* keep trivial runtime calls */
-int cuptrace_replay_file(const char *path, struct cuptrace_sink *sink, int flags);
-
 #endif

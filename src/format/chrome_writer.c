@@ -246,7 +246,7 @@ static int write_meta_instant(struct chrome_sink *s, const char *name, int64_t t
 	head(w, "i", ts, NULL, s->host_pid, &s->host_pid);
 	cuptrace_json_string_field(w, "s", "g");
 	cuptrace_json_string_field(w, "name", name);
-	cuptrace_json_string_field(w, "cat", "cuptrace");
+	cuptrace_json_string_field(w, "cat", CUPTRACE_META_CATEGORY);
 	cuptrace_json_name(w, "args");
 	cuptrace_json_start_object(w);
 	for (size_t k = 0; k < s->nmeta; k++) {
@@ -402,7 +402,7 @@ static int chrome_begin(struct cuptrace_sink *sink, const struct cuptrace_trace_
 	if (r)
 		return fail(s, -ENOMEM);
 	cuptrace_json_start_array(s->w);
-	return write_meta_instant(s, "cuptrace: trace info", 0);
+	return write_meta_instant(s, CUPTRACE_META_INFO, 0);
 }
 
 /* The synthetic pid of a group owned by process p (see the top of the file). */
@@ -646,7 +646,7 @@ static int chrome_meta(struct cuptrace_sink *sink, const struct cuptrace_meta *m
 	for (size_t i = 0; i < n; i++)
 		if (meta_set(s, m[i].key, m[i].is_int, m[i].i, m[i].s))
 			return fail(s, -ENOMEM);
-	return write_meta_instant(s, "cuptrace: summary", s->max_end);
+	return write_meta_instant(s, CUPTRACE_META_SUMMARY, s->max_end);
 }
 
 /* Idle-time flush from the writer thread: complete lines reach the file about once a second,
@@ -677,7 +677,7 @@ static int chrome_finish(struct cuptrace_sink *sink)
 			if (meta_set(s, "chrome_skipped_events", 1, (int64_t)s->skipped, NULL))
 				fail(s, -ENOMEM);
 			else
-				write_meta_instant(s, "cuptrace: summary", s->max_end);
+				write_meta_instant(s, CUPTRACE_META_SUMMARY, s->max_end);
 		}
 		cuptrace_json_end_array(s->w);
 		check(s);

@@ -129,6 +129,14 @@ struct cuptrace_trace_info {
 	size_t nmeta;
 };
 
+/* Where a format has no better place for the trace's metadata, the writers put it into
+ * instants of this category and these names (the Chrome JSON writer: all of it; the Perfetto
+ * writer: a copy that the UI shows). The readers recognize them and do not replay them as
+ * instants: the info becomes begin()'s, the last summary meta()'s. */
+#define CUPTRACE_META_CATEGORY "cuptrace"
+#define CUPTRACE_META_INFO     "cuptrace: trace info"
+#define CUPTRACE_META_SUMMARY  "cuptrace: summary"
+
 struct cuptrace_sink;
 
 /* Every op returns 0 or a negative errno. After an error the sink stays safe to call and to

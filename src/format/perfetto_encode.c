@@ -17,8 +17,6 @@
 #include <stdint.h>
 #include <string.h>
 
-enum { TE_BEGIN = 1, TE_END = 2, TE_INSTANT = 3, TE_COUNTER = 4 };
-
 /* A sequence starts a new interning generation past these, so that memory stays bounded. */
 #define GEN_MAX_ENTRIES (64u * 1024u)
 #define GEN_MAX_BYTES   (16u * 1024u * 1024u)

@@ -29,16 +29,10 @@
  *    values. An event older than the last one written on its sequence is written on BOOTTIME in
  *    absolute ns instead, which leaves the clock-64 chain alone. */
 
-#define SEQ_META          1
-#define CLOCK_REALTIME_ID 1
-#define CLOCK_SEQ         64
+#define SEQ_META  1
+#define CLOCK_SEQ 64
 
 enum { ORDER_EXPLICIT = 3, PROCESS_ORDERING_EXPLICIT = 1 };
-
-/* Category and names of the instants that show the metadata in the UI; the reader drops them. */
-#define META_CAT     "cuptrace"
-#define META_INFO    "cuptrace: trace info"
-#define META_SUMMARY "cuptrace: summary"
 
 struct pf_meta {
 	char *key, *s;
@@ -216,7 +210,7 @@ static int meta_instant(struct pf_sink *s, const char *name, int64_t ts,
 	    .track_uuid = s->process_uuid,
 	    .ts = ts,
 	    .name = name,
-	    .category = META_CAT,
+	    .category = CUPTRACE_META_CATEGORY,
 	    .args = args,
 	    .nargs = n,
 	};
@@ -516,7 +510,7 @@ static int pf_track(struct cuptrace_sink *sk, const struct cuptrace_track *t)
 	for (size_t i = 0; i < s->nmeta; i++)
 		m[i] = (struct cuptrace_meta){s->meta[i].key, s->meta[i].is_int, s->meta[i].i,
 		                              s->meta[i].s};
-	meta_instant(s, META_INFO, 0, m, s->nmeta);
+	meta_instant(s, CUPTRACE_META_INFO, 0, m, s->nmeta);
 	free(m);
 	return s->err;
 }
@@ -536,7 +530,7 @@ static int pf_meta(struct cuptrace_sink *sk, const struct cuptrace_meta *m, size
 	if (emit_attributes(s))
 		return s->err;
 	if (s->process_uuid && n)
-		meta_instant(s, META_SUMMARY, s->max_ts, m, n);
+		meta_instant(s, CUPTRACE_META_SUMMARY, s->max_ts, m, n);
 	return s->err;
 }
 

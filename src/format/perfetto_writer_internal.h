@@ -5,16 +5,10 @@
 
 #include "format/formats.h"
 #include "common/util.h"
+#include "format/perfetto_wire.h"
 
 #include <stddef.h>
 #include <stdint.h>
-
-#define CLOCK_BOOTTIME_ID 6
-#define SEQ_CLEARED       1
-#define SEQ_NEEDS         2
-
-/* Interning tables per sequence, in InternedData's terms. */
-enum { IT_NAME, IT_CAT, IT_KEY, IT_VAL, IT_N };
 
 /* Entries per table and sequence of the interning cache: 2 KiB per sequence. */
 #define ICACHE_BITS 5

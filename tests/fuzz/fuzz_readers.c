@@ -1,8 +1,10 @@
-/* libFuzzer targets for the readers of untrusted input. Built twice from this file (see
+/* libFuzzer targets for the readers of untrusted input. Built three times from this file (see
  * tools/fuzz.sh): FUZZ_CAPTURE feeds the bytes to the capture reader and the converter behind
- * it (as `cuptrace convert x.cupti` does); otherwise to the Perfetto reader (as `cuptrace stats
- * x.pftrace` does). Both replay into the stats sink, so what a reader lets through is also
- * aggregated. A crash, hang, leak or sanitizer report is a finding; error returns are fine. */
+ * it (as `cuptrace convert x.cupti` does); FUZZ_JSON to the JSON reader (cuptrace's and
+ * torch.profiler's Chrome JSON, plain or gzip, as `cuptrace stats x.json` does); otherwise to
+ * the Perfetto reader (as `cuptrace stats x.pftrace` does). All replay into the stats sink, so
+ * what a reader lets through is also aggregated. A crash, hang, leak or sanitizer report is a
+ * finding; error returns are fine. */
 #define _GNU_SOURCE
 #include <stddef.h>
 #include <stdint.h>
@@ -12,9 +14,9 @@
 #include <unistd.h>
 
 #include "common/log.h"
-#include "convert/convert.h"
 #include "analyze/stats.h"
 #include "format/formats.h"
+#include "read/read.h"
 
 static void quiet(enum cuptrace_log_level level, const char *msg)
 {
@@ -50,7 +52,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	if (size)
 		fwrite(data, 1, size, f);
 	fclose(f);
-	r = cuptrace_replay_file(path, sink, CUPTRACE_REPLAY_RUNTIME_ALL);
+	r = cuptrace_read_trace(path, sink, CUPTRACE_READ_RUNTIME_ALL);
+#elif defined(FUZZ_JSON)
+	r = cuptrace_json_read_mem(data, size, "fuzz.json", sink, NULL);
 #else
 	r = cuptrace_perfetto_read_mem(data, size, sink, NULL);
 #endif

@@ -1,5 +1,5 @@
-/* Replays a trace file into any sink: a raw capture goes through the converter, a Perfetto
- * trace through the Perfetto reader. Shared by `cuptrace convert`, `stats` and the tests. */
+/* cuptrace_read_trace: tells a trace file's format from its bytes and replays it into a sink
+ * through the reader of that format; a raw capture goes through the converter. */
 #include <errno.h>
 #include <fcntl.h>
 #include <stdlib.h>
@@ -9,7 +9,8 @@
 #include "common/log.h"
 #include "convert/capture.h"
 #include "convert/convert.h"
-#include "format/formats.h"
+#include "read/read.h"
+#include "read/read_internal.h"
 
 int cuptrace_is_capture_file(const char *path)
 {
@@ -71,9 +72,8 @@ static int start_converter(struct cap_ctx *c)
 	info.trace_uuid_hi = (uint64_t)info.start_realtime_ns ^ ((uint64_t)info.pid << 32);
 	info.trace_uuid_lo = (uint64_t)info.start_boottime_ns * 0x9e3779b97f4a7c15ull;
 	struct cuptrace_convert_opts o = {.sz = sizeof(o),
-	                                  .driver_all = !!(c->flags & CUPTRACE_REPLAY_DRIVER_ALL),
-	                                  .runtime_all =
-	                                      !!(c->flags & CUPTRACE_REPLAY_RUNTIME_ALL)};
+	                                  .driver_all = !!(c->flags & CUPTRACE_READ_DRIVER_ALL),
+	                                  .runtime_all = !!(c->flags & CUPTRACE_READ_RUNTIME_ALL)};
 	c->conv = cuptrace_converter_new(c->sink, &info, &o);
 	if (!c->conv)
 		return -ENOMEM;
@@ -111,17 +111,8 @@ static int cap_dropped(void *ctx, uint64_t a, uint64_t b)
 	return r;
 }
 
-int cuptrace_replay_file(const char *path, struct cuptrace_sink *sink, int flags)
+static int read_capture(const char *path, struct cuptrace_sink *sink, int flags)
 {
-	int cap = cuptrace_is_capture_file(path);
-	if (cap < 0) {
-		cuptrace_err("cannot read %s: %s", path, strerror(errno));
-		return -errno;
-	}
-	if (!cap) {
-		struct cuptrace_pf_check chk = {0};
-		return cuptrace_perfetto_read(path, sink, &chk);
-	}
 	struct cap_ctx c = {.sink = sink, .flags = flags};
 	c.reader = cuptrace_capture_reader_open(path);
 	if (!c.reader)
@@ -153,4 +144,87 @@ int cuptrace_replay_file(const char *path, struct cuptrace_sink *sink, int flags
 		free(c.vals[i]);
 	}
 	return r;
+}
+
+/* Whitespace, then '{' or '[' and whitespace, then what may follow in a JSON document: a
+ * Perfetto trace starts with 0x0a (a newline) too, but a packet never with '{' or '[' (field
+ * 15 and 11 of wire type 3, which protobuf no longer has). */
+static int looks_like_json(const uint8_t *p, size_t n)
+{
+	size_t i = 0;
+	if (n >= 3 && !memcmp(p, "\xEF\xBB\xBF", 3))
+		i = 3;
+	while (i < n && (p[i] == ' ' || p[i] == '\n' || p[i] == '\r' || p[i] == '\t'))
+		i++;
+	if (i == n || (p[i] != '{' && p[i] != '['))
+		return 0;
+	for (i++; i < n && (p[i] == ' ' || p[i] == '\n' || p[i] == '\r' || p[i] == '\t'); i++)
+		;
+	return i == n || strchr("\"{[]}-0123456789tfn", p[i]);
+}
+
+enum cuptrace_trace_format cuptrace_sniff(const void *data, size_t len)
+{
+	const uint8_t *b = data;
+
+	if (!len)
+		return CUPTRACE_FORMAT_PERFETTO; /* an empty trace */
+	if (len >= 8 && !memcmp(b, "CUPTCAP", 8))
+		return CUPTRACE_FORMAT_CAPTURE;
+	if (len >= 2 && b[0] == 0x1f && b[1] == 0x8b) {
+		/* Look at what it inflates to: a few KiB say enough. */
+		uint8_t *head;
+		size_t n;
+		enum cuptrace_gz_end end;
+		if (cuptrace_gunzip(b, len, 4096, &head, &n, &end))
+			return CUPTRACE_FORMAT_UNKNOWN;
+		int json = looks_like_json(head, n);
+		free(head);
+		return json ? CUPTRACE_FORMAT_JSON : CUPTRACE_FORMAT_PERFETTO;
+	}
+	if (looks_like_json(b, len))
+		return CUPTRACE_FORMAT_JSON;
+	if (b[0] == 0x0A || (len >= 4 && !memcmp(b, "\x28\xb5\x2f\xfd", 4)))
+		return CUPTRACE_FORMAT_PERFETTO; /* zstd: the Perfetto reader says it cannot */
+	return CUPTRACE_FORMAT_UNKNOWN;
+}
+
+int cuptrace_read_trace(const char *path, struct cuptrace_sink *sink, int flags)
+{
+	int cap = cuptrace_is_capture_file(path);
+	if (cap < 0) {
+		int err = -errno;
+		cuptrace_err("cannot read %s: %s", path, strerror(errno));
+		return err;
+	}
+	if (cap)
+		return read_capture(path, sink, flags);
+
+	uint8_t *buf;
+	size_t len;
+	int err = cuptrace_read_file_all(path, &buf, &len);
+	if (err)
+		return err;
+	switch (cuptrace_sniff(buf, len)) {
+	case CUPTRACE_FORMAT_JSON:
+		err = cuptrace_json_read_mem(buf, len, path, sink, NULL);
+		break;
+	case CUPTRACE_FORMAT_PERFETTO: {
+		struct cuptrace_pf_check chk = {0};
+		err = cuptrace_perfetto_read_mem(buf, len, sink, &chk);
+		if (err == -EINVAL)
+			cuptrace_err("%s: cannot read this file as a Perfetto trace", path);
+		break;
+	}
+	default:
+		cuptrace_err(
+		    "%s: not a trace cuptrace can read: it starts with bytes %02x %02x %02x "
+		    "%02x; expected a Perfetto trace (.pftrace), a Chrome or torch.profiler "
+		    "JSON trace (.json, .json.gz) or a capture (.cupti)",
+		    path, buf[0], len > 1 ? buf[1] : 0, len > 2 ? buf[2] : 0, len > 3 ? buf[3] : 0);
+		err = -EINVAL;
+		break;
+	}
+	free(buf);
+	return err;
 }

@@ -1,18 +1,15 @@
 /* Perfetto reader, wire level: finds the packets of a trace file (plain, compressed_packets
  * chunks, whole-file gzip) and keeps each sequence's incremental state and the clocks. */
-#include "format/formats.h"
 #include "common/log.h"
 #include "common/util.h"
-#include "format/perfetto_reader_internal.h"
+#include "read/perfetto_reader_internal.h"
 
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 #include <zlib.h>
 
-#define SEQ_CLEARED 1
-#define SEQ_NEEDS   2
-#define MAX_PACKET  (1u << 30)
+#define MAX_PACKET (1u << 30)
 
 /* ---- sequences, interning, clocks ---- */
 

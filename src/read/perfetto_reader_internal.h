@@ -1,22 +1,19 @@
 /* What the Perfetto reader's files share: struct reader, the decoded trace that perfetto_decode.c
  * and perfetto_decode_payload.c fill and perfetto_reader.c replays, and the wire-format helpers.
- * Private to src/format; the pipeline is described at the top of perfetto_reader.c. */
-#ifndef CUPTRACE_FORMAT_PERFETTO_READER_INTERNAL_H
-#define CUPTRACE_FORMAT_PERFETTO_READER_INTERNAL_H
+ * Private to src/read; the pipeline is described at the top of perfetto_reader.c. */
+#ifndef CUPTRACE_READ_PERFETTO_READER_INTERNAL_H
+#define CUPTRACE_READ_PERFETTO_READER_INTERNAL_H
 
-#include "format/formats.h"
 #include "common/util.h"
+#include "format/perfetto_wire.h"
+#include "read/read.h"
+#include "read/read_internal.h"
 
 #include <errno.h>
 #include <stdint.h>
 #include <string.h>
 
-#define CLOCK_REALTIME_ID 1
-#define CLOCK_BOOTTIME_ID 6
-#define MAX_SNAP_CLOCKS   64
-
-enum { TE_BEGIN = 1, TE_END = 2, TE_INSTANT = 3, TE_COUNTER = 4 };
-enum { IT_NAME, IT_CAT, IT_KEY, IT_VAL, IT_N };
+#define MAX_SNAP_CLOCKS 64
 
 /* ---- wire format ---- */
 
@@ -226,27 +223,12 @@ struct pkt {
 	int time_err;
 };
 
-/* Returns arr grown to hold n elements, or arr itself with r->err set. */
-static inline void *grow_r(struct reader *r, void *arr, size_t *cap, size_t n, size_t size)
-{
-	void *p = cuptrace_grow(arr, cap, n, size);
-	if (!p)
-		r->err = -ENOMEM;
-	return p ? p : arr;
-}
-
 /* Appends one element to r->arr and returns it, or NULL once r->err is set. */
-#define PUSH(r, arr, n, cap)                                                                       \
-	(((r)->arr = grow_r(r, (r)->arr, &(r)->cap, (r)->n + 1, sizeof(*(r)->arr))), !(r)->err)    \
-	    ? &(r)->arr[(r)->n++]                                                                  \
-	    : NULL
+#define PUSH(r, arr, n, cap) CUPTRACE_READ_PUSH(r, arr, n, cap)
 
 static inline uint32_t sid(struct reader *r, const void *p, size_t n)
 {
-	uint32_t id = cuptrace_strtab_intern(&r->strs, p, n);
-	if (!id)
-		r->err = -ENOMEM;
-	return id;
+	return cuptrace_read_intern(&r->strs, p, n, &r->err);
 }
 
 static inline const char *str(const struct reader *r, uint32_t id)

@@ -1,16 +1,13 @@
 /* The Perfetto reader: decodes a trace file (plain, compressed_packets chunks, whole-file gzip)
  * the way trace_processor imports it, checks it against TP's rules, and replays it into a sink. */
-#include "format/formats.h"
 #include "common/log.h"
 #include "common/util.h"
-#include "format/perfetto_reader_internal.h"
+#include "read/perfetto_reader_internal.h"
+#include "read/read_internal.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 /* How it works (see shared/reference/perfetto-format.md):
  *  1. tokenize, in file order, as TP does: sequences and their incremental state (interning,
@@ -27,10 +24,6 @@
  * into one string table; ids index it (0 = none). */
 
 #define MAX_DEPTH 512 /* TP's kMaxDepth for slice stacks */
-
-#define META_CAT     "cuptrace"
-#define META_INFO    "cuptrace: trace info"
-#define META_SUMMARY "cuptrace: summary"
 
 /* ---- replay ---- */
 
@@ -427,8 +420,8 @@ static struct cuptrace_arg *make_args(struct reader *r, const struct rev *e,
 static int is_meta_instant(const struct reader *r, const struct rev *e)
 {
 	const char *c = str(r, e->cat), *n = str(r, e->name);
-	return c && n && !strcmp(c, META_CAT) &&
-	       (!strcmp(n, META_INFO) || !strcmp(n, META_SUMMARY));
+	return c && n && !strcmp(c, CUPTRACE_META_CATEGORY) &&
+	       (!strcmp(n, CUPTRACE_META_INFO) || !strcmp(n, CUPTRACE_META_SUMMARY));
 }
 
 /* Replays into sink, or only finishes the counts if sink is NULL. */
@@ -595,45 +588,10 @@ int cuptrace_perfetto_read(const char *path, struct cuptrace_sink *sink,
                            struct cuptrace_pf_check *check)
 {
 	uint8_t *buf = NULL;
-	size_t len = 0, cap = 1 << 20;
-	struct stat st;
-	int fd, err = 0;
-
-	if ((fd = open(path, O_RDONLY | O_CLOEXEC)) < 0) {
-		err = -errno;
-		cuptrace_err("%s: %s", path, strerror(errno));
-		return err;
-	}
-	if (!fstat(fd, &st) && S_ISREG(st.st_mode) && st.st_size > 0)
-		cap = (size_t)st.st_size + 1; /* + 1: EOF shows without a second allocation */
-	for (;;) {
-		if (len == cap || !buf) {
-			size_t ncap = buf ? cap * 2 : cap;
-			uint8_t *p = ncap > cap || !buf ? realloc(buf, ncap) : NULL;
-			if (!p) {
-				err = -ENOMEM;
-				goto out;
-			}
-			buf = p;
-			cap = ncap;
-		}
-		ssize_t n = read(fd, buf + len, cap - len);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0) {
-			err = -errno;
-			cuptrace_err("%s: %s", path, strerror(errno));
-			goto out;
-		}
-		if (!n)
-			break;
-		len += (size_t)n;
-	}
-	err = cuptrace_perfetto_read_mem(buf, len, sink, check);
-	if (err == -EINVAL)
+	size_t len;
+	int err = cuptrace_read_file_all(path, &buf, &len);
+	if (!err && (err = cuptrace_perfetto_read_mem(buf, len, sink, check)) == -EINVAL)
 		cuptrace_err("%s: cannot read this file as a Perfetto trace", path);
-out:
-	close(fd);
 	free(buf);
 	return err;
 }

@@ -1,0 +1,872 @@
+/* JSON reader, first pass: walks the document once and keeps what is replayed (slices,
+ * instants, counter values, flow ends, process and thread names, devices, metadata) in compact
+ * records with interned strings. Nothing is decided here about tracks: see json_tracks.c. */
+#include "read/json_reader_internal.h"
+#include "common/log.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define MAX_META_TEXT 4096 /* a nested top-level value longer than this is not kept as meta */
+
+uint32_t jr_key(struct jr *r, struct cuptrace_strtab *t, const void *k, size_t n)
+{
+	uint32_t id = cuptrace_strtab_intern(t, k, n);
+	if (!id)
+		r->err = -ENOMEM;
+	return id;
+}
+
+/* ---- values ---- */
+
+/* A pid, tid or flow id: a number (an integer; anything else by its text) or a string. */
+static int parse_id(struct jr *r, struct jr_id *id)
+{
+	struct jp *j = &r->jp;
+	const char *s;
+	size_t n;
+
+	memset(id, 0, sizeof(*id));
+	switch (jp_peek(j)) {
+	case JT_NUMBER: {
+		struct jnum num;
+		if (jp_number(j, &num))
+			return -1;
+		if (num.is_int) {
+			id->i = num.i;
+			return 0;
+		}
+		id->is_str = 1;
+		id->s = jr_str(r, num.text, num.len);
+		return 0;
+	}
+	case JT_STRING:
+		if (jp_string(j, &s, &n))
+			return -1;
+		id->is_str = 1;
+		id->s = jr_str(r, s, n);
+		return 0;
+	case JT_OBJECT: { /* "id2": {"local": ...} or {"global": ...} */
+		const char *k;
+		size_t kn;
+		int rc;
+		if (jp_object_begin(j))
+			return -1;
+		while ((rc = jp_object_next(j, &k, &kn)) > 0) {
+			if (!id->s && (!strcmp(k, "local") || !strcmp(k, "global"))) {
+				struct jr_id in;
+				if (parse_id(r, &in))
+					return -1;
+				char buf[48];
+				if (in.is_str) {
+					*id = in;
+				} else {
+					int m = snprintf(buf, sizeof(buf), "%" PRId64, in.i);
+					id->is_str = 1;
+					id->s = jr_str(r, buf, (size_t)m);
+				}
+			} else if (jp_skip(j)) {
+				return -1;
+			}
+		}
+		return rc;
+	}
+	default:
+		return jp_skip(j);
+	}
+}
+
+/* The text of a nested value without its whitespace, interned; 0 if longer than max. */
+static uint32_t compact_value(struct jr *r, size_t max)
+{
+	const char *text;
+	size_t len;
+
+	if (jp_raw(&r->jp, &text, &len))
+		return 0;
+	if (len > max)
+		return 0;
+	char *buf = malloc(len + 1);
+	if (!buf) {
+		r->err = -ENOMEM;
+		return 0;
+	}
+	size_t n = json_compact(text, len, buf, len + 1);
+	uint32_t id = jr_str(r, buf, n);
+	free(buf);
+	return id;
+}
+
+/* An integer written without sign, fraction or exponent that is too large for int64. */
+static int big_uint(const struct jnum *num, uint64_t *out)
+{
+	uint64_t v = 0;
+	for (size_t i = 0; i < num->len; i++) {
+		char c = num->text[i];
+		if (c < '0' || c > '9' || v > (UINT64_MAX - (uint64_t)(c - '0')) / 10)
+			return 0;
+		v = v * 10 + (uint64_t)(c - '0');
+	}
+	*out = v;
+	return 1;
+}
+
+/* One value as an arg: numbers INT, UINT or DOUBLE, strings, true/false, nested values as
+ * their compact JSON text (left out past max bytes); null is left out. 1 taken, 0 left out,
+ * -1 on error. */
+static int parse_value(struct jr *r, struct jr_arg *a, size_t max)
+{
+	struct jp *j = &r->jp;
+	struct jnum num;
+	const char *s;
+	size_t n;
+
+	switch (jp_peek(j)) {
+	case JT_STRING:
+		if (jp_string(j, &s, &n))
+			return -1;
+		a->type = CUPTRACE_ARG_STRING;
+		a->v.s = jr_str(r, s, n);
+		break;
+	case JT_NUMBER:
+		if (jp_number(j, &num))
+			return -1;
+		if (num.is_int) {
+			a->type = CUPTRACE_ARG_INT;
+			a->v.i = num.i;
+		} else if (big_uint(&num, &a->v.u)) {
+			a->type = CUPTRACE_ARG_UINT;
+		} else {
+			a->type = CUPTRACE_ARG_DOUBLE;
+			a->v.d = num.d;
+		}
+		break;
+	case JT_TRUE:
+	case JT_FALSE:
+		a->type = CUPTRACE_ARG_BOOL;
+		return jp_bool(j, &a->v.b) ? -1 : 1;
+	case JT_NULL:
+		return jp_skip(j) ? -1 : 0;
+	case JT_OBJECT:
+	case JT_ARRAY:
+		a->type = CUPTRACE_ARG_STRING;
+		if (!(a->v.s = compact_value(r, max)))
+			return r->err || j->failed ? -1 : 0;
+		break;
+	default:
+		return -1;
+	}
+	return r->err ? -1 : 1;
+}
+
+/* "args": every member as an arg (parse_value). */
+static int parse_args(struct jr *r)
+{
+	struct jp *j = &r->jp;
+	const char *k;
+	size_t kn;
+	int rc;
+
+	if (jp_peek(j) != JT_OBJECT)
+		return jp_skip(j);
+	if (jp_object_begin(j))
+		return -1;
+	while ((rc = jp_object_next(j, &k, &kn)) > 0) {
+		struct jr_arg a = {.key = jr_str(r, k, kn)}, *p;
+		int t = parse_value(r, &a, SIZE_MAX);
+		if (t < 0)
+			return -1;
+		if (t && !(p = JR_PUSH(r, args, nargs, argcap)))
+			return -1;
+		if (t)
+			*p = a;
+	}
+	return rc;
+}
+
+static const struct jr_arg *find_arg(const struct jr *r, uint32_t a0, uint32_t n, const char *key)
+{
+	for (uint32_t i = a0; i < a0 + n; i++) {
+		const char *k = jr_s(r, r->args[i].key);
+		if (k && !strcmp(k, key))
+			return &r->args[i];
+	}
+	return NULL;
+}
+
+/* ---- processes and threads ---- */
+
+/* The key id of id within scope (0 for processes; a thread's process index + 1) in table t;
+ * ids are 1, 2, ... in first-seen order: a new one is the next index + 1. */
+static uint32_t id_key(struct jr *r, struct cuptrace_strtab *t, uint32_t scope,
+                       const struct jr_id *id)
+{
+	uint8_t k[13] = {(uint8_t)id->is_str};
+	memcpy(k + 1, &scope, sizeof(scope));
+	if (id->is_str)
+		memcpy(k + 5, &id->s, sizeof(id->s));
+	else
+		memcpy(k + 5, &id->i, sizeof(id->i));
+	return jr_key(r, t, k, sizeof(k));
+}
+
+static uint32_t proc_of(struct jr *r, const struct jr_id *id, uint32_t fo)
+{
+	uint32_t kid = id_key(r, &r->proc_keys, 0, id);
+	struct jr_proc *p = kid > r->nprocs ? JR_PUSH(r, procs, nprocs, proccap) : NULL;
+	if (p)
+		*p = (struct jr_proc){.id = *id, .first_fo = fo};
+	return r->err ? 0 : kid;
+}
+
+static uint32_t thread_of(struct jr *r, uint32_t proc, const struct jr_id *id, uint32_t fo)
+{
+	uint32_t kid = id_key(r, &r->thread_keys, proc, id);
+	struct jr_thread *t = kid > r->nthr ? JR_PUSH(r, thr, nthr, thrcap) : NULL;
+	if (t)
+		*t = (struct jr_thread){.proc = proc - 1, .id = *id, .first_fo = fo};
+	return r->err ? 0 : kid;
+}
+
+/* The categories torch.profiler (Kineto) uses for work on a GPU (its events there have the
+ * device as pid and the stream as tid), and for work of the host. */
+static int gpu_category(const char *c)
+{
+	static const char *const gpu[] = {"kernel", "gpu_memcpy", "gpu_memset",
+	                                  "gpu_user_annotation", "cuda_sync"};
+	for (size_t i = 0; c && i < sizeof(gpu) / sizeof(gpu[0]); i++)
+		if (!strcmp(c, gpu[i]))
+			return 1;
+	return 0;
+}
+
+static int host_category(const char *c)
+{
+	static const char *const host[] = {"cpu_op",          "cuda_runtime",
+	                                   "cuda_driver",     "python_function",
+	                                   "user_annotation", "cpu_instant_event"};
+	for (size_t i = 0; c && i < sizeof(host) / sizeof(host[0]); i++)
+		if (!strcmp(c, host[i]))
+			return 1;
+	return 0;
+}
+
+/* ---- metadata ---- */
+
+int jr_meta_put(struct jr *r, struct jr_metas *t, const struct jr_meta *m)
+{
+	int created;
+	uint64_t *slot = cuptrace_u64map_put(&t->of, m->key, &created);
+	if (!slot) {
+		r->err = -ENOMEM;
+		return -1;
+	}
+	if (!created) {
+		t->m[*slot - 1] = *m;
+		return 0;
+	}
+	if (t->n >= JR_MAX_META) {
+		cuptrace_u64map_del(&t->of, m->key);
+		r->ck.meta_left_out++;
+		return 0;
+	}
+	t->m = jr_grow(r, t->m, &t->cap, t->n + 1, sizeof(*t->m));
+	if (r->err) {
+		cuptrace_u64map_del(&t->of, m->key);
+		return -1;
+	}
+	t->m[t->n++] = *m;
+	*slot = t->n;
+	return 0;
+}
+
+const struct jr_meta *jr_meta_get(const struct jr_metas *t, uint32_t key)
+{
+	uint64_t *v = cuptrace_u64map_get(&t->of, key);
+	return v ? &t->m[*v - 1] : NULL;
+}
+
+void jr_metas_free(struct jr_metas *t)
+{
+	free(t->m);
+	cuptrace_u64map_free(&t->of);
+	memset(t, 0, sizeof(*t));
+}
+
+/* An arg as a metadata entry: ints as ints, the rest as text (a double in the fewest digits
+ * that read back as it). 0, or -1 for a type metadata cannot hold. */
+static int arg_meta(struct jr *r, const struct jr_arg *a, struct jr_meta *m)
+{
+	char buf[64];
+	*m = (struct jr_meta){.key = a->key};
+	switch (a->type) {
+	case CUPTRACE_ARG_INT:
+		m->is_int = 1;
+		m->i = a->v.i;
+		return 0;
+	case CUPTRACE_ARG_STRING:
+		m->s = a->v.s;
+		return 0;
+	case CUPTRACE_ARG_UINT:
+		snprintf(buf, sizeof(buf), "%" PRIu64, a->v.u);
+		break;
+	case CUPTRACE_ARG_DOUBLE:
+		for (int prec = 15; prec <= 17; prec++) {
+			snprintf(buf, sizeof(buf), "%.*g", prec, a->v.d);
+			if (strtod(buf, NULL) == a->v.d)
+				break;
+		}
+		break;
+	case CUPTRACE_ARG_BOOL:
+		snprintf(buf, sizeof(buf), "%s", a->v.b ? "true" : "false");
+		break;
+	default:
+		return -1;
+	}
+	m->s = jr_str(r, buf, strlen(buf));
+	return 0;
+}
+
+/* The args of cuptrace's trace info or summary instant as metadata entries. */
+static int meta_from_args(struct jr *r, uint32_t a0, uint32_t n, struct jr_metas *t)
+{
+	struct jr_meta m;
+	for (uint32_t i = a0; i < a0 + n; i++)
+		if (!arg_meta(r, &r->args[i], &m) && jr_meta_put(r, t, &m))
+			return -1;
+	return 0;
+}
+
+/* An int arg, or a string of a decimal int (the capture's metadata are strings). */
+static int arg_int(const struct jr *r, const struct jr_arg *a, int64_t *v)
+{
+	if (!a)
+		return 0;
+	if (a->type == CUPTRACE_ARG_INT) {
+		*v = a->v.i;
+		return 1;
+	}
+	const char *s = a->type == CUPTRACE_ARG_STRING ? jr_s(r, a->v.s) : NULL;
+	char *end;
+	if (!s || !*s)
+		return 0;
+	errno = 0;
+	long long x = strtoll(s, &end, 10);
+	if (*end || errno)
+		return 0;
+	*v = x;
+	return 1;
+}
+
+/* cuptrace's first event: the trace info (event.h's CUPTRACE_META_INFO). */
+static void take_info(struct jr *r, uint32_t a0, uint32_t n)
+{
+	const struct jr_arg *a;
+	int64_t v;
+
+	r->have_info = 1;
+	if (arg_int(r, find_arg(r, a0, n, "pid"), &v))
+		r->info_pid = (int32_t)v;
+	if ((a = find_arg(r, a0, n, "process_name")) && a->type == CUPTRACE_ARG_STRING)
+		r->info_process = a->v.s;
+	if ((a = find_arg(r, a0, n, "hostname")) && a->type == CUPTRACE_ARG_STRING)
+		r->info_host = a->v.s;
+	arg_int(r, find_arg(r, a0, n, "start_realtime_ns"), &r->info_realtime);
+	arg_int(r, find_arg(r, a0, n, "start_boottime_ns"), &r->info_boottime);
+	if ((a = find_arg(r, a0, n, "trace_uuid")) && a->type == CUPTRACE_ARG_STRING)
+		r->info_uuid = a->v.s;
+	meta_from_args(r, a0, n, &r->meta0);
+}
+
+/* 'M' events: names and sort order of processes and threads; the rest is not kept. */
+static void take_metadata_event(struct jr *r, uint32_t name, const struct jr_id *pid,
+                                const struct jr_id *tid, int have_tid, uint32_t a0, uint32_t n,
+                                uint32_t fo)
+{
+	const char *what = jr_s(r, name);
+	const struct jr_arg *v, *d = find_arg(r, a0, n, "description");
+	uint32_t p, t;
+
+	if (!what || !(p = proc_of(r, pid, fo)))
+		return;
+	struct jr_proc *pr = &r->procs[p - 1];
+	if (!strcmp(what, "process_name") || !strcmp(what, "process_labels")) {
+		int labels = what[8] == 'l';
+		v = find_arg(r, a0, n, labels ? "labels" : "name");
+		if (!v || v->type != CUPTRACE_ARG_STRING)
+			return;
+		uint32_t *slot = labels ? &pr->labels : &pr->name;
+		if (!*slot) /* the first one: cuptrace writes one; Kineto, the same one again */
+			*slot = v->v.s;
+		if (!labels && d && d->type == CUPTRACE_ARG_STRING && !pr->desc)
+			pr->desc = d->v.s;
+	} else if (!strcmp(what, "process_sort_index")) {
+		if ((v = find_arg(r, a0, n, "sort_index")) && v->type == CUPTRACE_ARG_INT) {
+			pr->sort_index = v->v.i;
+			pr->has_sort = 1;
+		}
+	} else if (have_tid && !strcmp(what, "thread_name")) {
+		v = find_arg(r, a0, n, "name");
+		if (v && v->type == CUPTRACE_ARG_STRING && (t = thread_of(r, p, tid, fo))) {
+			struct jr_thread *th = &r->thr[t - 1];
+			if (!th->name) /* Kineto may name a thread twice: the first is the more
+			                  precise */
+				th->name = v->v.s;
+			if (d && d->type == CUPTRACE_ARG_STRING && !th->desc)
+				th->desc = d->v.s;
+		}
+	} else if (have_tid && !strcmp(what, "thread_sort_index")) {
+		v = find_arg(r, a0, n, "sort_index");
+		if (v && v->type == CUPTRACE_ARG_INT && (t = thread_of(r, p, tid, fo))) {
+			r->thr[t - 1].sort_index = v->v.i;
+			r->thr[t - 1].has_sort = 1;
+		}
+	}
+}
+
+/* ---- events ---- */
+
+struct fields {
+	char ph;
+	int have_ph, have_ts, have_dur, have_pid, have_tid, have_id, bp_e;
+	uint32_t name, cat;
+	struct jnum ts, dur;
+	struct jr_id pid, tid, id;
+	char scope;
+};
+
+static int parse_fields(struct jr *r, struct fields *f)
+{
+	struct jp *j = &r->jp;
+	const char *k, *s;
+	size_t kn, n;
+	int rc;
+
+	if (jp_object_begin(j))
+		return -1;
+	while ((rc = jp_object_next(j, &k, &kn)) > 0) {
+		enum jtype t = jp_peek(j);
+		if (t == JT_NONE)
+			return -1;
+		if (!strcmp(k, "ph") && t == JT_STRING) {
+			if (jp_string(j, &s, &n))
+				return -1;
+			f->have_ph = 1;
+			f->ph = n == 1 ? s[0] : '?';
+		} else if ((!strcmp(k, "name") || !strcmp(k, "cat")) && t == JT_STRING) {
+			if (jp_string(j, &s, &n))
+				return -1;
+			*(k[0] == 'n' ? &f->name : &f->cat) = jr_str(r, s, n);
+		} else if ((!strcmp(k, "ts") || !strcmp(k, "dur")) && t == JT_NUMBER) {
+			int is_ts = k[0] == 't';
+			if (jp_number(j, is_ts ? &f->ts : &f->dur))
+				return -1;
+			*(is_ts ? &f->have_ts : &f->have_dur) = 1;
+		} else if (!strcmp(k, "pid") || !strcmp(k, "tid")) {
+			int is_pid = k[0] == 'p';
+			if (parse_id(r, is_pid ? &f->pid : &f->tid))
+				return -1;
+			*(is_pid ? &f->have_pid : &f->have_tid) = 1;
+		} else if (!strcmp(k, "id") || !strcmp(k, "id2")) {
+			if (parse_id(r, &f->id))
+				return -1;
+			f->have_id = 1;
+		} else if ((!strcmp(k, "bp") || !strcmp(k, "s")) && t == JT_STRING) {
+			if (jp_string(j, &s, &n))
+				return -1;
+			if (k[0] == 'b')
+				f->bp_e = n == 1 && s[0] == 'e';
+			else
+				f->scope = n == 1 ? s[0] : '?';
+		} else if (!strcmp(k, "args")) {
+			if (parse_args(r))
+				return -1;
+		} else if (jp_skip(j)) {
+			return -1;
+		}
+	}
+	return rc;
+}
+
+static struct jr_ev *push_ev(struct jr *r, const struct fields *f, int64_t ts, uint32_t fo)
+{
+	struct jr_ev *e = JR_PUSH(r, evs, nevs, evcap);
+	if (!e)
+		return NULL;
+	memset(e, 0, sizeof(*e));
+	e->ph = f->ph == 'I' ? 'i' : f->ph;
+	e->ts = ts;
+	e->fo = fo;
+	e->name = f->name;
+	e->cat = f->cat;
+	return e;
+}
+
+/* Moves the numeric arg named key out of an event's args into *out (cuptrace's
+ * "correlation_id", which its Chrome writer adds to the args from the slice's field). */
+static void take_corr(struct jr *r, struct jr_ev *e, const char *key, int remove)
+{
+	for (uint32_t i = e->arg0; i < e->arg0 + e->nargs; i++) {
+		const struct jr_arg *a = &r->args[i];
+		const char *k = jr_s(r, a->key);
+		if (!k || strcmp(k, key))
+			continue;
+		if (a->type == CUPTRACE_ARG_INT && a->v.i > 0)
+			e->corr = (uint64_t)a->v.i;
+		else if (a->type == CUPTRACE_ARG_UINT)
+			e->corr = a->v.u;
+		else
+			return;
+		if (remove) {
+			memmove(&r->args[i], &r->args[i + 1],
+			        (e->arg0 + e->nargs - i - 1) * sizeof(r->args[0]));
+			e->nargs--;
+			r->nargs--;
+		}
+		return;
+	}
+}
+
+/* One element of traceEvents. Consumes it whatever it is; what is not read is counted. */
+static int parse_event(struct jr *r, uint32_t fo)
+{
+	struct jp *j = &r->jp;
+	struct fields f;
+	uint32_t a0 = (uint32_t)r->nargs;
+	int64_t ts = 0, dur = 0;
+
+	r->elements++;
+	if (jp_peek(j) != JT_OBJECT) {
+		r->ck.skipped++;
+		return jp_skip(j);
+	}
+	memset(&f, 0, sizeof(f));
+	if (parse_fields(r, &f) || r->err)
+		return -1;
+	uint32_t na = (uint32_t)(r->nargs - a0);
+	if (f.have_ph)
+		r->ph_seen++;
+	if (f.have_ts && jnum_scaled(&f.ts, 3, &ts)) {
+		r->ck.skipped++; /* a time beyond +-292 years */
+		goto drop_args;
+	}
+	if (f.have_dur && jnum_scaled(&f.dur, 3, &dur)) {
+		r->ck.skipped++;
+		goto drop_args;
+	}
+	const char *name = jr_s(r, f.name), *cat = jr_s(r, f.cat);
+
+	switch (f.ph) {
+	case 'M':
+		if (f.have_pid)
+			take_metadata_event(r, f.name, &f.pid, &f.tid, f.have_tid, a0, na, fo);
+		goto drop_args;
+	case 'X':
+	case 'i':
+	case 'I': {
+		if (!f.have_ts) {
+			r->ck.skipped++;
+			goto drop_args;
+		}
+		if (f.ph != 'X' && cat && name && !strcmp(cat, CUPTRACE_META_CATEGORY)) {
+			if (!strcmp(name, CUPTRACE_META_INFO) && fo == 0) {
+				r->flavor = JR_CUPTRACE;
+				take_info(r, a0, na);
+				goto drop_args;
+			}
+			if (!strcmp(name, CUPTRACE_META_SUMMARY) && r->flavor == JR_CUPTRACE) {
+				meta_from_args(r, a0, na, &r->meta);
+				goto drop_args;
+			}
+		}
+		uint32_t p = proc_of(r, &f.pid, fo), t = 0;
+		char scope = f.ph == 'X' ? 't' : f.scope ? f.scope : 't';
+		if (scope != 't' && scope != 'p' && scope != 'g')
+			scope = 't';
+		if (!p || (scope == 't' && !(t = thread_of(r, p, &f.tid, fo))))
+			return -1;
+		struct jr_ev *e = push_ev(r, &f, ts, fo);
+		if (!e)
+			return -1;
+		e->arg0 = a0;
+		e->nargs = na;
+		e->scope = scope;
+		e->thr = t;
+		e->proc = scope == 'p' ? p : 0;
+		if (f.ph == 'X') {
+			if (dur < 0) {
+				r->ck.negative_dur++;
+				dur = 0;
+			}
+			e->dur = dur;
+			r->last_x = (uint32_t)r->nevs;
+			if (gpu_category(cat))
+				r->procs[p - 1].gpu_events++;
+			else if (host_category(cat))
+				r->procs[p - 1].host_events++;
+		}
+		if (scope != 'g') {
+			r->procs[p - 1].events++;
+			if (t)
+				r->thr[t - 1].events++;
+		}
+		if (r->flavor == JR_CUPTRACE)
+			take_corr(r, e, "correlation_id", 1);
+		else
+			take_corr(r, e, "correlation", 0);
+		return 0;
+	}
+	case 'C': {
+		uint32_t p = f.have_ts ? proc_of(r, &f.pid, fo) : 0;
+		if (!f.have_ts) {
+			r->ck.skipped++;
+			goto drop_args;
+		}
+		if (!p)
+			return -1;
+		r->procs[p - 1].events++;
+		/* One counter track per numeric arg: cuptrace writes one, keyed by its unit. */
+		for (uint32_t i = a0; i < a0 + na; i++) {
+			const struct jr_arg a = r->args[i];
+			if (a.type != CUPTRACE_ARG_INT && a.type != CUPTRACE_ARG_DOUBLE)
+				continue;
+			uint32_t k[3] = {p, f.name, a.key};
+			uint32_t c = jr_key(r, &r->counter_keys, k, sizeof(k));
+			if (!c)
+				return -1;
+			if (c > r->nctrs) {
+				struct jr_counter *ct = JR_PUSH(r, ctrs, nctrs, ctrcap);
+				if (!ct)
+					return -1;
+				memset(ct, 0, sizeof(*ct));
+				ct->proc = p - 1;
+				ct->first_fo = fo;
+				ct->key = a.key;
+				ct->name = f.name;
+			}
+			struct jr_ev *e = push_ev(r, &f, ts, fo);
+			if (!e)
+				return -1;
+			e->key = c;
+			e->proc = p;
+			e->is_double = a.type == CUPTRACE_ARG_DOUBLE;
+			if (e->is_double)
+				e->val.d = a.v.d;
+			else
+				e->val.i = a.v.i;
+		}
+		goto drop_args;
+	}
+	case 's':
+	case 't':
+	case 'f': {
+		if (!f.have_ts || !f.have_id) {
+			r->ck.skipped++;
+			goto drop_args;
+		}
+		uint32_t p = proc_of(r, &f.pid, fo), t = p ? thread_of(r, p, &f.tid, fo) : 0;
+		uint8_t k[17] = {(uint8_t)f.id.is_str};
+		memcpy(k + 1, &f.cat, 4);
+		memcpy(k + 5, &f.name, 4);
+		if (f.id.is_str)
+			memcpy(k + 9, &f.id.s, 4);
+		else
+			memcpy(k + 9, &f.id.i, 8);
+		uint32_t key = t ? jr_key(r, &r->flow_keys, k, sizeof(k)) : 0;
+		if (!key)
+			return -1;
+		struct jr_ev *e = push_ev(r, &f, ts, fo);
+		if (!e)
+			return -1;
+		e->thr = t;
+		e->key = key;
+		e->prev_x = r->last_x;
+		e->bp_e = f.ph == 's' || f.bp_e;
+		goto drop_args;
+	}
+	default:
+		/* B/E pairs, async and object events, samples, marks: not read. */
+		r->ck.skipped++;
+		goto drop_args;
+	}
+drop_args:
+	r->nargs = a0;
+	return r->err ? -1 : 0;
+}
+
+/* The events array (the document itself, or its "traceEvents"). A document that is an array
+ * and ends early (cuptrace's writer killed, the way trace_processor takes it) is read up to its
+ * last whole event; anything else cut is an error. */
+static int parse_events(struct jr *r, int top_level)
+{
+	struct jp *j = &r->jp;
+
+	if (jp_array_begin(j))
+		return -1;
+	for (;;) {
+		/* What a partial last event would leave behind, to take back. */
+		size_t nevs = r->nevs, nargs = r->nargs;
+		uint32_t last_x = r->last_x;
+		uint64_t elements = r->elements, ph_seen = r->ph_seen;
+		struct cuptrace_json_check ck = r->ck;
+		int rc = jp_array_next(j);
+		if (!rc)
+			return 0;
+		if (rc > 0 && r->elements >= UINT32_MAX - 1)
+			return jp_fail(j, "more than %u events", UINT32_MAX - 2);
+		if (rc > 0 && !parse_event(r, (uint32_t)r->elements))
+			continue;
+		if (!top_level || r->err || !jp_cut(j) || !elements)
+			return -1;
+		r->nevs = nevs;
+		r->nargs = nargs;
+		r->last_x = last_x;
+		r->elements = elements;
+		r->ph_seen = ph_seen;
+		r->ck = ck;
+		r->ck.truncated = 1;
+		j->failed = 0; /* taken as the end of the document */
+		cuptrace_warn("%s: the JSON array ends early (a cut file?): read its %" PRIu64
+		              " whole events",
+		              r->name, elements);
+		return 0;
+	}
+}
+
+/* "deviceProperties": Kineto's list of GPUs. */
+static int parse_devices(struct jr *r)
+{
+	struct jp *j = &r->jp;
+	const char *k, *s;
+	size_t kn, n;
+	int rc, rc2;
+
+	if (jp_peek(j) != JT_ARRAY)
+		return jp_skip(j);
+	if (jp_array_begin(j))
+		return -1;
+	while ((rc = jp_array_next(j)) > 0) {
+		struct jr_device d = {.id = -1, .has = 1};
+		if (jp_peek(j) != JT_OBJECT) {
+			if (jp_skip(j))
+				return -1;
+			continue;
+		}
+		if (jp_object_begin(j))
+			return -1;
+		while ((rc2 = jp_object_next(j, &k, &kn)) > 0) {
+			enum jtype t = jp_peek(j);
+			int64_t *slot = !strcmp(k, "id")               ? &d.id
+			                : !strcmp(k, "computeMajor")   ? &d.major
+			                : !strcmp(k, "computeMinor")   ? &d.minor
+			                : !strcmp(k, "numSms")         ? &d.sms
+			                : !strcmp(k, "totalGlobalMem") ? &d.mem
+			                                               : NULL;
+			if (slot && t == JT_NUMBER) {
+				struct jnum num;
+				if (jp_number(j, &num))
+					return -1;
+				*slot = num.is_int ? num.i : 0;
+			} else if (!strcmp(k, "name") && t == JT_STRING) {
+				if (jp_string(j, &s, &n))
+					return -1;
+				d.name = jr_str(r, s, n);
+			} else if (jp_skip(j)) {
+				return -1;
+			}
+		}
+		if (rc2 < 0)
+			return -1;
+		if (d.id >= 0 && d.id < JR_MAX_DEVICES)
+			r->dev[d.id] = d;
+	}
+	return rc;
+}
+
+/* Any other member of the top-level object: kept as metadata as it is (nested values as their
+ * compact JSON text, up to MAX_META_TEXT bytes). */
+static int parse_top_meta(struct jr *r, const char *key, size_t kn)
+{
+	struct jr_arg a = {.key = jr_str(r, key, kn)};
+	struct jr_meta m;
+	int t = parse_value(r, &a, MAX_META_TEXT);
+
+	if (t <= 0 || arg_meta(r, &a, &m))
+		return t < 0 ? -1 : 0;
+	if (m.is_int && !strcmp(key, "baseTimeNanoseconds")) {
+		r->have_base_time = 1;
+		r->base_time_ns = m.i;
+	}
+	return jr_meta_put(r, &r->meta0, &m);
+}
+
+int jr_parse(struct jr *r)
+{
+	struct jp *j = &r->jp;
+	const char *k;
+	size_t kn;
+	int rc = 0, have_events = 0;
+
+	switch (jp_peek(j)) {
+	case JT_ARRAY:
+		have_events = 1;
+		rc = parse_events(r, 1);
+		if (!rc && !r->ck.truncated)
+			rc = jp_finish(j);
+		break;
+	case JT_OBJECT:
+		if (jp_object_begin(j))
+			break;
+		while ((rc = jp_object_next(j, &k, &kn)) > 0) {
+			if (!strcmp(k, "traceEvents") && !have_events) {
+				have_events = 1;
+				if (jp_peek(j) != JT_ARRAY) {
+					rc = jp_fail(j, "\"traceEvents\" is not an array");
+					break;
+				}
+				rc = parse_events(r, 0);
+			} else if (!strcmp(k, "deviceProperties")) {
+				rc = parse_devices(r);
+			} else {
+				rc = parse_top_meta(r, k, kn);
+			}
+			if (rc)
+				break;
+		}
+		if (!rc)
+			rc = jp_finish(j);
+		break;
+	case JT_NONE:
+		break;
+	default:
+		jp_fail(j, "a JSON value that is not a trace (a trace is an array of events, or an "
+		           "object with \"traceEvents\")");
+		break;
+	}
+	if (r->err) {
+		cuptrace_err("%s: out of memory", r->name);
+		return r->err;
+	}
+	if (j->failed) {
+		cuptrace_err("%s", jp_error(j));
+		return -EINVAL;
+	}
+	if (!have_events) {
+		cuptrace_err(
+		    "%s: a JSON object without \"traceEvents\": not a Chrome or torch.profiler "
+		    "trace",
+		    r->name);
+		return -EINVAL;
+	}
+	if (r->elements && !r->ph_seen) {
+		cuptrace_err("%s: none of the %" PRIu64 " elements of the events array is a trace "
+		             "event (an object with \"ph\"): not a trace",
+		             r->name, r->elements);
+		return -EINVAL;
+	}
+	r->ck.events = r->elements;
+	return 0;
+}
