@@ -127,6 +127,47 @@ expect_none() {
 	expect "$@"
 	[ -e "$tmp/x.pftrace" ] && { bad "$*: left $tmp/x.pftrace"; rm -f "$tmp/x.pftrace"; }
 }
+# Perfetto's multi-trace form: -o X.tar holds one .pftrace per input, which together hold what
+# the single merged file holds, on the same time axis (real captures, aligned on the 2nd step).
+d=$CUPTRACE_TEST_DATA
+if [ -e "$d/steps_base.cupti" ]; then
+	for ext in tar pftrace; do
+		"$ct" merge --side-by-side --align-on 'step#2' "$d/steps_base.cupti" "$d/steps_changed.cupti" \
+			-o "$tmp/st.$ext" 2>"$tmp/err" || bad "merge -o st.$ext: $(cat "$tmp/err")"
+	done
+	mkdir -p "$tmp/untar"
+	members=$(tar tf "$tmp/st.tar" 2>/dev/null | tr '\n' ' ')
+	[ "$members" = "1-steps_base.cupti.pftrace 2-steps_changed.cupti.pftrace " ] && ok || bad "st.tar holds: $members"
+	tar xf "$tmp/st.tar" -C "$tmp/untar"
+	set -- $(sums "$tmp"/untar/*.pftrace)
+	# Each member has its own trace-info instant, which stats does not count; all else sums up.
+	set -- $(sums "$tmp/st.pftrace") "$1" "$2" "$3" "$4" "$5"
+	[ "$1 $2 $3 $4 $5" = "$7 $8 $9 ${10} ${11}" ] && ok || bad "st.tar members hold $7 $8 $9 ${10} ${11}, st.pftrace $1 $2 $3 $4 $5"
+	for f in "$tmp"/untar/*.pftrace; do
+		"$chk" "$f" --clean >/dev/null 2>&1 && ok || bad "$f not clean"
+	done
+	if [ $have_tp = 1 ]; then
+		cat >"$tmp/step2.sql" <<'SQL'
+select p.name, s.ts from slice s join thread_track tt on s.track_id = tt.id join thread using (utid)
+join process p using (upid) where s.name = 'step' order by p.name, s.ts;
+SQL
+		for ext in tar pftrace; do
+			"$tp" -q "$tmp/step2.sql" "$tmp/st.$ext" 2>/dev/null |
+				awk -F, 'NR > 1 {c[$1]++; if (c[$1] == 2) print $2}' >"$tmp/step2.$ext"
+		done
+		# The second step starts at one moment in both runs, in the archive as in the file.
+		[ "$(sort -u "$tmp/step2.tar" | wc -l)" = 1 ] && cmp -s "$tmp/step2.tar" "$tmp/step2.pftrace" &&
+			ok || bad "st.tar: the 2nd steps at $(cat "$tmp/step2.tar"), st.pftrace: $(cat "$tmp/step2.pftrace")"
+		python3 "$src/tests/tp_check.py" --tp "$tp" "$tmp/st.tar" --slices "$(sums "$tmp/st.pftrace" | cut -d' ' -f1)" \
+			>"$tmp/tp.out" && ok || { bad "trace_processor on st.tar"; cat "$tmp/tp.out"; }
+	fi
+	expect_none 2 "no --format or --compress" "$ct" merge --side-by-side -f chrome "$d/steps_base.cupti" \
+		"$d/steps_changed.cupti" -o "$tmp/x.tar"
+	[ -e "$tmp/x.tar" ] && bad "a refused merge left x.tar"
+else
+	echo "SKIP (part): $d/steps_base.cupti missing"
+fi
+
 b=$tmp/base.pftrace s=$tmp/slow.pftrace o=$tmp/x.pftrace
 expect_none 2 "only --side-by-side" "$ct" merge "$b" "$s" -o "$o"
 expect_none 2 "at least two INPUTs" "$ct" merge --side-by-side "$b" -o "$o"

@@ -11,7 +11,9 @@
 
 #include "analyze/merge.h"
 #include "cmd.h"
+#include "common/util.h"
 #include "format/formats.h"
+#include "output/tar.h"
 
 static void merge_usage(FILE *f)
 {
@@ -21,7 +23,9 @@ static void merge_usage(FILE *f)
 	        "as its own process group \"<label>: <process>\", in input order, shifted so that\n"
 	        "each starts at 0 (or aligned with --align-on). Every slice, flow, counter and\n"
 	        "argument is kept. OUTPUT's format follows its name (.pftrace, .json, .gz) as\n"
-	        "for convert. The shift applied to each input is printed on stderr.\n\n"
+	        "for convert; OUTPUT.tar writes Perfetto's multi-trace form instead: one\n"
+	        "shifted .pftrace per input in a tar archive, which ui.perfetto.dev opens as\n"
+	        "one timeline. The shift applied to each input is printed on stderr.\n\n"
 	        "  -o, --output PATH       output file (required)\n"
 	        "      --side-by-side      one group per input (required: the only mode so far)\n"
 	        "  -l, --label L           label of the next input (repeatable, in order;\n"
@@ -31,6 +35,71 @@ static void merge_usage(FILE *f)
 	        "  -f, --format FMT        perfetto | chrome\n"
 	        "      --compress MODE     chunks | gzip | none\n"
 	        "  -h, --help              this help\n");
+}
+
+/* -o X.tar: each input into DIR/<k>-<label>.pftrace, then the archive. */
+struct tar_ctx {
+	const struct cuptrace_merge *m;
+	char dir[4096];
+	char **files, **names;
+};
+
+static struct cuptrace_sink *tar_open(void *octx, size_t i)
+{
+	struct tar_ctx *t = octx;
+	char name[96];
+	/* Member names: the label, made safe for a file name and kept short. */
+	int k = snprintf(name, sizeof(name), "%zu-", i + 1);
+	for (const char *p = t->m->in[i].label; *p && k < 80; p++)
+		name[k++] = (*p == '/' || *p == ' ' || (unsigned char)*p < 32) ? '_' : *p;
+	snprintf(name + k, sizeof(name) - (size_t)k, ".pftrace");
+	size_t len = strlen(t->dir) + strlen(name) + 2;
+	if (!(t->names[i] = strdup(name)) || !(t->files[i] = malloc(len))) {
+		errno = ENOMEM;
+		return NULL;
+	}
+	snprintf(t->files[i], len, "%s/%s", t->dir, name);
+	return cuptrace_sink_open(t->files[i], "perfetto", NULL);
+}
+
+static int tar_close(void *octx, size_t i, struct cuptrace_sink *sink)
+{
+	(void)octx;
+	(void)i;
+	int r = sink->ops->finish(sink);
+	cuptrace_sink_destroy(sink);
+	return r;
+}
+
+static int write_tar(struct cuptrace_merge *m, const char *out)
+{
+	struct tar_ctx t = {.m = m};
+	const char *tdir = getenv("TMPDIR");
+	char tmpl[4096];
+	snprintf(tmpl, sizeof(tmpl), "%s/cuptrace-merge-XXXXXX", tdir && *tdir ? tdir : "/tmp");
+	t.files = calloc(m->n, sizeof(char *));
+	t.names = calloc(m->n, sizeof(char *));
+	int r = -ENOMEM;
+	if (t.files && t.names && strlen(tmpl) < sizeof(t.dir) && mkdtemp(tmpl)) {
+		snprintf(t.dir, sizeof(t.dir), "%s", tmpl);
+		r = cuptrace_merge_write_each(m, cmd_replay_cb, NULL, tar_open, tar_close, &t);
+		if (!r)
+			r = cuptrace_tar_write(out, (const char *const *)t.names,
+			                       (const char *const *)t.files, m->n);
+		for (size_t i = 0; i < m->n; i++)
+			if (t.files[i])
+				unlink(t.files[i]);
+		rmdir(t.dir);
+	} else if (t.files && t.names) {
+		r = -errno;
+	}
+	for (size_t i = 0; t.files && t.names && i < m->n; i++) {
+		free(t.files[i]);
+		free(t.names[i]);
+	}
+	free(t.files);
+	free(t.names);
+	return r;
 }
 
 static int same_file(const char *a, const char *b)
@@ -152,13 +221,25 @@ int cmd_merge(int argc, char **argv)
 		        strerror(-r));
 		goto out;
 	}
-	if (!(sink = cuptrace_sink_open(out, format, compress))) {
-		fprintf(stderr, "cuptrace merge: cannot write %s: %s\n", out, strerror(errno));
-		ret = errno == EINVAL ? EXIT_USAGE : EXIT_FAIL;
-		goto out;
+	int f = 0;
+	if (cuptrace_ends_with(out, ".tar")) {
+		if (format || compress) {
+			fprintf(stderr, "cuptrace merge: a .tar output holds .pftrace files: no "
+			                "--format or --compress\n");
+			ret = EXIT_USAGE;
+			goto out;
+		}
+		r = write_tar(&m, out);
+	} else {
+		if (!(sink = cuptrace_sink_open(out, format, compress))) {
+			fprintf(stderr, "cuptrace merge: cannot write %s: %s\n", out,
+			        strerror(errno));
+			ret = errno == EINVAL ? EXIT_USAGE : EXIT_FAIL;
+			goto out;
+		}
+		r = cuptrace_merge_write(&m, cmd_replay_cb, NULL, sink);
+		f = sink->ops->finish(sink);
 	}
-	r = cuptrace_merge_write(&m, cmd_replay_cb, NULL, sink);
-	int f = sink->ops->finish(sink);
 	if (r || f) {
 		fprintf(stderr, "cuptrace merge: writing %s failed (at %s): %s\n", out,
 		        in[m.bad].path, strerror(-(r ? r : f)));

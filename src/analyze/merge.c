@@ -538,15 +538,43 @@ oom:
 	return -ENOMEM;
 }
 
-int cuptrace_merge_write(struct cuptrace_merge *m, cuptrace_replay_fn replay, void *ctx,
-                         struct cuptrace_sink *out)
+/* Replays input i into out through the shifting sink (uuids and flow ids from the merge's
+ * counters, so they stay unique over all inputs, in one file or several). */
+static int write_input(struct cuptrace_merge *m, size_t i, cuptrace_replay_fn replay, void *ctx,
+                       struct cuptrace_sink *out)
+{
+	struct shift_sink s = {.base.ops = &shift_ops,
+	                       .out = out,
+	                       .ms = m->st,
+	                       .r = &m->in[i],
+	                       .in = &m->st->in[i],
+	                       .index = i};
+	cuptrace_u64map_init(&s.uuid);
+	cuptrace_u64map_init(&s.flow);
+	m->bad = i;
+	int err = replay(ctx, m->in[i].path, &s.base);
+	if (!err)
+		err = s.err;
+	cuptrace_u64map_free(&s.uuid);
+	cuptrace_u64map_free(&s.flow);
+	free(s.ids);
+	return err;
+}
+
+/* Both write paths: one output for all inputs (open == NULL, out given), or one per input
+ * (open gives input i's sink, which close finishes and destroys). Every output begins with the
+ * same trace info (the first input's clocks, shifted), so the files of an archive share one time
+ * axis exactly as the inputs do in a single merged file. */
+static int merge_write(struct cuptrace_merge *m, cuptrace_replay_fn replay, void *ctx,
+                       struct cuptrace_sink *out, cuptrace_merge_open_fn open,
+                       cuptrace_merge_close_fn close, void *octx)
 {
 	struct cuptrace_meta *meta = NULL;
 	char **strs = NULL, *pname = NULL;
 	size_t nmeta = 0, nstrs = 0;
 	int err;
 
-	if (!m || !m->st || !m->n || !out)
+	if (!m || !m->st || !m->n || (!out && !open))
 		return -EINVAL;
 	m->bad = 0;
 	if ((err = merged_meta(m, &meta, &nmeta, &strs, &nstrs)))
@@ -580,25 +608,26 @@ int cuptrace_merge_write(struct cuptrace_merge *m, cuptrace_replay_fn replay, vo
 	    .meta = meta,
 	    .nmeta = nmeta,
 	};
-	if ((err = out->ops->begin(out, &info)))
+	if (out && (err = out->ops->begin(out, &info)))
 		goto out;
 	m->st->next_uuid = m->st->next_flow = 1;
 	for (size_t i = 0; i < m->n && !err; i++) {
-		struct shift_sink s = {.base.ops = &shift_ops,
-		                       .out = out,
-		                       .ms = m->st,
-		                       .r = &m->in[i],
-		                       .in = &m->st->in[i],
-		                       .index = i};
-		cuptrace_u64map_init(&s.uuid);
-		cuptrace_u64map_init(&s.flow);
+		if (!open) {
+			err = write_input(m, i, replay, ctx, out);
+			continue;
+		}
 		m->bad = i;
-		err = replay(ctx, m->in[i].path, &s.base);
+		struct cuptrace_sink *one = open(octx, i);
+		if (!one) {
+			err = errno ? -errno : -EIO;
+			break;
+		}
+		info.trace_uuid_lo = cuptrace_hash64(lo + i); /* each file a trace of its own */
+		err = one->ops->begin(one, &info);
 		if (!err)
-			err = s.err;
-		cuptrace_u64map_free(&s.uuid);
-		cuptrace_u64map_free(&s.flow);
-		free(s.ids);
+			err = write_input(m, i, replay, ctx, one);
+		int e = close(octx, i, one);
+		err = err ? err : e;
 	}
 	if (!err)
 		m->bad = 0;
@@ -609,6 +638,19 @@ out:
 	free(meta);
 	free(pname);
 	return err;
+}
+
+int cuptrace_merge_write(struct cuptrace_merge *m, cuptrace_replay_fn replay, void *ctx,
+                         struct cuptrace_sink *out)
+{
+	return merge_write(m, replay, ctx, out, NULL, NULL, NULL);
+}
+
+int cuptrace_merge_write_each(struct cuptrace_merge *m, cuptrace_replay_fn replay, void *ctx,
+                              cuptrace_merge_open_fn open, cuptrace_merge_close_fn close,
+                              void *octx)
+{
+	return merge_write(m, replay, ctx, NULL, open, close, octx);
 }
 
 void cuptrace_merge_free(struct cuptrace_merge *m)

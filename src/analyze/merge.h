@@ -79,6 +79,16 @@ int cuptrace_merge_plan(struct cuptrace_merge *m, const struct cuptrace_merge_in
  * error (of the replay, of out, -ENOMEM); m->bad says which input. */
 int cuptrace_merge_write(struct cuptrace_merge *m, cuptrace_replay_fn replay, void *ctx,
                          struct cuptrace_sink *out);
+/* Pass 2, one output per input (for an archive of files that ui.perfetto.dev opens together):
+ * open(octx, i) gives input i's sink (NULL and errno on failure), close(octx, i, sink) finishes
+ * and destroys it, returning 0 or an error. Each output gets the same clocks and metadata as
+ * the single merged trace, and ids stay unique over all of them, so the files together show
+ * what the merged trace shows. */
+typedef struct cuptrace_sink *(*cuptrace_merge_open_fn)(void *octx, size_t i);
+typedef int (*cuptrace_merge_close_fn)(void *octx, size_t i, struct cuptrace_sink *sink);
+int cuptrace_merge_write_each(struct cuptrace_merge *m, cuptrace_replay_fn replay, void *ctx,
+                              cuptrace_merge_open_fn open, cuptrace_merge_close_fn close,
+                              void *octx);
 void cuptrace_merge_free(struct cuptrace_merge *m);
 
 /* Splits "NAME#K" into name and K (1-based): a trailing '#' and decimal digits are K, anything

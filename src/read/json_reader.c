@@ -126,6 +126,16 @@ static struct cuptrace_meta meta_of(const struct jr *r, const struct jr_meta *m)
 	                                                   : ""};
 }
 
+/* Clock values from the file plus the shift to relative time, clamped: a file may say anything
+ * (a fuzzed one said INT64_MAX), and signed overflow is undefined. */
+static int64_t add_sat(int64_t a, int64_t b)
+{
+	int64_t r;
+	if (!__builtin_add_overflow(a, b, &r))
+		return r;
+	return b > 0 ? INT64_MAX : INT64_MIN;
+}
+
 static int make_info(struct jr *r, struct cuptrace_trace_info *info, struct info_buf *b,
                      const void *data, size_t len)
 {
@@ -138,8 +148,8 @@ static int make_info(struct jr *r, struct cuptrace_trace_info *info, struct info
 		info->pid = r->info_pid;
 		info->process_name = jr_s(r, r->info_process);
 		info->hostname = jr_s(r, r->info_host);
-		info->start_realtime_ns = r->info_realtime + r->base;
-		info->start_boottime_ns = r->info_boottime + r->base;
+		info->start_realtime_ns = add_sat(r->info_realtime, r->base);
+		info->start_boottime_ns = add_sat(r->info_boottime, r->base);
 		parse_uuid(jr_s(r, r->info_uuid), &info->trace_uuid_hi, &info->trace_uuid_lo);
 		/* pid, process_name, ... too: a capture's info carries them as meta. */
 		for (size_t i = 0; i < r->meta0.n; i++)
@@ -149,7 +159,7 @@ static int make_info(struct jr *r, struct cuptrace_trace_info *info, struct info
 		info->pid = mp ? mp->pid : 0;
 		info->process_name = mp ? jr_s(r, r->trk[mp->track - 1].name) : NULL;
 		info->hostname = "?"; /* not in the file; NULL would make a writer take its own */
-		info->start_realtime_ns = r->have_base_time ? r->base_time_ns + r->base : 0;
+		info->start_realtime_ns = r->have_base_time ? add_sat(r->base_time_ns, r->base) : 0;
 		int kineto = 0;
 		for (size_t i = 0; i < r->meta0.n; i++) {
 			const char *k = jr_s(r, r->meta0.m[i].key);
