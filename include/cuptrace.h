@@ -9,7 +9,10 @@
  *
  * Environment variables (read once, when tracing starts; `cuptrace record` sets them from its
  * options):
- *   CUPTRACE_OUTPUT       output path; %p = pid, %h = host name, %% = '%'. Default
+ *   CUPTRACE_OUTPUT       output path; %p = pid, %h = host name, %r / %l = the global / local
+ *                         rank the launcher gives (RANK/LOCAL_RANK of torchrun, OMPI_COMM_WORLD_*,
+ *                         PMI_RANK/MPI_LOCALRANKID, SLURM_PROCID/SLURM_LOCALID; the pid without
+ *                         one), %% = '%'. Default
  *                         "cuptrace-%p.pftrace". The extension picks the format unless
  *                         CUPTRACE_FORMAT says otherwise: .pftrace (Perfetto, zlib chunks),
  *                         .pftrace.gz, .json, .json.gz (Chrome JSON), .cupti (raw capture).
@@ -41,6 +44,9 @@
  *                         the environment of an exec'd image: the traces its earlier images
  *                         (same pid) wrote, ':'-separated; the new image writes NAME-<pid>.EXT
  *                         (then NAME-<pid>-2.EXT, ...) instead of writing over one of them
+ *   CUPTRACE_RECORD_START set by `cuptrace record` (Unix ns): a process whose trace name
+ *                         another process of the run already took (two CUDA processes of one
+ *                         rank with "%r", say) writes NAME-<pid>.EXT instead
  *   CUPTRACE_ERROR_FILE   set by `cuptrace record`: a process where tracing cannot start
  *                         appends a line there, so record exits non-zero
  *   CUPTRACE_FAULT_BUFFERS  N > 0: refuse every N-th buffer CUPTI asks for (a drill: CUPTI

@@ -129,6 +129,24 @@ if timeout 120 "$ct" record -o "$tmp/fa/fa.pftrace" -- "$drill" fork-after >"$tm
 else
 	bad "fork-after"; ls -la "$tmp/fa"; cat "$tmp/fa.log"
 fi
+# Two CUDA processes of one rank (a launcher's RANK=3 in both) and a name with %r: one keeps
+# job-3.pftrace, the other writes job-3-<pid>.pftrace; both carry the rank in their metadata.
+mkdir -p "$tmp/rk"
+if RANK=3 LOCAL_RANK=1 WORLD_SIZE=4 timeout 120 "$ct" record -o "$tmp/rk/job-%r.pftrace" -- \
+	"$drill" fork-first 2 >"$tmp/rk.log" 2>&1; then
+	n=0
+	for f in "$tmp"/rk/job-3.pftrace "$tmp"/rk/job-3-*.pftrace; do
+		"$chk" "$f" --clean --count kernel=2 --meta rank --meta world_size >/dev/null 2>&1 &&
+			"$ct" stats "$f" | grep -q "^rank: *3" && n=$((n + 1))
+	done
+	if [ "$n" = 2 ] && [ "$(ls "$tmp/rk" | wc -l)" = 2 ]; then
+		echo "ok one rank, two processes: $(ls "$tmp/rk" | tr '\n' ' ')"
+	else
+		bad "one rank, two processes ($n good traces)"; ls -la "$tmp/rk"; cat "$tmp/rk.log"
+	fi
+else
+	bad "one rank, two processes: record failed"; cat "$tmp/rk.log"
+fi
 # An exec chain: three images of one pid, three complete traces, none written over.
 mkdir -p "$tmp/ec"
 if timeout 120 "$ct" record -o "$tmp/ec/ec.pftrace" -- "$drill" exec-chain 3 >"$tmp/ec.log" 2>&1; then

@@ -6,6 +6,7 @@
 #include <unistd.h>
 #include <zlib.h>
 
+#include "common/util.h"
 #include "output/output.h"
 
 static const char *tmpdir(void)
@@ -203,5 +204,55 @@ static void test_open_errors(void)
 	CHECK_EQ_INT(cuptrace_output_close(NULL), 0);
 }
 
+/* %r and %l from each launcher's variables, the first launcher found winning, the pid
+ * without one; %p, %h, %% as before. */
+static void test_path_ranks(void)
+{
+	static const char *const vars[] = {"RANK",
+	                                   "LOCAL_RANK",
+	                                   "WORLD_SIZE",
+	                                   "OMPI_COMM_WORLD_RANK",
+	                                   "OMPI_COMM_WORLD_LOCAL_RANK",
+	                                   "OMPI_COMM_WORLD_SIZE",
+	                                   "PMI_RANK",
+	                                   "MPI_LOCALRANKID",
+	                                   "PMI_SIZE",
+	                                   "SLURM_PROCID",
+	                                   "SLURM_LOCALID",
+	                                   "SLURM_NTASKS"};
+	for (size_t i = 0; i < sizeof(vars) / sizeof(vars[0]); i++)
+		unsetenv(vars[i]);
+	char *p = cuptrace_path_expand("job-%r-%l-%p-%%.pftrace", 4242);
+	CHECK_EQ_STR(p, "job-4242-4242-4242-%.pftrace");
+	free(p);
+	struct cuptrace_rank rk = cuptrace_launcher_rank();
+	CHECK(rk.rank == -1 && rk.local_rank == -1 && rk.world_size == -1 && !rk.launcher);
+
+	setenv("SLURM_PROCID", "9", 1);
+	setenv("SLURM_LOCALID", "1", 1);
+	setenv("SLURM_NTASKS", "16", 1);
+	rk = cuptrace_launcher_rank();
+	CHECK(rk.rank == 9 && rk.local_rank == 1 && rk.world_size == 16);
+	CHECK_EQ_STR(rk.launcher, "slurm");
+	setenv("OMPI_COMM_WORLD_RANK", "5", 1); /* Open MPI comes before Slurm */
+	p = cuptrace_path_expand("r%r-l%l", 1);
+	CHECK_EQ_STR(p, "r5-l1"); /* no OMPI local rank: the pid, not Slurm's */
+	free(p);
+	setenv("RANK", "3", 1);
+	setenv("LOCAL_RANK", "x", 1); /* not a number: not given */
+	rk = cuptrace_launcher_rank();
+	CHECK(rk.rank == 3 && rk.local_rank == -1 && rk.world_size == -1);
+	CHECK_EQ_STR(rk.launcher, "torchrun");
+	setenv("LOCAL_RANK", "0", 1);
+	p = cuptrace_path_expand("/t/%h/job-%r.%l.pftrace", 7);
+	char host[256] = "unknown", want[512];
+	gethostname(host, sizeof(host) - 1);
+	snprintf(want, sizeof(want), "/t/%s/job-3.0.pftrace", host);
+	CHECK_EQ_STR(p, want);
+	free(p);
+	for (size_t i = 0; i < sizeof(vars) / sizeof(vars[0]); i++)
+		unsetenv(vars[i]);
+}
+
 TEST_MAIN(T(test_round_trips), T(test_flush_reaches_file), T(test_write_error_is_sticky),
-          T(test_open_errors))
+          T(test_open_errors), T(test_path_ranks))

@@ -28,7 +28,10 @@ static void record_usage(FILE *f)
 	fprintf(
 	    f, "usage: cuptrace record [options] -- command [args...]\n\n"
 	       "  -o, --output PATH     trace file (default cuptrace-%%p.pftrace); %%p = pid,\n"
-	       "                        %%h = host name. The extension picks the format:\n"
+	       "                        %%h = host name, %%r / %%l = global / local rank from\n"
+	       "                        torchrun, mpirun or srun (the pid without a launcher).\n"
+	       "                        No two processes write one file: a later one adds\n"
+	       "                        -PID to the name. The extension picks the format:\n"
 	       "                        .pftrace, .pftrace.gz, .json, .json.gz, .cupti\n"
 	       "  -f, --format FMT      perfetto | chrome | capture\n"
 	       "      --capture         write the raw CUPTI capture (cheapest); convert it later\n"
@@ -320,7 +323,7 @@ static size_t list_other_traces(const char *outabs, const char *main_path, time_
 {
 	char *pat[2] = {strdup(outabs), NULL};
 	for (char *p = pat[0]; p && *p; p++)
-		if (p[0] == '%' && (p[1] == 'p' || p[1] == 'h'))
+		if (p[0] == '%' && (p[1] == 'p' || p[1] == 'h' || p[1] == 'r' || p[1] == 'l'))
 			p[0] = '*', memmove(p + 1, p + 2, strlen(p + 2) + 1);
 	if (pat[0] && !strcmp(pat[0], outabs)) {
 		/* No %p: NAME-*.EXT, the extension from the base name's first dot. */
@@ -569,7 +572,13 @@ int cmd_record(int argc, char **argv)
 	} else {
 		errfile[0] = 0;
 	}
-	time_t started = time(NULL) - 1; /* mtime granularity: a second */
+	char startbuf[24];
+	struct timespec now;
+	clock_gettime(CLOCK_REALTIME, &now);
+	snprintf(startbuf, sizeof(startbuf), "%lld",
+	         (long long)now.tv_sec * 1000000000LL + now.tv_nsec);
+	setenv("CUPTRACE_RECORD_START", startbuf, 1); /* traces older than this are other runs' */
+	time_t started = time(NULL) - 1;              /* mtime granularity: a second */
 	child_pid = fork();
 	if (child_pid < 0) {
 		perror("cuptrace record: fork");

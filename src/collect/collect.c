@@ -20,6 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/utsname.h>
 #include <time.h>
@@ -582,6 +583,16 @@ static size_t collect_meta(struct kv *m, size_t max)
 	char host[256] = "?";
 	gethostname(host, sizeof(host) - 1);
 	ADD("pid", "%d", (int)S.pid);
+	/* Where the launcher says: the process's place in the job (merging ranks needs it). */
+	struct cuptrace_rank rk = cuptrace_launcher_rank();
+	if (rk.rank >= 0) {
+		ADD("rank", "%d", rk.rank);
+		if (rk.local_rank >= 0)
+			ADD("local_rank", "%d", rk.local_rank);
+		if (rk.world_size >= 0)
+			ADD("world_size", "%d", rk.world_size);
+		ADD("launcher", "%s", rk.launcher);
+	}
 	char comm[64];
 	read_comm("/proc/self/comm", comm, sizeof(comm));
 	ADD("process_name", "%s", comm);
@@ -638,8 +649,8 @@ static int open_output(void)
 	const char *fmt = getenv("CUPTRACE_FORMAT");
 	S.capture =
 	    (fmt && !strcmp(fmt, "capture")) || (!fmt && cuptrace_ends_with(S.path, ".cupti"));
-	struct kv meta[24];
-	size_t nmeta = collect_meta(meta, 24);
+	struct kv meta[32];
+	size_t nmeta = collect_meta(meta, 32);
 	if (S.capture) {
 		S.cap = cuptrace_capture_writer_open(S.path);
 		if (!S.cap)
@@ -651,7 +662,7 @@ static int open_output(void)
 	S.sink = cuptrace_sink_open(S.path, fmt, getenv("CUPTRACE_COMPRESS"));
 	if (!S.sink)
 		return -errno;
-	struct cuptrace_meta m[24];
+	struct cuptrace_meta m[32];
 	for (size_t i = 0; i < nmeta; i++)
 		m[i] = (struct cuptrace_meta){.key = meta[i].key, .s = meta[i].val};
 	char host[256] = "?", comm[64];
@@ -702,6 +713,30 @@ static int path_taken(const char *path)
 		t = end ? end + 1 : NULL;
 	}
 	return 0;
+}
+
+/* Under `cuptrace record` (CUPTRACE_RECORD_START: when it started, CLOCK_REALTIME ns): did another
+ * process of this run already take path? Claims it with O_EXCL when free, so of two processes
+ * that arrive at one name (ranks' own CUDA subprocesses share their rank, so "%r" repeats) only
+ * one keeps it. A file from before the run is an old trace, to be written over. */
+static int path_claimed; /* written_this_run made S.path's (empty) file */
+
+static int written_this_run(const char *path)
+{
+	path_claimed = 0;
+	const char *rs = getenv("CUPTRACE_RECORD_START");
+	if (!rs || !*rs)
+		return 0;
+	int fd = open(path, O_CREAT | O_EXCL | O_WRONLY | O_CLOEXEC, 0644);
+	if (fd >= 0) {
+		close(fd);
+		path_claimed = 1;
+		return 0;
+	}
+	struct stat sb;
+	/* Nanoseconds: a quick rerun within one second must still write over the last run's. */
+	return errno == EEXIST && !stat(path, &sb) &&
+	       (long long)sb.st_mtim.tv_sec * 1000000000LL + sb.st_mtim.tv_nsec >= atoll(rs);
 }
 
 /* NAME.EXT -> NAME-<tag>.EXT, the extension being everything from the first dot of the base
@@ -863,13 +898,14 @@ int cuptrace_collect_start(const char *path, int injected)
 	 * their own: without %p in the name they would overwrite the command's trace. */
 	char *own = NULL;
 	const char *root = getenv("CUPTRACE_ROOT_PID");
-	if (root && atoi(root) != (int)S.pid && !strstr(tmpl, "%p"))
+	if (root && atoi(root) != (int)S.pid && !strstr(tmpl, "%p") && !strstr(tmpl, "%r"))
 		own = path_with_tag(tmpl, "%p");
 	S.path = cuptrace_path_expand(own ? own : tmpl, (int)S.pid);
 	free(own);
 	/* An exec'd image has its predecessor's pid, so its predecessor's name: pick the first
 	 * of NAME-<pid>.EXT, NAME-<pid>-2.EXT, ... that no earlier image wrote. */
-	for (int k = 1; S.path && path_taken(S.path) && k < 1000; k++) {
+	for (int k = 1; S.path && (path_taken(S.path) || written_this_run(S.path)) && k < 1000;
+	     k++) {
 		char tag[48];
 		if (k == 1)
 			snprintf(tag, sizeof(tag), "%d", (int)S.pid);
@@ -943,6 +979,8 @@ out_cupti:
 	if (S.subscriber)
 		cuptiUnsubscribe(S.subscriber);
 	S.subscriber = NULL;
+	if (path_claimed && S.path && !S.sink && !S.cap)
+		unlink(S.path); /* the empty file that claimed the name: nothing to keep */
 	free(S.path);
 	S.path = NULL;
 	atomic_store(&S.state, ST_IDLE); /* a later cuptrace_start may try again */

@@ -232,8 +232,40 @@ int64_t cuptrace_now_ns(int clock_id)
 	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
+/* A non-negative decimal environment value, or -1. */
+static int env_int(const char *name)
+{
+	const char *v = getenv(name);
+	if (!v || !*v)
+		return -1;
+	char *end;
+	long x = strtol(v, &end, 10);
+	return *end || x < 0 || x > 0x7fffffff ? -1 : (int)x;
+}
+
+struct cuptrace_rank cuptrace_launcher_rank(void)
+{
+	static const struct {
+		const char *launcher, *rank, *local, *world;
+	} l[] = {
+	    {"torchrun", "RANK", "LOCAL_RANK", "WORLD_SIZE"},
+	    {"openmpi", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_LOCAL_RANK",
+	     "OMPI_COMM_WORLD_SIZE"},
+	    {"pmi", "PMI_RANK", "MPI_LOCALRANKID", "PMI_SIZE"},
+	    {"slurm", "SLURM_PROCID", "SLURM_LOCALID", "SLURM_NTASKS"},
+	};
+	for (size_t i = 0; i < sizeof(l) / sizeof(l[0]); i++) {
+		int r = env_int(l[i].rank);
+		if (r >= 0)
+			return (struct cuptrace_rank){r, env_int(l[i].local), env_int(l[i].world),
+			                              l[i].launcher};
+	}
+	return (struct cuptrace_rank){-1, -1, -1, NULL};
+}
+
 char *cuptrace_path_expand(const char *tmpl, int pid)
 {
+	struct cuptrace_rank rk = cuptrace_launcher_rank();
 	char host[256] = "unknown";
 	gethostname(host, sizeof(host) - 1);
 	host[sizeof(host) - 1] = 0;
@@ -250,6 +282,10 @@ char *cuptrace_path_expand(const char *tmpl, int pid)
 			p++;
 		} else if (*p == '%' && p[1] == 'h') {
 			n += (size_t)snprintf(out + n, cap - n, "%s", host);
+			p++;
+		} else if (*p == '%' && (p[1] == 'r' || p[1] == 'l')) {
+			int v = p[1] == 'r' ? rk.rank : rk.local_rank;
+			n += (size_t)snprintf(out + n, cap - n, "%d", v >= 0 ? v : pid);
 			p++;
 		} else if (*p == '%' && p[1] == '%') {
 			out[n++] = '%';

@@ -49,7 +49,18 @@ uint64_t cuptrace_hash_bytes(const void *p, size_t n);
 
 int64_t cuptrace_now_ns(int clock_id); /* clock_gettime in ns */
 
-/* Expands %p (pid), %h (host name) and %% in a path template. Returns a malloc'd string. */
+/* The process's place in a job, from its launcher's environment: torchrun (RANK, LOCAL_RANK,
+ * WORLD_SIZE), Open MPI (OMPI_COMM_WORLD_RANK, _LOCAL_RANK, _SIZE), MPICH/PMI (PMI_RANK,
+ * MPI_LOCALRANKID, PMI_SIZE), Slurm (SLURM_PROCID, SLURM_LOCALID, SLURM_NTASKS), first found
+ * wins. Fields are -1 where the launcher does not say; launcher is its name or NULL. */
+struct cuptrace_rank {
+	int rank, local_rank, world_size;
+	const char *launcher;
+};
+struct cuptrace_rank cuptrace_launcher_rank(void);
+
+/* Expands %p (pid), %h (host name), %r (the global rank, or the pid where no launcher gives
+ * one), %l (the local rank, or the pid) and %% in a path template. Returns a malloc'd string. */
 char *cuptrace_path_expand(const char *tmpl, int pid);
 /* True if path ends with suffix. */
 int cuptrace_ends_with(const char *s, const char *suffix);

@@ -51,7 +51,8 @@ static int put_file(FILE *out, const char *name, const char *file)
 	char buf[65536];
 	long long left = size;
 	while (!err && left > 0) {
-		size_t k = fread(buf, 1, left < (long long)sizeof(buf) ? (size_t)left : sizeof(buf), in);
+		size_t k =
+		    fread(buf, 1, left < (long long)sizeof(buf) ? (size_t)left : sizeof(buf), in);
 		if (!k || fwrite(buf, 1, k, out) != k)
 			err = -EIO;
 		left -= (long long)k;
