@@ -251,6 +251,20 @@ static void forward_signal(int sig)
 		kill(child_pid, sig);
 }
 
+/* Puts value first in the ':'-separated list of environment variable name. 0 or -1. */
+static int prepend_env(const char *name, const char *value)
+{
+	const char *old = getenv(name);
+	size_t n = strlen(value) + (old ? strlen(old) : 0) + 2;
+	char *v = malloc(n);
+	if (!v)
+		return -1;
+	snprintf(v, n, "%s%s%s", value, old && *old ? ":" : "", old && *old ? old : "");
+	int r = setenv(name, v, 1);
+	free(v);
+	return r;
+}
+
 /* --pytorch: Python finds our sitecustomize first on PYTHONPATH (child processes inherit it);
  * it turns PyTorch's NVTX op ranges on when the program imports torch, then hands over to any
  * sitecustomize it shadows. The directory is next to libcuptrace.so (build tree) or in
@@ -273,14 +287,8 @@ static int setup_pytorch(const char *libpath, int shapes)
 		return -1;
 	}
 	*strrchr(real, '/') = 0; /* the directory that holds sitecustomize.py */
-	const char *old = getenv("PYTHONPATH");
-	size_t n = strlen(real) + (old ? strlen(old) : 0) + 2;
-	char *pp = malloc(n);
-	if (!pp)
+	if (prepend_env("PYTHONPATH", real))
 		return -1;
-	snprintf(pp, n, "%s%s%s", real, old && *old ? ":" : "", old && *old ? old : "");
-	setenv("PYTHONPATH", pp, 1);
-	free(pp);
 	setenv("CUPTRACE_PYTORCH", shapes ? "shapes" : "1", 1);
 	return 0;
 }
@@ -300,14 +308,7 @@ static void setup_preload(const char *libpath)
 		        pre);
 		return;
 	}
-	const char *old = getenv("LD_PRELOAD");
-	size_t n = strlen(pre) + (old ? strlen(old) : 0) + 2;
-	char *v = malloc(n);
-	if (!v)
-		return;
-	snprintf(v, n, "%s%s%s", pre, old && *old ? ":" : "", old && *old ? old : "");
-	setenv("LD_PRELOAD", v, 1);
-	free(v);
+	prepend_env("LD_PRELOAD", pre);
 }
 
 static void setenv_opt(const char *k, const char *v)
@@ -326,13 +327,8 @@ static size_t list_other_traces(const char *outabs, const char *main_path, time_
 		if (p[0] == '%' && (p[1] == 'p' || p[1] == 'h' || p[1] == 'r' || p[1] == 'l'))
 			p[0] = '*', memmove(p + 1, p + 2, strlen(p + 2) + 1);
 	if (pat[0] && !strcmp(pat[0], outabs)) {
-		/* No %p: NAME-*.EXT, the extension from the base name's first dot. */
-		const char *slash = strrchr(outabs, '/');
-		const char *dot = strchr(slash ? slash : outabs, '.');
-		size_t at = dot ? (size_t)(dot - outabs) : strlen(outabs);
-		size_t len = strlen(outabs) + 3;
-		if ((pat[1] = malloc(len)))
-			snprintf(pat[1], len, "%.*s-*%s", (int)at, outabs, outabs + at);
+		/* No wildcard: NAME-*.EXT, the names the library gives when the name is taken. */
+		pat[1] = cuptrace_path_with_tag(outabs, "*");
 		free(pat[0]);
 		pat[0] = NULL;
 	}

@@ -715,12 +715,12 @@ static int path_taken(const char *path)
 	return 0;
 }
 
+static int path_claimed; /* written_this_run made S.path's (empty) file */
+
 /* Under `cuptrace record` (CUPTRACE_RECORD_START: when it started, CLOCK_REALTIME ns): did another
  * process of this run already take path? Claims it with O_EXCL when free, so of two processes
  * that arrive at one name (ranks' own CUDA subprocesses share their rank, so "%r" repeats) only
  * one keeps it. A file from before the run is an old trace, to be written over. */
-static int path_claimed; /* written_this_run made S.path's (empty) file */
-
 static int written_this_run(const char *path)
 {
 	path_claimed = 0;
@@ -737,20 +737,6 @@ static int written_this_run(const char *path)
 	/* Nanoseconds: a quick rerun within one second must still write over the last run's. */
 	return errno == EEXIST && !stat(path, &sb) &&
 	       (long long)sb.st_mtim.tv_sec * 1000000000LL + sb.st_mtim.tv_nsec >= atoll(rs);
-}
-
-/* NAME.EXT -> NAME-<tag>.EXT, the extension being everything from the first dot of the base
- * name (run.pftrace.gz -> run-123.pftrace.gz). Returns malloc'd memory or NULL. */
-static char *path_with_tag(const char *path, const char *tag)
-{
-	const char *slash = strrchr(path, '/');
-	const char *dot = strchr(slash ? slash : path, '.');
-	size_t at = dot ? (size_t)(dot - path) : strlen(path);
-	size_t len = strlen(path) + strlen(tag) + 2;
-	char *out = malloc(len);
-	if (out)
-		snprintf(out, len, "%.*s-%s%s", (int)at, path, tag, path + at);
-	return out;
 }
 
 /* Everything a session counts starts from zero (the C API may run many sessions). */
@@ -899,7 +885,7 @@ int cuptrace_collect_start(const char *path, int injected)
 	char *own = NULL;
 	const char *root = getenv("CUPTRACE_ROOT_PID");
 	if (root && atoi(root) != (int)S.pid && !strstr(tmpl, "%p") && !strstr(tmpl, "%r"))
-		own = path_with_tag(tmpl, "%p");
+		own = cuptrace_path_with_tag(tmpl, "%p");
 	S.path = cuptrace_path_expand(own ? own : tmpl, (int)S.pid);
 	free(own);
 	/* An exec'd image has its predecessor's pid, so its predecessor's name: pick the first
@@ -911,7 +897,7 @@ int cuptrace_collect_start(const char *path, int injected)
 			snprintf(tag, sizeof(tag), "%d", (int)S.pid);
 		else
 			snprintf(tag, sizeof(tag), "%d-%d", (int)S.pid, k);
-		own = path_with_tag(tmpl, tag);
+		own = cuptrace_path_with_tag(tmpl, tag);
 		char *next = own ? cuptrace_path_expand(own, (int)S.pid) : NULL;
 		free(own);
 		own = NULL;

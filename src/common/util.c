@@ -298,6 +298,18 @@ char *cuptrace_path_expand(const char *tmpl, int pid)
 	return out;
 }
 
+char *cuptrace_path_with_tag(const char *path, const char *tag)
+{
+	const char *slash = strrchr(path, '/');
+	const char *dot = strchr(slash ? slash : path, '.');
+	size_t at = dot ? (size_t)(dot - path) : strlen(path);
+	size_t len = strlen(path) + strlen(tag) + 2;
+	char *out = malloc(len);
+	if (out)
+		snprintf(out, len, "%.*s-%s%s", (int)at, path, tag, path + at);
+	return out;
+}
+
 int cuptrace_ends_with(const char *s, const char *suffix)
 {
 	size_t a = strlen(s), b = strlen(suffix);

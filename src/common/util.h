@@ -62,6 +62,11 @@ struct cuptrace_rank cuptrace_launcher_rank(void);
 /* Expands %p (pid), %h (host name), %r (the global rank, or the pid where no launcher gives
  * one), %l (the local rank, or the pid) and %% in a path template. Returns a malloc'd string. */
 char *cuptrace_path_expand(const char *tmpl, int pid);
+
+/* NAME.EXT -> NAME-<tag>.EXT, the extension being everything from the first dot of the base
+ * name (run.pftrace.gz -> run-123.pftrace.gz): how a process that may not take a trace's name
+ * names its own, and how `record` finds those. Returns malloc'd memory or NULL. */
+char *cuptrace_path_with_tag(const char *path, const char *tag);
 /* True if path ends with suffix. */
 int cuptrace_ends_with(const char *s, const char *suffix);
 

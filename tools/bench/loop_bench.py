@@ -11,18 +11,13 @@ every round; ratios are paired by round (shared machines drift), and their 95% c
 intervals bootstrap the rounds. A ratio whose interval holds the target's value is a tie."""
 import argparse
 import os
-import random
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
 
-
-def boot_ci(xs, n=4000, seed=1):
-    rs = random.Random(seed)
-    meds = sorted(statistics.median(rs.choice(xs) for _ in xs) for _ in range(n))
-    return meds[int(0.025 * n)], meds[int(0.975 * n) - 1]
+from torch_bench import boot  # the same bootstrap over rounds (no torch import)
 
 
 def main():
@@ -65,7 +60,7 @@ def main():
     for num, den in (("cuptrace", "floor"), ("capture", "floor"), ("floor", "untraced"),
                      ("cuptrace", "untraced")):
         ratios = [x / y for x, y in zip(times[num], times[den])]
-        lo, hi = boot_ci(ratios)
+        lo, hi = boot(ratios, statistics.median)
         print(f"{num}/{den}: {statistics.median(ratios):.3f} [{lo:.3f}, {hi:.3f}]")
     size = os.path.getsize(os.path.join(tmp, "t.pftrace"))
     print(f"trace: {size} bytes, {size / k:.2f} bytes per kernel")
