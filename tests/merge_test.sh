@@ -169,7 +169,7 @@ else
 fi
 
 b=$tmp/base.pftrace s=$tmp/slow.pftrace o=$tmp/x.pftrace
-expect_none 2 "only --side-by-side" "$ct" merge "$b" "$s" -o "$o"
+expect_none 2 "say --side-by-side" "$ct" merge "$b" "$s" -o "$o"
 expect_none 2 "at least two INPUTs" "$ct" merge --side-by-side "$b" -o "$o"
 expect_none 2 "at least two INPUTs" "$ct" merge --side-by-side "$b" "$s"
 expect_none 2 "3 labels for 2 inputs" "$ct" merge --side-by-side -l a -l b -l c "$b" "$s" -o "$o"

@@ -13,28 +13,40 @@
 #include "cmd.h"
 #include "common/util.h"
 #include "format/formats.h"
+#include "format/json_writer.h"
 #include "output/tar.h"
 
 static void merge_usage(FILE *f)
 {
-	fprintf(f,
-	        "usage: cuptrace merge --side-by-side [options] -o OUTPUT INPUT...\n\n"
-	        "Puts two or more runs (any trace or capture cuptrace reads) in one trace, each\n"
-	        "as its own process group \"<label>: <process>\", in input order, shifted so that\n"
-	        "each starts at 0 (or aligned with --align-on). Every slice, flow, counter and\n"
-	        "argument is kept. OUTPUT's format follows its name (.pftrace, .json, .gz) as\n"
-	        "for convert; OUTPUT.tar writes Perfetto's multi-trace form instead: one\n"
-	        "shifted .pftrace per input in a tar archive, which ui.perfetto.dev opens as\n"
-	        "one timeline. The shift applied to each input is printed on stderr.\n\n"
-	        "  -o, --output PATH       output file (required)\n"
-	        "      --side-by-side      one group per input (required: the only mode so far)\n"
-	        "  -l, --label L           label of the next input (repeatable, in order;\n"
-	        "                          default: the file's name)\n"
-	        "      --align-on NAME[#K] start the K-th (default 1st) slice named NAME (an NVTX\n"
-	        "                          range, an op, any slice) at the same moment in all\n"
-	        "  -f, --format FMT        perfetto | chrome\n"
-	        "      --compress MODE     chunks | gzip | none\n"
-	        "  -h, --help              this help\n");
+	fprintf(
+	    f, "usage: cuptrace merge --side-by-side [options] -o OUTPUT INPUT...\n"
+	       "       cuptrace merge --ranks [--align MODE] -o OUTPUT RANK_TRACE...\n\n"
+	       "Puts two or more runs (any trace or capture cuptrace reads) in one trace, each\n"
+	       "as its own process group \"<label>: <process>\", in input order, shifted so that\n"
+	       "each starts at 0 (or aligned with --align-on). Every slice, flow, counter and\n"
+	       "argument is kept. OUTPUT's format follows its name (.pftrace, .json, .gz) as\n"
+	       "for convert; OUTPUT.tar writes Perfetto's multi-trace form instead: one\n"
+	       "shifted .pftrace per input in a tar archive, which ui.perfetto.dev opens as\n"
+	       "one timeline. The shift applied to each input is printed on stderr.\n\n"
+	       "--ranks merges the traces of one distributed job (one per rank, recorded with\n"
+	       "-o 'job-%%r.pftrace'): one group \"rank R @ host\" per rank in rank order, on one\n"
+	       "time axis. Ranks on one machine share BOOTTIME and line up exactly; ranks on\n"
+	       "other machines are placed by REALTIME, then (--align nccl, the default) by the\n"
+	       "ends of their NCCL collectives, which finish together on every rank. The offset\n"
+	       "and drift found for each rank and the spread of collective ends left are printed\n"
+	       "and stored in the trace. With OUTPUT.tar the rank files keep their own clocks and\n"
+	       "a perfetto_manifest names each machine and gives the offsets found.\n\n"
+	       "  -o, --output PATH       output file (required)\n"
+	       "      --side-by-side      one group per input, each starting at 0\n"
+	       "      --ranks             the ranks of one job, on one time axis\n"
+	       "      --align MODE        with --ranks: none | realtime | nccl (default)\n"
+	       "  -l, --label L           label of the next input (repeatable, in order;\n"
+	       "                          default: the file's name)\n"
+	       "      --align-on NAME[#K] start the K-th (default 1st) slice named NAME (an NVTX\n"
+	       "                          range, an op, any slice) at the same moment in all\n"
+	       "  -f, --format FMT        perfetto | chrome\n"
+	       "      --compress MODE     chunks | gzip | none\n"
+	       "  -h, --help              this help\n");
 }
 
 /* -o X.tar: each input into DIR/<k>-<label>.pftrace, then the archive. */
@@ -71,35 +83,213 @@ static int tar_close(void *octx, size_t i, struct cuptrace_sink *sink)
 	return r;
 }
 
-static int write_tar(struct cuptrace_merge *m, const char *out)
+/* --ranks -o X.tar: Perfetto's manifest (docs/reference/perfetto-manifest.md, v58): each file
+ * on the machine it ran on (ranks of one machine share its BOOTTIME), and each other machine's
+ * BOOTTIME related to the first rank's by the offset the alignment found. The manifest has no
+ * drift: the offset is the one at the middle of the run (the anchor). */
+static int write_manifest(const struct cuptrace_merge *m, char *const *names, const char *path,
+                          int none)
+{
+	struct cuptrace_json *w = cuptrace_json_new(NULL);
+	if (!w)
+		return -ENOMEM;
+	cuptrace_json_start_object(w);
+	cuptrace_json_name(w, "perfetto_manifest");
+	cuptrace_json_start_object(w);
+	cuptrace_json_name(w, "version");
+	cuptrace_json_int(w, 1);
+	cuptrace_json_name(w, "trace_time");
+	cuptrace_json_start_object(w);
+	cuptrace_json_name(w, "clock");
+	cuptrace_json_string(w, "BOOTTIME");
+	cuptrace_json_name(w, "file");
+	cuptrace_json_string(w, names[0]);
+	cuptrace_json_end_object(w);
+	cuptrace_json_name(w, "files");
+	cuptrace_json_start_array(w);
+	for (size_t i = 0; i < m->n; i++) {
+		const struct cuptrace_merge_result *r = &m->in[i];
+		/* A machine is named after its first rank's host; with --align none every rank is
+		 * a machine of its own, placed by its offset only. */
+		size_t first = i;
+		for (size_t j = 0; j < i && !none; j++)
+			if (r->machine && m->in[j].machine &&
+			    !strcmp(r->machine, m->in[j].machine)) {
+				first = j;
+				break;
+			}
+		const struct cuptrace_merge_result *f = &m->in[first];
+		char machine[512];
+		if (none || !f->host)
+			snprintf(machine, sizeof(machine), "%s", f->label);
+		else
+			snprintf(machine, sizeof(machine), "%s", f->host);
+		/* Two machines of one host name (containers): keep them apart. */
+		for (size_t j = 0; j < first && !none; j++)
+			if (m->in[j].host && f->host && !strcmp(m->in[j].host, f->host) &&
+			    (!m->in[j].machine || !f->machine ||
+			     strcmp(m->in[j].machine, f->machine))) {
+				snprintf(machine, sizeof(machine), "%s (%s)", f->host, f->label);
+				break;
+			}
+		cuptrace_json_start_object(w);
+		cuptrace_json_name(w, "path");
+		cuptrace_json_string(w, names[i]);
+		cuptrace_json_name(w, "machine");
+		cuptrace_json_start_object(w);
+		cuptrace_json_name(w, "name");
+		cuptrace_json_string(w, machine);
+		cuptrace_json_end_object(w);
+		int same = !none && r->machine && m->in[0].machine &&
+		           !strcmp(r->machine, m->in[0].machine);
+		if (i && !same) {
+			/* At one instant: BOOTTIME_0 = BOOTTIME_i + bt_0 - bt_i + offset_i -
+			 * offset_0 */
+			int64_t off = m->in[0].start_boottime_ns - r->start_boottime_ns +
+			              r->offset_ns - m->in[0].offset_ns;
+			cuptrace_json_name(w, "clocks");
+			cuptrace_json_start_object(w);
+			cuptrace_json_name(w, "clock");
+			cuptrace_json_string(w, "BOOTTIME");
+			cuptrace_json_name(w, "sync_to");
+			cuptrace_json_start_object(w);
+			cuptrace_json_name(w, "file");
+			cuptrace_json_string(w, names[0]);
+			cuptrace_json_name(w, "clock");
+			cuptrace_json_string(w, "BOOTTIME");
+			cuptrace_json_end_object(w);
+			cuptrace_json_name(w, "offset_ns");
+			cuptrace_json_int(w, off);
+			cuptrace_json_end_object(w);
+		}
+		cuptrace_json_end_object(w);
+	}
+	cuptrace_json_end_array(w);
+	cuptrace_json_name(w, "attributes");
+	cuptrace_json_start_object(w);
+	cuptrace_json_name(w, "cuptrace.merge");
+	cuptrace_json_string(w, "ranks");
+	cuptrace_json_name(w, "cuptrace.collective_end_spread_median_ns");
+	cuptrace_json_int(w, m->align.spread_median);
+	cuptrace_json_name(w, "cuptrace.collective_end_spread_max_ns");
+	cuptrace_json_int(w, m->align.spread_max);
+	cuptrace_json_end_object(w);
+	cuptrace_json_end_object(w);
+	cuptrace_json_end_object(w);
+	int err = cuptrace_json_error(w);
+	size_t len = 0;
+	const char *buf = err ? NULL : cuptrace_json_buffer(w, &len);
+	FILE *f = buf ? fopen(path, "wb") : NULL;
+	if (buf && (!f || fwrite(buf, 1, len, f) != len))
+		err = -(errno ? errno : EIO);
+	if (f && fclose(f) && !err)
+		err = -(errno ? errno : EIO);
+	cuptrace_json_free(w);
+	return err;
+}
+
+static int write_tar(struct cuptrace_merge *m, const char *out, int none)
 {
 	struct tar_ctx t = {.m = m};
 	const char *tdir = getenv("TMPDIR");
 	char tmpl[4096];
 	snprintf(tmpl, sizeof(tmpl), "%s/cuptrace-merge-XXXXXX", tdir && *tdir ? tdir : "/tmp");
-	t.files = calloc(m->n, sizeof(char *));
-	t.names = calloc(m->n, sizeof(char *));
+	/* With native clocks (--ranks) one more member: the manifest, first. */
+	size_t extra = m->native_clocks ? 1 : 0;
+	t.files = calloc(m->n + 1, sizeof(char *));
+	t.names = calloc(m->n + 1, sizeof(char *));
 	int r = -ENOMEM;
 	if (t.files && t.names && strlen(tmpl) < sizeof(t.dir) && mkdtemp(tmpl)) {
 		snprintf(t.dir, sizeof(t.dir), "%s", tmpl);
 		r = cuptrace_merge_write_each(m, cmd_replay_cb, NULL, tar_open, tar_close, &t);
-		if (!r)
-			r = cuptrace_tar_write(out, (const char *const *)t.names,
-			                       (const char *const *)t.files, m->n);
-		for (size_t i = 0; i < m->n; i++)
+		if (!r && extra) {
+			size_t len = strlen(t.dir) + 32;
+			if (!(t.names[m->n] = strdup("perfetto_manifest.json")) ||
+			    !(t.files[m->n] = malloc(len)))
+				r = -ENOMEM;
+			else {
+				snprintf(t.files[m->n], len, "%s/perfetto_manifest.json", t.dir);
+				r = write_manifest(m, t.names, t.files[m->n], none);
+			}
+		}
+		if (!r) {
+			/* the manifest first: Perfetto takes it from anywhere in a tar, but a
+			 * reader that streams the archive sees it before the traces */
+			const char **nm = calloc(2 * (m->n + 1), sizeof(*nm));
+			if (!nm) {
+				r = -ENOMEM;
+			} else {
+				const char **fl = nm + m->n + 1;
+				for (size_t i = 0; i < m->n + extra; i++) {
+					size_t k = extra ? (i ? i - 1 : m->n) : i;
+					nm[i] = t.names[k];
+					fl[i] = t.files[k];
+				}
+				r = cuptrace_tar_write(out, nm, fl, m->n + extra);
+				free(nm);
+			}
+		}
+		for (size_t i = 0; i < m->n + extra; i++)
 			if (t.files[i])
 				unlink(t.files[i]);
 		rmdir(t.dir);
 	} else if (t.files && t.names) {
 		r = -errno;
 	}
-	for (size_t i = 0; t.files && t.names && i < m->n; i++) {
+	for (size_t i = 0; t.files && t.names && i < m->n + 1; i++) {
 		free(t.files[i]);
 		free(t.names[i]);
 	}
 	free(t.files);
 	free(t.names);
 	return r;
+}
+
+/* What --ranks did, one line per rank and one for what is left: the user checks the alignment
+ * here before trusting a cross-machine comparison. */
+static void report_ranks(const struct cuptrace_merge *m, enum cuptrace_align_mode mode)
+{
+	int warned_rank = 0;
+	for (size_t i = 0; i < m->n; i++) {
+		const struct cuptrace_merge_result *x = &m->in[i];
+		const struct cuptrace_align_out *a = &x->map;
+		fprintf(stderr, "cuptrace merge: %s (%s): %s, shifted by %" PRId64 " ns", x->label,
+		        x->path, cuptrace_merge_clock_name(a->clock), x->offset_ns);
+		if (a->clock == CUPTRACE_CLOCK_NCCL)
+			fprintf(stderr,
+			        ", drift %.3f ppm; REALTIME placement corrected by %.1f us (%zu "
+			        "collectives matched)",
+			        a->drift * 1e6, (double)a->realtime_error_ns / 1e3, a->matched);
+		if (x->pid != x->orig_pid)
+			fprintf(stderr, ", pid %" PRId32 " (was %" PRId32 ")", x->pid, x->orig_pid);
+		fputc('\n', stderr);
+		if (x->rank < 0 && !warned_rank++)
+			fprintf(
+			    stderr,
+			    "cuptrace merge: %s names no rank (not recorded under a launcher?): "
+			    "placed after the ranks\n",
+			    x->path);
+		if (mode == CUPTRACE_ALIGN_NCCL && a->clock == CUPTRACE_CLOCK_REALTIME)
+			fprintf(stderr,
+			        "cuptrace merge: %s shares no NCCL collective with %s's machine: "
+			        "placed by REALTIME only, as good as the machines' clock sync\n",
+			        x->label, m->in[0].label);
+	}
+	const struct cuptrace_align_summary *g = &m->align;
+	if (g->collectives)
+		fprintf(
+		    stderr,
+		    "cuptrace merge: %zu machine%s; %zu collectives on two ranks or more; their "
+		    "ends after alignment spread by %.1f us (median), %.1f us (p99), %.1f us "
+		    "(max)\n",
+		    g->machines, g->machines == 1 ? "" : "s", g->collectives,
+		    (double)g->spread_median / 1e3, (double)g->spread_p99 / 1e3,
+		    (double)g->spread_max / 1e3);
+	else
+		fprintf(stderr,
+		        "cuptrace merge: %zu machine%s; no NCCL collective found in the "
+		        "traces\n",
+		        g->machines, g->machines == 1 ? "" : "s");
 }
 
 static int same_file(const char *a, const char *b)
@@ -114,6 +304,7 @@ int cmd_merge(int argc, char **argv)
 	    {"output", required_argument, NULL, 'o'}, {"side-by-side", no_argument, NULL, 's'},
 	    {"label", required_argument, NULL, 'l'},  {"align-on", required_argument, NULL, 'a'},
 	    {"format", required_argument, NULL, 'f'}, {"compress", required_argument, NULL, 'z'},
+	    {"ranks", no_argument, NULL, 'r'},        {"align", required_argument, NULL, 'A'},
 	    {"help", no_argument, NULL, 'h'},         {0},
 	};
 	const char *out = NULL, *format = NULL, *compress = NULL, *align = NULL;
@@ -123,7 +314,8 @@ int cmd_merge(int argc, char **argv)
 	struct cuptrace_merge m = {0};
 	struct cuptrace_sink *sink = NULL;
 	size_t nlabels = 0, n = 0;
-	int side = 0, c, ret = EXIT_USAGE;
+	int side = 0, ranks = 0, c, ret = EXIT_USAGE;
+	const char *align_mode = NULL;
 
 	if (!labels) {
 		fprintf(stderr, "cuptrace merge: out of memory\n");
@@ -137,6 +329,12 @@ int cmd_merge(int argc, char **argv)
 			break;
 		case 's':
 			side = 1;
+			break;
+		case 'r':
+			ranks = 1;
+			break;
+		case 'A':
+			align_mode = optarg;
 			break;
 		case 'l':
 			labels[nlabels++] = optarg;
@@ -160,13 +358,36 @@ int cmd_merge(int argc, char **argv)
 		}
 	}
 	n = (size_t)(argc - optind);
-	if (!side) {
-		fprintf(stderr,
-		        "cuptrace merge: only --side-by-side is implemented so far (one group "
-		        "per input)\n");
+	if (side == ranks) {
+		fprintf(stderr, "cuptrace merge: say --side-by-side (runs, each from 0) or --ranks "
+		                "(ranks of one job, on one time axis)\n");
 		goto out;
 	}
-	if (n < 2 || !out) {
+	if (ranks && align) {
+		fprintf(stderr, "cuptrace merge: --align-on is for --side-by-side; --ranks aligns "
+		                "by clocks (--align none|realtime|nccl)\n");
+		goto out;
+	}
+	if (align_mode && !ranks) {
+		fprintf(stderr, "cuptrace merge: --align is for --ranks (--side-by-side takes "
+		                "--align-on NAME[#K])\n");
+		goto out;
+	}
+	mo.ranks = ranks;
+	mo.ranks_align = CUPTRACE_ALIGN_NCCL;
+	if (align_mode) {
+		if (!strcmp(align_mode, "none"))
+			mo.ranks_align = CUPTRACE_ALIGN_NONE;
+		else if (!strcmp(align_mode, "realtime"))
+			mo.ranks_align = CUPTRACE_ALIGN_REALTIME;
+		else if (strcmp(align_mode, "nccl")) {
+			fprintf(stderr,
+			        "cuptrace merge: --align takes none, realtime or nccl, not '%s'\n",
+			        align_mode);
+			goto out;
+		}
+	}
+	if (n < (ranks ? 1u : 2u) || !out) {
 		fprintf(stderr, "cuptrace merge: need -o OUTPUT and at least two INPUTs\n\n");
 		merge_usage(stderr);
 		goto out;
@@ -229,7 +450,8 @@ int cmd_merge(int argc, char **argv)
 			ret = EXIT_USAGE;
 			goto out;
 		}
-		r = write_tar(&m, out);
+		m.native_clocks = ranks;
+		r = write_tar(&m, out, mo.ranks_align == CUPTRACE_ALIGN_NONE);
 	} else {
 		if (!(sink = cuptrace_sink_open(out, format, compress))) {
 			fprintf(stderr, "cuptrace merge: cannot write %s: %s\n", out,
@@ -244,6 +466,11 @@ int cmd_merge(int argc, char **argv)
 		fprintf(stderr, "cuptrace merge: writing %s failed (at %s): %s\n", out,
 		        in[m.bad].path, strerror(-(r ? r : f)));
 		unlink(out);
+		goto out;
+	}
+	if (ranks) {
+		report_ranks(&m, mo.ranks_align);
+		ret = 0;
 		goto out;
 	}
 	for (size_t i = 0; i < n; i++) {

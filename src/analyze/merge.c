@@ -5,6 +5,7 @@
 #include "analyze/forward.h"
 #include "analyze/stats.h"
 #include "analyze/stats_internal.h"
+#include "common/nccl.h"
 #include "common/util.h"
 
 #include <errno.h>
@@ -26,12 +27,23 @@ struct in_state {
 	int32_t *pids, *newpids; /* distinct original pids in first-seen order; their new pids */
 	size_t npids;
 	char *note; /* added to the description of this input's processes */
+	/* --ranks */
+	int64_t start_realtime_ns;
+	struct nccl_end {
+		uint64_t name; /* hash of the kernel's name */
+		int64_t start, end;
+	} * nccl;
+	size_t nnccl, ncclcap;
+	struct cuptrace_align_coll *coll;
+	char *machine, *host;
 };
 
 struct merge_state {
 	struct in_state *in;
 	char *align_name;
 	uint64_t k;
+	int ranks;
+	enum cuptrace_align_mode mode;
 	uint64_t next_uuid, next_flow; /* the output's uuids and flow ids, from 1 */
 };
 
@@ -41,12 +53,14 @@ struct probe_sink {
 	struct fwd_sink fwd; /* inner: the stats sink of in->st */
 	struct in_state *in;
 	const char *align_name;
+	int ranks;
 };
 
 static int probe_begin(struct cuptrace_sink *sk, const struct cuptrace_trace_info *info)
 {
 	struct probe_sink *s = (struct probe_sink *)sk;
 	s->in->start_boottime_ns = info->start_boottime_ns;
+	s->in->start_realtime_ns = info->start_realtime_ns;
 	s->in->uuid_hi = info->trace_uuid_hi;
 	s->in->uuid_lo = info->trace_uuid_lo;
 	return fwd_begin(sk, info);
@@ -57,7 +71,17 @@ static int probe_slice(struct cuptrace_sink *sk, const struct cuptrace_slice *e)
 	struct probe_sink *s = (struct probe_sink *)sk;
 	struct in_state *in = s->in;
 	int err = fwd_slice(sk, e);
+	struct cuptrace_nccl_kernel k;
 
+	if (!err && s->ranks && e->name && cuptrace_nccl_parse(e->name, &k)) {
+		struct nccl_end *v =
+		    cuptrace_grow(in->nccl, &in->ncclcap, in->nnccl + 1, sizeof(*v));
+		if (!v)
+			return fwd_fail(&s->fwd, -ENOMEM);
+		in->nccl = v;
+		v[in->nnccl++] = (struct nccl_end){cuptrace_hash_bytes(e->name, strlen(e->name)),
+		                                   e->ts, sat_add(e->ts, e->dur)};
+	}
 	if (err || !s->align_name || !e->name || strcmp(e->name, s->align_name))
 		return err;
 	int64_t *a = cuptrace_grow(in->align, &in->aligncap, in->nalign + 1, sizeof(*a));
@@ -88,7 +112,7 @@ static const struct cuptrace_sink_ops probe_ops = {
     .destroy = probe_destroy,
 };
 
-static int probe(struct in_state *in, const char *path, const char *align_name,
+static int probe(struct in_state *in, const char *path, const char *align_name, int ranks,
                  cuptrace_replay_fn replay, void *ctx)
 {
 	struct probe_sink *s = calloc(1, sizeof(*s));
@@ -99,6 +123,7 @@ static int probe(struct in_state *in, const char *path, const char *align_name,
 	s->fwd.base.ops = &probe_ops;
 	s->in = in;
 	s->align_name = align_name;
+	s->ranks = ranks;
 	if (!(s->fwd.inner = cuptrace_stats_sink_new(&in->st))) {
 		free(s);
 		return -ENOMEM;
@@ -224,6 +249,12 @@ static int make_note(struct cuptrace_merge *m, size_t i)
 	                              "cuptrace merge: input %zu of %zu, %s; original pid %" PRId32
 	                              "; timestamps shifted by %" PRId64 " ns",
 	                              i + 1, m->n, r->path, r->orig_pid, r->offset_ns);
+	if (m->st->ranks && len < sizeof(buf))
+		len += (size_t)snprintf(buf + len, sizeof(buf) - len, "; clock: %s%s",
+		                        cuptrace_merge_clock_name(r->map.clock),
+		                        r->map.clock == CUPTRACE_CLOCK_NCCL
+		                            ? " (REALTIME refined by collective ends)"
+		                            : "");
 	const struct cuptrace_meta *g = stats_meta_get(&in->st, "hostname");
 	char v[1024];
 	if (g && len < sizeof(buf)) {
@@ -238,11 +269,158 @@ static int make_note(struct cuptrace_merge *m, size_t i)
 	return (in->note = strdup(buf)) ? 0 : -ENOMEM;
 }
 
+static int nccl_cmp(const void *pa, const void *pb)
+{
+	const struct nccl_end *a = pa, *b = pb;
+	if (a->name != b->name)
+		return a->name < b->name ? -1 : 1;
+	return a->start < b->start ? -1 : a->start > b->start;
+}
+
+/* --ranks: each collective kernel's key is its name and its occurrence among the kernels of
+ * that name (by start), which is what identifies it on every rank. */
+static int nccl_keys(struct in_state *in)
+{
+	if (!in->nnccl)
+		return 0;
+	if (!(in->coll = calloc(in->nnccl, sizeof(*in->coll))))
+		return -ENOMEM;
+	qsort(in->nccl, in->nnccl, sizeof(*in->nccl), nccl_cmp);
+	uint64_t k = 0;
+	for (size_t i = 0; i < in->nnccl; i++) {
+		k = i && in->nccl[i].name == in->nccl[i - 1].name ? k + 1 : 0;
+		in->coll[i] = (struct cuptrace_align_coll){
+		    cuptrace_hash64(in->nccl[i].name ^ cuptrace_hash64(k + 1)), in->nccl[i].end};
+	}
+	return 0;
+}
+
+static char *meta_strdup(const struct cuptrace_stats *st, const char *key)
+{
+	const struct cuptrace_meta *g = stats_meta_get(st, key);
+	char v[512];
+	if (!g)
+		return NULL;
+	stats_meta_str(g, v, sizeof(v));
+	return *v ? strdup(v) : NULL;
+}
+
+/* --ranks: rank, host and machine from the metadata that `record` writes. */
+static int rank_info(struct in_state *in, struct cuptrace_merge_result *r)
+{
+	const struct cuptrace_meta *g = stats_meta_get(&in->st, "rank");
+	int64_t v = -1;
+	r->rank = g && stats_meta_int(g, &v) && v >= 0 && v <= INT32_MAX ? (int)v : -1;
+	in->host = meta_strdup(&in->st, "hostname");
+	in->machine = meta_strdup(&in->st, "boot_id");
+	if (!in->machine && in->host && !(in->machine = strdup(in->host)))
+		return -ENOMEM;
+	r->host = in->host;
+	r->machine = in->machine;
+	r->collectives = in->nnccl;
+	r->start_boottime_ns = in->start_boottime_ns;
+	r->start_realtime_ns = in->start_realtime_ns;
+	return 0;
+}
+
+/* --ranks: inputs in rank order (those without a rank last, in input order). */
+static int rank_order(const struct cuptrace_merge *m, const struct cuptrace_merge_input *inputs,
+                      size_t *perm)
+{
+	for (size_t i = 0; i < m->n; i++)
+		perm[i] = i;
+	for (size_t i = 1; i < m->n; i++)
+		for (size_t j = i; j > 0; j--) {
+			int a = m->in[perm[j - 1]].rank, b = m->in[perm[j]].rank;
+			if ((a < 0 && b >= 0) || (a >= 0 && b >= 0 && b < a)) {
+				size_t t = perm[j];
+				perm[j] = perm[j - 1];
+				perm[j - 1] = t;
+			}
+		}
+	(void)inputs;
+	return 0;
+}
+
+/* --ranks: "rank R @ host" (or the file's name where the trace names no rank). */
+static int rank_labels(struct cuptrace_merge_input *inputs, const struct cuptrace_merge *m,
+                       char **made)
+{
+	for (size_t i = 0; i < m->n; i++) {
+		const struct cuptrace_merge_result *r = &m->in[i];
+		if (inputs[i].label || r->rank < 0)
+			continue;
+		size_t len = (r->host ? strlen(r->host) : 1) + 32;
+		if (!(made[i] = malloc(len)))
+			return -ENOMEM;
+		snprintf(made[i], len, "rank %d @ %s", r->rank, r->host ? r->host : "?");
+		inputs[i].label = made[i];
+	}
+	return 0;
+}
+
+static int plan_ranks(struct cuptrace_merge *m, const struct cuptrace_merge_input *given,
+                      enum cuptrace_align_mode mode)
+{
+	size_t n = m->n;
+	size_t *perm = calloc(n, sizeof(*perm));
+	struct cuptrace_merge_input *inputs = calloc(n, sizeof(*inputs));
+	struct cuptrace_merge_result *res = calloc(n, sizeof(*res));
+	struct in_state *st = calloc(n, sizeof(*st));
+	struct cuptrace_align_in *ai = calloc(n, sizeof(*ai));
+	struct cuptrace_align_out *ao = calloc(n, sizeof(*ao));
+	char **made = calloc(n, sizeof(*made));
+	int err = -ENOMEM;
+
+	if (!perm || !inputs || !res || !st || !ai || !ao || !made)
+		goto out;
+	rank_order(m, given, perm);
+	for (size_t i = 0; i < n; i++) {
+		inputs[i] = given[perm[i]];
+		res[i] = m->in[perm[i]];
+		st[i] = m->st->in[perm[i]];
+	}
+	memcpy(m->in, res, n * sizeof(*res));
+	memcpy(m->st->in, st, n * sizeof(*st));
+	if ((err = rank_labels(inputs, m, made)) || (err = make_labels(m, inputs)))
+		goto out;
+	for (size_t i = 0; i < n; i++) {
+		const struct in_state *in = &m->st->in[i];
+		ai[i] = (struct cuptrace_align_in){
+		    .machine = in->machine,
+		    .start_boottime_ns = in->start_boottime_ns,
+		    .start_realtime_ns = in->start_realtime_ns,
+		    .first_ts = m->in[i].first_ts,
+		    .coll = in->coll,
+		    .ncoll = in->nnccl,
+		};
+	}
+	if ((err = cuptrace_align(ai, n, mode, ao, &m->align)))
+		goto out;
+	for (size_t i = 0; i < n; i++) {
+		m->in[i].map = ao[i];
+		m->in[i].offset_ns = ao[i].offset_ns;
+	}
+	err = 0;
+out:
+	for (size_t i = 0; made && i < n; i++)
+		free(made[i]);
+	free(made);
+	free(perm);
+	free(inputs);
+	free(res);
+	free(st);
+	free(ai);
+	free(ao);
+	return err;
+}
+
 int cuptrace_merge_plan(struct cuptrace_merge *m, const struct cuptrace_merge_input *inputs,
                         size_t n, const struct cuptrace_merge_opts *o, cuptrace_replay_fn replay,
                         void *ctx)
 {
 	int err;
+	int ranks = o && o->sz >= sizeof(*o) && o->ranks;
 
 	memset(m, 0, sizeof(*m));
 	if (!n || !inputs || !replay)
@@ -251,24 +429,27 @@ int cuptrace_merge_plan(struct cuptrace_merge *m, const struct cuptrace_merge_in
 	    !(m->st->in = calloc(n, sizeof(*m->st->in))))
 		return -ENOMEM;
 	m->n = n;
-	if (o && o->align_name) {
+	m->st->ranks = ranks;
+	m->st->mode = ranks ? o->ranks_align : CUPTRACE_ALIGN_NONE;
+	if (o && o->align_name && !ranks) {
 		if (!(m->st->align_name = strdup(o->align_name)))
 			return -ENOMEM;
 		m->st->k = o->align_k ? o->align_k : 1;
 	}
-	if ((err = make_labels(m, inputs)))
-		return err;
 	for (size_t i = 0; i < n; i++) {
 		struct in_state *in = &m->st->in[i];
 		struct cuptrace_merge_result *r = &m->in[i];
 		r->path = inputs[i].path;
+		r->rank = -1;
 		m->bad = i;
-		if ((err = probe(in, r->path, m->st->align_name, replay, ctx)) ||
+		if ((err = probe(in, r->path, m->st->align_name, ranks, replay, ctx)) ||
 		    (err = collect_pids(in)))
 			return err;
 		r->has_events = in->st.slices + in->st.instants + in->st.counters > 0;
 		r->first_ts = r->has_events ? in->st.min_ts : 0;
 		r->align_found = in->nalign;
+		if (ranks && ((err = nccl_keys(in)) || (err = rank_info(in, r))))
+			return err;
 		if (!m->st->align_name)
 			continue;
 		if (in->nalign < m->st->k)
@@ -277,14 +458,23 @@ int cuptrace_merge_plan(struct cuptrace_merge *m, const struct cuptrace_merge_in
 		r->align_ts = in->align[m->st->k - 1];
 	}
 	m->bad = 0;
-	/* Aligned: the K-th slices all start at c, which leaves the earliest event of all at 0. */
-	int64_t c = 0;
-	for (size_t i = 0; m->st->align_name && i < n; i++)
-		if (sat_sub(m->in[i].align_ts, m->in[i].first_ts) > c)
-			c = sat_sub(m->in[i].align_ts, m->in[i].first_ts);
-	for (size_t i = 0; i < n; i++) {
-		struct cuptrace_merge_result *r = &m->in[i];
-		r->offset_ns = m->st->align_name ? sat_sub(c, r->align_ts) : -r->first_ts;
+	if (ranks) {
+		if ((err = plan_ranks(m, inputs, o->ranks_align)))
+			return err;
+	} else {
+		if ((err = make_labels(m, inputs)))
+			return err;
+		/* Aligned: the K-th slices all start at c, which leaves the earliest event of all
+		 * at 0. */
+		int64_t c = 0;
+		for (size_t i = 0; m->st->align_name && i < n; i++)
+			if (sat_sub(m->in[i].align_ts, m->in[i].first_ts) > c)
+				c = sat_sub(m->in[i].align_ts, m->in[i].first_ts);
+		for (size_t i = 0; i < n; i++) {
+			struct cuptrace_merge_result *r = &m->in[i];
+			r->offset_ns = m->st->align_name ? sat_sub(c, r->align_ts) : -r->first_ts;
+			r->map.offset_ns = r->offset_ns;
+		}
 	}
 	if ((err = assign_pids(m)))
 		return err;
@@ -292,6 +482,23 @@ int cuptrace_merge_plan(struct cuptrace_merge *m, const struct cuptrace_merge_in
 		if ((err = make_note(m, i)))
 			return err;
 	return 0;
+}
+
+const char *cuptrace_merge_clock_name(enum cuptrace_align_clock c)
+{
+	switch (c) {
+	case CUPTRACE_CLOCK_REFERENCE:
+		return "reference";
+	case CUPTRACE_CLOCK_BOOTTIME:
+		return "boottime";
+	case CUPTRACE_CLOCK_REALTIME:
+		return "realtime";
+	case CUPTRACE_CLOCK_NCCL:
+		return "nccl";
+	case CUPTRACE_CLOCK_NONE:
+		return "none";
+	}
+	return "?";
 }
 
 /* ---- pass 2 ---- */
@@ -303,6 +510,7 @@ struct shift_sink {
 	struct cuptrace_merge_result *r;
 	struct in_state *in;
 	size_t index;
+	int native;                  /* write_each with native clocks: no shift */
 	uint32_t nprocs;             /* process tracks of this input so far */
 	struct cuptrace_u64map uuid; /* input uuid -> output uuid */
 	struct cuptrace_u64map flow; /* input flow id -> output flow id */
@@ -421,7 +629,7 @@ static int place(struct shift_sink *s, uint64_t *track, int64_t *ts)
 		return s->err;
 	if (!(*track = map_id(&s->uuid, &s->ms->next_uuid, *track)))
 		return sh_fail(s, -ENOMEM);
-	*ts = sat_add(*ts, s->r->offset_ns);
+	*ts = s->native ? *ts : cuptrace_align_apply(&s->r->map, *ts);
 	return 0;
 }
 
@@ -433,6 +641,12 @@ static int sh_slice(struct cuptrace_sink *sk, const struct cuptrace_slice *e)
 
 	if (err)
 		return err;
+	/* The end through the same map: with a drift, mapping the start and keeping the duration
+	 * could push a child's end past its parent's. */
+	if (!s->native && s->r->map.drift != 0) {
+		int64_t end = cuptrace_align_apply(&s->r->map, sat_add(e->ts, e->dur));
+		d.dur = end > d.ts ? end - d.ts : 0;
+	}
 	/* Both arrays live in s->ids: map the outs, then the ins after them, then point at both
 	 * (the scratch may move while the ins are mapped). */
 	if ((e->nflows_out && !map_flows(s, e->flows_out, e->nflows_out, 0)) ||
@@ -491,9 +705,9 @@ static const struct cuptrace_sink_ops shift_ops = {
 static int merged_meta(struct cuptrace_merge *m, struct cuptrace_meta **out, size_t *nout,
                        char ***strs, size_t *nstrs)
 {
-	size_t cap = 3, ns = 0, n = 0;
+	size_t cap = 8, ns = 0, n = 0;
 	for (size_t i = 0; i < m->n; i++)
-		cap += m->st->in[i].st.nmeta + 2;
+		cap += m->st->in[i].st.nmeta + 6;
 	struct cuptrace_meta *meta = calloc(cap, sizeof(*meta));
 	char **keep = calloc(2 * cap, sizeof(*keep)); /* the strings made here, to free */
 	char buf[64];
@@ -509,6 +723,12 @@ static int merged_meta(struct cuptrace_merge *m, struct cuptrace_meta **out, siz
 			goto oom;
 		meta[n++] = (struct cuptrace_meta){.key = "merge_alignment", .s = keep[ns - 1]};
 	}
+	if (m->st->ranks)
+		meta[n++] = (struct cuptrace_meta){
+		    .key = "merge_alignment",
+		    .s = m->st->mode == CUPTRACE_ALIGN_NCCL ? "ranks: boottime, realtime, nccl"
+		         : m->st->mode == CUPTRACE_ALIGN_REALTIME ? "ranks: boottime, realtime"
+		                                                  : "ranks: none"};
 	/* The traced system, for the trace's system info: the first input's. */
 	const struct cuptrace_meta *os = stats_meta_get(&m->st->in[0].st, "os");
 	if (os && !os->is_int)
@@ -529,6 +749,42 @@ static int merged_meta(struct cuptrace_merge *m, struct cuptrace_meta **out, siz
 			goto oom;
 		meta[n++] = (struct cuptrace_meta){
 		    .key = keep[ns - 1], .is_int = 1, .i = m->in[i].offset_ns};
+		if (!m->st->ranks)
+			continue;
+		const struct cuptrace_align_out *a = &m->in[i].map;
+		if (!(keep[ns++] = joined(label, ": ", "merge_clock")))
+			goto oom;
+		meta[n++] = (struct cuptrace_meta){.key = keep[ns - 1],
+		                                   .s = cuptrace_merge_clock_name(a->clock)};
+		if (a->clock != CUPTRACE_CLOCK_NCCL)
+			continue;
+		snprintf(buf, sizeof(buf), "%.4f", a->drift * 1e6);
+		if (!(keep[ns++] = joined(label, ": ", "merge_drift_ppm")) ||
+		    !(keep[ns++] = strdup(buf)))
+			goto oom;
+		meta[n++] = (struct cuptrace_meta){.key = keep[ns - 2], .s = keep[ns - 1]};
+		if (!(keep[ns++] = joined(label, ": ", "merge_realtime_error_ns")))
+			goto oom;
+		meta[n++] = (struct cuptrace_meta){
+		    .key = keep[ns - 1], .is_int = 1, .i = a->realtime_error_ns};
+		if (!(keep[ns++] = joined(label, ": ", "merge_matched_collectives")))
+			goto oom;
+		meta[n++] = (struct cuptrace_meta){
+		    .key = keep[ns - 1], .is_int = 1, .i = (int64_t)a->matched};
+	}
+	if (m->st->ranks) {
+		const struct cuptrace_align_summary *g = &m->align;
+		meta[n++] = (struct cuptrace_meta){
+		    .key = "merge_ranks_machines", .is_int = 1, .i = (int64_t)g->machines};
+		meta[n++] = (struct cuptrace_meta){
+		    .key = "merge_collectives_matched", .is_int = 1, .i = (int64_t)g->collectives};
+		meta[n++] = (struct cuptrace_meta){.key = "merge_collective_end_spread_median_ns",
+		                                   .is_int = 1,
+		                                   .i = g->spread_median};
+		meta[n++] = (struct cuptrace_meta){
+		    .key = "merge_collective_end_spread_p99_ns", .is_int = 1, .i = g->spread_p99};
+		meta[n++] = (struct cuptrace_meta){
+		    .key = "merge_collective_end_spread_max_ns", .is_int = 1, .i = g->spread_max};
 	}
 	*nout = n;
 	*nstrs = ns;
@@ -541,14 +797,15 @@ oom:
 /* Replays input i into out through the shifting sink (uuids and flow ids from the merge's
  * counters, so they stay unique over all inputs, in one file or several). */
 static int write_input(struct cuptrace_merge *m, size_t i, cuptrace_replay_fn replay, void *ctx,
-                       struct cuptrace_sink *out)
+                       struct cuptrace_sink *out, int native)
 {
 	struct shift_sink s = {.base.ops = &shift_ops,
 	                       .out = out,
 	                       .ms = m->st,
 	                       .r = &m->in[i],
 	                       .in = &m->st->in[i],
-	                       .index = i};
+	                       .index = i,
+	                       .native = native};
 	cuptrace_u64map_init(&s.uuid);
 	cuptrace_u64map_init(&s.flow);
 	m->bad = i;
@@ -613,7 +870,7 @@ static int merge_write(struct cuptrace_merge *m, cuptrace_replay_fn replay, void
 	m->st->next_uuid = m->st->next_flow = 1;
 	for (size_t i = 0; i < m->n && !err; i++) {
 		if (!open) {
-			err = write_input(m, i, replay, ctx, out);
+			err = write_input(m, i, replay, ctx, out, 0);
 			continue;
 		}
 		m->bad = i;
@@ -623,9 +880,17 @@ static int merge_write(struct cuptrace_merge *m, cuptrace_replay_fn replay, void
 			break;
 		}
 		info.trace_uuid_lo = cuptrace_hash64(lo + i); /* each file a trace of its own */
-		err = one->ops->begin(one, &info);
+		struct cuptrace_trace_info own = info;
+		if (m->native_clocks) {
+			/* Its own clocks: the archive's manifest says how they relate. */
+			own.start_boottime_ns = m->st->in[i].start_boottime_ns;
+			own.start_realtime_ns = m->st->in[i].start_realtime_ns;
+			own.hostname = m->st->in[i].host ? m->st->in[i].host : info.hostname;
+			own.pid = m->in[i].pid;
+		}
+		err = one->ops->begin(one, &own);
 		if (!err)
-			err = write_input(m, i, replay, ctx, one);
+			err = write_input(m, i, replay, ctx, one, m->native_clocks);
 		int e = close(octx, i, one);
 		err = err ? err : e;
 	}
@@ -668,6 +933,10 @@ void cuptrace_merge_free(struct cuptrace_merge *m)
 			free(in->pids);
 			free(in->newpids);
 			free(in->note);
+			free(in->nccl);
+			free(in->coll);
+			free(in->machine);
+			free(in->host);
 		}
 		free(m->st->in);
 		free(m->st->align_name);

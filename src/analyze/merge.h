@@ -26,6 +26,7 @@
 #ifndef CUPTRACE_ANALYZE_MERGE_H
 #define CUPTRACE_ANALYZE_MERGE_H
 
+#include "analyze/align.h"
 #include "format/event.h"
 
 #include <stddef.h>
@@ -43,6 +44,11 @@ struct cuptrace_merge_opts {
 	size_t sz;              /* sizeof(struct cuptrace_merge_opts) */
 	const char *align_name; /* NULL: each input starts at 0; borrowed during the plan */
 	uint64_t align_k;       /* 1-based occurrence; 0 means 1 */
+	/* Ranks of one job (--ranks): inputs ordered by their "rank" metadata, labelled
+	 * "rank R @ host", placed on one axis by their clocks (analyze/align.h) as ranks_align
+	 * says; align_name is then ignored. */
+	int ranks;
+	enum cuptrace_align_mode ranks_align;
 };
 
 /* Per input, after the plan. */
@@ -56,6 +62,13 @@ struct cuptrace_merge_result {
 	int64_t offset_ns;    /* added to every timestamp of the input */
 	int32_t orig_pid;     /* its first process's pid, and the pid that process gets */
 	int32_t pid;
+	/* --ranks: the whole mapping (offset_ns above is its offset), the rank (-1 if the trace
+	 * does not say), the machine and host it ran on, its collectives and its own clocks. */
+	struct cuptrace_align_out map;
+	int rank;
+	const char *machine, *host; /* owned by the merge */
+	size_t collectives;
+	int64_t start_boottime_ns, start_realtime_ns;
 };
 
 struct merge_state;
@@ -66,6 +79,11 @@ struct cuptrace_merge {
 	/* With -ENOENT from the plan: the first input with fewer than K slices of the alignment
 	 * name (its align_found says how many it has). */
 	size_t bad;
+	/* --ranks: what the alignment left (the spread of collective ends). */
+	struct cuptrace_align_summary align;
+	/* For cuptrace_merge_write_each: 1 writes each input with its own clocks, unshifted (an
+	 * archive whose manifest relates the clocks); 0 shifts all onto the first's. */
+	int native_clocks;
 	struct merge_state *st; /* private */
 };
 
@@ -95,5 +113,7 @@ void cuptrace_merge_free(struct cuptrace_merge *m);
  * else is the name (K = 1). Returns the name (malloc'd), or NULL for an empty name, K = 0 or
  * no memory. */
 char *cuptrace_merge_parse_align(const char *spec, uint64_t *k);
+/* "reference", "boottime", "realtime", "nccl", "none". */
+const char *cuptrace_merge_clock_name(enum cuptrace_align_clock c);
 
 #endif

@@ -55,6 +55,7 @@ static struct session {
 	size_t buffer_size;
 	int flush_ms;
 	int summary;
+	int injected; /* started by the CUDA driver's injection, not by the C API */
 	int driver_all;
 	int runtime_mode; /* enum cuptrace_runtime_mode */
 	unsigned
@@ -602,6 +603,12 @@ static size_t collect_meta(struct kv *m, size_t max)
 	free(cmd);
 	ADD("start_realtime_ns", "%lld", (long long)S.start_real);
 	ADD("start_boottime_ns", "%lld", (long long)S.start_boot);
+	/* Which boot of which machine BOOTTIME counts from: traces with the same boot id share
+	 * one BOOTTIME, so `merge --ranks` lines them up exactly. */
+	char boot_id[64];
+	read_comm("/proc/sys/kernel/random/boot_id", boot_id, sizeof(boot_id));
+	if (strcmp(boot_id, "?"))
+		ADD("boot_id", "%s", boot_id);
 	time_t secs = (time_t)(S.start_real / 1000000000);
 	struct tm tm;
 	char iso[64];
@@ -877,6 +884,7 @@ int cuptrace_collect_start(const char *path, int injected)
 				cuptrace_log_set_level((enum cuptrace_log_level)i);
 	}
 	S.pid = getpid();
+	S.injected = injected;
 	const char *tmpl = path ? path : getenv("CUPTRACE_OUTPUT");
 	if (!tmpl || !*tmpl)
 		tmpl = "cuptrace-%p.pftrace";
@@ -1046,6 +1054,82 @@ static uint64_t file_size(const char *path)
 	return n > 0 ? (uint64_t)n : 0;
 }
 
+/* Metadata known only at the end: the closing clock readings (with the opening ones they give
+ * REALTIME's rate against BOOTTIME over the run: NTP slews it), each visible GPU's PCI bus id
+ * (from the driver; CUPTI's device record has no PCI address) and the NCCL version if the
+ * program loaded NCCL. Called on the finishing thread after the writer thread has ended. */
+static void late_meta(void (*put)(void *ctx, const char *k, const char *v), void *ctx)
+{
+	char k[48], v[96];
+	snprintf(v, sizeof(v), "%lld", (long long)cuptrace_now_ns(CLOCK_REALTIME));
+	put(ctx, "end_realtime_ns", v);
+	snprintf(v, sizeof(v), "%lld", (long long)cuptrace_now_ns(CLOCK_BOOTTIME));
+	put(ctx, "end_boottime_ns", v);
+	void *cu = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
+	int (*count)(int *) = (int (*)(int *))(cu ? dlsym(cu, "cuDeviceGetCount") : NULL);
+	int (*bus)(char *, int, int) =
+	    (int (*)(char *, int, int))(cu ? dlsym(cu, "cuDeviceGetPCIBusId") : NULL);
+	int n = 0;
+	if (count && bus && count(&n) == 0)
+		for (int d = 0; d < n && d < 64; d++)
+			if (bus(v, (int)sizeof(v), d) == 0) {
+				snprintf(k, sizeof(k), "gpu%d_pci_bus_id", d);
+				put(ctx, k, v);
+			}
+	if (cu)
+		dlclose(cu);
+	/* NCCL: loaded by soname (PyTorch, JAX, CuPy ship libnccl.so.2), or linked in. */
+	void *nc = dlopen("libnccl.so.2", RTLD_LAZY | RTLD_NOLOAD);
+	int (*ver)(int *) = (int (*)(int *))(nc ? dlsym(nc, "ncclGetVersion")
+	                                        : dlsym(RTLD_DEFAULT, "ncclGetVersion"));
+	int code = 0;
+	if (ver && ver(&code) == 0 && code > 0) {
+		/* NCCL_VERSION_CODE: X*10000+Y*100+Z since 2.9, X*1000+Y*100+Z before */
+		if (code >= 20900)
+			snprintf(v, sizeof(v), "%d.%d.%d", code / 10000, code / 100 % 100,
+			         code % 100);
+		else
+			snprintf(v, sizeof(v), "%d.%d.%d", code / 1000, code / 100 % 10,
+			         code % 100);
+		put(ctx, "nccl_version", v);
+	}
+	if (nc)
+		dlclose(nc);
+}
+
+static void late_meta_capture(void *ctx, const char *k, const char *v)
+{
+	(void)ctx;
+	cuptrace_capture_meta(S.cap, k, v);
+}
+
+static void late_meta_converter(void *ctx, const char *k, const char *v)
+{
+	(void)ctx;
+	cuptrace_converter_meta(S.conv, k, v);
+}
+
+/* An injected session that saw no CUDA work: no runtime call, no context, no GPU activity, no
+ * NVTX, nothing lost; at most the driver queries of a process that looked at the GPUs and went
+ * on (torchrun, mpirun's Python helpers, a test runner importing torch). Its trace would be an
+ * empty timeline beside the ranks', so it is not kept. Runs after the writer thread ended. */
+static int no_cuda_work(void)
+{
+	static const CUpti_ActivityKind work[] = {
+	    CUPTI_ACTIVITY_KIND_RUNTIME,           CUPTI_ACTIVITY_KIND_CONTEXT,
+	    CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL, CUPTI_ACTIVITY_KIND_MEMCPY,
+	    CUPTI_ACTIVITY_KIND_MEMCPY2,           CUPTI_ACTIVITY_KIND_MEMSET,
+	    CUPTI_ACTIVITY_KIND_SYNCHRONIZATION,   CUPTI_ACTIVITY_KIND_MARKER,
+	    CUPTI_ACTIVITY_KIND_MEMORY2,           CUPTI_ACTIVITY_KIND_MEMORY_POOL};
+	if (!S.injected || S.write_err || atomic_load(&S.cupti_dropped) ||
+	    atomic_load(&S.records_dropped))
+		return 0;
+	for (size_t i = 0; i < sizeof(work) / sizeof(work[0]); i++)
+		if (S.kind_counts[work[i]])
+			return 0;
+	return 1;
+}
+
 static void finish_session(void)
 {
 	if (getpid() != S.pid)
@@ -1080,6 +1164,10 @@ static void finish_session(void)
 		S.have_writer = 0;
 	}
 	int err = S.write_err;
+	if (S.cap)
+		late_meta(late_meta_capture, NULL);
+	else if (S.conv)
+		late_meta(late_meta_converter, NULL);
 	if (S.cap) {
 		int e = cuptrace_capture_close(S.cap);
 		err = err ? err : e;
@@ -1090,14 +1178,22 @@ static void finish_session(void)
 		e = S.sink->ops->finish(S.sink);
 		err = err ? err : e;
 	}
-	S.bytes_written = file_size(S.path);
+	int idle = !err && no_cuda_work();
+	if (idle)
+		unlink(S.path);
+	S.bytes_written = idle ? 0 : file_size(S.path);
 	double ms = (double)(cuptrace_now_ns(CLOCK_MONOTONIC) - t0) / 1e6;
 	note_write_err(err);
 	if (!atomic_load(&S.buffers) && S.records == 0)
 		cuptrace_warn("CUPTI delivered no records to cuptrace. If the program used CUDA, "
 		              "another CUPTI client in this process (torch.profiler, nsys) may "
 		              "have taken them: only one CUPTI client works per process.");
-	if (S.summary)
+	if (S.summary && idle)
+		fprintf(stderr,
+		        "cuptrace: pid %d did no CUDA work (%llu driver queries, no context): no "
+		        "trace written\n",
+		        (int)S.pid, (unsigned long long)S.kind_counts[CUPTI_ACTIVITY_KIND_DRIVER]);
+	else if (S.summary)
 		print_summary(ms);
 	/* Where the tracer's memory went, for CUPTRACE_LOG=info (tools/bench/rss_bench.py). */
 	cuptrace_info("writer queue: at most %llu of %zu buffers of %zu bytes waiting",

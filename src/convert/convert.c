@@ -129,6 +129,12 @@ void cuptrace_converter_dropped(struct cuptrace_converter *c, uint64_t cupti, ui
 	c->dropped_cuptrace = cuptrace;
 }
 
+void cuptrace_converter_meta(struct cuptrace_converter *c, const char *key, const char *value)
+{
+	if (key && *key && value)
+		conv_meta_set(c, key, value, 0, 0);
+}
+
 int cuptrace_converter_finish(struct cuptrace_converter *c)
 {
 	conv_gpu_finish(c);

@@ -66,6 +66,9 @@ int cuptrace_converter_add(struct cuptrace_converter *c, const CUpti_Activity *c
                            size_t n);
 /* Records lost before conversion (CUPTI's count, cuptrace's own count); cumulative values. */
 void cuptrace_converter_dropped(struct cuptrace_converter *c, uint64_t cupti, uint64_t cuptrace);
+/* Metadata learnt late (at the end of a run: PCI bus ids, the NCCL version, closing clock
+ * readings); written with the final metadata. A later value for a key replaces the earlier. */
+void cuptrace_converter_meta(struct cuptrace_converter *c, const char *key, const char *value);
 /* Writes everything held back, then the final metadata (counts, dropped records). Does not
  * finish the sink. */
 int cuptrace_converter_finish(struct cuptrace_converter *c);

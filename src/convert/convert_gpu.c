@@ -15,6 +15,7 @@
  * back for this work is handed over and written just before it. Flows and the drawing of syncs
  * under their API call are convert_corr.c's. */
 #define _GNU_SOURCE
+#include "common/nccl.h"
 #include "convert/convert_internal.h"
 
 #include <dlfcn.h>
@@ -202,6 +203,27 @@ static size_t graph_args(struct cuptrace_arg *A, size_t na, uint32_t graph, uint
 	return na;
 }
 
+/* An NCCL kernel: the collective its name says, as arguments (common/nccl.h); k holds the
+ * strings the arguments point to. */
+static size_t nccl_args(struct cuptrace_arg *A, size_t na, const char *name,
+                        struct cuptrace_nccl_kernel *k)
+{
+	if (!cuptrace_nccl_parse(name, k))
+		return na;
+	const struct {
+		const char *key, *v;
+	} f[] = {{"nccl_collective", k->collective},
+	         {"nccl_reduction", k->reduction},
+	         {"nccl_dtype", k->dtype},
+	         {"nccl_algorithm", k->algorithm},
+	         {"nccl_protocol", k->protocol}};
+	for (size_t i = 0; i < sizeof(f) / sizeof(f[0]); i++)
+		if (*f[i].v)
+			A[na++] = (struct cuptrace_arg){
+			    .key = f[i].key, .type = CUPTRACE_ARG_STRING, .v.s = f[i].v};
+	return na;
+}
+
 /* A copy's name and first args, alike for MEMCPY and MEMCPY2 (peer) records. */
 static size_t copy_args(struct cuptrace_arg *A, char *name, size_t n, uint8_t kind, uint8_t src,
                         uint8_t dst, uint64_t bytes)
@@ -229,6 +251,7 @@ static int emit_gwork(struct cuptrace_converter *c, const struct gwork *w)
 	uint64_t track = conv_lane_assign(c, s->lanes, &s->nlanes, &ts, &dur, s->name,
 	                                  c->gpus[s->dev % MAX_GPUS].uuid, (int32_t)s->id);
 	char name[256], grid[48], block[48], cl[48];
+	struct cuptrace_nccl_kernel nccl;
 	const char *nm = name, *cat = "kernel";
 	size_t na = 0;
 	struct cuptrace_arg *A = c->args;
@@ -264,6 +287,7 @@ static int emit_gwork(struct cuptrace_converter *c, const struct gwork *w)
 			    .key = "cluster", .type = CUPTRACE_ARG_STRING, .v.s = cl};
 		}
 		na = graph_args(A, na, k->graphId, k->graphNodeId);
+		na = nccl_args(A, na, nm, &nccl);
 		c->counts.kernels++;
 		break;
 	}

@@ -22,6 +22,14 @@ void conv_device(struct cuptrace_converter *c, const CUpti_ActivityDevice5 *d)
 	         d->computeCapabilityMajor, d->computeCapabilityMinor, d->numMultiprocessors,
 	         (double)d->globalMemorySize / (1024.0 * 1024 * 1024));
 	conv_meta_set(c, key, val, 0, 0);
+	/* The UUID identifies the GPU across processes and machines (nvidia-smi -L prints it). */
+	const unsigned char *u = (const unsigned char *)d->uuid.bytes;
+	snprintf(key, sizeof(key), "gpu%u_uuid", d->id);
+	snprintf(val, sizeof(val),
+	         "GPU-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", u[0],
+	         u[1], u[2], u[3], u[4], u[5], u[6], u[7], u[8], u[9], u[10], u[11], u[12], u[13],
+	         u[14], u[15]);
+	conv_meta_set(c, key, val, 0, 0);
 }
 
 void conv_name(struct cuptrace_converter *c, const CUpti_ActivityName *n)

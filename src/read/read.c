@@ -37,7 +37,12 @@ struct cap_ctx {
 static int cap_meta(void *ctx, const char *k, const char *v)
 {
 	struct cap_ctx *c = ctx;
-	if (c->conv || c->nmeta == 64)
+	/* META after the records: what the run learnt at its end (convert.h). */
+	if (c->conv) {
+		cuptrace_converter_meta(c->conv, k, v);
+		return 0;
+	}
+	if (c->nmeta == 64)
 		return 0;
 	c->keys[c->nmeta] = strdup(k);
 	c->vals[c->nmeta] = strdup(v);
