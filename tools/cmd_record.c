@@ -52,6 +52,11 @@ static void record_usage(FILE *f)
 	       "      --flush-ms N      write records at least this often (default 1000)\n"
 	       "      --no-summary      no end-of-run summary on stderr\n"
 	       "      --no-check        skip the check for a CUDA device\n"
+	       "      --gpu-metrics[=LIST]  sample GPU hardware metrics (SM, tensor, DRAM, PCIe,\n"
+	       "                        NVLink) as counter tracks under each GPU; LIST: CUPTI\n"
+	       "                        metric names, comma-separated, instead of the default set\n"
+	       "      --gpu-metrics-rate HZ  samples per second per GPU (default 10000)\n"
+	       "      --list-gpu-metrics  print the GPUs' PM sampling metrics and exit\n"
 	       "      --lib PATH        libcuptrace.so to inject (default: next to cuptrace)\n"
 	       "  -h, --help            this help\n");
 }
@@ -354,6 +359,25 @@ static size_t list_other_traces(const char *outabs, const char *main_path, time_
 	return found;
 }
 
+/* --list-gpu-metrics: the library lists them (the command itself never loads CUPTI). */
+static int list_gpu_metrics(const char *lib)
+{
+	char libpath[PATH_MAX];
+	if (lib ? !realpath(lib, libpath) : find_library(libpath, sizeof(libpath)) != 0) {
+		fprintf(stderr, "cuptrace record: libcuptrace.so not found; use --lib PATH\n");
+		return EXIT_FAIL;
+	}
+	void *h = dlopen(libpath, RTLD_NOW | RTLD_LOCAL);
+	int (*list)(void) = (int (*)(void))(h ? dlsym(h, "cuptrace_list_gpu_metrics") : NULL);
+	if (!list) {
+		fprintf(stderr, "cuptrace record: cannot load %s: %s\n", libpath,
+		        h ? "no cuptrace_list_gpu_metrics in it" : dlerror());
+		return EXIT_FAIL;
+	}
+	fflush(stdout);
+	return list() ? EXIT_FAIL : 0;
+}
+
 int cmd_record(int argc, char **argv)
 {
 	static const struct option opts[] = {
@@ -370,9 +394,14 @@ int cmd_record(int argc, char **argv)
 	    {"no-summary", no_argument, NULL, 'S'},
 	    {"no-check", no_argument, NULL, 'N'},
 	    {"lib", required_argument, NULL, 'L'},
+	    {"gpu-metrics", optional_argument, NULL, 'G'},
+	    {"gpu-metrics-rate", required_argument, NULL, 'H'},
+	    {"list-gpu-metrics", no_argument, NULL, 'M'},
 	    {"help", no_argument, NULL, 'h'},
 	    {0},
 	};
+	const char *gm = NULL, *gm_rate = NULL;
+	int gm_list = 0;
 	const char *output = NULL, *format = NULL, *compress = NULL, *driver = NULL;
 	const char *bufsz = NULL, *flushms = NULL, *lib = NULL, *runtime = NULL;
 	int summary = 1, check = 1, pytorch = 0;
@@ -419,6 +448,24 @@ int cmd_record(int argc, char **argv)
 		case 'L':
 			lib = optarg;
 			break;
+		case 'G':
+			/* --gpu-metrics LIST also works: metric names always hold "__", so a
+			 * following word that does (and is no path) is the list, not the command.
+			 */
+			if (optarg)
+				gm = optarg;
+			else if (optind < argc && strstr(argv[optind], "__") &&
+			         !strchr(argv[optind], '/'))
+				gm = argv[optind++];
+			else
+				gm = "1";
+			break;
+		case 'H':
+			gm_rate = optarg;
+			break;
+		case 'M':
+			gm_list = 1;
+			break;
 		case 'h':
 			record_usage(stdout);
 			return 0;
@@ -427,6 +474,26 @@ int cmd_record(int argc, char **argv)
 			return EXIT_USAGE;
 		}
 	}
+	if (gm_rate) {
+		char *end;
+		errno = 0;
+		double hz = strtod(gm_rate, &end);
+		if (errno || *end || !*gm_rate || !(hz >= 1 && hz <= 1000000)) {
+			fprintf(stderr,
+			        "cuptrace record: bad value for --gpu-metrics-rate: '%s' (Hz, 1 to "
+			        "1000000)\n",
+			        gm_rate);
+			return EXIT_USAGE;
+		}
+		if (!gm)
+			gm = "1";
+	}
+	if (gm && !*gm) {
+		fprintf(stderr, "cuptrace record: --gpu-metrics= needs metric names\n");
+		return EXIT_USAGE;
+	}
+	if (gm_list)
+		return list_gpu_metrics(lib);
 	if (optind >= argc) {
 		fprintf(stderr, "cuptrace record: no command given\n\n");
 		record_usage(stderr);
@@ -537,6 +604,8 @@ int cmd_record(int argc, char **argv)
 		return EXIT_FAIL;
 	setenv_opt("CUPTRACE_BUFFER_SIZE", bufsz);
 	setenv_opt("CUPTRACE_FLUSH_MS", flushms);
+	setenv_opt("CUPTRACE_GPU_METRICS", gm);
+	setenv_opt("CUPTRACE_GPU_METRICS_RATE", gm_rate);
 	if (!summary)
 		setenv("CUPTRACE_SUMMARY", "0", 1);
 	char cmdline[4096] = "";

@@ -29,6 +29,7 @@
 #include <cupti.h>
 
 #include "collect/api_enable.h"
+#include "collect/gpumetrics.h"
 #include "collect/preload.h"
 #include "collect/queue.h"
 #include "collect/runtime_watch.h"
@@ -140,6 +141,8 @@ static void CUPTIAPI subscriber_callback(void *ud, CUpti_CallbackDomain d, CUpti
 		cuptrace_runtime_watch_callback(id, data);
 	else if (d == CUPTI_CB_DOMAIN_NVTX)
 		nvtx_callback(data);
+	else if (d == CUPTI_CB_DOMAIN_RESOURCE)
+		cuptrace_gm_on_callback(d, id, data);
 }
 
 /* Writer thread: hands the start/end range ids seen so far to the converter or capture. */
@@ -443,6 +446,7 @@ static void *writer_main(void *arg)
 			report_dropped();
 		}
 		handle_kept_calls();
+		note_write_err(cuptrace_gm_drain(S.conv, S.cap));
 		/* Idle or not, hand buffered bytes to the file about once a flush period, so a
 		 * SIGKILL loses at most that much. */
 		if (S.cap)
@@ -825,6 +829,7 @@ static int setup_cupti(int injected)
 	/* The start timestamp, on the clock CUPTI now uses. */
 	S.start_boot = cuptrace_now_ns(CLOCK_BOOTTIME);
 	S.start_real = cuptrace_now_ns(CLOCK_REALTIME);
+	cuptrace_gm_setup(S.subscriber, S.start_boot); /* fails soft: says why itself */
 	for (size_t i = 0; i < CUPTRACE_NKINDS; i++) {
 		if (cuptrace_kinds[i] == CUPTI_ACTIVITY_KIND_RUNTIME ||
 		    cuptrace_kinds[i] == CUPTI_ACTIVITY_KIND_DRIVER)
@@ -1095,6 +1100,9 @@ static void late_meta(void (*put)(void *ctx, const char *k, const char *v), void
 	}
 	if (nc)
 		dlclose(nc);
+	const char *gm = cuptrace_gm_status();
+	if (gm)
+		put(ctx, "gpu_metrics", gm);
 }
 
 static void late_meta_capture(void *ctx, const char *k, const char *v)
@@ -1147,6 +1155,8 @@ static void finish_session(void)
 		atomic_fetch_add(&S.cupti_dropped, dropped);
 	for (size_t i = 0; i < CUPTRACE_NKINDS; i++)
 		cuptiActivityDisable(cuptrace_kinds[i]);
+	/* After the activity flush: disabling PM sampling may tear CUPTI state down. */
+	cuptrace_gm_stop();
 	atomic_store(&S.state, ST_DONE); /* later buffers are freed, not queued */
 	atomic_store(&S.stop_flusher, 1);
 	if (S.have_flusher && !pthread_equal(pthread_self(), S.flusher)) {
@@ -1163,6 +1173,7 @@ static void finish_session(void)
 		pthread_join(S.writer, NULL);
 		S.have_writer = 0;
 	}
+	note_write_err(cuptrace_gm_drain(S.conv, S.cap)); /* the last samples */
 	int err = S.write_err;
 	if (S.cap)
 		late_meta(late_meta_capture, NULL);

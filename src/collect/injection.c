@@ -8,6 +8,7 @@
 #include <stddef.h>
 
 #include "collect/collect.h"
+#include "collect/gpumetrics.h"
 #include "common/log.h"
 #include "cuptrace.h"
 
@@ -53,4 +54,11 @@ EXPORT int cuptrace_flush(void)
 EXPORT int cuptrace_stop(void)
 {
 	return cuptrace_collect_stop();
+}
+
+/* Not part of the C API: `cuptrace record --list-gpu-metrics` loads the library and calls this
+ * to print the GPUs' PM sampling metrics (the command itself never loads CUPTI). */
+EXPORT int cuptrace_list_gpu_metrics(void)
+{
+	return cuptrace_gm_list(stdout) ? 1 : 0;
 }

@@ -173,6 +173,37 @@ int cuptrace_capture_nvtx_startend(struct cuptrace_capture_writer *w, const uint
 	return w_put(w, ids, n * 8);
 }
 
+int cuptrace_capture_gpu_metrics(struct cuptrace_capture_writer *w,
+                                 const struct cuptrace_gm_config *cfg)
+{
+	const char *dn = cfg->device_name ? cfg->device_name : "";
+	uint64_t len = 24 + strlen(dn) + 1;
+	for (size_t i = 0; i < cfg->nmetrics; i++)
+		len += strlen(cfg->metrics[i]) + 1;
+	uint32_t h[2] = {cfg->device, (uint32_t)cfg->nmetrics};
+	w_item(w, CUPTRACE_CAP_GPU_METRICS, len);
+	w_put(w, h, sizeof(h));
+	w_put(w, &cfg->interval_ns, 8);
+	w_put(w, &cfg->clock_offset_ns, 8);
+	w_put(w, dn, strlen(dn) + 1);
+	for (size_t i = 0; i < cfg->nmetrics; i++)
+		w_put(w, cfg->metrics[i], strlen(cfg->metrics[i]) + 1);
+	return w_pad(w, len);
+}
+
+int cuptrace_capture_gpu_samples(struct cuptrace_capture_writer *w, uint32_t device,
+                                 size_t nmetrics, const uint64_t *times, const double *values,
+                                 size_t n)
+{
+	uint32_t h[2] = {device, (uint32_t)nmetrics};
+	uint64_t count = n;
+	w_item(w, CUPTRACE_CAP_GPU_SAMPLES, 16 + n * 16 + n * nmetrics * 8);
+	w_put(w, h, sizeof(h));
+	w_put(w, &count, 8);
+	w_put(w, times, n * 16);
+	return w_put(w, values, n * nmetrics * 8);
+}
+
 int cuptrace_capture_flush(struct cuptrace_capture_writer *w)
 {
 	return w_flush(w);
@@ -315,6 +346,34 @@ static int replay_records(struct cuptrace_capture_reader *r, const uint8_t *p, u
 	return ret;
 }
 
+static int replay_gpu_metrics(struct cuptrace_capture_reader *r, const uint8_t *p, uint64_t len,
+                              size_t off, const struct cuptrace_capture_ops *ops)
+{
+	if (len < 25 || p[len - 1])
+		return corrupt(r, off, "bad GPU_METRICS");
+	struct cuptrace_gm_config cfg;
+	uint32_t h[2];
+	memcpy(h, p, 8);
+	memcpy(&cfg.interval_ns, p + 8, 8);
+	memcpy(&cfg.clock_offset_ns, p + 16, 8);
+	cfg.device = h[0];
+	cfg.nmetrics = h[1];
+	if (!cfg.nmetrics || cfg.nmetrics > 256)
+		return corrupt(r, off, "bad GPU_METRICS");
+	const char *names[256];
+	const char *s = (const char *)p + 24, *end = (const char *)p + len;
+	cfg.device_name = s;
+	s += strlen(s) + 1;
+	for (size_t i = 0; i < cfg.nmetrics; i++) {
+		if (s >= end)
+			return corrupt(r, off, "bad GPU_METRICS");
+		names[i] = s;
+		s += strlen(s) + 1; /* the last byte is 0: strlen stays inside */
+	}
+	cfg.metrics = names;
+	return ops->gpu_metrics ? ops->gpu_metrics(ops->ctx, &cfg) : 0;
+}
+
 int cuptrace_capture_replay(struct cuptrace_capture_reader *r,
                             const struct cuptrace_capture_ops *ops, int *truncated)
 {
@@ -330,7 +389,7 @@ int cuptrace_capture_replay(struct cuptrace_capture_reader *r,
 		uint64_t len;
 		memcpy(h, r->data + off, 8);
 		memcpy(&len, r->data + off + 8, 8);
-		if (h[0] < CUPTRACE_CAP_META || h[0] > CUPTRACE_CAP_NVTX_STARTEND || h[1])
+		if (h[0] < CUPTRACE_CAP_META || h[0] > CUPTRACE_CAP_GPU_SAMPLES || h[1])
 			return corrupt(r, off, "unknown item type");
 		uint64_t padded = (len + 7u) & ~(uint64_t)7u;
 		if (padded < len || padded > r->len - off - 16) {
@@ -393,6 +452,27 @@ int cuptrace_capture_replay(struct cuptrace_capture_reader *r,
 				ret = ops->nvtx_startend(ops->ctx, (const uint64_t *)p,
 				                         (size_t)(len / 8));
 			break;
+		case CUPTRACE_CAP_GPU_METRICS:
+			ret = replay_gpu_metrics(r, p, len, off, ops);
+			break;
+		case CUPTRACE_CAP_GPU_SAMPLES: {
+			uint32_t g[2];
+			uint64_t n;
+			if (len < 16)
+				return corrupt(r, off, "bad GPU_SAMPLES");
+			memcpy(g, p, 8);
+			memcpy(&n, p + 8, 8);
+			/* Each sample takes 16 + 8 * nmetrics bytes; checked by division, so no
+			 * product can wrap. */
+			if (g[1] == 0 || g[1] > 256 || n > (len - 16) / (16 + 8 * (uint64_t)g[1]) ||
+			    16 + n * (16 + 8 * (uint64_t)g[1]) != len)
+				return corrupt(r, off, "bad GPU_SAMPLES");
+			if (ops->gpu_samples && n)
+				ret = ops->gpu_samples(
+				    ops->ctx, g[0], g[1], (const uint64_t *)(p + 16),
+				    (const double *)(p + 16 + n * 16), (size_t)n);
+			break;
+		}
 		default:
 			return corrupt(r, off, "unknown item type");
 		}

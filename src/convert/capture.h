@@ -12,6 +12,10 @@
  *     DROPPED u64 dropped by CUPTI, u64 dropped by cuptrace (cumulative)
  *     END     u64 records written        (absent if the writer died: the file is still read)
  *     NVTX_STARTEND  u64 ids of NVTX start/end ranges (not push/pop), valid for later RECORDS
+ *     GPU_METRICS  u32 device, u32 nmetrics, u64 interval ns, i64 clock offset ns (sampler clock
+ *                  - trace clock), device name\0, nmetrics x metric name\0 (convert.h)
+ *     GPU_SAMPLES  u32 device, u32 nmetrics, u64 count, count x (u64 start, u64 end) in the
+ *                  sampler's clock, count x nmetrics x f64 values as CUPTI evaluated them
  * Threading: one thread per writer or reader. */
 #ifndef CUPTRACE_CONVERT_CAPTURE_H
 #define CUPTRACE_CONVERT_CAPTURE_H
@@ -22,6 +26,8 @@
 #include <cupti_activity.h>
 #include <cupti_version.h>
 
+#include "convert/convert.h"
+
 enum cuptrace_capture_type {
 	CUPTRACE_CAP_META = 1,
 	CUPTRACE_CAP_STRING = 2,
@@ -30,6 +36,8 @@ enum cuptrace_capture_type {
 	CUPTRACE_CAP_DROPPED = 5,
 	CUPTRACE_CAP_END = 6,
 	CUPTRACE_CAP_NVTX_STARTEND = 7,
+	CUPTRACE_CAP_GPU_METRICS = 8,
+	CUPTRACE_CAP_GPU_SAMPLES = 9,
 };
 
 struct cuptrace_capture_writer;
@@ -45,6 +53,12 @@ int cuptrace_capture_records(struct cuptrace_capture_writer *w, const CUpti_Acti
 int cuptrace_capture_dropped(struct cuptrace_capture_writer *w, uint64_t cupti, uint64_t cuptrace);
 int cuptrace_capture_nvtx_startend(struct cuptrace_capture_writer *w, const uint64_t *ids,
                                    size_t n);
+/* GPU hardware metrics: a GPU's configuration, then its samples (convert.h). */
+int cuptrace_capture_gpu_metrics(struct cuptrace_capture_writer *w,
+                                 const struct cuptrace_gm_config *cfg);
+int cuptrace_capture_gpu_samples(struct cuptrace_capture_writer *w, uint32_t device,
+                                 size_t nmetrics, const uint64_t *times, const double *values,
+                                 size_t n);
 /* Makes what was written so far durable against SIGKILL of the process (write(2) of buffers). */
 int cuptrace_capture_flush(struct cuptrace_capture_writer *w);
 /* Writes END, closes, frees. NULL is fine. Returns the first error. */
@@ -61,6 +75,10 @@ struct cuptrace_capture_ops {
 	int (*records)(void *ctx, const CUpti_Activity *const *recs, size_t n);
 	int (*dropped)(void *ctx, uint64_t cupti, uint64_t cuptrace);
 	int (*nvtx_startend)(void *ctx, const uint64_t *ids, size_t n);
+	/* times and values are 8-aligned pointers into the file's copy, valid during the call. */
+	int (*gpu_metrics)(void *ctx, const struct cuptrace_gm_config *cfg);
+	int (*gpu_samples)(void *ctx, uint32_t device, size_t nmetrics, const uint64_t *times,
+	                   const double *values, size_t n);
 };
 struct cuptrace_capture_reader;
 /* Opens and validates the header. NULL + errno (EINVAL: not a capture; a message is logged). */

@@ -135,8 +135,21 @@ void cuptrace_converter_meta(struct cuptrace_converter *c, const char *key, cons
 		conv_meta_set(c, key, value, 0, 0);
 }
 
+int cuptrace_converter_gpu_metrics(struct cuptrace_converter *c,
+                                   const struct cuptrace_gm_config *cfg)
+{
+	return conv_gpumetrics_config(c, cfg);
+}
+
+int cuptrace_converter_gpu_samples(struct cuptrace_converter *c, uint32_t device, size_t nmetrics,
+                                   const uint64_t *times, const double *values, size_t n)
+{
+	return conv_gpumetrics_samples(c, device, nmetrics, times, values, n);
+}
+
 int cuptrace_converter_finish(struct cuptrace_converter *c)
 {
+	conv_gpumetrics_finish(c);
 	conv_gpu_finish(c);
 	conv_corr_finish(c);
 	conv_memory_flush(c, 1);
@@ -157,6 +170,7 @@ void cuptrace_converter_free(struct cuptrace_converter *c)
 	conv_gpu_free(c);
 	conv_nvtx_free(c);
 	conv_memory_free(c);
+	conv_gpumetrics_free(c);
 	conv_meta_free(c);
 	conv_core_free(c);
 	free(c);

@@ -69,6 +69,22 @@ void cuptrace_converter_dropped(struct cuptrace_converter *c, uint64_t cupti, ui
 /* Metadata learnt late (at the end of a run: PCI bus ids, the NCCL version, closing clock
  * readings); written with the final metadata. A later value for a key replaces the earlier. */
 void cuptrace_converter_meta(struct cuptrace_converter *c, const char *key, const char *value);
+/* GPU hardware metrics (PM sampling, convert/gpumetrics.h): one GPU's configuration, given
+ * before its samples; a later one for the same GPU ends the earlier. Strings are copied. */
+struct cuptrace_gm_config {
+	uint32_t device;         /* CUDA device index, as in CUPTI's records */
+	const char *device_name; /* names the GPU's group if no DEVICE record did; may be NULL */
+	uint64_t interval_ns;
+	int64_t clock_offset_ns; /* sampler clock - trace clock, in ns */
+	size_t nmetrics;
+	const char *const *metrics; /* CUPTI's metric names */
+};
+int cuptrace_converter_gpu_metrics(struct cuptrace_converter *c,
+                                   const struct cuptrace_gm_config *cfg);
+/* n samples of the device's configured metrics, in the order taken: times[2i] and times[2i+1]
+ * are sample i's start and end (sampler clock), values[i * nmetrics + m] its metric m. */
+int cuptrace_converter_gpu_samples(struct cuptrace_converter *c, uint32_t device, size_t nmetrics,
+                                   const uint64_t *times, const double *values, size_t n);
 /* Writes everything held back, then the final metadata (counts, dropped records). Does not
  * finish the sink. */
 int cuptrace_converter_finish(struct cuptrace_converter *c);

@@ -9,6 +9,7 @@
  *   convert_nvtx.c     NVTX marks and ranges
  *   convert_memory.c   allocations, memory pools, the device-memory counter
  *   convert_meta.c     DEVICE, NAME, CONTEXT and OVERHEAD records; the trace's metadata
+ *   convert_gpumetrics.c  GPU hardware metrics: counter tracks from PM samples
  *   convert_corr.c     correlation: links GPU work and syncs to their API call (flows, held
  *                      back API calls); called by convert_api.c and convert_gpu.c
  *   convert_core.c     strings, uuids, time, thread and GPU tracks, lanes, slices, metadata
@@ -31,6 +32,8 @@
  * this long before the newest end seen can no longer be overtaken by an earlier one. The
  * watermark of the device-memory counter (convert_memory.c) and of GPU work (convert_gpu.c). */
 #define CONV_WATERMARK_NS 3000000000ll
+
+struct conv_gm; /* convert_gpumetrics.c */
 
 /* ---- types of convert_core.c ---- */
 
@@ -265,6 +268,10 @@ struct cuptrace_converter {
 	struct memev *memev;
 	size_t nmemev, memev_cap;
 
+	/* convert_gpumetrics.c: per GPU, its metrics and sample stream (NULL: none) */
+	struct conv_gm *gm[MAX_GPUS];
+	uint32_t gm_configs;
+
 	/* convert_meta.c */
 	struct cuptrace_u64map ctx_dev; /* context id -> device id + 1 (recorded, not yet read) */
 	struct ovh_track *ovh;
@@ -362,6 +369,14 @@ int conv_memory(struct cuptrace_converter *c, const CUpti_Activity *r);
 int conv_memory_pool(struct cuptrace_converter *c, const CUpti_Activity *r);
 /* Emits counter values older than the watermark (all of them if all). */
 int conv_memory_flush(struct cuptrace_converter *c, int all);
+
+/* convert_gpumetrics.c */
+int conv_gpumetrics_config(struct cuptrace_converter *c, const struct cuptrace_gm_config *cfg);
+int conv_gpumetrics_samples(struct cuptrace_converter *c, uint32_t device, size_t nmetrics,
+                            const uint64_t *times, const double *values, size_t n);
+/* Every GPU's tracks drop to 0 after its last sample; sample and gap counts as metadata. */
+int conv_gpumetrics_finish(struct cuptrace_converter *c);
+void conv_gpumetrics_free(struct cuptrace_converter *c);
 
 /* convert_meta.c */
 void conv_meta_init(struct cuptrace_converter *c);

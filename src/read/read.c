@@ -116,6 +116,21 @@ static int cap_dropped(void *ctx, uint64_t a, uint64_t b)
 	return r;
 }
 
+static int cap_gpu_metrics(void *ctx, const struct cuptrace_gm_config *cfg)
+{
+	struct cap_ctx *c = ctx;
+	int r = start_converter(c);
+	return r ? r : cuptrace_converter_gpu_metrics(c->conv, cfg);
+}
+
+static int cap_gpu_samples(void *ctx, uint32_t dev, size_t nmetrics, const uint64_t *times,
+                           const double *values, size_t n)
+{
+	struct cap_ctx *c = ctx;
+	int r = start_converter(c);
+	return r ? r : cuptrace_converter_gpu_samples(c->conv, dev, nmetrics, times, values, n);
+}
+
 static int read_capture(const char *path, struct cuptrace_sink *sink, int flags)
 {
 	struct cap_ctx c = {.sink = sink, .flags = flags};
@@ -129,6 +144,8 @@ static int read_capture(const char *path, struct cuptrace_sink *sink, int flags)
 	    .records = cap_records,
 	    .dropped = cap_dropped,
 	    .nvtx_startend = cap_startend,
+	    .gpu_metrics = cap_gpu_metrics,
+	    .gpu_samples = cap_gpu_samples,
 	};
 	int truncated = 0;
 	int r = cuptrace_capture_replay(c.reader, &ops, &truncated);

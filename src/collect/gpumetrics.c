@@ -1,0 +1,795 @@
+/* GPU hardware metrics through CUPTI PM sampling (see gpumetrics.h).
+ *
+ * Threads: the subscriber callback (application threads) only marks a device as wanted and
+ * signals. The sampler thread does every CUPTI profiler call: per device, the host object and
+ * config image, enable, set config, start; then every decode period it decodes each device's
+ * hardware buffer, evaluates the samples and queues them. The writer thread drains the queue.
+ * Memory: the queue is bounded (GM_QUEUE_MAX bytes); what does not fit is counted as lost and
+ * shows as a gap in the counters.
+ *
+ * NOT YET RUN ON A GPU (no device was available when this was written): the sequence follows
+ * cupti_pmsampling.h and cupti_profiler_host.h of CUDA 13. The clock of the sample timestamps
+ * is assumed to be CLOCK_REALTIME-like GPU time (CUPTRACE_GPU_METRICS_CLOCK picks another);
+ * a first sample far from the expected time falls back to aligning it with the Start call. */
+#define _GNU_SOURCE
+#include "collect/gpumetrics.h"
+
+#include <cupti_pmsampling.h>
+#include <cupti_profiler_host.h>
+#include <cupti_profiler_target.h>
+#include <cupti_target.h>
+#include <dlfcn.h>
+#include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <time.h>
+
+#include "common/log.h"
+#include "common/util.h"
+#include "convert/gpumetrics.h"
+
+#define GM_MAX_DEV     64
+#define GM_MAX_METRICS 64
+#define GM_DECODE_MS   50
+#define GM_QUEUE_MAX   (64u << 20)
+#define GM_HWBUF       (64u << 20)
+
+struct gm_item {
+	struct gm_item *next;
+	int is_config;
+	uint32_t device;
+	size_t nmetrics, n;
+	uint64_t *times;
+	double *values;
+	struct cuptrace_gm_config cfg; /* is_config: strings owned below */
+	char *device_name;
+	char **metrics;
+	size_t bytes;
+};
+
+struct gm_dev {
+	int wanted, active, failed;
+	CUpti_PmSampling_Object *obj;
+	CUpti_Profiler_Host_Object *host;
+	const char *metrics[GM_MAX_METRICS];
+	size_t nmetrics;
+	uint8_t *img, *blank;
+	size_t img_size;
+	int config_sent;
+	int64_t offset_ns;
+	int64_t start_call_boot; /* BOOTTIME just before Start */
+	char name[128];
+	uint64_t lost;
+};
+
+static struct {
+	int on;
+	uint64_t interval_ns;
+	char *list; /* CUPTRACE_GPU_METRICS as given, when a list */
+	clockid_t clock;
+	int64_t trace_start;
+	pthread_mutex_t lock;
+	pthread_cond_t cond;
+	pthread_t thread;
+	int have_thread, stop, profiler_ready;
+	struct gm_dev dev[GM_MAX_DEV];
+	struct gm_item *head, *tail;
+	size_t queued;
+	atomic_ullong lost_samples;
+	char status[256];
+} G = {.lock = PTHREAD_MUTEX_INITIALIZER, .cond = PTHREAD_COND_INITIALIZER};
+
+/* ---- libcuda, looked up: the library links no libcuda (the application loads it) ---- */
+
+typedef int (*cu_init_fn)(unsigned);
+typedef int (*cu_count_fn)(int *);
+typedef int (*cu_get_fn)(int *, int);
+typedef int (*cu_name_fn)(char *, int, int);
+
+static void *cuda_sym(const char *name)
+{
+	void *s = dlsym(RTLD_DEFAULT, name);
+	if (!s) {
+		void *h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
+		if (!h)
+			h = dlopen("libcuda.so.1", RTLD_NOW);
+		s = h ? dlsym(h, name) : NULL;
+	}
+	return s;
+}
+
+static const char *res_str(CUptiResult r)
+{
+	const char *s = NULL;
+	if (cuptiGetResultString(r, &s) != CUPTI_SUCCESS || !s)
+		s = "unknown CUPTI error";
+	return s;
+}
+
+/* One clear line per failure, with what it means for the user where CUPTI's text is terse. */
+static void say_failed(int dev, const char *step, CUptiResult r)
+{
+	const char *why = "";
+	if (r == CUPTI_ERROR_INSUFFICIENT_PRIVILEGES)
+		why = " (profiling needs root, or the driver option "
+		      "NVreg_RestrictProfilingToAdminUsers=0)";
+	else if (r == CUPTI_ERROR_NOT_SUPPORTED || r == CUPTI_ERROR_LEGACY_PROFILER_NOT_SUPPORTED)
+		why = " (this GPU or its mode, e.g. a MIG slice or vGPU, has no PM sampling)";
+	else if (r == CUPTI_ERROR_INVALID_OPERATION)
+		why = " (another profiler may hold the GPU's counters)";
+	else if (r == CUPTI_ERROR_NOT_INITIALIZED || r == CUPTI_ERROR_UNKNOWN)
+		why = " (is libnvperf_host.so of the CUDA toolkit on the library path?)";
+	cuptrace_err("GPU metrics off for GPU %d: %s failed: %s%s; the trace goes on without them",
+	             dev, step, res_str(r), why);
+	snprintf(G.status, sizeof(G.status), "off on GPU %d: %s: %s", dev, step, res_str(r));
+}
+
+static int64_t clock_offset(void)
+{
+	/* Sampler clock minus trace clock (BOOTTIME), read back to back. */
+	int64_t b0 = cuptrace_now_ns(CLOCK_BOOTTIME);
+	int64_t s = cuptrace_now_ns(G.clock);
+	int64_t b1 = cuptrace_now_ns(CLOCK_BOOTTIME);
+	return s - (b0 / 2 + b1 / 2);
+}
+
+/* ---- the host side: which metrics, in one pass ---- */
+
+static CUpti_Profiler_Host_Object *host_new(const char *chip, const uint8_t *avail, CUptiResult *r)
+{
+	CUpti_Profiler_Host_Initialize_Params p;
+	memset(&p, 0, sizeof(p));
+	p.structSize = CUpti_Profiler_Host_Initialize_Params_STRUCT_SIZE;
+	p.profilerType = CUPTI_PROFILER_TYPE_PM_SAMPLING;
+	p.pChipName = chip;
+	p.pCounterAvailabilityImage = avail;
+	*r = cuptiProfilerHostInitialize(&p);
+	return *r == CUPTI_SUCCESS ? p.pHostObject : NULL;
+}
+
+static void host_free(CUpti_Profiler_Host_Object *h)
+{
+	if (!h)
+		return;
+	CUpti_Profiler_Host_Deinitialize_Params p;
+	memset(&p, 0, sizeof(p));
+	p.structSize = CUpti_Profiler_Host_Deinitialize_Params_STRUCT_SIZE;
+	p.pHostObject = h;
+	cuptiProfilerHostDeinitialize(&p);
+}
+
+/* Adds names to a fresh host object; on one pass, keeps it (*keep) and its config image. */
+static int try_metrics(const char *chip, const uint8_t *avail, const char **names, size_t n,
+                       CUpti_Profiler_Host_Object **keep, uint8_t **cfg, size_t *cfg_size)
+{
+	CUptiResult r;
+	CUpti_Profiler_Host_Object *h = host_new(chip, avail, &r);
+	if (!h)
+		return -1;
+	int ok = 0;
+	CUpti_Profiler_Host_ConfigAddMetrics_Params a;
+	memset(&a, 0, sizeof(a));
+	a.structSize = CUpti_Profiler_Host_ConfigAddMetrics_Params_STRUCT_SIZE;
+	a.pHostObject = h;
+	a.ppMetricNames = names;
+	a.numMetrics = n;
+	CUpti_Profiler_Host_GetConfigImageSize_Params s;
+	memset(&s, 0, sizeof(s));
+	s.structSize = CUpti_Profiler_Host_GetConfigImageSize_Params_STRUCT_SIZE;
+	s.pHostObject = h;
+	uint8_t *img = NULL;
+	if (cuptiProfilerHostConfigAddMetrics(&a) == CUPTI_SUCCESS &&
+	    cuptiProfilerHostGetConfigImageSize(&s) == CUPTI_SUCCESS &&
+	    (img = malloc(s.configImageSize))) {
+		CUpti_Profiler_Host_GetConfigImage_Params g;
+		memset(&g, 0, sizeof(g));
+		g.structSize = CUpti_Profiler_Host_GetConfigImage_Params_STRUCT_SIZE;
+		g.pHostObject = h;
+		g.configImageSize = s.configImageSize;
+		g.pConfigImage = img;
+		CUpti_Profiler_Host_GetNumOfPasses_Params np;
+		memset(&np, 0, sizeof(np));
+		np.structSize = CUpti_Profiler_Host_GetNumOfPasses_Params_STRUCT_SIZE;
+		np.configImageSize = s.configImageSize;
+		np.pConfigImage = img;
+		ok = cuptiProfilerHostGetConfigImage(&g) == CUPTI_SUCCESS &&
+		     cuptiProfilerHostGetNumOfPasses(&np) == CUPTI_SUCCESS && np.numOfPasses == 1;
+	}
+	if (ok && keep) {
+		*keep = h;
+		*cfg = img;
+		*cfg_size = s.configImageSize;
+	} else {
+		free(img);
+		host_free(h);
+	}
+	return ok ? 0 : -1;
+}
+
+/* The metrics for a device: the list asked for (each kept if the set still fits one pass), or
+ * per default role the first candidate that does. Returns the count. */
+static size_t choose_metrics(int dev, const char *chip, const uint8_t *avail, const char **out)
+{
+	size_t n = 0;
+	if (G.list) {
+		char *save = NULL;
+		for (char *t = strtok_r(G.list, ",", &save); t && n < GM_MAX_METRICS;
+		     t = strtok_r(NULL, ",", &save)) {
+			out[n] = t;
+			if (!try_metrics(chip, avail, out, n + 1, NULL, NULL, NULL))
+				n++;
+			else
+				cuptrace_warn(
+				    "GPU %d: metric %s left out (unknown to %s, or it does "
+				    "not fit one sampling pass with the ones before it)",
+				    dev, t, chip);
+		}
+		return n;
+	}
+	for (const struct cuptrace_gm_role *r = cuptrace_gm_default_roles; r->role; r++) {
+		for (const char *const *c = r->candidates; *c && n < GM_MAX_METRICS; c++) {
+			out[n] = *c;
+			if (!try_metrics(chip, avail, out, n + 1, NULL, NULL, NULL)) {
+				n++;
+				break;
+			}
+		}
+	}
+	return n;
+}
+
+/* ---- per device ---- */
+
+static void dev_release(struct gm_dev *d)
+{
+	if (d->obj) {
+		CUpti_PmSampling_Disable_Params p;
+		memset(&p, 0, sizeof(p));
+		p.structSize = CUpti_PmSampling_Disable_Params_STRUCT_SIZE;
+		p.pPmSamplingObject = d->obj;
+		cuptiPmSamplingDisable(&p);
+		d->obj = NULL;
+	}
+	host_free(d->host);
+	d->host = NULL;
+	free(d->img);
+	free(d->blank);
+	d->img = d->blank = NULL;
+	d->active = 0;
+}
+
+static int dev_start(int i)
+{
+	struct gm_dev *d = &G.dev[i];
+	CUptiResult r;
+	if (!G.profiler_ready) {
+		CUpti_Profiler_Initialize_Params ip;
+		memset(&ip, 0, sizeof(ip));
+		ip.structSize = CUpti_Profiler_Initialize_Params_STRUCT_SIZE;
+		if ((r = cuptiProfilerInitialize(&ip)) != CUPTI_SUCCESS) {
+			say_failed(i, "cuptiProfilerInitialize", r);
+			return -1;
+		}
+		G.profiler_ready = 1;
+	}
+	cu_get_fn get = (cu_get_fn)cuda_sym("cuDeviceGet");
+	cu_name_fn name = (cu_name_fn)cuda_sym("cuDeviceGetName");
+	int cud = 0;
+	if (get && name && !get(&cud, i))
+		name(d->name, (int)sizeof(d->name), cud);
+	CUpti_Device_GetChipName_Params cn;
+	memset(&cn, 0, sizeof(cn));
+	cn.structSize = CUpti_Device_GetChipName_Params_STRUCT_SIZE;
+	cn.deviceIndex = (size_t)i;
+	if ((r = cuptiDeviceGetChipName(&cn)) != CUPTI_SUCCESS) {
+		say_failed(i, "cuptiDeviceGetChipName", r);
+		return -1;
+	}
+	CUpti_PmSampling_GetCounterAvailability_Params ca;
+	memset(&ca, 0, sizeof(ca));
+	ca.structSize = CUpti_PmSampling_GetCounterAvailability_Params_STRUCT_SIZE;
+	ca.deviceIndex = (size_t)i;
+	if ((r = cuptiPmSamplingGetCounterAvailability(&ca)) != CUPTI_SUCCESS) {
+		say_failed(i, "reading counter availability", r);
+		return -1;
+	}
+	uint8_t *avail =
+	    malloc(ca.counterAvailabilityImageSize ? ca.counterAvailabilityImageSize : 1);
+	ca.pCounterAvailabilityImage = avail;
+	if (!avail || (r = cuptiPmSamplingGetCounterAvailability(&ca)) != CUPTI_SUCCESS) {
+		free(avail);
+		say_failed(i, "reading counter availability",
+		           avail ? r : CUPTI_ERROR_OUT_OF_MEMORY);
+		return -1;
+	}
+	CUpti_Profiler_Host_Object *probe = host_new(cn.pChipName, avail, &r);
+	if (!probe) {
+		free(avail);
+		say_failed(i, "cuptiProfilerHostInitialize", r);
+		return -1;
+	}
+	host_free(probe);
+	d->nmetrics = choose_metrics(i, cn.pChipName, avail, d->metrics);
+	uint8_t *cfg = NULL;
+	size_t cfg_size = 0;
+	if (!d->nmetrics ||
+	    try_metrics(cn.pChipName, avail, d->metrics, d->nmetrics, &d->host, &cfg, &cfg_size)) {
+		free(avail);
+		cuptrace_err(
+		    "GPU metrics off for GPU %d (%s): none of the metrics asked for can be "
+		    "sampled in one pass; `cuptrace record --list-gpu-metrics` lists them",
+		    i, cn.pChipName);
+		snprintf(G.status, sizeof(G.status), "off on GPU %d: no metric fits", i);
+		return -1;
+	}
+	free(avail);
+	CUpti_PmSampling_Enable_Params en;
+	memset(&en, 0, sizeof(en));
+	en.structSize = CUpti_PmSampling_Enable_Params_STRUCT_SIZE;
+	en.deviceIndex = (size_t)i;
+	if ((r = cuptiPmSamplingEnable(&en)) != CUPTI_SUCCESS) {
+		free(cfg);
+		say_failed(i, "cuptiPmSamplingEnable", r);
+		return -1;
+	}
+	d->obj = en.pPmSamplingObject;
+	CUpti_PmSampling_SetConfig_Params sc;
+	memset(&sc, 0, sizeof(sc));
+	sc.structSize = CUpti_PmSampling_SetConfig_Params_STRUCT_SIZE;
+	sc.pPmSamplingObject = d->obj;
+	sc.configSize = cfg_size;
+	sc.pConfig = cfg;
+	sc.hardwareBufferSize = GM_HWBUF;
+	sc.samplingInterval = G.interval_ns;
+	sc.triggerMode = CUPTI_PM_SAMPLING_TRIGGER_MODE_GPU_TIME_INTERVAL;
+	/* Keep the oldest: an overflow then shows as a gap where it happened, with the flag. */
+	sc.hwBufferAppendMode = CUPTI_PM_SAMPLING_HARDWARE_BUFFER_APPEND_MODE_KEEP_OLDEST;
+	r = cuptiPmSamplingSetConfig(&sc);
+	free(cfg);
+	if (r != CUPTI_SUCCESS) {
+		say_failed(i, "cuptiPmSamplingSetConfig", r);
+		return -1;
+	}
+	/* Room for two decode periods of samples per decode call; the decode loops when full. */
+	uint64_t per = G.interval_ns ? 2 * GM_DECODE_MS * 1000000ull / G.interval_ns : 1000;
+	CUpti_PmSampling_GetCounterDataSize_Params ds;
+	memset(&ds, 0, sizeof(ds));
+	ds.structSize = CUpti_PmSampling_GetCounterDataSize_Params_STRUCT_SIZE;
+	ds.pPmSamplingObject = d->obj;
+	ds.pMetricNames = d->metrics;
+	ds.numMetrics = d->nmetrics;
+	ds.maxSamples = (uint32_t)(per < 256 ? 256 : per > 100000 ? 100000 : per);
+	if ((r = cuptiPmSamplingGetCounterDataSize(&ds)) != CUPTI_SUCCESS) {
+		say_failed(i, "cuptiPmSamplingGetCounterDataSize", r);
+		return -1;
+	}
+	d->img_size = ds.counterDataSize;
+	d->img = malloc(d->img_size);
+	d->blank = malloc(d->img_size);
+	if (!d->img || !d->blank) {
+		say_failed(i, "allocating the counter data image", CUPTI_ERROR_OUT_OF_MEMORY);
+		return -1;
+	}
+	CUpti_PmSampling_CounterDataImage_Initialize_Params ci;
+	memset(&ci, 0, sizeof(ci));
+	ci.structSize = CUpti_PmSampling_CounterDataImage_Initialize_Params_STRUCT_SIZE;
+	ci.pPmSamplingObject = d->obj;
+	ci.counterDataSize = d->img_size;
+	ci.pCounterData = d->img;
+	if ((r = cuptiPmSamplingCounterDataImageInitialize(&ci)) != CUPTI_SUCCESS) {
+		say_failed(i, "cuptiPmSamplingCounterDataImageInitialize", r);
+		return -1;
+	}
+	/* A consumed image is reset by copying the fresh one back: cheaper than initializing. */
+	memcpy(d->blank, d->img, d->img_size);
+	CUpti_PmSampling_Start_Params st;
+	memset(&st, 0, sizeof(st));
+	st.structSize = CUpti_PmSampling_Start_Params_STRUCT_SIZE;
+	st.pPmSamplingObject = d->obj;
+	d->offset_ns = clock_offset();
+	d->start_call_boot = cuptrace_now_ns(CLOCK_BOOTTIME);
+	if ((r = cuptiPmSamplingStart(&st)) != CUPTI_SUCCESS) {
+		say_failed(i, "cuptiPmSamplingStart", r);
+		return -1;
+	}
+	d->active = 1;
+	cuptrace_info("GPU metrics: GPU %d (%s): %zu metrics every %llu ns", i, cn.pChipName,
+	              d->nmetrics, (unsigned long long)G.interval_ns);
+	return 0;
+}
+
+/* ---- the queue to the writer ---- */
+
+static void enqueue(struct gm_item *it)
+{
+	pthread_mutex_lock(&G.lock);
+	if (!it->is_config && G.queued + it->bytes > GM_QUEUE_MAX) {
+		pthread_mutex_unlock(&G.lock);
+		atomic_fetch_add(&G.lost_samples, it->n);
+		free(it->times);
+		free(it->values);
+		free(it);
+		return;
+	}
+	G.queued += it->bytes;
+	if (G.tail)
+		G.tail->next = it;
+	else
+		G.head = it;
+	G.tail = it;
+	pthread_mutex_unlock(&G.lock);
+}
+
+static void item_free(struct gm_item *it)
+{
+	if (!it)
+		return;
+	free(it->times);
+	free(it->values);
+	free(it->device_name);
+	if (it->metrics)
+		for (size_t i = 0; i < it->nmetrics; i++)
+			free(it->metrics[i]);
+	free(it->metrics);
+	free(it);
+}
+
+static void send_config(int i, uint64_t first_start)
+{
+	struct gm_dev *d = &G.dev[i];
+	/* The assumed clock is wrong if the first sample is more than 10 s from the Start call:
+	 * then the first sample is taken to start at the Start call (good to ~ a decode period). */
+	int64_t expect = d->start_call_boot + d->offset_ns;
+	int64_t diff = (int64_t)first_start - expect;
+	if (diff > 10000000000ll || diff < -10000000000ll) {
+		cuptrace_warn("GPU %d: PM sample times are not on the expected clock (off by %lld "
+		              "ns): aligned with the start of sampling instead",
+		              i, (long long)diff);
+		d->offset_ns = (int64_t)first_start - d->start_call_boot;
+	}
+	struct gm_item *it = calloc(1, sizeof(*it));
+	if (!it)
+		return;
+	it->is_config = 1;
+	it->device = (uint32_t)i;
+	it->nmetrics = d->nmetrics;
+	it->device_name = strdup(d->name);
+	it->metrics = calloc(d->nmetrics, sizeof(char *));
+	for (size_t m = 0; it->metrics && m < d->nmetrics; m++)
+		it->metrics[m] = strdup(d->metrics[m]);
+	it->cfg = (struct cuptrace_gm_config){.device = (uint32_t)i,
+	                                      .device_name = it->device_name,
+	                                      .interval_ns = G.interval_ns,
+	                                      .clock_offset_ns = d->offset_ns,
+	                                      .nmetrics = d->nmetrics,
+	                                      .metrics = (const char *const *)it->metrics};
+	for (size_t m = 0; m < d->nmetrics; m++)
+		if (!it->metrics || !it->metrics[m]) {
+			item_free(it);
+			return;
+		}
+	enqueue(it);
+	d->config_sent = 1;
+}
+
+/* Decodes what the hardware buffer holds into samples for the writer. */
+static void dev_decode(int i)
+{
+	struct gm_dev *d = &G.dev[i];
+	for (int round = 0; round < 64; round++) {
+		CUpti_PmSampling_DecodeData_Params dd;
+		memset(&dd, 0, sizeof(dd));
+		dd.structSize = CUpti_PmSampling_DecodeData_Params_STRUCT_SIZE;
+		dd.pPmSamplingObject = d->obj;
+		dd.pCounterDataImage = d->img;
+		dd.counterDataImageSize = d->img_size;
+		CUptiResult r = cuptiPmSamplingDecodeData(&dd);
+		if (r != CUPTI_SUCCESS) {
+			say_failed(i, "decoding samples", r);
+			d->failed = 1;
+			return;
+		}
+		if (dd.overflow && !d->lost++)
+			cuptrace_warn(
+			    "GPU %d: the PM sampling buffer overflowed: samples were lost "
+			    "(a gap in the GPU metrics); a lower --gpu-metrics-rate avoids it",
+			    i);
+		CUpti_PmSampling_GetCounterDataInfo_Params gi;
+		memset(&gi, 0, sizeof(gi));
+		gi.structSize = CUpti_PmSampling_GetCounterDataInfo_Params_STRUCT_SIZE;
+		gi.pCounterDataImage = d->img;
+		gi.counterDataImageSize = d->img_size;
+		if (cuptiPmSamplingGetCounterDataInfo(&gi) != CUPTI_SUCCESS)
+			return;
+		size_t n = gi.numCompletedSamples, k = 0;
+		struct gm_item *it = n ? calloc(1, sizeof(*it)) : NULL;
+		if (it) {
+			it->device = (uint32_t)i;
+			it->nmetrics = d->nmetrics;
+			it->times = malloc(n * 2 * sizeof(uint64_t));
+			it->values = malloc(n * d->nmetrics * sizeof(double));
+		}
+		for (size_t s = 0; it && it->times && it->values && s < n; s++) {
+			CUpti_PmSampling_CounterData_GetSampleInfo_Params si;
+			memset(&si, 0, sizeof(si));
+			si.structSize =
+			    CUpti_PmSampling_CounterData_GetSampleInfo_Params_STRUCT_SIZE;
+			si.pPmSamplingObject = d->obj;
+			si.pCounterDataImage = d->img;
+			si.counterDataImageSize = d->img_size;
+			si.sampleIndex = s;
+			CUpti_Profiler_Host_EvaluateToGpuValues_Params ev;
+			memset(&ev, 0, sizeof(ev));
+			ev.structSize = CUpti_Profiler_Host_EvaluateToGpuValues_Params_STRUCT_SIZE;
+			ev.pHostObject = d->host;
+			ev.pCounterDataImage = d->img;
+			ev.counterDataImageSize = d->img_size;
+			ev.rangeIndex = s;
+			ev.ppMetricNames = d->metrics;
+			ev.numMetrics = d->nmetrics;
+			ev.pMetricValues = it->values + k * d->nmetrics;
+			if (cuptiPmSamplingCounterDataGetSampleInfo(&si) != CUPTI_SUCCESS ||
+			    cuptiProfilerHostEvaluateToGpuValues(&ev) != CUPTI_SUCCESS)
+				continue;
+			it->times[2 * k] = si.startTimestamp;
+			it->times[2 * k + 1] = si.endTimestamp;
+			k++;
+		}
+		if (it && k && it->times && it->values) {
+			if (!d->config_sent)
+				send_config(i, it->times[0]);
+			it->n = k;
+			it->bytes = k * (16 + 8 * d->nmetrics);
+			enqueue(it);
+		} else {
+			item_free(it);
+		}
+		memcpy(d->img, d->blank, d->img_size);
+		if (dd.decodeStopReason != CUPTI_PM_SAMPLING_DECODE_STOP_REASON_COUNTER_DATA_FULL)
+			return;
+	}
+}
+
+static void *sampler_main(void *arg)
+{
+	(void)arg;
+	prctl(PR_SET_NAME, "cuptrace-gpumet", 0, 0, 0);
+	pthread_mutex_lock(&G.lock);
+	for (;;) {
+		int stop = G.stop;
+		int want[GM_MAX_DEV];
+		for (int i = 0; i < GM_MAX_DEV; i++) {
+			want[i] = G.dev[i].wanted && !G.dev[i].active && !G.dev[i].failed;
+			if (want[i])
+				G.dev[i].wanted = 0;
+		}
+		pthread_mutex_unlock(&G.lock);
+		for (int i = 0; i < GM_MAX_DEV && !stop; i++)
+			if (want[i] && dev_start(i)) {
+				G.dev[i].failed = 1;
+				dev_release(&G.dev[i]);
+			}
+		if (stop) {
+			for (int i = 0; i < GM_MAX_DEV; i++) {
+				if (!G.dev[i].active)
+					continue;
+				CUpti_PmSampling_Stop_Params sp;
+				memset(&sp, 0, sizeof(sp));
+				sp.structSize = CUpti_PmSampling_Stop_Params_STRUCT_SIZE;
+				sp.pPmSamplingObject = G.dev[i].obj;
+				cuptiPmSamplingStop(&sp);
+			}
+		}
+		for (int i = 0; i < GM_MAX_DEV; i++)
+			if (G.dev[i].active && !G.dev[i].failed)
+				dev_decode(i);
+		if (stop) {
+			for (int i = 0; i < GM_MAX_DEV; i++)
+				dev_release(&G.dev[i]);
+			return NULL;
+		}
+		pthread_mutex_lock(&G.lock);
+		if (!G.stop) {
+			struct timespec ts;
+			clock_gettime(CLOCK_REALTIME, &ts);
+			ts.tv_nsec += GM_DECODE_MS * 1000000l;
+			ts.tv_sec += ts.tv_nsec / 1000000000l;
+			ts.tv_nsec %= 1000000000l;
+			pthread_cond_timedwait(&G.cond, &G.lock, &ts);
+		}
+	}
+}
+
+/* ---- the session's entry points ---- */
+
+int cuptrace_gm_setup(CUpti_SubscriberHandle sub, int64_t trace_boottime_start)
+{
+	const char *v = getenv("CUPTRACE_GPU_METRICS");
+	G.on = v && *v && strcmp(v, "0");
+	G.status[0] = 0;
+	G.stop = 0;
+	if (!G.on)
+		return 0;
+	free(G.list);
+	G.list = strcmp(v, "1") && strcmp(v, "default") ? strdup(v) : NULL;
+	const char *rate = getenv("CUPTRACE_GPU_METRICS_RATE");
+	double hz = rate && *rate ? strtod(rate, NULL) : 10000;
+	if (!(hz >= 1 && hz <= 1000000)) {
+		cuptrace_warn(
+		    "ignoring CUPTRACE_GPU_METRICS_RATE=%s (1 to 1000000 Hz); using 10000", rate);
+		hz = 10000;
+	}
+	G.interval_ns = (uint64_t)(1e9 / hz);
+	const char *ck = getenv("CUPTRACE_GPU_METRICS_CLOCK");
+	G.clock = !ck || !strcmp(ck, "realtime") ? CLOCK_REALTIME
+	          : !strcmp(ck, "boottime")      ? CLOCK_BOOTTIME
+	          : !strcmp(ck, "monotonic")     ? CLOCK_MONOTONIC
+	          : !strcmp(ck, "monotonic_raw") ? CLOCK_MONOTONIC_RAW
+	                                         : CLOCK_REALTIME;
+	G.trace_start = trace_boottime_start;
+	snprintf(G.status, sizeof(G.status), "on, no GPU context seen");
+	CUptiResult r = cuptiEnableCallback(1, sub, CUPTI_CB_DOMAIN_RESOURCE,
+	                                    CUPTI_CBID_RESOURCE_CONTEXT_CREATED);
+	if (r != CUPTI_SUCCESS) {
+		cuptrace_err("GPU metrics off: cannot watch context creation: %s", res_str(r));
+		snprintf(G.status, sizeof(G.status), "off: %s", res_str(r));
+		G.on = 0;
+		return -EIO;
+	}
+	return 0;
+}
+
+void cuptrace_gm_on_callback(CUpti_CallbackDomain d, CUpti_CallbackId id, const void *data)
+{
+	if (!G.on || d != CUPTI_CB_DOMAIN_RESOURCE || id != CUPTI_CBID_RESOURCE_CONTEXT_CREATED)
+		return;
+	const CUpti_ResourceData *rd = data;
+	uint32_t dev = 0;
+	if (!rd->context || cuptiGetDeviceId(rd->context, &dev) != CUPTI_SUCCESS ||
+	    dev >= GM_MAX_DEV)
+		return;
+	pthread_mutex_lock(&G.lock);
+	G.dev[dev].wanted = 1;
+	if (!G.have_thread && !G.stop) {
+		/* Started here, not at session start: a process that never creates a context
+		 * costs no thread and touches no counters. */
+		if (!pthread_create(&G.thread, NULL, sampler_main, NULL)) {
+			G.have_thread = 1;
+			snprintf(G.status, sizeof(G.status), "sampled");
+		}
+	}
+	pthread_cond_signal(&G.cond);
+	pthread_mutex_unlock(&G.lock);
+}
+
+int cuptrace_gm_drain(struct cuptrace_converter *conv, struct cuptrace_capture_writer *cap)
+{
+	pthread_mutex_lock(&G.lock);
+	struct gm_item *it = G.head;
+	G.head = G.tail = NULL;
+	G.queued = 0;
+	pthread_mutex_unlock(&G.lock);
+	int err = 0;
+	while (it) {
+		struct gm_item *next = it->next;
+		int e = 0;
+		if (it->is_config)
+			e = cap    ? cuptrace_capture_gpu_metrics(cap, &it->cfg)
+			    : conv ? cuptrace_converter_gpu_metrics(conv, &it->cfg)
+			           : 0;
+		else
+			e = cap    ? cuptrace_capture_gpu_samples(cap, it->device, it->nmetrics,
+			                                          it->times, it->values, it->n)
+			    : conv ? cuptrace_converter_gpu_samples(conv, it->device, it->nmetrics,
+			                                            it->times, it->values, it->n)
+			           : 0;
+		err = err ? err : e;
+		item_free(it);
+		it = next;
+	}
+	return err;
+}
+
+void cuptrace_gm_stop(void)
+{
+	if (!G.on)
+		return;
+	pthread_mutex_lock(&G.lock);
+	G.stop = 1;
+	int have = G.have_thread;
+	G.have_thread = 0;
+	pthread_cond_signal(&G.cond);
+	pthread_mutex_unlock(&G.lock);
+	if (have)
+		pthread_join(G.thread, NULL);
+	uint64_t lost = atomic_load(&G.lost_samples);
+	if (lost)
+		cuptrace_warn("GPU metrics: %llu samples lost (the writer fell behind)",
+		              (unsigned long long)lost);
+	for (int i = 0; i < GM_MAX_DEV; i++) {
+		G.dev[i].wanted = G.dev[i].failed = 0;
+		G.dev[i].config_sent = 0;
+		G.dev[i].lost = 0;
+	}
+}
+
+const char *cuptrace_gm_status(void)
+{
+	return G.on || G.status[0] ? G.status : NULL;
+}
+
+int cuptrace_gm_list(FILE *out)
+{
+	cu_init_fn init = (cu_init_fn)cuda_sym("cuInit");
+	cu_count_fn count = (cu_count_fn)cuda_sym("cuDeviceGetCount");
+	int n = 0;
+	if (!init || !count || init(0) || count(&n) || n <= 0) {
+		fprintf(stderr, "cuptrace: no CUDA GPU found (is the NVIDIA driver loaded?)\n");
+		return -ENODEV;
+	}
+	CUpti_Profiler_Initialize_Params ip;
+	memset(&ip, 0, sizeof(ip));
+	ip.structSize = CUpti_Profiler_Initialize_Params_STRUCT_SIZE;
+	CUptiResult r = cuptiProfilerInitialize(&ip);
+	if (r != CUPTI_SUCCESS) {
+		fprintf(stderr, "cuptrace: cannot start CUPTI's profiler: %s\n", res_str(r));
+		return -EIO;
+	}
+	static const char *const types[] = {"counter", "ratio", "throughput"};
+	int ret = 0;
+	for (int i = 0; i < n; i++) {
+		CUpti_Device_GetChipName_Params cn;
+		memset(&cn, 0, sizeof(cn));
+		cn.structSize = CUpti_Device_GetChipName_Params_STRUCT_SIZE;
+		cn.deviceIndex = (size_t)i;
+		CUpti_PmSampling_GetCounterAvailability_Params ca;
+		memset(&ca, 0, sizeof(ca));
+		ca.structSize = CUpti_PmSampling_GetCounterAvailability_Params_STRUCT_SIZE;
+		ca.deviceIndex = (size_t)i;
+		uint8_t *avail = NULL;
+		CUpti_Profiler_Host_Object *h = NULL;
+		if ((r = cuptiDeviceGetChipName(&cn)) != CUPTI_SUCCESS ||
+		    (r = cuptiPmSamplingGetCounterAvailability(&ca)) != CUPTI_SUCCESS ||
+		    !(avail = malloc(ca.counterAvailabilityImageSize + 1)) ||
+		    (ca.pCounterAvailabilityImage = avail,
+		     (r = cuptiPmSamplingGetCounterAvailability(&ca)) != CUPTI_SUCCESS) ||
+		    !(h = host_new(cn.pChipName, avail, &r))) {
+			fprintf(stderr, "cuptrace: GPU %d: no PM sampling metrics: %s\n", i,
+			        res_str(r));
+			free(avail);
+			ret = -EIO;
+			continue;
+		}
+		fprintf(out,
+		        "GPU %d (%s): PM sampling metrics (base names; add .sum, .avg, "
+		        ".max, .pct_of_peak_sustained_elapsed, .per_second as CUPTI allows)\n",
+		        i, cn.pChipName);
+		for (int t = 0; t < 3; t++) {
+			CUpti_Profiler_Host_GetBaseMetrics_Params b;
+			memset(&b, 0, sizeof(b));
+			b.structSize = CUpti_Profiler_Host_GetBaseMetrics_Params_STRUCT_SIZE;
+			b.pHostObject = h;
+			b.metricType = (CUpti_MetricType)t;
+			if (cuptiProfilerHostGetBaseMetrics(&b) != CUPTI_SUCCESS)
+				continue;
+			for (size_t k = 0; k < b.numMetrics; k++) {
+				CUpti_Profiler_Host_GetMetricProperties_Params mp;
+				memset(&mp, 0, sizeof(mp));
+				mp.structSize =
+				    CUpti_Profiler_Host_GetMetricProperties_Params_STRUCT_SIZE;
+				mp.pHostObject = h;
+				mp.pMetricName = b.ppMetricNames[k];
+				int okp =
+				    cuptiProfilerHostGetMetricProperties(&mp) == CUPTI_SUCCESS;
+				fprintf(out, "  %-10s %-60s %s\n", types[t], b.ppMetricNames[k],
+				        okp && mp.pDescription ? mp.pDescription : "");
+			}
+		}
+		host_free(h);
+		free(avail);
+	}
+	return ret;
+}

@@ -1,0 +1,40 @@
+/* GPU hardware metrics in the traced process: CUPTI PM sampling of every GPU the program
+ * creates a context on, from one sampler thread of its own (never an application thread), when
+ * CUPTRACE_GPU_METRICS is set. Samples go to the writer thread, which hands them to the
+ * converter or the capture (convert/gpumetrics.h turns them into counter tracks).
+ *
+ * Fails soft: any CUPTI or perf library error (no permission, unsupported GPU, a MIG slice,
+ * counters held by another profiler, libnvperf_host.so missing: CUPTI loads it only when the
+ * profiler host API is first used, so libcuptrace.so gains no load-time dependency) gives one
+ * line on stderr saying why and the trace goes on without metrics.
+ *
+ * NOT YET RUN ON A GPU: the call sequence follows the CUPTI 13 headers; the metric names, the
+ * clock of the sample timestamps and the costs are to be confirmed by tests/gpu/pm_probe.sh. */
+#ifndef CUPTRACE_COLLECT_GPUMETRICS_H
+#define CUPTRACE_COLLECT_GPUMETRICS_H
+
+#include <stdint.h>
+#include <stdio.h>
+
+#include <cupti.h>
+
+#include "convert/capture.h"
+#include "convert/convert.h"
+
+/* Reads CUPTRACE_GPU_METRICS (unset, "" or "0": off; "1": the default set; else a
+ * comma-separated list of CUPTI metric names) and CUPTRACE_GPU_METRICS_RATE (Hz, default
+ * 10000). When on, asks the subscriber for context creation. 0, or a negative errno. */
+int cuptrace_gm_setup(CUpti_SubscriberHandle sub, int64_t trace_boottime_start);
+/* From the subscriber callback (an application thread): queues the context's device for the
+ * sampler thread and returns at once. */
+void cuptrace_gm_on_callback(CUpti_CallbackDomain d, CUpti_CallbackId id, const void *data);
+/* Writer thread: hands what the sampler produced to the converter or capture (one is NULL). */
+int cuptrace_gm_drain(struct cuptrace_converter *conv, struct cuptrace_capture_writer *cap);
+/* Finishing thread: stops sampling, decodes what is left, disables it, joins the thread. */
+void cuptrace_gm_stop(void);
+/* A one-line status for the trace's metadata ("gpu_metrics"); NULL when off. */
+const char *cuptrace_gm_status(void);
+/* `cuptrace record --list-gpu-metrics`: every PM sampling metric of every GPU to out. */
+int cuptrace_gm_list(FILE *out);
+
+#endif
