@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "analyze/gpumetrics_stats.h"
 #include "analyze/stats.h"
 #include "cmd.h"
 
@@ -55,7 +56,9 @@ int cmd_stats(int argc, char **argv)
 	}
 	struct cuptrace_stats st;
 	memset(&st, 0, sizeof(st));
-	struct cuptrace_sink *sink = cuptrace_stats_sink_new(&st);
+	struct cuptrace_gm_stats gms;
+	struct cuptrace_sink *inner = cuptrace_stats_sink_new(&st);
+	struct cuptrace_sink *sink = inner ? cuptrace_gm_stats_sink_new(&gms, inner) : NULL;
 	if (!sink) {
 		fprintf(stderr, "cuptrace stats: out of memory\n");
 		return EXIT_FAIL;
@@ -67,13 +70,17 @@ int cmd_stats(int argc, char **argv)
 	if (r) {
 		fprintf(stderr, "cuptrace stats: cannot read %s\n", argv[optind]);
 		cuptrace_stats_free(&st);
+		cuptrace_gm_stats_free(&gms);
 		return EXIT_FAIL;
 	}
-	if (json)
+	if (json) {
 		r = cuptrace_stats_print_json(&st, stdout);
-	else
+	} else {
 		cuptrace_stats_print(&st, stdout, markdown);
+		cuptrace_gm_stats_print(&gms, stdout, markdown);
+	}
 	cuptrace_stats_free(&st);
+	cuptrace_gm_stats_free(&gms);
 	if (r || fflush(stdout)) {
 		fprintf(stderr, "cuptrace stats: cannot write the summary\n");
 		return EXIT_FAIL;
