@@ -310,6 +310,13 @@ static const char *tmpdir(void)
 
 static void test_capture_to_counters_and_stats(void)
 {
+	/* tests/data/gpumetrics_synthetic.cupti is this capture, written with
+	 * CUPTRACE_GM_WRITE=tests/data/gpumetrics_synthetic.cupti build/tests/test_gpumetrics. */
+	const char *keep_path = getenv("CUPTRACE_GM_WRITE");
+	if (keep_path && *keep_path) {
+		write_capture(keep_path);
+		return;
+	}
 	char cap[512], json[512];
 	snprintf(cap, sizeof(cap), "%s/gm_synthetic.%d.cupti", tmpdir(), (int)getpid());
 	snprintf(json, sizeof(json), "%s/gm_synthetic.%d.json", tmpdir(), (int)getpid());

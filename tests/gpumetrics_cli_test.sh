@@ -1,0 +1,45 @@
+#!/bin/sh
+# GPU metrics without a GPU: the record options (bad values refused before anything runs,
+# --list-gpu-metrics failing clearly where there is no GPU), and the synthetic GPU metrics
+# capture of tests/data (written by tests/test_gpumetrics.c; SYNTHETIC until one recorded on a
+# GPU replaces it) through stats, Chrome JSON and Perfetto.
+set -u
+ct=${CUPTRACE_BIN:?}
+data=${CUPTRACE_TEST_DATA:?}
+tmp=$(mktemp -d "${CUPTRACE_TMP:-/tmp}/gmcli.XXXXXX")
+trap 'rm -rf "$tmp"' EXIT
+n=0 fail=0
+. "$(dirname "$0")/expect.sh"
+cap=$data/gpumetrics_synthetic.cupti
+
+expect 2 "bad value for --gpu-metrics-rate" "$ct" record --gpu-metrics-rate 0 -- true
+expect 2 "bad value for --gpu-metrics-rate" "$ct" record --gpu-metrics-rate 10k -- true
+expect 2 "needs metric names" "$ct" record --gpu-metrics= -- true
+expect 0 "gpu-metrics-rate HZ" "$ct" record --help
+if [ ! -e /dev/nvidia0 ] && [ ! -e /dev/nvidiactl ]; then
+	expect 1 "no CUDA GPU found" "$ct" record --list-gpu-metrics
+fi
+
+# stats: the per-kernel table, with the averages the synthetic samples give.
+expect 0 "GPU metrics per kernel" "$ct" stats "$cap"
+grep -Eq "mm_bf16 +1 +0.500 +90.00 +10.00" "$tmp/out" ||
+	{ echo "FAIL: stats per-kernel row:"; cat "$tmp/out"; fail=1; }
+expect 0 "" "$ct" stats --markdown "$cap"
+grep -q "| mm_bf16 | 1 | 0.500 | 90.00 | 10.00 |" "$tmp/out" ||
+	{ echo "FAIL: markdown row:"; cat "$tmp/out"; fail=1; }
+# Metadata: sample and gap counts.
+expect 0 "gpu0_metrics_gaps" "$ct" stats "$cap"
+
+# Chrome JSON: one 'C' event per sample, gap and end, on each of the two tracks.
+expect 0 "" "$ct" convert "$cap" -o "$tmp/gm.json"
+c=$(grep -o '"name":"SM active %","args"' "$tmp/gm.json" | wc -l)
+d=$(grep -o '"name":"DRAM read GB/s","args"' "$tmp/gm.json" | wc -l)
+[ "$c" -eq 21 ] && [ "$d" -eq 21 ] || { echo "FAIL: JSON counter events $c, $d (want 21, 21)"; fail=1; }
+# Perfetto and back: the same per-kernel table.
+expect 0 "" "$ct" convert "$cap" -o "$tmp/gm.pftrace"
+expect 0 "GPU metrics per kernel" "$ct" stats "$tmp/gm.pftrace"
+grep -Eq "mm_bf16 +1 +0.500 +90.00 +10.00" "$tmp/out" ||
+	{ echo "FAIL: stats of the Perfetto trace:"; cat "$tmp/out"; fail=1; }
+expect 0 "GPU metrics per kernel" "$ct" stats "$tmp/gm.json"
+[ $fail -eq 0 ] && echo "PASS gpumetrics_cli ($n commands)"
+exit $fail
