@@ -109,7 +109,8 @@ eq("gpu busy", sum(g["busy_ns"] for g in j["gpu_tracks"]), j["gpu_busy_ns"])
 eq("devices", sum(dv["busy_ns"] for dv in j["devices"]), j["gpu_busy_ns"])
 eq("names on gpu", sum(s["total_ns"] for s in j["names"] if s["gpu_share_pct"] is not None) <= j["gpu_busy_ns"] or not j["gpu_tracks"], True)
 # Every metadata entry the text lists under "Other metadata" is in the JSON's.
-for l in text.split("\nOther metadata:\n", 1)[1].splitlines() if "\nOther metadata:\n" in text else []:
+# (up to the blank line before a later section, e.g. "GPU metrics per kernel").
+for l in text.split("\nOther metadata:\n", 1)[1].split("\n\n")[0].splitlines() if "\nOther metadata:\n" in text else []:
     k, v = l.split(":", 1)
     eq("metadata " + k, str(j["metadata"].get(k)), v.strip())
 if bad:

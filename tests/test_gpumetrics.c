@@ -8,6 +8,8 @@
 #include <math.h>
 #include <unistd.h>
 
+#include <cupti_runtime_cbid.h>
+
 #include "analyze/gpumetrics_stats.h"
 #include "check.h"
 #include "convert/capture.h"
@@ -259,9 +261,20 @@ static void write_capture(const char *path)
 	k.name = "mm_bf16";
 	k.start = (uint64_t)T0 + 1000000 + 5 * IVAL;
 	k.end = (uint64_t)T0 + 1000000 + 10 * IVAL;
-	const CUpti_Activity *recs[] = {(const CUpti_Activity *)&k};
-	uint32_t sizes[] = {sizeof(k)};
-	CHECK_EQ_INT(cuptrace_capture_records(w, recs, sizes, 1), 0);
+	k.correlationId = 1;
+	/* Its launch, so the kernel has the flow every GPU slice of a real trace has. */
+	CUpti_ActivityAPI a;
+	memset(&a, 0, sizeof(a));
+	a.kind = CUPTI_ACTIVITY_KIND_RUNTIME;
+	a.cbid = CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000;
+	a.start = (uint64_t)T0 + 1000000 + 4 * IVAL;
+	a.end = a.start + 5000;
+	a.processId = 4242;
+	a.threadId = 4242;
+	a.correlationId = 1;
+	const CUpti_Activity *recs[] = {(const CUpti_Activity *)&a, (const CUpti_Activity *)&k};
+	uint32_t sizes[] = {sizeof(a), sizeof(k)};
+	CHECK_EQ_INT(cuptrace_capture_records(w, recs, sizes, 2), 0);
 	CHECK_EQ_INT(cuptrace_capture_close(w), 0);
 }
 
