@@ -21,6 +21,7 @@
 #include <dlfcn.h>
 #include <errno.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
@@ -63,6 +64,8 @@ struct gm_dev {
 	int64_t start_call_boot; /* BOOTTIME just before Start */
 	char name[128];
 	uint64_t lost;
+	char *list;     /* this device's copy of the metric list: metrics[] point into it */
+	uint8_t *avail; /* counter availability image: the host object may refer to it */
 };
 
 static struct {
@@ -214,9 +217,12 @@ static int try_metrics(const char *chip, const uint8_t *avail, const char **name
 static size_t choose_metrics(int dev, const char *chip, const uint8_t *avail, const char **out)
 {
 	size_t n = 0;
-	if (G.list) {
+	struct gm_dev *d = &G.dev[dev];
+	free(d->list);
+	d->list = G.list ? strdup(G.list) : NULL;
+	if (G.list && d->list) {
 		char *save = NULL;
-		for (char *t = strtok_r(G.list, ",", &save); t && n < GM_MAX_METRICS;
+		for (char *t = strtok_r(d->list, ",", &save); t && n < GM_MAX_METRICS;
 		     t = strtok_r(NULL, ",", &save)) {
 			out[n] = t;
 			if (!try_metrics(chip, avail, out, n + 1, NULL, NULL, NULL))
@@ -258,6 +264,11 @@ static void dev_release(struct gm_dev *d)
 	free(d->img);
 	free(d->blank);
 	d->img = d->blank = NULL;
+	free(d->list);
+	free(d->avail);
+	d->list = NULL;
+	d->avail = NULL;
+	d->nmetrics = 0;
 	d->active = 0;
 }
 
@@ -317,7 +328,6 @@ static int dev_start(int i)
 	size_t cfg_size = 0;
 	if (!d->nmetrics ||
 	    try_metrics(cn.pChipName, avail, d->metrics, d->nmetrics, &d->host, &cfg, &cfg_size)) {
-		free(avail);
 		cuptrace_err(
 		    "GPU metrics off for GPU %d (%s): none of the metrics asked for can be "
 		    "sampled in one pass; `cuptrace record --list-gpu-metrics` lists them",
@@ -325,7 +335,6 @@ static int dev_start(int i)
 		snprintf(G.status, sizeof(G.status), "off on GPU %d: no metric fits", i);
 		return -1;
 	}
-	free(avail);
 	CUpti_PmSampling_Enable_Params en;
 	memset(&en, 0, sizeof(en));
 	en.structSize = CUpti_PmSampling_Enable_Params_STRUCT_SIZE;
@@ -605,6 +614,8 @@ static void *sampler_main(void *arg)
 
 /* ---- the session's entry points ---- */
 
+static void want_context(CUcontext ctx);
+
 int cuptrace_gm_setup(CUpti_SubscriberHandle sub, int64_t trace_boottime_start)
 {
 	const char *v = getenv("CUPTRACE_GPU_METRICS");
@@ -639,30 +650,44 @@ int cuptrace_gm_setup(CUpti_SubscriberHandle sub, int64_t trace_boottime_start)
 		G.on = 0;
 		return -EIO;
 	}
+	/* Started by the C API after CUDA initialized: the current context was created before
+	 * the callback was on. */
+	typedef int (*cu_ctx_fn)(CUcontext *);
+	cu_ctx_fn cur = (cu_ctx_fn)dlsym(RTLD_DEFAULT, "cuCtxGetCurrent");
+	CUcontext ctx = NULL;
+	if (cur && !cur(&ctx) && ctx)
+		want_context(ctx);
 	return 0;
 }
 
-void cuptrace_gm_on_callback(CUpti_CallbackDomain d, CUpti_CallbackId id, const void *data)
+/* Marks a context's device for the sampler thread, starting the thread the first time: not at
+ * session start, so a process that never creates a context costs no thread and touches no
+ * counters. Signals stay with the application's threads, as for the library's other threads. */
+static void want_context(CUcontext ctx)
 {
-	if (!G.on || d != CUPTI_CB_DOMAIN_RESOURCE || id != CUPTI_CBID_RESOURCE_CONTEXT_CREATED)
-		return;
-	const CUpti_ResourceData *rd = data;
 	uint32_t dev = 0;
-	if (!rd->context || cuptiGetDeviceId(rd->context, &dev) != CUPTI_SUCCESS ||
-	    dev >= GM_MAX_DEV)
+	if (!ctx || cuptiGetDeviceId(ctx, &dev) != CUPTI_SUCCESS || dev >= GM_MAX_DEV)
 		return;
 	pthread_mutex_lock(&G.lock);
 	G.dev[dev].wanted = 1;
 	if (!G.have_thread && !G.stop) {
-		/* Started here, not at session start: a process that never creates a context
-		 * costs no thread and touches no counters. */
+		sigset_t all, old;
+		sigfillset(&all);
+		pthread_sigmask(SIG_SETMASK, &all, &old);
 		if (!pthread_create(&G.thread, NULL, sampler_main, NULL)) {
 			G.have_thread = 1;
 			snprintf(G.status, sizeof(G.status), "sampled");
 		}
+		pthread_sigmask(SIG_SETMASK, &old, NULL);
 	}
 	pthread_cond_signal(&G.cond);
 	pthread_mutex_unlock(&G.lock);
+}
+
+void cuptrace_gm_on_callback(CUpti_CallbackDomain d, CUpti_CallbackId id, const void *data)
+{
+	if (G.on && d == CUPTI_CB_DOMAIN_RESOURCE && id == CUPTI_CBID_RESOURCE_CONTEXT_CREATED)
+		want_context(((const CUpti_ResourceData *)data)->context);
 }
 
 int cuptrace_gm_drain(struct cuptrace_converter *conv, struct cuptrace_capture_writer *cap)

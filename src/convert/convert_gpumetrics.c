@@ -101,6 +101,11 @@ int conv_gpumetrics_config(struct cuptrace_converter *c, const struct cuptrace_g
 			return c->err = -ENOMEM;
 		m.raw = g->names[2 * i];
 		m.name = g->names[2 * i + 1];
+		/* Two metrics shown under one name (a list with both forms of one metric) would
+		 * share a track in Chrome JSON: the later one keeps its raw name. */
+		for (size_t k = 0; k < i; k++)
+			if (!strcmp(g->m[k].name, m.name))
+				m.name = m.raw;
 		g->m[i] = m;
 		/* uuids: GPU metric tracks of device dev, per configuration slot. */
 		g->uuid[i] =
