@@ -218,6 +218,7 @@ static size_t choose_metrics(int dev, const char *chip, const uint8_t *avail, co
 {
 	size_t n = 0;
 	struct gm_dev *d = &G.dev[dev];
+	char left[512] = "";
 	free(d->list);
 	d->list = G.list ? strdup(G.list) : NULL;
 	if (G.list && d->list) {
@@ -228,22 +229,34 @@ static size_t choose_metrics(int dev, const char *chip, const uint8_t *avail, co
 			if (!try_metrics(chip, avail, out, n + 1, NULL, NULL, NULL))
 				n++;
 			else
-				cuptrace_warn(
-				    "GPU %d: metric %s left out (unknown to %s, or it does "
-				    "not fit one sampling pass with the ones before it)",
-				    dev, t, chip);
+				snprintf(left + strlen(left), sizeof(left) - strlen(left), "%s%s",
+				         left[0] ? ", " : "", t);
 		}
-		return n;
-	}
-	for (const struct cuptrace_gm_role *r = cuptrace_gm_default_roles; r->role; r++) {
-		for (const char *const *c = r->candidates; *c && n < GM_MAX_METRICS; c++) {
-			out[n] = *c;
-			if (!try_metrics(chip, avail, out, n + 1, NULL, NULL, NULL)) {
-				n++;
-				break;
+	} else {
+		for (const struct cuptrace_gm_role *r = cuptrace_gm_default_roles; r->role; r++) {
+			size_t before = n;
+			for (const char *const *c = r->candidates; *c && n < GM_MAX_METRICS; c++) {
+				out[n] = *c;
+				if (!try_metrics(chip, avail, out, n + 1, NULL, NULL, NULL)) {
+					n++;
+					break;
+				}
 			}
+			if (n == before)
+				snprintf(left + strlen(left), sizeof(left) - strlen(left), "%s%s",
+				         left[0] ? ", " : "", r->role);
 		}
 	}
+	/* One line in all: what was left out, and why it may be. */
+	if (left[0] && n)
+		cuptrace_warn("GPU %d (%s): GPU metrics left out: %s (unknown to this GPU, or not "
+		              "in one sampling pass with the others)",
+		              dev, chip, left);
+	else if (left[0])
+		cuptrace_err("GPU metrics off for GPU %d (%s): none of %s can be sampled here (in "
+		             "one pass); `cuptrace record --list-gpu-metrics` lists what can; the "
+		             "trace goes on without them",
+		             dev, chip, left);
 	return n;
 }
 
@@ -326,12 +339,14 @@ static int dev_start(int i)
 	d->nmetrics = choose_metrics(i, cn.pChipName, avail, d->metrics);
 	uint8_t *cfg = NULL;
 	size_t cfg_size = 0;
-	if (!d->nmetrics ||
-	    try_metrics(cn.pChipName, avail, d->metrics, d->nmetrics, &d->host, &cfg, &cfg_size)) {
-		cuptrace_err(
-		    "GPU metrics off for GPU %d (%s): none of the metrics asked for can be "
-		    "sampled in one pass; `cuptrace record --list-gpu-metrics` lists them",
-		    i, cn.pChipName);
+	if (!d->nmetrics) {
+		snprintf(G.status, sizeof(G.status), "off on GPU %d: no metric fits", i);
+		return -1; /* choose_metrics said why */
+	}
+	if (try_metrics(cn.pChipName, avail, d->metrics, d->nmetrics, &d->host, &cfg, &cfg_size)) {
+		cuptrace_err("GPU metrics off for GPU %d (%s): the metrics chosen do not configure "
+		             "together; the trace goes on without them",
+		             i, cn.pChipName);
 		snprintf(G.status, sizeof(G.status), "off on GPU %d: no metric fits", i);
 		return -1;
 	}
