@@ -32,6 +32,12 @@
  *   CUPTRACE_PYTORCH      set by `record --pytorch` (1, or "shapes") for its Python hook, which
  *                         `record` puts first on PYTHONPATH; CUPTRACE_PYTORCH_MODULES=0 leaves
  *                         out the nn.Module ranges
+ *   CUPTRACE_GPU_METRICS  1: sample the default GPU hardware metrics (PM sampling) of every GPU
+ *                         a context is created on, as counter tracks under the GPU; or a
+ *                         comma-separated list of CUPTI metric names; unset or 0: off
+ *   CUPTRACE_GPU_METRICS_RATE  samples per second per GPU (default 10000)
+ *   CUPTRACE_GPU_METRICS_CLOCK realtime (default) | boottime | monotonic | monotonic_raw: the
+ *                         clock assumed for PM sample timestamps (not yet confirmed on a GPU)
  *   CUPTRACE_SUMMARY      1 (default) prints the end-of-run summary on stderr; 0 silences it
  *   CUPTRACE_LOG          error | warn (default) | info | debug
  *   CUPTRACE_CMDLINE      the traced command line, as `cuptrace record` saw it (metadata)
