@@ -15,6 +15,10 @@ cap=$data/gpumetrics_synthetic.cupti
 expect 2 "bad value for --gpu-metrics-rate" "$ct" record --gpu-metrics-rate 0 -- true
 expect 2 "bad value for --gpu-metrics-rate" "$ct" record --gpu-metrics-rate 10k -- true
 expect 2 "needs metric names" "$ct" record --gpu-metrics= -- true
+# "--gpu-metrics LIST": a word with "__" is the list (the option after it is still read); a
+# path is the command (what follows it is the command's).
+expect 2 "bad value for --gpu-metrics-rate" "$ct" record --gpu-metrics sm__a.sum,dram__b.sum --gpu-metrics-rate 0 -- true
+expect 2 "bad value for --gpu-metrics-rate" "$ct" record --gpu-metrics=sm__a.sum --gpu-metrics-rate x -- true
 expect 0 "gpu-metrics-rate HZ" "$ct" record --help
 if [ ! -e /dev/nvidia0 ] && [ ! -e /dev/nvidiactl ]; then
 	expect 1 "no CUDA GPU found" "$ct" record --list-gpu-metrics

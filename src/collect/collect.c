@@ -829,7 +829,7 @@ static int setup_cupti(int injected)
 	/* The start timestamp, on the clock CUPTI now uses. */
 	S.start_boot = cuptrace_now_ns(CLOCK_BOOTTIME);
 	S.start_real = cuptrace_now_ns(CLOCK_REALTIME);
-	cuptrace_gm_setup(S.subscriber, S.start_boot); /* fails soft: says why itself */
+	cuptrace_gm_setup(S.subscriber); /* fails soft: says why itself */
 	for (size_t i = 0; i < CUPTRACE_NKINDS; i++) {
 		if (cuptrace_kinds[i] == CUPTI_ACTIVITY_KIND_RUNTIME ||
 		    cuptrace_kinds[i] == CUPTI_ACTIVITY_KIND_DRIVER)

@@ -73,7 +73,6 @@ static struct {
 	uint64_t interval_ns;
 	char *list; /* CUPTRACE_GPU_METRICS as given, when a list */
 	clockid_t clock;
-	int64_t trace_start;
 	pthread_mutex_t lock;
 	pthread_cond_t cond;
 	pthread_t thread;
@@ -631,7 +630,7 @@ static void *sampler_main(void *arg)
 
 static void want_context(CUcontext ctx);
 
-int cuptrace_gm_setup(CUpti_SubscriberHandle sub, int64_t trace_boottime_start)
+int cuptrace_gm_setup(CUpti_SubscriberHandle sub)
 {
 	const char *v = getenv("CUPTRACE_GPU_METRICS");
 	G.on = v && *v && strcmp(v, "0");
@@ -655,7 +654,7 @@ int cuptrace_gm_setup(CUpti_SubscriberHandle sub, int64_t trace_boottime_start)
 	          : !strcmp(ck, "monotonic")     ? CLOCK_MONOTONIC
 	          : !strcmp(ck, "monotonic_raw") ? CLOCK_MONOTONIC_RAW
 	                                         : CLOCK_REALTIME;
-	G.trace_start = trace_boottime_start;
+	atomic_store(&G.lost_samples, 0);
 	snprintf(G.status, sizeof(G.status), "on, no GPU context seen");
 	CUptiResult r = cuptiEnableCallback(1, sub, CUPTI_CB_DOMAIN_RESOURCE,
 	                                    CUPTI_CBID_RESOURCE_CONTEXT_CREATED);

@@ -24,7 +24,7 @@
 /* Reads CUPTRACE_GPU_METRICS (unset, "" or "0": off; "1": the default set; else a
  * comma-separated list of CUPTI metric names) and CUPTRACE_GPU_METRICS_RATE (Hz, default
  * 10000). When on, asks the subscriber for context creation. 0, or a negative errno. */
-int cuptrace_gm_setup(CUpti_SubscriberHandle sub, int64_t trace_boottime_start);
+int cuptrace_gm_setup(CUpti_SubscriberHandle sub);
 /* From the subscriber callback (an application thread): queues the context's device for the
  * sampler thread and returns at once. */
 void cuptrace_gm_on_callback(CUpti_CallbackDomain d, CUpti_CallbackId id, const void *data);
