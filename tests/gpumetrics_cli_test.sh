@@ -31,6 +31,16 @@ grep -Eq "mm_bf16 +1 +0.500 +90.00 +10.00" "$tmp/out" ||
 expect 0 "" "$ct" stats --markdown "$cap"
 grep -q "| mm_bf16 | 1 | 0.500 | 90.00 | 10.00 |" "$tmp/out" ||
 	{ echo "FAIL: markdown row:"; cat "$tmp/out"; fail=1; }
+# stats --json: the same averages under "gpu_metrics"; none in a trace without GPU metrics.
+if command -v python3 >/dev/null 2>&1; then
+	expect 0 "" "$ct" stats --json "$cap"
+	python3 -c 'import json,sys; g=json.load(open(sys.argv[1]))["gpu_metrics"]; r=g["rows"][0]
+assert g["metrics"] == ["SM active %", "DRAM read GB/s"], g
+assert (r["name"], r["count"], r["total_ns"], r["avg"], r["covered_ns"]) == ("mm_bf16", 1, 500000, [90, 10], [500000, 500000]), r' "$tmp/out" ||
+		{ echo "FAIL: stats --json gpu_metrics"; fail=1; }
+	expect 0 "" "$ct" stats --json "$data/vector_add.cupti"
+	grep -q gpu_metrics "$tmp/out" && { echo "FAIL: gpu_metrics in a trace without them"; fail=1; }
+fi
 # Metadata: sample and gap counts.
 expect 0 "gpu0_metrics_gaps" "$ct" stats "$cap"
 

@@ -2,6 +2,7 @@
  * script (--json). */
 #include <getopt.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "analyze/gpumetrics_stats.h"
@@ -18,6 +19,31 @@ static void stats_usage(FILE *f)
 	        "  -m, --markdown   GitHub markdown tables (for bug reports)\n"
 	        "  -j, --json       one JSON object, times in ns (keys: README, 'stats --json')\n"
 	        "  -h, --help       this help\n");
+}
+
+/* stats --json, with "gpu_metrics" (the per-kernel averages) as a last key where the trace
+ * has GPU metrics: the summary's object is printed with that key added before its close. */
+static int print_json(const struct cuptrace_stats *st, const struct cuptrace_gm_stats *g)
+{
+	char *gm = NULL, *buf = NULL;
+	size_t len = 0;
+	int r = cuptrace_gm_stats_json(g, &gm);
+	if (r || !gm)
+		return r ? r : cuptrace_stats_print_json(st, stdout);
+	FILE *mem = open_memstream(&buf, &len);
+	r = mem ? cuptrace_stats_print_json(st, mem) : -1;
+	if (mem && fclose(mem))
+		r = r ? r : -1;
+	/* The summary ends with "}\n". */
+	if (!r && buf && len >= 2 && buf[len - 2] == '}' && buf[len - 1] == '\n') {
+		fwrite(buf, 1, len - 2, stdout);
+		printf(",\"gpu_metrics\":%s}\n", gm);
+	} else if (!r) {
+		r = -1;
+	}
+	free(buf);
+	free(gm);
+	return r;
 }
 
 int cmd_stats(int argc, char **argv)
@@ -74,7 +100,7 @@ int cmd_stats(int argc, char **argv)
 		return EXIT_FAIL;
 	}
 	if (json) {
-		r = cuptrace_stats_print_json(&st, stdout);
+		r = print_json(&st, &gms);
 	} else {
 		cuptrace_stats_print(&st, stdout, markdown);
 		cuptrace_gm_stats_print(&gms, stdout, markdown);

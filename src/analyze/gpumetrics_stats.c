@@ -10,6 +10,7 @@
 
 #include "analyze/forward.h"
 #include "common/util.h"
+#include "format/json_writer.h"
 
 struct point {
 	int64_t ts;
@@ -340,6 +341,64 @@ void cuptrace_gm_stats_print(const struct cuptrace_gm_stats *g, FILE *f, int mar
 	}
 	if (!shown)
 		fprintf(f, "  (no kernel, copy or memset falls where samples were taken)\n");
+}
+
+int cuptrace_gm_stats_json(const struct cuptrace_gm_stats *g, char **out)
+{
+	*out = NULL;
+	if (!g->nmetrics)
+		return 0;
+	struct cuptrace_json *w = cuptrace_json_new(NULL);
+	if (!w)
+		return -ENOMEM;
+	cuptrace_json_start_object(w);
+	cuptrace_json_name(w, "metrics");
+	cuptrace_json_start_array(w);
+	for (size_t m = 0; m < g->nmetrics; m++)
+		cuptrace_json_string(w, g->metrics[m]);
+	cuptrace_json_end_array(w);
+	cuptrace_json_name(w, "rows");
+	cuptrace_json_start_array(w);
+	for (size_t r = 0; r < g->nrows; r++) {
+		const struct cuptrace_gm_row *row = &g->rows[r];
+		cuptrace_json_start_object(w);
+		cuptrace_json_name(w, "name");
+		cuptrace_json_string(w, row->name);
+		cuptrace_json_name(w, "category");
+		cuptrace_json_string(w, row->category);
+		cuptrace_json_name(w, "count");
+		cuptrace_json_uint(w, row->count);
+		cuptrace_json_name(w, "total_ns");
+		cuptrace_json_int(w, row->total_ns);
+		cuptrace_json_name(w, "avg");
+		cuptrace_json_start_array(w);
+		for (size_t m = 0; m < g->nmetrics; m++) {
+			if (isnan(row->avg[m]))
+				cuptrace_json_null(w);
+			else
+				cuptrace_json_double(w, row->avg[m]);
+		}
+		cuptrace_json_end_array(w);
+		cuptrace_json_name(w, "covered_ns");
+		cuptrace_json_start_array(w);
+		for (size_t m = 0; m < g->nmetrics; m++)
+			cuptrace_json_int(w, row->covered_ns[m]);
+		cuptrace_json_end_array(w);
+		cuptrace_json_end_object(w);
+	}
+	cuptrace_json_end_array(w);
+	cuptrace_json_end_object(w);
+	size_t len = 0;
+	const char *b = cuptrace_json_buffer(w, &len);
+	int err = cuptrace_json_error(w);
+	if (!err && b && (*out = malloc(len + 1))) {
+		memcpy(*out, b, len);
+		(*out)[len] = 0;
+	} else if (!err) {
+		err = -ENOMEM;
+	}
+	cuptrace_json_free(w);
+	return err;
 }
 
 void cuptrace_gm_stats_free(struct cuptrace_gm_stats *g)

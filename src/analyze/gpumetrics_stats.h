@@ -36,6 +36,10 @@ struct cuptrace_sink *cuptrace_gm_stats_sink_new(struct cuptrace_gm_stats *out,
                                                  struct cuptrace_sink *inner);
 /* Nothing when there are no GPU metrics; else a table of the top rows (20). */
 void cuptrace_gm_stats_print(const struct cuptrace_gm_stats *g, FILE *f, int markdown);
+/* The same as one JSON object (no newline), malloc'd into *out: {"metrics": [names], "rows":
+ * [{name, category, count, total_ns, avg: [value or null per metric], covered_ns: [...]}]},
+ * every row, in the text's order. NULL with 0 when there are no GPU metrics. -ENOMEM. */
+int cuptrace_gm_stats_json(const struct cuptrace_gm_stats *g, char **out);
 void cuptrace_gm_stats_free(struct cuptrace_gm_stats *g);
 
 #endif
