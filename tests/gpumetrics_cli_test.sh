@@ -34,6 +34,8 @@ grep -q "| mm_bf16 | 1 | 0.500 | 90.00 | 10.00 |" "$tmp/out" ||
 # stats --json: the same averages under "gpu_metrics"; none in a trace without GPU metrics.
 if command -v python3 >/dev/null 2>&1; then
 	expect 0 "" "$ct" stats --json "$cap"
+	PYTHONPATH="$(dirname "$0")" python3 -c 'import sys, strict_json; strict_json.load(sys.argv[1])' "$tmp/out" ||
+		{ echo "FAIL: stats --json is not one strict JSON object on one line"; fail=1; }
 	python3 -c 'import json,sys; g=json.load(open(sys.argv[1]))["gpu_metrics"]; r=g["rows"][0]
 assert g["metrics"] == ["SM active %", "DRAM read GB/s"], g
 assert (r["name"], r["count"], r["total_ns"], r["avg"], r["covered_ns"]) == ("mm_bf16", 1, 500000, [90, 10], [500000, 500000]), r' "$tmp/out" ||

@@ -392,8 +392,13 @@ int cuptrace_gm_stats_json(const struct cuptrace_gm_stats *g, char **out)
 	const char *b = cuptrace_json_buffer(w, &len);
 	int err = cuptrace_json_error(w);
 	if (!err && b && (*out = malloc(len + 1))) {
-		memcpy(*out, b, len);
-		(*out)[len] = 0;
+		/* One line, as stats --json is: the writer breaks lines between elements, and a
+		 * newline inside a string is always escaped, so every raw one can go. */
+		size_t k = 0;
+		for (size_t i = 0; i < len; i++)
+			if (b[i] != '\n')
+				(*out)[k++] = b[i];
+		(*out)[k] = 0;
 	} else if (!err) {
 		err = -ENOMEM;
 	}
