@@ -12,6 +12,10 @@ gpu_test=gpu_otlp
 . "$(dirname "$0")/otlp/receiver.sh"
 src=${CUPTRACE_SRC:-$(cd "$(dirname "$0")/.." && pwd)}
 check=$src/tests/otlp/check_spans.py
+if ! ldconfig -p 2>/dev/null | grep -q 'libcurl\.so\.4 '; then
+	echo "SKIP: libcurl.so.4 is not installed here (apt-get install libcurl4): --otlp cannot send"
+	exit 77
+fi
 if otlp_install; then
 	kind=node
 else
