@@ -17,6 +17,9 @@ otlp_install() {
 		otlp_why="node not found (tools/setup.sh installs nodejs and npm)"
 		return 1
 	fi
+	# Installed beside receiver.js already (npm ci in tests/otlp, or carried to a machine
+	# without the registry): node finds it there first.
+	[ -d "$otlp_dir/node_modules/@opentelemetry/otlp-transformer" ] && return 0
 	if cmp -s "$otlp_dir/package-lock.json" "$otlp_cache/package-lock.json" &&
 		[ -d "$otlp_cache/node_modules/@opentelemetry/otlp-transformer" ]; then
 		return 0
