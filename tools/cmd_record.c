@@ -21,6 +21,8 @@
 
 #include "cmd.h"
 #include "common/util.h"
+#include "otlp_cli.h"
+#include "output/otlp_http.h"
 #include "output/output.h"
 
 static void record_usage(FILE *f)
@@ -32,7 +34,8 @@ static void record_usage(FILE *f)
 	       "                        torchrun, mpirun or srun (the pid without a launcher).\n"
 	       "                        No two processes write one file: a later one adds\n"
 	       "                        -PID to the name. The extension picks the format:\n"
-	       "                        .pftrace, .pftrace.gz, .json, .json.gz, .cupti\n"
+	       "                        .pftrace, .pftrace.gz, .json, .json.gz, .cupti;\n"
+	       "                        none: no file (with --otlp)\n"
 	       "  -f, --format FMT      perfetto | chrome | capture\n"
 	       "      --capture         write the raw CUPTI capture (cheapest); convert it later\n"
 	       "                        with 'cuptrace convert'\n"
@@ -53,7 +56,7 @@ static void record_usage(FILE *f)
 	       "      --no-summary      no end-of-run summary on stderr\n"
 	       "      --no-check        skip the check for a CUDA device\n"
 	       "      --lib PATH        libcuptrace.so to inject (default: next to cuptrace)\n"
-	       "  -h, --help            this help\n");
+	       "  -h, --help            this help\n" OTLP_CLI_HELP);
 }
 
 /* Where `cmake --install` puts libcuptrace.so relative to the cuptrace command, and the Python
@@ -371,8 +374,10 @@ int cmd_record(int argc, char **argv)
 	    {"no-check", no_argument, NULL, 'N'},
 	    {"lib", required_argument, NULL, 'L'},
 	    {"help", no_argument, NULL, 'h'},
+	    OTLP_CLI_OPTIONS,
 	    {0},
 	};
+	struct otlp_cli otlp = {0};
 	const char *output = NULL, *format = NULL, *compress = NULL, *driver = NULL;
 	const char *bufsz = NULL, *flushms = NULL, *lib = NULL, *runtime = NULL;
 	int summary = 1, check = 1, pytorch = 0;
@@ -423,6 +428,8 @@ int cmd_record(int argc, char **argv)
 			record_usage(stdout);
 			return 0;
 		default:
+			if (otlp_cli_take(&otlp, c, optarg))
+				break;
 			record_usage(stderr);
 			return EXIT_USAGE;
 		}
@@ -472,6 +479,27 @@ int cmd_record(int argc, char **argv)
 			return EXIT_USAGE;
 		}
 	}
+	if (otlp_cli_check(&otlp, "record", NULL))
+		return EXIT_USAGE;
+	int none = output && !strcmp(output, "none");
+	if (none && !otlp.v[0]) {
+		fprintf(stderr, "cuptrace record: -o none writes no trace: it needs --otlp URL\n");
+		return EXIT_USAGE;
+	}
+	if (otlp.v[0] && format && !strcmp(format, "capture")) {
+		fprintf(stderr,
+		        "cuptrace record: --otlp sends a converted trace, not a raw capture "
+		        "(send one later with 'cuptrace convert RUN.cupti --otlp URL')\n");
+		return EXIT_USAGE;
+	}
+	char why[256];
+	if (none && cuptrace_otlp_http_available(why, sizeof(why))) {
+		fprintf(stderr,
+		        "cuptrace record: --otlp needs libcurl (%s); install libcurl4 or write a "
+		        "file with -o\n",
+		        why);
+		return EXIT_FAIL;
+	}
 	if (!output)
 		output = format && !strcmp(format, "capture")  ? "cuptrace-%p.cupti"
 		         : format && !strcmp(format, "chrome") ? "cuptrace-%p.json"
@@ -491,7 +519,7 @@ int cmd_record(int argc, char **argv)
 	}
 	/* The library resolves the path in the traced program's directory: make it absolute. */
 	char outabs[PATH_MAX * 2];
-	if (output[0] == '/') {
+	if (output[0] == '/' || none) {
 		snprintf(outabs, sizeof(outabs), "%s", output);
 	} else {
 		char cwd[PATH_MAX];
@@ -509,7 +537,7 @@ int cmd_record(int argc, char **argv)
 		        libpath, lmsg[0] ? lmsg : "unknown error");
 		return EXIT_FAIL;
 	}
-	int w = check_writable(outabs);
+	int w = none ? 0 : check_writable(outabs);
 	if (w) {
 		fprintf(stderr, "cuptrace record: cannot write %s: %s\n", output, strerror(-w));
 		return EXIT_FAIL;
@@ -535,6 +563,7 @@ int cmd_record(int argc, char **argv)
 	setenv_opt("CUPTRACE_RUNTIME", runtime);
 	if (pytorch && setup_pytorch(libpath, pytorch == 2))
 		return EXIT_FAIL;
+	otlp_cli_setenv(&otlp);
 	setenv_opt("CUPTRACE_BUFFER_SIZE", bufsz);
 	setenv_opt("CUPTRACE_FLUSH_MS", flushms);
 	if (!summary)
@@ -610,12 +639,12 @@ int cmd_record(int argc, char **argv)
 	}
 	int status = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
 	/* Where did the trace go? The pid of the command is the one that matters first. */
-	char *expected = cuptrace_path_expand(outabs, (int)child_pid);
+	char *expected = none ? NULL : cuptrace_path_expand(outabs, (int)child_pid);
 	struct stat sb;
 	int have_main = expected && stat(expected, &sb) == 0 && sb.st_mtime >= started;
 	if (have_main)
 		fprintf(stderr, "cuptrace: %s: %lld bytes\n", expected, (long long)sb.st_size);
-	{
+	if (!none) {
 		/* Children of the command that used CUDA, and exec'd images: their traces are
 		 * NAME-<pid>.EXT, or the pattern's %p / %h filled in. */
 		size_t found = list_other_traces(outabs, expected, started);
