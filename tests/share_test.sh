@@ -105,6 +105,11 @@ for in in secret.cupti secret.pftrace secret.json.gz; do
 	done
 done
 
+# A shared copy shared again: nothing left to remove, and it says so by saying nothing.
+"$ct" share "$tmp/shared-secret-cupti.json.gz" -o "$tmp/again.pftrace" 2>"$tmp/err" &&
+	! grep -q "removed\|replaced\|reduced" "$tmp/err" && ok || { bad "sharing a shared copy again changed:"; cat "$tmp/err"; }
+[ "$(counts "$tmp/again.pftrace")" = "$want" ] && ok || bad "sharing again lost events"
+
 # --keep-time keeps the start; the default removes it (no Start line in the summary).
 "$ct" share "$tmp/secret.cupti" -o "$tmp/kt.pftrace" --keep-time 2>"$tmp/err" && ok || bad "--keep-time"
 grep -q "Start:\*\* 2026-11-21" "$tmp/kt.pftrace.md" && ok || bad "--keep-time lost the start"

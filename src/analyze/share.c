@@ -374,9 +374,10 @@ void cuptrace_share_report(const struct cuptrace_share *sh, FILE *f, const char 
 		if (strcmp(r->dropped[i], "hostname"))
 			fprintf(f, "%s%s: removed\n", p, r->dropped[i]);
 	for (size_t i = 0; i < r->nprog; i++)
-		fprintf(f, "%s%s: %" PRIu64 " argument%s removed (program \"%s\" kept)\n", p,
-		        r->prog[i].key, r->prog[i].args, r->prog[i].args == 1 ? "" : "s",
-		        r->prog[i].program);
+		if (r->prog[i].args)
+			fprintf(f, "%s%s: %" PRIu64 " argument%s removed (program \"%s\" kept)\n",
+			        p, r->prog[i].key, r->prog[i].args, r->prog[i].args == 1 ? "" : "s",
+			        r->prog[i].program);
 	if (r->proc_args)
 		fprintf(f, "%sprocess command lines: %" PRIu64 " argument%s removed\n", p,
 		        r->proc_args, r->proc_args == 1 ? "" : "s");
@@ -437,13 +438,17 @@ static int rewrite_meta(struct share_sink *s, const struct cuptrace_meta *m, siz
 			return -ENOMEM;
 		struct cuptrace_meta d = m[i];
 		d.key = key;
+		if (key && !strcmp(key, "shared"))
+			continue; /* a copy shared again: begin() says what this one did */
 		switch (cuptrace_meta_policy(m[i].key)) {
 		case CUPTRACE_META_DROP:
-			note_key(sh->rep.dropped, &sh->rep.ndropped, key);
+			if (m[i].is_int || (m[i].s && *m[i].s)) /* "": a copy shared before */
+				note_key(sh->rep.dropped, &sh->rep.ndropped, key);
 			continue;
 		case CUPTRACE_META_TIME:
 			if (!sh->o.keep_time) {
-				note_key(sh->rep.time, &sh->rep.ntime, key);
+				if (m[i].is_int ? m[i].i != 0 : m[i].s && *m[i].s)
+					note_key(sh->rep.time, &sh->rep.ntime, key);
 				continue;
 			}
 			break;
@@ -504,9 +509,9 @@ static int sh_begin(struct cuptrace_sink *sk, const struct cuptrace_trace_info *
 	struct {
 		uint64_t hi, lo;
 		int64_t from, to;
-		int32_t redact, keep, win;
+		int32_t redact, keep, win, pad; /* no padding bytes: every byte is hashed */
 	} id = {info->trace_uuid_hi, info->trace_uuid_lo, s->w.from, s->w.to,
-	        sh->o.redact_names,  sh->o.keep_time,     s->w.on};
+	        sh->o.redact_names,  sh->o.keep_time,     s->w.on,   0};
 	uint8_t h[32];
 	cuptrace_hmac_sha256(sh->salt, strlen(sh->salt), &id, sizeof(id), h);
 	memcpy(&d.trace_uuid_hi, h, 8);
@@ -558,12 +563,6 @@ static int sh_track(struct cuptrace_sink *sk, const struct cuptrace_track *t)
 		d.cmdline_len = 1;
 	}
 	return fwd_track(sk, &d);
-}
-
-static int64_t end_of(int64_t ts, int64_t dur)
-{
-	int64_t e;
-	return dur > 0 && !__builtin_add_overflow(ts, dur, &e) ? e : dur > 0 ? INT64_MAX : ts;
 }
 
 static int overlaps(const struct share_sink *s, int64_t ts, int64_t end)
@@ -649,7 +648,7 @@ static int sh_slice(struct cuptrace_sink *sk, const struct cuptrace_slice *e)
 		return s->f.err;
 	k->slices_in++;
 	k->flows_in += e->nflows_out;
-	if (!overlaps(s, e->ts, end_of(e->ts, e->dur)))
+	if (!overlaps(s, e->ts, share_end(e->ts, e->dur)))
 		return 0;
 	struct cuptrace_slice d = *e;
 	int err = rewrite_name(s, e->name, e->category, &d.name, &d.category);

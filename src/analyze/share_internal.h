@@ -95,5 +95,12 @@ struct cuptrace_share_scan {
 	int err;
 };
 
+/* Where a slice ends: ts + dur, saturated; ts for dur <= 0. */
+static inline int64_t share_end(int64_t ts, int64_t dur)
+{
+	int64_t e;
+	return dur > 0 && !__builtin_add_overflow(ts, dur, &e) ? e : dur > 0 ? INT64_MAX : ts;
+}
+
 /* The flow's ends, or NULL if the scan saw none. */
 const struct share_flow *share_scan_flow(const struct cuptrace_share_scan *sc, uint64_t id);

@@ -137,18 +137,12 @@ static int flow_end(struct cuptrace_share_scan *sc, uint64_t id, int in, int64_t
 	return 0;
 }
 
-static int64_t end_of(int64_t ts, int64_t dur)
-{
-	int64_t e;
-	return dur > 0 && !__builtin_add_overflow(ts, dur, &e) ? e : dur > 0 ? INT64_MAX : ts;
-}
-
 static int sc_slice(struct cuptrace_sink *s, const struct cuptrace_slice *e)
 {
 	struct cuptrace_share_scan *sc = to_scan(s);
 	if (sc->err)
 		return sc->err;
-	int64_t end = end_of(e->ts, e->dur);
+	int64_t end = share_end(e->ts, e->dur);
 	users(sc, e->name);
 	args_users(sc, e->args, e->nargs);
 	note_time(sc, e->ts, end);
