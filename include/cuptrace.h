@@ -35,6 +35,8 @@
  *   CUPTRACE_SUMMARY      1 (default) prints the end-of-run summary on stderr; 0 silences it
  *   CUPTRACE_LOG          error | warn (default) | info | debug
  *   CUPTRACE_CMDLINE      the traced command line, as `cuptrace record` saw it (metadata)
+ *   CUPTRACE_PRIVATE      1 (`record --private`): no host name, boot id, record_cmdline or
+ *                         command-line arguments (the program's base name stays) in the trace
  *   CUPTRACE_ROOT_PID     set by `cuptrace record` to the command's pid: any other process
  *                         (children, subprocesses) whose CUPTRACE_OUTPUT lacks %p writes to
  *                         NAME-<pid>.EXT instead, so no trace overwrites another

@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include "cmd.h"
+#include "common/privacy.h"
 #include "common/util.h"
 #include "otlp_cli.h"
 #include "output/otlp_http.h"
@@ -55,6 +56,8 @@ static void record_usage(FILE *f)
 	       "      --flush-ms N      write records at least this often (default 1000)\n"
 	       "      --no-summary      no end-of-run summary on stderr\n"
 	       "      --no-check        skip the check for a CUDA device\n"
+	       "      --private         write no host name, user name, boot id or command-line\n"
+	       "                        arguments into the trace (CUPTRACE_PRIVATE=1)\n"
 	       "      --lib PATH        libcuptrace.so to inject (default: next to cuptrace)\n"
 	       "  -h, --help            this help\n" OTLP_CLI_HELP);
 }
@@ -372,6 +375,7 @@ int cmd_record(int argc, char **argv)
 	    {"flush-ms", required_argument, NULL, 'F'},
 	    {"no-summary", no_argument, NULL, 'S'},
 	    {"no-check", no_argument, NULL, 'N'},
+	    {"private", no_argument, NULL, 'X'},
 	    {"lib", required_argument, NULL, 'L'},
 	    {"help", no_argument, NULL, 'h'},
 	    OTLP_CLI_OPTIONS,
@@ -420,6 +424,9 @@ int cmd_record(int argc, char **argv)
 			break;
 		case 'N':
 			check = 0;
+			break;
+		case 'X':
+			setenv("CUPTRACE_PRIVATE", "1", 1); /* read by the library's metadata */
 			break;
 		case 'L':
 			lib = optarg;
@@ -573,7 +580,10 @@ int cmd_record(int argc, char **argv)
 	for (int i = optind; i < argc && cl < sizeof(cmdline) - 2; i++)
 		cl += (size_t)snprintf(cmdline + cl, sizeof(cmdline) - cl, "%s%s",
 		                       i > optind ? " " : "", argv[i]);
-	setenv("CUPTRACE_CMDLINE", cmdline, 1);
+	if (cuptrace_private_env())
+		unsetenv("CUPTRACE_CMDLINE");
+	else
+		setenv("CUPTRACE_CMDLINE", cmdline, 1);
 
 	/* exec failures come back through a close-on-exec pipe. */
 	int ep[2];

@@ -13,6 +13,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <stddef.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
@@ -34,6 +35,7 @@
 #include "collect/queue.h"
 #include "collect/runtime_watch.h"
 #include "common/log.h"
+#include "common/privacy.h"
 #include "common/util.h"
 #include "convert/capture.h"
 #include "convert/convert.h"
@@ -649,6 +651,9 @@ static size_t collect_meta(struct kv *m, size_t max)
 	if (tool_cmd)
 		ADD("record_cmdline", "%s", tool_cmd);
 #undef ADD
+	if (cuptrace_private_env()) /* record --private: nothing that names the host or user */
+		n = cuptrace_private_filter(m, n, sizeof(*m), offsetof(struct kv, key),
+		                            offsetof(struct kv, val), sizeof(m->val));
 	return n;
 }
 
@@ -697,7 +702,7 @@ static int open_output(void)
 	struct cuptrace_trace_info info = {
 	    .pid = S.pid,
 	    .process_name = comm,
-	    .hostname = host,
+	    .hostname = cuptrace_private_env() ? "" : host, /* "": none; NULL: the writer's */
 	    .start_realtime_ns = S.start_real,
 	    .start_boottime_ns = S.start_boot,
 	    .trace_uuid_hi = cuptrace_hash64((uint64_t)S.start_real ^ ((uint64_t)S.pid << 32)),
