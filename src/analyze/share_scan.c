@@ -6,6 +6,7 @@
 
 #include "analyze/share.h"
 #include "analyze/share_internal.h"
+#include "common/privacy.h"
 
 static struct cuptrace_share_scan *to_scan(struct cuptrace_sink *s)
 {
@@ -64,8 +65,7 @@ static int meta_users(struct cuptrace_share_scan *sc, const struct cuptrace_meta
 		if (m[i].is_int || !m[i].s)
 			continue;
 		/* "hostname", or a merged trace's "<label>: hostname" of each input */
-		const char *k = m[i].key ? strrchr(m[i].key, ':') : NULL;
-		k = k && k[1] == ' ' ? k + 2 : m[i].key;
+		const char *k = cuptrace_meta_base_key(m[i].key);
 		if (k && !strcmp(k, "hostname")) {
 			int err = share_secret_host(&sc->secrets, m[i].s);
 			if (err)

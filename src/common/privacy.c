@@ -17,6 +17,12 @@ static int is_gpu_key_with(const char *key, const char *suffix)
 	return !strcmp(p, suffix);
 }
 
+const char *cuptrace_meta_base_key(const char *key)
+{
+	const char *colon = key ? strrchr(key, ':') : NULL;
+	return colon && colon[1] == ' ' ? colon + 2 : key;
+}
+
 enum cuptrace_meta_policy cuptrace_meta_policy(const char *key)
 {
 	/* The machine and the person: boot_id and GPU UUIDs are serial numbers that tie every
@@ -29,10 +35,7 @@ enum cuptrace_meta_policy cuptrace_meta_policy(const char *key)
 	                                   "end_boottime_ns",   "baseTimeNanoseconds"};
 	if (!key)
 		return CUPTRACE_META_SCRUB;
-	/* A merged trace keeps each input's entries as "<label>: <key>" (merge.h). */
-	const char *colon = strrchr(key, ':');
-	if (colon && colon[1] == ' ')
-		key = colon + 2;
+	key = cuptrace_meta_base_key(key);
 	for (size_t i = 0; i < sizeof(drop) / sizeof(drop[0]); i++)
 		if (!strcmp(key, drop[i]))
 			return CUPTRACE_META_DROP;

@@ -14,6 +14,9 @@ enum cuptrace_meta_policy {
 };
 
 enum cuptrace_meta_policy cuptrace_meta_policy(const char *key);
+/* The key a metadata entry has in the trace it came from: a merged trace keeps each input's as
+ * "<label>: <key>" (analyze/merge.h). NULL for NULL. */
+const char *cuptrace_meta_base_key(const char *key);
 
 /* CUPTRACE_PRIVATE is set to anything but "" or "0". */
 int cuptrace_private_env(void);
