@@ -41,6 +41,8 @@
  *   CUPTRACE_SUMMARY      1 (default) prints the end-of-run summary on stderr; 0 silences it
  *   CUPTRACE_LOG          error | warn (default) | info | debug
  *   CUPTRACE_CMDLINE      the traced command line, as `cuptrace record` saw it (metadata)
+ *   CUPTRACE_PRIVATE      1 (`record --private`): no host name, boot id, record_cmdline or
+ *                         command-line arguments (the program's base name stays) in the trace
  *   CUPTRACE_ROOT_PID     set by `cuptrace record` to the command's pid: any other process
  *                         (children, subprocesses) whose CUPTRACE_OUTPUT lacks %p writes to
  *                         NAME-<pid>.EXT instead, so no trace overwrites another
@@ -59,6 +61,14 @@
  *                         then drops records, which the summary and the trace count)
  *   CUPTRACE_MIN_COMPUTE  read by `cuptrace record`: the lowest compute capability (x10) it
  *                         accepts, 75 unless higher (a test of the unsupported-GPU refusal)
+ *   CUPTRACE_OTLP_URL     also send the trace as OpenTelemetry spans (OTLP/HTTP) to this
+ *                         collector (`record --otlp`); CUPTRACE_OUTPUT=none: spans only, no file.
+ *                         libcurl.so.4 is loaded (dlopen) only then; CUPTRACE_OTLP_LIBCURL names
+ *                         another (tests). Not with CUPTRACE_FORMAT=capture
+ *   CUPTRACE_OTLP_SERVICE, CUPTRACE_OTLP_TRACE_PER, CUPTRACE_OTLP_BATCH,
+ *   CUPTRACE_OTLP_INTERVAL_MS, CUPTRACE_OTLP_WINDOW_MS, CUPTRACE_OTLP_TIMEOUT_MS
+ *                         the record options --service, --otlp-trace-per, --otlp-batch,
+ *                         --otlp-interval, --otlp-window, --otlp-timeout (README: OpenTelemetry)
  *
  * Threading: all functions are thread-safe and idempotent. Ownership: the library owns every
  * buffer and thread it creates and releases them in cuptrace_stop() (or at exit). */

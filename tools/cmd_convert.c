@@ -10,18 +10,21 @@
 #include "cmd.h"
 #include "common/log.h"
 #include "format/formats.h"
+#include "format/otlp.h"
+#include "otlp_cli.h"
 #include "read/read.h"
 
 static void convert_usage(FILE *f)
 {
 	fprintf(f,
-	        "usage: cuptrace convert INPUT -o OUTPUT [options]\n\n"
+	        "usage: cuptrace convert INPUT -o OUTPUT [options]\n"
+	        "       cuptrace convert INPUT --otlp URL [-o OUTPUT] [options]\n\n"
 	        "INPUT is a raw capture (.cupti, from 'cuptrace record --capture'), a\n"
 	        "Perfetto trace (.pftrace, any compression) or a Chrome JSON trace (.json,\n"
 	        ".json.gz): cuptrace's own or torch.profiler's (export_chrome_trace). Its\n"
 	        "format is told from its content. The output format follows OUTPUT's\n"
 	        "extension (.pftrace, .pftrace.gz, .json, .json.gz) unless -f says otherwise.\n\n"
-	        "  -o, --output PATH    output file (required)\n"
+	        "  -o, --output PATH    output file (required unless --otlp)\n"
 	        "  -f, --format FMT     perfetto | chrome\n"
 	        "      --compress MODE  chunks | gzip | none\n"
 	        "      --driver MODE    captures: user (default) | all: keep the runtime's own\n"
@@ -29,7 +32,7 @@ static void convert_usage(FILE *f)
 	        "      --runtime MODE   captures: filtered (default) | all: keep trivial runtime\n"
 	        "                       calls (cudaGetDevice, ...) a capture recorded with them\n"
 	        "                       holds\n"
-	        "  -h, --help           this help\n");
+	        "  -h, --help           this help\n" OTLP_CLI_HELP);
 }
 
 int cmd_convert(int argc, char **argv)
@@ -41,8 +44,10 @@ int cmd_convert(int argc, char **argv)
 	    {"driver", required_argument, NULL, 'd'},
 	    {"runtime", required_argument, NULL, 'R'},
 	    {"help", no_argument, NULL, 'h'},
+	    OTLP_CLI_OPTIONS,
 	    {0},
 	};
+	struct otlp_cli otlp = {0};
 	const char *out = NULL, *format = NULL, *compress = NULL;
 	int flags = 0;
 	optind = 1;
@@ -79,12 +84,17 @@ int cmd_convert(int argc, char **argv)
 			convert_usage(stdout);
 			return 0;
 		default:
+			if (otlp_cli_take(&otlp, c, optarg))
+				break;
 			convert_usage(stderr);
 			return EXIT_USAGE;
 		}
 	}
-	if (optind != argc - 1 || !out) {
-		fprintf(stderr, "cuptrace convert: need one INPUT and -o OUTPUT\n\n");
+	if (otlp_cli_check(&otlp, "convert", NULL))
+		return EXIT_USAGE;
+	if (optind != argc - 1 || (!out && !otlp.v[0])) {
+		fprintf(stderr,
+		        "cuptrace convert: need one INPUT and -o OUTPUT (or --otlp URL)\n\n");
 		convert_usage(stderr);
 		return EXIT_USAGE;
 	}
@@ -93,19 +103,51 @@ int cmd_convert(int argc, char **argv)
 		fprintf(stderr, "cuptrace convert: cannot read %s: %s\n", in, strerror(errno));
 		return EXIT_FAIL;
 	}
-	struct cuptrace_sink *sink = cuptrace_sink_open(out, format, compress);
-	if (!sink) {
+	struct cuptrace_sink *sink = out ? cuptrace_sink_open(out, format, compress) : NULL;
+	if (out && !sink) {
 		fprintf(stderr, "cuptrace convert: cannot write %s: %s\n", out, strerror(errno));
 		return errno == EINVAL ? EXIT_USAGE : EXIT_FAIL;
 	}
+	struct cuptrace_sink *spans = NULL;
+	if (otlp.v[0]) {
+		/* Nothing waits on convert: a full queue waits for room rather than dropping. */
+		struct cuptrace_otlp_opts o = {.sz = sizeof(o),
+		                               .http = {.sz = sizeof(o.http), .block = 1}};
+		otlp_cli_check(&otlp, "convert", &o);
+		spans = cuptrace_otlp_sink_new(&o);
+		if (!spans) {
+			cuptrace_sink_destroy(sink);
+			if (out)
+				unlink(out);
+			return errno == EINVAL ? EXIT_USAGE : EXIT_FAIL;
+		}
+		sink = sink ? cuptrace_tee_sink_new(sink, spans) : spans;
+		if (!sink)
+			return EXIT_FAIL;
+	}
 	int r = cuptrace_read_trace(in, sink, flags);
 	int f = sink->ops->finish(sink);
+	int status = 0;
+	if (spans) {
+		struct cuptrace_otlp_stats st;
+		char line[512];
+		cuptrace_otlp_sink_stats(spans, &st);
+		cuptrace_otlp_stats_line(line, sizeof(line), cuptrace_otlp_sink_url(spans), &st);
+		fprintf(stderr, "cuptrace: %s\n", line);
+		if (st.spans_dropped) {
+			fprintf(stderr, "cuptrace convert: %llu of %llu spans did not reach %s\n",
+			        (unsigned long long)st.spans_dropped, (unsigned long long)st.spans,
+			        cuptrace_otlp_sink_url(spans));
+			status = EXIT_FAIL;
+		}
+	}
 	cuptrace_sink_destroy(sink);
 	if (r || f) {
-		fprintf(stderr, "cuptrace convert: %s -> %s failed: %s\n", in, out,
-		        strerror(-(r ? r : f)));
-		unlink(out);
+		fprintf(stderr, "cuptrace convert: %s -> %s failed: %s\n", in,
+		        out ? out : otlp.v[0], strerror(-(r ? r : f)));
+		if (out)
+			unlink(out);
 		return EXIT_FAIL;
 	}
-	return 0;
+	return status;
 }

@@ -111,24 +111,14 @@ static int write_manifest(const struct cuptrace_merge *m, char *const *names, co
 		const struct cuptrace_merge_result *r = &m->in[i];
 		/* A machine is named after its first rank's host; with --align none every rank is
 		 * a machine of its own, placed by its offset only. */
-		size_t first = i;
-		for (size_t j = 0; j < i && !none; j++)
-			if (r->machine && m->in[j].machine &&
-			    !strcmp(r->machine, m->in[j].machine)) {
-				first = j;
-				break;
-			}
+		size_t first = none ? i : r->map.machine;
 		const struct cuptrace_merge_result *f = &m->in[first];
 		char machine[512];
-		if (none || !f->host)
-			snprintf(machine, sizeof(machine), "%s", f->label);
-		else
-			snprintf(machine, sizeof(machine), "%s", f->host);
+		snprintf(machine, sizeof(machine), "%s", none || !f->host ? f->label : f->host);
 		/* Two machines of one host name (containers): keep them apart. */
 		for (size_t j = 0; j < first && !none; j++)
-			if (m->in[j].host && f->host && !strcmp(m->in[j].host, f->host) &&
-			    (!m->in[j].machine || !f->machine ||
-			     strcmp(m->in[j].machine, f->machine))) {
+			if (m->in[j].map.machine == j && m->in[j].host && f->host &&
+			    !strcmp(m->in[j].host, f->host)) {
 				snprintf(machine, sizeof(machine), "%s (%s)", f->host, f->label);
 				break;
 			}
@@ -140,8 +130,7 @@ static int write_manifest(const struct cuptrace_merge *m, char *const *names, co
 		cuptrace_json_name(w, "name");
 		cuptrace_json_string(w, machine);
 		cuptrace_json_end_object(w);
-		int same = !none && r->machine && m->in[0].machine &&
-		           !strcmp(r->machine, m->in[0].machine);
+		int same = !none && r->map.machine == m->in[0].map.machine;
 		if (i && !same) {
 			/* At one instant: BOOTTIME_0 = BOOTTIME_i + bt_0 - bt_i + offset_i -
 			 * offset_0 */

@@ -20,7 +20,10 @@
 #include <unistd.h>
 
 #include "cmd.h"
+#include "common/privacy.h"
 #include "common/util.h"
+#include "otlp_cli.h"
+#include "output/otlp_http.h"
 #include "output/output.h"
 
 static void record_usage(FILE *f)
@@ -32,7 +35,8 @@ static void record_usage(FILE *f)
 	       "                        torchrun, mpirun or srun (the pid without a launcher).\n"
 	       "                        No two processes write one file: a later one adds\n"
 	       "                        -PID to the name. The extension picks the format:\n"
-	       "                        .pftrace, .pftrace.gz, .json, .json.gz, .cupti\n"
+	       "                        .pftrace, .pftrace.gz, .json, .json.gz, .cupti;\n"
+	       "                        none: no file (with --otlp)\n"
 	       "  -f, --format FMT      perfetto | chrome | capture\n"
 	       "      --capture         write the raw CUPTI capture (cheapest); convert it later\n"
 	       "                        with 'cuptrace convert'\n"
@@ -57,8 +61,10 @@ static void record_usage(FILE *f)
 	       "                        metric names, comma-separated, instead of the default set\n"
 	       "      --gpu-metrics-rate HZ  samples per second per GPU (default 10000)\n"
 	       "      --list-gpu-metrics  print the GPUs' PM sampling metrics and exit\n"
+	       "      --private         write no host name, user name, boot id or command-line\n"
+	       "                        arguments into the trace (CUPTRACE_PRIVATE=1)\n"
 	       "      --lib PATH        libcuptrace.so to inject (default: next to cuptrace)\n"
-	       "  -h, --help            this help\n");
+	       "  -h, --help            this help\n" OTLP_CLI_HELP);
 }
 
 /* Where `cmake --install` puts libcuptrace.so relative to the cuptrace command, and the Python
@@ -393,15 +399,18 @@ int cmd_record(int argc, char **argv)
 	    {"flush-ms", required_argument, NULL, 'F'},
 	    {"no-summary", no_argument, NULL, 'S'},
 	    {"no-check", no_argument, NULL, 'N'},
+	    {"private", no_argument, NULL, 'X'},
 	    {"lib", required_argument, NULL, 'L'},
 	    {"gpu-metrics", optional_argument, NULL, 'G'},
 	    {"gpu-metrics-rate", required_argument, NULL, 'H'},
 	    {"list-gpu-metrics", no_argument, NULL, 'M'},
 	    {"help", no_argument, NULL, 'h'},
+	    OTLP_CLI_OPTIONS,
 	    {0},
 	};
 	const char *gm = NULL, *gm_rate = NULL;
 	int gm_list = 0;
+	struct otlp_cli otlp = {0};
 	const char *output = NULL, *format = NULL, *compress = NULL, *driver = NULL;
 	const char *bufsz = NULL, *flushms = NULL, *lib = NULL, *runtime = NULL;
 	int summary = 1, check = 1, pytorch = 0;
@@ -445,6 +454,9 @@ int cmd_record(int argc, char **argv)
 		case 'N':
 			check = 0;
 			break;
+		case 'X':
+			setenv("CUPTRACE_PRIVATE", "1", 1); /* read by the library's metadata */
+			break;
 		case 'L':
 			lib = optarg;
 			break;
@@ -470,6 +482,8 @@ int cmd_record(int argc, char **argv)
 			record_usage(stdout);
 			return 0;
 		default:
+			if (otlp_cli_take(&otlp, c, optarg))
+				break;
 			record_usage(stderr);
 			return EXIT_USAGE;
 		}
@@ -539,6 +553,27 @@ int cmd_record(int argc, char **argv)
 			return EXIT_USAGE;
 		}
 	}
+	if (otlp_cli_check(&otlp, "record", NULL))
+		return EXIT_USAGE;
+	int none = output && !strcmp(output, "none");
+	if (none && !otlp.v[0]) {
+		fprintf(stderr, "cuptrace record: -o none writes no trace: it needs --otlp URL\n");
+		return EXIT_USAGE;
+	}
+	if (otlp.v[0] && format && !strcmp(format, "capture")) {
+		fprintf(stderr,
+		        "cuptrace record: --otlp sends a converted trace, not a raw capture "
+		        "(send one later with 'cuptrace convert RUN.cupti --otlp URL')\n");
+		return EXIT_USAGE;
+	}
+	char why[256];
+	if (none && cuptrace_otlp_http_available(why, sizeof(why))) {
+		fprintf(stderr,
+		        "cuptrace record: --otlp needs libcurl (%s); install libcurl4 or write a "
+		        "file with -o\n",
+		        why);
+		return EXIT_FAIL;
+	}
 	if (!output)
 		output = format && !strcmp(format, "capture")  ? "cuptrace-%p.cupti"
 		         : format && !strcmp(format, "chrome") ? "cuptrace-%p.json"
@@ -558,7 +593,7 @@ int cmd_record(int argc, char **argv)
 	}
 	/* The library resolves the path in the traced program's directory: make it absolute. */
 	char outabs[PATH_MAX * 2];
-	if (output[0] == '/') {
+	if (output[0] == '/' || none) {
 		snprintf(outabs, sizeof(outabs), "%s", output);
 	} else {
 		char cwd[PATH_MAX];
@@ -576,7 +611,7 @@ int cmd_record(int argc, char **argv)
 		        libpath, lmsg[0] ? lmsg : "unknown error");
 		return EXIT_FAIL;
 	}
-	int w = check_writable(outabs);
+	int w = none ? 0 : check_writable(outabs);
 	if (w) {
 		fprintf(stderr, "cuptrace record: cannot write %s: %s\n", output, strerror(-w));
 		return EXIT_FAIL;
@@ -602,6 +637,7 @@ int cmd_record(int argc, char **argv)
 	setenv_opt("CUPTRACE_RUNTIME", runtime);
 	if (pytorch && setup_pytorch(libpath, pytorch == 2))
 		return EXIT_FAIL;
+	otlp_cli_setenv(&otlp);
 	setenv_opt("CUPTRACE_BUFFER_SIZE", bufsz);
 	setenv_opt("CUPTRACE_FLUSH_MS", flushms);
 	setenv_opt("CUPTRACE_GPU_METRICS", gm);
@@ -613,7 +649,10 @@ int cmd_record(int argc, char **argv)
 	for (int i = optind; i < argc && cl < sizeof(cmdline) - 2; i++)
 		cl += (size_t)snprintf(cmdline + cl, sizeof(cmdline) - cl, "%s%s",
 		                       i > optind ? " " : "", argv[i]);
-	setenv("CUPTRACE_CMDLINE", cmdline, 1);
+	if (cuptrace_private_env())
+		unsetenv("CUPTRACE_CMDLINE");
+	else
+		setenv("CUPTRACE_CMDLINE", cmdline, 1);
 
 	/* exec failures come back through a close-on-exec pipe. */
 	int ep[2];
@@ -679,12 +718,12 @@ int cmd_record(int argc, char **argv)
 	}
 	int status = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
 	/* Where did the trace go? The pid of the command is the one that matters first. */
-	char *expected = cuptrace_path_expand(outabs, (int)child_pid);
+	char *expected = none ? NULL : cuptrace_path_expand(outabs, (int)child_pid);
 	struct stat sb;
 	int have_main = expected && stat(expected, &sb) == 0 && sb.st_mtime >= started;
 	if (have_main)
 		fprintf(stderr, "cuptrace: %s: %lld bytes\n", expected, (long long)sb.st_size);
-	{
+	if (!none) {
 		/* Children of the command that used CUDA, and exec'd images: their traces are
 		 * NAME-<pid>.EXT, or the pattern's %p / %h filled in. */
 		size_t found = list_other_traces(outabs, expected, started);

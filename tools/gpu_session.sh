@@ -12,7 +12,7 @@ echo "== GPU tests"
 # Run directly (not through ctest) with a time limit each, so a hang shows where it was.
 export CUPTRACE_BIN="$build/cuptrace" CUPTRACE_EXAMPLES="$build/examples" \
 	CHECK_TRACE="$build/tests/check_trace" CUPTRACE_LIB="$build/libcuptrace.so" CUPTRACE_TMP=/tmp
-for t in gpu_record_test gpu_signals_test gpu_pytorch_test gpu_drills_test; do
+for t in gpu_record_test gpu_signals_test gpu_pytorch_test gpu_drills_test gpu_otlp_test; do
 	timeout "${GPU_TEST_TIMEOUT:-240}" sh -x "$src/tests/$t.sh" 2>&1
 	echo "$t: exit $?"
 done

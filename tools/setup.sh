@@ -2,8 +2,10 @@
 # Installs what cuptrace needs to build, on Debian or Ubuntu: cmake, a C compiler, pkg-config,
 # protobuf-c (protoc-c, and libprotobuf-c-dev: the shared runtime and its pkg-config file; the
 # build copies libprotobuf-c.so.1 into build/runtime-libs/ for GPU machines that lack it), zlib,
-# python3 (tests), clang with libFuzzer (tools/fuzz.sh). The CUDA toolkit (for CUPTI and nvcc) must already be at /usr/local/cuda or on
-# PATH.
+# python3 (tests), clang with libFuzzer (tools/fuzz.sh), libcurl's headers (--otlp: the library
+# itself is loaded at run time), Node.js and npm (tests/otlp_test.sh decodes the spans with
+# OpenTelemetry's npm package). The CUDA toolkit (for CUPTI and nvcc) must already be at
+# /usr/local/cuda or on PATH.
 set -eu
 need=""
 command -v cmake >/dev/null 2>&1 || need="$need cmake"
@@ -14,6 +16,10 @@ command -v protoc-c >/dev/null 2>&1 || need="$need protobuf-c-compiler"
 [ -f /usr/include/zlib.h ] || need="$need zlib1g-dev"
 command -v python3 >/dev/null 2>&1 || need="$need python3"
 command -v clang >/dev/null 2>&1 || need="$need clang"
+{ [ -f /usr/include/curl/curl.h ] || ls /usr/include/*/curl/curl.h; } >/dev/null 2>&1 ||
+	need="$need libcurl4-openssl-dev"
+command -v node >/dev/null 2>&1 || need="$need nodejs"
+command -v npm >/dev/null 2>&1 || need="$need npm"
 ls /usr/lib/llvm-*/lib/clang/*/lib/linux/libclang_rt.fuzzer-x86_64.a >/dev/null 2>&1 ||
 	need="$need libclang-rt-14-dev"
 if [ -n "$need" ]; then

@@ -139,6 +139,7 @@ int cuptrace_align(const struct cuptrace_align_in *in, size_t n, enum cuptrace_a
 	for (size_t i = 0; i < n; i++) {
 		struct cuptrace_align_out *o = &out[i];
 		size_t j = mach[i]; /* the first rank of i's machine */
+		o->machine = j;
 		if (mode == CUPTRACE_ALIGN_NONE) {
 			o->offset_ns = -in[i].first_ts;
 			o->clock = CUPTRACE_CLOCK_NONE;

@@ -59,6 +59,7 @@ struct cuptrace_align_out {
 	double drift; /* dimensionless: 1e-6 is one part per million */
 	int64_t anchor_ns;
 	enum cuptrace_align_clock clock;
+	size_t machine; /* the first input of the same machine: equal values, one machine */
 	size_t matched; /* collectives matched with the reference machine (NCCL refinement) */
 	int64_t realtime_error_ns; /* NCCL: how far the REALTIME placement was off at the anchor */
 };

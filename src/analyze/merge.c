@@ -316,7 +316,6 @@ static int rank_info(struct in_state *in, struct cuptrace_merge_result *r)
 	if (!in->machine && in->host && !(in->machine = strdup(in->host)))
 		return -ENOMEM;
 	r->host = in->host;
-	r->machine = in->machine;
 	r->collectives = in->nnccl;
 	r->start_boottime_ns = in->start_boottime_ns;
 	r->start_realtime_ns = in->start_realtime_ns;
@@ -324,22 +323,20 @@ static int rank_info(struct in_state *in, struct cuptrace_merge_result *r)
 }
 
 /* --ranks: inputs in rank order (those without a rank last, in input order). */
-static int rank_order(const struct cuptrace_merge *m, const struct cuptrace_merge_input *inputs,
-                      size_t *perm)
+static void rank_order(const struct cuptrace_merge *m, size_t *perm)
 {
 	for (size_t i = 0; i < m->n; i++)
 		perm[i] = i;
+	/* insertion sort: stable, and a job has few enough ranks */
 	for (size_t i = 1; i < m->n; i++)
 		for (size_t j = i; j > 0; j--) {
 			int a = m->in[perm[j - 1]].rank, b = m->in[perm[j]].rank;
-			if ((a < 0 && b >= 0) || (a >= 0 && b >= 0 && b < a)) {
-				size_t t = perm[j];
-				perm[j] = perm[j - 1];
-				perm[j - 1] = t;
-			}
+			if (!((a < 0 && b >= 0) || (a >= 0 && b >= 0 && b < a)))
+				break;
+			size_t t = perm[j];
+			perm[j] = perm[j - 1];
+			perm[j - 1] = t;
 		}
-	(void)inputs;
-	return 0;
 }
 
 /* --ranks: "rank R @ host" (or the file's name where the trace names no rank). */
@@ -374,7 +371,7 @@ static int plan_ranks(struct cuptrace_merge *m, const struct cuptrace_merge_inpu
 
 	if (!perm || !inputs || !res || !st || !ai || !ao || !made)
 		goto out;
-	rank_order(m, given, perm);
+	rank_order(m, perm);
 	for (size_t i = 0; i < n; i++) {
 		inputs[i] = given[perm[i]];
 		res[i] = m->in[perm[i]];

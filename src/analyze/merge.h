@@ -63,10 +63,11 @@ struct cuptrace_merge_result {
 	int32_t orig_pid;     /* its first process's pid, and the pid that process gets */
 	int32_t pid;
 	/* --ranks: the whole mapping (offset_ns above is its offset), the rank (-1 if the trace
-	 * does not say), the machine and host it ran on, its collectives and its own clocks. */
+	 * does not say), the host it ran on (map.machine groups the inputs by machine), its
+	 * collectives and its own clocks. */
 	struct cuptrace_align_out map;
 	int rank;
-	const char *machine, *host; /* owned by the merge */
+	const char *host; /* owned by the merge */
 	size_t collectives;
 	int64_t start_boottime_ns, start_realtime_ns;
 };

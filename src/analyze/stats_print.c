@@ -29,6 +29,8 @@ static void print_header(const struct cuptrace_stats *st, FILE *f, int md)
 		m = NULL;
 		for (size_t k = 0; k < 2 && !m && stats_known_lines[i].keys[k]; k++)
 			m = stats_meta_get(st, stats_known_lines[i].keys[k]);
+		if (m && !m->is_int && (!m->s || !*m->s))
+			m = NULL; /* "": removed on purpose (cuptrace share, private recording) */
 		if (m)
 			stats_meta_str(m, buf, sizeof(buf));
 		report_kv(f, md, LABEL_W, stats_known_lines[i].label, m ? buf : "(not recorded)",

@@ -144,7 +144,8 @@ static int st_begin(struct cuptrace_sink *sk, const struct cuptrace_trace_info *
 	/* Synthesized first, so that explicit entries of the same key win. */
 	if ((err = meta_set(s, "pid", 1, info->pid, NULL)) ||
 	    (info->process_name && (err = meta_set(s, "process_name", 0, 0, info->process_name))) ||
-	    (info->hostname && (err = meta_set(s, "hostname", 0, 0, info->hostname))) ||
+	    (info->hostname && *info->hostname &&
+	     (err = meta_set(s, "hostname", 0, 0, info->hostname))) ||
 	    (err = meta_set(s, "start_realtime_ns", 1, info->start_realtime_ns, NULL)) ||
 	    (err = set_metas(s, info->meta, info->nmeta)))
 		return fail(s, err);

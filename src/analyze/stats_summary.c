@@ -233,7 +233,8 @@ int stats_start_utc(const struct cuptrace_stats *st, int64_t *ns, char *buf, siz
 	char v[64];
 	struct tm tm;
 
-	if (!m || !stats_meta_int(m, ns))
+	/* 0: not recorded (a foreign trace, or a shared one whose start was removed). */
+	if (!m || !stats_meta_int(m, ns) || !*ns)
 		return 0;
 	time_t sec = (time_t)(*ns / 1000000000);
 	int64_t frac = *ns % 1000000000;

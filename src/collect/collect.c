@@ -13,6 +13,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <stddef.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
@@ -30,14 +31,17 @@
 
 #include "collect/api_enable.h"
 #include "collect/gpumetrics.h"
+#include "collect/collect_otlp.h"
 #include "collect/preload.h"
 #include "collect/queue.h"
 #include "collect/runtime_watch.h"
 #include "common/log.h"
+#include "common/privacy.h"
 #include "common/util.h"
 #include "convert/capture.h"
 #include "convert/convert.h"
 #include "format/formats.h"
+#include "format/otlp.h"
 
 #ifndef CUPTRACE_VERSION
 #define CUPTRACE_VERSION "0.1.0"
@@ -77,6 +81,7 @@ static struct session {
 
 	/* Owned by the writer thread. */
 	struct cuptrace_sink *sink;
+	struct cuptrace_sink *otlp; /* --otlp: inside sink (a tee with the file, or alone) */
 	struct cuptrace_converter *conv;
 	struct cuptrace_capture_writer *cap;
 	struct cuptrace_u64map tids;
@@ -650,6 +655,9 @@ static size_t collect_meta(struct kv *m, size_t max)
 	if (tool_cmd)
 		ADD("record_cmdline", "%s", tool_cmd);
 #undef ADD
+	if (cuptrace_private_env()) /* record --private: nothing that names the host or user */
+		n = cuptrace_private_filter(m, n, sizeof(*m), offsetof(struct kv, key),
+		                            offsetof(struct kv, val), sizeof(m->val));
 	return n;
 }
 
@@ -663,6 +671,11 @@ static int open_output(void)
 	struct kv meta[32];
 	size_t nmeta = collect_meta(meta, 32);
 	if (S.capture) {
+		if (cuptrace_collect_otlp_wanted())
+			cuptrace_warn(
+			    "OTLP needs a converted trace, not a raw capture: no spans are "
+			    "sent (cuptrace convert %s --otlp URL sends them later)",
+			    S.path);
 		S.cap = cuptrace_capture_writer_open(S.path);
 		if (!S.cap)
 			return -errno;
@@ -670,9 +683,20 @@ static int open_output(void)
 			cuptrace_capture_meta(S.cap, meta[i].key, meta[i].val);
 		return cuptrace_capture_flush(S.cap);
 	}
-	S.sink = cuptrace_sink_open(S.path, fmt, getenv("CUPTRACE_COMPRESS"));
-	if (!S.sink)
+	/* -o none: spans only. A collector that cannot be used costs the spans, not the file. */
+	int none = !strcmp(S.path, "none");
+	S.sink = none ? NULL : cuptrace_sink_open(S.path, fmt, getenv("CUPTRACE_COMPRESS"));
+	if (!none && !S.sink)
 		return -errno;
+	S.otlp = cuptrace_collect_otlp_wanted() ? cuptrace_collect_otlp_open() : NULL;
+	if (none && !S.otlp)
+		return -ENOENT;
+	if (S.otlp)
+		S.sink = S.sink ? cuptrace_tee_sink_new(S.sink, S.otlp) : S.otlp;
+	if (!S.sink) {
+		S.otlp = NULL; /* the tee freed both */
+		return -ENOMEM;
+	}
 	struct cuptrace_meta m[32];
 	for (size_t i = 0; i < nmeta; i++)
 		m[i] = (struct cuptrace_meta){.key = meta[i].key, .s = meta[i].val};
@@ -682,7 +706,7 @@ static int open_output(void)
 	struct cuptrace_trace_info info = {
 	    .pid = S.pid,
 	    .process_name = comm,
-	    .hostname = host,
+	    .hostname = cuptrace_private_env() ? "" : host, /* "": none; NULL: the writer's */
 	    .start_realtime_ns = S.start_real,
 	    .start_boottime_ns = S.start_boot,
 	    .trace_uuid_hi = cuptrace_hash64((uint64_t)S.start_real ^ ((uint64_t)S.pid << 32)),
@@ -897,14 +921,15 @@ int cuptrace_collect_start(const char *path, int injected)
 	 * their own: without %p in the name they would overwrite the command's trace. */
 	char *own = NULL;
 	const char *root = getenv("CUPTRACE_ROOT_PID");
-	if (root && atoi(root) != (int)S.pid && !strstr(tmpl, "%p") && !strstr(tmpl, "%r"))
+	int none = !strcmp(tmpl, "none"); /* no file (--otlp only): no name to claim */
+	if (root && !none && atoi(root) != (int)S.pid && !strstr(tmpl, "%p") && !strstr(tmpl, "%r"))
 		own = cuptrace_path_with_tag(tmpl, "%p");
 	S.path = cuptrace_path_expand(own ? own : tmpl, (int)S.pid);
 	free(own);
 	/* An exec'd image has its predecessor's pid, so its predecessor's name: pick the first
 	 * of NAME-<pid>.EXT, NAME-<pid>-2.EXT, ... that no earlier image wrote. */
-	for (int k = 1; S.path && (path_taken(S.path) || written_this_run(S.path)) && k < 1000;
-	     k++) {
+	for (int k = 1;
+	     S.path && !none && (path_taken(S.path) || written_this_run(S.path)) && k < 1000; k++) {
 		char tag[48];
 		if (k == 1)
 			snprintf(tag, sizeof(tag), "%d", (int)S.pid);
@@ -1045,7 +1070,10 @@ static void print_summary(double finish_ms)
 	        (unsigned long long)atomic_load(&S.records_dropped),
 	        (unsigned long long)atomic_load(&S.buffers_dropped),
 	        (unsigned long long)S.bytes_written, finish_ms);
-	fprintf(stderr, "cuptrace: trace written to %s\n", S.path);
+	if (S.otlp)
+		cuptrace_collect_otlp_summary(S.otlp);
+	if (strcmp(S.path, "none"))
+		fprintf(stderr, "cuptrace: trace written to %s\n", S.path);
 }
 
 static uint64_t file_size(const char *path)
@@ -1189,10 +1217,11 @@ static void finish_session(void)
 		e = S.sink->ops->finish(S.sink);
 		err = err ? err : e;
 	}
+	int to_file = strcmp(S.path, "none") != 0; /* -o none: OTLP only */
 	int idle = !err && no_cuda_work();
-	if (idle)
+	if (idle && to_file)
 		unlink(S.path);
-	S.bytes_written = idle ? 0 : file_size(S.path);
+	S.bytes_written = idle || !to_file ? 0 : file_size(S.path);
 	double ms = (double)(cuptrace_now_ns(CLOCK_MONOTONIC) - t0) / 1e6;
 	note_write_err(err);
 	if (!atomic_load(&S.buffers) && S.records == 0)
@@ -1218,6 +1247,7 @@ static void finish_session(void)
 	}
 	cuptrace_sink_destroy(S.sink);
 	S.sink = NULL;
+	S.otlp = NULL;
 	if (S.subscriber) {
 		cuptiUnsubscribe(S.subscriber);
 		S.subscriber = NULL;

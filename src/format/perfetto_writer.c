@@ -361,7 +361,9 @@ static int pf_begin(struct cuptrace_sink *sk, const struct cuptrace_trace_info *
 		un.machine = os_mach;
 		si.utsname = &un;
 	}
-	si.machine_name = (char *)(info->hostname ? info->hostname : local ? host : NULL);
+	const char *machine = info->hostname ? info->hostname : local ? host : NULL;
+	/* "" is a host name removed on purpose (`cuptrace share`, private recording): none. */
+	si.machine_name = (char *)(machine && *machine ? machine : NULL);
 	sp.system_info = &si;
 	if (emit_meta(s, &sp))
 		return s->err;

@@ -1,0 +1,490 @@
+/* cuptrace share: a copy of a trace that is safe to attach to a public bug report (no host,
+ * user, paths, arguments; optionally no names and only part of the timeline), and OUT.md, its
+ * summary to paste above the attachment. The rewriting is src/analyze/share.c; this file reads
+ * the options, runs the passes and picks the window that fits --max-size. */
+#include <errno.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "analyze/share.h"
+#include "analyze/stats.h"
+#include "cmd.h"
+#include "format/formats.h"
+
+static void share_usage(FILE *f)
+{
+	fprintf(f,
+	        "usage: cuptrace share TRACE -o OUTPUT [options]\n\n"
+	        "Writes a copy of TRACE (any format cuptrace reads) that is safe to attach to a\n"
+	        "public bug report, and OUTPUT.md, its summary (stats --markdown of the copy).\n"
+	        "Always removed: the host name, user names, home directories, the command\n"
+	        "line's arguments (the program's base name stays), boot id and GPU serial\n"
+	        "numbers, the start's wall-clock time; absolute paths anywhere become base names.\n"
+	        "What was removed or changed is printed on stderr. OUTPUT's extension picks the\n"
+	        "format: .pftrace (default), .pftrace.gz, .json, .json.gz.\n\n"
+	        "  -o, --output PATH      output file (required)\n"
+	        "      --redact-names     kernel, NVTX, operator, thread and stream names become\n"
+	        "                         tokens (kernel_3f9a2c1b7d4e): equal names, equal tokens\n"
+	        "                         in every file shared with the same --salt\n"
+	        "      --salt S           the tokens' key (default: empty; with the default,\n"
+	        "                         anyone can check a guessed name against its token)\n"
+	        "      --window FROM:TO   keep only this part of the timeline: times from the\n"
+	        "                         trace's start (1.5s, 200ms, 10us, 500ns; either side\n"
+	        "                         may be empty) or NAME#K, the K-th range named NAME\n"
+	        "                         (--window NAME#K alone: that range)\n"
+	        "      --max-size SIZE    keep the busiest window that fits in SIZE bytes\n"
+	        "                         (25M, 500k, 1G; M = 1000000, Mi = 1048576)\n"
+	        "      --keep-time        keep the wall-clock and boot time of the start\n"
+	        "  -h, --help             this help\n");
+}
+
+static int parse_size(const char *s, uint64_t *out)
+{
+	char *end;
+	errno = 0;
+	double v = strtod(s, &end);
+	if (end == s || errno || !(v > 0))
+		return -1;
+	double mul = 1;
+	const char *u = end;
+	int bin = u[0] && (u[1] == 'i' || u[1] == 'I');
+	switch (*u) {
+	case 'k':
+	case 'K':
+		mul = bin ? 1024.0 : 1e3;
+		break;
+	case 'm':
+	case 'M':
+		mul = bin ? 1048576.0 : 1e6;
+		break;
+	case 'g':
+	case 'G':
+		mul = bin ? 1073741824.0 : 1e9;
+		break;
+	case 0:
+		break;
+	default:
+		return -1;
+	}
+	if (*u) {
+		u += 1 + bin;
+		if (*u == 'b' || *u == 'B')
+			u++;
+	}
+	if (*u || v * mul > 1e15 || v * mul < 1)
+		return -1;
+	*out = (uint64_t)(v * mul);
+	return 0;
+}
+
+/* A time from the trace's start: NUMBER[s|ms|us|ns] (plain: seconds). */
+static int parse_time(const char *s, size_t n, int64_t *out)
+{
+	char buf[64], *end;
+	if (!n || n >= sizeof(buf))
+		return -1;
+	memcpy(buf, s, n);
+	buf[n] = 0;
+	errno = 0;
+	double v = strtod(buf, &end);
+	if (end == buf || errno || !(v >= 0) || isinf(v))
+		return -1;
+	double mul = !strcmp(end, "") || !strcmp(end, "s") ? 1e9
+	             : !strcmp(end, "ms")                  ? 1e6
+	             : !strcmp(end, "us")                  ? 1e3
+	             : !strcmp(end, "ns")                  ? 1
+	                                                   : -1;
+	if (mul < 0 || v * mul > 9e18)
+		return -1;
+	*out = (int64_t)llround(v * mul);
+	return 0;
+}
+
+/* One end of --window: empty, a time, or NAME#K. */
+struct wend {
+	int empty;
+	int64_t t;
+	char *name;
+	size_t k;
+};
+
+static int parse_end(const char *s, size_t n, struct wend *e)
+{
+	memset(e, 0, sizeof(*e));
+	if (!n) {
+		e->empty = 1;
+		return 0;
+	}
+	if (!parse_time(s, n, &e->t))
+		return 0;
+	size_t h = n;
+	while (h && s[h - 1] >= '0' && s[h - 1] <= '9')
+		h--;
+	if (h == n || h < 2 || s[h - 1] != '#' || n - h > 9)
+		return -1;
+	e->k = (size_t)strtoul(s + h, NULL, 10);
+	if (!e->k || !(e->name = strndup(s, h - 1)))
+		return -1;
+	return 0;
+}
+
+/* FROM:TO, or NAME#K alone. Names may hold ':' (aten::mm#2): every split is tried first, then
+ * the whole as one NAME#K. */
+static int parse_window(const char *s, struct wend *from, struct wend *to)
+{
+	size_t n = strlen(s);
+	for (const char *c = strchr(s, ':'); c; c = strchr(c + 1, ':')) {
+		if (!parse_end(s, (size_t)(c - s), from) &&
+		    !parse_end(c + 1, n - (size_t)(c - s) - 1, to))
+			return 0;
+		free(from->name);
+		free(to->name);
+		from->name = to->name = NULL;
+	}
+	if (parse_end(s, n, from) || !from->name) {
+		free(from->name);
+		from->name = NULL;
+		return -1;
+	}
+	*to = *from;
+	return (to->name = strdup(from->name)) ? 0 : -1;
+}
+
+static void fmt_time(int64_t ns, char *buf, size_t cap)
+{
+	snprintf(buf, cap, "%.6f s", (double)ns / 1e9);
+}
+
+static int open_failed; /* the last write_pass could not create its file */
+
+/* One rewrite of in into path. Returns 0 or a negative errno; *size the file's bytes. */
+static int write_pass(struct cuptrace_share *sh, const char *in, const char *path,
+                      const struct cuptrace_share_window *w, uint64_t *size)
+{
+	struct cuptrace_sink *wr = cuptrace_sink_open(path, NULL, NULL);
+	if (!wr) {
+		open_failed = 1;
+		return -errno;
+	}
+	struct cuptrace_sink *s = cuptrace_share_sink_new(sh, wr, w);
+	if (!s)
+		return -ENOMEM;
+	int r = cmd_replay(in, s);
+	int f = s->ops->finish(s);
+	cuptrace_sink_destroy(s);
+	struct stat st;
+	if (!r && !f && stat(path, &st))
+		f = -errno;
+	if (r || f) {
+		unlink(path);
+		return r ? r : f;
+	}
+	*size = (uint64_t)st.st_size;
+	return 0;
+}
+
+/* OUT.md: `stats --markdown` of what was written, read back. */
+static int write_md(const char *out, const char *md)
+{
+	struct cuptrace_stats st;
+	memset(&st, 0, sizeof(st));
+	struct cuptrace_sink *sink = cuptrace_stats_sink_new(&st);
+	if (!sink)
+		return -ENOMEM;
+	int r = cmd_replay(out, sink);
+	if (!r)
+		r = sink->ops->finish(sink);
+	cuptrace_sink_destroy(sink);
+	FILE *f = r ? NULL : fopen(md, "w");
+	if (!r && !f)
+		r = -errno;
+	if (f) {
+		cuptrace_stats_print(&st, f, 1);
+		if (fclose(f))
+			r = -EIO;
+	}
+	cuptrace_stats_free(&st);
+	return r;
+}
+
+struct search {
+	uint64_t max;
+	struct cuptrace_share_window user; /* where to look (the whole trace, or --window) */
+	struct cuptrace_share_window best;
+	uint64_t best_size;
+	int found;
+};
+
+/* --max-size: the most events whose busiest window fits, by writing candidates to tmp and
+ * keeping the best as out. The first candidate is everything; then the count of events is
+ * scaled by the size it gave, inside the bracket of counts known to fit and not to fit. */
+static int search_size(struct cuptrace_share *sh, const struct cuptrace_share_scan *sc,
+                       const char *in, const char *out, const char *tmp, struct search *s)
+{
+	uint64_t size = 0;
+	int r = write_pass(sh, in, tmp, s->user.on ? &s->user : NULL, &size);
+	if (r)
+		return r;
+	if (size <= s->max) {
+		s->found = 1;
+		s->best = s->user;
+		s->best_size = size;
+		return rename(tmp, out) ? -errno : 0;
+	}
+	int64_t lo, hi;
+	cuptrace_share_span(sc, &lo, &hi);
+	if (s->user.on) {
+		lo = s->user.from;
+		hi = s->user.to;
+	}
+	uint64_t total = cuptrace_share_count(sc, lo, hi);
+	uint64_t fit = 0, nofit = total + 1, k = total;
+	uint64_t last_size = size;
+	for (int iter = 0; iter < 16 && nofit - fit > 1 && nofit - fit > fit / 100; iter++) {
+		/* Sizes grow about linearly with events: aim a little under, then close in. */
+		double target = (double)s->max * (fit ? 0.995 : 0.97);
+		uint64_t next = (uint64_t)((double)k * target / (double)last_size);
+		uint64_t step = (nofit - fit) / 2 < fit / 50 + 1 ? (nofit - fit) / 2 : fit / 50 + 1;
+		step = step ? step : 1;
+		if (next <= fit)
+			next = fit + step;
+		if (next >= nofit)
+			next = nofit - step > fit ? nofit - step : fit + 1;
+		k = next ? next : 1;
+		struct cuptrace_share_window w;
+		if (cuptrace_share_busiest(sc, k, lo, hi, &w))
+			break;
+		if ((r = write_pass(sh, in, tmp, &w, &size)))
+			return r;
+		last_size = size;
+		if (size <= s->max) {
+			fit = k;
+			s->found = 1;
+			s->best = w;
+			s->best_size = size;
+			if (rename(tmp, out))
+				return -errno;
+			if (size >= s->max / 100 * 99)
+				break; /* close enough: a percent of the size */
+		} else {
+			nofit = k;
+		}
+	}
+	unlink(tmp);
+	return 0;
+}
+
+int cmd_share(int argc, char **argv)
+{
+	static const struct option opts[] = {
+	    {"output", required_argument, NULL, 'o'},   {"redact-names", no_argument, NULL, 'r'},
+	    {"salt", required_argument, NULL, 's'},     {"window", required_argument, NULL, 'w'},
+	    {"max-size", required_argument, NULL, 'm'}, {"keep-time", no_argument, NULL, 't'},
+	    {"help", no_argument, NULL, 'h'},           {0},
+	};
+	const char *out = NULL, *window = NULL;
+	struct cuptrace_share_opts o = {.sz = sizeof(o)};
+	uint64_t max = 0;
+	optind = 1;
+	int c;
+	while ((c = getopt_long(argc, argv, "o:h", opts, NULL)) != -1) {
+		switch (c) {
+		case 'o':
+			out = optarg;
+			break;
+		case 'r':
+			o.redact_names = 1;
+			break;
+		case 's':
+			o.salt = optarg;
+			break;
+		case 'w':
+			window = optarg;
+			break;
+		case 'm':
+			if (parse_size(optarg, &max)) {
+				fprintf(
+				    stderr,
+				    "cuptrace share: bad value for --max-size: '%s' (e.g. 25M)\n",
+				    optarg);
+				return EXIT_USAGE;
+			}
+			break;
+		case 't':
+			o.keep_time = 1;
+			break;
+		case 'h':
+			share_usage(stdout);
+			return 0;
+		default:
+			share_usage(stderr);
+			return EXIT_USAGE;
+		}
+	}
+	if (optind != argc - 1 || !out) {
+		fprintf(stderr, "cuptrace share: need one TRACE and -o OUTPUT\n\n");
+		share_usage(stderr);
+		return EXIT_USAGE;
+	}
+	if (o.salt && !o.redact_names) {
+		fprintf(stderr, "cuptrace share: --salt needs --redact-names\n");
+		return EXIT_USAGE;
+	}
+	struct wend from = {.empty = 1}, to = {.empty = 1};
+	if (window && parse_window(window, &from, &to)) {
+		fprintf(stderr,
+		        "cuptrace share: bad value for --window: '%s' (FROM:TO with times like "
+		        "1.5s, 200ms, 10us, or NAME#K)\n",
+		        window);
+		return EXIT_USAGE;
+	}
+	const char *in = argv[optind];
+	char rin[PATH_MAX], rout[PATH_MAX];
+	int ret = EXIT_FAIL;
+	struct cuptrace_share_scan *sc = NULL;
+	struct cuptrace_share *sh = NULL;
+	char *md = NULL, *tmp = NULL;
+	if (access(in, R_OK)) {
+		fprintf(stderr, "cuptrace share: cannot read %s: %s\n", in, strerror(errno));
+		goto out;
+	}
+	if (realpath(in, rin) && realpath(out, rout) && !strcmp(rin, rout)) {
+		fprintf(stderr, "cuptrace share: OUTPUT must not be TRACE itself\n");
+		ret = EXIT_USAGE;
+		goto out;
+	}
+	const char *names[2];
+	size_t nnames = 0;
+	if (from.name)
+		names[nnames++] = from.name;
+	if (to.name && (!from.name || strcmp(to.name, from.name)))
+		names[nnames++] = to.name;
+	if (!(sc = cuptrace_share_scan_new(names, nnames, window || max))) {
+		fprintf(stderr, "cuptrace share: out of memory\n");
+		goto out;
+	}
+	struct cuptrace_sink *scan = cuptrace_share_scan_sink(sc);
+	int r = cmd_replay(in, scan);
+	if (!r)
+		r = scan->ops->finish(scan);
+	if (r) {
+		fprintf(stderr, "cuptrace share: cannot read %s: %s\n", in, strerror(-r));
+		goto out;
+	}
+
+	/* The window in trace time. */
+	struct cuptrace_share_window w = {0};
+	int64_t first, last;
+	cuptrace_share_span(sc, &first, &last);
+	if (window) {
+		int64_t a, b;
+		w.on = 1;
+		w.from = from.empty ? INT64_MIN : from.t;
+		w.to = to.empty ? INT64_MAX : to.t;
+		if (from.name && cuptrace_share_range(sc, from.name, from.k, &w.from, &b)) {
+			fprintf(stderr,
+			        "cuptrace share: --window: %s has no range #%zu named '%s'\n", in,
+			        from.k, from.name);
+			goto out;
+		}
+		if (to.name && cuptrace_share_range(sc, to.name, to.k, &a, &w.to)) {
+			fprintf(stderr,
+			        "cuptrace share: --window: %s has no range #%zu named '%s'\n", in,
+			        to.k, to.name);
+			goto out;
+		}
+		if (w.from > w.to) {
+			fprintf(stderr, "cuptrace share: --window: %s ends before it starts\n",
+			        window);
+			ret = EXIT_USAGE;
+			goto out;
+		}
+	}
+	if (!(sh = cuptrace_share_new(&o, sc)) || !(md = malloc(strlen(out) + 4)) ||
+	    !(tmp = malloc(strlen(out) + 16))) {
+		fprintf(stderr, "cuptrace share: out of memory\n");
+		goto out;
+	}
+	sprintf(md, "%s.md", out);
+	/* Beside OUTPUT and with its extension, which picks the format whose size counts. */
+	const char *base = strrchr(out, '/');
+	base = base ? base + 1 : out;
+	sprintf(tmp, "%.*s.partial-%s", (int)(base - out), out, base);
+
+	uint64_t size = 0;
+	if (max) {
+		struct search s = {.max = max, .user = w};
+		if ((r = search_size(sh, sc, in, out, tmp, &s)))
+			goto failed;
+		if (!s.found) {
+			fprintf(stderr,
+			        "cuptrace share: no window of %s fits in %" PRIu64
+			        " bytes (its metadata and tracks alone may not)\n",
+			        in, max);
+			unlink(out);
+			goto out;
+		}
+		w = s.best;
+		/* Once more, the window kept: the report below is of what was written. */
+		if ((r = write_pass(sh, in, out, w.on ? &w : NULL, &size)))
+			goto failed;
+	} else if ((r = write_pass(sh, in, out, w.on ? &w : NULL, &size))) {
+		goto failed;
+	}
+	if ((r = write_md(out, md))) {
+		fprintf(stderr, "cuptrace share: cannot write %s: %s\n", md, strerror(-r));
+		goto out;
+	}
+
+	cuptrace_share_report(sh, stderr, "cuptrace share: ");
+	if (w.on) {
+		struct cuptrace_share_kept k = cuptrace_share_kept(sh);
+		char a[48], b[48], e[48], s0[48];
+		fmt_time(w.from < first ? first : w.from, a, sizeof(a));
+		fmt_time(w.to > last ? last : w.to, b, sizeof(b));
+		fmt_time(first, s0, sizeof(s0));
+		fmt_time(last, e, sizeof(e));
+		char why[96] = "";
+		if (max)
+			snprintf(why, sizeof(why), "the busiest that fits in %" PRIu64 " bytes; ",
+			         max);
+		fprintf(stderr,
+		        "cuptrace share: window: %s to %s of %s to %s (%sslices that cross its "
+		        "edges kept whole)\n",
+		        a, b, s0, e, why);
+		fprintf(stderr,
+		        "cuptrace share: kept %" PRIu64 " of %" PRIu64 " slices, %" PRIu64
+		        " of %" PRIu64 " instants, %" PRIu64 " of %" PRIu64
+		        " counter values, %" PRIu64 " of %" PRIu64 " flows\n",
+		        k.slices, k.slices_in, k.instants, k.instants_in, k.counters, k.counters_in,
+		        k.flows, k.flows_in);
+	} else if (max) {
+		fprintf(stderr,
+		        "cuptrace share: window: the whole trace fits in %" PRIu64 " bytes\n", max);
+	}
+	fprintf(stderr, "cuptrace share: wrote %s (%" PRIu64 " bytes) and %s\n", out, size, md);
+	ret = 0;
+	goto out;
+failed:
+	if (open_failed)
+		fprintf(stderr, "cuptrace share: cannot write %s: %s\n", out, strerror(-r));
+	else
+		fprintf(stderr, "cuptrace share: %s -> %s failed: %s\n", in, out, strerror(-r));
+out:
+	if (tmp)
+		unlink(tmp);
+	free(tmp);
+	free(md);
+	free(from.name);
+	free(to.name);
+	cuptrace_share_free(sh);
+	cuptrace_share_scan_free(sc);
+	return ret;
+}
