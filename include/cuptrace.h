@@ -36,8 +36,9 @@
  *                         a context is created on, as counter tracks under the GPU; or a
  *                         comma-separated list of CUPTI metric names; unset or 0: off
  *   CUPTRACE_GPU_METRICS_RATE  samples per second per GPU (default 10000)
- *   CUPTRACE_GPU_METRICS_CLOCK realtime (default) | boottime | monotonic | monotonic_raw: the
- *                         clock assumed for PM sample timestamps (not yet confirmed on a GPU)
+ *   CUPTRACE_GPU_METRICS_CLOCK auto (default) | realtime | boottime | monotonic |
+ *                         monotonic_raw: the clock of PM sample timestamps (auto: found per
+ *                         GPU from the first sample; they follow CUPTI's clock)
  *   CUPTRACE_SUMMARY      1 (default) prints the end-of-run summary on stderr; 0 silences it
  *   CUPTRACE_LOG          error | warn (default) | info | debug
  *   CUPTRACE_CMDLINE      the traced command line, as `cuptrace record` saw it (metadata)

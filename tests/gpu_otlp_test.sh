@@ -71,9 +71,10 @@ if rec nvtx --otlp "$otlp_url/run-nvtx" -o nv.pftrace -- "$ex/nvtx"; then
 fi
 
 # 2. Instead of the file: -o none, 8 threads x 1000 launches.
-rm -f "$tmp"/cuptrace-*.pftrace
+ls "$tmp" >"$tmp/files.before"
 if rec none --otlp "$otlp_url/run-none" -o none -- "$ex/multi_stream" 8 1000; then
-	ls "$tmp"/*.pftrace >/dev/null 2>&1 && bad "-o none wrote a file"
+	ls "$tmp" | grep -v -x -F -f "$tmp/files.before" | grep -v -x -e none.log -e files.before -e files.new \
+		>"$tmp/files.new" && bad "-o none wrote a file: $(cat "$tmp/files.new")"
 	grep -q "trace written" "$tmp/none.log" && bad "-o none: says a trace was written"
 	counts none "n['cudaLaunchKernel'] == 8000 and cat['kernel'] == 8000 and all(
 	par(s) == 'cudaLaunchKernel' for s in sp if s['attributes'].get('category') == 'kernel')"

@@ -1,8 +1,8 @@
 #!/bin/sh
 # GPU metrics without a GPU: the record options (bad values refused before anything runs,
-# --list-gpu-metrics failing clearly where there is no GPU), and the synthetic GPU metrics
-# capture of tests/data (written by tests/test_gpumetrics.c; SYNTHETIC until one recorded on a
-# GPU replaces it) through stats, Chrome JSON and Perfetto.
+# --list-gpu-metrics failing clearly where there is no GPU), the synthetic capture of tests/data
+# (written by tests/test_gpumetrics.c: exact values) and the one recorded on an H100 (known
+# answers of the workload) through stats, Chrome JSON and Perfetto.
 set -u
 ct=${CUPTRACE_BIN:?}
 data=${CUPTRACE_TEST_DATA:?}
@@ -57,5 +57,24 @@ expect 0 "GPU metrics per kernel" "$ct" stats "$tmp/gm.pftrace"
 grep -Eq "mm_bf16 +1 +0.500 +90.00 +10.00" "$tmp/out" ||
 	{ echo "FAIL: stats of the Perfetto trace:"; cat "$tmp/out"; fail=1; }
 expect 0 "GPU metrics per kernel" "$ct" stats "$tmp/gm.json"
+
+# The capture recorded on an H100 (`record --gpu-metrics --capture -- tests/gpumetrics_work
+# 1024`, driver 580): the known answers of tests/gpu/check_gpumetrics.py hold in its Chrome
+# JSON (tensor activity in the bf16 matmul and none in saxpy, DRAM read + write = 2 x bytes /
+# time for each device-to-device copy, SM activity ~0 in the idle gap), in its Perfetto file
+# read back, and stats' per-kernel table has the matmul with its tensor activity.
+h100=$data/gm_h100.cupti
+expect 0 "gpu0_metrics_samples: *6810" "$ct" stats "$h100"
+grep -Eq "mm_bf16.* 8 +154\.[0-9]+ +9[0-9]\.[0-9]+ .* [5-9]\.[0-9]+ +1[0-9]{3}\." "$tmp/out" ||
+	{ echo "FAIL: stats of the H100 capture: mm_bf16 row:"; grep -A9 "GPU metrics per kernel" "$tmp/out"; fail=1; }
+if command -v python3 >/dev/null 2>&1; then
+	expect 0 "" "$ct" convert "$h100" -o "$tmp/h100.json"
+	python3 "$(dirname "$0")/gpu/check_gpumetrics.py" "$tmp/h100.json" >"$tmp/check.txt" ||
+		{ echo "FAIL: known answers in the H100 capture's JSON:"; cat "$tmp/check.txt"; fail=1; }
+	expect 0 "" "$ct" convert "$h100" -o "$tmp/h100.pftrace"
+	expect 0 "" "$ct" convert "$tmp/h100.pftrace" -o "$tmp/h100-back.json"
+	python3 "$(dirname "$0")/gpu/check_gpumetrics.py" "$tmp/h100-back.json" >"$tmp/check.txt" ||
+		{ echo "FAIL: known answers after Perfetto and back:"; cat "$tmp/check.txt"; fail=1; }
+fi
 [ $fail -eq 0 ] && echo "PASS gpumetrics_cli ($n commands)"
 exit $fail

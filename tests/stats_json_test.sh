@@ -95,6 +95,10 @@ for s in j["names"][:20]:
     share = "" if s["gpu_share_pct"] is None else "%.1f" % s["gpu_share_pct"]
     want.append([s["name"], s["category"], str(s["count"]), ms(s["total_ns"]), us(s["avg_ns"]),
                  us(s["min_ns"]), us(s["max_ns"]), share])
+# The text cuts long names with "...": compare those by their beginning.
+for t, w in zip(names, want):
+    if t and t[0].endswith("...") and w[0].startswith(t[0][:-3].rstrip()):
+        w[0] = t[0]
 eq("names", names, want)
 if len(j["names"]) > 20:
     eq("names title", next(l for l in lines if l.startswith("Top ")),

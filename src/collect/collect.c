@@ -655,9 +655,17 @@ static size_t collect_meta(struct kv *m, size_t max)
 	if (tool_cmd)
 		ADD("record_cmdline", "%s", tool_cmd);
 #undef ADD
-	if (cuptrace_private_env()) /* record --private: nothing that names the host or user */
+	if (cuptrace_private_env()) { /* record --private: nothing that names the host or user */
 		n = cuptrace_private_filter(m, n, sizeof(*m), offsetof(struct kv, key),
 		                            offsetof(struct kv, val), sizeof(m->val));
+		/* An empty host name, as the live writers get: "no host" in a converted capture
+		 * too, where a capture with no host name at all reads as an unknown one ("?"). */
+		if (n < max) {
+			snprintf(m[n].key, sizeof(m[n].key), "hostname");
+			m[n].val[0] = 0;
+			n++;
+		}
+	}
 	return n;
 }
 
@@ -1184,7 +1192,7 @@ static void finish_session(void)
 	for (size_t i = 0; i < CUPTRACE_NKINDS; i++)
 		cuptiActivityDisable(cuptrace_kinds[i]);
 	/* After the activity flush: disabling PM sampling may tear CUPTI state down. */
-	cuptrace_gm_stop();
+	cuptrace_gm_stop(S.injected);    /* an injected session ends with its process */
 	atomic_store(&S.state, ST_DONE); /* later buffers are freed, not queued */
 	atomic_store(&S.stop_flusher, 1);
 	if (S.have_flusher && !pthread_equal(pthread_self(), S.flusher)) {

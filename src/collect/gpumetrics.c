@@ -7,10 +7,23 @@
  * Memory: the queue is bounded (GM_QUEUE_MAX bytes); what does not fit is counted as lost and
  * shows as a gap in the counters.
  *
- * NOT YET RUN ON A GPU (no device was available when this was written): the sequence follows
- * cupti_pmsampling.h and cupti_profiler_host.h of CUDA 13. The clock of the sample timestamps
- * is assumed to be CLOCK_REALTIME-like GPU time (CUPTRACE_GPU_METRICS_CLOCK picks another);
- * a first sample far from the expected time falls back to aligning it with the Start call. */
+ * Start: the thread that creates a device's first context waits (bounded) until the sampler
+ * has set the device up, so the program's first kernels are sampled (setup took ~0.5 s on an
+ * H100).
+ *
+ * End (H100, driver 580, CUPTI 13.0): cuptiPmSamplingDisable at the end of a traced run died in
+ * libnvperf_host ("double free or corruption"), or Stop hung, though tests/gpu/pm_probe.cu
+ * with the same calls never did. So sampling is stopped and its last samples decoded in an exit
+ * handler registered when sampling starts (it runs before CUDA's own), and at the process's end
+ * it is not disabled (dev_finish); every wait on the sampler is bounded. A device whose last
+ * context is destroyed mid-run is stopped and disabled on the destroying thread, under the
+ * device's lock, which the sampler holds for every call on that device (not yet run).
+ *
+ * Sample clock: the samples follow CUPTI's clock (BOOTTIME under this library's timestamp
+ * callback, REALTIME without one, on the H100). Which one is checked per device: the first
+ * sample ends just after the Start call, so the clock whose reading around Start is nearest to
+ * that end is taken (CUPTRACE_GPU_METRICS_CLOCK forces one). The first sample itself starts
+ * wherever the counters were last read (seconds before) and is dropped. */
 #define _GNU_SOURCE
 #include "collect/gpumetrics.h"
 
@@ -27,16 +40,19 @@
 #include <string.h>
 #include <sys/prctl.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "common/log.h"
 #include "common/util.h"
 #include "convert/gpumetrics.h"
 
-#define GM_MAX_DEV     64
-#define GM_MAX_METRICS 64
-#define GM_DECODE_MS   50
-#define GM_QUEUE_MAX   (64u << 20)
-#define GM_HWBUF       (64u << 20)
+#define GM_MAX_DEV      64
+#define GM_MAX_METRICS  64
+#define GM_DECODE_MS    50
+#define GM_QUEUE_MAX    (64u << 20)
+#define GM_HWBUF        (64u << 20)
+#define GM_STOP_WAIT_S  3
+#define GM_START_WAIT_S 5
 
 struct gm_item {
 	struct gm_item *next;
@@ -52,37 +68,55 @@ struct gm_item {
 };
 
 struct gm_dev {
+	pthread_mutex_t mu; /* every CUPTI call on this device, and the fields below */
 	int wanted, active, failed;
+	int start_pending; /* G.lock: a context's thread waits for the start (G.started) */
 	CUpti_PmSampling_Object *obj;
 	CUpti_Profiler_Host_Object *host;
 	const char *metrics[GM_MAX_METRICS];
 	size_t nmetrics;
 	uint8_t *img, *blank;
 	size_t img_size;
-	int config_sent;
+	int config_sent, first_pending;
+	int contexts; /* live contexts on this device (G.lock) */
 	int64_t offset_ns;
-	int64_t start_call_boot; /* BOOTTIME just before Start */
+	int64_t start_boot, start_real; /* BOOTTIME and REALTIME just before Start */
 	char name[128];
 	uint64_t lost;
 	char *list;     /* this device's copy of the metric list: metrics[] point into it */
 	uint8_t *avail; /* counter availability image: the host object may refer to it */
+	uint8_t *cfg;   /* config image: CUPTI keeps the pointer from SetConfig and reads it in
+	                 * every decode (freeing it after SetConfig crashed the first decode) */
 };
 
 static struct {
 	int on;
 	uint64_t interval_ns;
 	char *list; /* CUPTRACE_GPU_METRICS as given, when a list */
-	clockid_t clock;
+	int clock;  /* forced sample clock, or -1: found per device */
 	pthread_mutex_t lock;
-	pthread_cond_t cond;
+	pthread_cond_t cond, started;
 	pthread_t thread;
 	int have_thread, stop, profiler_ready;
+	int atexit_set, abandoned;
+	int exiting; /* the process is ending: sampling is stopped, not disabled (dev_finish) */
+	pid_t pid;   /* the process that started the sampler thread (a forked child has none) */
 	struct gm_dev dev[GM_MAX_DEV];
 	struct gm_item *head, *tail;
 	size_t queued;
 	atomic_ullong lost_samples;
 	char status[256];
-} G = {.lock = PTHREAD_MUTEX_INITIALIZER, .cond = PTHREAD_COND_INITIALIZER};
+} G = {.lock = PTHREAD_MUTEX_INITIALIZER,
+       .cond = PTHREAD_COND_INITIALIZER,
+       .started = PTHREAD_COND_INITIALIZER,
+       .clock = -1};
+
+static pthread_once_t dev_mu_once = PTHREAD_ONCE_INIT;
+static void dev_mu_init(void)
+{
+	for (int i = 0; i < GM_MAX_DEV; i++)
+		pthread_mutex_init(&G.dev[i].mu, NULL);
+}
 
 /* ---- libcuda, looked up: the library links no libcuda (the application loads it) ---- */
 
@@ -129,11 +163,13 @@ static void say_failed(int dev, const char *step, CUptiResult r)
 	snprintf(G.status, sizeof(G.status), "off on GPU %d: %s: %s", dev, step, res_str(r));
 }
 
-static int64_t clock_offset(void)
+static int64_t clock_offset(clockid_t clock)
 {
-	/* Sampler clock minus trace clock (BOOTTIME), read back to back. */
+	/* Sample clock minus trace clock (BOOTTIME), read back to back. */
+	if (clock == CLOCK_BOOTTIME)
+		return 0;
 	int64_t b0 = cuptrace_now_ns(CLOCK_BOOTTIME);
-	int64_t s = cuptrace_now_ns(G.clock);
+	int64_t s = cuptrace_now_ns(clock);
 	int64_t b1 = cuptrace_now_ns(CLOCK_BOOTTIME);
 	return s - (b0 / 2 + b1 / 2);
 }
@@ -211,6 +247,26 @@ static int try_metrics(const char *chip, const uint8_t *avail, const char **name
 	return ok ? 0 : -1;
 }
 
+/* Whether the host object takes the name at all: cheap (no config image), so the default set is
+ * settled with one full configuration where it fits, not one per metric (which took ~0.5 s on
+ * an H100, a time in which the program's first kernels ran unsampled). */
+static int known_metric(const char *chip, const uint8_t *avail, const char *name)
+{
+	CUptiResult r;
+	CUpti_Profiler_Host_Object *h = host_new(chip, avail, &r);
+	if (!h)
+		return 0;
+	CUpti_Profiler_Host_ConfigAddMetrics_Params a;
+	memset(&a, 0, sizeof(a));
+	a.structSize = CUpti_Profiler_Host_ConfigAddMetrics_Params_STRUCT_SIZE;
+	a.pHostObject = h;
+	a.ppMetricNames = &name;
+	a.numMetrics = 1;
+	int ok = cuptiProfilerHostConfigAddMetrics(&a) == CUPTI_SUCCESS;
+	host_free(h);
+	return ok;
+}
+
 /* The metrics for a device: the list asked for (each kept if the set still fits one pass), or
  * per default role the first candidate that does. Returns the count. */
 static size_t choose_metrics(int dev, const char *chip, const uint8_t *avail, const char **out)
@@ -232,6 +288,22 @@ static size_t choose_metrics(int dev, const char *chip, const uint8_t *avail, co
 				         left[0] ? ", " : "", t);
 		}
 	} else {
+		/* Fast path: per role the first name the GPU knows; all in one pass? */
+		for (const struct cuptrace_gm_role *r = cuptrace_gm_default_roles;
+		     r->role && n < GM_MAX_METRICS; r++) {
+			const char *const *c = r->candidates;
+			while (*c && !known_metric(chip, avail, *c))
+				c++;
+			if (*c)
+				out[n++] = *c;
+			else
+				snprintf(left + strlen(left), sizeof(left) - strlen(left), "%s%s",
+				         left[0] ? ", " : "", r->role);
+		}
+		if (n && !try_metrics(chip, avail, out, n, NULL, NULL, NULL))
+			goto said;
+		n = 0;
+		left[0] = 0;
 		for (const struct cuptrace_gm_role *r = cuptrace_gm_default_roles; r->role; r++) {
 			size_t before = n;
 			for (const char *const *c = r->candidates; *c && n < GM_MAX_METRICS; c++) {
@@ -246,6 +318,7 @@ static size_t choose_metrics(int dev, const char *chip, const uint8_t *avail, co
 				         left[0] ? ", " : "", r->role);
 		}
 	}
+said:
 	/* One line in all: what was left out, and why it may be. */
 	if (left[0] && n)
 		cuptrace_warn("GPU %d (%s): GPU metrics left out: %s (unknown to this GPU, or not "
@@ -278,8 +351,10 @@ static void dev_release(struct gm_dev *d)
 	d->img = d->blank = NULL;
 	free(d->list);
 	free(d->avail);
+	free(d->cfg);
 	d->list = NULL;
 	d->avail = NULL;
+	d->cfg = NULL;
 	d->nmetrics = 0;
 	d->active = 0;
 }
@@ -288,6 +363,7 @@ static int dev_start(int i)
 {
 	struct gm_dev *d = &G.dev[i];
 	CUptiResult r;
+	int64_t t_begin = cuptrace_now_ns(CLOCK_MONOTONIC);
 	if (!G.profiler_ready) {
 		CUpti_Profiler_Initialize_Params ip;
 		memset(&ip, 0, sizeof(ip));
@@ -328,14 +404,17 @@ static int dev_start(int i)
 		           avail ? r : CUPTI_ERROR_OUT_OF_MEMORY);
 		return -1;
 	}
+	d->avail = avail; /* freed by dev_release, after the host objects that read it */
 	CUpti_Profiler_Host_Object *probe = host_new(cn.pChipName, avail, &r);
 	if (!probe) {
-		free(avail);
 		say_failed(i, "cuptiProfilerHostInitialize", r);
 		return -1;
 	}
 	host_free(probe);
+	int64_t t_choose = cuptrace_now_ns(CLOCK_MONOTONIC);
 	d->nmetrics = choose_metrics(i, cn.pChipName, avail, d->metrics);
+	cuptrace_debug("GPU %d: metrics chosen in %.1f ms", i,
+	               (double)(cuptrace_now_ns(CLOCK_MONOTONIC) - t_choose) / 1e6);
 	uint8_t *cfg = NULL;
 	size_t cfg_size = 0;
 	if (!d->nmetrics) {
@@ -370,8 +449,8 @@ static int dev_start(int i)
 	sc.triggerMode = CUPTI_PM_SAMPLING_TRIGGER_MODE_GPU_TIME_INTERVAL;
 	/* Keep the oldest: an overflow then shows as a gap where it happened, with the flag. */
 	sc.hwBufferAppendMode = CUPTI_PM_SAMPLING_HARDWARE_BUFFER_APPEND_MODE_KEEP_OLDEST;
+	d->cfg = cfg;
 	r = cuptiPmSamplingSetConfig(&sc);
-	free(cfg);
 	if (r != CUPTI_SUCCESS) {
 		say_failed(i, "cuptiPmSamplingSetConfig", r);
 		return -1;
@@ -412,15 +491,17 @@ static int dev_start(int i)
 	memset(&st, 0, sizeof(st));
 	st.structSize = CUpti_PmSampling_Start_Params_STRUCT_SIZE;
 	st.pPmSamplingObject = d->obj;
-	d->offset_ns = clock_offset();
-	d->start_call_boot = cuptrace_now_ns(CLOCK_BOOTTIME);
+	d->start_real = cuptrace_now_ns(CLOCK_REALTIME);
+	d->start_boot = cuptrace_now_ns(CLOCK_BOOTTIME);
 	if ((r = cuptiPmSamplingStart(&st)) != CUPTI_SUCCESS) {
 		say_failed(i, "cuptiPmSamplingStart", r);
 		return -1;
 	}
 	d->active = 1;
-	cuptrace_info("GPU metrics: GPU %d (%s): %zu metrics every %llu ns", i, cn.pChipName,
-	              d->nmetrics, (unsigned long long)G.interval_ns);
+	d->first_pending = 1;
+	cuptrace_info("GPU metrics: GPU %d (%s): %zu metrics every %llu ns, set up in %.1f ms", i,
+	              cn.pChipName, d->nmetrics, (unsigned long long)G.interval_ns,
+	              (double)(cuptrace_now_ns(CLOCK_MONOTONIC) - t_begin) / 1e6);
 	return 0;
 }
 
@@ -460,19 +541,37 @@ static void item_free(struct gm_item *it)
 	free(it);
 }
 
-static void send_config(int i, uint64_t first_start)
+static int64_t abs64(int64_t v)
+{
+	return v < 0 ? -v : v;
+}
+
+/* Picks the clock of this device's sample times from the end of its first sample (just after
+ * the Start call) and sends the config with the offset to the trace clock. */
+static void send_config(int i, uint64_t first_end)
 {
 	struct gm_dev *d = &G.dev[i];
-	/* The assumed clock is wrong if the first sample is more than 10 s from the Start call:
-	 * then the first sample is taken to start at the Start call (good to ~ a decode period). */
-	int64_t expect = d->start_call_boot + d->offset_ns;
-	int64_t diff = (int64_t)first_start - expect;
-	if (diff > 10000000000ll || diff < -10000000000ll) {
-		cuptrace_warn("GPU %d: PM sample times are not on the expected clock (off by %lld "
-		              "ns): aligned with the start of sampling instead",
-		              i, (long long)diff);
-		d->offset_ns = (int64_t)first_start - d->start_call_boot;
+	int64_t e = (int64_t)(first_end & ((1ull << 62) - 1));
+	int64_t dr = e - d->start_real, db = e - d->start_boot;
+	clockid_t ck = G.clock >= 0            ? (clockid_t)G.clock
+	               : abs64(db) < abs64(dr) ? CLOCK_BOOTTIME
+	                                       : CLOCK_REALTIME;
+	d->offset_ns = clock_offset(ck);
+	int64_t diff = ck == CLOCK_BOOTTIME ? db : ck == CLOCK_REALTIME ? dr : 0;
+	if (G.clock < 0 && abs64(diff) > 10000000000ll) {
+		/* Neither clock: take the first sample to end at the Start call (good to about one
+		 * sampling interval plus the Start call's own time). */
+		cuptrace_warn("GPU %d: PM sample times are on no known clock (%lld ns from "
+		              "REALTIME): aligned with the start of sampling instead",
+		              i, (long long)dr);
+		d->offset_ns = e - d->start_boot;
+		ck = -1;
 	}
+	cuptrace_debug("GPU %d: PM sample clock %s, first sample end - Start call: %lld ns", i,
+	               ck == CLOCK_BOOTTIME   ? "boottime"
+	               : ck == CLOCK_REALTIME ? "realtime"
+	                                      : "?",
+	               (long long)diff);
 	struct gm_item *it = calloc(1, sizeof(*it));
 	if (!it)
 		return;
@@ -559,11 +658,18 @@ static void dev_decode(int i)
 				continue;
 			it->times[2 * k] = si.startTimestamp;
 			it->times[2 * k + 1] = si.endTimestamp;
+			if (d->first_pending) {
+				/* The first sample: from the counters' last read (before Start) to
+				 * the first trigger. Its end tells the clock; its value is dropped.
+				 */
+				d->first_pending = 0;
+				if (!d->config_sent)
+					send_config(i, si.endTimestamp);
+				continue;
+			}
 			k++;
 		}
 		if (it && k && it->times && it->values) {
-			if (!d->config_sent)
-				send_config(i, it->times[0]);
 			it->n = k;
 			it->bytes = k * (16 + 8 * d->nmetrics);
 			enqueue(it);
@@ -574,6 +680,28 @@ static void dev_decode(int i)
 		if (dd.decodeStopReason != CUPTI_PM_SAMPLING_DECODE_STOP_REASON_COUNTER_DATA_FULL)
 			return;
 	}
+}
+
+/* Stops a device's sampling, decodes what is left and lets it go. Caller holds d->mu. */
+static void dev_finish(int i, int at_exit)
+{
+	struct gm_dev *d = &G.dev[i];
+	if (d->active && !d->failed) {
+		CUpti_PmSampling_Stop_Params sp;
+		memset(&sp, 0, sizeof(sp));
+		sp.structSize = CUpti_PmSampling_Stop_Params_STRUCT_SIZE;
+		sp.pPmSamplingObject = d->obj;
+		cuptiPmSamplingStop(&sp);
+		dev_decode(i);
+	}
+	/* At exit the process's end releases the counters: cuptiPmSamplingDisable there died
+	 * with "double free or corruption" inside libnvperf_host (H100, driver 580, CUPTI 13.0),
+	 * so it and the buffers CUPTI may still read are left to the exit. */
+	if (at_exit && d->active) {
+		d->active = 0;
+		return;
+	}
+	dev_release(d);
 }
 
 static void *sampler_main(void *arg)
@@ -590,30 +718,35 @@ static void *sampler_main(void *arg)
 				G.dev[i].wanted = 0;
 		}
 		pthread_mutex_unlock(&G.lock);
-		for (int i = 0; i < GM_MAX_DEV && !stop; i++)
-			if (want[i] && dev_start(i)) {
+		for (int i = 0; i < GM_MAX_DEV && !stop; i++) {
+			if (!want[i])
+				continue;
+			pthread_mutex_lock(&G.dev[i].mu);
+			/* Not for a device whose last context went meanwhile. */
+			if (!G.dev[i].active &&
+			    __atomic_load_n(&G.dev[i].contexts, __ATOMIC_ACQUIRE) > 0 &&
+			    dev_start(i)) {
 				G.dev[i].failed = 1;
 				dev_release(&G.dev[i]);
 			}
-		if (stop) {
-			for (int i = 0; i < GM_MAX_DEV; i++) {
-				if (!G.dev[i].active)
-					continue;
-				CUpti_PmSampling_Stop_Params sp;
-				memset(&sp, 0, sizeof(sp));
-				sp.structSize = CUpti_PmSampling_Stop_Params_STRUCT_SIZE;
-				sp.pPmSamplingObject = G.dev[i].obj;
-				cuptiPmSamplingStop(&sp);
-			}
+			pthread_mutex_unlock(&G.dev[i].mu);
 		}
+		pthread_mutex_lock(&G.lock);
 		for (int i = 0; i < GM_MAX_DEV; i++)
-			if (G.dev[i].active && !G.dev[i].failed)
+			if (want[i] || stop)
+				G.dev[i].start_pending = 0;
+		pthread_cond_broadcast(&G.started);
+		pthread_mutex_unlock(&G.lock);
+		for (int i = 0; i < GM_MAX_DEV; i++) {
+			pthread_mutex_lock(&G.dev[i].mu);
+			if (stop)
+				dev_finish(i, G.exiting);
+			else if (G.dev[i].active && !G.dev[i].failed)
 				dev_decode(i);
-		if (stop) {
-			for (int i = 0; i < GM_MAX_DEV; i++)
-				dev_release(&G.dev[i]);
-			return NULL;
+			pthread_mutex_unlock(&G.dev[i].mu);
 		}
+		if (stop)
+			return NULL;
 		pthread_mutex_lock(&G.lock);
 		if (!G.stop) {
 			struct timespec ts;
@@ -629,6 +762,7 @@ static void *sampler_main(void *arg)
 /* ---- the session's entry points ---- */
 
 static void want_context(CUcontext ctx);
+static void gm_atexit(void);
 
 int cuptrace_gm_setup(CUpti_SubscriberHandle sub)
 {
@@ -649,15 +783,20 @@ int cuptrace_gm_setup(CUpti_SubscriberHandle sub)
 	}
 	G.interval_ns = (uint64_t)(1e9 / hz);
 	const char *ck = getenv("CUPTRACE_GPU_METRICS_CLOCK");
-	G.clock = !ck || !strcmp(ck, "realtime") ? CLOCK_REALTIME
-	          : !strcmp(ck, "boottime")      ? CLOCK_BOOTTIME
-	          : !strcmp(ck, "monotonic")     ? CLOCK_MONOTONIC
-	          : !strcmp(ck, "monotonic_raw") ? CLOCK_MONOTONIC_RAW
-	                                         : CLOCK_REALTIME;
+	G.clock = !ck || !*ck || !strcmp(ck, "auto") ? -1
+	          : !strcmp(ck, "realtime")          ? CLOCK_REALTIME
+	          : !strcmp(ck, "boottime")          ? CLOCK_BOOTTIME
+	          : !strcmp(ck, "monotonic")         ? CLOCK_MONOTONIC
+	          : !strcmp(ck, "monotonic_raw")     ? CLOCK_MONOTONIC_RAW
+	                                             : -1;
+	pthread_once(&dev_mu_once, dev_mu_init);
 	atomic_store(&G.lost_samples, 0);
 	snprintf(G.status, sizeof(G.status), "on, no GPU context seen");
 	CUptiResult r = cuptiEnableCallback(1, sub, CUPTI_CB_DOMAIN_RESOURCE,
 	                                    CUPTI_CBID_RESOURCE_CONTEXT_CREATED);
+	if (r == CUPTI_SUCCESS)
+		r = cuptiEnableCallback(1, sub, CUPTI_CB_DOMAIN_RESOURCE,
+		                        CUPTI_CBID_RESOURCE_CONTEXT_DESTROY_STARTING);
 	if (r != CUPTI_SUCCESS) {
 		cuptrace_err("GPU metrics off: cannot watch context creation: %s", res_str(r));
 		snprintf(G.status, sizeof(G.status), "off: %s", res_str(r));
@@ -683,25 +822,86 @@ static void want_context(CUcontext ctx)
 	if (!ctx || cuptiGetDeviceId(ctx, &dev) != CUPTI_SUCCESS || dev >= GM_MAX_DEV)
 		return;
 	pthread_mutex_lock(&G.lock);
+	G.dev[dev].contexts++;
 	G.dev[dev].wanted = 1;
+	int wait = !G.dev[dev].active && !G.dev[dev].failed && !G.stop;
+	if (wait)
+		G.dev[dev].start_pending = 1;
 	if (!G.have_thread && !G.stop) {
+		/* Asynchronous signals only: a fault in this thread must reach the program's own
+		 * handler (Python's faulthandler, a JVM) as a fault in any thread would. */
 		sigset_t all, old;
 		sigfillset(&all);
+		sigdelset(&all, SIGSEGV);
+		sigdelset(&all, SIGBUS);
+		sigdelset(&all, SIGFPE);
+		sigdelset(&all, SIGILL);
+		sigdelset(&all, SIGSYS);
 		pthread_sigmask(SIG_SETMASK, &all, &old);
 		if (!pthread_create(&G.thread, NULL, sampler_main, NULL)) {
 			G.have_thread = 1;
+			G.pid = getpid();
+			if (!G.atexit_set)
+				G.atexit_set = !atexit(gm_atexit);
 			snprintf(G.status, sizeof(G.status), "sampled");
 		}
 		pthread_sigmask(SIG_SETMASK, &old, NULL);
 	}
 	pthread_cond_signal(&G.cond);
+	/* The context's thread waits (at most GM_START_WAIT_S) until sampling runs: the program's
+	 * first kernels are then sampled, and the PM sampling setup does not run beside them
+	 * (set up concurrently with a program's first CUDA work, it took ~0.5 s on an H100 and
+	 * the process later died in cuptiPmSamplingDisable). */
+	if (wait && G.have_thread) {
+		struct timespec dl;
+		clock_gettime(CLOCK_REALTIME, &dl);
+		dl.tv_sec += GM_START_WAIT_S;
+		while (G.dev[dev].start_pending &&
+		       pthread_cond_timedwait(&G.started, &G.lock, &dl) != ETIMEDOUT)
+			;
+		if (G.dev[dev].start_pending)
+			cuptrace_warn(
+			    "GPU metrics: GPU %u not set up within %d s; the program goes "
+			    "on, sampling starts when it can",
+			    dev, GM_START_WAIT_S);
+	}
 	pthread_mutex_unlock(&G.lock);
+}
+
+/* The last context of a device is going: its sampling ends here, on the application's thread,
+ * before the driver tears the context down (see the top of this file). */
+static void context_going(CUcontext ctx)
+{
+	uint32_t dev = 0;
+	if (!ctx || cuptiGetDeviceId(ctx, &dev) != CUPTI_SUCCESS || dev >= GM_MAX_DEV)
+		return;
+	pthread_mutex_lock(&G.lock);
+	int last = G.dev[dev].contexts > 0 && --G.dev[dev].contexts == 0;
+	if (last)
+		G.dev[dev].wanted = 0;
+	pthread_mutex_unlock(&G.lock);
+	if (!last || G.abandoned)
+		return;
+	struct timespec dl;
+	clock_gettime(CLOCK_REALTIME, &dl);
+	dl.tv_sec += GM_STOP_WAIT_S;
+	if (pthread_mutex_timedlock(&G.dev[dev].mu, &dl))
+		return; /* the sampler is stuck in CUPTI: never hold the application up */
+	if (G.dev[dev].active) {
+		cuptrace_debug("GPU %u: its last context is going: sampling ends", dev);
+		dev_finish((int)dev, 0);
+	}
+	pthread_mutex_unlock(&G.dev[dev].mu);
 }
 
 void cuptrace_gm_on_callback(CUpti_CallbackDomain d, CUpti_CallbackId id, const void *data)
 {
-	if (G.on && d == CUPTI_CB_DOMAIN_RESOURCE && id == CUPTI_CBID_RESOURCE_CONTEXT_CREATED)
+	if (!G.on || d != CUPTI_CB_DOMAIN_RESOURCE)
+		return;
+	if (id == CUPTI_CBID_RESOURCE_CONTEXT_CREATED)
 		want_context(((const CUpti_ResourceData *)data)->context);
+	else if (id == CUPTI_CBID_RESOURCE_CONTEXT_DESTROY_STARTING)
+		context_going(((const CUpti_ResourceData *)data)->context);
 }
 
 int cuptrace_gm_drain(struct cuptrace_converter *conv, struct cuptrace_capture_writer *cap)
@@ -732,25 +932,57 @@ int cuptrace_gm_drain(struct cuptrace_converter *conv, struct cuptrace_capture_w
 	return err;
 }
 
-void cuptrace_gm_stop(void)
+/* Ends sampling and the sampler thread; waits at most GM_STOP_WAIT_S for it, so that a driver
+ * that no longer answers cannot hold the program's exit up (the thread is then left behind,
+ * and its last samples are lost). */
+static void stop_sampler(void)
 {
-	if (!G.on)
-		return;
 	pthread_mutex_lock(&G.lock);
 	G.stop = 1;
-	int have = G.have_thread;
+	int have = G.have_thread && G.pid == getpid();
 	G.have_thread = 0;
 	pthread_cond_signal(&G.cond);
 	pthread_mutex_unlock(&G.lock);
-	if (have)
-		pthread_join(G.thread, NULL);
+	if (!have)
+		return;
+	struct timespec dl;
+	clock_gettime(CLOCK_REALTIME, &dl);
+	dl.tv_sec += GM_STOP_WAIT_S;
+	if (pthread_timedjoin_np(G.thread, NULL, &dl)) {
+		G.abandoned = 1;
+		pthread_detach(G.thread);
+		cuptrace_warn("GPU metrics: sampling did not stop within %d s; its last samples "
+		              "are lost",
+		              GM_STOP_WAIT_S);
+	}
+}
+
+/* Registered when sampling starts, so it runs before the exit handlers that CUDA registered
+ * earlier (atexit runs handlers last-in, first-out): PM sampling stopped after the driver
+ * began tearing down at exit hung in cuptiPmSamplingStop or corrupted the heap in
+ * cuptiPmSamplingDisable (H100, driver 580), while stopping it here works. */
+static void gm_atexit(void)
+{
+	if (G.on && G.pid == getpid()) {
+		G.exiting = 1;
+		stop_sampler();
+	}
+}
+
+void cuptrace_gm_stop(int at_end)
+{
+	if (!G.on)
+		return;
+	if (at_end)
+		G.exiting = 1;
+	stop_sampler();
 	uint64_t lost = atomic_load(&G.lost_samples);
 	if (lost)
 		cuptrace_warn("GPU metrics: %llu samples lost (the writer fell behind)",
 		              (unsigned long long)lost);
 	for (int i = 0; i < GM_MAX_DEV; i++) {
 		G.dev[i].wanted = G.dev[i].failed = 0;
-		G.dev[i].config_sent = 0;
+		G.dev[i].config_sent = G.dev[i].contexts = 0;
 		G.dev[i].lost = 0;
 	}
 }

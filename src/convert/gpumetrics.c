@@ -13,6 +13,8 @@ static const struct cuptrace_gm_metric known[] = {
     {"sm__cycles_active.avg.pct_of_peak_sustained_elapsed", "SM active %", CUPTRACE_GM_AS_IS, 1, 1},
     {"sm__inst_executed_realtime.avg.pct_of_peak_sustained_elapsed", "SM issue %",
      CUPTRACE_GM_AS_IS, 1, 2},
+    {"tpc__warps_active_shader_cs_realtime.avg.pct_of_peak_sustained_elapsed", "Warp occupancy %",
+     CUPTRACE_GM_AS_IS, 1, 3},
     {"sm__warps_active.avg.pct_of_peak_sustained_elapsed", "Warp occupancy %", CUPTRACE_GM_AS_IS, 1,
      3},
     {"sm__pipe_tensor_op_hmma_cycles_active_realtime.avg.pct_of_peak_sustained_elapsed",
@@ -42,11 +44,16 @@ static const struct cuptrace_gm_metric known[] = {
 static const char *const role_sm[] = {"sm__cycles_active.avg.pct_of_peak_sustained_elapsed", NULL};
 static const char *const role_issue[] = {
     "sm__inst_executed_realtime.avg.pct_of_peak_sustained_elapsed", NULL};
-static const char *const role_occ[] = {"sm__warps_active.avg.pct_of_peak_sustained_elapsed", NULL};
+/* GH100 has no sm__warps_active in one pass with the two above; the TPC's realtime count of
+ * compute warps is the same quantity for CUDA work (tests/gpu/pm_probe.sh). The tensor pipe's
+ * realtime counter is GH100's; the HMMA ones, other chips'. */
+static const char *const role_occ[] = {
+    "tpc__warps_active_shader_cs_realtime.avg.pct_of_peak_sustained_elapsed",
+    "sm__warps_active.avg.pct_of_peak_sustained_elapsed", NULL};
 static const char *const role_tensor[] = {
+    "sm__pipe_tensor_cycles_active_realtime.avg.pct_of_peak_sustained_elapsed",
     "sm__pipe_tensor_op_hmma_cycles_active_realtime.avg.pct_of_peak_sustained_elapsed",
-    "sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_elapsed",
-    "sm__pipe_tensor_cycles_active_realtime.avg.pct_of_peak_sustained_elapsed", NULL};
+    "sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_elapsed", NULL};
 static const char *const role_dram_rd[] = {"dram__bytes_read.sum",
                                            "dram__bytes_read.sum.per_second", NULL};
 static const char *const role_dram_wr[] = {"dram__bytes_write.sum",

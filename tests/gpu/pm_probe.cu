@@ -63,6 +63,8 @@ static unsigned long long cupti_now(void)
 	return t;
 }
 
+static uint64_t CUPTIAPI boottime_ns(void) { return clk(CLOCK_BOOTTIME); }
+
 static FILE *clock_f, *marks_f;
 
 static void clock_pair(const char *label)
@@ -387,7 +389,7 @@ static void *sampler(void *arg)
 		sampler_state = 2;
 		return NULL;
 	}
-	uint32_t max_samples = 4000;
+	uint32_t max_samples = getenv("PM_PROBE_MAXS") ? (uint32_t)atoi(getenv("PM_PROBE_MAXS")) : 4000;
 	CUpti_PmSampling_GetCounterDataSize_Params ds;
 	memset(&ds, 0, sizeof ds);
 	ds.structSize = CUpti_PmSampling_GetCounterDataSize_Params_STRUCT_SIZE;
@@ -573,9 +575,21 @@ int main(void)
 	CUpti_SubscriberHandle sub;
 	if (CUPTI_OK(cuptiSubscribe(&sub, on_cb, NULL)))
 		CUPTI_OK(cuptiEnableDomain(1, sub, CUPTI_CB_DOMAIN_RESOURCE));
+	// PM_PROBE_TSCB=1: CUPTI's clock from a BOOTTIME timestamp callback, as libcuptrace sets it.
+	if (getenv("PM_PROBE_TSCB"))
+		CUPTI_OK(cuptiActivityRegisterTimestampCallback(boottime_ns));
 	CUPTI_OK(cuptiActivityRegisterCallbacks(buf_req, buf_done));
 	CUPTI_OK(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL));
 	CUPTI_OK(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_MEMCPY));
+	// PM_PROBE_KINDS=a,b,c: more activity kinds (CUpti_ActivityKind numbers), as a tracer
+	// enables them beside PM sampling.
+	if (getenv("PM_PROBE_KINDS")) {
+		char *kl = strdup(getenv("PM_PROBE_KINDS"));
+		for (char *t = strtok(kl, ","); t; t = strtok(NULL, ","))
+			if (cuptiActivityEnable((CUpti_ActivityKind)atoi(t)) != CUPTI_SUCCESS)
+				printf("activity kind %s: not enabled\n", t);
+		free(kl);
+	}
 	clock_pair("start");
 	GM_CHECK(cudaSetDevice(0));
 	GM_CHECK(cudaFree(0));
