@@ -1,9 +1,10 @@
 /* GPU hardware metrics through CUPTI PM sampling (see gpumetrics.h).
  *
- * Threads: the subscriber callback (application threads) only marks a device as wanted and
- * signals. The sampler thread does every CUPTI profiler call: per device, the host object and
- * config image, enable, set config, start; then every decode period it decodes each device's
- * hardware buffer, evaluates the samples and queues them. The writer thread drains the queue.
+ * Threads: the subscriber callback (application threads) marks a device as wanted, signals,
+ * and waits for its start (below). The sampler thread makes the CUPTI profiler calls: per
+ * device, the host object and config image, enable, set config, start; then every decode period
+ * it decodes each device's hardware buffer, evaluates the samples and queues them. The writer
+ * thread drains the queue. The one exception is a context's destruction (End, below).
  * Memory: the queue is bounded (GM_QUEUE_MAX bytes); what does not fit is counted as lost and
  * shows as a gap in the counters.
  *
