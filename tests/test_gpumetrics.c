@@ -2,9 +2,9 @@
  * gaps), a capture holding GPU metric items read back through the converter into counter
  * tracks, Chrome JSON carrying the same counters, and stats' per-kernel averages.
  *
- * The samples here are SYNTHETIC (known answers built in the test): no capture from a GPU
- * exists yet (the PM sampling probe, tests/gpu/pm_probe.sh, has not run on one). A recorded
- * capture from an H100/H200 should be added to tests/data and checked here once it exists. */
+ * The samples here are synthetic (exact answers built in the test); the capture recorded on an
+ * H100 (tests/data/gm_h100.cupti) is checked against its workload's known answers by
+ * gpumetrics_cli_test.sh. The clock choice uses the H100's numbers. */
 #include <math.h>
 #include <unistd.h>
 
@@ -402,5 +402,28 @@ static void test_capture_to_counters_and_stats(void)
 	unlink(json);
 }
 
-TEST_MAIN(T(test_describe_and_units), T(test_stream_alignment_and_gaps),
+/* The sample clock, with the H100's numbers: under cuptrace's BOOTTIME callback the first
+ * sample ended 588,563 ns after the Start call's BOOTTIME reading; in the probe (no callback)
+ * 53,001 ns after its REALTIME one. */
+static void test_pick_clock(void)
+{
+	const int64_t real = 1795444691179300739ll, boot = 30195689692ll;
+	CHECK(cuptrace_gm_pick_clock((uint64_t)(boot + 588563), real, boot) ==
+	      CUPTRACE_GM_CLOCK_BOOTTIME);
+	CHECK(cuptrace_gm_pick_clock((uint64_t)(real + 53001), real, boot) ==
+	      CUPTRACE_GM_CLOCK_REALTIME);
+	/* A little before Start (clock readings taken around the call) still picks the clock. */
+	CHECK(cuptrace_gm_pick_clock((uint64_t)(boot - 2000), real, boot) ==
+	      CUPTRACE_GM_CLOCK_BOOTTIME);
+	/* Neither within 10 s: a GPU-local time base. */
+	CHECK(cuptrace_gm_pick_clock((uint64_t)(boot + 11000000000ll), real, boot) ==
+	      CUPTRACE_GM_CLOCK_UNKNOWN);
+	CHECK(cuptrace_gm_pick_clock(5000000000ull, real, boot + 20000000000ll) ==
+	      CUPTRACE_GM_CLOCK_UNKNOWN);
+	/* The top two bits are not time (as in the stream's relative times). */
+	CHECK(cuptrace_gm_pick_clock((uint64_t)(boot + 1000) | (1ull << 63), real, boot) ==
+	      CUPTRACE_GM_CLOCK_BOOTTIME);
+}
+
+TEST_MAIN(T(test_describe_and_units), T(test_stream_alignment_and_gaps), T(test_pick_clock),
           T(test_capture_to_counters_and_stats))

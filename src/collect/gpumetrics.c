@@ -542,11 +542,6 @@ static void item_free(struct gm_item *it)
 	free(it);
 }
 
-static int64_t abs64(int64_t v)
-{
-	return v < 0 ? -v : v;
-}
-
 /* Picks the clock of this device's sample times from the end of its first sample (just after
  * the Start call) and sends the config with the offset to the trace clock. */
 static void send_config(int i, uint64_t first_end)
@@ -554,12 +549,14 @@ static void send_config(int i, uint64_t first_end)
 	struct gm_dev *d = &G.dev[i];
 	int64_t e = (int64_t)(first_end & ((1ull << 62) - 1));
 	int64_t dr = e - d->start_real, db = e - d->start_boot;
-	clockid_t ck = G.clock >= 0            ? (clockid_t)G.clock
-	               : abs64(db) < abs64(dr) ? CLOCK_BOOTTIME
-	                                       : CLOCK_REALTIME;
+	enum cuptrace_gm_clock pick =
+	    cuptrace_gm_pick_clock(first_end, d->start_real, d->start_boot);
+	clockid_t ck = G.clock >= 0                         ? (clockid_t)G.clock
+	               : pick == CUPTRACE_GM_CLOCK_BOOTTIME ? CLOCK_BOOTTIME
+	                                                    : CLOCK_REALTIME;
 	d->offset_ns = clock_offset(ck);
 	int64_t diff = ck == CLOCK_BOOTTIME ? db : ck == CLOCK_REALTIME ? dr : 0;
-	if (G.clock < 0 && abs64(diff) > 10000000000ll) {
+	if (G.clock < 0 && pick == CUPTRACE_GM_CLOCK_UNKNOWN) {
 		/* Neither clock: take the first sample to end at the Start call (good to about one
 		 * sampling interval plus the Start call's own time). */
 		cuptrace_warn("GPU %d: PM sample times are on no known clock (%lld ns from "

@@ -104,6 +104,22 @@ double cuptrace_gm_value(const struct cuptrace_gm_metric *m, double raw, uint64_
 	}
 }
 
+static int64_t abs64(int64_t v)
+{
+	return v < 0 ? -v : v;
+}
+
+enum cuptrace_gm_clock cuptrace_gm_pick_clock(uint64_t first_end, int64_t start_real,
+                                              int64_t start_boot)
+{
+	int64_t e = (int64_t)(first_end & ((1ull << 62) - 1));
+	int64_t dr = abs64(e - start_real), db = abs64(e - start_boot);
+	int64_t best = db < dr ? db : dr;
+	if (best > 10000000000ll)
+		return CUPTRACE_GM_CLOCK_UNKNOWN;
+	return db < dr ? CUPTRACE_GM_CLOCK_BOOTTIME : CUPTRACE_GM_CLOCK_REALTIME;
+}
+
 void cuptrace_gm_stream_init(struct cuptrace_gm_stream *s, int64_t offset_ns,
                              int64_t trace_start_ns, uint64_t interval_ns)
 {

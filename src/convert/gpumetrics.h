@@ -77,4 +77,16 @@ struct cuptrace_gm_points cuptrace_gm_stream_next(struct cuptrace_gm_stream *s, 
 /* Where every track drops to 0 after the last sample; -1 if no sample was taken. */
 int64_t cuptrace_gm_stream_end(const struct cuptrace_gm_stream *s);
 
+/* The clock of a GPU's PM sample times. They follow CUPTI's clock (BOOTTIME under a BOOTTIME
+ * timestamp callback, else CUPTI's default, REALTIME on an H100), and a GPU's first sample ends
+ * just after the Start call (0.56 to 0.69 ms after it there): so the clock whose reading just
+ * before Start is nearer to that end, if within 10 s; else UNKNOWN. */
+enum cuptrace_gm_clock {
+	CUPTRACE_GM_CLOCK_UNKNOWN,
+	CUPTRACE_GM_CLOCK_REALTIME,
+	CUPTRACE_GM_CLOCK_BOOTTIME,
+};
+enum cuptrace_gm_clock cuptrace_gm_pick_clock(uint64_t first_end, int64_t start_real,
+                                              int64_t start_boot);
+
 #endif
