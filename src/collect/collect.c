@@ -1191,8 +1191,9 @@ static void finish_session(void)
 		atomic_fetch_add(&S.cupti_dropped, dropped);
 	for (size_t i = 0; i < CUPTRACE_NKINDS; i++)
 		cuptiActivityDisable(cuptrace_kinds[i]);
-	/* After the activity flush: disabling PM sampling may tear CUPTI state down. */
-	cuptrace_gm_stop(S.injected);    /* an injected session ends with its process */
+	/* After the activity flush: the last PM samples (where the exit handler has not taken
+	 * them). */
+	cuptrace_gm_stop();
 	atomic_store(&S.state, ST_DONE); /* later buffers are freed, not queued */
 	atomic_store(&S.stop_flusher, 1);
 	if (S.have_flusher && !pthread_equal(pthread_self(), S.flusher)) {

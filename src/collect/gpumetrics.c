@@ -15,10 +15,11 @@
  * End (H100, driver 580, CUPTI 13.0): cuptiPmSamplingDisable at the end of a traced run died in
  * libnvperf_host ("double free or corruption"), or Stop hung, though tests/gpu/pm_probe.cu
  * with the same calls never did. So sampling is stopped and its last samples decoded in an exit
- * handler registered when sampling starts (it runs before CUDA's own), and at the process's end
- * it is not disabled (dev_finish); every wait on the sampler is bounded. A device whose last
- * context is destroyed mid-run is stopped and disabled on the destroying thread, under the
- * device's lock, which the sampler holds for every call on that device (not yet run).
+ * handler registered when sampling starts (it runs before CUDA's own), and a device whose
+ * sampling started is never disabled (dev_finish): the process's end releases it. Every wait on
+ * the sampler is bounded. A device whose last context is destroyed mid-run is stopped on the
+ * destroying thread, under the device's lock, which the sampler holds for every call on that
+ * device, and is not sampled again in this process (not yet run on a GPU).
  *
  * Sample clock: the samples follow CUPTI's clock (BOOTTIME under this library's timestamp
  * callback, REALTIME without one, on the H100). Which one is checked per device: the first
@@ -71,6 +72,7 @@ struct gm_item {
 struct gm_dev {
 	pthread_mutex_t mu; /* every CUPTI call on this device, and the fields below */
 	int wanted, active, failed;
+	int ended; /* stopped, never disabled: not started again in this process (dev_finish) */
 	int start_pending; /* G.lock: a context's thread waits for the start (G.started) */
 	CUpti_PmSampling_Object *obj;
 	CUpti_Profiler_Host_Object *host;
@@ -100,8 +102,7 @@ static struct {
 	pthread_t thread;
 	int have_thread, stop, profiler_ready;
 	int atexit_set, abandoned;
-	int exiting; /* the process is ending: sampling is stopped, not disabled (dev_finish) */
-	pid_t pid;   /* the process that started the sampler thread (a forked child has none) */
+	pid_t pid; /* the process that started the sampler thread (a forked child has none) */
 	struct gm_dev dev[GM_MAX_DEV];
 	struct gm_item *head, *tail;
 	size_t queued;
@@ -681,10 +682,12 @@ static void dev_decode(int i)
 }
 
 /* Stops a device's sampling, decodes what is left and lets it go. Caller holds d->mu. */
-static void dev_finish(int i, int at_exit)
+static void dev_finish(int i)
 {
 	struct gm_dev *d = &G.dev[i];
-	if (d->active && !d->failed) {
+	if (!d->active)
+		return;
+	if (!d->failed) {
 		CUpti_PmSampling_Stop_Params sp;
 		memset(&sp, 0, sizeof(sp));
 		sp.structSize = CUpti_PmSampling_Stop_Params_STRUCT_SIZE;
@@ -692,14 +695,12 @@ static void dev_finish(int i, int at_exit)
 		cuptiPmSamplingStop(&sp);
 		dev_decode(i);
 	}
-	/* At exit the process's end releases the counters: cuptiPmSamplingDisable there died
-	 * with "double free or corruption" inside libnvperf_host (H100, driver 580, CUPTI 13.0),
-	 * so it and the buffers CUPTI may still read are left to the exit. */
-	if (at_exit && d->active) {
-		d->active = 0;
-		return;
-	}
-	dev_release(d);
+	/* No cuptiPmSamplingDisable: at the end of every traced run on an H100 (driver 580, CUPTI
+	 * 13.0) it died with "double free or corruption" inside libnvperf_host. The PM sampling
+	 * object, the host object and the images CUPTI may still read stay until the process ends
+	 * (some MiB per GPU, once), and the device is not sampled again in this process. */
+	d->active = 0;
+	d->ended = 1;
 }
 
 static void *sampler_main(void *arg)
@@ -711,7 +712,8 @@ static void *sampler_main(void *arg)
 		int stop = G.stop;
 		int want[GM_MAX_DEV];
 		for (int i = 0; i < GM_MAX_DEV; i++) {
-			want[i] = G.dev[i].wanted && !G.dev[i].active && !G.dev[i].failed;
+			want[i] = G.dev[i].wanted && !G.dev[i].active && !G.dev[i].failed &&
+			          !G.dev[i].ended;
 			if (want[i])
 				G.dev[i].wanted = 0;
 		}
@@ -738,7 +740,7 @@ static void *sampler_main(void *arg)
 		for (int i = 0; i < GM_MAX_DEV; i++) {
 			pthread_mutex_lock(&G.dev[i].mu);
 			if (stop)
-				dev_finish(i, G.exiting);
+				dev_finish(i);
 			else if (G.dev[i].active && !G.dev[i].failed)
 				dev_decode(i);
 			pthread_mutex_unlock(&G.dev[i].mu);
@@ -822,7 +824,7 @@ static void want_context(CUcontext ctx)
 	pthread_mutex_lock(&G.lock);
 	G.dev[dev].contexts++;
 	G.dev[dev].wanted = 1;
-	int wait = !G.dev[dev].active && !G.dev[dev].failed && !G.stop;
+	int wait = !G.dev[dev].active && !G.dev[dev].failed && !G.dev[dev].ended && !G.stop;
 	if (wait)
 		G.dev[dev].start_pending = 1;
 	if (!G.have_thread && !G.stop) {
@@ -886,8 +888,10 @@ static void context_going(CUcontext ctx)
 	if (pthread_mutex_timedlock(&G.dev[dev].mu, &dl))
 		return; /* the sampler is stuck in CUPTI: never hold the application up */
 	if (G.dev[dev].active) {
-		cuptrace_debug("GPU %u: its last context is going: sampling ends", dev);
-		dev_finish((int)dev, 0);
+		cuptrace_warn("GPU metrics: GPU %u: its last context was destroyed: sampling ends "
+		              "there (not restarted in this process)",
+		              dev);
+		dev_finish((int)dev);
 	}
 	pthread_mutex_unlock(&G.dev[dev].mu);
 }
@@ -961,18 +965,14 @@ static void stop_sampler(void)
  * cuptiPmSamplingDisable (H100, driver 580), while stopping it here works. */
 static void gm_atexit(void)
 {
-	if (G.on && G.pid == getpid()) {
-		G.exiting = 1;
+	if (G.on && G.pid == getpid())
 		stop_sampler();
-	}
 }
 
-void cuptrace_gm_stop(int at_end)
+void cuptrace_gm_stop(void)
 {
 	if (!G.on)
 		return;
-	if (at_end)
-		G.exiting = 1;
 	stop_sampler();
 	uint64_t lost = atomic_load(&G.lost_samples);
 	if (lost)

@@ -31,9 +31,9 @@ void cuptrace_gm_on_callback(CUpti_CallbackDomain d, CUpti_CallbackId id, const 
 /* Writer thread: hands what the sampler produced to the converter or capture (one is NULL). */
 int cuptrace_gm_drain(struct cuptrace_converter *conv, struct cuptrace_capture_writer *cap);
 /* Finishing thread: stops sampling, decodes what is left and ends the sampler thread (waiting
- * at most a few seconds for it). at_end: the process is ending (exit, _exit, exec), so PM
- * sampling is not disabled (see dev_finish in gpumetrics.c); else it is, for a later start. */
-void cuptrace_gm_stop(int at_end);
+ * at most a few seconds for it). A GPU's PM sampling is never disabled once it ran (see
+ * dev_finish in gpumetrics.c), so a later session in the same process does not sample it. */
+void cuptrace_gm_stop(void);
 /* A one-line status for the trace's metadata ("gpu_metrics"); NULL when off. */
 const char *cuptrace_gm_status(void);
 /* `cuptrace record --list-gpu-metrics`: every PM sampling metric of every GPU to out. */
