@@ -654,18 +654,14 @@ static size_t collect_meta(struct kv *m, size_t max)
 	const char *tool_cmd = getenv("CUPTRACE_CMDLINE");
 	if (tool_cmd)
 		ADD("record_cmdline", "%s", tool_cmd);
-#undef ADD
 	if (cuptrace_private_env()) { /* record --private: nothing that names the host or user */
 		n = cuptrace_private_filter(m, n, sizeof(*m), offsetof(struct kv, key),
 		                            offsetof(struct kv, val), sizeof(m->val));
 		/* An empty host name, as the live writers get: "no host" in a converted capture
 		 * too, where a capture with no host name at all reads as an unknown one ("?"). */
-		if (n < max) {
-			snprintf(m[n].key, sizeof(m[n].key), "hostname");
-			m[n].val[0] = 0;
-			n++;
-		}
+		ADD("hostname", "%s", "");
 	}
+#undef ADD
 	return n;
 }
 

@@ -202,27 +202,40 @@ static void host_free(CUpti_Profiler_Host_Object *h)
 }
 
 /* Adds names to a fresh host object; on one pass, keeps it (*keep) and its config image. */
-static int try_metrics(const char *chip, const uint8_t *avail, const char **names, size_t n,
-                       CUpti_Profiler_Host_Object **keep, uint8_t **cfg, size_t *cfg_size)
+/* A fresh host object holding the names, or NULL where the GPU does not take one of them. */
+static CUpti_Profiler_Host_Object *host_with(const char *chip, const uint8_t *avail,
+                                             const char **names, size_t n)
 {
 	CUptiResult r;
 	CUpti_Profiler_Host_Object *h = host_new(chip, avail, &r);
 	if (!h)
-		return -1;
-	int ok = 0;
+		return NULL;
 	CUpti_Profiler_Host_ConfigAddMetrics_Params a;
 	memset(&a, 0, sizeof(a));
 	a.structSize = CUpti_Profiler_Host_ConfigAddMetrics_Params_STRUCT_SIZE;
 	a.pHostObject = h;
 	a.ppMetricNames = names;
 	a.numMetrics = n;
+	if (cuptiProfilerHostConfigAddMetrics(&a) != CUPTI_SUCCESS) {
+		host_free(h);
+		return NULL;
+	}
+	return h;
+}
+
+static int try_metrics(const char *chip, const uint8_t *avail, const char **names, size_t n,
+                       CUpti_Profiler_Host_Object **keep, uint8_t **cfg, size_t *cfg_size)
+{
+	CUpti_Profiler_Host_Object *h = host_with(chip, avail, names, n);
+	if (!h)
+		return -1;
+	int ok = 0;
 	CUpti_Profiler_Host_GetConfigImageSize_Params s;
 	memset(&s, 0, sizeof(s));
 	s.structSize = CUpti_Profiler_Host_GetConfigImageSize_Params_STRUCT_SIZE;
 	s.pHostObject = h;
 	uint8_t *img = NULL;
-	if (cuptiProfilerHostConfigAddMetrics(&a) == CUPTI_SUCCESS &&
-	    cuptiProfilerHostGetConfigImageSize(&s) == CUPTI_SUCCESS &&
+	if (cuptiProfilerHostGetConfigImageSize(&s) == CUPTI_SUCCESS &&
 	    (img = malloc(s.configImageSize))) {
 		CUpti_Profiler_Host_GetConfigImage_Params g;
 		memset(&g, 0, sizeof(g));
@@ -249,24 +262,43 @@ static int try_metrics(const char *chip, const uint8_t *avail, const char **name
 	return ok ? 0 : -1;
 }
 
-/* Whether the host object takes the name at all: cheap (no config image), so the default set is
- * settled with one full configuration where it fits, not one per metric (which took ~0.5 s on
- * an H100, a time in which the program's first kernels ran unsampled). */
+/* Whether the GPU takes the name at all: cheap (no config image), so the default set is
+ * settled with one full configuration where it fits rather than one per metric (on the H100
+ * the choice then took 40 to 100 ms of the ~0.5 s setup). */
 static int known_metric(const char *chip, const uint8_t *avail, const char *name)
 {
-	CUptiResult r;
-	CUpti_Profiler_Host_Object *h = host_new(chip, avail, &r);
-	if (!h)
-		return 0;
-	CUpti_Profiler_Host_ConfigAddMetrics_Params a;
-	memset(&a, 0, sizeof(a));
-	a.structSize = CUpti_Profiler_Host_ConfigAddMetrics_Params_STRUCT_SIZE;
-	a.pHostObject = h;
-	a.ppMetricNames = &name;
-	a.numMetrics = 1;
-	int ok = cuptiProfilerHostConfigAddMetrics(&a) == CUPTI_SUCCESS;
+	CUpti_Profiler_Host_Object *h = host_with(chip, avail, &name, 1);
 	host_free(h);
-	return ok;
+	return h != NULL;
+}
+
+/* Appends a name to the comma-separated list of what was left out. */
+static void note_left(char *left, size_t cap, const char *what)
+{
+	size_t k = strlen(left);
+	snprintf(left + k, cap - k, "%s%s", k ? ", " : "", what);
+}
+
+/* The default roles one by one: each role's first name that still fits one pass with those
+ * before it. Sets left to the roles left out; returns the count. */
+static size_t greedy_default(const char *chip, const uint8_t *avail, const char **out, char *left,
+                             size_t cap)
+{
+	size_t n = 0;
+	left[0] = 0;
+	for (const struct cuptrace_gm_role *r = cuptrace_gm_default_roles; r->role; r++) {
+		size_t before = n;
+		for (const char *const *c = r->candidates; *c && n < GM_MAX_METRICS; c++) {
+			out[n] = *c;
+			if (!try_metrics(chip, avail, out, n + 1, NULL, NULL, NULL)) {
+				n++;
+				break;
+			}
+		}
+		if (n == before)
+			note_left(left, cap, r->role);
+	}
+	return n;
 }
 
 /* The metrics for a device: the list asked for (each kept if the set still fits one pass), or
@@ -286,8 +318,7 @@ static size_t choose_metrics(int dev, const char *chip, const uint8_t *avail, co
 			if (!try_metrics(chip, avail, out, n + 1, NULL, NULL, NULL))
 				n++;
 			else
-				snprintf(left + strlen(left), sizeof(left) - strlen(left), "%s%s",
-				         left[0] ? ", " : "", t);
+				note_left(left, sizeof(left), t);
 		}
 	} else {
 		/* Fast path: per role the first name the GPU knows; all in one pass? */
@@ -299,28 +330,12 @@ static size_t choose_metrics(int dev, const char *chip, const uint8_t *avail, co
 			if (*c)
 				out[n++] = *c;
 			else
-				snprintf(left + strlen(left), sizeof(left) - strlen(left), "%s%s",
-				         left[0] ? ", " : "", r->role);
+				note_left(left, sizeof(left), r->role);
 		}
-		if (n && !try_metrics(chip, avail, out, n, NULL, NULL, NULL))
-			goto said;
-		n = 0;
-		left[0] = 0;
-		for (const struct cuptrace_gm_role *r = cuptrace_gm_default_roles; r->role; r++) {
-			size_t before = n;
-			for (const char *const *c = r->candidates; *c && n < GM_MAX_METRICS; c++) {
-				out[n] = *c;
-				if (!try_metrics(chip, avail, out, n + 1, NULL, NULL, NULL)) {
-					n++;
-					break;
-				}
-			}
-			if (n == before)
-				snprintf(left + strlen(left), sizeof(left) - strlen(left), "%s%s",
-				         left[0] ? ", " : "", r->role);
-		}
+		/* Else role by role, as the next fits (greedy_default). */
+		if (!n || try_metrics(chip, avail, out, n, NULL, NULL, NULL))
+			n = greedy_default(chip, avail, out, left, sizeof(left));
 	}
-said:
 	/* One line in all: what was left out, and why it may be. */
 	if (left[0] && n)
 		cuptrace_warn("GPU %d (%s): GPU metrics left out: %s (unknown to this GPU, or not "
