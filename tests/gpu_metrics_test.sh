@@ -3,7 +3,8 @@
 # (a bf16 tensor-core matmul, an idle gap, an elementwise kernel, device-to-device copies of
 # 4 GiB) and checks the metrics against what the workload must give (check_gpumetrics.py);
 # `stats` prints per-kernel averages; a metric list the GPU does not have fails soft (one line,
-# the trace unchanged). Skips without a GPU.
+# the trace unchanged); a cudaDeviceReset of the sampled context mid-run ends sampling with one
+# line and the program goes on. Skips without a GPU.
 set -u
 gpu_test=gpumetrics
 . "$(dirname "$0")/gpu_common.sh"
@@ -44,5 +45,25 @@ grep -q '"name":"SM active %"' "$tmp/bad.json" && { echo "FAIL: metrics in the f
 # 4. Perfetto: the counters load in trace_processor where it is available.
 timeout 300 "$ct" record --gpu-metrics -o "$tmp/gm.pftrace" -- "$work" >/dev/null 2>&1 || fail=1
 tp_check "$tmp/gm.pftrace" || fail=1
+
+# 5. The sampled context destroyed mid-run (cudaDeviceReset): one line, sampling ends there,
+# the program goes on and its later kernels are traced; nothing dies at exit.
+timeout 300 "$ct" record --gpu-metrics -o "$tmp/reset.json" -- "$work" 64 reset \
+	>"$tmp/reset.log" 2>&1 || { echo "FAIL: record with cudaDeviceReset failed"; cat "$tmp/reset.log"; fail=1; }
+n=$(grep -c "last context was destroyed" "$tmp/reset.log")
+[ "$n" -eq 1 ] || { echo "FAIL: expected one 'last context was destroyed' line, got $n"; cat "$tmp/reset.log"; fail=1; }
+grep -qiE "abort|corruption|core dumped|did not stop" "$tmp/reset.log" && { echo "FAIL: see the log"; cat "$tmp/reset.log"; fail=1; }
+python3 - "$tmp/reset.json" <<'PY' || fail=1
+import json, sys
+d = json.load(open(sys.argv[1]))
+ev = d["traceEvents"] if isinstance(d, dict) else d
+spins = sorted(e["ts"] for e in ev if e.get("cat") == "kernel" and e["name"].startswith("spin_kernel"))
+sm = [e["ts"] for e in ev if e.get("ph") == "C" and e.get("name") == "SM active %"]
+ok = len(spins) == 5 and sm and max(sm) < spins[3]
+print("reset: %d spin kernels, %d SM active points, last at %.1f us, first kernel after the "
+      "reset at %.1f us: %s" % (len(spins), len(sm), max(sm) if sm else -1,
+                                spins[3] if len(spins) > 3 else -1, "ok" if ok else "FAIL"))
+sys.exit(0 if ok else 1)
+PY
 [ $fail -eq 0 ] && echo "PASS gpu_metrics" && rm -rf "$tmp"
 exit $fail

@@ -1135,6 +1135,16 @@ static void late_meta(void (*put)(void *ctx, const char *k, const char *v), void
 	const char *gm = cuptrace_gm_status();
 	if (gm)
 		put(ctx, "gpu_metrics", gm);
+	uint64_t samples;
+	int64_t cpu_ns;
+	if (cuptrace_gm_cost(&samples, &cpu_ns)) {
+		snprintf(v, sizeof(v), "%.1f", cpu_ns / 1e6);
+		put(ctx, "gpu_metrics_sampler_cpu_ms", v);
+		cuptrace_debug(
+		    "GPU metrics: %llu samples, sampler thread CPU %.1f ms (%.1f us each)",
+		    (unsigned long long)samples, cpu_ns / 1e6,
+		    samples ? cpu_ns / 1e3 / samples : 0.0);
+	}
 }
 
 static void late_meta_capture(void *ctx, const char *k, const char *v)

@@ -36,6 +36,9 @@ int cuptrace_gm_drain(struct cuptrace_converter *conv, struct cuptrace_capture_w
 void cuptrace_gm_stop(void);
 /* A one-line status for the trace's metadata ("gpu_metrics"); NULL when off. */
 const char *cuptrace_gm_status(void);
+/* After cuptrace_gm_stop: the samples evaluated and the sampler thread's CPU time over the
+ * run (what sampling cost the machine). 0 when there was no sampler thread or it did not end. */
+int cuptrace_gm_cost(uint64_t *samples, int64_t *cpu_ns);
 /* `cuptrace record --list-gpu-metrics`: every PM sampling metric of every GPU to out. */
 int cuptrace_gm_list(FILE *out);
 

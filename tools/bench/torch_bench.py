@@ -1,7 +1,8 @@
 """cuptrace against torch.profiler on PyTorch workloads (README "PyTorch").
 
   python3 torch_bench.py run --build BUILD --workload add|transformer [--rounds 15]
-                             [--configs a,b,...] [--out results.jsonl]
+                             [--configs a,b,...] [--out results.jsonl] [--steps N]
+                             [--cpus LIST [--pin-main CPU]] [--max-seconds S]
   python3 torch_bench.py report results.jsonl [...]
 
 `run` starts one process per configuration and round; the configurations of a round run one
@@ -13,7 +14,10 @@ so a cut run still reports what it did and two runs' files can be reported toget
 tracer adds per step over the untraced run of the same round (median over rounds, with a 95%
 bootstrap confidence interval resampling rounds), the ratios the targets are about (with their
 intervals), bytes per kernel and kernel counts. A difference whose interval contains zero (or a
-ratio whose interval contains 1) is a tie.
+ratio whose interval contains 1) is a tie. For --gpu-metrics it adds: the ratio paired by round
+(the median of each round's ratio), the ratio within each speed of the machine (each block of
+steps is preceded by a fixed pure-Python CPU probe; shared VMs switch between two speeds for
+seconds at a time, see by_state), and the sampler thread's CPU time per run.
 
 Configurations:
   none               untraced
@@ -28,7 +32,7 @@ Configurations:
                      10 kHz beside the default trace (not in the default list: ask for it,
                      e.g. --configs none,cuptrace,cuptrace_gpumetrics); the report gives its
                      time per step over plain cuptrace's, with the interval (issue 15 wants a
-                     tie or under 1.02)
+                     tie or under 1.02); cuptrace_gpumetrics_1k: the same at 1 kHz
   floor              libcupti_floor.so: CUPTI with the same kinds and settings as the default,
                      every buffer thrown away (the cost of CUPTI itself)
 """
@@ -60,8 +64,12 @@ FLOOR_VARIANTS = {
 }
 
 
-def run_one(cfg, build, workload, tmp, cpus=None):
+def run_one(cfg, build, workload, tmp, cpus=None, steps=None, pin_main=None):
     cmd = [sys.executable, WORKER, "--workload", workload]
+    if steps:
+        cmd += ["--steps", str(steps)]
+    if pin_main is not None:
+        cmd += ["--pin-main", str(pin_main)]
     env = dict(os.environ)
     trace = None
     if cfg.startswith("tp_"):
@@ -72,7 +80,8 @@ def run_one(cfg, build, workload, tmp, cpus=None):
             env["CUPTRACE_API_ENABLE"] = "cbid"
         extra = {"cuptrace": [], "cuptrace_cbid": [], "cuptrace_watch": ["--runtime", "watch"],
                  "cuptrace_all": ["--runtime", "all"], "cuptrace_pytorch": ["--pytorch"],
-                 "cuptrace_gpumetrics": ["--gpu-metrics"]}[cfg]
+                 "cuptrace_gpumetrics": ["--gpu-metrics"],
+                 "cuptrace_gpumetrics_1k": ["--gpu-metrics", "--gpu-metrics-rate", "1000"]}[cfg]
         cmd = [os.path.join(build, "cuptrace"), "record", "--no-summary", "-o", trace] + \
             extra + ["--"] + cmd
     elif cfg.startswith("floor"):
@@ -89,10 +98,18 @@ def run_one(cfg, build, workload, tmp, cpus=None):
     res = json.loads(lines[-1])
     if trace:
         res["bytes"] = os.path.getsize(trace)
-        st = subprocess.run([os.path.join(build, "cuptrace"), "stats", trace],
+        st = subprocess.run([os.path.join(build, "cuptrace"), "stats", "--json", trace],
                             stdout=subprocess.PIPE, text=True).stdout
-        m = re.search(r"^kernel\s+(\d+)", st, re.M)
-        res["kernels"] = int(m.group(1)) if m else 0
+        try:
+            meta = json.loads(st)["metadata"]
+        except (ValueError, KeyError):
+            meta = {}
+        res["kernels"] = int(meta.get("kernels", 0))
+        # what GPU metrics sampling cost: the sampler thread's CPU time, and its samples
+        if "gpu_metrics_sampler_cpu_ms" in meta:
+            res["sampler_cpu_ms"] = float(meta["gpu_metrics_sampler_cpu_ms"])
+            res["gm_samples"] = sum(int(v) for k, v in meta.items()
+                                    if re.fullmatch(r"gpu\d+_metrics_samples", k))
         os.unlink(trace)
     return res
 
@@ -106,7 +123,7 @@ def cmd_run(a):
             k = r % len(configs)
             order = configs[k:] + configs[:k]
             for cfg in order:
-                res = run_one(cfg, a.build, a.workload, a.tmp, a.cpus)
+                res = run_one(cfg, a.build, a.workload, a.tmp, a.cpus, a.steps, a.pin_main)
                 res.update({"round": r, "config": cfg, "workload": a.workload,
                             "tag": a.tag})
                 out.write(json.dumps(res) + "\n")
@@ -135,6 +152,38 @@ def fmt_ci(est, lo, hi, scale=1e6, unit="µs", digits=2):
                                      hi * scale)
 
 
+def by_state(by, num, den):
+    """num / den within each speed of the machine. Shared machines were seen to switch for
+    seconds at a time between two speeds (H100 VM: the same step 6.5 or 10.5 ms, the workers'
+    CPU probe 7-9 or 14-17 ms), which no tracer causes and which swamps a small difference.
+    A block counts as fast where its probe is under 1.25x the fastest probe of the file, slow
+    over 1.6x (between: a change of state, left out); the ratio compares the medians of the
+    two configurations' blocks of one state, the interval resamples rounds."""
+    rs = [v for v in by.values() if num in v and den in v and "probe_s" in v[num] and
+          "probe_s" in v[den]]
+    if len(rs) < 3:
+        return
+    pmin = min(p for v in rs for c in (num, den) for p in v[c]["probe_s"])
+    states = {"fast": lambda p: p < 1.25 * pmin, "slow": lambda p: p > 1.6 * pmin}
+    for state, keep in states.items():
+        def blocks(s, c):
+            return [b for v in s for b, p in zip(v[c]["blocks_s"], v[c]["probe_s"]) if keep(p)]
+
+        def f(s):
+            a, d = blocks(s, num), blocks(s, den)
+            return statistics.median(a) / statistics.median(d) if a and d else None
+        na, nd = len(blocks(rs, num)), len(blocks(rs, den))
+        if na < 5 or nd < 5:
+            continue
+        est = f(rs)
+        lo, hi = boot(rs, f)
+        verdict = "tie" if lo <= 1 <= hi else ("lower" if hi < 1 else "higher")
+        print("- %s / %s, time per step with the machine %s (%d and %d blocks of %d rounds, "
+              "CPU probe %s %.1f ms): %.3f [%.3f, %.3f] (%s)" % (
+                  num, den, state, na, nd, len(rs), "under" if state == "fast" else "over",
+                  pmin * 1e3 * (1.25 if state == "fast" else 1.6), est, lo, hi, verdict))
+
+
 def cmd_report(a):
     rows = []
     for f in a.files:
@@ -150,13 +199,14 @@ def cmd_report(a):
         for r in rows:
             if r["workload"] == wl:
                 by.setdefault((r.get("tag"), r["round"]), {})[r["config"]] = r
-        configs = [c for c in dict.fromkeys(CONFIGS + ["cuptrace_all", "cuptrace_cbid", "cuptrace_gpumetrics"] + sorted(FLOOR_VARIANTS))
+        configs = [c for c in dict.fromkeys(CONFIGS + ["cuptrace_all", "cuptrace_cbid", "cuptrace_gpumetrics", "cuptrace_gpumetrics_1k"] + sorted(FLOOR_VARIANTS))
                    if any(c in v for v in by.values())]
         full = [v for v in by.values() if "none" in v]
-        print("\n## %s: %d rounds\n" % (wl, len(full)))
-        print("| configuration | runs | time per step, median | added per step, median "
-              "[95%% CI] | kernels | bytes per kernel |")
-        print("|---|---:|---:|---:|---:|---:|")
+        print("\n## %s: %d rounds (%d with an untraced run)\n" % (wl, len(by), len(full)))
+        if full:
+            print("| configuration | runs | time per step, median | added per step, median "
+                  "[95% CI] | kernels | bytes per kernel |")
+            print("|---|---:|---:|---:|---:|---:|")
         for c in configs:
             rs = [v for v in full if c in v]
             if not rs:
@@ -181,10 +231,12 @@ def cmd_report(a):
                 bpk = "-"
             print("| %s | %d | %.2f µs | %s | %s | %s |" % (c, len(rs), t * 1e6, added, kern,
                                                            bpk))
-        print()
+        if full:
+            print()
 
         def ratio(num, den, what):
-            rs = [v for v in full if num in v and den in v]
+            need = (num, den, "none") if what == "added" else (num, den)
+            rs = [v for v in by.values() if all(c in v for c in need)]
             if len(rs) < 3:
                 return
 
@@ -197,13 +249,19 @@ def cmd_report(a):
                 return (statistics.median(v[num]["step_s"] for v in s) /
                         statistics.median(v[den]["step_s"] for v in s))
 
-            f = st_abs if what == "time" else st
+            def st_paired(s):
+                # the two ran in the same round, minutes apart at most: the round's ratio
+                # cancels the machine's slow drifts, which a ratio of medians does not
+                return statistics.median(v[num]["step_s"] / v[den]["step_s"] for v in s)
+
+            f = {"time": st_abs, "added": st, "paired": st_paired}[what]
             est = f(rs)
             lo, hi = boot(rs, f)
-            word = "added time" if what == "added" else "time per step"
+            word = {"added": "added time", "time": "time per step",
+                    "paired": "time per step, paired by round"}[what]
             verdict = "tie" if lo <= 1 <= hi else ("lower" if hi < 1 else "higher")
-            print("- %s / %s, %s: %.3f [%.3f, %.3f] (%s)" % (num, den, word, est if est else 0,
-                                                              lo, hi, verdict))
+            print("- %s / %s, %s (%d rounds): %.3f [%.3f, %.3f] (%s)" % (
+                num, den, word, len(rs), est if est else 0, lo, hi, verdict))
 
         ratio("cuptrace", "tp_cuda", "added")
         ratio("cuptrace_watch", "tp_cuda", "added")
@@ -211,6 +269,18 @@ def cmd_report(a):
         ratio("cuptrace", "floor", "time")
         ratio("cuptrace_watch", "cuptrace", "time")
         ratio("cuptrace_gpumetrics", "cuptrace", "time")
+        ratio("cuptrace_gpumetrics", "cuptrace", "paired")
+        ratio("cuptrace_gpumetrics_1k", "cuptrace", "paired")
+        by_state(by, "cuptrace_gpumetrics", "cuptrace")
+        for c in ("cuptrace_gpumetrics", "cuptrace_gpumetrics_1k"):
+            gm = [v[c] for v in by.values() if c in v and v[c].get("gm_samples")]
+            if gm:
+                print("- %s: sampler thread CPU %.0f ms per run for %.0f samples (%.1f µs per "
+                      "sample), medians of %d runs" % (
+                          c, statistics.median(r["sampler_cpu_ms"] for r in gm),
+                          statistics.median(r["gm_samples"] for r in gm),
+                          statistics.median(r["sampler_cpu_ms"] * 1e3 / r["gm_samples"]
+                                            for r in gm), len(gm)))
         bytes_rows = [v for v in full if "cuptrace" in v and "tp_cuda" in v]
         if bytes_rows:
             r = statistics.median((v["cuptrace"]["bytes"] / v["cuptrace"]["kernels"]) /
@@ -238,6 +308,11 @@ def main():
     r.add_argument("--out", default="torch_bench.jsonl")
     r.add_argument("--tmp", default="/tmp/torch_bench")
     r.add_argument("--tag", default="")
+    r.add_argument("--pin-main", type=int, metavar="CPU",
+                   help="the stepping thread alone on this CPU once the model is built (give "
+                   "--cpus without it): the tracer's threads cannot take its CPU")
+    r.add_argument("--steps", type=int, help="timed steps per process (the workload's default "
+                   "if not given): more steps, less noise per process")
     r.add_argument("--first-round", type=int, default=0,
                    help="continue an earlier run's rotation (its file's round numbers go on)")
     r.add_argument("--cpus", help="run every process on these CPUs (taskset -c), the same "

@@ -88,20 +88,36 @@ WORKLOADS = {"add": (make_add, 20000, 200), "transformer": (make_transformer, 30
              "graph": (make_graph, 200, 10)}
 
 
-def timed(step, steps, warmup, blocks=5):
+def cpu_probe(n=200000):
+    """Seconds for a fixed pure-Python loop on this thread: how fast the CPU runs just now
+    (shared machines change speed for seconds at a time; a block's step time against its
+    probe tells the machine's state from the tracer's cost)."""
+    t0 = time.perf_counter()
+    x = 0
+    for i in range(n):
+        x += i & 7
+    return time.perf_counter() - t0
+
+
+def timed(step, steps, warmup, blocks=5, res=None):
     """Time per step: the median over `blocks` equal blocks of the loop, each synchronized at
-    both ends, so a passing stall of the shared machine spoils one block, not the run."""
+    both ends, so a passing stall of the shared machine spoils one block, not the run. The
+    blocks' times go to res["blocks_s"] (how much a process varies within itself)."""
     for _ in range(warmup):
         step()
     torch.cuda.synchronize()
     per = max(1, steps // blocks)
-    times = []
+    times, probes = [], []
     for _ in range(blocks):
+        probes.append(cpu_probe())
         t0 = time.perf_counter()
         for _ in range(per):
             step()
         torch.cuda.synchronize()
         times.append((time.perf_counter() - t0) / per)
+    if res is not None:
+        res["blocks_s"] = list(times)
+        res["probe_s"] = probes
     times.sort()
     return times[len(times) // 2]
 
@@ -113,13 +129,19 @@ def main():
     p.add_argument("--warmup", type=int)
     p.add_argument("--profile", choices=["cuda", "cpu_cuda"])
     p.add_argument("--trace-out")
+    p.add_argument("--pin-main", type=int, metavar="CPU",
+                   help="after building the model, run this (the stepping) thread on CPU alone; "
+                   "threads started earlier (the tracer's, CUDA's) keep the process's CPUs")
     a = p.parse_args()
     make, steps, warmup = WORKLOADS[a.workload]
     steps = a.steps or steps
     warmup = a.warmup if a.warmup is not None else warmup
     res = {"workload": a.workload, "steps": steps}
     if not a.profile:
-        res["step_s"] = timed(make(), steps, warmup)
+        step = make()
+        if a.pin_main is not None:
+            os.sched_setaffinity(0, {a.pin_main})  # 0: this thread only, on Linux
+        res["step_s"] = timed(step, steps, warmup, res=res)
         print(json.dumps(res))
         return 0
     from torch.profiler import ProfilerActivity, profile
@@ -129,7 +151,10 @@ def main():
         acts.insert(0, ProfilerActivity.CPU)
     # The model is built inside the profiler too, so it sees all the work cuptrace sees.
     with profile(activities=acts) as prof:
-        res["step_s"] = timed(make(), steps, warmup)
+        step = make()
+        if a.pin_main is not None:
+            os.sched_setaffinity(0, {a.pin_main})
+        res["step_s"] = timed(step, steps, warmup, res=res)
     t0 = time.perf_counter()
     prof.export_chrome_trace(a.trace_out)
     res["export_s"] = time.perf_counter() - t0
