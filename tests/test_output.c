@@ -1,8 +1,13 @@
 /* Output layer: the bytes that reach the file, for every mode and compressor pool size; chunk
- * order; oversized records; periodic flush; write errors. */
+ * order; oversized records; periodic flush; write errors. Also the helpers the library's
+ * threads and driver lookups share (common/util.h). */
+#define _GNU_SOURCE /* RTLD_NOLOAD */
 #include "check.h"
 
+#include <dlfcn.h>
 #include <errno.h>
+#include <gnu/libc-version.h>
+#include <signal.h>
 #include <unistd.h>
 #include <zlib.h>
 
@@ -254,5 +259,53 @@ static void test_path_ranks(void)
 		unsetenv(vars[i]);
 }
 
+static void *read_mask(void *arg)
+{
+	pthread_sigmask(SIG_BLOCK, NULL, (sigset_t *)arg);
+	return NULL;
+}
+
+/* Our threads take none of the program's asynchronous signals, but their faults reach the
+ * program's handlers; the caller's own mask is left as it was. */
+static void test_thread_signals(void)
+{
+	sigset_t mine, saved, seen, after;
+	sigemptyset(&mine);
+	sigaddset(&mine, SIGUSR2);
+	pthread_sigmask(SIG_SETMASK, &mine, &saved);
+	pthread_t t;
+	sigemptyset(&seen);
+	CHECK(cuptrace_thread_start(&t, read_mask, &seen) == 0);
+	pthread_join(t, NULL);
+	static const int blocked[] = {SIGINT,  SIGTERM, SIGHUP,  SIGQUIT, SIGCHLD, SIGALRM,
+	                              SIGUSR1, SIGUSR2, SIGPROF, SIGPIPE, SIGWINCH};
+	static const int open[] = {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGSYS};
+	for (size_t i = 0; i < sizeof(blocked) / sizeof(blocked[0]); i++)
+		CHECK(sigismember(&seen, blocked[i]) == 1);
+	for (size_t i = 0; i < sizeof(open) / sizeof(open[0]); i++)
+		CHECK(sigismember(&seen, open[i]) == 0);
+	pthread_sigmask(SIG_SETMASK, &saved, &after);
+	CHECK(sigismember(&after, SIGUSR2) == 1 && sigismember(&after, SIGINT) == 0);
+}
+
+/* A function of an already loaded library, by soname or from the global scope; a library
+ * that is not loaded is not loaded by asking. */
+static void test_loaded_sym(void)
+{
+	const char *(*ver)(void) =
+	    (const char *(*)(void))cuptrace_loaded_sym("libc.so.6", "gnu_get_libc_version");
+	CHECK(ver != NULL);
+	if (ver)
+		CHECK_EQ_STR(ver(), gnu_get_libc_version());
+	/* not loaded under that name: the global scope still has it */
+	CHECK(cuptrace_loaded_sym("libcuptrace-none.so.1", "gnu_get_libc_version") != NULL);
+	CHECK(cuptrace_loaded_sym("libcuptrace-none.so.1", "cuptrace_no_such_fn") == NULL);
+	/* libresolv ships with glibc; this program does not load it */
+	int was = dlopen("libresolv.so.2", RTLD_LAZY | RTLD_NOLOAD) != NULL;
+	cuptrace_loaded_sym("libresolv.so.2", "ns_initparse");
+	if (!was)
+		CHECK(dlopen("libresolv.so.2", RTLD_LAZY | RTLD_NOLOAD) == NULL);
+}
+
 TEST_MAIN(T(test_round_trips), T(test_flush_reaches_file), T(test_write_error_is_sticky),
-          T(test_open_errors), T(test_path_ranks))
+          T(test_open_errors), T(test_path_ranks), T(test_thread_signals), T(test_loaded_sym))

@@ -542,17 +542,6 @@ static void remove_signal_handlers(void)
 	}
 }
 
-/* Our threads never take the program's signals. */
-static int spawn(pthread_t *t, void *(*fn)(void *))
-{
-	sigset_t all, old;
-	sigfillset(&all);
-	pthread_sigmask(SIG_SETMASK, &all, &old);
-	int r = pthread_create(t, NULL, fn, NULL);
-	pthread_sigmask(SIG_SETMASK, &old, NULL);
-	return -r;
-}
-
 /* ---- metadata ---- */
 
 static char *read_cmdline(void)
@@ -630,15 +619,11 @@ static size_t collect_meta(struct kv *m, size_t max)
 		ADD("cupti_version", "%u", cv);
 	ADD("cupti_api_version_built", "%u", (unsigned)CUPTI_API_VERSION);
 	/* The driver is loaded (it is the one injecting us); ask it without linking libcuda. */
-	/* libcuda may have been opened RTLD_LOCAL (by cudart): look it up by handle. */
-	void *cu = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
-	int (*drv)(int *) = (int (*)(int *))(cu ? dlsym(cu, "cuDriverGetVersion")
-	                                        : dlsym(RTLD_DEFAULT, "cuDriverGetVersion"));
+	int (*drv)(int *) =
+	    (int (*)(int *))cuptrace_loaded_sym("libcuda.so.1", "cuDriverGetVersion");
 	int dv = 0;
 	if (drv && drv(&dv) == 0)
 		ADD("cuda_driver_api_version", "%d.%d", dv / 1000, (dv % 1000) / 10);
-	if (cu)
-		dlclose(cu);
 	char drvline[256];
 	read_comm("/proc/driver/nvidia/version", drvline, sizeof(drvline));
 	char *k = strstr(drvline, "Kernel Module");
@@ -983,9 +968,9 @@ int cuptrace_collect_start(const char *path, int injected)
 	}
 	atomic_store(&S.state, ST_RUNNING);
 	install_signal_handlers();
-	if (spawn(&S.writer, writer_main) == 0)
+	if (cuptrace_thread_start(&S.writer, writer_main, NULL) == 0)
 		S.have_writer = 1;
-	if (spawn(&S.flusher, flusher_main) == 0)
+	if (cuptrace_thread_start(&S.flusher, flusher_main, NULL) == 0)
 		S.have_flusher = 1;
 	if (!S.atexit_done) {
 		S.atexit_done = 1;
@@ -1102,10 +1087,10 @@ static void late_meta(void (*put)(void *ctx, const char *k, const char *v), void
 	put(ctx, "end_realtime_ns", v);
 	snprintf(v, sizeof(v), "%lld", (long long)cuptrace_now_ns(CLOCK_BOOTTIME));
 	put(ctx, "end_boottime_ns", v);
-	void *cu = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
-	int (*count)(int *) = (int (*)(int *))(cu ? dlsym(cu, "cuDeviceGetCount") : NULL);
+	int (*count)(int *) =
+	    (int (*)(int *))cuptrace_loaded_sym("libcuda.so.1", "cuDeviceGetCount");
 	int (*bus)(char *, int, int) =
-	    (int (*)(char *, int, int))(cu ? dlsym(cu, "cuDeviceGetPCIBusId") : NULL);
+	    (int (*)(char *, int, int))cuptrace_loaded_sym("libcuda.so.1", "cuDeviceGetPCIBusId");
 	int n = 0;
 	if (count && bus && count(&n) == 0)
 		for (int d = 0; d < n && d < 64; d++)
@@ -1113,12 +1098,8 @@ static void late_meta(void (*put)(void *ctx, const char *k, const char *v), void
 				snprintf(k, sizeof(k), "gpu%d_pci_bus_id", d);
 				put(ctx, k, v);
 			}
-	if (cu)
-		dlclose(cu);
 	/* NCCL: loaded by soname (PyTorch, JAX, CuPy ship libnccl.so.2), or linked in. */
-	void *nc = dlopen("libnccl.so.2", RTLD_LAZY | RTLD_NOLOAD);
-	int (*ver)(int *) = (int (*)(int *))(nc ? dlsym(nc, "ncclGetVersion")
-	                                        : dlsym(RTLD_DEFAULT, "ncclGetVersion"));
+	int (*ver)(int *) = (int (*)(int *))cuptrace_loaded_sym("libnccl.so.2", "ncclGetVersion");
 	int code = 0;
 	if (ver && ver(&code) == 0 && code > 0) {
 		/* NCCL_VERSION_CODE: X*10000+Y*100+Z since 2.9, X*1000+Y*100+Z before */
@@ -1130,8 +1111,6 @@ static void late_meta(void (*put)(void *ctx, const char *k, const char *v), void
 			         code % 100);
 		put(ctx, "nccl_version", v);
 	}
-	if (nc)
-		dlclose(nc);
 	const char *gm = cuptrace_gm_status();
 	if (gm)
 		put(ctx, "gpu_metrics", gm);

@@ -36,7 +36,6 @@
 #include <dlfcn.h>
 #include <errno.h>
 #include <pthread.h>
-#include <signal.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
@@ -135,11 +134,10 @@ typedef int (*cu_name_fn)(char *, int, int);
 
 static void *cuda_sym(const char *name)
 {
-	void *s = dlsym(RTLD_DEFAULT, name);
+	void *s = cuptrace_loaded_sym("libcuda.so.1", name);
 	if (!s) {
-		void *h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
-		if (!h)
-			h = dlopen("libcuda.so.1", RTLD_NOW);
+		/* `record --list-gpu-metrics`: nothing loaded the driver yet; it stays loaded */
+		void *h = dlopen("libcuda.so.1", RTLD_NOW);
 		s = h ? dlsym(h, name) : NULL;
 	}
 	return s;
@@ -851,7 +849,7 @@ int cuptrace_gm_setup(CUpti_SubscriberHandle sub)
 
 /* Marks a context's device for the sampler thread, starting the thread the first time: not at
  * session start, so a process that never creates a context costs no thread and touches no
- * counters. Signals stay with the application's threads, as for the library's other threads. */
+ * counters. Signals stay with the application's threads (cuptrace_thread_start). */
 static void want_context(CUcontext ctx)
 {
 	uint32_t dev = 0;
@@ -864,24 +862,13 @@ static void want_context(CUcontext ctx)
 	if (wait)
 		G.dev[dev].start_pending = 1;
 	if (!G.have_thread && !G.stop) {
-		/* Asynchronous signals only: a fault in this thread must reach the program's own
-		 * handler (Python's faulthandler, a JVM) as a fault in any thread would. */
-		sigset_t all, old;
-		sigfillset(&all);
-		sigdelset(&all, SIGSEGV);
-		sigdelset(&all, SIGBUS);
-		sigdelset(&all, SIGFPE);
-		sigdelset(&all, SIGILL);
-		sigdelset(&all, SIGSYS);
-		pthread_sigmask(SIG_SETMASK, &all, &old);
-		if (!pthread_create(&G.thread, NULL, sampler_main, NULL)) {
+		if (!cuptrace_thread_start(&G.thread, sampler_main, NULL)) {
 			G.have_thread = 1;
 			G.pid = getpid();
 			if (!G.atexit_set)
 				G.atexit_set = !atexit(gm_atexit);
 			snprintf(G.status, sizeof(G.status), "sampled");
 		}
-		pthread_sigmask(SIG_SETMASK, &old, NULL);
 	}
 	pthread_cond_signal(&G.cond);
 	/* The context's thread waits (at most GM_START_WAIT_S) until sampling runs: the program's

@@ -1,7 +1,10 @@
 /* Shared containers and helpers (see util.h). */
+#define _GNU_SOURCE /* RTLD_DEFAULT, RTLD_NOLOAD */
 #include "util.h"
 
+#include <dlfcn.h>
 #include <errno.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -314,4 +317,26 @@ int cuptrace_ends_with(const char *s, const char *suffix)
 {
 	size_t a = strlen(s), b = strlen(suffix);
 	return a >= b && !strcmp(s + a - b, suffix);
+}
+
+int cuptrace_thread_start(pthread_t *t, void *(*fn)(void *), void *arg)
+{
+	static const int faults[] = {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGSYS};
+	sigset_t mask, old;
+	sigfillset(&mask);
+	for (size_t i = 0; i < sizeof(faults) / sizeof(faults[0]); i++)
+		sigdelset(&mask, faults[i]);
+	pthread_sigmask(SIG_SETMASK, &mask, &old); /* the new thread inherits it */
+	int r = pthread_create(t, NULL, fn, arg);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	return -r;
+}
+
+void *cuptrace_loaded_sym(const char *soname, const char *name)
+{
+	void *h = dlopen(soname, RTLD_LAZY | RTLD_NOLOAD);
+	void *s = h ? dlsym(h, name) : NULL;
+	if (h)
+		dlclose(h); /* drops only the reference NOLOAD took: the library stays */
+	return s ? s : dlsym(RTLD_DEFAULT, name);
 }

@@ -3,6 +3,7 @@
 #ifndef CUPTRACE_COMMON_UTIL_H
 #define CUPTRACE_COMMON_UTIL_H
 
+#include <pthread.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -69,5 +70,20 @@ char *cuptrace_path_expand(const char *tmpl, int pid);
 char *cuptrace_path_with_tag(const char *path, const char *tag);
 /* True if path ends with suffix. */
 int cuptrace_ends_with(const char *s, const char *suffix);
+
+/* Starts one of the library's own threads (writer, flusher, compressors, OTLP sender, GPU
+ * metrics sampler). It takes none of the program's asynchronous signals (SIGINT, SIGTERM,
+ * SIGCHLD, timers: they stay with the program's threads, whose handlers expect them), but a
+ * fault in it (SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGSYS) reaches the program's handler as a
+ * fault in any thread would: the kernel kills a thread that faults with the signal blocked
+ * without running any handler, so Python's faulthandler or a JVM would report nothing.
+ * The caller's own mask is unchanged. 0, or a negative errno. */
+int cuptrace_thread_start(pthread_t *t, void *(*fn)(void *), void *arg);
+
+/* A function of a library the process has already loaded (the CUDA driver, NCCL), without
+ * loading it: from the library loaded under that soname (cudart opens libcuda RTLD_LOCAL, out
+ * of the global scope), else from the global scope (linked in). NULL where neither has it. Valid
+ * while the library stays loaded (the driver and NCCL are never unloaded while CUDA work runs). */
+void *cuptrace_loaded_sym(const char *soname, const char *name);
 
 #endif

@@ -7,7 +7,6 @@
 #include <dlfcn.h>
 #include <errno.h>
 #include <pthread.h>
-#include <signal.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
@@ -578,12 +577,8 @@ struct cuptrace_otlp_http *cuptrace_otlp_http_open(const char *url,
 	pthread_condattr_destroy(&ca);
 	int err = setup_curl(h);
 	if (!err) {
-		/* The sender never takes the program's signals. */
-		sigset_t all, old;
-		sigfillset(&all);
-		pthread_sigmask(SIG_SETMASK, &all, &old);
-		err = -pthread_create(&h->thread, NULL, sender_main, h);
-		pthread_sigmask(SIG_SETMASK, &old, NULL);
+		/* The sender never takes the program's signals (cuptrace_thread_start). */
+		err = cuptrace_thread_start(&h->thread, sender_main, h);
 	}
 	if (err) {
 		cuptrace_err("OTLP: cannot start sending: %s", strerror(-err));

@@ -14,7 +14,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
-#include <signal.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,8 +21,9 @@
 #include <unistd.h>
 #include <zlib.h>
 
-#define MAX_CHUNK (480u * 1024u) /* Perfetto asks that a compressed_packets packet stay < 512 KB   \
-	                          */
+#define MAX_CHUNK                                                                                  \
+	(480u * 1024u) /* Perfetto asks that a compressed_packets packet stay < 512 KB             \
+	                */
 #define MAX_WORKERS 4
 #define NBUFS       (MAX_WORKERS + 2)
 
@@ -95,7 +95,6 @@ static int write_all(struct cuptrace_output *o, const void *p, size_t n)
 	}
 	return 0;
 }
-
 
 /* One chunk: TracePacket{compressed_packets(50) = zlib(records)}, framed as Trace.packet.
  * Compresses into *zbuf (grown as needed); *out and *out_len give the framed bytes. */
@@ -276,17 +275,13 @@ static void start_pool(struct cuptrace_output *o, int nworkers)
 	}
 	pthread_mutex_init(&o->lock, NULL);
 	pthread_cond_init(&o->cond, NULL);
-	/* The workers never take the traced program's signals. */
-	sigset_t all, old;
-	sigfillset(&all);
-	pthread_sigmask(SIG_SETMASK, &all, &old);
+	/* The workers never take the traced program's signals (cuptrace_thread_start). */
 	for (int i = 0; i < nworkers && i < (int)o->nfree - 1; i++) {
 		o->workers[i].o = o;
-		if (pthread_create(&o->workers[i].thread, NULL, worker_main, &o->workers[i]))
+		if (cuptrace_thread_start(&o->workers[i].thread, worker_main, &o->workers[i]))
 			break;
 		o->nworkers++;
 	}
-	pthread_sigmask(SIG_SETMASK, &old, NULL);
 	if (!o->nworkers) {
 		/* No thread: compress inline (slower, same bytes). */
 		pthread_mutex_destroy(&o->lock);
