@@ -5,7 +5,10 @@ answers known from the workload (tests/gpu_metrics_test.sh):
   - DRAM bandwidth during each device-to-device copy within 15% of the copy's own traffic:
     it reads and writes every byte once, so DRAM read + write = 2 * bytes / duration;
   - SM activity near zero in the idle gap between the matmul and the elementwise kernel.
-Usage: check_gpumetrics.py TRACE.json. Prints what it measured; exit 1 on a failed check."""
+Usage: check_gpumetrics.py TRACE.json. Prints what it measured; exit 1 on a failed check.
+       check_gpumetrics.py --reset TRACE.json: the trace of `gpumetrics_work 64 reset` (the
+       sampled context destroyed after the workload, then 2 more spin kernels): 5 spin kernels,
+       and the last SM active point before the first kernel after the reset."""
 import json
 import sys
 
@@ -16,7 +19,20 @@ def load(path):
     return d["traceEvents"] if isinstance(d, dict) else d
 
 
+def check_reset(ev):
+    spins = sorted(e["ts"] for e in ev
+                   if e.get("cat") == "kernel" and e["name"].startswith("spin_kernel"))
+    sm = [e["ts"] for e in ev if e.get("ph") == "C" and e.get("name") == "SM active %"]
+    ok = len(spins) == 5 and bool(sm) and max(sm) < spins[3]
+    print("reset: %d spin kernels, %d SM active points, last at %.1f us, first kernel after the "
+          "reset at %.1f us: %s" % (len(spins), len(sm), max(sm) if sm else -1,
+                                    spins[3] if len(spins) > 3 else -1, "ok" if ok else "FAIL"))
+    return 0 if ok else 1
+
+
 def main():
+    if sys.argv[1] == "--reset":
+        return check_reset(load(sys.argv[2]))
     ev = load(sys.argv[1])
     slices = [e for e in ev if e.get("ph") == "X"]
     counters = {}

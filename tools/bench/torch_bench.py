@@ -152,6 +152,11 @@ def fmt_ci(est, lo, hi, scale=1e6, unit="µs", digits=2):
                                      hi * scale)
 
 
+def tie_or(lo, hi):
+    """The verdict on a ratio's 95% interval."""
+    return "tie" if lo <= 1 <= hi else ("lower" if hi < 1 else "higher")
+
+
 def by_state(by, num, den):
     """num / den within each speed of the machine. Shared machines were seen to switch for
     seconds at a time between two speeds (H100 VM: the same step 6.5 or 10.5 ms, the workers'
@@ -177,7 +182,7 @@ def by_state(by, num, den):
             continue
         est = f(rs)
         lo, hi = boot(rs, f)
-        verdict = "tie" if lo <= 1 <= hi else ("lower" if hi < 1 else "higher")
+        verdict = tie_or(lo, hi)
         print("- %s / %s, time per step with the machine %s (%d and %d blocks of %d rounds, "
               "CPU probe %s %.1f ms): %.3f [%.3f, %.3f] (%s)" % (
                   num, den, state, na, nd, len(rs), "under" if state == "fast" else "over",
@@ -259,7 +264,7 @@ def cmd_report(a):
             lo, hi = boot(rs, f)
             word = {"added": "added time", "time": "time per step",
                     "paired": "time per step, paired by round"}[what]
-            verdict = "tie" if lo <= 1 <= hi else ("lower" if hi < 1 else "higher")
+            verdict = tie_or(lo, hi)
             print("- %s / %s, %s (%d rounds): %.3f [%.3f, %.3f] (%s)" % (
                 num, den, word, len(rs), est if est else 0, lo, hi, verdict))
 

@@ -137,11 +137,15 @@ def main():
     steps = a.steps or steps
     warmup = a.warmup if a.warmup is not None else warmup
     res = {"workload": a.workload, "steps": steps}
-    if not a.profile:
+
+    def run():
         step = make()
         if a.pin_main is not None:
             os.sched_setaffinity(0, {a.pin_main})  # 0: this thread only, on Linux
         res["step_s"] = timed(step, steps, warmup, res=res)
+
+    if not a.profile:
+        run()
         print(json.dumps(res))
         return 0
     from torch.profiler import ProfilerActivity, profile
@@ -151,10 +155,7 @@ def main():
         acts.insert(0, ProfilerActivity.CPU)
     # The model is built inside the profiler too, so it sees all the work cuptrace sees.
     with profile(activities=acts) as prof:
-        step = make()
-        if a.pin_main is not None:
-            os.sched_setaffinity(0, {a.pin_main})
-        res["step_s"] = timed(step, steps, warmup, res=res)
+        run()
     t0 = time.perf_counter()
     prof.export_chrome_trace(a.trace_out)
     res["export_s"] = time.perf_counter() - t0
