@@ -1,0 +1,146 @@
+/* Capture windows: which parts of a run are traced. The spec says how windows are chosen (a
+ * time, cudaProfilerStart/Stop, a named range, training steps, a trigger from outside); the
+ * tracker turns what the program does into "open now" and "close now" decisions.
+ *
+ * Pure logic, no CUPTI and no clock of its own: collect feeds it events with their times and
+ * carries out its decisions (enabling CUPTI, writing files), so every rule here is tested on
+ * synthetic event streams (tests/test_window.c).
+ *
+ * Threading: a tracker is not thread-safe; its owner serializes the calls (collect holds one
+ * lock around it: events come from application threads, the timer and the control thread). */
+#ifndef CUPTRACE_COLLECT_WINDOW_H
+#define CUPTRACE_COLLECT_WINDOW_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+enum cuptrace_wmode {
+	CUPTRACE_WMODE_RUN,          /* no window: the whole run, as without any option */
+	CUPTRACE_WMODE_TIME,         /* --delay and/or --duration only */
+	CUPTRACE_WMODE_PROFILER_API, /* --capture-range cuda-profiler-api */
+	CUPTRACE_WMODE_RANGE,        /* --capture-range range:NAME[#K][,N] */
+	CUPTRACE_WMODE_STEPS,        /* --steps K[,N] */
+	CUPTRACE_WMODE_ON_DEMAND,    /* --on-demand: only `cuptrace trigger` (or the C API) opens */
+};
+
+#define CUPTRACE_WNAME_MAX 256
+
+struct cuptrace_wspec {
+	enum cuptrace_wmode mode;
+	int64_t delay_ns; /* nothing opens before t0 + delay (0: no delay) */
+	int64_t
+	    duration_ns; /* a window closes at the latest this long after it opened (0: no cap) */
+	char range[CUPTRACE_WNAME_MAX];      /* RANGE: the range name */
+	char range_full[CUPTRACE_WNAME_MAX]; /* RANGE: NAME#K as given, a name of its own */
+	uint64_t first;   /* RANGE, STEPS: the first occurrence traced (1-based) */
+	uint64_t count;   /* RANGE, STEPS: how many occurrences a window spans */
+	uint64_t repeat;  /* 0: one window; M: a window every M-th occurrence */
+	int64_t ring_ns;  /* > 0: flight recorder keeping this much of the run */
+	double ring_slow; /* > 1: write out steps slower than this x the median */
+};
+
+/* Parsers for the option values; each returns 0, or -EINVAL with a message in err (which names
+ * no option: the caller prefixes it). Durations: a number with a unit, ns, us, ms, s, m, h
+ * ("500ms", "2s", "1.5m"); a plain number is seconds. */
+int cuptrace_parse_duration(const char *text, int64_t *ns, char *err, size_t n);
+/* "cuda-profiler-api" or "range:NAME[#K][,N]". */
+int cuptrace_wspec_parse_range(struct cuptrace_wspec *w, const char *text, char *err, size_t n);
+/* "K[,N]". */
+int cuptrace_wspec_parse_steps(struct cuptrace_wspec *w, const char *text, char *err, size_t n);
+/* "N" or "all". */
+int cuptrace_wspec_parse_repeat(struct cuptrace_wspec *w, const char *text, char *err, size_t n);
+/* Sets mode from what was given (ranges and steps win over time; on-demand is set by its own
+ * flag). Returns 0 or -EINVAL when the combination makes no sense (repeat with no range or
+ * steps, --ring-slow without --ring). */
+int cuptrace_wspec_finish(struct cuptrace_wspec *w, char *err, size_t n);
+/* One line saying how windows are chosen ("range:train_step#3,2 every 10"), for metadata. */
+void cuptrace_wspec_describe(const struct cuptrace_wspec *w, char *out, size_t n);
+/* True where the name of a range matches the spec's: the same text, or the text followed by
+ * '#' and digits (torch.profiler's "ProfilerStep#12" matches "ProfilerStep"). */
+int cuptrace_wname_matches(const char *want, const char *name);
+
+enum cuptrace_wact { CUPTRACE_WACT_NONE, CUPTRACE_WACT_OPEN, CUPTRACE_WACT_CLOSE };
+
+struct cuptrace_waction {
+	enum cuptrace_wact act;
+	int64_t t;       /* when the window opens or closes (the event's time) */
+	uint64_t window; /* 1-based number of the window */
+	char why[160];   /* OPEN: what opened it ("range train_step #3"); CLOSE: what closed it */
+};
+
+/* A matching range in flight: its key (thread and depth, or a start/end range id) and its
+ * number among the matching ranges. */
+struct cuptrace_wrange {
+	uint64_t key, occ;
+};
+
+struct cuptrace_wtracker {
+	struct cuptrace_wspec spec;
+	int64_t t0;           /* the first CUDA call: times are counted from here */
+	int open;             /* a window is open now */
+	int done;             /* no window will open again */
+	uint64_t windows;     /* windows opened so far */
+	int64_t opened_at;    /* the open window's start */
+	uint64_t next_first;  /* RANGE/STEPS: the occurrence that opens the next window */
+	uint64_t close_after; /* RANGE/STEPS: the occurrence whose end closes the open window */
+	uint64_t occurrences; /* RANGE: matching ranges started; STEPS: steps ended */
+	int64_t close_at;     /* a time that closes the open window (INT64_MAX: none) */
+	uint64_t close_steps; /* trigger: steps left before the open window closes (0: none) */
+	int by_trigger;       /* the open window was opened by a trigger, not by the spec */
+	int numbered_seen;    /* RANGE: a range numbered in its name ("NAME#12") was seen */
+	struct cuptrace_wrange *inflight;
+	size_t ninflight, capinflight;
+};
+
+void cuptrace_wtracker_init(struct cuptrace_wtracker *t, const struct cuptrace_wspec *spec,
+                            int64_t t0);
+void cuptrace_wtracker_free(struct cuptrace_wtracker *t);
+
+/* Each event returns 1 and fills *a when it opens or closes a window, else 0. At most one
+ * action per event: a range that ends one window and starts the next is two events. */
+
+/* The clock moved on (the timer calls this at cuptrace_wtracker_deadline()). */
+int cuptrace_wtracker_time(struct cuptrace_wtracker *t, int64_t now, struct cuptrace_waction *a);
+/* When the tracker next needs cuptrace_wtracker_time (INT64_MAX: never). */
+int64_t cuptrace_wtracker_deadline(const struct cuptrace_wtracker *t);
+/* A range began or ended. key identifies it until its end: (tid << 16 | depth) for push/pop
+ * ranges, the range id for start/end ranges. name may be NULL at the end. */
+int cuptrace_wtracker_range_begin(struct cuptrace_wtracker *t, const char *name, uint64_t key,
+                                  int64_t now, struct cuptrace_waction *a);
+int cuptrace_wtracker_range_end(struct cuptrace_wtracker *t, uint64_t key, int64_t now,
+                                struct cuptrace_waction *a);
+/* cudaProfilerStart (start = 1) or cudaProfilerStop (0), or their driver forms. */
+int cuptrace_wtracker_profiler(struct cuptrace_wtracker *t, int start, int64_t now,
+                               struct cuptrace_waction *a);
+/* A training step ended (optimizer.step() returned). */
+int cuptrace_wtracker_step(struct cuptrace_wtracker *t, int64_t now, struct cuptrace_waction *a);
+/* From outside (`cuptrace trigger`, or the C API): open now for duration_ns (0: until closed)
+ * or steps steps (0: not counted), or close the open window (close = 1). */
+int cuptrace_wtracker_trigger(struct cuptrace_wtracker *t, int close, int64_t duration_ns,
+                              uint64_t steps, int64_t now, struct cuptrace_waction *a);
+/* Call after every CLOSE: opens the next window where it begins at that very event (steps
+ * back to back: the step end that closed one window begins the next one's first step). */
+int cuptrace_wtracker_after_close(struct cuptrace_wtracker *t, int64_t now,
+                                  struct cuptrace_waction *a);
+/* The run ends: closes an open window. */
+int cuptrace_wtracker_end(struct cuptrace_wtracker *t, int64_t now, struct cuptrace_waction *a);
+
+/* Slow steps for the flight recorder (--ring-slow X): a step slower than X times the median of
+ * the recent steps. Keeps the last CUPTRACE_SLOW_KEEP step times. */
+#define CUPTRACE_SLOW_KEEP 64
+#define CUPTRACE_SLOW_MIN  5 /* steps seen before any is called slow */
+struct cuptrace_slowsteps {
+	double factor;
+	int64_t last_end; /* the previous step's end (its start is the one before) */
+	int64_t prev_end;
+	int64_t recent[CUPTRACE_SLOW_KEEP];
+	size_t n, next;
+	uint64_t steps, slow;
+};
+void cuptrace_slowsteps_init(struct cuptrace_slowsteps *s, double factor, int64_t t0);
+/* A step ended at now. Returns 1 when it was slow, with [*from, now] the span to write: the
+ * step before it and the slow one. *median is the median the step was held against. */
+int cuptrace_slowsteps_end(struct cuptrace_slowsteps *s, int64_t now, int64_t *from,
+                           int64_t *median);
+
+#endif
