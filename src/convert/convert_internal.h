@@ -1,7 +1,7 @@
 /* Converter state and the functions the convert_*.c files share. Private to src/convert.
  *
  * The files form layers; a file calls only the ones below it, never one beside or above it
- * (tests/convert_layers_test.sh checks this on the object files):
+ * (tests/layers_test.sh checks this on the object files):
  *
  *   convert.c          public entry points: life cycle, and the switch over record kinds
  *   convert_api.c      runtime and driver API records (which are dropped, names)
