@@ -216,18 +216,12 @@ uint32_t cuptrace_strtab_intern(struct cuptrace_strtab *t, const char *str, size
 			return id;
 		i = (i + 1) & (t->nslots - 1);
 	}
-	if (t->n == t->cap) {
-		size_t ncap = t->cap ? t->cap * 2 : 64;
-		char **ns = realloc(t->strs, ncap * sizeof(char *));
-		if (!ns)
-			return 0;
-		t->strs = ns;
-		size_t *nl = realloc(t->lens, ncap * sizeof(size_t));
-		if (!nl)
-			return 0;
-		t->lens = nl;
-		t->cap = ncap;
-	}
+	/* Two arrays of one capacity: each grows from the same one to the same one. */
+	size_t cap_strs = t->cap, cap_lens = t->cap;
+	if (CUPTRACE_GROW(t->strs, cap_strs, t->n + 1) ||
+	    CUPTRACE_GROW(t->lens, cap_lens, t->n + 1))
+		return 0;
+	t->cap = cap_strs;
 	char *copy = malloc(len + 1);
 	if (!copy)
 		return 0;

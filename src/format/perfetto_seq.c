@@ -11,20 +11,7 @@
 
 int pf_buf_reserve(struct pf_sink *s, size_t need)
 {
-	if (need <= s->bufcap)
-		return 0;
-	size_t cap = s->bufcap ? s->bufcap : 4096;
-	while (cap < need) {
-		if (cap > SIZE_MAX / 2)
-			return fail(s, -ENOMEM);
-		cap *= 2;
-	}
-	uint8_t *b = realloc(s->buf, cap);
-	if (!b)
-		return fail(s, -ENOMEM);
-	s->buf = b;
-	s->bufcap = cap;
-	return 0;
+	return CUPTRACE_GROW(s->buf, s->bufcap, need) ? fail(s, -ENOMEM) : 0;
 }
 
 /* Frames and writes one packet: one output record, so chunks are cut between packets only. The
