@@ -147,6 +147,60 @@ static void round_trip(enum cuptrace_compress mode, int workers)
 	unlink(path);
 }
 
+/* cuptrace_grow: every element kept across moves, capacity doubling (a few reallocs for
+ * thousands of appends, one per power of two), and an overflowing request refused before any
+ * allocation, with the array and its capacity untouched. */
+static void test_grow(void)
+{
+	struct pair {
+		uint32_t k;
+		double v;
+	} *arr = NULL;
+	size_t n = 0, cap = 0, moves = 0, last_cap = 0;
+
+	for (uint32_t i = 0; i < 5000; i++) {
+		CHECK_EQ_INT(CUPTRACE_GROW(arr, cap, n + 1), 0);
+		if (cap != last_cap) {
+			moves++;
+			CHECK(cap >= n + 1 && (!last_cap || cap == 2 * last_cap));
+			last_cap = cap;
+		}
+		arr[n++] = (struct pair){i, i * 0.5};
+	}
+	/* 16, 32, ..., 8192: 10 capacities for 5000 elements. */
+	CHECK_EQ_INT(moves, 10);
+	CHECK_EQ_INT(cap, 8192);
+	size_t bad = 0;
+	for (uint32_t i = 0; i < 5000; i++)
+		bad += arr[i].k != i || arr[i].v != i * 0.5;
+	CHECK_EQ_INT(bad, 0);
+
+	/* Room already there, or nothing asked: no change. */
+	struct pair *before = arr;
+	CHECK_EQ_INT(CUPTRACE_GROW(arr, cap, 100), 0);
+	CHECK(arr == before && cap == 8192);
+	/* A jump of several doublings at once: the next power of two times the old capacity. */
+	CHECK_EQ_INT(CUPTRACE_GROW(arr, cap, 40000), 0);
+	CHECK_EQ_INT(cap, 65536);
+	CHECK(arr[4999].k == 4999);
+
+	/* n * size overflows size_t: refused, nothing moved or lost. */
+	before = arr;
+	CHECK_EQ_INT(CUPTRACE_GROW(arr, cap, SIZE_MAX / sizeof(*arr) + 1), -ENOMEM);
+	CHECK(arr == before && cap == 65536 && arr[4999].k == 4999);
+	CHECK(cuptrace_grow(arr, &cap, SIZE_MAX, 2) == NULL && cap == 65536);
+	free(arr);
+
+	/* Empty: asking for 0 leaves a NULL array NULL, and that is not a failure. */
+	uint8_t *bytes = NULL;
+	size_t bcap = 0;
+	CHECK_EQ_INT(CUPTRACE_GROW(bytes, bcap, 0), 0);
+	CHECK(bytes == NULL && bcap == 0);
+	CHECK_EQ_INT(CUPTRACE_GROW(bytes, bcap, 1), 0);
+	CHECK(bytes != NULL && bcap == 16);
+	free(bytes);
+}
+
 static void test_round_trips(void)
 {
 	round_trip(CUPTRACE_COMPRESS_NONE, 0);
@@ -307,5 +361,6 @@ static void test_loaded_sym(void)
 		CHECK(dlopen("libresolv.so.2", RTLD_LAZY | RTLD_NOLOAD) == NULL);
 }
 
-TEST_MAIN(T(test_round_trips), T(test_flush_reaches_file), T(test_write_error_is_sticky),
-          T(test_open_errors), T(test_path_ranks), T(test_thread_signals), T(test_loaded_sym))
+TEST_MAIN(T(test_grow), T(test_round_trips), T(test_flush_reaches_file),
+          T(test_write_error_is_sticky), T(test_open_errors), T(test_path_ranks),
+          T(test_thread_signals), T(test_loaded_sym))

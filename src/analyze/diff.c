@@ -1,6 +1,7 @@
 /* Compares two profiles (diff.h): rows per family and name, devices matched by their "GPU N"
  * part, values divided per --per range, and the --fail-above verdict. */
 #include "analyze/diff.h"
+#include "common/util.h"
 
 #include <errno.h>
 #include <math.h>
@@ -141,11 +142,10 @@ static int grew(struct cuptrace_diff_value v, double pct)
 static int add_failure(struct cuptrace_diff *d, int family, const char *name,
                        struct cuptrace_diff_value v)
 {
-	struct cuptrace_diff_failure *f = realloc(d->fail, (d->nfail + 1) * sizeof(*f));
 	int oom = 0;
-	if (!f)
+	if (CUPTRACE_GROW(d->fail, d->failcap, d->nfail + 1))
 		return -ENOMEM;
-	d->fail = f;
+	struct cuptrace_diff_failure *f = d->fail;
 	f[d->nfail] = (struct cuptrace_diff_failure){.family = family, .total_ns = v};
 	f[d->nfail].name = dup_or_null(name, &oom);
 	d->nfail++;

@@ -132,7 +132,7 @@ struct cuptrace_diff {
 	size_t nrows[CUPTRACE_FAM_N];
 	double fail_above_pct; /* < 0: off */
 	struct cuptrace_diff_failure *fail;
-	size_t nfail;
+	size_t nfail, failcap;
 };
 
 /* Compares two profiles. With opts->per_name, a run whose per_count is 0 is an error: -ENOENT

@@ -37,21 +37,12 @@ int share_secret_add(struct share_secrets *s, const char *w, size_t n, enum shar
 	for (size_t i = 0; i < s->n; i++)
 		if (s->len[i] == n && s->kind[i] == k && !strncasecmp(s->word[i], w, n))
 			return 0;
-	if (s->n == s->cap) {
-		size_t cap = s->cap ? 2 * s->cap : 8;
-		char **nw = realloc(s->word, cap * sizeof(*nw));
-		if (nw)
-			s->word = nw;
-		size_t *nl = realloc(s->len, cap * sizeof(*nl));
-		if (nl)
-			s->len = nl;
-		unsigned char *nk = realloc(s->kind, cap);
-		if (nk)
-			s->kind = nk;
-		if (!nw || !nl || !nk)
-			return -ENOMEM;
-		s->cap = cap;
-	}
+	/* Three arrays of one capacity: each grows from the same one to the same one. */
+	size_t cap_word = s->cap, cap_len = s->cap, cap_kind = s->cap;
+	if (CUPTRACE_GROW(s->word, cap_word, s->n + 1) ||
+	    CUPTRACE_GROW(s->len, cap_len, s->n + 1) || CUPTRACE_GROW(s->kind, cap_kind, s->n + 1))
+		return -ENOMEM;
+	s->cap = cap_word;
 	if (!(s->word[s->n] = strndup(w, n)))
 		return -ENOMEM;
 	s->len[s->n] = n;
@@ -122,16 +113,8 @@ int share_find_users(struct share_secrets *s, const char *text)
 
 int share_buf_add(struct share_buf *b, const char *s, size_t n)
 {
-	if (b->n + n + 1 > b->cap) {
-		size_t cap = b->cap ? b->cap : 64;
-		while (cap < b->n + n + 1)
-			cap *= 2;
-		char *p = realloc(b->p, cap);
-		if (!p)
-			return -ENOMEM;
-		b->p = p;
-		b->cap = cap;
-	}
+	if (n >= SIZE_MAX - b->n || CUPTRACE_GROW(b->p, b->cap, b->n + n + 1))
+		return -ENOMEM;
 	memcpy(b->p + b->n, s, n);
 	b->n += n;
 	b->p[b->n] = 0;

@@ -15,15 +15,32 @@ void *cuptrace_grow(void *arr, size_t *cap, size_t n, size_t size)
 {
 	if (n <= *cap)
 		return arr;
+	if (!size || n > SIZE_MAX / size)
+		return NULL;
 	size_t ncap = *cap ? *cap : 16;
 	while (ncap < n)
-		ncap *= 2;
+		ncap = ncap > SIZE_MAX / 2 ? n : ncap * 2;
 	if (ncap > SIZE_MAX / size)
-		return NULL;
+		ncap = n; /* doubling would overflow: exactly what is needed still fits */
 	void *p = realloc(arr, ncap * size);
 	if (p)
 		*cap = ncap;
 	return p;
+}
+
+int cuptrace_grow_to(void *arrp, size_t *cap, size_t n, size_t size)
+{
+	void *arr;
+
+	if (n <= *cap)
+		return 0;
+	/* memcpy, not a cast to void **: arrp may point to any object pointer type. */
+	memcpy(&arr, arrp, sizeof(arr));
+	void *p = cuptrace_grow(arr, cap, n, size);
+	if (!p)
+		return -ENOMEM;
+	memcpy(arrp, &p, sizeof(p));
+	return 0;
 }
 
 size_t cuptrace_put_varint(uint8_t *p, uint64_t v)
@@ -199,18 +216,12 @@ uint32_t cuptrace_strtab_intern(struct cuptrace_strtab *t, const char *str, size
 			return id;
 		i = (i + 1) & (t->nslots - 1);
 	}
-	if (t->n == t->cap) {
-		size_t ncap = t->cap ? t->cap * 2 : 64;
-		char **ns = realloc(t->strs, ncap * sizeof(char *));
-		if (!ns)
-			return 0;
-		t->strs = ns;
-		size_t *nl = realloc(t->lens, ncap * sizeof(size_t));
-		if (!nl)
-			return 0;
-		t->lens = nl;
-		t->cap = ncap;
-	}
+	/* Two arrays of one capacity: each grows from the same one to the same one. */
+	size_t cap_strs = t->cap, cap_lens = t->cap;
+	if (CUPTRACE_GROW(t->strs, cap_strs, t->n + 1) ||
+	    CUPTRACE_GROW(t->lens, cap_lens, t->n + 1))
+		return 0;
+	t->cap = cap_strs;
 	char *copy = malloc(len + 1);
 	if (!copy)
 		return 0;

@@ -39,9 +39,17 @@ uint32_t cuptrace_strtab_intern(struct cuptrace_strtab *t, const char *s, size_t
 /* The stable NUL-terminated copy for an id. */
 const char *cuptrace_strtab_str(const struct cuptrace_strtab *t, uint32_t id);
 
-/* Grows arr (elements of size bytes, capacity *cap) to hold at least n, doubling. Returns the
- * (possibly moved) array, or NULL with arr left intact and *cap unchanged. */
+/* The one growth policy of every growable array: grows arr (elements of size bytes, capacity
+ * *cap) to hold at least n, doubling from 16 (amortized O(1) per append), never past what
+ * size_t can count in bytes. Returns the (possibly moved) array, or NULL with arr left intact
+ * and *cap unchanged (also when n * size would overflow). */
 void *cuptrace_grow(void *arr, size_t *cap, size_t n, size_t size);
+/* The same through a pointer to the array pointer (any object pointer type), updated in place
+ * on success: 0, or -ENOMEM with *arrp and *cap unchanged. Use CUPTRACE_GROW. */
+int cuptrace_grow_to(void *arrp, size_t *cap, size_t n, size_t size);
+/* CUPTRACE_GROW(arr, cap, n): makes room for n elements in the array lvalue arr of capacity
+ * lvalue cap, sized by arr's own element type. 0 or -ENOMEM. */
+#define CUPTRACE_GROW(arr, cap, n) cuptrace_grow_to(&(arr), &(cap), (n), sizeof(*(arr)))
 /* Protobuf base-128 varint of v into p (up to 10 bytes); returns its length. */
 size_t cuptrace_put_varint(uint8_t *p, uint64_t v);
 

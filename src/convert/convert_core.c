@@ -72,15 +72,9 @@ void conv_meta_set(struct cuptrace_converter *c, const char *key, const char *s,
 			return;
 		}
 	}
-	if (c->nmeta == c->meta_cap) {
-		size_t cap = c->meta_cap ? c->meta_cap * 2 : 32;
-		struct cuptrace_meta *m = realloc(c->meta, cap * sizeof(*m));
-		if (!m) {
-			c->err = -ENOMEM;
-			return;
-		}
-		c->meta = m;
-		c->meta_cap = cap;
+	if (CUPTRACE_GROW(c->meta, c->meta_cap, c->nmeta + 1)) {
+		c->err = -ENOMEM;
+		return;
 	}
 	c->meta[c->nmeta++] = (struct cuptrace_meta){
 	    .key = conv_str(c, conv_intern(c, key)),

@@ -56,16 +56,22 @@ static struct corr_state *corr_get(struct cuptrace_converter *c, uint32_t corr, 
 	return s;
 }
 
+/* Room for one more element in an array counted in uint32_t (corr_state and pending_api keep
+ * their counts small): 0 or -ENOMEM. */
+#define GROW_U32(arr, n, cap) grow_u32(&(arr), &(n), &(cap), sizeof(*(arr)))
+static int grow_u32(void *arrp, const uint32_t *n, uint32_t *cap, size_t size)
+{
+	size_t c = *cap;
+	if (*n == UINT32_MAX || cuptrace_grow_to(arrp, &c, (size_t)*n + 1, size))
+		return -ENOMEM;
+	*cap = c > UINT32_MAX ? UINT32_MAX : (uint32_t)c;
+	return 0;
+}
+
 static int push_u64(uint64_t **v, uint32_t *n, uint32_t *cap, uint64_t x)
 {
-	if (*n == *cap) {
-		uint32_t nc = *cap ? *cap * 2 : 4;
-		uint64_t *nv = realloc(*v, nc * sizeof(uint64_t));
-		if (!nv)
-			return -ENOMEM;
-		*v = nv;
-		*cap = nc;
-	}
+	if (grow_u32(v, n, cap, sizeof(**v)))
+		return -ENOMEM;
 	(*v)[(*n)++] = x;
 	return 0;
 }
@@ -263,10 +269,8 @@ int conv_corr_sync(struct cuptrace_converter *c, uint32_t corr, const struct orp
 		return c->err;
 	if (st->api_seen)
 		return emit_sync_child(c, st, o);
-	struct orphan_sync *ns = realloc(st->syncs, (st->nsyncs + 1) * sizeof(*ns));
-	if (!ns)
+	if (GROW_U32(st->syncs, st->nsyncs, st->syncs_cap))
 		return c->err = -ENOMEM;
-	st->syncs = ns;
 	st->syncs[st->nsyncs++] = *o;
 	return 0;
 }

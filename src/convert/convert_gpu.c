@@ -66,15 +66,9 @@ static struct stream *get_stream(struct cuptrace_converter *c, uint32_t dev, uin
 		return NULL;
 	}
 	if (created) {
-		if (c->nstreams == c->streams_cap) {
-			size_t cap = c->streams_cap ? c->streams_cap * 2 : 16;
-			struct stream *ns = realloc(c->streams, cap * sizeof(*ns));
-			if (!ns) {
-				c->err = -ENOMEM;
-				return NULL;
-			}
-			c->streams = ns;
-			c->streams_cap = cap;
+		if (CUPTRACE_GROW(c->streams, c->streams_cap, c->nstreams + 1)) {
+			c->err = -ENOMEM;
+			return NULL;
 		}
 		struct stream *s = &c->streams[c->nstreams];
 		memset(s, 0, sizeof(*s));

@@ -1,7 +1,7 @@
 /* Converter state and the functions the convert_*.c files share. Private to src/convert.
  *
  * The files form layers; a file calls only the ones below it, never one beside or above it
- * (tests/convert_layers_test.sh checks this on the object files):
+ * (tests/layers_test.sh checks this on the object files):
  *
  *   convert.c          public entry points: life cycle, and the switch over record kinds
  *   convert_api.c      runtime and driver API records (which are dropped, names)
@@ -83,7 +83,7 @@ struct corr_state {
 	uint64_t *orphans; /* flow ids of GPU work that came before the API record */
 	uint32_t norphans, orphans_cap;
 	struct orphan_sync *syncs;
-	uint32_t nsyncs;
+	uint32_t nsyncs, syncs_cap;
 };
 
 /* An API call held back until its GPU work arrives (see convert.h). */
@@ -257,9 +257,9 @@ struct cuptrace_converter {
 	struct lane nvtx_lanes[MAX_LANES];
 	size_t nnvtx_lanes;
 	struct tstack *stacks;
-	size_t nstacks;
+	size_t nstacks, stacks_cap;
 	struct mdata *mdatas;
-	size_t nmdatas;
+	size_t nmdatas, mdatas_cap;
 
 	/* convert_memory.c */
 	int alloc_track_declared[MAX_GPUS];
@@ -275,7 +275,7 @@ struct cuptrace_converter {
 	/* convert_meta.c */
 	struct cuptrace_u64map ctx_dev; /* context id -> device id + 1 (recorded, not yet read) */
 	struct ovh_track *ovh;
-	size_t novh;
+	size_t novh, ovh_cap;
 };
 
 /* A start/end pair worth drawing: both set, in order, and less than 10^15 ns (11 days) apart;

@@ -97,14 +97,8 @@ int conv_memory(struct cuptrace_converter *c, const CUpti_Activity *r)
 		c->err = c->sink->ops->instant(c->sink, &e);
 	/* Device memory in use: cudaMalloc-style device allocations, pools included. */
 	if (m->memoryKind == CUPTI_ACTIVITY_MEMORY_KIND_DEVICE) {
-		if (c->nmemev == c->memev_cap) {
-			size_t cap = c->memev_cap ? c->memev_cap * 2 : 256;
-			struct memev *nm = realloc(c->memev, cap * sizeof(*nm));
-			if (!nm)
-				return c->err = -ENOMEM;
-			c->memev = nm;
-			c->memev_cap = cap;
-		}
+		if (CUPTRACE_GROW(c->memev, c->memev_cap, c->nmemev + 1))
+			return c->err = -ENOMEM;
 		c->memev[c->nmemev++] = (struct memev){
 		    .ts = ts, .dev = dev, .delta = alloc ? (int64_t)m->bytes : -(int64_t)m->bytes};
 	}

@@ -104,10 +104,8 @@ static struct ovh_track *overhead_track(struct cuptrace_converter *c, int64_t ti
 	for (size_t i = 0; i < c->novh; i++)
 		if (c->ovh[i].tid == tid)
 			return &c->ovh[i];
-	struct ovh_track *n = realloc(c->ovh, (c->novh + 1) * sizeof(*n));
-	if (!n)
+	if (CUPTRACE_GROW(c->ovh, c->ovh_cap, c->novh + 1))
 		return NULL;
-	c->ovh = n;
 	memset(&c->ovh[c->novh], 0, sizeof(c->ovh[0]));
 	c->ovh[c->novh].tid = tid;
 	return &c->ovh[c->novh++];

@@ -18,10 +18,8 @@ static struct tstack *thread_stack(struct cuptrace_converter *c, int64_t tid)
 	for (size_t i = 0; i < c->nstacks; i++)
 		if (c->stacks[i].tid == tid)
 			return &c->stacks[i];
-	struct tstack *ns = realloc(c->stacks, (c->nstacks + 1) * sizeof(*ns));
-	if (!ns)
+	if (CUPTRACE_GROW(c->stacks, c->stacks_cap, c->nstacks + 1))
 		return NULL;
-	c->stacks = ns;
 	c->stacks[c->nstacks] = (struct tstack){.tid = tid};
 	return &c->stacks[c->nstacks++];
 }
@@ -50,14 +48,8 @@ static struct nvtx_range *range_slot(struct cuptrace_converter *c, uint32_t id, 
 	for (i = 0; i < c->nnvtx && c->nvtx[i].used; i++)
 		;
 	if (i == c->nnvtx) {
-		if (c->nnvtx == c->nvtx_cap) {
-			size_t cap = c->nvtx_cap ? c->nvtx_cap * 2 : 64;
-			struct nvtx_range *nr = realloc(c->nvtx, cap * sizeof(*nr));
-			if (!nr)
-				return NULL;
-			c->nvtx = nr;
-			c->nvtx_cap = cap;
-		}
+		if (CUPTRACE_GROW(c->nvtx, c->nvtx_cap, c->nnvtx + 1))
+			return NULL;
 		c->nnvtx++;
 	}
 	memset(&c->nvtx[i], 0, sizeof(c->nvtx[i]));
@@ -227,14 +219,8 @@ int conv_marker(struct cuptrace_converter *c, const CUpti_Activity *r)
 		}
 		struct tstack *s = tid ? thread_stack(c, tid) : NULL;
 		if (s) {
-			if (s->n == s->cap) {
-				size_t cap = s->cap ? s->cap * 2 : 16;
-				uint32_t *ni = realloc(s->ids, cap * sizeof(uint32_t));
-				if (!ni)
-					return c->err = -ENOMEM;
-				s->ids = ni;
-				s->cap = cap;
-			}
+			if (CUPTRACE_GROW(s->ids, s->cap, s->n + 1))
+				return c->err = -ENOMEM;
 			s->ids[s->n++] = m->id;
 		}
 		return 0;
@@ -286,10 +272,8 @@ int conv_marker_data(struct cuptrace_converter *c, const CUpti_Activity *r)
 	if (!slot)
 		return c->err = -ENOMEM;
 	if (created) {
-		struct mdata *nm = realloc(c->mdatas, (c->nmdatas + 1) * sizeof(*nm));
-		if (!nm)
+		if (CUPTRACE_GROW(c->mdatas, c->mdatas_cap, c->nmdatas + 1))
 			return c->err = -ENOMEM;
-		c->mdatas = nm;
 		*slot = ++c->nmdatas;
 	}
 	struct mdata *md = &c->mdatas[*slot - 1];

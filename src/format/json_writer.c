@@ -1,6 +1,7 @@
 /* Streaming JSON writer (see json_writer.h): escaping, UTF-8 repair, exact numbers, and one
  * output record per line. */
 #include "format/json_writer.h"
+#include "common/util.h"
 #include "output/output.h"
 
 #include <errno.h>
@@ -41,20 +42,11 @@ static int reserve(struct cuptrace_json *w, size_t n)
 		return -1;
 	if (n < w->cap - w->len)
 		return 0;
-	if (n > SIZE_MAX / 4 - w->len) {
+	/* Room for the NUL a finished line may get. */
+	if (n >= SIZE_MAX - w->len || CUPTRACE_GROW(w->buf, w->cap, w->len + n + 1)) {
 		fail(w, -ENOMEM);
 		return -1;
 	}
-	size_t ncap = w->cap ? w->cap : MIN_BYTES;
-	while (ncap - w->len <= n)
-		ncap *= 2;
-	char *b = realloc(w->buf, ncap);
-	if (!b) {
-		fail(w, -ENOMEM);
-		return -1;
-	}
-	w->buf = b;
-	w->cap = ncap;
 	return 0;
 }
 

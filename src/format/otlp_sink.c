@@ -84,7 +84,7 @@ struct otlp_sink {
 	size_t ntracks, trackcap;
 	struct cuptrace_u64map track_of; /* uuid -> index + 1 */
 	struct meta_kv *meta;
-	size_t nmeta;
+	size_t nmeta, metacap;
 
 	struct pspan **pending;
 	size_t npending, pendcap, pending_peak;
@@ -775,10 +775,8 @@ static int otlp_meta(struct cuptrace_sink *sk, const struct cuptrace_meta *m, si
 			s->meta[k].val = val;
 			continue;
 		}
-		struct meta_kv *arr = realloc(s->meta, (s->nmeta + 1) * sizeof(*arr));
-		char *key = arr ? dup_utf8(m[i].key) : NULL;
-		if (arr)
-			s->meta = arr;
+		char *key =
+		    CUPTRACE_GROW(s->meta, s->metacap, s->nmeta + 1) ? NULL : dup_utf8(m[i].key);
 		if (!key) {
 			free(val);
 			return s->err = -ENOMEM;

@@ -11,7 +11,7 @@
  * varints); test_perfetto's test_canonical_encoding checks that against protobuf-c. */
 #include "format/formats.h"
 #include "common/util.h"
-#include "format/perfetto_writer_internal.h"
+#include "format/perfetto_sink.h"
 
 #include <errno.h>
 #include <stdint.h>

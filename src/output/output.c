@@ -102,13 +102,8 @@ static int compress_chunk(int level, const uint8_t *buf, size_t len, uint8_t **z
                           const uint8_t **out, size_t *out_len)
 {
 	uLongf zlen = compressBound(len);
-	if (zlen + 32 > *zcap) {
-		uint8_t *z = realloc(*zbuf, zlen + 32);
-		if (!z)
-			return -ENOMEM;
-		*zbuf = z;
-		*zcap = zlen + 32;
-	}
+	if (CUPTRACE_GROW(*zbuf, *zcap, zlen + 32))
+		return -ENOMEM;
 	uint8_t *payload = *zbuf + 24; /* room for the two headers in front */
 	if (compress2(payload, &zlen, buf, len, level) != Z_OK)
 		return -EIO;

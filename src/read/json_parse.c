@@ -1,5 +1,6 @@
 /* The strict JSON pull parser of json_parse.h. */
 #include "read/json_parse.h"
+#include "common/util.h"
 
 #include <errno.h>
 #include <stdarg.h>
@@ -246,16 +247,8 @@ static int scan_string(struct jp *j, const uint8_t **body, size_t *n, int *escap
 static int decode(struct jp *j, int k, const uint8_t *s, size_t n, int escaped, const char **out,
                   size_t *outn)
 {
-	if (n + 1 > j->scap[k]) {
-		size_t cap = j->scap[k] ? j->scap[k] : 64;
-		while (cap < n + 1)
-			cap *= 2;
-		char *p = realloc(j->scratch[k], cap);
-		if (!p)
-			return jp_fail(j, "out of memory for a string of %zu bytes", n);
-		j->scratch[k] = p;
-		j->scap[k] = cap;
-	}
+	if (n == SIZE_MAX || CUPTRACE_GROW(j->scratch[k], j->scap[k], n + 1))
+		return jp_fail(j, "out of memory for a string of %zu bytes", n);
 	uint8_t *d = (uint8_t *)j->scratch[k];
 	if (!escaped) {
 		memcpy(d, s, n);

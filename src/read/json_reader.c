@@ -278,13 +278,8 @@ static int emit_tracks(struct jr *r, struct cuptrace_sink *sink)
 static int make_args(const struct jr *r, const struct jr_ev *e, struct cuptrace_arg **args,
                      size_t *cap)
 {
-	if (e->nargs > *cap) {
-		struct cuptrace_arg *a = realloc(*args, e->nargs * sizeof(**args));
-		if (!a)
-			return -ENOMEM;
-		*args = a;
-		*cap = e->nargs;
-	}
+	if (CUPTRACE_GROW(*args, *cap, e->nargs))
+		return -ENOMEM;
 	for (uint32_t i = 0; i < e->nargs; i++) {
 		const struct jr_arg *s = &r->args[e->arg0 + i];
 		struct cuptrace_arg *d = &(*args)[i];

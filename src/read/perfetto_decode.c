@@ -196,13 +196,10 @@ static int parse_snapshot(struct reader *r, struct rseq *q, const uint8_t *b, si
 			if (q->clocks[j].id == c[i].id)
 				k = &q->clocks[j];
 		if (!k) {
-			size_t cap = q->nclocks;
-			struct rclock *arr = realloc(q->clocks, (cap + 1) * sizeof(*arr));
-			if (!arr) {
+			if (CUPTRACE_GROW(q->clocks, q->clocks_cap, q->nclocks + 1)) {
 				r->err = -ENOMEM;
 				return 0;
 			}
-			q->clocks = arr;
 			k = &q->clocks[q->nclocks++];
 		}
 		*k = (struct rclock){.id = c[i].id,

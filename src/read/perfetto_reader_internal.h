@@ -118,7 +118,7 @@ struct rseq {
 	uint64_t def_track;
 	struct cuptrace_u64map tab[IT_N]; /* iid -> string id */
 	struct rclock *clocks;
-	size_t nclocks;
+	size_t nclocks, clocks_cap;
 };
 
 struct rarg {

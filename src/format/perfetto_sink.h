@@ -1,7 +1,11 @@
-/* What perfetto_writer.c and perfetto_encode.c share: the Perfetto sink's state, its sequences
- * and their interning tables. Private to src/format. */
-#ifndef CUPTRACE_FORMAT_PERFETTO_WRITER_INTERNAL_H
-#define CUPTRACE_FORMAT_PERFETTO_WRITER_INTERNAL_H
+/* The Perfetto sink's state, its sequences and their interning tables: what perfetto_writer.c
+ * (the sink's ops), perfetto_encode.c (the hot packets) and perfetto_seq.c (the packing buffer
+ * and the sequences, which both of them call) share. Private to src/format.
+ *
+ * Calls go one way: perfetto_writer.c -> perfetto_encode.c -> perfetto_seq.c, and
+ * perfetto_writer.c -> perfetto_seq.c; nothing calls back up (tests/layers_test.sh). */
+#ifndef CUPTRACE_FORMAT_PERFETTO_SINK_H
+#define CUPTRACE_FORMAT_PERFETTO_SINK_H
 
 #include "format/formats.h"
 #include "common/util.h"
@@ -9,6 +13,11 @@
 
 #include <stddef.h>
 #include <stdint.h>
+
+/* Sequence 1 holds the metadata; track sequences are 2, 3, ... Clock 64 is each track
+ * sequence's own incremental clock (perfetto_writer.c says why). */
+#define SEQ_META  1
+#define CLOCK_SEQ 64
 
 /* Entries per table and sequence of the interning cache: 2 KiB per sequence. */
 #define ICACHE_BITS 5
@@ -75,15 +84,21 @@ static inline int fail(struct pf_sink *s, int err)
 	return s->err;
 }
 
-/* ---- perfetto_writer.c ---- */
+/* ---- perfetto_seq.c ---- */
+
+struct Cuptrace__Pb__TracePacket; /* perfetto_trace.pb-c.h */
 
 /* Makes room for need bytes in the packing buffer. */
 int pf_buf_reserve(struct pf_sink *s, size_t need);
+/* Packs p with protobuf-c, frames it and writes it as one output record; 0 or s->err. */
+int pf_emit(struct pf_sink *s, struct Cuptrace__Pb__TracePacket *p);
 /* The sequence of a track, opened (its first generation written) on first use; NULL on error
  * (in s->err). */
 struct pf_seq *pf_seq_get(struct pf_sink *s, uint64_t track);
 /* Starts a new generation of q's incremental state; 0 or s->err. */
 int pf_seq_open_generation(struct pf_sink *s, struct pf_seq *q);
+/* Frees a sequence and its tables; NULL is fine. */
+void pf_seq_free(struct pf_seq *q);
 
 /* ---- perfetto_encode.c: the sink ops of the hot packets ---- */
 
