@@ -83,7 +83,7 @@ static void test_enums(void)
 	CHECK_EQ_STR(opt(CUPTRACE_SET_FORMAT, "xml", NULL),
 	             "bad value for --format: 'xml' (takes perfetto, chrome or capture)");
 	CHECK_EQ_STR(opt(CUPTRACE_SET_FORMAT, "capture", &v), "");
-	CHECK_EQ_INT(v.i, CUPTRACE_FORMAT_CAPTURE);
+	CHECK_EQ_INT(v.i, CUPTRACE_OUTFMT_CAPTURE);
 	CHECK_EQ_STR(opt(CUPTRACE_SET_GPU_METRICS_CLOCK, "boottime", &v), "");
 	CHECK_EQ_INT(v.i, CLOCK_BOOTTIME);
 	CHECK_EQ_STR(opt(CUPTRACE_SET_GPU_METRICS_CLOCK, "auto", &v), "");
@@ -257,7 +257,7 @@ static void test_env(void)
 	/* No default: nothing set (the format then follows the file name). */
 	setenv("CUPTRACE_FORMAT", "xml", 1);
 	CHECK_EQ_INT(cuptrace_setting_env(CUPTRACE_SET_FORMAT, &from_env), 0);
-	CHECK_EQ_INT(from_env.i, CUPTRACE_FORMAT_AUTO);
+	CHECK_EQ_INT(from_env.i, CUPTRACE_OUTFMT_AUTO);
 	CHECK(from_env.s == NULL);
 	CHECK_EQ_STR(last_log, "bad value for CUPTRACE_FORMAT: 'xml' (takes perfetto, chrome or "
 	                       "capture); using the default");

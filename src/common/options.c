@@ -13,9 +13,9 @@
 #include "common/log.h"
 
 static const struct cuptrace_setting_name format_names[] = {
-    {"perfetto", CUPTRACE_FORMAT_PERFETTO, 0},
-    {"chrome", CUPTRACE_FORMAT_CHROME, 0},
-    {"capture", CUPTRACE_FORMAT_CAPTURE, 0},
+    {"perfetto", CUPTRACE_OUTFMT_PERFETTO, 0},
+    {"chrome", CUPTRACE_OUTFMT_CHROME, 0},
+    {"capture", CUPTRACE_OUTFMT_CAPTURE, 0},
     {NULL, 0, 0},
 };
 /* Values of enum cuptrace_compress (output/output.h): none 0, gzip 1, chunks 2. */
