@@ -99,7 +99,7 @@ static struct session {
 	cuptrace_preload_register_fn preload_reg; /* libcuptrace_preload.so, when preloaded */
 	struct sigaction old_int, old_term;
 	int handlers_installed[2];
-} S = {.lock = PTHREAD_MUTEX_INITIALIZER, .sigpipe = {-1, -1}};
+} sess = {.lock = PTHREAD_MUTEX_INITIALIZER, .sigpipe = {-1, -1}};
 
 /* Ids of NVTX start/end ranges (nvtxRangeStart*, nvtxDomainRangeStartEx). CUPTI's marker
  * records look the same for push/pop and start/end ranges; the ids returned by the start calls
@@ -162,10 +162,10 @@ static void drain_startend(void)
 	pthread_mutex_unlock(&startend.lock);
 	if (!ids)
 		return;
-	if (S.cap)
-		cuptrace_capture_nvtx_startend(S.cap, ids, n);
-	else if (S.conv)
-		cuptrace_converter_nvtx_startend(S.conv, ids, n);
+	if (sess.cap)
+		cuptrace_capture_nvtx_startend(sess.cap, ids, n);
+	else if (sess.conv)
+		cuptrace_converter_nvtx_startend(sess.conv, ids, n);
 	free(ids);
 }
 
@@ -249,8 +249,8 @@ static void CUPTIAPI buffer_requested(uint8_t **buffer, size_t *size, size_t *ma
 	remember_thread_name();
 	/* Fault injection for the drills: a refused buffer makes CUPTI drop records, which it
 	 * must count (cuptiActivityGetNumDroppedRecords) and cuptrace must report. */
-	if (S.fault_every &&
-	    atomic_fetch_add(&S.buffer_requests, 1) % S.fault_every == S.fault_every - 1) {
+	if (sess.fault_every &&
+	    atomic_fetch_add(&sess.buffer_requests, 1) % sess.fault_every == sess.fault_every - 1) {
 		*buffer = NULL;
 		*size = 0;
 		*max_records = 0;
@@ -258,8 +258,8 @@ static void CUPTIAPI buffer_requested(uint8_t **buffer, size_t *size, size_t *ma
 	}
 	/* calloc of a large block is fresh mmap'd memory: already zero, so CUPTI need not clear
 	 * it on the application thread (ZEROED_OUT_ACTIVITY_BUFFER is set). */
-	*buffer = calloc(1, S.buffer_size);
-	*size = *buffer ? S.buffer_size : 0;
+	*buffer = calloc(1, sess.buffer_size);
+	*size = *buffer ? sess.buffer_size : 0;
 	*max_records = 0;
 }
 
@@ -270,23 +270,23 @@ static void CUPTIAPI buffer_completed(CUcontext ctx, uint32_t stream, uint8_t *b
 	 * global queue). Reading the count resets it, so nothing is counted twice. */
 	size_t dropped = 0;
 	if (cuptiActivityGetNumDroppedRecords(ctx, stream, &dropped) == CUPTI_SUCCESS && dropped)
-		atomic_fetch_add(&S.cupti_dropped, dropped);
-	int st = atomic_load(&S.state);
+		atomic_fetch_add(&sess.cupti_dropped, dropped);
+	int st = atomic_load(&sess.state);
 	if (!valid || (st != ST_RUNNING && st != ST_STOPPING)) {
 		free(buffer); /* a finished session's, or empty */
 		return;
 	}
-	atomic_fetch_add(&S.buffers, 1);
+	atomic_fetch_add(&sess.buffers, 1);
 	struct cuptrace_qitem it = {buffer, valid};
-	if (cuptrace_queue_push(&S.queue, it) == 0)
+	if (cuptrace_queue_push(&sess.queue, it) == 0)
 		return;
 	/* The writer is behind: drop this buffer, but count what was in it. */
 	uint64_t n = 0;
 	CUpti_Activity *r = NULL;
 	while (cuptiActivityGetNextRecord(buffer, valid, &r) == CUPTI_SUCCESS)
 		n++;
-	atomic_fetch_add(&S.buffers_dropped, 1);
-	atomic_fetch_add(&S.records_dropped, n);
+	atomic_fetch_add(&sess.buffers_dropped, 1);
+	atomic_fetch_add(&sess.records_dropped, n);
 	free(buffer);
 }
 
@@ -313,20 +313,20 @@ static void read_comm(const char *path, char *out, size_t n)
 static void note_thread(int64_t tid)
 {
 	int created;
-	if (!tid || !cuptrace_u64map_put(&S.tids, (uint64_t)tid, &created) || !created)
+	if (!tid || !cuptrace_u64map_put(&sess.tids, (uint64_t)tid, &created) || !created)
 		return;
 	char path[64], name[64];
 	/* /proc first: it has the current name; the remembered one if the thread is gone. */
-	snprintf(path, sizeof(path), "/proc/%d/task/%lld/comm", (int)S.pid, (long long)tid);
+	snprintf(path, sizeof(path), "/proc/%d/task/%lld/comm", (int)sess.pid, (long long)tid);
 	read_comm(path, name, sizeof(name));
 	if (!strcmp(name, "?"))
 		lookup_thread_name(tid, name, sizeof(name));
 	if (!strcmp(name, "?"))
 		snprintf(name, sizeof(name), "thread %lld", (long long)tid);
-	if (S.cap)
-		cuptrace_capture_thread(S.cap, tid, name);
-	else if (S.conv)
-		cuptrace_converter_thread_name(S.conv, tid, name);
+	if (sess.cap)
+		cuptrace_capture_thread(sess.cap, tid, name);
+	else if (sess.conv)
+		cuptrace_converter_thread_name(sess.conv, tid, name);
 }
 
 static int64_t record_tid(const CUpti_Activity *r)
@@ -350,12 +350,12 @@ static int64_t record_tid(const CUpti_Activity *r)
  * or the finishing thread once the writer has ended. */
 static void note_write_err(int err)
 {
-	if (!err || S.write_err)
+	if (!err || sess.write_err)
 		return;
-	S.write_err = err;
+	sess.write_err = err;
 	cuptrace_err("writing %s failed: %s; the trace stops there (what was written before "
 	             "loads)",
-	             S.path, strerror(-err));
+	             sess.path, strerror(-err));
 }
 
 static void handle_buffer(uint8_t *buf, size_t valid)
@@ -364,35 +364,35 @@ static void handle_buffer(uint8_t *buf, size_t valid)
 	size_t n = 0;
 	CUpti_Activity *r = NULL;
 	while (cuptiActivityGetNextRecord(buf, valid, &r) == CUPTI_SUCCESS) {
-		if (n == S.rec_cap) {
-			size_t cap = S.rec_cap ? S.rec_cap * 2 : 65536;
-			const CUpti_Activity **nr = realloc(S.recs, cap * sizeof(*nr));
-			uint32_t *ns = nr ? realloc(S.sizes, cap * sizeof(*ns)) : NULL;
+		if (n == sess.rec_cap) {
+			size_t cap = sess.rec_cap ? sess.rec_cap * 2 : 65536;
+			const CUpti_Activity **nr = realloc(sess.recs, cap * sizeof(*nr));
+			uint32_t *ns = nr ? realloc(sess.sizes, cap * sizeof(*ns)) : NULL;
 			if (nr)
-				S.recs = nr;
+				sess.recs = nr;
 			if (!nr || !ns) {
-				atomic_fetch_add(&S.records_dropped, 1);
+				atomic_fetch_add(&sess.records_dropped, 1);
 				break;
 			}
-			S.sizes = ns;
-			S.rec_cap = cap;
+			sess.sizes = ns;
+			sess.rec_cap = cap;
 		}
-		S.recs[n++] = r;
+		sess.recs[n++] = r;
 	}
 	/* A record's size is the distance to the next one; the last one runs to validSize. */
 	for (size_t i = 0; i < n; i++) {
-		const uint8_t *end = i + 1 < n ? (const uint8_t *)S.recs[i + 1] : buf + valid;
-		S.sizes[i] = (uint32_t)(end - (const uint8_t *)S.recs[i]);
-		if ((unsigned)S.recs[i]->kind < CUPTI_ACTIVITY_KIND_COUNT)
-			S.kind_counts[S.recs[i]->kind]++;
-		note_thread(record_tid(S.recs[i]));
+		const uint8_t *end = i + 1 < n ? (const uint8_t *)sess.recs[i + 1] : buf + valid;
+		sess.sizes[i] = (uint32_t)(end - (const uint8_t *)sess.recs[i]);
+		if ((unsigned)sess.recs[i]->kind < CUPTI_ACTIVITY_KIND_COUNT)
+			sess.kind_counts[sess.recs[i]->kind]++;
+		note_thread(record_tid(sess.recs[i]));
 	}
-	S.records += n;
+	sess.records += n;
 	int err = 0;
-	if (S.cap)
-		err = cuptrace_capture_records(S.cap, S.recs, S.sizes, n);
-	else if (S.conv)
-		err = cuptrace_converter_add(S.conv, S.recs, n);
+	if (sess.cap)
+		err = cuptrace_capture_records(sess.cap, sess.recs, sess.sizes, n);
+	else if (sess.conv)
+		err = cuptrace_converter_add(sess.conv, sess.recs, n);
 	note_write_err(err);
 }
 
@@ -411,14 +411,14 @@ static void handle_kept_calls(void)
 			sizes[i] = sizeof(recs[i]);
 			note_thread(recs[i].threadId);
 		}
-		S.kind_counts[CUPTI_ACTIVITY_KIND_RUNTIME] += n;
-		S.records += n;
-		int err = S.cap    ? cuptrace_capture_records(S.cap, ptrs, sizes, n)
-		          : S.conv ? cuptrace_converter_add(S.conv, ptrs, n)
-		                   : 0;
+		sess.kind_counts[CUPTI_ACTIVITY_KIND_RUNTIME] += n;
+		sess.records += n;
+		int err = sess.cap    ? cuptrace_capture_records(sess.cap, ptrs, sizes, n)
+		          : sess.conv ? cuptrace_converter_add(sess.conv, ptrs, n)
+		                      : 0;
 		note_write_err(err);
 	} else {
-		atomic_fetch_add(&S.records_dropped, n);
+		atomic_fetch_add(&sess.records_dropped, n);
 	}
 	free(ptrs);
 	free(sizes);
@@ -427,22 +427,23 @@ static void handle_kept_calls(void)
 
 static void report_dropped(void)
 {
-	uint64_t a = atomic_load(&S.cupti_dropped), b = atomic_load(&S.records_dropped);
-	if (a == S.last_cupti_dropped && b == S.last_cuptrace_dropped)
+	uint64_t a = atomic_load(&sess.cupti_dropped), b = atomic_load(&sess.records_dropped);
+	if (a == sess.last_cupti_dropped && b == sess.last_cuptrace_dropped)
 		return;
-	S.last_cupti_dropped = a;
-	S.last_cuptrace_dropped = b;
-	if (S.cap)
-		cuptrace_capture_dropped(S.cap, a, b);
-	else if (S.conv)
-		cuptrace_converter_dropped(S.conv, a, b);
+	sess.last_cupti_dropped = a;
+	sess.last_cuptrace_dropped = b;
+	if (sess.cap)
+		cuptrace_capture_dropped(sess.cap, a, b);
+	else if (sess.conv)
+		cuptrace_converter_dropped(sess.conv, a, b);
 }
 
 static void *writer_main(void *arg)
 {
 	for (;;) {
 		struct cuptrace_qitem it;
-		int r = cuptrace_queue_pop(&S.queue, &it, S.flush_ms > 0 ? S.flush_ms : 1000);
+		int r =
+		    cuptrace_queue_pop(&sess.queue, &it, sess.flush_ms > 0 ? sess.flush_ms : 1000);
 		if (r < 0)
 			break;
 		if (r == 1) {
@@ -451,13 +452,13 @@ static void *writer_main(void *arg)
 			report_dropped();
 		}
 		handle_kept_calls();
-		note_write_err(cuptrace_gm_drain(S.conv, S.cap));
+		note_write_err(cuptrace_gm_drain(sess.conv, sess.cap));
 		/* Idle or not, hand buffered bytes to the file about once a flush period, so a
 		 * SIGKILL loses at most that much. */
-		if (S.cap)
-			note_write_err(cuptrace_capture_flush(S.cap));
-		else if (S.sink && S.sink->ops->tick)
-			note_write_err(S.sink->ops->tick(S.sink));
+		if (sess.cap)
+			note_write_err(cuptrace_capture_flush(sess.cap));
+		else if (sess.sink && sess.sink->ops->tick)
+			note_write_err(sess.sink->ops->tick(sess.sink));
 	}
 	handle_kept_calls();
 	report_dropped();
@@ -475,21 +476,21 @@ static void on_signal(int sig)
 	struct sigaction dfl = {.sa_handler = SIG_DFL};
 	sigaction(sig, &dfl, NULL);
 	unsigned char b = (unsigned char)sig;
-	ssize_t w = write(S.sigpipe[1], &b, 1);
+	ssize_t w = write(sess.sigpipe[1], &b, 1);
 	(void)w;
 }
 
 static void *flusher_main(void *arg)
 {
-	while (!atomic_load(&S.stop_flusher)) {
-		struct pollfd p = {.fd = S.sigpipe[0], .events = POLLIN};
-		int r = poll(&p, 1, S.flush_ms > 0 ? S.flush_ms : 1000);
-		if (atomic_load(&S.stop_flusher))
+	while (!atomic_load(&sess.stop_flusher)) {
+		struct pollfd p = {.fd = sess.sigpipe[0], .events = POLLIN};
+		int r = poll(&p, 1, sess.flush_ms > 0 ? sess.flush_ms : 1000);
+		if (atomic_load(&sess.stop_flusher))
 			break;
 		if (r > 0 && (p.revents & POLLIN)) {
 			unsigned char sig = 0;
-			if (read(S.sigpipe[0], &sig, 1) == 1 && sig) {
-				S.dying_signal = sig;
+			if (read(sess.sigpipe[0], &sig, 1) == 1 && sig) {
+				sess.dying_signal = sig;
 				finish_session();
 				/* The handler already restored SIG_DFL: die as the program would.
 				 */
@@ -497,7 +498,7 @@ static void *flusher_main(void *arg)
 				return NULL;
 			}
 		}
-		if (S.flush_ms > 0)
+		if (sess.flush_ms > 0)
 			cuptiActivityFlushAll(0);
 	}
 	return NULL;
@@ -508,12 +509,12 @@ static void install_signal_handlers(void)
 	const char *v = getenv("CUPTRACE_SIGNALS");
 	if (v && !strcmp(v, "0"))
 		return;
-	if (pipe2(S.sigpipe, O_CLOEXEC | O_NONBLOCK)) {
-		S.sigpipe[0] = S.sigpipe[1] = -1;
+	if (pipe2(sess.sigpipe, O_CLOEXEC | O_NONBLOCK)) {
+		sess.sigpipe[0] = sess.sigpipe[1] = -1;
 		return;
 	}
 	static const int sigs[2] = {SIGINT, SIGTERM};
-	struct sigaction *olds[2] = {&S.old_int, &S.old_term};
+	struct sigaction *olds[2] = {&sess.old_int, &sess.old_term};
 	for (int i = 0; i < 2; i++) {
 		/* Only where the program left the default: a program with its own handler (Python's
 		 * KeyboardInterrupt) exits through atexit, where the trace is finished anyway. */
@@ -522,7 +523,7 @@ static void install_signal_handlers(void)
 		struct sigaction sa = {.sa_handler = on_signal, .sa_flags = SA_RESTART};
 		sigemptyset(&sa.sa_mask);
 		if (!sigaction(sigs[i], &sa, NULL))
-			S.handlers_installed[i] = 1;
+			sess.handlers_installed[i] = 1;
 	}
 }
 
@@ -530,7 +531,7 @@ static void remove_signal_handlers(void)
 {
 	static const int sigs[2] = {SIGINT, SIGTERM};
 	for (int i = 0; i < 2; i++) {
-		if (!S.handlers_installed[i])
+		if (!sess.handlers_installed[i])
 			continue;
 		struct sigaction cur;
 		/* Put the default back only if our handler is still the one installed. */
@@ -538,7 +539,7 @@ static void remove_signal_handlers(void)
 			struct sigaction dfl = {.sa_handler = SIG_DFL};
 			sigaction(sigs[i], &dfl, NULL);
 		}
-		S.handlers_installed[i] = 0;
+		sess.handlers_installed[i] = 0;
 	}
 }
 
@@ -581,7 +582,7 @@ static size_t collect_meta(struct kv *m, size_t max)
 	} while (0)
 	char host[256] = "?";
 	gethostname(host, sizeof(host) - 1);
-	ADD("pid", "%d", (int)S.pid);
+	ADD("pid", "%d", (int)sess.pid);
 	/* Where the launcher says: the process's place in the job (merging ranks needs it). */
 	struct cuptrace_rank rk = cuptrace_launcher_rank();
 	if (rk.rank >= 0) {
@@ -599,15 +600,15 @@ static size_t collect_meta(struct kv *m, size_t max)
 	char *cmd = read_cmdline();
 	ADD("cmdline", "%s", cmd ? cmd : "?");
 	free(cmd);
-	ADD("start_realtime_ns", "%lld", (long long)S.start_real);
-	ADD("start_boottime_ns", "%lld", (long long)S.start_boot);
+	ADD("start_realtime_ns", "%lld", (long long)sess.start_real);
+	ADD("start_boottime_ns", "%lld", (long long)sess.start_boot);
 	/* Which boot of which machine BOOTTIME counts from: traces with the same boot id share
 	 * one BOOTTIME, so `merge --ranks` lines them up exactly. */
 	char boot_id[64];
 	read_comm("/proc/sys/kernel/random/boot_id", boot_id, sizeof(boot_id));
 	if (strcmp(boot_id, "?"))
 		ADD("boot_id", "%s", boot_id);
-	time_t secs = (time_t)(S.start_real / 1000000000);
+	time_t secs = (time_t)(sess.start_real / 1000000000);
 	struct tm tm;
 	char iso[64];
 	gmtime_r(&secs, &tm);
@@ -655,35 +656,35 @@ static size_t collect_meta(struct kv *m, size_t max)
 static int open_output(void)
 {
 	const char *fmt = getenv("CUPTRACE_FORMAT");
-	S.capture =
-	    (fmt && !strcmp(fmt, "capture")) || (!fmt && cuptrace_ends_with(S.path, ".cupti"));
+	sess.capture =
+	    (fmt && !strcmp(fmt, "capture")) || (!fmt && cuptrace_ends_with(sess.path, ".cupti"));
 	struct kv meta[32];
 	size_t nmeta = collect_meta(meta, 32);
-	if (S.capture) {
+	if (sess.capture) {
 		if (cuptrace_collect_otlp_wanted())
 			cuptrace_warn(
 			    "OTLP needs a converted trace, not a raw capture: no spans are "
 			    "sent (cuptrace convert %s --otlp URL sends them later)",
-			    S.path);
-		S.cap = cuptrace_capture_writer_open(S.path);
-		if (!S.cap)
+			    sess.path);
+		sess.cap = cuptrace_capture_writer_open(sess.path);
+		if (!sess.cap)
 			return -errno;
 		for (size_t i = 0; i < nmeta; i++)
-			cuptrace_capture_meta(S.cap, meta[i].key, meta[i].val);
-		return cuptrace_capture_flush(S.cap);
+			cuptrace_capture_meta(sess.cap, meta[i].key, meta[i].val);
+		return cuptrace_capture_flush(sess.cap);
 	}
 	/* -o none: spans only. A collector that cannot be used costs the spans, not the file. */
-	int none = !strcmp(S.path, "none");
-	S.sink = none ? NULL : cuptrace_sink_open(S.path, fmt, getenv("CUPTRACE_COMPRESS"));
-	if (!none && !S.sink)
+	int none = !strcmp(sess.path, "none");
+	sess.sink = none ? NULL : cuptrace_sink_open(sess.path, fmt, getenv("CUPTRACE_COMPRESS"));
+	if (!none && !sess.sink)
 		return -errno;
-	S.otlp = cuptrace_collect_otlp_wanted() ? cuptrace_collect_otlp_open() : NULL;
-	if (none && !S.otlp)
+	sess.otlp = cuptrace_collect_otlp_wanted() ? cuptrace_collect_otlp_open() : NULL;
+	if (none && !sess.otlp)
 		return -ENOENT;
-	if (S.otlp)
-		S.sink = S.sink ? cuptrace_tee_sink_new(S.sink, S.otlp) : S.otlp;
-	if (!S.sink) {
-		S.otlp = NULL; /* the tee freed both */
+	if (sess.otlp)
+		sess.sink = sess.sink ? cuptrace_tee_sink_new(sess.sink, sess.otlp) : sess.otlp;
+	if (!sess.sink) {
+		sess.otlp = NULL; /* the tee freed both */
 		return -ENOMEM;
 	}
 	struct cuptrace_meta m[32];
@@ -693,22 +694,24 @@ static int open_output(void)
 	gethostname(host, sizeof(host) - 1);
 	read_comm("/proc/self/comm", comm, sizeof(comm));
 	struct cuptrace_trace_info info = {
-	    .pid = S.pid,
+	    .pid = sess.pid,
 	    .process_name = comm,
 	    .hostname = cuptrace_private_env() ? "" : host, /* "": none; NULL: the writer's */
-	    .start_realtime_ns = S.start_real,
-	    .start_boottime_ns = S.start_boot,
-	    .trace_uuid_hi = cuptrace_hash64((uint64_t)S.start_real ^ ((uint64_t)S.pid << 32)),
-	    .trace_uuid_lo =
-	        cuptrace_hash64((uint64_t)S.start_boot + cuptrace_hash_bytes(host, strlen(host))),
+	    .start_realtime_ns = sess.start_real,
+	    .start_boottime_ns = sess.start_boot,
+	    .trace_uuid_hi =
+	        cuptrace_hash64((uint64_t)sess.start_real ^ ((uint64_t)sess.pid << 32)),
+	    .trace_uuid_lo = cuptrace_hash64((uint64_t)sess.start_boot +
+	                                     cuptrace_hash_bytes(host, strlen(host))),
 	    .meta = m,
 	    .nmeta = nmeta,
 	};
 	struct cuptrace_convert_opts co = {.sz = sizeof(co),
-	                                   .driver_all = S.driver_all,
-	                                   .runtime_all = S.runtime_mode == CUPTRACE_RUNTIME_ALL};
-	S.conv = cuptrace_converter_new(S.sink, &info, &co);
-	if (!S.conv)
+	                                   .driver_all = sess.driver_all,
+	                                   .runtime_all =
+	                                       sess.runtime_mode == CUPTRACE_RUNTIME_ALL};
+	sess.conv = cuptrace_converter_new(sess.sink, &info, &co);
+	if (!sess.conv)
 		return -ENOMEM;
 	return 0;
 }
@@ -720,7 +723,7 @@ static void preload_hook(int why, char *path, size_t n)
 {
 	if (why == CUPTRACE_PRELOAD_EXEC && path && n)
 		snprintf(path, n, "%s",
-		         atomic_load(&S.state) == ST_RUNNING && S.path ? S.path : "");
+		         atomic_load(&sess.state) == ST_RUNNING && sess.path ? sess.path : "");
 	finish_session();
 }
 
@@ -739,7 +742,7 @@ static int path_taken(const char *path)
 	return 0;
 }
 
-static int path_claimed; /* written_this_run made S.path's (empty) file */
+static int path_claimed; /* written_this_run made sess.path's (empty) file */
 
 /* Under `cuptrace record` (CUPTRACE_RECORD_START: when it started, CLOCK_REALTIME ns): did another
  * process of this run already take path? Claims it with O_EXCL when free, so of two processes
@@ -766,17 +769,17 @@ static int written_this_run(const char *path)
 /* Everything a session counts starts from zero (the C API may run many sessions). */
 static void reset_counters(void)
 {
-	atomic_store(&S.buffers, 0);
-	atomic_store(&S.buffers_dropped, 0);
-	atomic_store(&S.records_dropped, 0);
-	atomic_store(&S.cupti_dropped, 0);
-	atomic_store(&S.stop_flusher, 0);
-	S.records = 0;
-	memset(S.kind_counts, 0, sizeof(S.kind_counts));
-	S.last_cupti_dropped = S.last_cuptrace_dropped = 0;
-	S.write_err = 0;
-	S.bytes_written = 0;
-	S.dying_signal = 0;
+	atomic_store(&sess.buffers, 0);
+	atomic_store(&sess.buffers_dropped, 0);
+	atomic_store(&sess.records_dropped, 0);
+	atomic_store(&sess.cupti_dropped, 0);
+	atomic_store(&sess.stop_flusher, 0);
+	sess.records = 0;
+	memset(sess.kind_counts, 0, sizeof(sess.kind_counts));
+	sess.last_cupti_dropped = sess.last_cuptrace_dropped = 0;
+	sess.write_err = 0;
+	sess.bytes_written = 0;
+	sess.dying_signal = 0;
 	pthread_mutex_lock(&startend.lock);
 	startend.n = 0;
 	pthread_mutex_unlock(&startend.lock);
@@ -784,7 +787,7 @@ static void reset_counters(void)
 
 static void atexit_handler(void)
 {
-	if (getpid() != S.pid)
+	if (getpid() != sess.pid)
 		return; /* a forked child: CUPTI is not usable here (flushing hangs) */
 	finish_session();
 }
@@ -811,7 +814,7 @@ static int setup_cupti(int injected)
 	sp.subscriberName = "cuptrace";
 	sp.oldSubscriberName = old_name;
 	sp.oldSubscriberSize = sizeof(old_name);
-	r = cuptiSubscribe_v2(&S.subscriber, subscriber_callback, NULL, &sp);
+	r = cuptiSubscribe_v2(&sess.subscriber, subscriber_callback, NULL, &sp);
 	if (r == CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED) {
 		cuptrace_err(
 		    "CUPTI is already in use by another tool in this process (%s); only one "
@@ -827,7 +830,7 @@ static int setup_cupti(int injected)
 	    CUPTI_CBID_NVTX_nvtxRangeStartA, CUPTI_CBID_NVTX_nvtxRangeStartW,
 	    CUPTI_CBID_NVTX_nvtxRangeStartEx, CUPTI_CBID_NVTX_nvtxDomainRangeStartEx};
 	for (size_t i = 0; i < sizeof(nvtx_start) / sizeof(nvtx_start[0]); i++)
-		cuptiEnableCallback(1, S.subscriber, CUPTI_CB_DOMAIN_NVTX, nvtx_start[i]);
+		cuptiEnableCallback(1, sess.subscriber, CUPTI_CB_DOMAIN_NVTX, nvtx_start[i]);
 	cuptiSetThreadIdType(CUPTI_ACTIVITY_THREAD_ID_TYPE_SYSTEM);
 	if ((r = cuptiActivityRegisterTimestampCallback(boottime_now)) != CUPTI_SUCCESS)
 		cuptrace_warn("cannot set the CUPTI clock to BOOTTIME: %s", cupti_err(r));
@@ -840,9 +843,9 @@ static int setup_cupti(int injected)
 		return -EIO;
 	}
 	/* The start timestamp, on the clock CUPTI now uses. */
-	S.start_boot = cuptrace_now_ns(CLOCK_BOOTTIME);
-	S.start_real = cuptrace_now_ns(CLOCK_REALTIME);
-	cuptrace_gm_setup(S.subscriber); /* fails soft: says why itself */
+	sess.start_boot = cuptrace_now_ns(CLOCK_BOOTTIME);
+	sess.start_real = cuptrace_now_ns(CLOCK_REALTIME);
+	cuptrace_gm_setup(sess.subscriber); /* fails soft: says why itself */
 	for (size_t i = 0; i < CUPTRACE_NKINDS; i++) {
 		if (cuptrace_kinds[i] == CUPTI_ACTIVITY_KIND_RUNTIME ||
 		    cuptrace_kinds[i] == CUPTI_ACTIVITY_KIND_DRIVER)
@@ -861,11 +864,12 @@ static int setup_cupti(int injected)
 	/* API calls, less the runtime's own driver calls (device queries at init, kernel lookups
 	 * before a first launch: hundreds nobody asked for) and the trivial runtime calls
 	 * (runtime_filter.h), unless asked for. */
-	int e = cuptrace_enable_api(S.driver_all, S.runtime_mode == CUPTRACE_RUNTIME_ALL,
+	int e = cuptrace_enable_api(sess.driver_all, sess.runtime_mode == CUPTRACE_RUNTIME_ALL,
 	                            cuptrace_api_by_cbid());
 	if (e)
 		cuptrace_warn("API calls may not be recorded: %s", cupti_err((CUptiResult)-e));
-	cuptrace_runtime_watch_setup(S.subscriber, (enum cuptrace_runtime_mode)S.runtime_mode);
+	cuptrace_runtime_watch_setup(sess.subscriber,
+	                             (enum cuptrace_runtime_mode)sess.runtime_mode);
 	return 0;
 }
 
@@ -888,9 +892,9 @@ static void note_start_failure(int err)
 
 int cuptrace_collect_start(const char *path, int injected)
 {
-	pthread_mutex_lock(&S.lock);
+	pthread_mutex_lock(&sess.lock);
 	int ret = 0;
-	if (atomic_load(&S.state) != ST_IDLE) {
+	if (atomic_load(&sess.state) != ST_IDLE) {
 		ret = -EALREADY;
 		goto out;
 	}
@@ -901,8 +905,8 @@ int cuptrace_collect_start(const char *path, int injected)
 			if (!strcmp(lvl, names[i]))
 				cuptrace_log_set_level((enum cuptrace_log_level)i);
 	}
-	S.pid = getpid();
-	S.injected = injected;
+	sess.pid = getpid();
+	sess.injected = injected;
 	const char *tmpl = path ? path : getenv("CUPTRACE_OUTPUT");
 	if (!tmpl || !*tmpl)
 		tmpl = "cuptrace-%p.pftrace";
@@ -911,109 +915,111 @@ int cuptrace_collect_start(const char *path, int injected)
 	char *own = NULL;
 	const char *root = getenv("CUPTRACE_ROOT_PID");
 	int none = !strcmp(tmpl, "none"); /* no file (--otlp only): no name to claim */
-	if (root && !none && atoi(root) != (int)S.pid && !strstr(tmpl, "%p") && !strstr(tmpl, "%r"))
+	if (root && !none && atoi(root) != (int)sess.pid && !strstr(tmpl, "%p") &&
+	    !strstr(tmpl, "%r"))
 		own = cuptrace_path_with_tag(tmpl, "%p");
-	S.path = cuptrace_path_expand(own ? own : tmpl, (int)S.pid);
+	sess.path = cuptrace_path_expand(own ? own : tmpl, (int)sess.pid);
 	free(own);
 	/* An exec'd image has its predecessor's pid, so its predecessor's name: pick the first
 	 * of NAME-<pid>.EXT, NAME-<pid>-2.EXT, ... that no earlier image wrote. */
-	for (int k = 1;
-	     S.path && !none && (path_taken(S.path) || written_this_run(S.path)) && k < 1000; k++) {
+	for (int k = 1; sess.path && !none &&
+	                (path_taken(sess.path) || written_this_run(sess.path)) && k < 1000;
+	     k++) {
 		char tag[48];
 		if (k == 1)
-			snprintf(tag, sizeof(tag), "%d", (int)S.pid);
+			snprintf(tag, sizeof(tag), "%d", (int)sess.pid);
 		else
-			snprintf(tag, sizeof(tag), "%d-%d", (int)S.pid, k);
+			snprintf(tag, sizeof(tag), "%d-%d", (int)sess.pid, k);
 		own = cuptrace_path_with_tag(tmpl, tag);
-		char *next = own ? cuptrace_path_expand(own, (int)S.pid) : NULL;
+		char *next = own ? cuptrace_path_expand(own, (int)sess.pid) : NULL;
 		free(own);
 		own = NULL;
-		free(S.path);
-		S.path = next;
+		free(sess.path);
+		sess.path = next;
 	}
-	S.buffer_size =
+	sess.buffer_size =
 	    env_size("CUPTRACE_BUFFER_SIZE", CUPTRACE_DEFAULT_BUFFER_SIZE, 8u << 10, 1u << 30);
-	S.buffer_size &= ~(size_t)7;
-	S.flush_ms = (int)env_size("CUPTRACE_FLUSH_MS", 1000, 0, 3600000);
-	S.fault_every = (unsigned)env_size("CUPTRACE_FAULT_BUFFERS", 0, 0, 1u << 30);
-	atomic_store(&S.buffer_requests, 0);
+	sess.buffer_size &= ~(size_t)7;
+	sess.flush_ms = (int)env_size("CUPTRACE_FLUSH_MS", 1000, 0, 3600000);
+	sess.fault_every = (unsigned)env_size("CUPTRACE_FAULT_BUFFERS", 0, 0, 1u << 30);
+	atomic_store(&sess.buffer_requests, 0);
 	size_t qcap = env_size("CUPTRACE_QUEUE", 64, 1, 1u << 20);
 	const char *sum = getenv("CUPTRACE_SUMMARY");
-	S.summary = !(sum && !strcmp(sum, "0"));
+	sess.summary = !(sum && !strcmp(sum, "0"));
 	const char *drv = getenv("CUPTRACE_DRIVER");
-	S.driver_all = drv && !strcmp(drv, "all");
+	sess.driver_all = drv && !strcmp(drv, "all");
 	const char *rt = getenv("CUPTRACE_RUNTIME");
-	S.runtime_mode = cuptrace_runtime_mode_parse(rt);
-	if (S.runtime_mode < 0) {
+	sess.runtime_mode = cuptrace_runtime_mode_parse(rt);
+	if (sess.runtime_mode < 0) {
 		cuptrace_warn("ignoring CUPTRACE_RUNTIME=%s (expected filtered, watch or all)", rt);
-		S.runtime_mode = CUPTRACE_RUNTIME_FILTERED;
+		sess.runtime_mode = CUPTRACE_RUNTIME_FILTERED;
 	}
 	/* The queue is made once and reopened by later sessions: CUPTI may still hand a
 	 * finished session's buffer to buffer_completed, which must find a live queue. */
-	if (!S.path || (!S.queue_ready && cuptrace_queue_init(&S.queue, qcap))) {
-		free(S.path);
-		S.path = NULL;
+	if (!sess.path || (!sess.queue_ready && cuptrace_queue_init(&sess.queue, qcap))) {
+		free(sess.path);
+		sess.path = NULL;
 		ret = -ENOMEM;
 		goto out;
 	}
-	S.queue_ready = 1;
-	cuptrace_queue_reopen(&S.queue);
+	sess.queue_ready = 1;
+	cuptrace_queue_reopen(&sess.queue);
 	reset_counters();
-	cuptrace_u64map_init(&S.tids);
+	cuptrace_u64map_init(&sess.tids);
 	if ((ret = setup_cupti(injected)))
 		goto out_cupti;
 	if ((ret = open_output())) {
-		cuptrace_err("cannot write the trace to %s: %s", S.path, strerror(-ret));
+		cuptrace_err("cannot write the trace to %s: %s", sess.path, strerror(-ret));
 		goto out_cupti;
 	}
-	atomic_store(&S.state, ST_RUNNING);
+	atomic_store(&sess.state, ST_RUNNING);
 	install_signal_handlers();
-	if (cuptrace_thread_start(&S.writer, writer_main, NULL) == 0)
-		S.have_writer = 1;
-	if (cuptrace_thread_start(&S.flusher, flusher_main, NULL) == 0)
-		S.have_flusher = 1;
-	if (!S.atexit_done) {
-		S.atexit_done = 1;
+	if (cuptrace_thread_start(&sess.writer, writer_main, NULL) == 0)
+		sess.have_writer = 1;
+	if (cuptrace_thread_start(&sess.flusher, flusher_main, NULL) == 0)
+		sess.have_flusher = 1;
+	if (!sess.atexit_done) {
+		sess.atexit_done = 1;
 		atexit(atexit_handler);
 	}
 	/* exec and _exit skip atexit: libcuptrace_preload.so (put in LD_PRELOAD by `cuptrace
 	 * record`) calls preload_hook first. Looked up each start: it is there or not. */
-	S.preload_reg =
+	sess.preload_reg =
 	    (cuptrace_preload_register_fn)dlsym(RTLD_DEFAULT, CUPTRACE_PRELOAD_REGISTER);
-	if (S.preload_reg)
-		S.preload_reg(preload_hook);
-	cuptrace_info("tracing pid %d into %s%s", (int)S.pid, S.path,
+	if (sess.preload_reg)
+		sess.preload_reg(preload_hook);
+	cuptrace_info("tracing pid %d into %s%s", (int)sess.pid, sess.path,
 	              injected ? " (injected)" : "");
 	goto out;
 out_cupti:
 	/* Leave CUPTI as harmless as we can: nothing enabled, nothing subscribed. */
 	for (size_t i = 0; i < CUPTRACE_NKINDS; i++)
 		cuptiActivityDisable(cuptrace_kinds[i]);
-	if (S.subscriber)
-		cuptiUnsubscribe(S.subscriber);
-	S.subscriber = NULL;
-	if (path_claimed && S.path && !S.sink && !S.cap)
-		unlink(S.path); /* the empty file that claimed the name: nothing to keep */
-	free(S.path);
-	S.path = NULL;
-	atomic_store(&S.state, ST_IDLE); /* a later cuptrace_start may try again */
+	if (sess.subscriber)
+		cuptiUnsubscribe(sess.subscriber);
+	sess.subscriber = NULL;
+	if (path_claimed && sess.path && !sess.sink && !sess.cap)
+		unlink(sess.path); /* the empty file that claimed the name: nothing to keep */
+	free(sess.path);
+	sess.path = NULL;
+	atomic_store(&sess.state, ST_IDLE); /* a later cuptrace_start may try again */
 out:
 	if (ret && ret != -EALREADY)
 		note_start_failure(ret);
-	pthread_mutex_unlock(&S.lock);
+	pthread_mutex_unlock(&sess.lock);
 	return ret;
 }
 
 int cuptrace_collect_flush(void)
 {
-	if (atomic_load(&S.state) != ST_RUNNING)
+	if (atomic_load(&sess.state) != ST_RUNNING)
 		return -EINVAL;
 	CUptiResult r = cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
 	/* Wait for the writer to take what CUPTI handed over. */
 	for (int i = 0; i < 10000; i++) {
-		pthread_mutex_lock(&S.queue.lock);
-		size_t len = S.queue.len;
-		pthread_mutex_unlock(&S.queue.lock);
+		pthread_mutex_lock(&sess.queue.lock);
+		size_t len = sess.queue.len;
+		pthread_mutex_unlock(&sess.queue.lock);
 		if (!len)
 			break;
 		usleep(1000);
@@ -1023,14 +1029,15 @@ int cuptrace_collect_flush(void)
 
 static void print_summary(double finish_ms)
 {
-	const struct cuptrace_convert_counts *c = S.conv ? cuptrace_converter_counts(S.conv) : NULL;
-	uint64_t *k = S.kind_counts;
+	const struct cuptrace_convert_counts *c =
+	    sess.conv ? cuptrace_converter_counts(sess.conv) : NULL;
+	uint64_t *k = sess.kind_counts;
 	char line[1024];
 	if (c)
 		snprintf(line, sizeof(line),
 		         "%llu records: %llu runtime, %llu driver, %llu kernels, %llu memcpy, "
 		         "%llu memset, %llu sync, %llu nvtx; %llu API->GPU flows",
-		         (unsigned long long)S.records, (unsigned long long)c->runtime,
+		         (unsigned long long)sess.records, (unsigned long long)c->runtime,
 		         (unsigned long long)c->driver, (unsigned long long)c->kernels,
 		         (unsigned long long)c->memcpys, (unsigned long long)c->memsets,
 		         (unsigned long long)c->syncs, (unsigned long long)c->markers,
@@ -1039,7 +1046,7 @@ static void print_summary(double finish_ms)
 		snprintf(line, sizeof(line),
 		         "%llu records captured: %llu runtime, %llu driver, %llu kernels, %llu "
 		         "memcpy, %llu memset, %llu sync",
-		         (unsigned long long)S.records,
+		         (unsigned long long)sess.records,
 		         (unsigned long long)k[CUPTI_ACTIVITY_KIND_RUNTIME],
 		         (unsigned long long)k[CUPTI_ACTIVITY_KIND_DRIVER],
 		         (unsigned long long)k[CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL],
@@ -1055,14 +1062,14 @@ static void print_summary(double finish_ms)
 	fprintf(stderr,
 	        "cuptrace: dropped records: %llu by CUPTI, %llu by cuptrace (%llu buffers); "
 	        "%llu bytes written in %.1f ms at exit\n",
-	        (unsigned long long)atomic_load(&S.cupti_dropped),
-	        (unsigned long long)atomic_load(&S.records_dropped),
-	        (unsigned long long)atomic_load(&S.buffers_dropped),
-	        (unsigned long long)S.bytes_written, finish_ms);
-	if (S.otlp)
-		cuptrace_collect_otlp_summary(S.otlp);
-	if (strcmp(S.path, "none"))
-		fprintf(stderr, "cuptrace: trace written to %s\n", S.path);
+	        (unsigned long long)atomic_load(&sess.cupti_dropped),
+	        (unsigned long long)atomic_load(&sess.records_dropped),
+	        (unsigned long long)atomic_load(&sess.buffers_dropped),
+	        (unsigned long long)sess.bytes_written, finish_ms);
+	if (sess.otlp)
+		cuptrace_collect_otlp_summary(sess.otlp);
+	if (strcmp(sess.path, "none"))
+		fprintf(stderr, "cuptrace: trace written to %s\n", sess.path);
 }
 
 static uint64_t file_size(const char *path)
@@ -1129,13 +1136,13 @@ static void late_meta(void (*put)(void *ctx, const char *k, const char *v), void
 static void late_meta_capture(void *ctx, const char *k, const char *v)
 {
 	(void)ctx;
-	cuptrace_capture_meta(S.cap, k, v);
+	cuptrace_capture_meta(sess.cap, k, v);
 }
 
 static void late_meta_converter(void *ctx, const char *k, const char *v)
 {
 	(void)ctx;
-	cuptrace_converter_meta(S.conv, k, v);
+	cuptrace_converter_meta(sess.conv, k, v);
 }
 
 /* An injected session that saw no CUDA work: no runtime call, no context, no GPU activity, no
@@ -1150,22 +1157,22 @@ static int no_cuda_work(void)
 	    CUPTI_ACTIVITY_KIND_MEMCPY2,           CUPTI_ACTIVITY_KIND_MEMSET,
 	    CUPTI_ACTIVITY_KIND_SYNCHRONIZATION,   CUPTI_ACTIVITY_KIND_MARKER,
 	    CUPTI_ACTIVITY_KIND_MEMORY2,           CUPTI_ACTIVITY_KIND_MEMORY_POOL};
-	if (!S.injected || S.write_err || atomic_load(&S.cupti_dropped) ||
-	    atomic_load(&S.records_dropped))
+	if (!sess.injected || sess.write_err || atomic_load(&sess.cupti_dropped) ||
+	    atomic_load(&sess.records_dropped))
 		return 0;
 	for (size_t i = 0; i < sizeof(work) / sizeof(work[0]); i++)
-		if (S.kind_counts[work[i]])
+		if (sess.kind_counts[work[i]])
 			return 0;
 	return 1;
 }
 
 static void finish_session(void)
 {
-	if (getpid() != S.pid)
+	if (getpid() != sess.pid)
 		return; /* a forked child: the session, its threads and CUPTI belong to the parent
 		         */
 	int expected = ST_RUNNING;
-	if (!atomic_compare_exchange_strong(&S.state, &expected, ST_STOPPING))
+	if (!atomic_compare_exchange_strong(&sess.state, &expected, ST_STOPPING))
 		return;
 	int64_t t0 = cuptrace_now_ns(CLOCK_MONOTONIC);
 	/* Everything CUPTI holds, complete or not (unfinished GPU work comes back with no times
@@ -1173,108 +1180,110 @@ static void finish_session(void)
 	cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
 	size_t dropped = 0;
 	if (cuptiActivityGetNumDroppedRecords(NULL, 0, &dropped) == CUPTI_SUCCESS && dropped)
-		atomic_fetch_add(&S.cupti_dropped, dropped);
+		atomic_fetch_add(&sess.cupti_dropped, dropped);
 	for (size_t i = 0; i < CUPTRACE_NKINDS; i++)
 		cuptiActivityDisable(cuptrace_kinds[i]);
 	/* After the activity flush: the last PM samples (where the exit handler has not taken
 	 * them). */
 	cuptrace_gm_stop();
-	atomic_store(&S.state, ST_DONE); /* later buffers are freed, not queued */
-	atomic_store(&S.stop_flusher, 1);
-	if (S.have_flusher && !pthread_equal(pthread_self(), S.flusher)) {
-		if (S.sigpipe[1] >= 0) {
+	atomic_store(&sess.state, ST_DONE); /* later buffers are freed, not queued */
+	atomic_store(&sess.stop_flusher, 1);
+	if (sess.have_flusher && !pthread_equal(pthread_self(), sess.flusher)) {
+		if (sess.sigpipe[1] >= 0) {
 			unsigned char z = 0;
-			ssize_t w = write(S.sigpipe[1], &z, 1);
+			ssize_t w = write(sess.sigpipe[1], &z, 1);
 			(void)w;
 		}
-		pthread_join(S.flusher, NULL);
-		S.have_flusher = 0;
+		pthread_join(sess.flusher, NULL);
+		sess.have_flusher = 0;
 	}
-	cuptrace_queue_close(&S.queue);
-	if (S.have_writer) {
-		pthread_join(S.writer, NULL);
-		S.have_writer = 0;
+	cuptrace_queue_close(&sess.queue);
+	if (sess.have_writer) {
+		pthread_join(sess.writer, NULL);
+		sess.have_writer = 0;
 	}
-	note_write_err(cuptrace_gm_drain(S.conv, S.cap)); /* the last samples */
-	int err = S.write_err;
-	if (S.cap)
+	note_write_err(cuptrace_gm_drain(sess.conv, sess.cap)); /* the last samples */
+	int err = sess.write_err;
+	if (sess.cap)
 		late_meta(late_meta_capture, NULL);
-	else if (S.conv)
+	else if (sess.conv)
 		late_meta(late_meta_converter, NULL);
-	if (S.cap) {
-		int e = cuptrace_capture_close(S.cap);
+	if (sess.cap) {
+		int e = cuptrace_capture_close(sess.cap);
 		err = err ? err : e;
-		S.cap = NULL;
-	} else if (S.conv) {
-		int e = cuptrace_converter_finish(S.conv);
+		sess.cap = NULL;
+	} else if (sess.conv) {
+		int e = cuptrace_converter_finish(sess.conv);
 		err = err ? err : e;
-		e = S.sink->ops->finish(S.sink);
+		e = sess.sink->ops->finish(sess.sink);
 		err = err ? err : e;
 	}
-	int to_file = strcmp(S.path, "none") != 0; /* -o none: OTLP only */
+	int to_file = strcmp(sess.path, "none") != 0; /* -o none: OTLP only */
 	int idle = !err && no_cuda_work();
 	if (idle && to_file)
-		unlink(S.path);
-	S.bytes_written = idle || !to_file ? 0 : file_size(S.path);
+		unlink(sess.path);
+	sess.bytes_written = idle || !to_file ? 0 : file_size(sess.path);
 	double ms = (double)(cuptrace_now_ns(CLOCK_MONOTONIC) - t0) / 1e6;
 	note_write_err(err);
-	if (!atomic_load(&S.buffers) && S.records == 0)
+	if (!atomic_load(&sess.buffers) && sess.records == 0)
 		cuptrace_warn("CUPTI delivered no records to cuptrace. If the program used CUDA, "
 		              "another CUPTI client in this process (torch.profiler, nsys) may "
 		              "have taken them: only one CUPTI client works per process.");
-	if (S.summary && idle)
+	if (sess.summary && idle)
 		fprintf(stderr,
 		        "cuptrace: pid %d did no CUDA work (%llu driver queries, no context): no "
 		        "trace written\n",
-		        (int)S.pid, (unsigned long long)S.kind_counts[CUPTI_ACTIVITY_KIND_DRIVER]);
-	else if (S.summary)
+		        (int)sess.pid,
+		        (unsigned long long)sess.kind_counts[CUPTI_ACTIVITY_KIND_DRIVER]);
+	else if (sess.summary)
 		print_summary(ms);
 	/* Where the tracer's memory went, for CUPTRACE_LOG=info (tools/bench/rss_bench.py). */
 	cuptrace_info("writer queue: at most %llu of %zu buffers of %zu bytes waiting",
-	              (unsigned long long)S.queue.high_water, S.queue.cap, S.buffer_size);
-	if (S.conv)
-		cuptrace_info("reorder window: at most %llu GPU records held",
-		              (unsigned long long)cuptrace_converter_counts(S.conv)->window_peak);
-	if (S.conv) {
-		cuptrace_converter_free(S.conv);
-		S.conv = NULL;
+	              (unsigned long long)sess.queue.high_water, sess.queue.cap, sess.buffer_size);
+	if (sess.conv)
+		cuptrace_info(
+		    "reorder window: at most %llu GPU records held",
+		    (unsigned long long)cuptrace_converter_counts(sess.conv)->window_peak);
+	if (sess.conv) {
+		cuptrace_converter_free(sess.conv);
+		sess.conv = NULL;
 	}
-	cuptrace_sink_destroy(S.sink);
-	S.sink = NULL;
-	S.otlp = NULL;
-	if (S.subscriber) {
-		cuptiUnsubscribe(S.subscriber);
-		S.subscriber = NULL;
+	cuptrace_sink_destroy(sess.sink);
+	sess.sink = NULL;
+	sess.otlp = NULL;
+	if (sess.subscriber) {
+		cuptiUnsubscribe(sess.subscriber);
+		sess.subscriber = NULL;
 	}
-	if (!S.dying_signal)
+	if (!sess.dying_signal)
 		remove_signal_handlers();
-	free(S.recs);
-	free(S.sizes);
-	S.recs = NULL;
-	S.sizes = NULL;
-	S.rec_cap = 0;
-	cuptrace_u64map_free(&S.tids);
-	if (S.preload_reg)
-		S.preload_reg(NULL);
-	S.preload_reg = NULL;
+	free(sess.recs);
+	free(sess.sizes);
+	sess.recs = NULL;
+	sess.sizes = NULL;
+	sess.rec_cap = 0;
+	cuptrace_u64map_free(&sess.tids);
+	if (sess.preload_reg)
+		sess.preload_reg(NULL);
+	sess.preload_reg = NULL;
 	for (int i = 0; i < 2; i++) {
-		if (S.sigpipe[i] >= 0 && !S.dying_signal)
-			close(S.sigpipe[i]);
-		if (!S.dying_signal)
-			S.sigpipe[i] = -1;
+		if (sess.sigpipe[i] >= 0 && !sess.dying_signal)
+			close(sess.sigpipe[i]);
+		if (!sess.dying_signal)
+			sess.sigpipe[i] = -1;
 	}
-	if (S.dying_signal)
+	if (sess.dying_signal)
 		return; /* the flush thread re-raises the signal next: the process ends */
-	free(S.path);
-	S.path = NULL;
+	free(sess.path);
+	sess.path = NULL;
 	/* Ready for another cuptrace_start (the C API may cycle start/stop). */
-	atomic_store(&S.state, ST_IDLE);
+	atomic_store(&sess.state, ST_IDLE);
 }
 
 int cuptrace_collect_stop(void)
 {
-	if (atomic_load(&S.state) == ST_IDLE)
+	if (atomic_load(&sess.state) == ST_IDLE)
 		return -EINVAL;
 	finish_session();
-	return S.write_err;
+	return sess.write_err;
 }

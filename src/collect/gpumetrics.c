@@ -75,7 +75,8 @@ struct gm_dev {
 	pthread_mutex_t mu; /* every CUPTI call on this device, and the fields below */
 	int wanted, active, failed;
 	int ended; /* stopped, never disabled: not started again in this process (dev_finish) */
-	int start_pending; /* G.lock: a context's thread waits for the start (G.started) */
+	int start_pending; /* gm_sampler.lock: a context's thread waits for the start
+	                      (gm_sampler.started) */
 	CUpti_PmSampling_Object *obj;
 	CUpti_Profiler_Host_Object *host;
 	const char *metrics[GM_MAX_METRICS];
@@ -83,7 +84,7 @@ struct gm_dev {
 	uint8_t *img, *blank;
 	size_t img_size;
 	int config_sent, first_pending;
-	int contexts; /* live contexts on this device (G.lock) */
+	int contexts; /* live contexts on this device (gm_sampler.lock) */
 	int64_t offset_ns;
 	int64_t start_boot, start_real; /* BOOTTIME and REALTIME just before Start */
 	char name[128];
@@ -113,16 +114,16 @@ static struct {
 	atomic_ullong decoded;  /* samples evaluated (the sampler, or a context's last thread) */
 	int64_t sampler_cpu_ns; /* the sampler thread's CPU time, at its end; -1: unknown */
 	char status[256];
-} G = {.lock = PTHREAD_MUTEX_INITIALIZER,
-       .cond = PTHREAD_COND_INITIALIZER,
-       .started = PTHREAD_COND_INITIALIZER,
-       .clock = -1};
+} gm_sampler = {.lock = PTHREAD_MUTEX_INITIALIZER,
+                .cond = PTHREAD_COND_INITIALIZER,
+                .started = PTHREAD_COND_INITIALIZER,
+                .clock = -1};
 
 static pthread_once_t dev_mu_once = PTHREAD_ONCE_INIT;
 static void dev_mu_init(void)
 {
 	for (int i = 0; i < GM_MAX_DEV; i++)
-		pthread_mutex_init(&G.dev[i].mu, NULL);
+		pthread_mutex_init(&gm_sampler.dev[i].mu, NULL);
 }
 
 /* ---- libcuda, looked up: the library links no libcuda (the application loads it) ---- */
@@ -166,7 +167,8 @@ static void say_failed(int dev, const char *step, CUptiResult r)
 		why = " (is libnvperf_host.so of the CUDA toolkit on the library path?)";
 	cuptrace_err("GPU metrics off for GPU %d: %s failed: %s%s; the trace goes on without them",
 	             dev, step, res_str(r), why);
-	snprintf(G.status, sizeof(G.status), "off on GPU %d: %s: %s", dev, step, res_str(r));
+	snprintf(gm_sampler.status, sizeof(gm_sampler.status), "off on GPU %d: %s: %s", dev, step,
+	         res_str(r));
 }
 
 static int64_t clock_offset(clockid_t clock)
@@ -310,11 +312,11 @@ static size_t greedy_default(const char *chip, const uint8_t *avail, const char 
 static size_t choose_metrics(int dev, const char *chip, const uint8_t *avail, const char **out)
 {
 	size_t n = 0;
-	struct gm_dev *d = &G.dev[dev];
+	struct gm_dev *d = &gm_sampler.dev[dev];
 	char left[512] = "";
 	free(d->list);
-	d->list = G.list ? strdup(G.list) : NULL;
-	if (G.list && d->list) {
+	d->list = gm_sampler.list ? strdup(gm_sampler.list) : NULL;
+	if (gm_sampler.list && d->list) {
 		char *save = NULL;
 		for (char *t = strtok_r(d->list, ",", &save); t && n < GM_MAX_METRICS;
 		     t = strtok_r(NULL, ",", &save)) {
@@ -382,10 +384,10 @@ static void dev_release(struct gm_dev *d)
 
 static int dev_start(int i)
 {
-	struct gm_dev *d = &G.dev[i];
+	struct gm_dev *d = &gm_sampler.dev[i];
 	CUptiResult r;
 	int64_t t_begin = cuptrace_now_ns(CLOCK_MONOTONIC);
-	if (!G.profiler_ready) {
+	if (!gm_sampler.profiler_ready) {
 		CUpti_Profiler_Initialize_Params ip;
 		memset(&ip, 0, sizeof(ip));
 		ip.structSize = CUpti_Profiler_Initialize_Params_STRUCT_SIZE;
@@ -393,7 +395,7 @@ static int dev_start(int i)
 			say_failed(i, "cuptiProfilerInitialize", r);
 			return -1;
 		}
-		G.profiler_ready = 1;
+		gm_sampler.profiler_ready = 1;
 	}
 	cu_get_fn get = (cu_get_fn)cuda_sym("cuDeviceGet");
 	cu_name_fn name = (cu_name_fn)cuda_sym("cuDeviceGetName");
@@ -439,14 +441,16 @@ static int dev_start(int i)
 	uint8_t *cfg = NULL;
 	size_t cfg_size = 0;
 	if (!d->nmetrics) {
-		snprintf(G.status, sizeof(G.status), "off on GPU %d: no metric fits", i);
+		snprintf(gm_sampler.status, sizeof(gm_sampler.status),
+		         "off on GPU %d: no metric fits", i);
 		return -1; /* choose_metrics said why */
 	}
 	if (try_metrics(cn.pChipName, avail, d->metrics, d->nmetrics, &d->host, &cfg, &cfg_size)) {
 		cuptrace_err("GPU metrics off for GPU %d (%s): the metrics chosen do not configure "
 		             "together; the trace goes on without them",
 		             i, cn.pChipName);
-		snprintf(G.status, sizeof(G.status), "off on GPU %d: no metric fits", i);
+		snprintf(gm_sampler.status, sizeof(gm_sampler.status),
+		         "off on GPU %d: no metric fits", i);
 		return -1;
 	}
 	CUpti_PmSampling_Enable_Params en;
@@ -466,7 +470,7 @@ static int dev_start(int i)
 	sc.configSize = cfg_size;
 	sc.pConfig = cfg;
 	sc.hardwareBufferSize = GM_HWBUF;
-	sc.samplingInterval = G.interval_ns;
+	sc.samplingInterval = gm_sampler.interval_ns;
 	sc.triggerMode = CUPTI_PM_SAMPLING_TRIGGER_MODE_GPU_TIME_INTERVAL;
 	/* Keep the oldest: an overflow then shows as a gap where it happened, with the flag. */
 	sc.hwBufferAppendMode = CUPTI_PM_SAMPLING_HARDWARE_BUFFER_APPEND_MODE_KEEP_OLDEST;
@@ -477,7 +481,8 @@ static int dev_start(int i)
 		return -1;
 	}
 	/* Room for two decode periods of samples per decode call; the decode loops when full. */
-	uint64_t per = G.interval_ns ? 2 * GM_DECODE_MS * 1000000ull / G.interval_ns : 1000;
+	uint64_t per =
+	    gm_sampler.interval_ns ? 2 * GM_DECODE_MS * 1000000ull / gm_sampler.interval_ns : 1000;
 	CUpti_PmSampling_GetCounterDataSize_Params ds;
 	memset(&ds, 0, sizeof(ds));
 	ds.structSize = CUpti_PmSampling_GetCounterDataSize_Params_STRUCT_SIZE;
@@ -521,7 +526,7 @@ static int dev_start(int i)
 	d->active = 1;
 	d->first_pending = 1;
 	cuptrace_info("GPU metrics: GPU %d (%s): %zu metrics every %llu ns, set up in %.1f ms", i,
-	              cn.pChipName, d->nmetrics, (unsigned long long)G.interval_ns,
+	              cn.pChipName, d->nmetrics, (unsigned long long)gm_sampler.interval_ns,
 	              (double)(cuptrace_now_ns(CLOCK_MONOTONIC) - t_begin) / 1e6);
 	return 0;
 }
@@ -530,22 +535,22 @@ static int dev_start(int i)
 
 static void enqueue(struct gm_item *it)
 {
-	pthread_mutex_lock(&G.lock);
-	if (!it->is_config && G.queued + it->bytes > GM_QUEUE_MAX) {
-		pthread_mutex_unlock(&G.lock);
-		atomic_fetch_add(&G.lost_samples, it->n);
+	pthread_mutex_lock(&gm_sampler.lock);
+	if (!it->is_config && gm_sampler.queued + it->bytes > GM_QUEUE_MAX) {
+		pthread_mutex_unlock(&gm_sampler.lock);
+		atomic_fetch_add(&gm_sampler.lost_samples, it->n);
 		free(it->times);
 		free(it->values);
 		free(it);
 		return;
 	}
-	G.queued += it->bytes;
-	if (G.tail)
-		G.tail->next = it;
+	gm_sampler.queued += it->bytes;
+	if (gm_sampler.tail)
+		gm_sampler.tail->next = it;
 	else
-		G.head = it;
-	G.tail = it;
-	pthread_mutex_unlock(&G.lock);
+		gm_sampler.head = it;
+	gm_sampler.tail = it;
+	pthread_mutex_unlock(&gm_sampler.lock);
 }
 
 static void item_free(struct gm_item *it)
@@ -566,17 +571,17 @@ static void item_free(struct gm_item *it)
  * the Start call) and sends the config with the offset to the trace clock. */
 static void send_config(int i, uint64_t first_end)
 {
-	struct gm_dev *d = &G.dev[i];
+	struct gm_dev *d = &gm_sampler.dev[i];
 	int64_t e = (int64_t)(first_end & ((1ull << 62) - 1));
 	int64_t dr = e - d->start_real, db = e - d->start_boot;
 	enum cuptrace_gm_clock pick =
 	    cuptrace_gm_pick_clock(first_end, d->start_real, d->start_boot);
-	clockid_t ck = G.clock >= 0                         ? (clockid_t)G.clock
+	clockid_t ck = gm_sampler.clock >= 0                ? (clockid_t)gm_sampler.clock
 	               : pick == CUPTRACE_GM_CLOCK_BOOTTIME ? CLOCK_BOOTTIME
 	                                                    : CLOCK_REALTIME;
 	d->offset_ns = clock_offset(ck);
 	int64_t diff = ck == CLOCK_BOOTTIME ? db : ck == CLOCK_REALTIME ? dr : 0;
-	if (G.clock < 0 && pick == CUPTRACE_GM_CLOCK_UNKNOWN) {
+	if (gm_sampler.clock < 0 && pick == CUPTRACE_GM_CLOCK_UNKNOWN) {
 		/* Neither clock: take the first sample to end at the Start call (good to about one
 		 * sampling interval plus the Start call's own time). */
 		cuptrace_warn("GPU %d: PM sample times are on no known clock (%lld ns from "
@@ -602,7 +607,7 @@ static void send_config(int i, uint64_t first_end)
 		it->metrics[m] = strdup(d->metrics[m]);
 	it->cfg = (struct cuptrace_gm_config){.device = (uint32_t)i,
 	                                      .device_name = it->device_name,
-	                                      .interval_ns = G.interval_ns,
+	                                      .interval_ns = gm_sampler.interval_ns,
 	                                      .clock_offset_ns = d->offset_ns,
 	                                      .nmetrics = d->nmetrics,
 	                                      .metrics = (const char *const *)it->metrics};
@@ -618,7 +623,7 @@ static void send_config(int i, uint64_t first_end)
 /* Decodes what the hardware buffer holds into samples for the writer. */
 static void dev_decode(int i)
 {
-	struct gm_dev *d = &G.dev[i];
+	struct gm_dev *d = &gm_sampler.dev[i];
 	for (int round = 0; round < 64; round++) {
 		CUpti_PmSampling_DecodeData_Params dd;
 		memset(&dd, 0, sizeof(dd));
@@ -687,7 +692,7 @@ static void dev_decode(int i)
 			}
 			k++;
 		}
-		atomic_fetch_add(&G.decoded, k);
+		atomic_fetch_add(&gm_sampler.decoded, k);
 		if (it && k && it->times && it->values) {
 			it->n = k;
 			it->bytes = k * (16 + 8 * d->nmetrics);
@@ -704,7 +709,7 @@ static void dev_decode(int i)
 /* Stops a device's sampling, decodes what is left and lets it go. Caller holds d->mu. */
 static void dev_finish(int i)
 {
-	struct gm_dev *d = &G.dev[i];
+	struct gm_dev *d = &gm_sampler.dev[i];
 	if (!d->active)
 		return;
 	if (!d->failed) {
@@ -731,60 +736,60 @@ static void *sampler_main(void *arg)
 	 * program's threads go first: it costs ~60 us of CPU per sample (0.6 of a core at
 	 * 10 kHz on an H100). Samples wait in the hardware buffer for a late decode; an
 	 * overflow is reported and shows as a gap. */
-	if (G.nice)
-		setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), G.nice);
-	pthread_mutex_lock(&G.lock);
+	if (gm_sampler.nice)
+		setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), gm_sampler.nice);
+	pthread_mutex_lock(&gm_sampler.lock);
 	for (;;) {
-		int stop = G.stop;
+		int stop = gm_sampler.stop;
 		int want[GM_MAX_DEV];
 		for (int i = 0; i < GM_MAX_DEV; i++) {
-			want[i] = G.dev[i].wanted && !G.dev[i].active && !G.dev[i].failed &&
-			          !G.dev[i].ended;
+			want[i] = gm_sampler.dev[i].wanted && !gm_sampler.dev[i].active &&
+			          !gm_sampler.dev[i].failed && !gm_sampler.dev[i].ended;
 			if (want[i])
-				G.dev[i].wanted = 0;
+				gm_sampler.dev[i].wanted = 0;
 		}
-		pthread_mutex_unlock(&G.lock);
+		pthread_mutex_unlock(&gm_sampler.lock);
 		for (int i = 0; i < GM_MAX_DEV && !stop; i++) {
 			if (!want[i])
 				continue;
-			pthread_mutex_lock(&G.dev[i].mu);
+			pthread_mutex_lock(&gm_sampler.dev[i].mu);
 			/* Not for a device whose last context went meanwhile. */
-			if (!G.dev[i].active &&
-			    __atomic_load_n(&G.dev[i].contexts, __ATOMIC_ACQUIRE) > 0 &&
+			if (!gm_sampler.dev[i].active &&
+			    __atomic_load_n(&gm_sampler.dev[i].contexts, __ATOMIC_ACQUIRE) > 0 &&
 			    dev_start(i)) {
-				G.dev[i].failed = 1;
-				dev_release(&G.dev[i]);
+				gm_sampler.dev[i].failed = 1;
+				dev_release(&gm_sampler.dev[i]);
 			}
-			pthread_mutex_unlock(&G.dev[i].mu);
+			pthread_mutex_unlock(&gm_sampler.dev[i].mu);
 		}
-		pthread_mutex_lock(&G.lock);
+		pthread_mutex_lock(&gm_sampler.lock);
 		for (int i = 0; i < GM_MAX_DEV; i++)
 			if (want[i] || stop)
-				G.dev[i].start_pending = 0;
-		pthread_cond_broadcast(&G.started);
-		pthread_mutex_unlock(&G.lock);
+				gm_sampler.dev[i].start_pending = 0;
+		pthread_cond_broadcast(&gm_sampler.started);
+		pthread_mutex_unlock(&gm_sampler.lock);
 		for (int i = 0; i < GM_MAX_DEV; i++) {
-			pthread_mutex_lock(&G.dev[i].mu);
+			pthread_mutex_lock(&gm_sampler.dev[i].mu);
 			if (stop)
 				dev_finish(i);
-			else if (G.dev[i].active && !G.dev[i].failed)
+			else if (gm_sampler.dev[i].active && !gm_sampler.dev[i].failed)
 				dev_decode(i);
-			pthread_mutex_unlock(&G.dev[i].mu);
+			pthread_mutex_unlock(&gm_sampler.dev[i].mu);
 		}
 		if (stop) {
 			struct timespec cpu;
 			if (!clock_gettime(CLOCK_THREAD_CPUTIME_ID, &cpu))
-				G.sampler_cpu_ns = cpu.tv_sec * 1000000000ll + cpu.tv_nsec;
+				gm_sampler.sampler_cpu_ns = cpu.tv_sec * 1000000000ll + cpu.tv_nsec;
 			return NULL;
 		}
-		pthread_mutex_lock(&G.lock);
-		if (!G.stop) {
+		pthread_mutex_lock(&gm_sampler.lock);
+		if (!gm_sampler.stop) {
 			struct timespec ts;
 			clock_gettime(CLOCK_REALTIME, &ts);
 			ts.tv_nsec += GM_DECODE_MS * 1000000l;
 			ts.tv_sec += ts.tv_nsec / 1000000000l;
 			ts.tv_nsec %= 1000000000l;
-			pthread_cond_timedwait(&G.cond, &G.lock, &ts);
+			pthread_cond_timedwait(&gm_sampler.cond, &gm_sampler.lock, &ts);
 		}
 	}
 }
@@ -797,13 +802,13 @@ static void gm_atexit(void);
 int cuptrace_gm_setup(CUpti_SubscriberHandle sub)
 {
 	const char *v = getenv("CUPTRACE_GPU_METRICS");
-	G.on = v && *v && strcmp(v, "0");
-	G.status[0] = 0;
-	G.stop = 0;
-	if (!G.on)
+	gm_sampler.on = v && *v && strcmp(v, "0");
+	gm_sampler.status[0] = 0;
+	gm_sampler.stop = 0;
+	if (!gm_sampler.on)
 		return 0;
-	free(G.list);
-	G.list = strcmp(v, "1") && strcmp(v, "default") ? strdup(v) : NULL;
+	free(gm_sampler.list);
+	gm_sampler.list = strcmp(v, "1") && strcmp(v, "default") ? strdup(v) : NULL;
 	const char *rate = getenv("CUPTRACE_GPU_METRICS_RATE");
 	double hz = rate && *rate ? strtod(rate, NULL) : 10000;
 	if (!(hz >= 1 && hz <= 1000000)) {
@@ -811,21 +816,21 @@ int cuptrace_gm_setup(CUpti_SubscriberHandle sub)
 		    "ignoring CUPTRACE_GPU_METRICS_RATE=%s (1 to 1000000 Hz); using 10000", rate);
 		hz = 10000;
 	}
-	G.interval_ns = (uint64_t)(1e9 / hz);
+	gm_sampler.interval_ns = (uint64_t)(1e9 / hz);
 	const char *ck = getenv("CUPTRACE_GPU_METRICS_CLOCK");
-	G.clock = !ck || !*ck || !strcmp(ck, "auto") ? -1
-	          : !strcmp(ck, "realtime")          ? CLOCK_REALTIME
-	          : !strcmp(ck, "boottime")          ? CLOCK_BOOTTIME
-	          : !strcmp(ck, "monotonic")         ? CLOCK_MONOTONIC
-	          : !strcmp(ck, "monotonic_raw")     ? CLOCK_MONOTONIC_RAW
-	                                             : -1;
+	gm_sampler.clock = !ck || !*ck || !strcmp(ck, "auto") ? -1
+	                   : !strcmp(ck, "realtime")          ? CLOCK_REALTIME
+	                   : !strcmp(ck, "boottime")          ? CLOCK_BOOTTIME
+	                   : !strcmp(ck, "monotonic")         ? CLOCK_MONOTONIC
+	                   : !strcmp(ck, "monotonic_raw")     ? CLOCK_MONOTONIC_RAW
+	                                                      : -1;
 	pthread_once(&dev_mu_once, dev_mu_init);
-	atomic_store(&G.lost_samples, 0);
-	atomic_store(&G.decoded, 0);
-	G.sampler_cpu_ns = -1;
+	atomic_store(&gm_sampler.lost_samples, 0);
+	atomic_store(&gm_sampler.decoded, 0);
+	gm_sampler.sampler_cpu_ns = -1;
 	const char *nice = getenv("CUPTRACE_GPU_METRICS_NICE");
-	G.nice = nice && *nice ? atoi(nice) : GM_NICE;
-	snprintf(G.status, sizeof(G.status), "on, no GPU context seen");
+	gm_sampler.nice = nice && *nice ? atoi(nice) : GM_NICE;
+	snprintf(gm_sampler.status, sizeof(gm_sampler.status), "on, no GPU context seen");
 	CUptiResult r = cuptiEnableCallback(1, sub, CUPTI_CB_DOMAIN_RESOURCE,
 	                                    CUPTI_CBID_RESOURCE_CONTEXT_CREATED);
 	if (r == CUPTI_SUCCESS)
@@ -833,8 +838,8 @@ int cuptrace_gm_setup(CUpti_SubscriberHandle sub)
 		                        CUPTI_CBID_RESOURCE_CONTEXT_DESTROY_STARTING);
 	if (r != CUPTI_SUCCESS) {
 		cuptrace_err("GPU metrics off: cannot watch context creation: %s", res_str(r));
-		snprintf(G.status, sizeof(G.status), "off: %s", res_str(r));
-		G.on = 0;
+		snprintf(gm_sampler.status, sizeof(gm_sampler.status), "off: %s", res_str(r));
+		gm_sampler.on = 0;
 		return -EIO;
 	}
 	/* Started by the C API after CUDA initialized: the current context was created before
@@ -855,40 +860,42 @@ static void want_context(CUcontext ctx)
 	uint32_t dev = 0;
 	if (!ctx || cuptiGetDeviceId(ctx, &dev) != CUPTI_SUCCESS || dev >= GM_MAX_DEV)
 		return;
-	pthread_mutex_lock(&G.lock);
-	G.dev[dev].contexts++;
-	G.dev[dev].wanted = 1;
-	int wait = !G.dev[dev].active && !G.dev[dev].failed && !G.dev[dev].ended && !G.stop;
+	pthread_mutex_lock(&gm_sampler.lock);
+	gm_sampler.dev[dev].contexts++;
+	gm_sampler.dev[dev].wanted = 1;
+	int wait = !gm_sampler.dev[dev].active && !gm_sampler.dev[dev].failed &&
+	           !gm_sampler.dev[dev].ended && !gm_sampler.stop;
 	if (wait)
-		G.dev[dev].start_pending = 1;
-	if (!G.have_thread && !G.stop) {
-		if (!cuptrace_thread_start(&G.thread, sampler_main, NULL)) {
-			G.have_thread = 1;
-			G.pid = getpid();
-			if (!G.atexit_set)
-				G.atexit_set = !atexit(gm_atexit);
-			snprintf(G.status, sizeof(G.status), "sampled");
+		gm_sampler.dev[dev].start_pending = 1;
+	if (!gm_sampler.have_thread && !gm_sampler.stop) {
+		if (!cuptrace_thread_start(&gm_sampler.thread, sampler_main, NULL)) {
+			gm_sampler.have_thread = 1;
+			gm_sampler.pid = getpid();
+			if (!gm_sampler.atexit_set)
+				gm_sampler.atexit_set = !atexit(gm_atexit);
+			snprintf(gm_sampler.status, sizeof(gm_sampler.status), "sampled");
 		}
 	}
-	pthread_cond_signal(&G.cond);
+	pthread_cond_signal(&gm_sampler.cond);
 	/* The context's thread waits (at most GM_START_WAIT_S) until sampling runs: the program's
 	 * first kernels are then sampled, and the PM sampling setup does not run beside them
 	 * (set up concurrently with a program's first CUDA work, it took ~0.5 s on an H100 and
 	 * the process later died in cuptiPmSamplingDisable). */
-	if (wait && G.have_thread) {
+	if (wait && gm_sampler.have_thread) {
 		struct timespec dl;
 		clock_gettime(CLOCK_REALTIME, &dl);
 		dl.tv_sec += GM_START_WAIT_S;
-		while (G.dev[dev].start_pending &&
-		       pthread_cond_timedwait(&G.started, &G.lock, &dl) != ETIMEDOUT)
+		while (gm_sampler.dev[dev].start_pending &&
+		       pthread_cond_timedwait(&gm_sampler.started, &gm_sampler.lock, &dl) !=
+		           ETIMEDOUT)
 			;
-		if (G.dev[dev].start_pending)
+		if (gm_sampler.dev[dev].start_pending)
 			cuptrace_warn(
 			    "GPU metrics: GPU %u not set up within %d s; the program goes "
 			    "on, sampling starts when it can",
 			    dev, GM_START_WAIT_S);
 	}
-	pthread_mutex_unlock(&G.lock);
+	pthread_mutex_unlock(&gm_sampler.lock);
 }
 
 /* The last context of a device is going: its sampling ends here, on the application's thread,
@@ -898,30 +905,30 @@ static void context_going(CUcontext ctx)
 	uint32_t dev = 0;
 	if (!ctx || cuptiGetDeviceId(ctx, &dev) != CUPTI_SUCCESS || dev >= GM_MAX_DEV)
 		return;
-	pthread_mutex_lock(&G.lock);
-	int last = G.dev[dev].contexts > 0 && --G.dev[dev].contexts == 0;
+	pthread_mutex_lock(&gm_sampler.lock);
+	int last = gm_sampler.dev[dev].contexts > 0 && --gm_sampler.dev[dev].contexts == 0;
 	if (last)
-		G.dev[dev].wanted = 0;
-	pthread_mutex_unlock(&G.lock);
-	if (!last || G.abandoned)
+		gm_sampler.dev[dev].wanted = 0;
+	pthread_mutex_unlock(&gm_sampler.lock);
+	if (!last || gm_sampler.abandoned)
 		return;
 	struct timespec dl;
 	clock_gettime(CLOCK_REALTIME, &dl);
 	dl.tv_sec += GM_STOP_WAIT_S;
-	if (pthread_mutex_timedlock(&G.dev[dev].mu, &dl))
+	if (pthread_mutex_timedlock(&gm_sampler.dev[dev].mu, &dl))
 		return; /* the sampler is stuck in CUPTI: never hold the application up */
-	if (G.dev[dev].active) {
+	if (gm_sampler.dev[dev].active) {
 		cuptrace_warn("GPU metrics: GPU %u: its last context was destroyed: sampling ends "
 		              "there (not restarted in this process)",
 		              dev);
 		dev_finish((int)dev);
 	}
-	pthread_mutex_unlock(&G.dev[dev].mu);
+	pthread_mutex_unlock(&gm_sampler.dev[dev].mu);
 }
 
 void cuptrace_gm_on_callback(CUpti_CallbackDomain d, CUpti_CallbackId id, const void *data)
 {
-	if (!G.on || d != CUPTI_CB_DOMAIN_RESOURCE)
+	if (!gm_sampler.on || d != CUPTI_CB_DOMAIN_RESOURCE)
 		return;
 	if (id == CUPTI_CBID_RESOURCE_CONTEXT_CREATED)
 		want_context(((const CUpti_ResourceData *)data)->context);
@@ -931,11 +938,11 @@ void cuptrace_gm_on_callback(CUpti_CallbackDomain d, CUpti_CallbackId id, const 
 
 int cuptrace_gm_drain(struct cuptrace_converter *conv, struct cuptrace_capture_writer *cap)
 {
-	pthread_mutex_lock(&G.lock);
-	struct gm_item *it = G.head;
-	G.head = G.tail = NULL;
-	G.queued = 0;
-	pthread_mutex_unlock(&G.lock);
+	pthread_mutex_lock(&gm_sampler.lock);
+	struct gm_item *it = gm_sampler.head;
+	gm_sampler.head = gm_sampler.tail = NULL;
+	gm_sampler.queued = 0;
+	pthread_mutex_unlock(&gm_sampler.lock);
 	int err = 0;
 	while (it) {
 		struct gm_item *next = it->next;
@@ -962,20 +969,20 @@ int cuptrace_gm_drain(struct cuptrace_converter *conv, struct cuptrace_capture_w
  * and its last samples are lost). */
 static void stop_sampler(void)
 {
-	pthread_mutex_lock(&G.lock);
-	G.stop = 1;
-	int have = G.have_thread && G.pid == getpid();
-	G.have_thread = 0;
-	pthread_cond_signal(&G.cond);
-	pthread_mutex_unlock(&G.lock);
+	pthread_mutex_lock(&gm_sampler.lock);
+	gm_sampler.stop = 1;
+	int have = gm_sampler.have_thread && gm_sampler.pid == getpid();
+	gm_sampler.have_thread = 0;
+	pthread_cond_signal(&gm_sampler.cond);
+	pthread_mutex_unlock(&gm_sampler.lock);
 	if (!have)
 		return;
 	struct timespec dl;
 	clock_gettime(CLOCK_REALTIME, &dl);
 	dl.tv_sec += GM_STOP_WAIT_S;
-	if (pthread_timedjoin_np(G.thread, NULL, &dl)) {
-		G.abandoned = 1;
-		pthread_detach(G.thread);
+	if (pthread_timedjoin_np(gm_sampler.thread, NULL, &dl)) {
+		gm_sampler.abandoned = 1;
+		pthread_detach(gm_sampler.thread);
 		cuptrace_warn("GPU metrics: sampling did not stop within %d s; its last samples "
 		              "are lost",
 		              GM_STOP_WAIT_S);
@@ -988,38 +995,38 @@ static void stop_sampler(void)
  * cuptiPmSamplingDisable (H100, driver 580), while stopping it here works. */
 static void gm_atexit(void)
 {
-	if (G.on && G.pid == getpid())
+	if (gm_sampler.on && gm_sampler.pid == getpid())
 		stop_sampler();
 }
 
 void cuptrace_gm_stop(void)
 {
-	if (!G.on)
+	if (!gm_sampler.on)
 		return;
 	stop_sampler();
-	uint64_t lost = atomic_load(&G.lost_samples);
+	uint64_t lost = atomic_load(&gm_sampler.lost_samples);
 	if (lost)
 		cuptrace_warn("GPU metrics: %llu samples lost (the writer fell behind)",
 		              (unsigned long long)lost);
 	for (int i = 0; i < GM_MAX_DEV; i++) {
-		G.dev[i].wanted = G.dev[i].failed = 0;
-		G.dev[i].config_sent = G.dev[i].contexts = 0;
-		G.dev[i].lost = 0;
+		gm_sampler.dev[i].wanted = gm_sampler.dev[i].failed = 0;
+		gm_sampler.dev[i].config_sent = gm_sampler.dev[i].contexts = 0;
+		gm_sampler.dev[i].lost = 0;
 	}
 }
 
 int cuptrace_gm_cost(uint64_t *samples, int64_t *cpu_ns)
 {
-	if (!G.on || G.abandoned || G.sampler_cpu_ns < 0)
+	if (!gm_sampler.on || gm_sampler.abandoned || gm_sampler.sampler_cpu_ns < 0)
 		return 0;
-	*samples = atomic_load(&G.decoded);
-	*cpu_ns = G.sampler_cpu_ns;
+	*samples = atomic_load(&gm_sampler.decoded);
+	*cpu_ns = gm_sampler.sampler_cpu_ns;
 	return 1;
 }
 
 const char *cuptrace_gm_status(void)
 {
-	return G.on || G.status[0] ? G.status : NULL;
+	return gm_sampler.on || gm_sampler.status[0] ? gm_sampler.status : NULL;
 }
 
 int cuptrace_gm_list(FILE *out)
