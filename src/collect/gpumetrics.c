@@ -46,6 +46,7 @@
 #include <unistd.h>
 
 #include "common/log.h"
+#include "common/options.h"
 #include "common/util.h"
 #include "convert/gpumetrics.h"
 
@@ -56,7 +57,6 @@
 #define GM_HWBUF        (64u << 20)
 #define GM_STOP_WAIT_S  3
 #define GM_START_WAIT_S 5
-#define GM_NICE         10
 
 struct gm_item {
 	struct gm_item *next;
@@ -801,35 +801,25 @@ static void gm_atexit(void);
 
 int cuptrace_gm_setup(CUpti_SubscriberHandle sub)
 {
-	const char *v = getenv("CUPTRACE_GPU_METRICS");
-	gm_sampler.on = v && *v && strcmp(v, "0");
+	struct cuptrace_setting_value v;
+	cuptrace_setting_env(CUPTRACE_SET_GPU_METRICS, &v);
+	gm_sampler.on = v.i != CUPTRACE_GPU_METRICS_OFF;
 	gm_sampler.status[0] = 0;
 	gm_sampler.stop = 0;
 	if (!gm_sampler.on)
 		return 0;
 	free(gm_sampler.list);
-	gm_sampler.list = strcmp(v, "1") && strcmp(v, "default") ? strdup(v) : NULL;
-	const char *rate = getenv("CUPTRACE_GPU_METRICS_RATE");
-	double hz = rate && *rate ? strtod(rate, NULL) : 10000;
-	if (!(hz >= 1 && hz <= 1000000)) {
-		cuptrace_warn(
-		    "ignoring CUPTRACE_GPU_METRICS_RATE=%s (1 to 1000000 Hz); using 10000", rate);
-		hz = 10000;
-	}
-	gm_sampler.interval_ns = (uint64_t)(1e9 / hz);
-	const char *ck = getenv("CUPTRACE_GPU_METRICS_CLOCK");
-	gm_sampler.clock = !ck || !*ck || !strcmp(ck, "auto") ? -1
-	                   : !strcmp(ck, "realtime")          ? CLOCK_REALTIME
-	                   : !strcmp(ck, "boottime")          ? CLOCK_BOOTTIME
-	                   : !strcmp(ck, "monotonic")         ? CLOCK_MONOTONIC
-	                   : !strcmp(ck, "monotonic_raw")     ? CLOCK_MONOTONIC_RAW
-	                                                      : -1;
+	gm_sampler.list = v.i == CUPTRACE_GPU_METRICS_LIST ? strdup(v.s) : NULL;
+	cuptrace_setting_env(CUPTRACE_SET_GPU_METRICS_RATE, &v);
+	gm_sampler.interval_ns = (uint64_t)(1e9 / v.r);
+	cuptrace_setting_env(CUPTRACE_SET_GPU_METRICS_CLOCK, &v);
+	gm_sampler.clock = (int)v.i; /* -1: auto */
 	pthread_once(&dev_mu_once, dev_mu_init);
 	atomic_store(&gm_sampler.lost_samples, 0);
 	atomic_store(&gm_sampler.decoded, 0);
 	gm_sampler.sampler_cpu_ns = -1;
-	const char *nice = getenv("CUPTRACE_GPU_METRICS_NICE");
-	gm_sampler.nice = nice && *nice ? atoi(nice) : GM_NICE;
+	cuptrace_setting_env(CUPTRACE_SET_GPU_METRICS_NICE, &v);
+	gm_sampler.nice = (int)v.i;
 	snprintf(gm_sampler.status, sizeof(gm_sampler.status), "on, no GPU context seen");
 	CUptiResult r = cuptiEnableCallback(1, sub, CUPTI_CB_DOMAIN_RESOURCE,
 	                                    CUPTI_CBID_RESOURCE_CONTEXT_CREATED);
