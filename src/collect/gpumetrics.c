@@ -48,108 +48,19 @@
 #include "common/log.h"
 #include "common/options.h"
 #include "common/util.h"
+#include "collect/gpumetrics_state.h"
 #include "convert/gpumetrics.h"
 
-#define GM_MAX_DEV      64
-#define GM_MAX_METRICS  64
-#define GM_DECODE_MS    50
-#define GM_QUEUE_MAX    (64u << 20)
-#define GM_HWBUF        (64u << 20)
-#define GM_STOP_WAIT_S  3
-#define GM_START_WAIT_S 5
-
-struct gm_item {
-	struct gm_item *next;
-	int is_config;
-	uint32_t device;
-	size_t nmetrics, n;
-	uint64_t *times;
-	double *values;
-	struct cuptrace_gm_config cfg; /* is_config: strings owned below */
-	char *device_name;
-	char **metrics;
-	size_t bytes;
-};
-
-struct gm_dev {
-	pthread_mutex_t mu; /* every CUPTI call on this device, and the fields below */
-	int wanted, active, failed;
-	int ended; /* stopped, never disabled: not started again in this process (dev_finish) */
-	int start_pending; /* gm_sampler.lock: a context's thread waits for the start
-	                      (gm_sampler.started) */
-	CUpti_PmSampling_Object *obj;
-	CUpti_Profiler_Host_Object *host;
-	const char *metrics[GM_MAX_METRICS];
-	size_t nmetrics;
-	uint8_t *img, *blank;
-	size_t img_size;
-	int config_sent, first_pending;
-	int contexts; /* live contexts on this device (gm_sampler.lock) */
-	int64_t offset_ns;
-	int64_t start_boot, start_real; /* BOOTTIME and REALTIME just before Start */
-	char name[128];
-	uint64_t lost;
-	char *list;     /* this device's copy of the metric list: metrics[] point into it */
-	uint8_t *avail; /* counter availability image: the host object may refer to it */
-	uint8_t *cfg;   /* config image: CUPTI keeps the pointer from SetConfig and reads it in
-	                 * every decode (freeing it after SetConfig crashed the first decode) */
-};
-
-static struct {
-	int on;
-	uint64_t interval_ns;
-	char *list; /* CUPTRACE_GPU_METRICS as given, when a list */
-	int clock;  /* forced sample clock, or -1: found per device */
-	int nice;   /* the sampler thread's nice value (CUPTRACE_GPU_METRICS_NICE) */
-	pthread_mutex_t lock;
-	pthread_cond_t cond, started;
-	pthread_t thread;
-	int have_thread, stop, profiler_ready;
-	int atexit_set, abandoned;
-	pid_t pid; /* the process that started the sampler thread (a forked child has none) */
-	struct gm_dev dev[GM_MAX_DEV];
-	struct gm_item *head, *tail;
-	size_t queued;
-	atomic_ullong lost_samples;
-	atomic_ullong decoded;  /* samples evaluated (the sampler, or a context's last thread) */
-	int64_t sampler_cpu_ns; /* the sampler thread's CPU time, at its end; -1: unknown */
-	char status[256];
-} gm_sampler = {.lock = PTHREAD_MUTEX_INITIALIZER,
-                .cond = PTHREAD_COND_INITIALIZER,
-                .started = PTHREAD_COND_INITIALIZER,
-                .clock = -1};
+struct gm_sampler_state gm_sampler = {.lock = PTHREAD_MUTEX_INITIALIZER,
+                                      .cond = PTHREAD_COND_INITIALIZER,
+                                      .started = PTHREAD_COND_INITIALIZER,
+                                      .clock = -1};
 
 static pthread_once_t dev_mu_once = PTHREAD_ONCE_INIT;
 static void dev_mu_init(void)
 {
 	for (int i = 0; i < GM_MAX_DEV; i++)
 		pthread_mutex_init(&gm_sampler.dev[i].mu, NULL);
-}
-
-/* ---- libcuda, looked up: the library links no libcuda (the application loads it) ---- */
-
-typedef int (*cu_init_fn)(unsigned);
-typedef int (*cu_count_fn)(int *);
-typedef int (*cu_get_fn)(int *, int);
-typedef int (*cu_name_fn)(char *, int, int);
-
-static void *cuda_sym(const char *name)
-{
-	void *s = cuptrace_loaded_sym("libcuda.so.1", name);
-	if (!s) {
-		/* `record --list-gpu-metrics`: nothing loaded the driver yet; it stays loaded */
-		void *h = dlopen("libcuda.so.1", RTLD_NOW);
-		s = h ? dlsym(h, name) : NULL;
-	}
-	return s;
-}
-
-static const char *res_str(CUptiResult r)
-{
-	const char *s = NULL;
-	if (cuptiGetResultString(r, &s) != CUPTI_SUCCESS || !s)
-		s = "unknown CUPTI error";
-	return s;
 }
 
 /* One clear line per failure, with what it means for the user where CUPTI's text is terse. */
@@ -166,9 +77,9 @@ static void say_failed(int dev, const char *step, CUptiResult r)
 	else if (r == CUPTI_ERROR_NOT_INITIALIZED || r == CUPTI_ERROR_UNKNOWN)
 		why = " (is libnvperf_host.so of the CUDA toolkit on the library path?)";
 	cuptrace_err("GPU metrics off for GPU %d: %s failed: %s%s; the trace goes on without them",
-	             dev, step, res_str(r), why);
+	             dev, step, gm_res_str(r), why);
 	snprintf(gm_sampler.status, sizeof(gm_sampler.status), "off on GPU %d: %s: %s", dev, step,
-	         res_str(r));
+	         gm_res_str(r));
 }
 
 static int64_t clock_offset(clockid_t clock)
@@ -180,179 +91,6 @@ static int64_t clock_offset(clockid_t clock)
 	int64_t s = cuptrace_now_ns(clock);
 	int64_t b1 = cuptrace_now_ns(CLOCK_BOOTTIME);
 	return s - (b0 / 2 + b1 / 2);
-}
-
-/* ---- the host side: which metrics, in one pass ---- */
-
-static CUpti_Profiler_Host_Object *host_new(const char *chip, const uint8_t *avail, CUptiResult *r)
-{
-	CUpti_Profiler_Host_Initialize_Params p;
-	memset(&p, 0, sizeof(p));
-	p.structSize = CUpti_Profiler_Host_Initialize_Params_STRUCT_SIZE;
-	p.profilerType = CUPTI_PROFILER_TYPE_PM_SAMPLING;
-	p.pChipName = chip;
-	p.pCounterAvailabilityImage = avail;
-	*r = cuptiProfilerHostInitialize(&p);
-	return *r == CUPTI_SUCCESS ? p.pHostObject : NULL;
-}
-
-static void host_free(CUpti_Profiler_Host_Object *h)
-{
-	if (!h)
-		return;
-	CUpti_Profiler_Host_Deinitialize_Params p;
-	memset(&p, 0, sizeof(p));
-	p.structSize = CUpti_Profiler_Host_Deinitialize_Params_STRUCT_SIZE;
-	p.pHostObject = h;
-	cuptiProfilerHostDeinitialize(&p);
-}
-
-/* Adds names to a fresh host object; on one pass, keeps it (*keep) and its config image. */
-/* A fresh host object holding the names, or NULL where the GPU does not take one of them. */
-static CUpti_Profiler_Host_Object *host_with(const char *chip, const uint8_t *avail,
-                                             const char **names, size_t n)
-{
-	CUptiResult r;
-	CUpti_Profiler_Host_Object *h = host_new(chip, avail, &r);
-	if (!h)
-		return NULL;
-	CUpti_Profiler_Host_ConfigAddMetrics_Params a;
-	memset(&a, 0, sizeof(a));
-	a.structSize = CUpti_Profiler_Host_ConfigAddMetrics_Params_STRUCT_SIZE;
-	a.pHostObject = h;
-	a.ppMetricNames = names;
-	a.numMetrics = n;
-	if (cuptiProfilerHostConfigAddMetrics(&a) != CUPTI_SUCCESS) {
-		host_free(h);
-		return NULL;
-	}
-	return h;
-}
-
-static int try_metrics(const char *chip, const uint8_t *avail, const char **names, size_t n,
-                       CUpti_Profiler_Host_Object **keep, uint8_t **cfg, size_t *cfg_size)
-{
-	CUpti_Profiler_Host_Object *h = host_with(chip, avail, names, n);
-	if (!h)
-		return -1;
-	int ok = 0;
-	CUpti_Profiler_Host_GetConfigImageSize_Params s;
-	memset(&s, 0, sizeof(s));
-	s.structSize = CUpti_Profiler_Host_GetConfigImageSize_Params_STRUCT_SIZE;
-	s.pHostObject = h;
-	uint8_t *img = NULL;
-	if (cuptiProfilerHostGetConfigImageSize(&s) == CUPTI_SUCCESS &&
-	    (img = malloc(s.configImageSize))) {
-		CUpti_Profiler_Host_GetConfigImage_Params g;
-		memset(&g, 0, sizeof(g));
-		g.structSize = CUpti_Profiler_Host_GetConfigImage_Params_STRUCT_SIZE;
-		g.pHostObject = h;
-		g.configImageSize = s.configImageSize;
-		g.pConfigImage = img;
-		CUpti_Profiler_Host_GetNumOfPasses_Params np;
-		memset(&np, 0, sizeof(np));
-		np.structSize = CUpti_Profiler_Host_GetNumOfPasses_Params_STRUCT_SIZE;
-		np.configImageSize = s.configImageSize;
-		np.pConfigImage = img;
-		ok = cuptiProfilerHostGetConfigImage(&g) == CUPTI_SUCCESS &&
-		     cuptiProfilerHostGetNumOfPasses(&np) == CUPTI_SUCCESS && np.numOfPasses == 1;
-	}
-	if (ok && keep) {
-		*keep = h;
-		*cfg = img;
-		*cfg_size = s.configImageSize;
-	} else {
-		free(img);
-		host_free(h);
-	}
-	return ok ? 0 : -1;
-}
-
-/* Whether the GPU takes the name at all: cheap (no config image), so the default set is
- * settled with one full configuration where it fits rather than one per metric (on the H100
- * the choice then took 40 to 100 ms of the ~0.5 s setup). */
-static int known_metric(const char *chip, const uint8_t *avail, const char *name)
-{
-	CUpti_Profiler_Host_Object *h = host_with(chip, avail, &name, 1);
-	host_free(h);
-	return h != NULL;
-}
-
-/* Appends a name to the comma-separated list of what was left out. */
-static void note_left(char *left, size_t cap, const char *what)
-{
-	size_t k = strlen(left);
-	snprintf(left + k, cap - k, "%s%s", k ? ", " : "", what);
-}
-
-/* The default roles one by one: each role's first name that still fits one pass with those
- * before it. Sets left to the roles left out; returns the count. */
-static size_t greedy_default(const char *chip, const uint8_t *avail, const char **out, char *left,
-                             size_t cap)
-{
-	size_t n = 0;
-	left[0] = 0;
-	for (const struct cuptrace_gm_role *r = cuptrace_gm_default_roles; r->role; r++) {
-		size_t before = n;
-		for (const char *const *c = r->candidates; *c && n < GM_MAX_METRICS; c++) {
-			out[n] = *c;
-			if (!try_metrics(chip, avail, out, n + 1, NULL, NULL, NULL)) {
-				n++;
-				break;
-			}
-		}
-		if (n == before)
-			note_left(left, cap, r->role);
-	}
-	return n;
-}
-
-/* The metrics for a device: the list asked for (each kept if the set still fits one pass), or
- * per default role the first candidate that does. Returns the count. */
-static size_t choose_metrics(int dev, const char *chip, const uint8_t *avail, const char **out)
-{
-	size_t n = 0;
-	struct gm_dev *d = &gm_sampler.dev[dev];
-	char left[512] = "";
-	free(d->list);
-	d->list = gm_sampler.list ? strdup(gm_sampler.list) : NULL;
-	if (gm_sampler.list && d->list) {
-		char *save = NULL;
-		for (char *t = strtok_r(d->list, ",", &save); t && n < GM_MAX_METRICS;
-		     t = strtok_r(NULL, ",", &save)) {
-			out[n] = t;
-			if (!try_metrics(chip, avail, out, n + 1, NULL, NULL, NULL))
-				n++;
-			else
-				note_left(left, sizeof(left), t);
-		}
-	} else {
-		/* Fast path: per role the first name the GPU knows; all in one pass? */
-		for (const struct cuptrace_gm_role *r = cuptrace_gm_default_roles;
-		     r->role && n < GM_MAX_METRICS; r++) {
-			const char *const *c = r->candidates;
-			while (*c && !known_metric(chip, avail, *c))
-				c++;
-			if (*c)
-				out[n++] = *c;
-			else
-				note_left(left, sizeof(left), r->role);
-		}
-		/* Else role by role, as the next fits (greedy_default). */
-		if (!n || try_metrics(chip, avail, out, n, NULL, NULL, NULL))
-			n = greedy_default(chip, avail, out, left, sizeof(left));
-	}
-	/* One line in all: what was left out, and why it may be. */
-	if (left[0] && n)
-		cuptrace_warn("GPU %d (%s): GPU metrics left out: %s (unknown to this GPU, or not "
-		              "in one sampling pass with the others)",
-		              dev, chip, left);
-	else if (left[0])
-		cuptrace_err("GPU metrics off for GPU %d (%s): none of %s can be sampled here (in "
-		             "one pass); `cuptrace record --list-gpu-metrics` lists what can; the "
-		             "trace goes on without them",
-		             dev, chip, left);
-	return n;
 }
 
 /* ---- per device ---- */
@@ -367,7 +105,7 @@ static void dev_release(struct gm_dev *d)
 		cuptiPmSamplingDisable(&p);
 		d->obj = NULL;
 	}
-	host_free(d->host);
+	gm_host_free(d->host);
 	d->host = NULL;
 	free(d->img);
 	free(d->blank);
@@ -397,8 +135,8 @@ static int dev_start(int i)
 		}
 		gm_sampler.profiler_ready = 1;
 	}
-	cu_get_fn get = (cu_get_fn)cuda_sym("cuDeviceGet");
-	cu_name_fn name = (cu_name_fn)cuda_sym("cuDeviceGetName");
+	cu_get_fn get = (cu_get_fn)gm_cuda_sym("cuDeviceGet");
+	cu_name_fn name = (cu_name_fn)gm_cuda_sym("cuDeviceGetName");
 	int cud = 0;
 	if (get && name && !get(&cud, i))
 		name(d->name, (int)sizeof(d->name), cud);
@@ -428,14 +166,14 @@ static int dev_start(int i)
 		return -1;
 	}
 	d->avail = avail; /* freed by dev_release, after the host objects that read it */
-	CUpti_Profiler_Host_Object *probe = host_new(cn.pChipName, avail, &r);
+	CUpti_Profiler_Host_Object *probe = gm_host_new(cn.pChipName, avail, &r);
 	if (!probe) {
 		say_failed(i, "cuptiProfilerHostInitialize", r);
 		return -1;
 	}
-	host_free(probe);
+	gm_host_free(probe);
 	int64_t t_choose = cuptrace_now_ns(CLOCK_MONOTONIC);
-	d->nmetrics = choose_metrics(i, cn.pChipName, avail, d->metrics);
+	d->nmetrics = gm_choose_metrics(i, cn.pChipName, avail, d->metrics);
 	cuptrace_debug("GPU %d: metrics chosen in %.1f ms", i,
 	               (double)(cuptrace_now_ns(CLOCK_MONOTONIC) - t_choose) / 1e6);
 	uint8_t *cfg = NULL;
@@ -443,9 +181,10 @@ static int dev_start(int i)
 	if (!d->nmetrics) {
 		snprintf(gm_sampler.status, sizeof(gm_sampler.status),
 		         "off on GPU %d: no metric fits", i);
-		return -1; /* choose_metrics said why */
+		return -1; /* gm_choose_metrics said why */
 	}
-	if (try_metrics(cn.pChipName, avail, d->metrics, d->nmetrics, &d->host, &cfg, &cfg_size)) {
+	if (gm_try_metrics(cn.pChipName, avail, d->metrics, d->nmetrics, &d->host, &cfg,
+	                   &cfg_size)) {
 		cuptrace_err("GPU metrics off for GPU %d (%s): the metrics chosen do not configure "
 		             "together; the trace goes on without them",
 		             i, cn.pChipName);
@@ -827,8 +566,8 @@ int cuptrace_gm_setup(CUpti_SubscriberHandle sub)
 		r = cuptiEnableCallback(1, sub, CUPTI_CB_DOMAIN_RESOURCE,
 		                        CUPTI_CBID_RESOURCE_CONTEXT_DESTROY_STARTING);
 	if (r != CUPTI_SUCCESS) {
-		cuptrace_err("GPU metrics off: cannot watch context creation: %s", res_str(r));
-		snprintf(gm_sampler.status, sizeof(gm_sampler.status), "off: %s", res_str(r));
+		cuptrace_err("GPU metrics off: cannot watch context creation: %s", gm_res_str(r));
+		snprintf(gm_sampler.status, sizeof(gm_sampler.status), "off: %s", gm_res_str(r));
 		gm_sampler.on = 0;
 		return -EIO;
 	}
@@ -1017,77 +756,4 @@ int cuptrace_gm_cost(uint64_t *samples, int64_t *cpu_ns)
 const char *cuptrace_gm_status(void)
 {
 	return gm_sampler.on || gm_sampler.status[0] ? gm_sampler.status : NULL;
-}
-
-int cuptrace_gm_list(FILE *out)
-{
-	cu_init_fn init = (cu_init_fn)cuda_sym("cuInit");
-	cu_count_fn count = (cu_count_fn)cuda_sym("cuDeviceGetCount");
-	int n = 0;
-	if (!init || !count || init(0) || count(&n) || n <= 0) {
-		fprintf(stderr, "cuptrace: no CUDA GPU found (is the NVIDIA driver loaded?)\n");
-		return -ENODEV;
-	}
-	CUpti_Profiler_Initialize_Params ip;
-	memset(&ip, 0, sizeof(ip));
-	ip.structSize = CUpti_Profiler_Initialize_Params_STRUCT_SIZE;
-	CUptiResult r = cuptiProfilerInitialize(&ip);
-	if (r != CUPTI_SUCCESS) {
-		fprintf(stderr, "cuptrace: cannot start CUPTI's profiler: %s\n", res_str(r));
-		return -EIO;
-	}
-	static const char *const types[] = {"counter", "ratio", "throughput"};
-	int ret = 0;
-	for (int i = 0; i < n; i++) {
-		CUpti_Device_GetChipName_Params cn;
-		memset(&cn, 0, sizeof(cn));
-		cn.structSize = CUpti_Device_GetChipName_Params_STRUCT_SIZE;
-		cn.deviceIndex = (size_t)i;
-		CUpti_PmSampling_GetCounterAvailability_Params ca;
-		memset(&ca, 0, sizeof(ca));
-		ca.structSize = CUpti_PmSampling_GetCounterAvailability_Params_STRUCT_SIZE;
-		ca.deviceIndex = (size_t)i;
-		uint8_t *avail = NULL;
-		CUpti_Profiler_Host_Object *h = NULL;
-		if ((r = cuptiDeviceGetChipName(&cn)) != CUPTI_SUCCESS ||
-		    (r = cuptiPmSamplingGetCounterAvailability(&ca)) != CUPTI_SUCCESS ||
-		    !(avail = malloc(ca.counterAvailabilityImageSize + 1)) ||
-		    (ca.pCounterAvailabilityImage = avail,
-		     (r = cuptiPmSamplingGetCounterAvailability(&ca)) != CUPTI_SUCCESS) ||
-		    !(h = host_new(cn.pChipName, avail, &r))) {
-			fprintf(stderr, "cuptrace: GPU %d: no PM sampling metrics: %s\n", i,
-			        res_str(r));
-			free(avail);
-			ret = -EIO;
-			continue;
-		}
-		fprintf(out,
-		        "GPU %d (%s): PM sampling metrics (base names; add .sum, .avg, "
-		        ".max, .pct_of_peak_sustained_elapsed, .per_second as CUPTI allows)\n",
-		        i, cn.pChipName);
-		for (int t = 0; t < 3; t++) {
-			CUpti_Profiler_Host_GetBaseMetrics_Params b;
-			memset(&b, 0, sizeof(b));
-			b.structSize = CUpti_Profiler_Host_GetBaseMetrics_Params_STRUCT_SIZE;
-			b.pHostObject = h;
-			b.metricType = (CUpti_MetricType)t;
-			if (cuptiProfilerHostGetBaseMetrics(&b) != CUPTI_SUCCESS)
-				continue;
-			for (size_t k = 0; k < b.numMetrics; k++) {
-				CUpti_Profiler_Host_GetMetricProperties_Params mp;
-				memset(&mp, 0, sizeof(mp));
-				mp.structSize =
-				    CUpti_Profiler_Host_GetMetricProperties_Params_STRUCT_SIZE;
-				mp.pHostObject = h;
-				mp.pMetricName = b.ppMetricNames[k];
-				int okp =
-				    cuptiProfilerHostGetMetricProperties(&mp) == CUPTI_SUCCESS;
-				fprintf(out, "  %-10s %-60s %s\n", types[t], b.ppMetricNames[k],
-				        okp && mp.pDescription ? mp.pDescription : "");
-			}
-		}
-		host_free(h);
-		free(avail);
-	}
-	return ret;
 }
