@@ -10,12 +10,22 @@ expect 0 "usage: cuptrace" "$ct" --help
 expect 0 "cuptrace 0" "$ct" --version
 expect 2 "unknown command" "$ct" frobnicate
 expect 2 "no command given" "$ct" record
-expect 2 "unknown format" "$ct" record -f xml -- true
-expect 2 "unknown compression" "$ct" record --compress lz4 -- true
+expect 2 "bad value for --format: 'xml' (takes perfetto, chrome or capture)" "$ct" record -f xml -- true
+expect 2 "bad value for --compress: 'lz4' (takes chunks, gzip or none)" "$ct" record --compress lz4 -- true
 expect 2 "bad value for --buffer-size" "$ct" record --buffer-size 12 -- true
-expect 2 "takes user or all" "$ct" record --driver some -- true
-expect 2 "takes filtered, watch or all" "$ct" record --runtime some -- true
+expect 2 "bad value for --driver: 'some' (takes user or all)" "$ct" record --driver some -- true
+expect 2 "bad value for --runtime: 'some' (takes filtered, watch or all)" "$ct" record --runtime some -- true
+expect 2 "bad value for --driver: 'some' (takes user or all)" "$ct" convert --driver some "$CUPTRACE_TEST_DATA/vector_add.cupti" -o "$tmp/o.pftrace"
+expect 2 "bad value for --runtime: 'some' (takes filtered, watch or all)" "$ct" convert --runtime some "$CUPTRACE_TEST_DATA/vector_add.cupti" -o "$tmp/o.pftrace"
 expect 2 "takes filtered or all" "$ct" convert --runtime watch "$CUPTRACE_TEST_DATA/vector_add.cupti" -o "$tmp/o.pftrace"
+# The same settings through the variables the library reads: record refuses a bad one it would
+# hand on (one parser, common/options.h; the library itself warns once and takes the default,
+# tests/test_options.c). An option given wins over the variable.
+expect 2 "bad value for CUPTRACE_DRIVER: 'some' (takes user or all)" env CUPTRACE_DRIVER=some "$ct" record --no-check -o "$tmp/x.pftrace" -- true
+expect 2 "bad value for CUPTRACE_RUNTIME: 'some' (takes filtered, watch or all)" env CUPTRACE_RUNTIME=some "$ct" record --no-check -o "$tmp/x.pftrace" -- true
+expect 2 "bad value for CUPTRACE_BUFFER_SIZE: '12'" env CUPTRACE_BUFFER_SIZE=12 "$ct" record --no-check -o "$tmp/x.pftrace" -- true
+expect 0 "no trace was written" env CUPTRACE_DRIVER=some "$ct" record --driver all --no-check -o "$tmp/x.pftrace" -- true
+expect 0 "no trace was written" env CUPTRACE_RUNTIME=watch CUPTRACE_DRIVER=all "$ct" record --no-check -o "$tmp/x.pftrace" -- true
 expect 1 "cannot write" "$ct" record -o /nonexistent-dir/x.pftrace -- true
 expect 1 "not found" "$ct" record --lib /nonexistent/libcuptrace.so -- true
 # A library that does not load (here: not an ELF file) is a clear error, not an untraced run.
@@ -59,7 +69,7 @@ expect 1 "failed" "$ct" convert "$tmp/garbage.bin" -o "$tmp/o.pftrace"
 printf 'CUPTCAP\000\001\000\000\000\001\374\001\000' >"$tmp/short.cupti"
 head -c 3000 /dev/urandom >>"$tmp/short.cupti"
 expect 1 "corrupt capture" "$ct" convert "$tmp/short.cupti" -o "$tmp/o.json"
-expect 2 "unknown format" "$ct" convert "$CUPTRACE_TEST_DATA/vector_add.cupti" -o "$tmp/o.x" -f xml
+expect 2 "bad value for --format: 'xml'" "$ct" convert "$CUPTRACE_TEST_DATA/vector_add.cupti" -o "$tmp/o.x" -f xml
 expect 1 "cannot write" "$ct" convert "$CUPTRACE_TEST_DATA/vector_add.cupti" -o /nonexistent-dir/o.pftrace
 # A capture cut short (the traced program was killed) converts up to where it ends.
 full=$(wc -c <"$CUPTRACE_TEST_DATA/multi_stream.cupti")

@@ -9,34 +9,6 @@
 #define MS 1000000LL
 #define S  1000000000LL
 
-static void test_duration(void)
-{
-	char err[200];
-	int64_t ns = -1;
-	CHECK_EQ_INT(cuptrace_parse_duration("500ms", &ns, err, sizeof(err)), 0);
-	CHECK_EQ_INT(ns, 500 * MS);
-	CHECK_EQ_INT(cuptrace_parse_duration("2s", &ns, err, sizeof(err)), 0);
-	CHECK_EQ_INT(ns, 2 * S);
-	CHECK_EQ_INT(cuptrace_parse_duration("1m", &ns, err, sizeof(err)), 0);
-	CHECK_EQ_INT(ns, 60 * S);
-	CHECK_EQ_INT(cuptrace_parse_duration("1.5m", &ns, err, sizeof(err)), 0);
-	CHECK_EQ_INT(ns, 90 * S);
-	CHECK_EQ_INT(cuptrace_parse_duration("3", &ns, err, sizeof(err)), 0);
-	CHECK_EQ_INT(ns, 3 * S);
-	CHECK_EQ_INT(cuptrace_parse_duration("250us", &ns, err, sizeof(err)), 0);
-	CHECK_EQ_INT(ns, 250000);
-	CHECK_EQ_INT(cuptrace_parse_duration("2h", &ns, err, sizeof(err)), 0);
-	CHECK_EQ_INT(ns, 7200 * S);
-	const char *bad[] = {"", "abc", "5x", "-1s", "1e30s", "2 s", "nan"};
-	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
-		err[0] = 0;
-		CHECK_EQ_INT(cuptrace_parse_duration(bad[i], &ns, err, sizeof(err)), -EINVAL);
-		CHECK(err[0] != 0);
-	}
-	cuptrace_parse_duration("5x", &ns, err, sizeof(err));
-	CHECK(strstr(err, "unknown unit 'x'") != NULL);
-}
-
 static void test_parse_range(void)
 {
 	char err[200];
@@ -438,7 +410,7 @@ static void test_slow_steps(void)
 	CHECK_EQ_INT(s.slow, 1);
 }
 
-TEST_MAIN({"duration", test_duration}, {"parse_range", test_parse_range}, {"names", test_names},
+TEST_MAIN({"parse_range", test_parse_range}, {"names", test_names},
           {"range_windows", test_range_windows}, {"step_windows", test_step_windows},
           {"profiler_and_time", test_profiler_and_time}, {"trigger", test_trigger},
           {"slow_steps", test_slow_steps})

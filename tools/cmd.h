@@ -16,6 +16,15 @@ struct cuptrace_sink;
 int cmd_replay(const char *path, struct cuptrace_sink *sink);
 int cmd_replay_cb(void *ctx, const char *path, struct cuptrace_sink *sink);
 
+#include "common/options.h"
+
+/* A setting's value from the command line (text: optarg) or, for cmd_setting_env, from the
+ * CUPTRACE_* variable this process has (unset or empty: fine), through the one parser of
+ * common/options.h. 0, or -1 after one line "cuptrace CMD: bad value for ..." on stderr. */
+int cmd_setting(const char *cmd, enum cuptrace_setting_id id, const char *text,
+                struct cuptrace_setting_value *v);
+int cmd_setting_env(const char *cmd, enum cuptrace_setting_id id);
+
 /* Exit codes shared by the subcommands (record returns the traced command's status instead). */
 #define EXIT_USAGE 2
 #define EXIT_FAIL  1

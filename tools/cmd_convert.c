@@ -50,34 +50,42 @@ int cmd_convert(int argc, char **argv)
 	struct otlp_cli otlp = {0};
 	const char *out = NULL, *format = NULL, *compress = NULL;
 	int flags = 0;
+	struct cuptrace_setting_value v;
 	optind = 1;
 	int c;
 	while ((c = getopt_long(argc, argv, "o:f:h", opts, NULL)) != -1) {
 		switch (c) {
 		case 'o':
+			if (cmd_setting("convert", CUPTRACE_SET_OUTPUT, optarg, &v))
+				return EXIT_USAGE;
 			out = optarg;
 			break;
 		case 'f':
+			if (cmd_setting("convert", CUPTRACE_SET_FORMAT, optarg, &v))
+				return EXIT_USAGE;
 			format = optarg;
 			break;
 		case 'z':
+			if (cmd_setting("convert", CUPTRACE_SET_COMPRESS, optarg, &v))
+				return EXIT_USAGE;
 			compress = optarg;
 			break;
 		case 'd':
-			if (strcmp(optarg, "all") && strcmp(optarg, "user")) {
-				fprintf(stderr, "cuptrace convert: --driver takes user or all\n");
+			if (cmd_setting("convert", CUPTRACE_SET_DRIVER, optarg, &v))
 				return EXIT_USAGE;
-			}
-			if (!strcmp(optarg, "all"))
+			if (v.i == CUPTRACE_DRIVER_ALL)
 				flags |= CUPTRACE_READ_DRIVER_ALL;
 			break;
 		case 'R':
-			if (strcmp(optarg, "all") && strcmp(optarg, "filtered")) {
-				fprintf(stderr,
-				        "cuptrace convert: --runtime takes filtered or all\n");
+			if (cmd_setting("convert", CUPTRACE_SET_RUNTIME, optarg, &v))
+				return EXIT_USAGE;
+			/* watch keeps calls as they happen: a capture holds only what it kept. */
+			if (v.i == CUPTRACE_RUNTIME_MODE_WATCH) {
+				fprintf(stderr, "cuptrace convert: --runtime takes filtered or all "
+				                "(watch applies to record)\n");
 				return EXIT_USAGE;
 			}
-			if (!strcmp(optarg, "all"))
+			if (v.i == CUPTRACE_RUNTIME_MODE_ALL)
 				flags |= CUPTRACE_READ_RUNTIME_ALL;
 			break;
 		case 'h':

@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include "cmd.h"
+#include "common/options.h"
 #include "common/privacy.h"
 #include "common/util.h"
 #include "otlp_cli.h"
@@ -488,23 +489,23 @@ int cmd_record(int argc, char **argv)
 			return EXIT_USAGE;
 		}
 	}
-	if (gm_rate) {
-		char *end;
-		errno = 0;
-		double hz = strtod(gm_rate, &end);
-		if (errno || *end || !*gm_rate || !(hz >= 1 && hz <= 1000000)) {
-			fprintf(stderr,
-			        "cuptrace record: bad value for --gpu-metrics-rate: '%s' (Hz, 1 to "
-			        "1000000)\n",
-			        gm_rate);
+	if (gm_rate && !gm)
+		gm = "1";
+	/* Every setting through the one parser (common/options.h): the options given, and the
+	 * CUPTRACE_* variables the library would read from this environment, so a bad value is a
+	 * usage error here rather than a warning from each traced process. */
+	const char *given[CUPTRACE_NSETTINGS] = {
+	    [CUPTRACE_SET_FORMAT] = format,     [CUPTRACE_SET_COMPRESS] = compress,
+	    [CUPTRACE_SET_DRIVER] = driver,     [CUPTRACE_SET_RUNTIME] = runtime,
+	    [CUPTRACE_SET_BUFFER_SIZE] = bufsz, [CUPTRACE_SET_FLUSH_MS] = flushms,
+	    [CUPTRACE_SET_GPU_METRICS] = gm,    [CUPTRACE_SET_GPU_METRICS_RATE] = gm_rate,
+	    [CUPTRACE_SET_OUTPUT] = output,     [CUPTRACE_SET_LIB] = lib,
+	};
+	for (int i = 0; i < CUPTRACE_NSETTINGS; i++) {
+		struct cuptrace_setting_value v;
+		if (given[i] ? cmd_setting("record", (enum cuptrace_setting_id)i, given[i], &v)
+		             : cmd_setting_env("record", (enum cuptrace_setting_id)i))
 			return EXIT_USAGE;
-		}
-		if (!gm)
-			gm = "1";
-	}
-	if (gm && !*gm) {
-		fprintf(stderr, "cuptrace record: --gpu-metrics= needs metric names\n");
-		return EXIT_USAGE;
 	}
 	if (gm_list)
 		return list_gpu_metrics(lib);
@@ -512,46 +513,6 @@ int cmd_record(int argc, char **argv)
 		fprintf(stderr, "cuptrace record: no command given\n\n");
 		record_usage(stderr);
 		return EXIT_USAGE;
-	}
-	if (format && strcmp(format, "perfetto") && strcmp(format, "chrome") &&
-	    strcmp(format, "capture")) {
-		fprintf(stderr,
-		        "cuptrace record: unknown format '%s' (perfetto, chrome or capture)\n",
-		        format);
-		return EXIT_USAGE;
-	}
-	if (compress && cuptrace_compress_parse(compress) < 0) {
-		fprintf(stderr,
-		        "cuptrace record: unknown compression '%s' (chunks, gzip or none)\n",
-		        compress);
-		return EXIT_USAGE;
-	}
-	if (driver && strcmp(driver, "user") && strcmp(driver, "all")) {
-		fprintf(stderr, "cuptrace record: --driver takes user or all, not '%s'\n", driver);
-		return EXIT_USAGE;
-	}
-	if (runtime && strcmp(runtime, "filtered") && strcmp(runtime, "all") &&
-	    strcmp(runtime, "watch")) {
-		fprintf(stderr,
-		        "cuptrace record: --runtime takes filtered, watch or all, not '%s'\n",
-		        runtime);
-		return EXIT_USAGE;
-	}
-	const char *nums[2][2] = {{"--buffer-size", bufsz}, {"--flush-ms", flushms}};
-	for (int i = 0; i < 2; i++) {
-		if (!nums[i][1])
-			continue;
-		char *end;
-		errno = 0;
-		unsigned long long v = strtoull(nums[i][1], &end, 10);
-		if (errno || *end || !*nums[i][1] || (i == 0 && (v < 8192 || v > (1ull << 30))) ||
-		    (i == 1 && v > 3600000)) {
-			fprintf(stderr, "cuptrace record: bad value for %s: '%s'%s\n", nums[i][0],
-			        nums[i][1],
-			        i == 0 ? " (a byte count from 8192 to 1073741824)"
-			               : " (milliseconds, 0 to 3600000)");
-			return EXIT_USAGE;
-		}
 	}
 	if (otlp_cli_check(&otlp, "record", NULL))
 		return EXIT_USAGE;

@@ -2,6 +2,7 @@
  * compare and merge runs.
  * main() dispatches to one file per subcommand, in the style of uftrace's cmds/. */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "cmd.h"
@@ -25,6 +26,30 @@ static const struct {
     {"share", cmd_share,
      "a copy safe to attach to a public bug report: no host, user, paths; --redact-names"},
 };
+
+int cmd_setting(const char *cmd, enum cuptrace_setting_id id, const char *text,
+                struct cuptrace_setting_value *v)
+{
+	char err[512];
+	if (!cuptrace_setting_parse(cuptrace_setting_get(id), text, CUPTRACE_FROM_OPTION, v, err,
+	                            sizeof(err)))
+		return 0;
+	fprintf(stderr, "cuptrace %s: %s\n", cmd, err);
+	return -1;
+}
+
+int cmd_setting_env(const char *cmd, enum cuptrace_setting_id id)
+{
+	const struct cuptrace_setting *s = cuptrace_setting_get(id);
+	const char *text = getenv(s->env);
+	struct cuptrace_setting_value v;
+	char err[512];
+	if (!text || !*text ||
+	    !cuptrace_setting_parse(s, text, CUPTRACE_FROM_ENV, &v, err, sizeof(err)))
+		return 0;
+	fprintf(stderr, "cuptrace %s: %s\n", cmd, err);
+	return -1;
+}
 
 static void usage(FILE *f)
 {

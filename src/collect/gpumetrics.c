@@ -46,109 +46,21 @@
 #include <unistd.h>
 
 #include "common/log.h"
+#include "common/options.h"
 #include "common/util.h"
+#include "collect/gpumetrics_state.h"
 #include "convert/gpumetrics.h"
 
-#define GM_MAX_DEV      64
-#define GM_MAX_METRICS  64
-#define GM_DECODE_MS    50
-#define GM_QUEUE_MAX    (64u << 20)
-#define GM_HWBUF        (64u << 20)
-#define GM_STOP_WAIT_S  3
-#define GM_START_WAIT_S 5
-#define GM_NICE         10
-
-struct gm_item {
-	struct gm_item *next;
-	int is_config;
-	uint32_t device;
-	size_t nmetrics, n;
-	uint64_t *times;
-	double *values;
-	struct cuptrace_gm_config cfg; /* is_config: strings owned below */
-	char *device_name;
-	char **metrics;
-	size_t bytes;
-};
-
-struct gm_dev {
-	pthread_mutex_t mu; /* every CUPTI call on this device, and the fields below */
-	int wanted, active, failed;
-	int ended; /* stopped, never disabled: not started again in this process (dev_finish) */
-	int start_pending; /* G.lock: a context's thread waits for the start (G.started) */
-	CUpti_PmSampling_Object *obj;
-	CUpti_Profiler_Host_Object *host;
-	const char *metrics[GM_MAX_METRICS];
-	size_t nmetrics;
-	uint8_t *img, *blank;
-	size_t img_size;
-	int config_sent, first_pending;
-	int contexts; /* live contexts on this device (G.lock) */
-	int64_t offset_ns;
-	int64_t start_boot, start_real; /* BOOTTIME and REALTIME just before Start */
-	char name[128];
-	uint64_t lost;
-	char *list;     /* this device's copy of the metric list: metrics[] point into it */
-	uint8_t *avail; /* counter availability image: the host object may refer to it */
-	uint8_t *cfg;   /* config image: CUPTI keeps the pointer from SetConfig and reads it in
-	                 * every decode (freeing it after SetConfig crashed the first decode) */
-};
-
-static struct {
-	int on;
-	uint64_t interval_ns;
-	char *list; /* CUPTRACE_GPU_METRICS as given, when a list */
-	int clock;  /* forced sample clock, or -1: found per device */
-	int nice;   /* the sampler thread's nice value (CUPTRACE_GPU_METRICS_NICE) */
-	pthread_mutex_t lock;
-	pthread_cond_t cond, started;
-	pthread_t thread;
-	int have_thread, stop, profiler_ready;
-	int atexit_set, abandoned;
-	pid_t pid; /* the process that started the sampler thread (a forked child has none) */
-	struct gm_dev dev[GM_MAX_DEV];
-	struct gm_item *head, *tail;
-	size_t queued;
-	atomic_ullong lost_samples;
-	atomic_ullong decoded;  /* samples evaluated (the sampler, or a context's last thread) */
-	int64_t sampler_cpu_ns; /* the sampler thread's CPU time, at its end; -1: unknown */
-	char status[256];
-} G = {.lock = PTHREAD_MUTEX_INITIALIZER,
-       .cond = PTHREAD_COND_INITIALIZER,
-       .started = PTHREAD_COND_INITIALIZER,
-       .clock = -1};
+struct gm_sampler_state gm_sampler = {.lock = PTHREAD_MUTEX_INITIALIZER,
+                                      .cond = PTHREAD_COND_INITIALIZER,
+                                      .started = PTHREAD_COND_INITIALIZER,
+                                      .clock = -1};
 
 static pthread_once_t dev_mu_once = PTHREAD_ONCE_INIT;
 static void dev_mu_init(void)
 {
 	for (int i = 0; i < GM_MAX_DEV; i++)
-		pthread_mutex_init(&G.dev[i].mu, NULL);
-}
-
-/* ---- libcuda, looked up: the library links no libcuda (the application loads it) ---- */
-
-typedef int (*cu_init_fn)(unsigned);
-typedef int (*cu_count_fn)(int *);
-typedef int (*cu_get_fn)(int *, int);
-typedef int (*cu_name_fn)(char *, int, int);
-
-static void *cuda_sym(const char *name)
-{
-	void *s = cuptrace_loaded_sym("libcuda.so.1", name);
-	if (!s) {
-		/* `record --list-gpu-metrics`: nothing loaded the driver yet; it stays loaded */
-		void *h = dlopen("libcuda.so.1", RTLD_NOW);
-		s = h ? dlsym(h, name) : NULL;
-	}
-	return s;
-}
-
-static const char *res_str(CUptiResult r)
-{
-	const char *s = NULL;
-	if (cuptiGetResultString(r, &s) != CUPTI_SUCCESS || !s)
-		s = "unknown CUPTI error";
-	return s;
+		pthread_mutex_init(&gm_sampler.dev[i].mu, NULL);
 }
 
 /* One clear line per failure, with what it means for the user where CUPTI's text is terse. */
@@ -165,8 +77,9 @@ static void say_failed(int dev, const char *step, CUptiResult r)
 	else if (r == CUPTI_ERROR_NOT_INITIALIZED || r == CUPTI_ERROR_UNKNOWN)
 		why = " (is libnvperf_host.so of the CUDA toolkit on the library path?)";
 	cuptrace_err("GPU metrics off for GPU %d: %s failed: %s%s; the trace goes on without them",
-	             dev, step, res_str(r), why);
-	snprintf(G.status, sizeof(G.status), "off on GPU %d: %s: %s", dev, step, res_str(r));
+	             dev, step, gm_res_str(r), why);
+	snprintf(gm_sampler.status, sizeof(gm_sampler.status), "off on GPU %d: %s: %s", dev, step,
+	         gm_res_str(r));
 }
 
 static int64_t clock_offset(clockid_t clock)
@@ -178,179 +91,6 @@ static int64_t clock_offset(clockid_t clock)
 	int64_t s = cuptrace_now_ns(clock);
 	int64_t b1 = cuptrace_now_ns(CLOCK_BOOTTIME);
 	return s - (b0 / 2 + b1 / 2);
-}
-
-/* ---- the host side: which metrics, in one pass ---- */
-
-static CUpti_Profiler_Host_Object *host_new(const char *chip, const uint8_t *avail, CUptiResult *r)
-{
-	CUpti_Profiler_Host_Initialize_Params p;
-	memset(&p, 0, sizeof(p));
-	p.structSize = CUpti_Profiler_Host_Initialize_Params_STRUCT_SIZE;
-	p.profilerType = CUPTI_PROFILER_TYPE_PM_SAMPLING;
-	p.pChipName = chip;
-	p.pCounterAvailabilityImage = avail;
-	*r = cuptiProfilerHostInitialize(&p);
-	return *r == CUPTI_SUCCESS ? p.pHostObject : NULL;
-}
-
-static void host_free(CUpti_Profiler_Host_Object *h)
-{
-	if (!h)
-		return;
-	CUpti_Profiler_Host_Deinitialize_Params p;
-	memset(&p, 0, sizeof(p));
-	p.structSize = CUpti_Profiler_Host_Deinitialize_Params_STRUCT_SIZE;
-	p.pHostObject = h;
-	cuptiProfilerHostDeinitialize(&p);
-}
-
-/* Adds names to a fresh host object; on one pass, keeps it (*keep) and its config image. */
-/* A fresh host object holding the names, or NULL where the GPU does not take one of them. */
-static CUpti_Profiler_Host_Object *host_with(const char *chip, const uint8_t *avail,
-                                             const char **names, size_t n)
-{
-	CUptiResult r;
-	CUpti_Profiler_Host_Object *h = host_new(chip, avail, &r);
-	if (!h)
-		return NULL;
-	CUpti_Profiler_Host_ConfigAddMetrics_Params a;
-	memset(&a, 0, sizeof(a));
-	a.structSize = CUpti_Profiler_Host_ConfigAddMetrics_Params_STRUCT_SIZE;
-	a.pHostObject = h;
-	a.ppMetricNames = names;
-	a.numMetrics = n;
-	if (cuptiProfilerHostConfigAddMetrics(&a) != CUPTI_SUCCESS) {
-		host_free(h);
-		return NULL;
-	}
-	return h;
-}
-
-static int try_metrics(const char *chip, const uint8_t *avail, const char **names, size_t n,
-                       CUpti_Profiler_Host_Object **keep, uint8_t **cfg, size_t *cfg_size)
-{
-	CUpti_Profiler_Host_Object *h = host_with(chip, avail, names, n);
-	if (!h)
-		return -1;
-	int ok = 0;
-	CUpti_Profiler_Host_GetConfigImageSize_Params s;
-	memset(&s, 0, sizeof(s));
-	s.structSize = CUpti_Profiler_Host_GetConfigImageSize_Params_STRUCT_SIZE;
-	s.pHostObject = h;
-	uint8_t *img = NULL;
-	if (cuptiProfilerHostGetConfigImageSize(&s) == CUPTI_SUCCESS &&
-	    (img = malloc(s.configImageSize))) {
-		CUpti_Profiler_Host_GetConfigImage_Params g;
-		memset(&g, 0, sizeof(g));
-		g.structSize = CUpti_Profiler_Host_GetConfigImage_Params_STRUCT_SIZE;
-		g.pHostObject = h;
-		g.configImageSize = s.configImageSize;
-		g.pConfigImage = img;
-		CUpti_Profiler_Host_GetNumOfPasses_Params np;
-		memset(&np, 0, sizeof(np));
-		np.structSize = CUpti_Profiler_Host_GetNumOfPasses_Params_STRUCT_SIZE;
-		np.configImageSize = s.configImageSize;
-		np.pConfigImage = img;
-		ok = cuptiProfilerHostGetConfigImage(&g) == CUPTI_SUCCESS &&
-		     cuptiProfilerHostGetNumOfPasses(&np) == CUPTI_SUCCESS && np.numOfPasses == 1;
-	}
-	if (ok && keep) {
-		*keep = h;
-		*cfg = img;
-		*cfg_size = s.configImageSize;
-	} else {
-		free(img);
-		host_free(h);
-	}
-	return ok ? 0 : -1;
-}
-
-/* Whether the GPU takes the name at all: cheap (no config image), so the default set is
- * settled with one full configuration where it fits rather than one per metric (on the H100
- * the choice then took 40 to 100 ms of the ~0.5 s setup). */
-static int known_metric(const char *chip, const uint8_t *avail, const char *name)
-{
-	CUpti_Profiler_Host_Object *h = host_with(chip, avail, &name, 1);
-	host_free(h);
-	return h != NULL;
-}
-
-/* Appends a name to the comma-separated list of what was left out. */
-static void note_left(char *left, size_t cap, const char *what)
-{
-	size_t k = strlen(left);
-	snprintf(left + k, cap - k, "%s%s", k ? ", " : "", what);
-}
-
-/* The default roles one by one: each role's first name that still fits one pass with those
- * before it. Sets left to the roles left out; returns the count. */
-static size_t greedy_default(const char *chip, const uint8_t *avail, const char **out, char *left,
-                             size_t cap)
-{
-	size_t n = 0;
-	left[0] = 0;
-	for (const struct cuptrace_gm_role *r = cuptrace_gm_default_roles; r->role; r++) {
-		size_t before = n;
-		for (const char *const *c = r->candidates; *c && n < GM_MAX_METRICS; c++) {
-			out[n] = *c;
-			if (!try_metrics(chip, avail, out, n + 1, NULL, NULL, NULL)) {
-				n++;
-				break;
-			}
-		}
-		if (n == before)
-			note_left(left, cap, r->role);
-	}
-	return n;
-}
-
-/* The metrics for a device: the list asked for (each kept if the set still fits one pass), or
- * per default role the first candidate that does. Returns the count. */
-static size_t choose_metrics(int dev, const char *chip, const uint8_t *avail, const char **out)
-{
-	size_t n = 0;
-	struct gm_dev *d = &G.dev[dev];
-	char left[512] = "";
-	free(d->list);
-	d->list = G.list ? strdup(G.list) : NULL;
-	if (G.list && d->list) {
-		char *save = NULL;
-		for (char *t = strtok_r(d->list, ",", &save); t && n < GM_MAX_METRICS;
-		     t = strtok_r(NULL, ",", &save)) {
-			out[n] = t;
-			if (!try_metrics(chip, avail, out, n + 1, NULL, NULL, NULL))
-				n++;
-			else
-				note_left(left, sizeof(left), t);
-		}
-	} else {
-		/* Fast path: per role the first name the GPU knows; all in one pass? */
-		for (const struct cuptrace_gm_role *r = cuptrace_gm_default_roles;
-		     r->role && n < GM_MAX_METRICS; r++) {
-			const char *const *c = r->candidates;
-			while (*c && !known_metric(chip, avail, *c))
-				c++;
-			if (*c)
-				out[n++] = *c;
-			else
-				note_left(left, sizeof(left), r->role);
-		}
-		/* Else role by role, as the next fits (greedy_default). */
-		if (!n || try_metrics(chip, avail, out, n, NULL, NULL, NULL))
-			n = greedy_default(chip, avail, out, left, sizeof(left));
-	}
-	/* One line in all: what was left out, and why it may be. */
-	if (left[0] && n)
-		cuptrace_warn("GPU %d (%s): GPU metrics left out: %s (unknown to this GPU, or not "
-		              "in one sampling pass with the others)",
-		              dev, chip, left);
-	else if (left[0])
-		cuptrace_err("GPU metrics off for GPU %d (%s): none of %s can be sampled here (in "
-		             "one pass); `cuptrace record --list-gpu-metrics` lists what can; the "
-		             "trace goes on without them",
-		             dev, chip, left);
-	return n;
 }
 
 /* ---- per device ---- */
@@ -365,7 +105,7 @@ static void dev_release(struct gm_dev *d)
 		cuptiPmSamplingDisable(&p);
 		d->obj = NULL;
 	}
-	host_free(d->host);
+	gm_host_free(d->host);
 	d->host = NULL;
 	free(d->img);
 	free(d->blank);
@@ -382,10 +122,10 @@ static void dev_release(struct gm_dev *d)
 
 static int dev_start(int i)
 {
-	struct gm_dev *d = &G.dev[i];
+	struct gm_dev *d = &gm_sampler.dev[i];
 	CUptiResult r;
 	int64_t t_begin = cuptrace_now_ns(CLOCK_MONOTONIC);
-	if (!G.profiler_ready) {
+	if (!gm_sampler.profiler_ready) {
 		CUpti_Profiler_Initialize_Params ip;
 		memset(&ip, 0, sizeof(ip));
 		ip.structSize = CUpti_Profiler_Initialize_Params_STRUCT_SIZE;
@@ -393,10 +133,10 @@ static int dev_start(int i)
 			say_failed(i, "cuptiProfilerInitialize", r);
 			return -1;
 		}
-		G.profiler_ready = 1;
+		gm_sampler.profiler_ready = 1;
 	}
-	cu_get_fn get = (cu_get_fn)cuda_sym("cuDeviceGet");
-	cu_name_fn name = (cu_name_fn)cuda_sym("cuDeviceGetName");
+	cu_get_fn get = (cu_get_fn)gm_cuda_sym("cuDeviceGet");
+	cu_name_fn name = (cu_name_fn)gm_cuda_sym("cuDeviceGetName");
 	int cud = 0;
 	if (get && name && !get(&cud, i))
 		name(d->name, (int)sizeof(d->name), cud);
@@ -426,27 +166,30 @@ static int dev_start(int i)
 		return -1;
 	}
 	d->avail = avail; /* freed by dev_release, after the host objects that read it */
-	CUpti_Profiler_Host_Object *probe = host_new(cn.pChipName, avail, &r);
+	CUpti_Profiler_Host_Object *probe = gm_host_new(cn.pChipName, avail, &r);
 	if (!probe) {
 		say_failed(i, "cuptiProfilerHostInitialize", r);
 		return -1;
 	}
-	host_free(probe);
+	gm_host_free(probe);
 	int64_t t_choose = cuptrace_now_ns(CLOCK_MONOTONIC);
-	d->nmetrics = choose_metrics(i, cn.pChipName, avail, d->metrics);
+	d->nmetrics = gm_choose_metrics(i, cn.pChipName, avail, d->metrics);
 	cuptrace_debug("GPU %d: metrics chosen in %.1f ms", i,
 	               (double)(cuptrace_now_ns(CLOCK_MONOTONIC) - t_choose) / 1e6);
 	uint8_t *cfg = NULL;
 	size_t cfg_size = 0;
 	if (!d->nmetrics) {
-		snprintf(G.status, sizeof(G.status), "off on GPU %d: no metric fits", i);
-		return -1; /* choose_metrics said why */
+		snprintf(gm_sampler.status, sizeof(gm_sampler.status),
+		         "off on GPU %d: no metric fits", i);
+		return -1; /* gm_choose_metrics said why */
 	}
-	if (try_metrics(cn.pChipName, avail, d->metrics, d->nmetrics, &d->host, &cfg, &cfg_size)) {
+	if (gm_try_metrics(cn.pChipName, avail, d->metrics, d->nmetrics, &d->host, &cfg,
+	                   &cfg_size)) {
 		cuptrace_err("GPU metrics off for GPU %d (%s): the metrics chosen do not configure "
 		             "together; the trace goes on without them",
 		             i, cn.pChipName);
-		snprintf(G.status, sizeof(G.status), "off on GPU %d: no metric fits", i);
+		snprintf(gm_sampler.status, sizeof(gm_sampler.status),
+		         "off on GPU %d: no metric fits", i);
 		return -1;
 	}
 	CUpti_PmSampling_Enable_Params en;
@@ -466,7 +209,7 @@ static int dev_start(int i)
 	sc.configSize = cfg_size;
 	sc.pConfig = cfg;
 	sc.hardwareBufferSize = GM_HWBUF;
-	sc.samplingInterval = G.interval_ns;
+	sc.samplingInterval = gm_sampler.interval_ns;
 	sc.triggerMode = CUPTI_PM_SAMPLING_TRIGGER_MODE_GPU_TIME_INTERVAL;
 	/* Keep the oldest: an overflow then shows as a gap where it happened, with the flag. */
 	sc.hwBufferAppendMode = CUPTI_PM_SAMPLING_HARDWARE_BUFFER_APPEND_MODE_KEEP_OLDEST;
@@ -477,7 +220,8 @@ static int dev_start(int i)
 		return -1;
 	}
 	/* Room for two decode periods of samples per decode call; the decode loops when full. */
-	uint64_t per = G.interval_ns ? 2 * GM_DECODE_MS * 1000000ull / G.interval_ns : 1000;
+	uint64_t per =
+	    gm_sampler.interval_ns ? 2 * GM_DECODE_MS * 1000000ull / gm_sampler.interval_ns : 1000;
 	CUpti_PmSampling_GetCounterDataSize_Params ds;
 	memset(&ds, 0, sizeof(ds));
 	ds.structSize = CUpti_PmSampling_GetCounterDataSize_Params_STRUCT_SIZE;
@@ -521,7 +265,7 @@ static int dev_start(int i)
 	d->active = 1;
 	d->first_pending = 1;
 	cuptrace_info("GPU metrics: GPU %d (%s): %zu metrics every %llu ns, set up in %.1f ms", i,
-	              cn.pChipName, d->nmetrics, (unsigned long long)G.interval_ns,
+	              cn.pChipName, d->nmetrics, (unsigned long long)gm_sampler.interval_ns,
 	              (double)(cuptrace_now_ns(CLOCK_MONOTONIC) - t_begin) / 1e6);
 	return 0;
 }
@@ -530,22 +274,22 @@ static int dev_start(int i)
 
 static void enqueue(struct gm_item *it)
 {
-	pthread_mutex_lock(&G.lock);
-	if (!it->is_config && G.queued + it->bytes > GM_QUEUE_MAX) {
-		pthread_mutex_unlock(&G.lock);
-		atomic_fetch_add(&G.lost_samples, it->n);
+	pthread_mutex_lock(&gm_sampler.lock);
+	if (!it->is_config && gm_sampler.queued + it->bytes > GM_QUEUE_MAX) {
+		pthread_mutex_unlock(&gm_sampler.lock);
+		atomic_fetch_add(&gm_sampler.lost_samples, it->n);
 		free(it->times);
 		free(it->values);
 		free(it);
 		return;
 	}
-	G.queued += it->bytes;
-	if (G.tail)
-		G.tail->next = it;
+	gm_sampler.queued += it->bytes;
+	if (gm_sampler.tail)
+		gm_sampler.tail->next = it;
 	else
-		G.head = it;
-	G.tail = it;
-	pthread_mutex_unlock(&G.lock);
+		gm_sampler.head = it;
+	gm_sampler.tail = it;
+	pthread_mutex_unlock(&gm_sampler.lock);
 }
 
 static void item_free(struct gm_item *it)
@@ -566,17 +310,17 @@ static void item_free(struct gm_item *it)
  * the Start call) and sends the config with the offset to the trace clock. */
 static void send_config(int i, uint64_t first_end)
 {
-	struct gm_dev *d = &G.dev[i];
+	struct gm_dev *d = &gm_sampler.dev[i];
 	int64_t e = (int64_t)(first_end & ((1ull << 62) - 1));
 	int64_t dr = e - d->start_real, db = e - d->start_boot;
 	enum cuptrace_gm_clock pick =
 	    cuptrace_gm_pick_clock(first_end, d->start_real, d->start_boot);
-	clockid_t ck = G.clock >= 0                         ? (clockid_t)G.clock
+	clockid_t ck = gm_sampler.clock >= 0                ? (clockid_t)gm_sampler.clock
 	               : pick == CUPTRACE_GM_CLOCK_BOOTTIME ? CLOCK_BOOTTIME
 	                                                    : CLOCK_REALTIME;
 	d->offset_ns = clock_offset(ck);
 	int64_t diff = ck == CLOCK_BOOTTIME ? db : ck == CLOCK_REALTIME ? dr : 0;
-	if (G.clock < 0 && pick == CUPTRACE_GM_CLOCK_UNKNOWN) {
+	if (gm_sampler.clock < 0 && pick == CUPTRACE_GM_CLOCK_UNKNOWN) {
 		/* Neither clock: take the first sample to end at the Start call (good to about one
 		 * sampling interval plus the Start call's own time). */
 		cuptrace_warn("GPU %d: PM sample times are on no known clock (%lld ns from "
@@ -602,7 +346,7 @@ static void send_config(int i, uint64_t first_end)
 		it->metrics[m] = strdup(d->metrics[m]);
 	it->cfg = (struct cuptrace_gm_config){.device = (uint32_t)i,
 	                                      .device_name = it->device_name,
-	                                      .interval_ns = G.interval_ns,
+	                                      .interval_ns = gm_sampler.interval_ns,
 	                                      .clock_offset_ns = d->offset_ns,
 	                                      .nmetrics = d->nmetrics,
 	                                      .metrics = (const char *const *)it->metrics};
@@ -618,7 +362,7 @@ static void send_config(int i, uint64_t first_end)
 /* Decodes what the hardware buffer holds into samples for the writer. */
 static void dev_decode(int i)
 {
-	struct gm_dev *d = &G.dev[i];
+	struct gm_dev *d = &gm_sampler.dev[i];
 	for (int round = 0; round < 64; round++) {
 		CUpti_PmSampling_DecodeData_Params dd;
 		memset(&dd, 0, sizeof(dd));
@@ -687,7 +431,7 @@ static void dev_decode(int i)
 			}
 			k++;
 		}
-		atomic_fetch_add(&G.decoded, k);
+		atomic_fetch_add(&gm_sampler.decoded, k);
 		if (it && k && it->times && it->values) {
 			it->n = k;
 			it->bytes = k * (16 + 8 * d->nmetrics);
@@ -704,7 +448,7 @@ static void dev_decode(int i)
 /* Stops a device's sampling, decodes what is left and lets it go. Caller holds d->mu. */
 static void dev_finish(int i)
 {
-	struct gm_dev *d = &G.dev[i];
+	struct gm_dev *d = &gm_sampler.dev[i];
 	if (!d->active)
 		return;
 	if (!d->failed) {
@@ -731,60 +475,60 @@ static void *sampler_main(void *arg)
 	 * program's threads go first: it costs ~60 us of CPU per sample (0.6 of a core at
 	 * 10 kHz on an H100). Samples wait in the hardware buffer for a late decode; an
 	 * overflow is reported and shows as a gap. */
-	if (G.nice)
-		setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), G.nice);
-	pthread_mutex_lock(&G.lock);
+	if (gm_sampler.nice)
+		setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), gm_sampler.nice);
+	pthread_mutex_lock(&gm_sampler.lock);
 	for (;;) {
-		int stop = G.stop;
+		int stop = gm_sampler.stop;
 		int want[GM_MAX_DEV];
 		for (int i = 0; i < GM_MAX_DEV; i++) {
-			want[i] = G.dev[i].wanted && !G.dev[i].active && !G.dev[i].failed &&
-			          !G.dev[i].ended;
+			want[i] = gm_sampler.dev[i].wanted && !gm_sampler.dev[i].active &&
+			          !gm_sampler.dev[i].failed && !gm_sampler.dev[i].ended;
 			if (want[i])
-				G.dev[i].wanted = 0;
+				gm_sampler.dev[i].wanted = 0;
 		}
-		pthread_mutex_unlock(&G.lock);
+		pthread_mutex_unlock(&gm_sampler.lock);
 		for (int i = 0; i < GM_MAX_DEV && !stop; i++) {
 			if (!want[i])
 				continue;
-			pthread_mutex_lock(&G.dev[i].mu);
+			pthread_mutex_lock(&gm_sampler.dev[i].mu);
 			/* Not for a device whose last context went meanwhile. */
-			if (!G.dev[i].active &&
-			    __atomic_load_n(&G.dev[i].contexts, __ATOMIC_ACQUIRE) > 0 &&
+			if (!gm_sampler.dev[i].active &&
+			    __atomic_load_n(&gm_sampler.dev[i].contexts, __ATOMIC_ACQUIRE) > 0 &&
 			    dev_start(i)) {
-				G.dev[i].failed = 1;
-				dev_release(&G.dev[i]);
+				gm_sampler.dev[i].failed = 1;
+				dev_release(&gm_sampler.dev[i]);
 			}
-			pthread_mutex_unlock(&G.dev[i].mu);
+			pthread_mutex_unlock(&gm_sampler.dev[i].mu);
 		}
-		pthread_mutex_lock(&G.lock);
+		pthread_mutex_lock(&gm_sampler.lock);
 		for (int i = 0; i < GM_MAX_DEV; i++)
 			if (want[i] || stop)
-				G.dev[i].start_pending = 0;
-		pthread_cond_broadcast(&G.started);
-		pthread_mutex_unlock(&G.lock);
+				gm_sampler.dev[i].start_pending = 0;
+		pthread_cond_broadcast(&gm_sampler.started);
+		pthread_mutex_unlock(&gm_sampler.lock);
 		for (int i = 0; i < GM_MAX_DEV; i++) {
-			pthread_mutex_lock(&G.dev[i].mu);
+			pthread_mutex_lock(&gm_sampler.dev[i].mu);
 			if (stop)
 				dev_finish(i);
-			else if (G.dev[i].active && !G.dev[i].failed)
+			else if (gm_sampler.dev[i].active && !gm_sampler.dev[i].failed)
 				dev_decode(i);
-			pthread_mutex_unlock(&G.dev[i].mu);
+			pthread_mutex_unlock(&gm_sampler.dev[i].mu);
 		}
 		if (stop) {
 			struct timespec cpu;
 			if (!clock_gettime(CLOCK_THREAD_CPUTIME_ID, &cpu))
-				G.sampler_cpu_ns = cpu.tv_sec * 1000000000ll + cpu.tv_nsec;
+				gm_sampler.sampler_cpu_ns = cpu.tv_sec * 1000000000ll + cpu.tv_nsec;
 			return NULL;
 		}
-		pthread_mutex_lock(&G.lock);
-		if (!G.stop) {
+		pthread_mutex_lock(&gm_sampler.lock);
+		if (!gm_sampler.stop) {
 			struct timespec ts;
 			clock_gettime(CLOCK_REALTIME, &ts);
 			ts.tv_nsec += GM_DECODE_MS * 1000000l;
 			ts.tv_sec += ts.tv_nsec / 1000000000l;
 			ts.tv_nsec %= 1000000000l;
-			pthread_cond_timedwait(&G.cond, &G.lock, &ts);
+			pthread_cond_timedwait(&gm_sampler.cond, &gm_sampler.lock, &ts);
 		}
 	}
 }
@@ -796,45 +540,35 @@ static void gm_atexit(void);
 
 int cuptrace_gm_setup(CUpti_SubscriberHandle sub)
 {
-	const char *v = getenv("CUPTRACE_GPU_METRICS");
-	G.on = v && *v && strcmp(v, "0");
-	G.status[0] = 0;
-	G.stop = 0;
-	if (!G.on)
+	struct cuptrace_setting_value v;
+	cuptrace_setting_env(CUPTRACE_SET_GPU_METRICS, &v);
+	gm_sampler.on = v.i != CUPTRACE_GPU_METRICS_OFF;
+	gm_sampler.status[0] = 0;
+	gm_sampler.stop = 0;
+	if (!gm_sampler.on)
 		return 0;
-	free(G.list);
-	G.list = strcmp(v, "1") && strcmp(v, "default") ? strdup(v) : NULL;
-	const char *rate = getenv("CUPTRACE_GPU_METRICS_RATE");
-	double hz = rate && *rate ? strtod(rate, NULL) : 10000;
-	if (!(hz >= 1 && hz <= 1000000)) {
-		cuptrace_warn(
-		    "ignoring CUPTRACE_GPU_METRICS_RATE=%s (1 to 1000000 Hz); using 10000", rate);
-		hz = 10000;
-	}
-	G.interval_ns = (uint64_t)(1e9 / hz);
-	const char *ck = getenv("CUPTRACE_GPU_METRICS_CLOCK");
-	G.clock = !ck || !*ck || !strcmp(ck, "auto") ? -1
-	          : !strcmp(ck, "realtime")          ? CLOCK_REALTIME
-	          : !strcmp(ck, "boottime")          ? CLOCK_BOOTTIME
-	          : !strcmp(ck, "monotonic")         ? CLOCK_MONOTONIC
-	          : !strcmp(ck, "monotonic_raw")     ? CLOCK_MONOTONIC_RAW
-	                                             : -1;
+	free(gm_sampler.list);
+	gm_sampler.list = v.i == CUPTRACE_GPU_METRICS_LIST ? strdup(v.s) : NULL;
+	cuptrace_setting_env(CUPTRACE_SET_GPU_METRICS_RATE, &v);
+	gm_sampler.interval_ns = (uint64_t)(1e9 / v.r);
+	cuptrace_setting_env(CUPTRACE_SET_GPU_METRICS_CLOCK, &v);
+	gm_sampler.clock = (int)v.i; /* -1: auto */
 	pthread_once(&dev_mu_once, dev_mu_init);
-	atomic_store(&G.lost_samples, 0);
-	atomic_store(&G.decoded, 0);
-	G.sampler_cpu_ns = -1;
-	const char *nice = getenv("CUPTRACE_GPU_METRICS_NICE");
-	G.nice = nice && *nice ? atoi(nice) : GM_NICE;
-	snprintf(G.status, sizeof(G.status), "on, no GPU context seen");
+	atomic_store(&gm_sampler.lost_samples, 0);
+	atomic_store(&gm_sampler.decoded, 0);
+	gm_sampler.sampler_cpu_ns = -1;
+	cuptrace_setting_env(CUPTRACE_SET_GPU_METRICS_NICE, &v);
+	gm_sampler.nice = (int)v.i;
+	snprintf(gm_sampler.status, sizeof(gm_sampler.status), "on, no GPU context seen");
 	CUptiResult r = cuptiEnableCallback(1, sub, CUPTI_CB_DOMAIN_RESOURCE,
 	                                    CUPTI_CBID_RESOURCE_CONTEXT_CREATED);
 	if (r == CUPTI_SUCCESS)
 		r = cuptiEnableCallback(1, sub, CUPTI_CB_DOMAIN_RESOURCE,
 		                        CUPTI_CBID_RESOURCE_CONTEXT_DESTROY_STARTING);
 	if (r != CUPTI_SUCCESS) {
-		cuptrace_err("GPU metrics off: cannot watch context creation: %s", res_str(r));
-		snprintf(G.status, sizeof(G.status), "off: %s", res_str(r));
-		G.on = 0;
+		cuptrace_err("GPU metrics off: cannot watch context creation: %s", gm_res_str(r));
+		snprintf(gm_sampler.status, sizeof(gm_sampler.status), "off: %s", gm_res_str(r));
+		gm_sampler.on = 0;
 		return -EIO;
 	}
 	/* Started by the C API after CUDA initialized: the current context was created before
@@ -855,40 +589,42 @@ static void want_context(CUcontext ctx)
 	uint32_t dev = 0;
 	if (!ctx || cuptiGetDeviceId(ctx, &dev) != CUPTI_SUCCESS || dev >= GM_MAX_DEV)
 		return;
-	pthread_mutex_lock(&G.lock);
-	G.dev[dev].contexts++;
-	G.dev[dev].wanted = 1;
-	int wait = !G.dev[dev].active && !G.dev[dev].failed && !G.dev[dev].ended && !G.stop;
+	pthread_mutex_lock(&gm_sampler.lock);
+	gm_sampler.dev[dev].contexts++;
+	gm_sampler.dev[dev].wanted = 1;
+	int wait = !gm_sampler.dev[dev].active && !gm_sampler.dev[dev].failed &&
+	           !gm_sampler.dev[dev].ended && !gm_sampler.stop;
 	if (wait)
-		G.dev[dev].start_pending = 1;
-	if (!G.have_thread && !G.stop) {
-		if (!cuptrace_thread_start(&G.thread, sampler_main, NULL)) {
-			G.have_thread = 1;
-			G.pid = getpid();
-			if (!G.atexit_set)
-				G.atexit_set = !atexit(gm_atexit);
-			snprintf(G.status, sizeof(G.status), "sampled");
+		gm_sampler.dev[dev].start_pending = 1;
+	if (!gm_sampler.have_thread && !gm_sampler.stop) {
+		if (!cuptrace_thread_start(&gm_sampler.thread, sampler_main, NULL)) {
+			gm_sampler.have_thread = 1;
+			gm_sampler.pid = getpid();
+			if (!gm_sampler.atexit_set)
+				gm_sampler.atexit_set = !atexit(gm_atexit);
+			snprintf(gm_sampler.status, sizeof(gm_sampler.status), "sampled");
 		}
 	}
-	pthread_cond_signal(&G.cond);
+	pthread_cond_signal(&gm_sampler.cond);
 	/* The context's thread waits (at most GM_START_WAIT_S) until sampling runs: the program's
 	 * first kernels are then sampled, and the PM sampling setup does not run beside them
 	 * (set up concurrently with a program's first CUDA work, it took ~0.5 s on an H100 and
 	 * the process later died in cuptiPmSamplingDisable). */
-	if (wait && G.have_thread) {
+	if (wait && gm_sampler.have_thread) {
 		struct timespec dl;
 		clock_gettime(CLOCK_REALTIME, &dl);
 		dl.tv_sec += GM_START_WAIT_S;
-		while (G.dev[dev].start_pending &&
-		       pthread_cond_timedwait(&G.started, &G.lock, &dl) != ETIMEDOUT)
+		while (gm_sampler.dev[dev].start_pending &&
+		       pthread_cond_timedwait(&gm_sampler.started, &gm_sampler.lock, &dl) !=
+		           ETIMEDOUT)
 			;
-		if (G.dev[dev].start_pending)
+		if (gm_sampler.dev[dev].start_pending)
 			cuptrace_warn(
 			    "GPU metrics: GPU %u not set up within %d s; the program goes "
 			    "on, sampling starts when it can",
 			    dev, GM_START_WAIT_S);
 	}
-	pthread_mutex_unlock(&G.lock);
+	pthread_mutex_unlock(&gm_sampler.lock);
 }
 
 /* The last context of a device is going: its sampling ends here, on the application's thread,
@@ -898,30 +634,30 @@ static void context_going(CUcontext ctx)
 	uint32_t dev = 0;
 	if (!ctx || cuptiGetDeviceId(ctx, &dev) != CUPTI_SUCCESS || dev >= GM_MAX_DEV)
 		return;
-	pthread_mutex_lock(&G.lock);
-	int last = G.dev[dev].contexts > 0 && --G.dev[dev].contexts == 0;
+	pthread_mutex_lock(&gm_sampler.lock);
+	int last = gm_sampler.dev[dev].contexts > 0 && --gm_sampler.dev[dev].contexts == 0;
 	if (last)
-		G.dev[dev].wanted = 0;
-	pthread_mutex_unlock(&G.lock);
-	if (!last || G.abandoned)
+		gm_sampler.dev[dev].wanted = 0;
+	pthread_mutex_unlock(&gm_sampler.lock);
+	if (!last || gm_sampler.abandoned)
 		return;
 	struct timespec dl;
 	clock_gettime(CLOCK_REALTIME, &dl);
 	dl.tv_sec += GM_STOP_WAIT_S;
-	if (pthread_mutex_timedlock(&G.dev[dev].mu, &dl))
+	if (pthread_mutex_timedlock(&gm_sampler.dev[dev].mu, &dl))
 		return; /* the sampler is stuck in CUPTI: never hold the application up */
-	if (G.dev[dev].active) {
+	if (gm_sampler.dev[dev].active) {
 		cuptrace_warn("GPU metrics: GPU %u: its last context was destroyed: sampling ends "
 		              "there (not restarted in this process)",
 		              dev);
 		dev_finish((int)dev);
 	}
-	pthread_mutex_unlock(&G.dev[dev].mu);
+	pthread_mutex_unlock(&gm_sampler.dev[dev].mu);
 }
 
 void cuptrace_gm_on_callback(CUpti_CallbackDomain d, CUpti_CallbackId id, const void *data)
 {
-	if (!G.on || d != CUPTI_CB_DOMAIN_RESOURCE)
+	if (!gm_sampler.on || d != CUPTI_CB_DOMAIN_RESOURCE)
 		return;
 	if (id == CUPTI_CBID_RESOURCE_CONTEXT_CREATED)
 		want_context(((const CUpti_ResourceData *)data)->context);
@@ -931,11 +667,11 @@ void cuptrace_gm_on_callback(CUpti_CallbackDomain d, CUpti_CallbackId id, const 
 
 int cuptrace_gm_drain(struct cuptrace_converter *conv, struct cuptrace_capture_writer *cap)
 {
-	pthread_mutex_lock(&G.lock);
-	struct gm_item *it = G.head;
-	G.head = G.tail = NULL;
-	G.queued = 0;
-	pthread_mutex_unlock(&G.lock);
+	pthread_mutex_lock(&gm_sampler.lock);
+	struct gm_item *it = gm_sampler.head;
+	gm_sampler.head = gm_sampler.tail = NULL;
+	gm_sampler.queued = 0;
+	pthread_mutex_unlock(&gm_sampler.lock);
 	int err = 0;
 	while (it) {
 		struct gm_item *next = it->next;
@@ -962,20 +698,20 @@ int cuptrace_gm_drain(struct cuptrace_converter *conv, struct cuptrace_capture_w
  * and its last samples are lost). */
 static void stop_sampler(void)
 {
-	pthread_mutex_lock(&G.lock);
-	G.stop = 1;
-	int have = G.have_thread && G.pid == getpid();
-	G.have_thread = 0;
-	pthread_cond_signal(&G.cond);
-	pthread_mutex_unlock(&G.lock);
+	pthread_mutex_lock(&gm_sampler.lock);
+	gm_sampler.stop = 1;
+	int have = gm_sampler.have_thread && gm_sampler.pid == getpid();
+	gm_sampler.have_thread = 0;
+	pthread_cond_signal(&gm_sampler.cond);
+	pthread_mutex_unlock(&gm_sampler.lock);
 	if (!have)
 		return;
 	struct timespec dl;
 	clock_gettime(CLOCK_REALTIME, &dl);
 	dl.tv_sec += GM_STOP_WAIT_S;
-	if (pthread_timedjoin_np(G.thread, NULL, &dl)) {
-		G.abandoned = 1;
-		pthread_detach(G.thread);
+	if (pthread_timedjoin_np(gm_sampler.thread, NULL, &dl)) {
+		gm_sampler.abandoned = 1;
+		pthread_detach(gm_sampler.thread);
 		cuptrace_warn("GPU metrics: sampling did not stop within %d s; its last samples "
 		              "are lost",
 		              GM_STOP_WAIT_S);
@@ -988,109 +724,36 @@ static void stop_sampler(void)
  * cuptiPmSamplingDisable (H100, driver 580), while stopping it here works. */
 static void gm_atexit(void)
 {
-	if (G.on && G.pid == getpid())
+	if (gm_sampler.on && gm_sampler.pid == getpid())
 		stop_sampler();
 }
 
 void cuptrace_gm_stop(void)
 {
-	if (!G.on)
+	if (!gm_sampler.on)
 		return;
 	stop_sampler();
-	uint64_t lost = atomic_load(&G.lost_samples);
+	uint64_t lost = atomic_load(&gm_sampler.lost_samples);
 	if (lost)
 		cuptrace_warn("GPU metrics: %llu samples lost (the writer fell behind)",
 		              (unsigned long long)lost);
 	for (int i = 0; i < GM_MAX_DEV; i++) {
-		G.dev[i].wanted = G.dev[i].failed = 0;
-		G.dev[i].config_sent = G.dev[i].contexts = 0;
-		G.dev[i].lost = 0;
+		gm_sampler.dev[i].wanted = gm_sampler.dev[i].failed = 0;
+		gm_sampler.dev[i].config_sent = gm_sampler.dev[i].contexts = 0;
+		gm_sampler.dev[i].lost = 0;
 	}
 }
 
 int cuptrace_gm_cost(uint64_t *samples, int64_t *cpu_ns)
 {
-	if (!G.on || G.abandoned || G.sampler_cpu_ns < 0)
+	if (!gm_sampler.on || gm_sampler.abandoned || gm_sampler.sampler_cpu_ns < 0)
 		return 0;
-	*samples = atomic_load(&G.decoded);
-	*cpu_ns = G.sampler_cpu_ns;
+	*samples = atomic_load(&gm_sampler.decoded);
+	*cpu_ns = gm_sampler.sampler_cpu_ns;
 	return 1;
 }
 
 const char *cuptrace_gm_status(void)
 {
-	return G.on || G.status[0] ? G.status : NULL;
-}
-
-int cuptrace_gm_list(FILE *out)
-{
-	cu_init_fn init = (cu_init_fn)cuda_sym("cuInit");
-	cu_count_fn count = (cu_count_fn)cuda_sym("cuDeviceGetCount");
-	int n = 0;
-	if (!init || !count || init(0) || count(&n) || n <= 0) {
-		fprintf(stderr, "cuptrace: no CUDA GPU found (is the NVIDIA driver loaded?)\n");
-		return -ENODEV;
-	}
-	CUpti_Profiler_Initialize_Params ip;
-	memset(&ip, 0, sizeof(ip));
-	ip.structSize = CUpti_Profiler_Initialize_Params_STRUCT_SIZE;
-	CUptiResult r = cuptiProfilerInitialize(&ip);
-	if (r != CUPTI_SUCCESS) {
-		fprintf(stderr, "cuptrace: cannot start CUPTI's profiler: %s\n", res_str(r));
-		return -EIO;
-	}
-	static const char *const types[] = {"counter", "ratio", "throughput"};
-	int ret = 0;
-	for (int i = 0; i < n; i++) {
-		CUpti_Device_GetChipName_Params cn;
-		memset(&cn, 0, sizeof(cn));
-		cn.structSize = CUpti_Device_GetChipName_Params_STRUCT_SIZE;
-		cn.deviceIndex = (size_t)i;
-		CUpti_PmSampling_GetCounterAvailability_Params ca;
-		memset(&ca, 0, sizeof(ca));
-		ca.structSize = CUpti_PmSampling_GetCounterAvailability_Params_STRUCT_SIZE;
-		ca.deviceIndex = (size_t)i;
-		uint8_t *avail = NULL;
-		CUpti_Profiler_Host_Object *h = NULL;
-		if ((r = cuptiDeviceGetChipName(&cn)) != CUPTI_SUCCESS ||
-		    (r = cuptiPmSamplingGetCounterAvailability(&ca)) != CUPTI_SUCCESS ||
-		    !(avail = malloc(ca.counterAvailabilityImageSize + 1)) ||
-		    (ca.pCounterAvailabilityImage = avail,
-		     (r = cuptiPmSamplingGetCounterAvailability(&ca)) != CUPTI_SUCCESS) ||
-		    !(h = host_new(cn.pChipName, avail, &r))) {
-			fprintf(stderr, "cuptrace: GPU %d: no PM sampling metrics: %s\n", i,
-			        res_str(r));
-			free(avail);
-			ret = -EIO;
-			continue;
-		}
-		fprintf(out,
-		        "GPU %d (%s): PM sampling metrics (base names; add .sum, .avg, "
-		        ".max, .pct_of_peak_sustained_elapsed, .per_second as CUPTI allows)\n",
-		        i, cn.pChipName);
-		for (int t = 0; t < 3; t++) {
-			CUpti_Profiler_Host_GetBaseMetrics_Params b;
-			memset(&b, 0, sizeof(b));
-			b.structSize = CUpti_Profiler_Host_GetBaseMetrics_Params_STRUCT_SIZE;
-			b.pHostObject = h;
-			b.metricType = (CUpti_MetricType)t;
-			if (cuptiProfilerHostGetBaseMetrics(&b) != CUPTI_SUCCESS)
-				continue;
-			for (size_t k = 0; k < b.numMetrics; k++) {
-				CUpti_Profiler_Host_GetMetricProperties_Params mp;
-				memset(&mp, 0, sizeof(mp));
-				mp.structSize =
-				    CUpti_Profiler_Host_GetMetricProperties_Params_STRUCT_SIZE;
-				mp.pHostObject = h;
-				mp.pMetricName = b.ppMetricNames[k];
-				int okp =
-				    cuptiProfilerHostGetMetricProperties(&mp) == CUPTI_SUCCESS;
-				fprintf(out, "  %-10s %-60s %s\n", types[t], b.ppMetricNames[k],
-				        okp && mp.pDescription ? mp.pDescription : "");
-			}
-		}
-		host_free(h);
-		free(avail);
-	}
-	return ret;
+	return gm_sampler.on || gm_sampler.status[0] ? gm_sampler.status : NULL;
 }

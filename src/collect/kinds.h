@@ -4,8 +4,8 @@
 #define CUPTRACE_COLLECT_KINDS_H
 
 #include <cupti_activity.h>
-#include <stdlib.h>
-#include <string.h>
+
+#include "common/options.h"
 
 /* Bytes per CUPTI activity buffer unless CUPTRACE_BUFFER_SIZE says otherwise (the floor uses
  * the same). 1 MiB: a 4 MiB buffer took no less time per record on a launch-bound loop, and the
@@ -42,8 +42,9 @@ static const CUpti_ActivityKind cuptrace_kinds[] = {
  * filtered ones at all. Shared with the benchmark's floor so both do the same. */
 static inline int cuptrace_api_by_cbid(void)
 {
-	const char *v = getenv("CUPTRACE_API_ENABLE");
-	return v && !strcmp(v, "cbid");
+	struct cuptrace_setting_value v;
+	cuptrace_setting_env(CUPTRACE_SET_API_ENABLE, &v);
+	return v.i == 1;
 }
 
 #endif

@@ -11,6 +11,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/options.h"
 #include "common/util.h"
 #include "convert/convert.h"
 #include "convert/runtime_filter.h"
@@ -31,16 +32,10 @@ static struct {
 /* The device this thread last set through cudaSetDevice; -1 before the first. */
 static __thread int thread_device = -1;
 
-int cuptrace_runtime_mode_parse(const char *s)
-{
-	if (!s || !*s || !strcmp(s, "filtered") || !strcmp(s, "default"))
-		return CUPTRACE_RUNTIME_FILTERED;
-	if (!strcmp(s, "all"))
-		return CUPTRACE_RUNTIME_ALL;
-	if (!strcmp(s, "watch"))
-		return CUPTRACE_RUNTIME_WATCH;
-	return -1;
-}
+_Static_assert((int)CUPTRACE_RUNTIME_FILTERED == (int)CUPTRACE_RUNTIME_MODE_FILTERED &&
+                   (int)CUPTRACE_RUNTIME_WATCH == (int)CUPTRACE_RUNTIME_MODE_WATCH &&
+                   (int)CUPTRACE_RUNTIME_ALL == (int)CUPTRACE_RUNTIME_MODE_ALL,
+               "the settings table's --runtime values are enum cuptrace_runtime_mode's");
 
 void cuptrace_runtime_watch_setup(CUpti_SubscriberHandle sub, enum cuptrace_runtime_mode mode)
 {

@@ -14,14 +14,13 @@
 
 #include <cupti.h>
 
+/* CUPTRACE_RUNTIME / --runtime: parsed by the settings table (common/options.h), whose
+ * CUPTRACE_RUNTIME_MODE_* values these are (checked at compile time in runtime_watch.c). */
 enum cuptrace_runtime_mode {
 	CUPTRACE_RUNTIME_FILTERED, /* default: trivial calls off at the source, nothing else */
 	CUPTRACE_RUNTIME_WATCH,    /* off, and the callback keeps the few worth seeing */
 	CUPTRACE_RUNTIME_ALL,      /* every call recorded */
 };
-
-/* Parses CUPTRACE_RUNTIME's value (NULL: the default); -1 if unknown. */
-int cuptrace_runtime_mode_parse(const char *s);
 
 /* In WATCH mode, turns the callback on for the trivial calls (api_enable.c switched their
  * records off). */

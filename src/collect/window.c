@@ -3,45 +3,11 @@
 
 #include <ctype.h>
 #include <errno.h>
-#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "common/util.h"
-
-int cuptrace_parse_duration(const char *text, int64_t *ns, char *err, size_t n)
-{
-	if (!text || !*text) {
-		snprintf(err, n, "empty duration (expected e.g. 500ms, 2s, 1m)");
-		return -EINVAL;
-	}
-	char *end;
-	errno = 0;
-	double v = strtod(text, &end);
-	if (end == text || errno || !(v >= 0) || isinf(v)) {
-		snprintf(err, n, "'%s' is not a duration (expected e.g. 500ms, 2s, 1m)", text);
-		return -EINVAL;
-	}
-	static const struct {
-		const char *unit;
-		double ns;
-	} units[] = {{"", 1e9},   {"s", 1e9},  {"ms", 1e6},   {"us", 1e3},
-	             {"ns", 1.0}, {"m", 60e9}, {"min", 60e9}, {"h", 3600e9}};
-	for (size_t i = 0; i < sizeof(units) / sizeof(units[0]); i++) {
-		if (strcmp(end, units[i].unit))
-			continue;
-		double t = v * units[i].ns;
-		if (t > 9.2e18) {
-			snprintf(err, n, "'%s' is too long a duration", text);
-			return -EINVAL;
-		}
-		*ns = (int64_t)llround(t);
-		return 0;
-	}
-	snprintf(err, n, "'%s': unknown unit '%s' (use ns, us, ms, s, m or h)", text, end);
-	return -EINVAL;
-}
 
 /* A positive count, all digits. */
 static int parse_count(const char *s, size_t len, uint64_t *out)

@@ -39,10 +39,8 @@ struct cuptrace_wspec {
 	double ring_slow; /* > 1: write out steps slower than this x the median */
 };
 
-/* Parsers for the option values; each returns 0, or -EINVAL with a message in err (which names
- * no option: the caller prefixes it). Durations: a number with a unit, ns, us, ms, s, m, h
- * ("500ms", "2s", "1.5m"); a plain number is seconds. */
-int cuptrace_parse_duration(const char *text, int64_t *ns, char *err, size_t n);
+/* Parsers for the option values (durations: cuptrace_parse_duration, common/options.h); each
+ * returns 0, or -EINVAL with a message in err (which names no option: the caller prefixes it). */
 /* "cuda-profiler-api" or "range:NAME[#K][,N]". */
 int cuptrace_wspec_parse_range(struct cuptrace_wspec *w, const char *text, char *err, size_t n);
 /* "K[,N]". */

@@ -54,7 +54,7 @@ static struct {
 	void (*slist_free_all)(struct curl_slist *);
 	int ok;
 	char why[256];
-} C;
+} curl_fn;
 static pthread_once_t curl_once = PTHREAD_ONCE_INIT;
 
 static void load_curl(void)
@@ -64,14 +64,14 @@ static void load_curl(void)
 	void *h = dlopen(name && *name ? name : "libcurl.so.4", RTLD_NOW | RTLD_LOCAL);
 	if (!h) {
 		const char *e = dlerror();
-		snprintf(C.why, sizeof(C.why), "%s", e ? e : "libcurl.so.4 not found");
+		snprintf(curl_fn.why, sizeof(curl_fn.why), "%s", e ? e : "libcurl.so.4 not found");
 		return;
 	}
 #define SYM(field, sym)                                                                            \
 	do {                                                                                       \
-		*(void **)&C.field = dlsym(h, sym);                                                \
-		if (!C.field) {                                                                    \
-			snprintf(C.why, sizeof(C.why),                                             \
+		*(void **)&curl_fn.field = dlsym(h, sym);                                          \
+		if (!curl_fn.field) {                                                              \
+			snprintf(curl_fn.why, sizeof(curl_fn.why),                                 \
 			         "%s lacks %s (libcurl 7.66 or newer needed)",                     \
 			         name &&*name ? name : "libcurl.so.4", sym);                       \
 			return;                                                                    \
@@ -93,11 +93,11 @@ static void load_curl(void)
 	SYM(slist_append, "curl_slist_append");
 	SYM(slist_free_all, "curl_slist_free_all");
 #undef SYM
-	if (C.global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK) {
-		snprintf(C.why, sizeof(C.why), "curl_global_init failed");
+	if (curl_fn.global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK) {
+		snprintf(curl_fn.why, sizeof(curl_fn.why), "curl_global_init failed");
 		return;
 	}
-	C.ok = 1;
+	curl_fn.ok = 1;
 }
 
 struct item {
@@ -266,16 +266,16 @@ static enum outcome post(struct cuptrace_otlp_http *h, const uint8_t *body, size
 	CURL *e = h->easy;
 	h->resp_len = 0;
 	h->errbuf[0] = 0;
-	C.easy_setopt(e, CURLOPT_POSTFIELDS, (const char *)body);
-	C.easy_setopt(e, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)len);
-	C.easy_setopt(e, CURLOPT_HTTPHEADER, gzipped ? h->hdr_gzip : h->hdr_plain);
-	C.easy_setopt(e, CURLOPT_TIMEOUT_MS, timeout);
-	C.easy_setopt(e, CURLOPT_CONNECTTIMEOUT_MS, timeout < 3000 ? timeout : 3000L);
-	if (C.multi_add_handle(h->multi, e) != CURLM_OK)
+	curl_fn.easy_setopt(e, CURLOPT_POSTFIELDS, (const char *)body);
+	curl_fn.easy_setopt(e, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)len);
+	curl_fn.easy_setopt(e, CURLOPT_HTTPHEADER, gzipped ? h->hdr_gzip : h->hdr_plain);
+	curl_fn.easy_setopt(e, CURLOPT_TIMEOUT_MS, timeout);
+	curl_fn.easy_setopt(e, CURLOPT_CONNECTTIMEOUT_MS, timeout < 3000 ? timeout : 3000L);
+	if (curl_fn.multi_add_handle(h->multi, e) != CURLM_OK)
 		return FAILED;
 	int running = 1, aborted = 0;
 	while (running) {
-		if (C.multi_perform(h->multi, &running) != CURLM_OK)
+		if (curl_fn.multi_perform(h->multi, &running) != CURLM_OK)
 			break;
 		if (!running)
 			break;
@@ -287,18 +287,18 @@ static enum outcome post(struct cuptrace_otlp_http *h, const uint8_t *body, size
 			aborted = 1;
 			break;
 		}
-		C.multi_poll(h->multi, NULL, 0, POLL_SLICE_MS, NULL);
+		curl_fn.multi_poll(h->multi, NULL, 0, POLL_SLICE_MS, NULL);
 	}
 	CURLcode rc = CURLE_OK;
 	int done = 0;
 	CURLMsg *m;
 	int left;
-	while ((m = C.multi_info_read(h->multi, &left)))
+	while ((m = curl_fn.multi_info_read(h->multi, &left)))
 		if (m->msg == CURLMSG_DONE && m->easy_handle == e) {
 			rc = m->data.result;
 			done = 1;
 		}
-	C.multi_remove_handle(h->multi, e);
+	curl_fn.multi_remove_handle(h->multi, e);
 	if (aborted) {
 		snprintf(h->errbuf, sizeof(h->errbuf),
 		         "no answer before the end of --otlp-timeout");
@@ -308,10 +308,10 @@ static enum outcome post(struct cuptrace_otlp_http *h, const uint8_t *body, size
 		return RETRY;
 	if (rc != CURLE_OK) {
 		if (!h->errbuf[0])
-			snprintf(h->errbuf, sizeof(h->errbuf), "%s", C.easy_strerror(rc));
+			snprintf(h->errbuf, sizeof(h->errbuf), "%s", curl_fn.easy_strerror(rc));
 		return RETRY; /* connection refused, reset, timed out: all worth another try */
 	}
-	C.easy_getinfo(e, CURLINFO_RESPONSE_CODE, status);
+	curl_fn.easy_getinfo(e, CURLINFO_RESPONSE_CODE, status);
 	if (*status >= 200 && *status < 300) {
 		/* An ExportTraceServiceResponse may say some spans were rejected. */
 		Opentelemetry__Proto__Collector__Trace__V1__ExportTraceServiceResponse *r =
@@ -470,21 +470,21 @@ char *cuptrace_otlp_http_full_url(const char *url)
 int cuptrace_otlp_http_available(char *why, size_t n)
 {
 	pthread_once(&curl_once, load_curl);
-	if (!C.ok)
-		snprintf(why, n, "%s", C.why);
-	return C.ok ? 0 : -ENOENT;
+	if (!curl_fn.ok)
+		snprintf(why, n, "%s", curl_fn.why);
+	return curl_fn.ok ? 0 : -ENOENT;
 }
 
 static void free_sender(struct cuptrace_otlp_http *h)
 {
 	if (h->easy)
-		C.easy_cleanup(h->easy);
+		curl_fn.easy_cleanup(h->easy);
 	if (h->multi)
-		C.multi_cleanup(h->multi);
+		curl_fn.multi_cleanup(h->multi);
 	if (h->hdr_gzip)
-		C.slist_free_all(h->hdr_gzip);
+		curl_fn.slist_free_all(h->hdr_gzip);
 	if (h->hdr_plain)
-		C.slist_free_all(h->hdr_plain);
+		curl_fn.slist_free_all(h->hdr_plain);
 	for (struct item *it = h->head, *next; it; it = next) {
 		next = it->next;
 		free(it->body);
@@ -500,30 +500,30 @@ static void free_sender(struct cuptrace_otlp_http *h)
 
 static int setup_curl(struct cuptrace_otlp_http *h)
 {
-	h->easy = C.easy_init();
-	h->multi = C.multi_init();
+	h->easy = curl_fn.easy_init();
+	h->multi = curl_fn.multi_init();
 	struct curl_slist *g = NULL, *p = NULL;
 	static const char *const common[] = {"Content-Type: application/x-protobuf",
 	                                     "Expect:"}; /* no 100-continue round trip */
 	for (size_t i = 0; i < 2; i++) {
-		g = C.slist_append(g, common[i]);
-		p = C.slist_append(p, common[i]);
+		g = curl_fn.slist_append(g, common[i]);
+		p = curl_fn.slist_append(p, common[i]);
 	}
 	h->hdr_plain = p;
-	h->hdr_gzip = g ? C.slist_append(g, "Content-Encoding: gzip") : NULL;
+	h->hdr_gzip = g ? curl_fn.slist_append(g, "Content-Encoding: gzip") : NULL;
 	if (!h->hdr_gzip && g)
-		C.slist_free_all(g);
+		curl_fn.slist_free_all(g);
 	h->resp = malloc(MAX_RESPONSE);
 	if (!h->easy || !h->multi || !h->hdr_gzip || !h->hdr_plain || !h->resp)
 		return -ENOMEM;
 	CURL *e = h->easy;
-	C.easy_setopt(e, CURLOPT_URL, h->url);
-	C.easy_setopt(e, CURLOPT_POST, 1L);
-	C.easy_setopt(e, CURLOPT_NOSIGNAL, 1L); /* threads: no SIGALRM for DNS timeouts */
-	C.easy_setopt(e, CURLOPT_USERAGENT, "cuptrace/" CUPTRACE_VERSION);
-	C.easy_setopt(e, CURLOPT_WRITEFUNCTION, on_response);
-	C.easy_setopt(e, CURLOPT_WRITEDATA, h);
-	C.easy_setopt(e, CURLOPT_ERRORBUFFER, h->errbuf);
+	curl_fn.easy_setopt(e, CURLOPT_URL, h->url);
+	curl_fn.easy_setopt(e, CURLOPT_POST, 1L);
+	curl_fn.easy_setopt(e, CURLOPT_NOSIGNAL, 1L); /* threads: no SIGALRM for DNS timeouts */
+	curl_fn.easy_setopt(e, CURLOPT_USERAGENT, "cuptrace/" CUPTRACE_VERSION);
+	curl_fn.easy_setopt(e, CURLOPT_WRITEFUNCTION, on_response);
+	curl_fn.easy_setopt(e, CURLOPT_WRITEDATA, h);
+	curl_fn.easy_setopt(e, CURLOPT_ERRORBUFFER, h->errbuf);
 	return 0;
 }
 
@@ -539,10 +539,10 @@ struct cuptrace_otlp_http *cuptrace_otlp_http_open(const char *url,
 		return NULL;
 	}
 	pthread_once(&curl_once, load_curl);
-	if (!C.ok) {
+	if (!curl_fn.ok) {
 		cuptrace_err("OTLP: cannot load libcurl (%s): no spans are sent (install libcurl4, "
 		             "e.g. apt-get install libcurl4)",
-		             C.why);
+		             curl_fn.why);
 		free(full);
 		errno = ENOENT;
 		return NULL;

@@ -1,4 +1,5 @@
-"""cuptrace --pytorch: PyTorch operators as NVTX ranges, with no change to the program.
+"""cuptrace --pytorch: PyTorch operators as NVTX ranges, with no change to the program; and
+for --steps and the flight recorder's slow steps, the end of every optimizer.step().
 
 `cuptrace record --pytorch` puts this file's directory first on PYTHONPATH, so every Python
 process it starts (and their children: torchrun workers, multiprocessing) imports it at start-up.
@@ -46,6 +47,37 @@ def _module_ranges(torch):
         nn_module.register_module_forward_hook(post, always_call=True)
     except TypeError:
         nn_module.register_module_forward_hook(post)
+
+
+def _step_hook(torch):
+    """--steps, --ring-slow, trigger --steps: each optimizer.step() that returns ends a
+    training step, told to the library through its C entry point cuptrace_step(). The library
+    is the one the CUDA driver loaded (CUDA_INJECTION64_PATH): loading the same file again
+    gives the same instance."""
+    import ctypes
+
+    path = os.environ.get("CUDA_INJECTION64_PATH")
+    try:
+        step = ctypes.CDLL(path).cuptrace_step
+        step.restype = ctypes.c_int
+        step.argtypes = []
+        from torch.optim.optimizer import register_optimizer_step_post_hook
+    except Exception as e:
+        _warn("cannot follow optimizer steps (%s: %s); --steps and slow steps see none"
+              % (type(e).__name__, e))
+        return
+
+    def post(optimizer, args, kwargs):
+        step()
+
+    register_optimizer_step_post_hook(post)
+
+
+def _on_torch(torch):
+    if os.environ.get("CUPTRACE_STEPS") == "optimizer":
+        _step_hook(torch)
+    if os.environ.get("CUPTRACE_PYTORCH"):
+        _enable(torch)
 
 
 def _enable(torch):
@@ -101,7 +133,7 @@ class _TorchImportHook:
                 sys.meta_path.remove(hook)
             except ValueError:
                 pass
-            _enable(module)
+            _on_torch(module)
 
         spec.loader.exec_module = exec_module
         return spec
@@ -121,9 +153,9 @@ def _chain():
     spec.loader.exec_module(mod)
 
 
-if os.environ.get("CUPTRACE_PYTORCH"):
+if os.environ.get("CUPTRACE_PYTORCH") or os.environ.get("CUPTRACE_STEPS") == "optimizer":
     if "torch" in sys.modules:
-        _enable(sys.modules["torch"])
+        _on_torch(sys.modules["torch"])
     else:
         sys.meta_path.insert(0, _TorchImportHook())
 try:

@@ -1,0 +1,268 @@
+/* CUPTI's buffers and the writer thread (see collect_state.h).
+ *
+ * Threads: CUPTI calls collect_buffer_requested on application threads and
+ * collect_buffer_completed on its own worker thread; both only allocate or enqueue and return
+ * at once. The writer thread owns the converter, the sink (or the capture writer) and
+ * everything they allocate. */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "collect/collect_state.h"
+#include "collect/gpumetrics.h"
+#include "collect/runtime_watch.h"
+#include "common/log.h"
+
+/* ---- CUPTI buffer callbacks (application and CUPTI threads: no blocking, no CUPTI flush) ---- */
+
+/* Names of threads seen asking for buffers. With per-thread buffers CUPTI asks on the
+ * application thread itself, so a short-lived thread is named while it is alive; the writer
+ * reads /proc later only for threads not found here. */
+#define NAMED_MAX 1024
+static struct {
+	pthread_mutex_t lock;
+	int64_t tid[NAMED_MAX];
+	char name[NAMED_MAX][16];
+	size_t n;
+} named = {.lock = PTHREAD_MUTEX_INITIALIZER};
+
+static void remember_thread_name(void)
+{
+	int64_t tid = (int64_t)syscall(SYS_gettid);
+	char nm[16] = "";
+	if (prctl(PR_GET_NAME, nm, 0, 0, 0))
+		return;
+	pthread_mutex_lock(&named.lock);
+	size_t i;
+	for (i = 0; i < named.n && named.tid[i] != tid; i++)
+		;
+	if (i < NAMED_MAX) {
+		named.tid[i] = tid;
+		memcpy(named.name[i], nm, sizeof(nm));
+		if (i == named.n)
+			named.n++;
+	}
+	pthread_mutex_unlock(&named.lock);
+}
+
+static int lookup_thread_name(int64_t tid, char *out, size_t n)
+{
+	int found = 0;
+	pthread_mutex_lock(&named.lock);
+	for (size_t i = 0; i < named.n; i++)
+		if (named.tid[i] == tid) {
+			snprintf(out, n, "%s", named.name[i]);
+			found = 1;
+			break;
+		}
+	pthread_mutex_unlock(&named.lock);
+	return found;
+}
+
+void CUPTIAPI collect_buffer_requested(uint8_t **buffer, size_t *size, size_t *max_records)
+{
+	remember_thread_name();
+	/* Fault injection for the drills: a refused buffer makes CUPTI drop records, which it
+	 * must count (cuptiActivityGetNumDroppedRecords) and cuptrace must report. */
+	if (sess.fault_every &&
+	    atomic_fetch_add(&sess.buffer_requests, 1) % sess.fault_every == sess.fault_every - 1) {
+		*buffer = NULL;
+		*size = 0;
+		*max_records = 0;
+		return;
+	}
+	/* calloc of a large block is fresh mmap'd memory: already zero, so CUPTI need not clear
+	 * it on the application thread (ZEROED_OUT_ACTIVITY_BUFFER is set). */
+	*buffer = calloc(1, sess.buffer_size);
+	*size = *buffer ? sess.buffer_size : 0;
+	*max_records = 0;
+}
+
+void CUPTIAPI collect_buffer_completed(CUcontext ctx, uint32_t stream, uint8_t *buffer, size_t size,
+                                       size_t valid)
+{
+	/* Drops are counted per buffer queue: this buffer's context and stream (NULL, 0: the
+	 * global queue). Reading the count resets it, so nothing is counted twice. */
+	size_t dropped = 0;
+	if (cuptiActivityGetNumDroppedRecords(ctx, stream, &dropped) == CUPTI_SUCCESS && dropped)
+		atomic_fetch_add(&sess.cupti_dropped, dropped);
+	int st = atomic_load(&sess.state);
+	if (!valid || (st != ST_RUNNING && st != ST_STOPPING)) {
+		free(buffer); /* a finished session's, or empty */
+		return;
+	}
+	atomic_fetch_add(&sess.buffers, 1);
+	struct cuptrace_qitem it = {buffer, valid};
+	if (cuptrace_queue_push(&sess.queue, it) == 0)
+		return;
+	/* The writer is behind: drop this buffer, but count what was in it. */
+	uint64_t n = 0;
+	CUpti_Activity *r = NULL;
+	while (cuptiActivityGetNextRecord(buffer, valid, &r) == CUPTI_SUCCESS)
+		n++;
+	atomic_fetch_add(&sess.buffers_dropped, 1);
+	atomic_fetch_add(&sess.records_dropped, n);
+	free(buffer);
+}
+
+/* ---- writer thread ---- */
+
+static void note_thread(int64_t tid)
+{
+	int created;
+	if (!tid || !cuptrace_u64map_put(&sess.tids, (uint64_t)tid, &created) || !created)
+		return;
+	char path[64], name[64];
+	/* /proc first: it has the current name; the remembered one if the thread is gone. */
+	snprintf(path, sizeof(path), "/proc/%d/task/%lld/comm", (int)sess.pid, (long long)tid);
+	collect_read_comm(path, name, sizeof(name));
+	if (!strcmp(name, "?"))
+		lookup_thread_name(tid, name, sizeof(name));
+	if (!strcmp(name, "?"))
+		snprintf(name, sizeof(name), "thread %lld", (long long)tid);
+	if (sess.cap)
+		cuptrace_capture_thread(sess.cap, tid, name);
+	else if (sess.conv)
+		cuptrace_converter_thread_name(sess.conv, tid, name);
+}
+
+static int64_t record_tid(const CUpti_Activity *r)
+{
+	switch (r->kind) {
+	case CUPTI_ACTIVITY_KIND_RUNTIME:
+	case CUPTI_ACTIVITY_KIND_DRIVER:
+	case CUPTI_ACTIVITY_KIND_INTERNAL_LAUNCH_API:
+		return ((const CUpti_ActivityAPI *)r)->threadId;
+	case CUPTI_ACTIVITY_KIND_MARKER: {
+		const CUpti_ActivityMarker2 *m = (const CUpti_ActivityMarker2 *)r;
+		return m->objectKind == CUPTI_ACTIVITY_OBJECT_THREAD ? m->objectId.pt.threadId : 0;
+	}
+	default:
+		return 0;
+	}
+}
+
+/* The first write error is the one reported, once, whenever it shows (a full disk shows at a
+ * periodic write or only at the end); what was written before it still loads. Writer thread,
+ * or the finishing thread once the writer has ended. */
+void collect_note_write_err(int err)
+{
+	if (!err || sess.write_err)
+		return;
+	sess.write_err = err;
+	cuptrace_err("writing %s failed: %s; the trace stops there (what was written before "
+	             "loads)",
+	             sess.path, strerror(-err));
+}
+
+static void handle_buffer(uint8_t *buf, size_t valid)
+{
+	collect_startend_drain(); /* before the markers that may use them */
+	size_t n = 0;
+	CUpti_Activity *r = NULL;
+	while (cuptiActivityGetNextRecord(buf, valid, &r) == CUPTI_SUCCESS) {
+		if (n == sess.rec_cap) {
+			size_t cap = sess.rec_cap ? sess.rec_cap * 2 : 65536;
+			const CUpti_Activity **nr = realloc(sess.recs, cap * sizeof(*nr));
+			uint32_t *ns = nr ? realloc(sess.sizes, cap * sizeof(*ns)) : NULL;
+			if (nr)
+				sess.recs = nr;
+			if (!nr || !ns) {
+				atomic_fetch_add(&sess.records_dropped, 1);
+				break;
+			}
+			sess.sizes = ns;
+			sess.rec_cap = cap;
+		}
+		sess.recs[n++] = r;
+	}
+	/* A record's size is the distance to the next one; the last one runs to validSize. */
+	for (size_t i = 0; i < n; i++) {
+		const uint8_t *end = i + 1 < n ? (const uint8_t *)sess.recs[i + 1] : buf + valid;
+		sess.sizes[i] = (uint32_t)(end - (const uint8_t *)sess.recs[i]);
+		if ((unsigned)sess.recs[i]->kind < CUPTI_ACTIVITY_KIND_COUNT)
+			sess.kind_counts[sess.recs[i]->kind]++;
+		note_thread(record_tid(sess.recs[i]));
+	}
+	sess.records += n;
+	int err = 0;
+	if (sess.cap)
+		err = cuptrace_capture_records(sess.cap, sess.recs, sess.sizes, n);
+	else if (sess.conv)
+		err = cuptrace_converter_add(sess.conv, sess.recs, n);
+	collect_note_write_err(err);
+}
+
+/* Trivial runtime calls worth keeping (runtime_watch.h), as one batch of their own. */
+static void handle_kept_calls(void)
+{
+	CUpti_ActivityAPI *recs;
+	size_t n = cuptrace_runtime_watch_drain(&recs);
+	if (!n)
+		return;
+	const CUpti_Activity **ptrs = malloc(n * sizeof(*ptrs));
+	uint32_t *sizes = malloc(n * sizeof(*sizes));
+	if (ptrs && sizes) {
+		for (size_t i = 0; i < n; i++) {
+			ptrs[i] = (const CUpti_Activity *)&recs[i];
+			sizes[i] = sizeof(recs[i]);
+			note_thread(recs[i].threadId);
+		}
+		sess.kind_counts[CUPTI_ACTIVITY_KIND_RUNTIME] += n;
+		sess.records += n;
+		int err = sess.cap    ? cuptrace_capture_records(sess.cap, ptrs, sizes, n)
+		          : sess.conv ? cuptrace_converter_add(sess.conv, ptrs, n)
+		                      : 0;
+		collect_note_write_err(err);
+	} else {
+		atomic_fetch_add(&sess.records_dropped, n);
+	}
+	free(ptrs);
+	free(sizes);
+	free(recs);
+}
+
+static void report_dropped(void)
+{
+	uint64_t a = atomic_load(&sess.cupti_dropped), b = atomic_load(&sess.records_dropped);
+	if (a == sess.last_cupti_dropped && b == sess.last_cuptrace_dropped)
+		return;
+	sess.last_cupti_dropped = a;
+	sess.last_cuptrace_dropped = b;
+	if (sess.cap)
+		cuptrace_capture_dropped(sess.cap, a, b);
+	else if (sess.conv)
+		cuptrace_converter_dropped(sess.conv, a, b);
+}
+
+void *collect_writer_main(void *arg)
+{
+	for (;;) {
+		struct cuptrace_qitem it;
+		int r =
+		    cuptrace_queue_pop(&sess.queue, &it, sess.flush_ms > 0 ? sess.flush_ms : 1000);
+		if (r < 0)
+			break;
+		if (r == 1) {
+			handle_buffer(it.buf, it.valid);
+			free(it.buf);
+			report_dropped();
+		}
+		handle_kept_calls();
+		collect_note_write_err(cuptrace_gm_drain(sess.conv, sess.cap));
+		/* Idle or not, hand buffered bytes to the file about once a flush period, so a
+		 * SIGKILL loses at most that much. */
+		if (sess.cap)
+			collect_note_write_err(cuptrace_capture_flush(sess.cap));
+		else if (sess.sink && sess.sink->ops->tick)
+			collect_note_write_err(sess.sink->ops->tick(sess.sink));
+	}
+	handle_kept_calls();
+	report_dropped();
+	return NULL;
+}

@@ -1,0 +1,315 @@
+/* The trace's output: the capture, or the sink (file, OTLP or both) and its converter, and the
+ * metadata written at the start and at the end (see collect_state.h). */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/utsname.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "collect/collect_otlp.h"
+#include "collect/collect_state.h"
+#include "collect/gpumetrics.h"
+#include "collect/runtime_watch.h"
+#include "common/log.h"
+#include "common/options.h"
+#include "common/privacy.h"
+#include "format/otlp.h"
+
+#ifndef CUPTRACE_VERSION
+#define CUPTRACE_VERSION "0.1.0"
+#endif
+
+void collect_read_comm(const char *path, char *out, size_t n)
+{
+	snprintf(out, n, "?");
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return;
+	ssize_t k = read(fd, out, n - 1);
+	close(fd);
+	if (k <= 0) {
+		snprintf(out, n, "?");
+		return;
+	}
+	out[k] = 0;
+	char *nl = strchr(out, '\n');
+	if (nl)
+		*nl = 0;
+}
+
+/* ---- metadata ---- */
+
+static char *read_cmdline(void)
+{
+	char path[64];
+	snprintf(path, sizeof(path), "/proc/%d/cmdline", (int)getpid());
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return strdup("?");
+	char buf[8192];
+	ssize_t n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0)
+		return strdup("?");
+	for (ssize_t i = 0; i < n - 1; i++)
+		if (!buf[i])
+			buf[i] = ' ';
+	buf[n] = 0;
+	return strdup(buf);
+}
+
+struct kv {
+	char key[40];
+	char val[512];
+};
+
+static size_t collect_meta(struct kv *m, size_t max)
+{
+	size_t n = 0;
+#define ADD(k, ...)                                                                                \
+	do {                                                                                       \
+		if (n < max) {                                                                     \
+			snprintf(m[n].key, sizeof(m[n].key), "%s", k);                             \
+			snprintf(m[n].val, sizeof(m[n].val), __VA_ARGS__);                         \
+			n++;                                                                       \
+		}                                                                                  \
+	} while (0)
+	char host[256] = "?";
+	gethostname(host, sizeof(host) - 1);
+	ADD("pid", "%d", (int)sess.pid);
+	/* Where the launcher says: the process's place in the job (merging ranks needs it). */
+	struct cuptrace_rank rk = cuptrace_launcher_rank();
+	if (rk.rank >= 0) {
+		ADD("rank", "%d", rk.rank);
+		if (rk.local_rank >= 0)
+			ADD("local_rank", "%d", rk.local_rank);
+		if (rk.world_size >= 0)
+			ADD("world_size", "%d", rk.world_size);
+		ADD("launcher", "%s", rk.launcher);
+	}
+	char comm[64];
+	collect_read_comm("/proc/self/comm", comm, sizeof(comm));
+	ADD("process_name", "%s", comm);
+	ADD("hostname", "%s", host);
+	char *cmd = read_cmdline();
+	ADD("cmdline", "%s", cmd ? cmd : "?");
+	free(cmd);
+	ADD("start_realtime_ns", "%lld", (long long)sess.start_real);
+	ADD("start_boottime_ns", "%lld", (long long)sess.start_boot);
+	/* Which boot of which machine BOOTTIME counts from: traces with the same boot id share
+	 * one BOOTTIME, so `merge --ranks` lines them up exactly. */
+	char boot_id[64];
+	collect_read_comm("/proc/sys/kernel/random/boot_id", boot_id, sizeof(boot_id));
+	if (strcmp(boot_id, "?"))
+		ADD("boot_id", "%s", boot_id);
+	time_t secs = (time_t)(sess.start_real / 1000000000);
+	struct tm tm;
+	char iso[64];
+	gmtime_r(&secs, &tm);
+	strftime(iso, sizeof(iso), "%Y-%m-%dT%H:%M:%SZ", &tm);
+	ADD("start_time", "%s", iso);
+	ADD("cuptrace_version", "%s", CUPTRACE_VERSION);
+	uint32_t cv = 0;
+	if (cuptiGetVersion(&cv) == CUPTI_SUCCESS)
+		ADD("cupti_version", "%u", cv);
+	ADD("cupti_api_version_built", "%u", (unsigned)CUPTI_API_VERSION);
+	/* The driver is loaded (it is the one injecting us); ask it without linking libcuda. */
+	int (*drv)(int *) =
+	    (int (*)(int *))cuptrace_loaded_sym("libcuda.so.1", "cuDriverGetVersion");
+	int dv = 0;
+	if (drv && drv(&dv) == 0)
+		ADD("cuda_driver_api_version", "%d.%d", dv / 1000, (dv % 1000) / 10);
+	char drvline[256];
+	collect_read_comm("/proc/driver/nvidia/version", drvline, sizeof(drvline));
+	char *k = strstr(drvline, "Kernel Module");
+	if (k) {
+		char ver[64] = "";
+		if (sscanf(k, "Kernel Module for %*s %63s", ver) == 1 ||
+		    sscanf(k, "Kernel Module %63s", ver) == 1)
+			ADD("driver_version", "%s", ver);
+	}
+	struct utsname u;
+	if (!uname(&u))
+		ADD("os", "%s %s %s", u.sysname, u.release, u.machine);
+	const char *tool_cmd = getenv("CUPTRACE_CMDLINE");
+	if (tool_cmd)
+		ADD("record_cmdline", "%s", tool_cmd);
+	if (cuptrace_private_env()) { /* record --private: nothing that names the host or user */
+		n = cuptrace_private_filter(m, n, sizeof(*m), offsetof(struct kv, key),
+		                            offsetof(struct kv, val), sizeof(m->val));
+		/* An empty host name, as the live writers get: "no host" in a converted capture
+		 * too, where a capture with no host name at all reads as an unknown one ("?"). */
+		ADD("hostname", "%s", "");
+	}
+#undef ADD
+	return n;
+}
+
+int collect_open_output(void)
+{
+	struct cuptrace_setting_value f, z;
+	cuptrace_setting_env(CUPTRACE_SET_FORMAT, &f);
+	cuptrace_setting_env(CUPTRACE_SET_COMPRESS, &z);
+	const char *fmt = f.s; /* NULL: from the extension */
+	sess.capture =
+	    f.i == CUPTRACE_OUTFMT_CAPTURE || (!fmt && cuptrace_ends_with(sess.path, ".cupti"));
+	struct kv meta[32];
+	size_t nmeta = collect_meta(meta, 32);
+	if (sess.capture) {
+		if (cuptrace_collect_otlp_wanted())
+			cuptrace_warn(
+			    "OTLP needs a converted trace, not a raw capture: no spans are "
+			    "sent (cuptrace convert %s --otlp URL sends them later)",
+			    sess.path);
+		sess.cap = cuptrace_capture_writer_open(sess.path);
+		if (!sess.cap)
+			return -errno;
+		for (size_t i = 0; i < nmeta; i++)
+			cuptrace_capture_meta(sess.cap, meta[i].key, meta[i].val);
+		return cuptrace_capture_flush(sess.cap);
+	}
+	/* -o none: spans only. A collector that cannot be used costs the spans, not the file. */
+	int none = !strcmp(sess.path, "none");
+	sess.sink = none ? NULL : cuptrace_sink_open(sess.path, fmt, z.s);
+	if (!none && !sess.sink)
+		return -errno;
+	sess.otlp = cuptrace_collect_otlp_wanted() ? cuptrace_collect_otlp_open() : NULL;
+	if (none && !sess.otlp)
+		return -ENOENT;
+	if (sess.otlp)
+		sess.sink = sess.sink ? cuptrace_tee_sink_new(sess.sink, sess.otlp) : sess.otlp;
+	if (!sess.sink) {
+		sess.otlp = NULL; /* the tee freed both */
+		return -ENOMEM;
+	}
+	struct cuptrace_meta m[32];
+	for (size_t i = 0; i < nmeta; i++)
+		m[i] = (struct cuptrace_meta){.key = meta[i].key, .s = meta[i].val};
+	char host[256] = "?", comm[64];
+	gethostname(host, sizeof(host) - 1);
+	collect_read_comm("/proc/self/comm", comm, sizeof(comm));
+	struct cuptrace_trace_info info = {
+	    .pid = sess.pid,
+	    .process_name = comm,
+	    .hostname = cuptrace_private_env() ? "" : host, /* "": none; NULL: the writer's */
+	    .start_realtime_ns = sess.start_real,
+	    .start_boottime_ns = sess.start_boot,
+	    .trace_uuid_hi =
+	        cuptrace_hash64((uint64_t)sess.start_real ^ ((uint64_t)sess.pid << 32)),
+	    .trace_uuid_lo = cuptrace_hash64((uint64_t)sess.start_boot +
+	                                     cuptrace_hash_bytes(host, strlen(host))),
+	    .meta = m,
+	    .nmeta = nmeta,
+	};
+	struct cuptrace_convert_opts co = {.sz = sizeof(co),
+	                                   .driver_all = sess.driver_all,
+	                                   .runtime_all =
+	                                       sess.runtime_mode == CUPTRACE_RUNTIME_ALL};
+	sess.conv = cuptrace_converter_new(sess.sink, &info, &co);
+	if (!sess.conv)
+		return -ENOMEM;
+	return 0;
+}
+
+uint64_t collect_file_size(const char *path)
+{
+	FILE *f = fopen(path, "rb");
+	if (!f)
+		return 0;
+	fseek(f, 0, SEEK_END);
+	long n = ftell(f);
+	fclose(f);
+	return n > 0 ? (uint64_t)n : 0;
+}
+
+/* Metadata known only at the end: the closing clock readings (with the opening ones they give
+ * REALTIME's rate against BOOTTIME over the run: NTP slews it), each visible GPU's PCI bus id
+ * (from the driver; CUPTI's device record has no PCI address) and the NCCL version if the
+ * program loaded NCCL. Called on the finishing thread after the writer thread has ended. */
+static void late_meta(void (*put)(void *ctx, const char *k, const char *v), void *ctx)
+{
+	char k[48], v[96];
+	snprintf(v, sizeof(v), "%lld", (long long)cuptrace_now_ns(CLOCK_REALTIME));
+	put(ctx, "end_realtime_ns", v);
+	snprintf(v, sizeof(v), "%lld", (long long)cuptrace_now_ns(CLOCK_BOOTTIME));
+	put(ctx, "end_boottime_ns", v);
+	int (*count)(int *) =
+	    (int (*)(int *))cuptrace_loaded_sym("libcuda.so.1", "cuDeviceGetCount");
+	int (*bus)(char *, int, int) =
+	    (int (*)(char *, int, int))cuptrace_loaded_sym("libcuda.so.1", "cuDeviceGetPCIBusId");
+	int n = 0;
+	if (count && bus && count(&n) == 0)
+		for (int d = 0; d < n && d < 64; d++)
+			if (bus(v, (int)sizeof(v), d) == 0) {
+				snprintf(k, sizeof(k), "gpu%d_pci_bus_id", d);
+				put(ctx, k, v);
+			}
+	/* NCCL: loaded by soname (PyTorch, JAX, CuPy ship libnccl.so.2), or linked in. */
+	int (*ver)(int *) = (int (*)(int *))cuptrace_loaded_sym("libnccl.so.2", "ncclGetVersion");
+	int code = 0;
+	if (ver && ver(&code) == 0 && code > 0) {
+		/* NCCL_VERSION_CODE: X*10000+Y*100+Z since 2.9, X*1000+Y*100+Z before */
+		if (code >= 20900)
+			snprintf(v, sizeof(v), "%d.%d.%d", code / 10000, code / 100 % 100,
+			         code % 100);
+		else
+			snprintf(v, sizeof(v), "%d.%d.%d", code / 1000, code / 100 % 10,
+			         code % 100);
+		put(ctx, "nccl_version", v);
+	}
+	const char *gm = cuptrace_gm_status();
+	if (gm)
+		put(ctx, "gpu_metrics", gm);
+	uint64_t samples;
+	int64_t cpu_ns;
+	if (cuptrace_gm_cost(&samples, &cpu_ns)) {
+		snprintf(v, sizeof(v), "%.1f", cpu_ns / 1e6);
+		put(ctx, "gpu_metrics_sampler_cpu_ms", v);
+		cuptrace_debug(
+		    "GPU metrics: %llu samples, sampler thread CPU %.1f ms (%.1f us each)",
+		    (unsigned long long)samples, cpu_ns / 1e6,
+		    samples ? cpu_ns / 1e3 / samples : 0.0);
+	}
+}
+
+static void late_meta_capture(void *ctx, const char *k, const char *v)
+{
+	(void)ctx;
+	cuptrace_capture_meta(sess.cap, k, v);
+}
+
+static void late_meta_converter(void *ctx, const char *k, const char *v)
+{
+	(void)ctx;
+	cuptrace_converter_meta(sess.conv, k, v);
+}
+
+void collect_late_meta(void)
+{
+	if (sess.cap)
+		late_meta(late_meta_capture, NULL);
+	else if (sess.conv)
+		late_meta(late_meta_converter, NULL);
+}
+
+void collect_discard_output(void)
+{
+	if (sess.cap) {
+		cuptrace_capture_close(sess.cap);
+		sess.cap = NULL;
+	}
+	if (sess.conv) {
+		cuptrace_converter_free(sess.conv);
+		sess.conv = NULL;
+	}
+	cuptrace_sink_destroy(sess.sink);
+	sess.sink = NULL;
+	sess.otlp = NULL;
+	if (sess.path && strcmp(sess.path, "none"))
+		unlink(sess.path);
+}

@@ -1,0 +1,318 @@
+/* The settings table and its parsers (see options.h). */
+#define _GNU_SOURCE
+#include "common/options.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "common/log.h"
+
+static const struct cuptrace_setting_name format_names[] = {
+    {"perfetto", CUPTRACE_OUTFMT_PERFETTO, 0},
+    {"chrome", CUPTRACE_OUTFMT_CHROME, 0},
+    {"capture", CUPTRACE_OUTFMT_CAPTURE, 0},
+    {NULL, 0, 0},
+};
+/* Values of enum cuptrace_compress (output/output.h): none 0, gzip 1, chunks 2. */
+static const struct cuptrace_setting_name compress_names[] = {
+    {"chunks", 2, 0}, {"gzip", 1, 0},  {"none", 0, 0}, {"zlib", 2, 1},
+    {"gz", 1, 1},     {"plain", 0, 1}, {NULL, 0, 0},
+};
+static const struct cuptrace_setting_name driver_names[] = {
+    {"user", CUPTRACE_DRIVER_USER, 0},
+    {"all", CUPTRACE_DRIVER_ALL, 0},
+    {NULL, 0, 0},
+};
+static const struct cuptrace_setting_name runtime_names[] = {
+    {"filtered", CUPTRACE_RUNTIME_MODE_FILTERED, 0},
+    {"watch", CUPTRACE_RUNTIME_MODE_WATCH, 0},
+    {"all", CUPTRACE_RUNTIME_MODE_ALL, 0},
+    {"default", CUPTRACE_RUNTIME_MODE_FILTERED, 1},
+    {NULL, 0, 0},
+};
+static const struct cuptrace_setting_name clock_names[] = {
+    {"auto", -1, 0},
+    {"realtime", CLOCK_REALTIME, 0},
+    {"boottime", CLOCK_BOOTTIME, 0},
+    {"monotonic", CLOCK_MONOTONIC, 0},
+    {"monotonic_raw", CLOCK_MONOTONIC_RAW, 0},
+    {NULL, 0, 0},
+};
+static const struct cuptrace_setting_name log_names[] = {
+    {"error", CUPTRACE_LOG_ERROR, 0},
+    {"warn", CUPTRACE_LOG_WARN, 0},
+    {"info", CUPTRACE_LOG_INFO, 0},
+    {"debug", CUPTRACE_LOG_DEBUG, 0},
+    {NULL, 0, 0},
+};
+static const struct cuptrace_setting_name api_enable_names[] = {
+    {"kind", 0, 0},
+    {"cbid", 1, 0},
+    {NULL, 0, 0},
+};
+
+/* --gpu-metrics: "0" off, "1" or "default" the default set, else CUPTI metric names. */
+static int gpu_metrics_mode(const char *text, struct cuptrace_setting_value *v, char *err, size_t n)
+{
+	v->i = !strcmp(text, "0")                               ? CUPTRACE_GPU_METRICS_OFF
+	       : !strcmp(text, "1") || !strcmp(text, "default") ? CUPTRACE_GPU_METRICS_DEFAULT
+	                                                        : CUPTRACE_GPU_METRICS_LIST;
+	return 0;
+}
+
+#define NO_NAMES NULL
+/* Rows: id, option, variable, kind, names, min, max, rmin, rmax, unit_ns, default, expect,
+ * validate; each at its id (tests/test_options.c checks that none is missing). */
+static const struct cuptrace_setting settings[CUPTRACE_NSETTINGS] = {
+    [CUPTRACE_SET_OUTPUT] = {CUPTRACE_SET_OUTPUT, "output", "CUPTRACE_OUTPUT",
+                             CUPTRACE_SETTING_STRING, NO_NAMES, 0, 0, 0, 0, 0, NULL, "a path",
+                             NULL},
+    [CUPTRACE_SET_FORMAT] = {CUPTRACE_SET_FORMAT, "format", "CUPTRACE_FORMAT",
+                             CUPTRACE_SETTING_ENUM, format_names, 0, 0, 0, 0, 0, NULL, NULL, NULL},
+    [CUPTRACE_SET_COMPRESS] = {CUPTRACE_SET_COMPRESS, "compress", "CUPTRACE_COMPRESS",
+                               CUPTRACE_SETTING_ENUM, compress_names, 0, 0, 0, 0, 0, NULL, NULL,
+                               NULL},
+    [CUPTRACE_SET_DRIVER] = {CUPTRACE_SET_DRIVER, "driver", "CUPTRACE_DRIVER",
+                             CUPTRACE_SETTING_ENUM, driver_names, 0, 0, 0, 0, 0, "user", NULL,
+                             NULL},
+    [CUPTRACE_SET_RUNTIME] = {CUPTRACE_SET_RUNTIME, "runtime", "CUPTRACE_RUNTIME",
+                              CUPTRACE_SETTING_ENUM, runtime_names, 0, 0, 0, 0, 0, "filtered", NULL,
+                              NULL},
+    [CUPTRACE_SET_BUFFER_SIZE] = {CUPTRACE_SET_BUFFER_SIZE, "buffer-size", "CUPTRACE_BUFFER_SIZE",
+                                  CUPTRACE_SETTING_SIZE, NO_NAMES, 8192, 1 << 30, 0, 0, 0,
+                                  "1048576", "a byte count from 8192 to 1073741824", NULL},
+    [CUPTRACE_SET_FLUSH_MS] = {CUPTRACE_SET_FLUSH_MS, "flush-ms", "CUPTRACE_FLUSH_MS",
+                               CUPTRACE_SETTING_COUNT, NO_NAMES, 0, 3600000, 0, 0, 0, "1000",
+                               "milliseconds, 0 to 3600000", NULL},
+    [CUPTRACE_SET_SUMMARY] = {CUPTRACE_SET_SUMMARY, NULL, "CUPTRACE_SUMMARY", CUPTRACE_SETTING_BOOL,
+                              NO_NAMES, 0, 0, 0, 0, 0, "1", NULL, NULL},
+    [CUPTRACE_SET_GPU_METRICS] = {CUPTRACE_SET_GPU_METRICS, "gpu-metrics", "CUPTRACE_GPU_METRICS",
+                                  CUPTRACE_SETTING_LIST, NO_NAMES, 0, 0, 0, 0, 0, "0",
+                                  "needs metric names, comma-separated, or 1 for the default set",
+                                  gpu_metrics_mode},
+    [CUPTRACE_SET_GPU_METRICS_RATE] = {CUPTRACE_SET_GPU_METRICS_RATE, "gpu-metrics-rate",
+                                       "CUPTRACE_GPU_METRICS_RATE", CUPTRACE_SETTING_REAL, NO_NAMES,
+                                       0, 0, 1, 1000000, 0, "10000", "Hz, 1 to 1000000", NULL},
+    [CUPTRACE_SET_GPU_METRICS_CLOCK] = {CUPTRACE_SET_GPU_METRICS_CLOCK, NULL,
+                                        "CUPTRACE_GPU_METRICS_CLOCK", CUPTRACE_SETTING_ENUM,
+                                        clock_names, 0, 0, 0, 0, 0, "auto", NULL, NULL},
+    [CUPTRACE_SET_GPU_METRICS_NICE] = {CUPTRACE_SET_GPU_METRICS_NICE, NULL,
+                                       "CUPTRACE_GPU_METRICS_NICE", CUPTRACE_SETTING_COUNT,
+                                       NO_NAMES, -20, 19, 0, 0, 0, "10", "a nice value, -20 to 19",
+                                       NULL},
+    [CUPTRACE_SET_QUEUE] = {CUPTRACE_SET_QUEUE, NULL, "CUPTRACE_QUEUE", CUPTRACE_SETTING_COUNT,
+                            NO_NAMES, 1, 1 << 20, 0, 0, 0, "64", "buffers, 1 to 1048576", NULL},
+    [CUPTRACE_SET_FAULT_BUFFERS] = {CUPTRACE_SET_FAULT_BUFFERS, NULL, "CUPTRACE_FAULT_BUFFERS",
+                                    CUPTRACE_SETTING_COUNT, NO_NAMES, 0, 1 << 30, 0, 0, 0, "0",
+                                    "0, or refuse every N-th buffer", NULL},
+    [CUPTRACE_SET_SIGNALS] = {CUPTRACE_SET_SIGNALS, NULL, "CUPTRACE_SIGNALS", CUPTRACE_SETTING_BOOL,
+                              NO_NAMES, 0, 0, 0, 0, 0, "1", NULL, NULL},
+    [CUPTRACE_SET_LOG] = {CUPTRACE_SET_LOG, NULL, "CUPTRACE_LOG", CUPTRACE_SETTING_ENUM, log_names,
+                          0, 0, 0, 0, 0, "warn", NULL, NULL},
+    [CUPTRACE_SET_API_ENABLE] = {CUPTRACE_SET_API_ENABLE, NULL, "CUPTRACE_API_ENABLE",
+                                 CUPTRACE_SETTING_ENUM, api_enable_names, 0, 0, 0, 0, 0, "kind",
+                                 NULL, NULL},
+    [CUPTRACE_SET_LIB] = {CUPTRACE_SET_LIB, "lib", "CUPTRACE_LIB", CUPTRACE_SETTING_STRING,
+                          NO_NAMES, 0, 0, 0, 0, 0, NULL, "a path", NULL},
+};
+
+const struct cuptrace_setting *cuptrace_setting_get(enum cuptrace_setting_id id)
+{
+	return (unsigned)id < CUPTRACE_NSETTINGS ? &settings[id] : NULL;
+}
+
+const struct cuptrace_setting *cuptrace_setting_by_option(const char *option)
+{
+	for (size_t i = 0; i < CUPTRACE_NSETTINGS; i++)
+		if (settings[i].option && !strcmp(settings[i].option, option))
+			return &settings[i];
+	return NULL;
+}
+
+const struct cuptrace_setting *cuptrace_setting_by_env(const char *env)
+{
+	for (size_t i = 0; i < CUPTRACE_NSETTINGS; i++)
+		if (!strcmp(settings[i].env, env))
+			return &settings[i];
+	return NULL;
+}
+
+int cuptrace_parse_duration(const char *text, int64_t unit_ns, int64_t *ns)
+{
+	static const struct {
+		const char *suffix;
+		double ns;
+	} units[] = {{"ns", 1}, {"us", 1e3}, {"ms", 1e6}, {"s", 1e9}, {"m", 60e9}, {"h", 3600e9}};
+	if (!text || !*text || *text == '-' || *text == '+' || *text == ' ')
+		return -EINVAL;
+	char *end;
+	errno = 0;
+	double x = strtod(text, &end);
+	if (errno || end == text || !isfinite(x) || x < 0)
+		return -EINVAL;
+	double mul = (double)unit_ns;
+	if (*end) {
+		size_t i;
+		for (i = 0; i < sizeof(units) / sizeof(units[0]); i++)
+			if (!strcmp(end, units[i].suffix))
+				break;
+		if (i == sizeof(units) / sizeof(units[0]))
+			return -EINVAL;
+		mul = units[i].ns;
+	}
+	double v = x * mul;
+	if (!(v < 9.2e18))
+		return -EINVAL;
+	*ns = (int64_t)(v + 0.5);
+	return 0;
+}
+
+/* "takes a, b or c" for an enum's non-alias names. */
+static void enum_expect(const struct cuptrace_setting_name *names, char *out, size_t n)
+{
+	size_t k = 0, count = 0, len = (size_t)snprintf(out, n, "takes ");
+	for (k = 0; names[k].name; k++)
+		count += !names[k].alias;
+	size_t seen = 0;
+	for (k = 0; names[k].name && len < n; k++) {
+		if (names[k].alias)
+			continue;
+		seen++;
+		const char *sep = seen == 1 ? "" : seen == count ? " or " : ", ";
+		len += (size_t)snprintf(out + len, n - len, "%s%s", sep, names[k].name);
+	}
+}
+
+static int parse_int(const char *text, int64_t *out)
+{
+	if (!*text || *text == ' ' || *text == '+')
+		return -EINVAL;
+	char *end;
+	errno = 0;
+	long long x = strtoll(text, &end, 10);
+	if (errno || *end)
+		return -EINVAL;
+	*out = x;
+	return 0;
+}
+
+/* Parses text into v; on failure writes why (what a good value is) into why. */
+static int parse_kind(const struct cuptrace_setting *s, const char *text,
+                      struct cuptrace_setting_value *v, char *why, size_t n)
+{
+	switch (s->kind) {
+	case CUPTRACE_SETTING_BOOL: {
+		static const char *const on[] = {"1", "true", "yes", "on"};
+		static const char *const off[] = {"0", "false", "no", "off"};
+		for (size_t i = 0; i < 4; i++) {
+			if (!strcmp(text, on[i]) || !strcmp(text, off[i])) {
+				v->i = !strcmp(text, on[i]);
+				return 0;
+			}
+		}
+		snprintf(why, n, "takes 1 or 0");
+		return -EINVAL;
+	}
+	case CUPTRACE_SETTING_ENUM:
+		for (size_t i = 0; s->names[i].name; i++) {
+			if (!strcmp(text, s->names[i].name)) {
+				v->i = s->names[i].value;
+				return 0;
+			}
+		}
+		enum_expect(s->names, why, n);
+		return -EINVAL;
+	case CUPTRACE_SETTING_DURATION:
+		if (cuptrace_parse_duration(text, s->unit_ns, &v->i) == 0 && v->i >= s->min &&
+		    v->i <= s->max)
+			return 0;
+		break;
+	case CUPTRACE_SETTING_SIZE:
+	case CUPTRACE_SETTING_COUNT:
+		if (parse_int(text, &v->i) == 0 && v->i >= s->min && v->i <= s->max &&
+		    (s->kind != CUPTRACE_SETTING_SIZE || v->i >= 0))
+			return 0;
+		break;
+	case CUPTRACE_SETTING_REAL: {
+		char *end;
+		errno = 0;
+		v->r = strtod(text, &end);
+		if (!errno && *text && !*end && v->r >= s->rmin && v->r <= s->rmax)
+			return 0;
+		break;
+	}
+	case CUPTRACE_SETTING_STRING:
+		if (*text)
+			return 0;
+		break;
+	case CUPTRACE_SETTING_LIST: {
+		/* Non-empty items: "a,,b", ",a" and "a," are typos, not lists. */
+		int ok =
+		    *text && *text != ',' && text[strlen(text) - 1] != ',' && !strstr(text, ",,");
+		if (ok)
+			return 0;
+		break;
+	}
+	}
+	snprintf(why, n, "%s", s->expect ? s->expect : "see --help");
+	return -EINVAL;
+}
+
+int cuptrace_setting_parse(const struct cuptrace_setting *s, const char *text,
+                           enum cuptrace_setting_from from, struct cuptrace_setting_value *v,
+                           char *err, size_t n)
+{
+	struct cuptrace_setting_value tmp = {.s = text};
+	char why[256] = "";
+	int r = text ? parse_kind(s, text, &tmp, why, sizeof(why)) : -EINVAL;
+	if (!r && s->validate)
+		r = s->validate(text, &tmp, why, sizeof(why));
+	if (r) {
+		if (from == CUPTRACE_FROM_OPTION && s->option)
+			snprintf(err, n, "bad value for --%s: '%s' (%s)", s->option,
+			         text ? text : "", why);
+		else
+			snprintf(err, n, "bad value for %s: '%s' (%s)", s->env, text ? text : "",
+			         why);
+		return -EINVAL;
+	}
+	*v = tmp;
+	return 0;
+}
+
+/* One warning per setting per process: the C API may start many sessions. */
+static atomic_uchar warned[CUPTRACE_NSETTINGS];
+
+static void setting_default(const struct cuptrace_setting *s, struct cuptrace_setting_value *v)
+{
+	char err[8];
+	struct cuptrace_setting_value d = {0};
+	if (s->def)
+		cuptrace_setting_parse(s, s->def, CUPTRACE_FROM_ENV, &d, err, sizeof(err));
+	*v = d;
+}
+
+int cuptrace_setting_env(enum cuptrace_setting_id id, struct cuptrace_setting_value *v)
+{
+	const struct cuptrace_setting *s = cuptrace_setting_get(id);
+	const char *text = s ? getenv(s->env) : NULL;
+	if (!s) {
+		*v = (struct cuptrace_setting_value){0};
+		return 0;
+	}
+	if (text && *text) {
+		char err[512];
+		if (!cuptrace_setting_parse(s, text, CUPTRACE_FROM_ENV, v, err, sizeof(err)))
+			return 1;
+		if (!atomic_exchange(&warned[id], 1))
+			cuptrace_warn("%s; using the default%s%s", err, s->def ? ", " : "",
+			              s->def ? s->def : "");
+	}
+	setting_default(s, v);
+	return 0;
+}
