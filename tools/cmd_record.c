@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include "cmd.h"
+#include "common/wspec.h"
 #include "common/options.h"
 #include "common/privacy.h"
 #include "common/util.h"
@@ -65,7 +66,27 @@ static void record_usage(FILE *f)
 	       "      --private         write no host name, user name, boot id or command-line\n"
 	       "                        arguments into the trace (CUPTRACE_PRIVATE=1)\n"
 	       "      --lib PATH        libcuptrace.so to inject (default: next to cuptrace)\n"
-	       "  -h, --help            this help\n" OTLP_CLI_HELP);
+	       "  -h, --help            this help\n"
+	       "\nTracing part of a run (README: Tracing part of a run); T is a duration such\n"
+	       "as 500ms, 2s or 1m; %%n in -o gives each window a file of its own:\n"
+	       "      --delay T         nothing before T after the first CUDA call\n"
+	       "      --duration T      windows last at most T (alone: [delay, delay + T])\n"
+	       "      --capture-range R cuda-profiler-api: between cudaProfilerStart and Stop\n"
+	       "                        (torch.cuda.profiler.start/stop); range:NAME[#K][,N]:\n"
+	       "                        from the K-th NVTX range NAME (or the one named NAME#K,\n"
+	       "                        as torch.profiler's ProfilerStep#K) to the end of N\n"
+	       "      --steps K[,N]     training steps K to K+N-1 (1-based): a step ends when\n"
+	       "                        optimizer.step() returns (PyTorch), or --step-range's\n"
+	       "      --step-range NAME an NVTX range that is one step (any program)\n"
+	       "      --capture-repeat N|all  the window comes back: every N-th occurrence\n"
+	       "      --on-demand       off until `cuptrace trigger` (or cuptrace_start()) opens\n"
+	       "                        a window in the running processes\n"
+	       "      --ring T          flight recorder: keep the last T, written at exit, on\n"
+	       "                        SIGINT/SIGTERM, on a crash and on `cuptrace trigger`\n"
+	       "      --ring-slow X     with --ring: write out each step slower than X times\n"
+	       "                        the median of the recent steps, with the step before\n"
+	       "      --ring-max BYTES  the flight recorder's memory (default "
+	       "1073741824)\n" OTLP_CLI_HELP);
 }
 
 /* Where `cmake --install` puts libcuptrace.so relative to the cuptrace command, and the Python
@@ -202,6 +223,9 @@ static int probe_device(const void *arg, char *m, size_t n)
 	return 0;
 }
 
+/* getopt codes of the capture window options: WOPT + the setting's id. */
+#define WOPT 1000
+
 /* The oldest CUPTI the library works with: the API it was built against, 13.0. */
 #define CUPTI_MIN_VERSION 130000u
 
@@ -277,11 +301,12 @@ static int prepend_env(const char *name, const char *value)
 	return r;
 }
 
-/* --pytorch: Python finds our sitecustomize first on PYTHONPATH (child processes inherit it);
- * it turns PyTorch's NVTX op ranges on when the program imports torch, then hands over to any
- * sitecustomize it shadows. The directory is next to libcuptrace.so (build tree) or in
- * CUPTRACE_LIB_TO_PYTHON from it (installed: share/cuptrace/python under the prefix). */
-static int setup_pytorch(const char *libpath, int shapes)
+/* --pytorch and --steps: Python finds our sitecustomize first on PYTHONPATH (child processes
+ * inherit it); when the program imports torch it turns PyTorch's NVTX op ranges on (--pytorch)
+ * and follows optimizer.step() (--steps), then hands over to any sitecustomize it shadows. The
+ * directory is next to libcuptrace.so (build tree) or in CUPTRACE_LIB_TO_PYTHON from it
+ * (installed: share/cuptrace/python under the prefix). */
+static int python_hook(const char *libpath, const char *why)
 {
 	char *lp = strdup(libpath), real[PATH_MAX];
 	if (!lp)
@@ -293,15 +318,88 @@ static int setup_pytorch(const char *libpath, int shapes)
 	free(lp);
 	if (missing) {
 		fprintf(stderr,
-		        "cuptrace record: --pytorch needs python/sitecustomize.py next to %s "
+		        "cuptrace record: %s needs python/sitecustomize.py next to %s "
 		        "(or in " CUPTRACE_LIB_TO_PYTHON ")\n",
-		        libpath);
+		        why, libpath);
 		return -1;
 	}
 	*strrchr(real, '/') = 0; /* the directory that holds sitecustomize.py */
-	if (prepend_env("PYTHONPATH", real))
+	return prepend_env("PYTHONPATH", real);
+}
+
+static int setup_pytorch(const char *libpath, int shapes)
+{
+	if (python_hook(libpath, "--pytorch"))
 		return -1;
 	setenv("CUPTRACE_PYTORCH", shapes ? "shapes" : "1", 1);
+	return 0;
+}
+
+/* The capture window options, checked together as the library will read them, and handed to
+ * it in their variables. *step_hook: steps come from optimizer.step() (the Python hook). */
+static int record_windows(const char *const *given, int *step_hook)
+{
+	struct cuptrace_wspec w = {0};
+	char err[256] = "";
+	struct cuptrace_setting_value v;
+	for (int i = CUPTRACE_SET_DELAY; i <= CUPTRACE_SET_STEP_RANGE; i++) {
+		const struct cuptrace_setting *s =
+		    cuptrace_setting_get((enum cuptrace_setting_id)i);
+		const char *text = given[i] ? given[i] : getenv(s->env);
+		if (!text || !*text)
+			continue;
+		if (cuptrace_setting_parse(s, text,
+		                           given[i] ? CUPTRACE_FROM_OPTION : CUPTRACE_FROM_ENV, &v,
+		                           err, sizeof(err)))
+			break; /* reported by the table's check already */
+		switch (i) {
+		case CUPTRACE_SET_DELAY:
+			w.delay_ns = v.i;
+			break;
+		case CUPTRACE_SET_DURATION:
+			w.duration_ns = v.i;
+			break;
+		case CUPTRACE_SET_CAPTURE_RANGE:
+			cuptrace_wspec_parse_range(&w, text, err, sizeof(err));
+			break;
+		case CUPTRACE_SET_STEPS:
+			cuptrace_wspec_parse_steps(&w, text, err, sizeof(err));
+			break;
+		case CUPTRACE_SET_CAPTURE_REPEAT:
+			cuptrace_wspec_parse_repeat(&w, text, err, sizeof(err));
+			break;
+		case CUPTRACE_SET_ON_DEMAND:
+			if (v.i && w.mode == CUPTRACE_WMODE_RUN)
+				w.mode = CUPTRACE_WMODE_ON_DEMAND;
+			break;
+		case CUPTRACE_SET_RING:
+			w.ring_ns = v.i;
+			break;
+		case CUPTRACE_SET_RING_SLOW:
+			w.ring_slow = v.r;
+			break;
+		default:
+			break;
+		}
+		if (given[i])
+			setenv(s->env, text, 1);
+	}
+	if (given[CUPTRACE_SET_ON_DEMAND] &&
+	    (given[CUPTRACE_SET_CAPTURE_RANGE] || given[CUPTRACE_SET_STEPS])) {
+		fprintf(stderr, "cuptrace record: --on-demand opens windows by trigger only: drop "
+		                "--capture-range and --steps\n");
+		return -1;
+	}
+	err[0] = 0;
+	if (cuptrace_wspec_finish(&w, err, sizeof(err))) {
+		fprintf(stderr, "cuptrace record: %s\n", err);
+		return -1;
+	}
+	const char *sr = given[CUPTRACE_SET_STEP_RANGE] ? given[CUPTRACE_SET_STEP_RANGE]
+	                                                : getenv("CUPTRACE_STEP_RANGE");
+	*step_hook = (w.mode == CUPTRACE_WMODE_STEPS || w.ring_slow > 1 ||
+	              w.mode == CUPTRACE_WMODE_ON_DEMAND) &&
+	             !(sr && *sr);
 	return 0;
 }
 
@@ -336,7 +434,8 @@ static size_t list_other_traces(const char *outabs, const char *main_path, time_
 {
 	char *pat[2] = {strdup(outabs), NULL};
 	for (char *p = pat[0]; p && *p; p++)
-		if (p[0] == '%' && (p[1] == 'p' || p[1] == 'h' || p[1] == 'r' || p[1] == 'l'))
+		if (p[0] == '%' &&
+		    (p[1] == 'p' || p[1] == 'h' || p[1] == 'r' || p[1] == 'l' || p[1] == 'n'))
 			p[0] = '*', memmove(p + 1, p + 2, strlen(p + 2) + 1);
 	if (pat[0] && !strcmp(pat[0], outabs)) {
 		/* No wildcard: NAME-*.EXT, the names the library gives when the name is taken. */
@@ -407,8 +506,20 @@ int cmd_record(int argc, char **argv)
 	    {"list-gpu-metrics", no_argument, NULL, 'M'},
 	    {"help", no_argument, NULL, 'h'},
 	    OTLP_CLI_OPTIONS,
+	    /* Capture windows: the setting's id + WOPT, handed to the settings table as is. */
+	    {"delay", required_argument, NULL, WOPT + CUPTRACE_SET_DELAY},
+	    {"duration", required_argument, NULL, WOPT + CUPTRACE_SET_DURATION},
+	    {"capture-range", required_argument, NULL, WOPT + CUPTRACE_SET_CAPTURE_RANGE},
+	    {"steps", required_argument, NULL, WOPT + CUPTRACE_SET_STEPS},
+	    {"capture-repeat", required_argument, NULL, WOPT + CUPTRACE_SET_CAPTURE_REPEAT},
+	    {"on-demand", no_argument, NULL, WOPT + CUPTRACE_SET_ON_DEMAND},
+	    {"ring", required_argument, NULL, WOPT + CUPTRACE_SET_RING},
+	    {"ring-slow", required_argument, NULL, WOPT + CUPTRACE_SET_RING_SLOW},
+	    {"ring-max", required_argument, NULL, WOPT + CUPTRACE_SET_RING_MAX},
+	    {"step-range", required_argument, NULL, WOPT + CUPTRACE_SET_STEP_RANGE},
 	    {0},
 	};
+	const char *wgiven[CUPTRACE_NSETTINGS] = {0};
 	const char *gm = NULL, *gm_rate = NULL;
 	int gm_list = 0;
 	struct otlp_cli otlp = {0};
@@ -483,6 +594,10 @@ int cmd_record(int argc, char **argv)
 			record_usage(stdout);
 			return 0;
 		default:
+			if (c >= WOPT && c < WOPT + CUPTRACE_NSETTINGS) {
+				wgiven[c - WOPT] = optarg ? optarg : "1";
+				break;
+			}
 			if (otlp_cli_take(&otlp, c, optarg))
 				break;
 			record_usage(stderr);
@@ -502,11 +617,16 @@ int cmd_record(int argc, char **argv)
 	    [CUPTRACE_SET_OUTPUT] = output,     [CUPTRACE_SET_LIB] = lib,
 	};
 	for (int i = 0; i < CUPTRACE_NSETTINGS; i++) {
+		if (wgiven[i])
+			given[i] = wgiven[i];
 		struct cuptrace_setting_value v;
 		if (given[i] ? cmd_setting("record", (enum cuptrace_setting_id)i, given[i], &v)
 		             : cmd_setting_env("record", (enum cuptrace_setting_id)i))
 			return EXIT_USAGE;
 	}
+	int step_hook = 0;
+	if (record_windows(wgiven, &step_hook))
+		return EXIT_USAGE;
 	if (gm_list)
 		return list_gpu_metrics(lib);
 	if (optind >= argc) {
@@ -598,6 +718,20 @@ int cmd_record(int argc, char **argv)
 	setenv_opt("CUPTRACE_RUNTIME", runtime);
 	if (pytorch && setup_pytorch(libpath, pytorch == 2))
 		return EXIT_FAIL;
+	if (step_hook && !pytorch && python_hook(libpath, "--steps"))
+		return EXIT_FAIL;
+	if (step_hook)
+		setenv("CUPTRACE_STEP_HOOK", "optimizer", 1);
+	/* `cuptrace trigger --job PID` finds every traced process of this run by it. */
+	char jobbuf[24];
+	snprintf(jobbuf, sizeof(jobbuf), "%d", (int)getpid());
+	setenv("CUPTRACE_JOB", jobbuf, 1);
+	if (wgiven[CUPTRACE_SET_ON_DEMAND] || wgiven[CUPTRACE_SET_RING])
+		fprintf(stderr, "cuptrace record: %s: `cuptrace trigger --job %d%s` %s\n",
+		        wgiven[CUPTRACE_SET_RING] ? "flight recorder" : "on demand", (int)getpid(),
+		        wgiven[CUPTRACE_SET_RING] ? "" : " --duration 2s",
+		        wgiven[CUPTRACE_SET_RING] ? "writes what it holds"
+		                                  : "opens a window in every process of the run");
 	otlp_cli_setenv(&otlp);
 	setenv_opt("CUPTRACE_BUFFER_SIZE", bufsz);
 	setenv_opt("CUPTRACE_FLUSH_MS", flushms);

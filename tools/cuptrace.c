@@ -23,6 +23,8 @@ static const struct {
      "summarize a trace, capture or torch.profiler JSON (counts, top kernels, GPU busy)"},
     {"diff", cmd_diff, "compare two runs: what changed per kernel, API call, copy, range, op"},
     {"merge", cmd_merge, "put several runs side by side in one trace (--side-by-side)"},
+    {"trigger", cmd_trigger,
+     "open a capture window in running traced processes, or write their flight recorder"},
     {"share", cmd_share,
      "a copy safe to attach to a public bug report: no host, user, paths; --redact-names"},
 };

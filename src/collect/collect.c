@@ -70,12 +70,16 @@ static void on_signal(int sig)
 
 static void *flusher_main(void *arg)
 {
+	int timeout = sess.flush_ms > 0 ? sess.flush_ms : 1000;
 	while (!atomic_load(&sess.stop_flusher)) {
-		struct pollfd p = {.fd = sess.sigpipe[0], .events = POLLIN};
-		int r = poll(&p, 1, sess.flush_ms > 0 ? sess.flush_ms : 1000);
+		/* Also woken by the capture windows (a close to drain, a dump, a crash). */
+		struct pollfd p[2] = {{.fd = sess.sigpipe[0], .events = POLLIN},
+		                      {.fd = collect_window_wake_fd(), .events = POLLIN}};
+		int r = poll(p, 2, timeout);
 		if (atomic_load(&sess.stop_flusher))
 			break;
-		if (r > 0 && (p.revents & POLLIN)) {
+		timeout = collect_window_tick(sess.flush_ms);
+		if (r > 0 && (p[0].revents & POLLIN)) {
 			unsigned char sig = 0;
 			if (read(sess.sigpipe[0], &sig, 1) == 1 && sig) {
 				sess.dying_signal = sig;
@@ -86,7 +90,7 @@ static void *flusher_main(void *arg)
 				return NULL;
 			}
 		}
-		if (sess.flush_ms > 0)
+		if (sess.flush_ms > 0 && r == 0)
 			cuptiActivityFlushAll(0);
 	}
 	return NULL;
@@ -262,10 +266,18 @@ static int setup_cupti(int injected)
 	sess.start_boot = cuptrace_now_ns(CLOCK_BOOTTIME);
 	sess.start_real = cuptrace_now_ns(CLOCK_REALTIME);
 	cuptrace_gm_setup(sess.subscriber); /* fails soft: says why itself */
+	/* Capture windows: only what describes the run (devices, contexts, streams, names) until
+	 * a window opens (collect_window.c switches the rest on and off). */
+	int defer = collect_window_defers();
 	for (size_t i = 0; i < CUPTRACE_NKINDS; i++) {
 		if (cuptrace_kinds[i] == CUPTI_ACTIVITY_KIND_RUNTIME ||
 		    cuptrace_kinds[i] == CUPTI_ACTIVITY_KIND_DRIVER)
 			continue; /* below, with their filters */
+		if (defer && cuptrace_kinds[i] != CUPTI_ACTIVITY_KIND_DEVICE &&
+		    cuptrace_kinds[i] != CUPTI_ACTIVITY_KIND_CONTEXT &&
+		    cuptrace_kinds[i] != CUPTI_ACTIVITY_KIND_STREAM &&
+		    cuptrace_kinds[i] != CUPTI_ACTIVITY_KIND_NAME)
+			continue;
 		/* Started after CUDA initialized (C API): devices and contexts already exist and
 		 * CUPTI reports them only at creation, so ask for a dump of the existing ones. */
 		int dump = !injected && (cuptrace_kinds[i] == CUPTI_ACTIVITY_KIND_DEVICE ||
@@ -280,10 +292,13 @@ static int setup_cupti(int injected)
 	/* API calls, less the runtime's own driver calls (device queries at init, kernel lookups
 	 * before a first launch: hundreds nobody asked for) and the trivial runtime calls
 	 * (runtime_filter.h), unless asked for. */
-	int e = cuptrace_enable_api(sess.driver_all, sess.runtime_mode == CUPTRACE_RUNTIME_ALL,
-	                            cuptrace_api_by_cbid());
+	int e =
+	    defer ? 0
+	          : cuptrace_enable_api(sess.driver_all, sess.runtime_mode == CUPTRACE_RUNTIME_ALL,
+	                                cuptrace_api_by_cbid());
 	if (e)
 		cuptrace_warn("API calls may not be recorded: %s", cupti_err((CUptiResult)-e));
+	collect_callbacks_windows(sess.subscriber);
 	cuptrace_runtime_watch_setup(sess.subscriber,
 	                             (enum cuptrace_runtime_mode)sess.runtime_mode);
 	return 0;
@@ -337,7 +352,8 @@ int cuptrace_collect_start(const char *path, int injected)
 	free(own);
 	/* An exec'd image has its predecessor's pid, so its predecessor's name: pick the first
 	 * of NAME-<pid>.EXT, NAME-<pid>-2.EXT, ... that no earlier image wrote. */
-	for (int k = 1; sess.path && !none &&
+	int per_window = sess.path && strstr(sess.path, "%n") != NULL; /* names claimed later */
+	for (int k = 1; sess.path && !none && !per_window &&
 	                (path_taken(sess.path) || written_this_run(sess.path)) && k < 1000;
 	     k++) {
 		char tag[48];
@@ -379,9 +395,11 @@ int cuptrace_collect_start(const char *path, int injected)
 	cuptrace_queue_reopen(&sess.queue);
 	reset_counters();
 	cuptrace_u64map_init(&sess.tids);
+	collect_window_setup();
 	if ((ret = setup_cupti(injected)))
 		goto out_cupti;
-	if ((ret = collect_open_output())) {
+	/* A file per window (%n in the name): each is opened when its window has records. */
+	if (!win.per_file && (ret = collect_open_output())) {
 		cuptrace_err("cannot write the trace to %s: %s", sess.path, strerror(-ret));
 		goto out_cupti;
 	}
@@ -402,6 +420,7 @@ int cuptrace_collect_start(const char *path, int injected)
 	install_signal_handlers();
 	/* Without the flush thread records still arrive as buffers fill and at the end; only
 	 * the periodic flush and the SIGINT/SIGTERM finish are lost. */
+	collect_window_begin(); /* before the flush thread, which polls its wake pipe */
 	if (cuptrace_thread_start(&sess.flusher, flusher_main, NULL) == 0)
 		sess.have_flusher = 1;
 	else
@@ -498,7 +517,7 @@ static void print_summary(double finish_ms)
 	        (unsigned long long)sess.bytes_written, finish_ms);
 	if (sess.otlp)
 		cuptrace_collect_otlp_summary(sess.otlp);
-	if (strcmp(sess.path, "none"))
+	if (strcmp(sess.path, "none") && !win.per_file)
 		fprintf(stderr, "cuptrace: trace written to %s\n", sess.path);
 }
 
@@ -532,6 +551,7 @@ static void finish_session(void)
 	if (!atomic_compare_exchange_strong(&sess.state, &expected, ST_STOPPING))
 		return;
 	int64_t t0 = cuptrace_now_ns(CLOCK_MONOTONIC);
+	collect_window_end(); /* an open window closes here; the flight recorder's last dump */
 	/* Everything CUPTI holds, complete or not (unfinished GPU work comes back with no times
 	 * and is counted, not drawn). */
 	cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
@@ -559,6 +579,7 @@ static void finish_session(void)
 		pthread_join(sess.writer, NULL);
 		sess.have_writer = 0;
 	}
+	collect_window_free();
 	collect_note_write_err(cuptrace_gm_drain(sess.conv, sess.cap)); /* the last samples */
 	int err = sess.write_err;
 	collect_late_meta();
@@ -591,6 +612,8 @@ static void finish_session(void)
 		        (unsigned long long)sess.kind_counts[CUPTI_ACTIVITY_KIND_DRIVER]);
 	else if (sess.summary)
 		print_summary(ms);
+	if (sess.summary && !idle)
+		collect_window_summary();
 	/* Where the tracer's memory went, for CUPTRACE_LOG=info (tools/bench/rss_bench.py). */
 	cuptrace_info("writer queue: at most %llu of %zu buffers of %zu bytes waiting",
 	              (unsigned long long)sess.queue.high_water, sess.queue.cap, sess.buffer_size);
@@ -632,6 +655,21 @@ static void finish_session(void)
 	sess.path = NULL;
 	/* Ready for another cuptrace_start (the C API may cycle start/stop). */
 	atomic_store(&sess.state, ST_IDLE);
+}
+
+int cuptrace_collect_window(int open)
+{
+	return collect_window_api(open);
+}
+
+int cuptrace_collect_on_demand(void)
+{
+	return win.active && win.spec.mode == CUPTRACE_WMODE_ON_DEMAND;
+}
+
+void cuptrace_collect_step(void)
+{
+	collect_window_step();
 }
 
 int cuptrace_collect_stop(void)

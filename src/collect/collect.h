@@ -9,5 +9,13 @@
 int cuptrace_collect_start(const char *path, int injected);
 int cuptrace_collect_flush(void);
 int cuptrace_collect_stop(void);
+/* In a session with capture windows (record --on-demand, --capture-range, ...): opens (open = 1)
+ * or closes a window, as a trigger would. -EINVAL when the session has no windows or none runs;
+ * -EALREADY when one is open already (or none is, to close). */
+int cuptrace_collect_window(int open);
+/* Whether the running session opens a window when the C API starts it (--on-demand). */
+int cuptrace_collect_on_demand(void);
+/* A training step ended (cuptrace_step(): optimizer.step() through --steps's Python hook). */
+void cuptrace_collect_step(void);
 
 #endif

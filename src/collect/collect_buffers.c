@@ -129,6 +129,7 @@ static void note_thread(int64_t tid)
 		cuptrace_capture_thread(sess.cap, tid, name);
 	else if (sess.conv)
 		cuptrace_converter_thread_name(sess.conv, tid, name);
+	collect_wwriter_thread(tid, name); /* for window files opened later */
 }
 
 static int64_t record_tid(const CUpti_Activity *r)
@@ -147,20 +148,9 @@ static int64_t record_tid(const CUpti_Activity *r)
 	}
 }
 
-/* The first write error is the one reported, once, whenever it shows (a full disk shows at a
- * periodic write or only at the end); what was written before it still loads. Writer thread,
- * or the finishing thread once the writer has ended. */
-void collect_note_write_err(int err)
-{
-	if (!err || sess.write_err)
-		return;
-	sess.write_err = err;
-	cuptrace_err("writing %s failed: %s; the trace stops there (what was written before "
-	             "loads)",
-	             sess.path, strerror(-err));
-}
-
-static void handle_buffer(uint8_t *buf, size_t valid)
+/* Returns 1 when the buffer was taken (by the windows or the flight recorder), else the
+ * caller frees it. */
+static int handle_buffer(uint8_t *buf, size_t valid)
 {
 	collect_startend_drain(); /* before the markers that may use them */
 	size_t n = 0;
@@ -190,12 +180,17 @@ static void handle_buffer(uint8_t *buf, size_t valid)
 		note_thread(record_tid(sess.recs[i]));
 	}
 	sess.records += n;
+	if (win.active || win.ring) {
+		collect_wwriter_buffer(buf, valid, sess.recs, sess.sizes, n);
+		return 1;
+	}
 	int err = 0;
 	if (sess.cap)
 		err = cuptrace_capture_records(sess.cap, sess.recs, sess.sizes, n);
 	else if (sess.conv)
 		err = cuptrace_converter_add(sess.conv, sess.recs, n);
 	collect_note_write_err(err);
+	return 0;
 }
 
 /* Trivial runtime calls worth keeping (runtime_watch.h), as one batch of their own. */
@@ -242,17 +237,24 @@ static void report_dropped(void)
 
 void *collect_writer_main(void *arg)
 {
+	uint64_t taken = 0;
 	for (;;) {
 		struct cuptrace_qitem it;
-		int r =
-		    cuptrace_queue_pop(&sess.queue, &it, sess.flush_ms > 0 ? sess.flush_ms : 1000);
+		/* Windows wait for the writer to take a flush's buffers: look often while any is
+		 * waiting (collect_wwriter_poll), else once a flush period. */
+		int wait = sess.flush_ms > 0 ? sess.flush_ms : 1000;
+		if ((win.active || win.ring) && wait > 50)
+			wait = 50;
+		int r = cuptrace_queue_pop(&sess.queue, &it, wait);
 		if (r < 0)
 			break;
 		if (r == 1) {
-			handle_buffer(it.buf, it.valid);
-			free(it.buf);
+			taken++;
+			if (!handle_buffer(it.buf, it.valid))
+				free(it.buf);
 			report_dropped();
 		}
+		collect_wwriter_poll(taken);
 		handle_kept_calls();
 		collect_note_write_err(cuptrace_gm_drain(sess.conv, sess.cap));
 		/* Idle or not, hand buffered bytes to the file about once a flush period, so a
@@ -264,5 +266,6 @@ void *collect_writer_main(void *arg)
 	}
 	handle_kept_calls();
 	report_dropped();
+	collect_wwriter_end();
 	return NULL;
 }

@@ -4,6 +4,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <generated_nvtx_meta.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
 #include "collect/collect_state.h"
 #include "collect/gpumetrics.h"
 #include "collect/runtime_watch.h"
@@ -42,6 +46,160 @@ static void nvtx_callback(const CUpti_NvtxData *nd)
 	pthread_mutex_unlock(&startend.lock);
 }
 
+/* ---- what opens and closes capture windows ---- */
+
+/* Push/pop ranges are known by thread and depth: a pop names no range. The depth counts every
+ * range of the thread (pushes of ranges that matter and of those that do not), and the flags
+ * say which depths hold a --step-range range. */
+static __thread int nvtx_depth;
+static __thread uint64_t step_depths; /* bit d: the range at depth d is a step */
+static __thread int64_t my_tid;
+
+static int64_t thread_id(void)
+{
+	if (!my_tid)
+		my_tid = (int64_t)syscall(SYS_gettid);
+	return my_tid;
+}
+
+static const char *attr_name(const nvtxEventAttributes_t *a)
+{
+	return a && a->messageType == NVTX_MESSAGE_TYPE_ASCII ? a->message.ascii : NULL;
+}
+
+static void range_pushed(const char *name)
+{
+	int64_t tid = thread_id();
+	int d = ++nvtx_depth;
+	if (d > 0 && d < 64) {
+		if (name && collect_window_is_step_range(name))
+			step_depths |= 1ull << d;
+		else
+			step_depths &= ~(1ull << d);
+	}
+	collect_window_range_begin(name, (uint64_t)tid << 16 | (uint64_t)(d & 0xffff), tid);
+}
+
+static void range_popped(void)
+{
+	int d = nvtx_depth;
+	if (d <= 0)
+		return; /* a pop without a push we saw (pushed before tracing began) */
+	nvtx_depth--;
+	collect_window_range_end((uint64_t)thread_id() << 16 | (uint64_t)(d & 0xffff));
+	if (d < 64 && (step_depths & (1ull << d))) {
+		step_depths &= ~(1ull << d);
+		collect_window_step();
+	}
+}
+
+#define STARTEND_KEY(id) ((uint64_t)1 << 63 | (uint64_t)(id))
+
+static void window_nvtx(CUpti_CallbackId id, const CUpti_NvtxData *nd)
+{
+	const void *p = nd->functionParams;
+	switch (id) {
+	case CUPTI_CBID_NVTX_nvtxRangePushA:
+		range_pushed(p ? ((const nvtxRangePushA_params *)p)->message : NULL);
+		break;
+	case CUPTI_CBID_NVTX_nvtxRangePushW:
+		range_pushed(NULL);
+		break;
+	case CUPTI_CBID_NVTX_nvtxRangePushEx:
+		range_pushed(p ? attr_name(((const nvtxRangePushEx_params *)p)->eventAttrib)
+		               : NULL);
+		break;
+	case CUPTI_CBID_NVTX_nvtxDomainRangePushEx:
+		range_pushed(
+		    p ? attr_name(((const nvtxDomainRangePushEx_params *)p)->core.eventAttrib)
+		      : NULL);
+		break;
+	case CUPTI_CBID_NVTX_nvtxRangePop:
+	case CUPTI_CBID_NVTX_nvtxDomainRangePop:
+		range_popped();
+		break;
+	case CUPTI_CBID_NVTX_nvtxRangeStartA:
+	case CUPTI_CBID_NVTX_nvtxRangeStartEx:
+	case CUPTI_CBID_NVTX_nvtxDomainRangeStartEx: {
+		const char *name =
+		    !p ? NULL
+		    : id == CUPTI_CBID_NVTX_nvtxRangeStartA
+		        ? ((const nvtxRangeStartA_params *)p)->message
+		    : id == CUPTI_CBID_NVTX_nvtxRangeStartEx
+		        ? attr_name(((const nvtxRangeStartEx_params *)p)->eventAttrib)
+		        : attr_name(((const nvtxDomainRangeStartEx_params *)p)->core.eventAttrib);
+		uint64_t rid =
+		    nd->functionReturnValue ? *(const uint64_t *)nd->functionReturnValue : 0;
+		if (rid)
+			collect_window_range_begin(name, STARTEND_KEY(rid), thread_id());
+		break;
+	}
+	case CUPTI_CBID_NVTX_nvtxRangeEnd:
+		if (p)
+			collect_window_range_end(
+			    STARTEND_KEY(((const nvtxRangeEnd_params *)p)->id));
+		break;
+	case CUPTI_CBID_NVTX_nvtxDomainRangeEnd:
+		if (p)
+			collect_window_range_end(
+			    STARTEND_KEY(((const nvtxDomainRangeEnd_params *)p)->core.id));
+		break;
+	default:
+		break;
+	}
+}
+
+static int watch_ranges, watch_profiler;
+
+void collect_callbacks_windows(CUpti_SubscriberHandle sub)
+{
+	watch_ranges = (win.active && win.spec.mode == CUPTRACE_WMODE_RANGE) || win.step_range[0];
+	watch_profiler = win.active && win.spec.mode == CUPTRACE_WMODE_PROFILER_API;
+	if (watch_ranges) {
+		static const CUpti_CallbackId ids[] = {
+		    CUPTI_CBID_NVTX_nvtxRangePushA,        CUPTI_CBID_NVTX_nvtxRangePushW,
+		    CUPTI_CBID_NVTX_nvtxRangePushEx,       CUPTI_CBID_NVTX_nvtxDomainRangePushEx,
+		    CUPTI_CBID_NVTX_nvtxRangePop,          CUPTI_CBID_NVTX_nvtxDomainRangePop,
+		    CUPTI_CBID_NVTX_nvtxRangeEnd,          CUPTI_CBID_NVTX_nvtxDomainRangeEnd,
+		    CUPTI_CBID_NVTX_nvtxRangeStartA,       CUPTI_CBID_NVTX_nvtxRangeStartEx,
+		    CUPTI_CBID_NVTX_nvtxDomainRangeStartEx};
+		for (size_t i = 0; i < sizeof(ids) / sizeof(ids[0]); i++)
+			cuptiEnableCallback(1, sub, CUPTI_CB_DOMAIN_NVTX, ids[i]);
+	}
+	if (watch_profiler) {
+		cuptiEnableCallback(1, sub, CUPTI_CB_DOMAIN_RUNTIME_API,
+		                    CUPTI_RUNTIME_TRACE_CBID_cudaProfilerStart_v4000);
+		cuptiEnableCallback(1, sub, CUPTI_CB_DOMAIN_RUNTIME_API,
+		                    CUPTI_RUNTIME_TRACE_CBID_cudaProfilerStop_v4000);
+		cuptiEnableCallback(1, sub, CUPTI_CB_DOMAIN_DRIVER_API,
+		                    CUPTI_DRIVER_TRACE_CBID_cuProfilerStart);
+		cuptiEnableCallback(1, sub, CUPTI_CB_DOMAIN_DRIVER_API,
+		                    CUPTI_DRIVER_TRACE_CBID_cuProfilerStop);
+	}
+}
+
+/* cudaProfilerStart opens on its way out (what follows it is in), cudaProfilerStop closes on
+ * its way in (it is not). The runtime's call reaches the driver's too: the second is a no-op. */
+static int profiler_call(CUpti_CallbackDomain d, CUpti_CallbackId id, const void *data)
+{
+	int start, stop;
+	if (d == CUPTI_CB_DOMAIN_RUNTIME_API) {
+		start = id == CUPTI_RUNTIME_TRACE_CBID_cudaProfilerStart_v4000;
+		stop = id == CUPTI_RUNTIME_TRACE_CBID_cudaProfilerStop_v4000;
+	} else {
+		start = id == CUPTI_DRIVER_TRACE_CBID_cuProfilerStart;
+		stop = id == CUPTI_DRIVER_TRACE_CBID_cuProfilerStop;
+	}
+	if (!start && !stop)
+		return 0;
+	const CUpti_CallbackData *cd = data;
+	if (start && cd->callbackSite == CUPTI_API_EXIT)
+		collect_window_profiler(1);
+	else if (stop && cd->callbackSite == CUPTI_API_ENTER)
+		collect_window_profiler(0);
+	return 1;
+}
+
 /* The one subscriber callback CUPTI allows: NVTX start calls, and the trivial runtime calls
  * watched while their records are off (runtime_watch.h). Application threads. */
 void CUPTIAPI collect_subscriber_callback(void *ud, CUpti_CallbackDomain d, CUpti_CallbackId id,
@@ -49,11 +207,21 @@ void CUPTIAPI collect_subscriber_callback(void *ud, CUpti_CallbackDomain d, CUpt
 {
 	if (!data)
 		return;
-	if (d == CUPTI_CB_DOMAIN_RUNTIME_API)
+	if (watch_profiler &&
+	    (d == CUPTI_CB_DOMAIN_RUNTIME_API || d == CUPTI_CB_DOMAIN_DRIVER_API) &&
+	    profiler_call(d, id, data))
+		return;
+	if (d == CUPTI_CB_DOMAIN_RUNTIME_API) {
 		cuptrace_runtime_watch_callback(id, data);
-	else if (d == CUPTI_CB_DOMAIN_NVTX)
-		nvtx_callback(data);
-	else if (d == CUPTI_CB_DOMAIN_RESOURCE)
+	} else if (d == CUPTI_CB_DOMAIN_NVTX) {
+		if (watch_ranges)
+			window_nvtx(id, data);
+		if (id == CUPTI_CBID_NVTX_nvtxRangeStartA ||
+		    id == CUPTI_CBID_NVTX_nvtxRangeStartW ||
+		    id == CUPTI_CBID_NVTX_nvtxRangeStartEx ||
+		    id == CUPTI_CBID_NVTX_nvtxDomainRangeStartEx)
+			nvtx_callback(data);
+	} else if (d == CUPTI_CB_DOMAIN_RESOURCE)
 		cuptrace_gm_on_callback(d, id, data);
 }
 

@@ -313,3 +313,16 @@ void collect_discard_output(void)
 	if (sess.path && strcmp(sess.path, "none"))
 		unlink(sess.path);
 }
+
+/* The first write error is the one reported, once, whenever it shows (a full disk shows at a
+ * periodic write or only at the end); what was written before it still loads. Writer thread,
+ * or the finishing thread once the writer has ended. */
+void collect_note_write_err(int err)
+{
+	if (!err || sess.write_err)
+		return;
+	sess.write_err = err;
+	cuptrace_err("writing %s failed: %s; the trace stops there (what was written before "
+	             "loads)",
+	             sess.path, strerror(-err));
+}

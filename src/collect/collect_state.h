@@ -17,7 +17,9 @@
 #include <cupti.h>
 
 #include "collect/preload.h"
+#include "collect/control.h"
 #include "collect/queue.h"
+#include "collect/window.h"
 #include "common/util.h"
 #include "convert/capture.h"
 #include "convert/convert.h"
@@ -75,6 +77,69 @@ struct collect_session {
 	int handlers_installed[2];
 };
 
+/* ---- capture windows (collect_window.c decides; collect_wwriter.c writes) ---- */
+
+/* One window of the run, from its opening to the moment every record of it was written. */
+struct collect_wlog {
+	uint64_t number;
+	int64_t open, close; /* BOOTTIME ns; close INT64_MAX while open */
+	char why_open[160], why_close[160];
+	/* A range that opened it, drawn in its file as it was (CUPTI records no START for a
+	 * range whose push turned recording on). */
+	char range[128];
+	int64_t range_tid, range_begin, range_end;
+	uint64_t range_key;
+	/* Set by the flush thread once CUPTI handed over everything up to the drain: the
+	 * writer finishes the window when it has taken that many buffers. */
+	int final_requested;
+	uint64_t final_after;
+	int final; /* written (collect_wwriter.c) */
+	char file[512];
+	uint64_t kernels, records;
+};
+
+/* A flight recorder dump asked for: [from, to] of the ring into a file. */
+struct collect_dump {
+	int64_t from, to;
+	int64_t not_before; /* the GPU work of a slow step gets time to finish */
+	char why[96];
+	int requested; /* flushed: taken by the writer after final_after buffers */
+	uint64_t final_after;
+	int done;
+	char file[512];
+};
+
+#define COLLECT_MAX_DUMPS 32
+
+struct collect_windows {
+	pthread_mutex_t lock;   /* all below; app threads, flusher, control and writer threads */
+	pthread_cond_t changed; /* a window or dump was written */
+	int active;             /* windows decide what is recorded (not the whole run) */
+	int ring;               /* flight recorder */
+	int per_file;           /* the output name has %n: a file per window */
+	int kinds_on;           /* CUPTI's activity kinds are on */
+	int gpu_kinds_on;
+	struct cuptrace_wspec spec;
+	struct cuptrace_wtracker tracker;
+	struct cuptrace_slowsteps slow;
+	int slow_on;
+	int steps_from_optimizer; /* cuptrace_step() ends steps (else step_range does) */
+	char step_range[128];
+	int64_t drain_ns; /* GPU kinds stay on this long after a close */
+	struct collect_wlog *log;
+	size_t nlog, caplog;
+	struct collect_dump dumps[COLLECT_MAX_DUMPS];
+	size_t ndumps;
+	uint64_t dumps_done;
+	int wake[2];                      /* wakes the flush thread */
+	struct cuptrace_control *control; /* the trigger socket */
+	int64_t ring_ns;
+	size_t ring_max;
+	atomic_int crashing; /* a fault signal is being handled */
+	atomic_int crash_done;
+};
+extern struct collect_windows win;
+
 /* The one session of the process (collect.c defines it). Fields are owned as marked above; the
  * rest belong to whoever holds sess.lock (start, stop) or to the finishing thread. */
 extern struct collect_session sess;
@@ -83,6 +148,8 @@ extern struct collect_session sess;
 /* CUPTI's subscriber callback: NVTX start ids, watched runtime calls, GPU metrics contexts. */
 void CUPTIAPI collect_subscriber_callback(void *ud, CUpti_CallbackDomain d, CUpti_CallbackId id,
                                           const void *data);
+/* Turns on the callbacks the capture windows watch (NVTX ranges, cudaProfilerStart/Stop). */
+void collect_callbacks_windows(CUpti_SubscriberHandle sub);
 /* Writer thread: hands the start/end range ids seen so far to the converter or capture. */
 void collect_startend_drain(void);
 /* A new session: forgets the ids of the last one. */
@@ -94,8 +161,48 @@ void CUPTIAPI collect_buffer_completed(CUcontext ctx, uint32_t stream, uint8_t *
                                        size_t valid);
 /* The writer thread (cuptrace_thread_start's fn); ends when the queue is closed and empty. */
 void *collect_writer_main(void *arg);
-/* The first write error, reported once (writer thread, or the finisher after the writer). */
-void collect_note_write_err(int err);
+
+/* ---- collect_window.c (called by collect.c, collect_callbacks.c and the C API) ---- */
+/* Reads the window settings; 1 if windows (or the flight recorder) are in use. Start, under
+ * sess.lock, before CUPTI is set up. */
+int collect_window_setup(void);
+/* Whether setup_cupti should leave the activity kinds off (windows decide when they go on). */
+int collect_window_defers(void);
+/* After the session runs: the first decisions (a window open from the start), the control
+ * socket, the crash handlers. */
+void collect_window_begin(void);
+/* Flush thread: every wake-up. Returns the poll timeout (ms) it needs next. */
+int collect_window_tick(int flush_ms);
+/* The fd the flush thread polls besides the signal pipe (-1: none). */
+int collect_window_wake_fd(void);
+/* The finish (any thread): closes an open window, drains, asks for the last dump. Before the
+ * writer is stopped. */
+void collect_window_end(void);
+/* After the writer ended: stops the control socket, restores signal handlers, frees. */
+void collect_window_free(void);
+/* Events from application threads (CUPTI callbacks, cuptrace_step, the C API). */
+void collect_window_range_begin(const char *name, uint64_t key, int64_t tid);
+void collect_window_range_end(uint64_t key);
+void collect_window_profiler(int start);
+void collect_window_step(void);
+/* Whether an NVTX range of this name ends a step (--step-range). */
+int collect_window_is_step_range(const char *name);
+/* C API start/stop inside a windowed session: open / close a window. */
+int collect_window_api(int open);
+void collect_window_summary(void);
+
+/* ---- collect_wwriter.c (writer thread) ---- */
+/* One CUPTI buffer through the windows: written, held, kept in the ring or dropped. Takes
+ * ownership of buf. */
+void collect_wwriter_buffer(uint8_t *buf, size_t valid, const CUpti_Activity **recs,
+                            const uint32_t *sizes, size_t n);
+/* Writer thread, after every pop (taken: buffers popped so far): finishes windows and does
+ * dumps whose records have all arrived. */
+void collect_wwriter_poll(uint64_t taken);
+/* Writer thread, when it ends: what is left (held records, the final dump). */
+void collect_wwriter_end(void);
+/* A thread's name, for the files opened later. */
+void collect_wwriter_thread(int64_t tid, const char *name);
 
 /* ---- collect_output.c ---- */
 /* The first line of a small /proc file into out ("?" if unreadable). */
@@ -108,5 +215,7 @@ void collect_discard_output(void);
 /* The metadata known only at the end, into the capture or converter (after the writer ended). */
 void collect_late_meta(void);
 uint64_t collect_file_size(const char *path);
+/* The first write error, reported once (writer thread, or the finisher after the writer). */
+void collect_note_write_err(int err);
 
 #endif

@@ -41,9 +41,20 @@ EXPORT int InitializeInjectionNvtx2(const void *get_export_table)
 	return f(get_export_table);
 }
 
+/* In a session with capture windows (record --on-demand, --capture-range, ...), start and stop
+ * open and close windows through the same machinery as `cuptrace trigger`; the session itself
+ * ends with the program. */
 EXPORT int cuptrace_start(const char *path)
 {
-	return cuptrace_collect_start(path, 0);
+	int r = cuptrace_collect_start(path, 0);
+	if (r == -EALREADY) {
+		int w = cuptrace_collect_window(1);
+		if (w != -EINVAL)
+			return w;
+	} else if (r == 0 && cuptrace_collect_on_demand()) {
+		cuptrace_collect_window(1);
+	}
+	return r;
 }
 
 EXPORT int cuptrace_flush(void)
@@ -53,7 +64,16 @@ EXPORT int cuptrace_flush(void)
 
 EXPORT int cuptrace_stop(void)
 {
+	int w = cuptrace_collect_window(0);
+	if (w != -EINVAL)
+		return w;
 	return cuptrace_collect_stop();
+}
+
+EXPORT int cuptrace_step(void)
+{
+	cuptrace_collect_step();
+	return 0;
 }
 
 /* Not part of the C API: `cuptrace record --list-gpu-metrics` loads the library and calls this

@@ -11,6 +11,7 @@
 #include <time.h>
 
 #include "common/log.h"
+#include "common/wspec.h"
 
 static const struct cuptrace_setting_name format_names[] = {
     {"perfetto", CUPTRACE_OUTFMT_PERFETTO, 0},
@@ -65,7 +66,47 @@ static int gpu_metrics_mode(const char *text, struct cuptrace_setting_value *v, 
 	return 0;
 }
 
+/* Capture window values, checked by the parsers the library uses (common/wspec.h). */
+static int check_range(const char *text, struct cuptrace_setting_value *v, char *err, size_t n)
+{
+	struct cuptrace_wspec w = {0};
+	char why[200];
+	if (!cuptrace_wspec_parse_range(&w, text, why, sizeof(why)))
+		return 0;
+	snprintf(err, n, "%s", cuptrace_setting_get(CUPTRACE_SET_CAPTURE_RANGE)->expect);
+	return -EINVAL;
+}
+
+static int check_steps(const char *text, struct cuptrace_setting_value *v, char *err, size_t n)
+{
+	struct cuptrace_wspec w = {0};
+	char why[200];
+	if (!cuptrace_wspec_parse_steps(&w, text, why, sizeof(why)))
+		return 0;
+	snprintf(err, n, "%s", cuptrace_setting_get(CUPTRACE_SET_STEPS)->expect);
+	return -EINVAL;
+}
+
+static int check_repeat(const char *text, struct cuptrace_setting_value *v, char *err, size_t n)
+{
+	struct cuptrace_wspec w = {0};
+	char why[200];
+	if (!cuptrace_wspec_parse_repeat(&w, text, why, sizeof(why)))
+		return 0;
+	snprintf(err, n, "%s", cuptrace_setting_get(CUPTRACE_SET_CAPTURE_REPEAT)->expect);
+	return -EINVAL;
+}
+
+static int check_slow(const char *text, struct cuptrace_setting_value *v, char *err, size_t n)
+{
+	if (v->r > 1.0)
+		return 0;
+	snprintf(err, n, "the factor must be above 1: 3 writes steps over 3x the median");
+	return -EINVAL;
+}
+
 #define NO_NAMES NULL
+#define SEC      1000000000LL
 /* Rows: id, option, variable, kind, names, min, max, rmin, rmax, unit_ns, default, expect,
  * validate; each at its id (tests/test_options.c checks that none is missing). */
 static const struct cuptrace_setting settings[CUPTRACE_NSETTINGS] = {
@@ -119,6 +160,41 @@ static const struct cuptrace_setting settings[CUPTRACE_NSETTINGS] = {
                                  NULL, NULL},
     [CUPTRACE_SET_LIB] = {CUPTRACE_SET_LIB, "lib", "CUPTRACE_LIB", CUPTRACE_SETTING_STRING,
                           NO_NAMES, 0, 0, 0, 0, 0, NULL, "a path", NULL},
+    [CUPTRACE_SET_DELAY] = {CUPTRACE_SET_DELAY, "delay", "CUPTRACE_DELAY",
+                            CUPTRACE_SETTING_DURATION, NO_NAMES, 0, 1000000 * SEC, 0, 0, SEC, "0",
+                            "a duration such as 500ms, 2s or 1m", NULL},
+    [CUPTRACE_SET_DURATION] = {CUPTRACE_SET_DURATION, "duration", "CUPTRACE_DURATION",
+                               CUPTRACE_SETTING_DURATION, NO_NAMES, 1, 1000000 * SEC, 0, 0, SEC,
+                               NULL, "a duration above 0, such as 500ms, 2s or 1m", NULL},
+    [CUPTRACE_SET_CAPTURE_RANGE] = {CUPTRACE_SET_CAPTURE_RANGE, "capture-range",
+                                    "CUPTRACE_CAPTURE_RANGE", CUPTRACE_SETTING_STRING, NO_NAMES, 0,
+                                    0, 0, 0, 0, NULL, "cuda-profiler-api or range:NAME[#K][,N]",
+                                    check_range},
+    [CUPTRACE_SET_STEPS] = {CUPTRACE_SET_STEPS, "steps", "CUPTRACE_STEPS", CUPTRACE_SETTING_STRING,
+                            NO_NAMES, 0, 0, 0, 0, 0, NULL,
+                            "K[,N]: the first step (1-based) and how many", check_steps},
+    [CUPTRACE_SET_CAPTURE_REPEAT] = {CUPTRACE_SET_CAPTURE_REPEAT, "capture-repeat",
+                                     "CUPTRACE_CAPTURE_REPEAT", CUPTRACE_SETTING_STRING, NO_NAMES,
+                                     0, 0, 0, 0, 0, NULL, "a count above 0, or all", check_repeat},
+    [CUPTRACE_SET_ON_DEMAND] = {CUPTRACE_SET_ON_DEMAND, "on-demand", "CUPTRACE_ON_DEMAND",
+                                CUPTRACE_SETTING_BOOL, NO_NAMES, 0, 0, 0, 0, 0, "0", NULL, NULL},
+    [CUPTRACE_SET_RING] = {CUPTRACE_SET_RING, "ring", "CUPTRACE_RING", CUPTRACE_SETTING_DURATION,
+                           NO_NAMES, 1, 3600 * SEC, 0, 0, SEC, NULL,
+                           "a duration above 0 and at most 1h, such as 10s", NULL},
+    [CUPTRACE_SET_RING_SLOW] = {CUPTRACE_SET_RING_SLOW, "ring-slow", "CUPTRACE_RING_SLOW",
+                                CUPTRACE_SETTING_REAL, NO_NAMES, 0, 0, 1, 1000, 0, NULL,
+                                "a factor above 1, at most 1000", check_slow},
+    [CUPTRACE_SET_RING_MAX] = {CUPTRACE_SET_RING_MAX, "ring-max", "CUPTRACE_RING_MAX",
+                               CUPTRACE_SETTING_SIZE, NO_NAMES, 1 << 20, 1LL << 40, 0, 0, 0,
+                               "1073741824", "a byte count from 1048576", NULL},
+    [CUPTRACE_SET_STEP_RANGE] = {CUPTRACE_SET_STEP_RANGE, "step-range", "CUPTRACE_STEP_RANGE",
+                                 CUPTRACE_SETTING_STRING, NO_NAMES, 0, 0, 0, 0, 0, NULL,
+                                 "an NVTX range name", NULL},
+    [CUPTRACE_SET_WINDOW_DRAIN] = {CUPTRACE_SET_WINDOW_DRAIN, NULL, "CUPTRACE_WINDOW_DRAIN",
+                                   CUPTRACE_SETTING_DURATION, NO_NAMES, 0, 600 * SEC, 0, 0, 1000000,
+                                   "500ms", "a duration, at most 10m", NULL},
+    [CUPTRACE_SET_JOB] = {CUPTRACE_SET_JOB, NULL, "CUPTRACE_JOB", CUPTRACE_SETTING_COUNT, NO_NAMES,
+                          0, 1LL << 40, 0, 0, 0, "0", "a pid", NULL},
 };
 
 const struct cuptrace_setting *cuptrace_setting_get(enum cuptrace_setting_id id)

@@ -74,7 +74,7 @@ def _step_hook(torch):
 
 
 def _on_torch(torch):
-    if os.environ.get("CUPTRACE_STEPS") == "optimizer":
+    if os.environ.get("CUPTRACE_STEP_HOOK") == "optimizer":
         _step_hook(torch)
     if os.environ.get("CUPTRACE_PYTORCH"):
         _enable(torch)
@@ -153,7 +153,7 @@ def _chain():
     spec.loader.exec_module(mod)
 
 
-if os.environ.get("CUPTRACE_PYTORCH") or os.environ.get("CUPTRACE_STEPS") == "optimizer":
+if os.environ.get("CUPTRACE_PYTORCH") or os.environ.get("CUPTRACE_STEP_HOOK") == "optimizer":
     if "torch" in sys.modules:
         _on_torch(sys.modules["torch"])
     else:

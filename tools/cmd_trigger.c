@@ -1,0 +1,267 @@
+/* cuptrace trigger: opens a capture window in running traced processes, stops one, or writes a
+ * flight recorder out, through each process's control socket (src/collect/control.h); prints
+ * the files the processes wrote. All processes named are asked at once, so the ranks of a job
+ * open their windows together. */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/types.h>
+
+#include "cmd.h"
+#include "collect/control.h"
+#include "common/options.h"
+
+static void usage(FILE *f)
+{
+	fprintf(
+	    f,
+	    "usage: cuptrace trigger [--duration T | --steps N | --stop | --dump] [--timeout T]\n"
+	    "                        (--job RECORD_PID | PID...)\n\n"
+	    "Asks processes traced by `cuptrace record --on-demand` (or --ring, or any record)\n"
+	    "to open a capture window now, and prints the files they write.\n\n"
+	    "  --duration T   the window lasts T (500ms, 2s, 1m); the command returns when the\n"
+	    "                 files are written\n"
+	    "  --steps N      the window lasts N training steps (optimizer.step() calls)\n"
+	    "  --stop         close the window an earlier trigger opened, and write it\n"
+	    "  --dump         write the flight recorder's last seconds (--ring) now; a trigger\n"
+	    "                 without options does the same for a flight recorder, and for any\n"
+	    "                 other process opens a window until `trigger --stop`\n"
+	    "  --job PID      every process started under the `cuptrace record` of that pid\n"
+	    "  --timeout T    give up waiting after T (default: the duration + 60s)\n");
+}
+
+struct target {
+	const char *path;
+	const char *request;
+	int timeout_ms;
+	int ret;
+	char *out;
+	size_t len;
+};
+
+static void *ask(void *arg)
+{
+	struct target *t = arg;
+	FILE *m = open_memstream(&t->out, &t->len);
+	if (!m) {
+		t->ret = -ENOMEM;
+		return NULL;
+	}
+	t->ret = cuptrace_control_send(t->path, t->request, t->timeout_ms, m);
+	fclose(m);
+	return NULL;
+}
+
+/* "DIR/j12.p345.sock" -> 345 */
+static int path_pid(const char *path)
+{
+	const char *p = strrchr(path, '.');
+	while (p && p > path && p[-1] != 'p')
+		p--;
+	return p ? atoi(p) : 0;
+}
+
+int cmd_trigger(int argc, char **argv)
+{
+	static const struct option opts[] = {
+	    {"duration", required_argument, 0, 'd'}, {"steps", required_argument, 0, 's'},
+	    {"stop", no_argument, 0, 'S'},           {"dump", no_argument, 0, 'D'},
+	    {"job", required_argument, 0, 'j'},      {"timeout", required_argument, 0, 't'},
+	    {"help", no_argument, 0, 'h'},           {0, 0, 0, 0}};
+	int64_t duration = 0, timeout = -1;
+	uint64_t steps = 0;
+	int stop = 0, dump = 0, actions = 0;
+	long job = 0;
+	char err[256];
+	int c;
+	optind = 1;
+	while ((c = getopt_long(argc, argv, "+h", opts, NULL)) != -1) {
+		switch (c) {
+		case 'd':
+			if (cuptrace_parse_duration(optarg, 1000000000, &duration) ||
+			    duration <= 0) {
+				fprintf(stderr,
+				        "cuptrace trigger: bad value for --duration: '%s' (a "
+				        "duration above "
+				        "0, such as 500ms, 2s or 1m)\n",
+				        optarg);
+				return EXIT_USAGE;
+			}
+			actions++;
+			break;
+		case 's': {
+			char *end;
+			unsigned long long v = strtoull(optarg, &end, 10);
+			if (!*optarg || *end || !v) {
+				fprintf(stderr,
+				        "cuptrace trigger: --steps: '%s' is not a positive "
+				        "count\n",
+				        optarg);
+				return EXIT_USAGE;
+			}
+			steps = v;
+			actions++;
+			break;
+		}
+		case 'S':
+			stop = 1;
+			actions++;
+			break;
+		case 'D':
+			dump = 1;
+			actions++;
+			break;
+		case 'j': {
+			char *end;
+			job = strtol(optarg, &end, 10);
+			if (!*optarg || *end || job <= 0) {
+				fprintf(stderr, "cuptrace trigger: --job: '%s' is not a pid\n",
+				        optarg);
+				return EXIT_USAGE;
+			}
+			break;
+		}
+		case 't':
+			if (cuptrace_parse_duration(optarg, 1000000000, &timeout)) {
+				fprintf(stderr,
+				        "cuptrace trigger: bad value for --timeout: '%s' (a "
+				        "duration such as "
+				        "30s or 5m)\n",
+				        optarg);
+				return EXIT_USAGE;
+			}
+			break;
+		case 'h':
+			usage(stdout);
+			return 0;
+		default:
+			usage(stderr);
+			return EXIT_USAGE;
+		}
+	}
+	if (actions > 1) {
+		fprintf(stderr,
+		        "cuptrace trigger: give one of --duration, --steps, --stop, --dump\n");
+		return EXIT_USAGE;
+	}
+	if (!job && optind >= argc) {
+		fprintf(stderr,
+		        "cuptrace trigger: name the processes (PID...) or --job RECORD_PID\n");
+		return EXIT_USAGE;
+	}
+	char request[96];
+	if (stop)
+		snprintf(request, sizeof(request), "stop");
+	else if (dump)
+		snprintf(request, sizeof(request), "dump");
+	else
+		snprintf(request, sizeof(request), "open %" PRId64 " %" PRIu64, duration, steps);
+	int timeout_ms = timeout >= 0 ? (int)(timeout / 1000000)
+	                              : (int)((duration > 0 ? duration / 1000000 : 0) + 60000);
+	if (steps && timeout < 0)
+		timeout_ms = 3600 * 1000; /* steps can be long: an hour unless told */
+
+	/* Every socket: of the job, or of each pid. */
+	char **paths = NULL;
+	size_t npaths = 0;
+	int bad = 0;
+	if (job) {
+		int n = cuptrace_control_find(0, job, &paths, err, sizeof(err));
+		if (n < 0) {
+			fprintf(stderr, "cuptrace trigger: %s\n", err);
+			return EXIT_FAIL;
+		}
+		if (n == 0) {
+			fprintf(stderr,
+			        "cuptrace trigger: no traced process of job %ld is listening "
+			        "(was it started by `cuptrace record`, and has it initialized "
+			        "CUDA?)\n",
+			        job);
+			return EXIT_FAIL;
+		}
+		npaths = (size_t)n;
+	}
+	for (int i = optind; i < argc; i++) {
+		char *end;
+		long pid = strtol(argv[i], &end, 10);
+		if (!*argv[i] || *end || pid <= 0) {
+			fprintf(stderr, "cuptrace trigger: '%s' is not a pid\n", argv[i]);
+			bad = 1;
+			continue;
+		}
+		char **found;
+		int n = cuptrace_control_find((pid_t)pid, 0, &found, err, sizeof(err));
+		if (n <= 0) {
+			fprintf(
+			    stderr, "cuptrace trigger: process %ld: %s\n", pid,
+			    n < 0 ? err
+			          : "not traced by cuptrace, or not listening (it listens once it "
+			            "has initialized CUDA)");
+			bad = 1;
+			free(found);
+			continue;
+		}
+		char **np = realloc(paths, (npaths + (size_t)n) * sizeof(*np));
+		if (!np) {
+			for (int k = 0; k < n; k++)
+				free(found[k]);
+			free(found);
+			bad = 1;
+			continue;
+		}
+		paths = np;
+		for (int k = 0; k < n; k++)
+			paths[npaths++] = found[k];
+		free(found);
+	}
+	struct target *t = calloc(npaths ? npaths : 1, sizeof(*t));
+	pthread_t *th = calloc(npaths ? npaths : 1, sizeof(*th));
+	if (!t || !th) {
+		fprintf(stderr, "cuptrace trigger: out of memory\n");
+		return EXIT_FAIL;
+	}
+	for (size_t i = 0; i < npaths; i++) {
+		t[i] = (struct target){paths[i], request, timeout_ms, 0, NULL, 0};
+		if (pthread_create(&th[i], NULL, ask, &t[i])) {
+			t[i].ret = -EAGAIN;
+			th[i] = 0;
+		}
+	}
+	for (size_t i = 0; i < npaths; i++) {
+		if (th[i])
+			pthread_join(th[i], NULL);
+		int pid = path_pid(t[i].path);
+		if (t[i].ret) {
+			fprintf(stderr, "cuptrace trigger: process %d: %s\n", pid,
+			        t[i].ret == -ETIMEDOUT ? "no answer in time" : strerror(-t[i].ret));
+			bad = 1;
+		}
+		/* "file PATH" lines are the result (stdout); the rest is said on stderr. */
+		for (char *line = t[i].out, *nl; line && *line; line = nl + 1) {
+			nl = strchr(line, '\n');
+			if (!nl)
+				nl = line + strlen(line) - 1;
+			else
+				*nl = 0;
+			if (!strncmp(line, "file ", 5))
+				printf("%s\n", line + 5);
+			else if (!strncmp(line, "error: ", 7)) {
+				fprintf(stderr, "cuptrace trigger: process %d: %s\n", pid,
+				        line + 7);
+				bad = 1;
+			} else if (*line)
+				fprintf(stderr, "cuptrace trigger: process %d: %s\n", pid, line);
+		}
+		free(t[i].out);
+		free(paths[i]);
+	}
+	free(paths);
+	free(t);
+	free(th);
+	return bad ? EXIT_FAIL : 0;
+}
