@@ -597,15 +597,15 @@ static void check_ids(const uint64_t *a, size_t na, const uint64_t *b, size_t nb
 		CHECK(a[i] == b[i]);
 }
 
+/* The track of uuid and, in *pos, its index (r->ntrk if none). */
 static const struct cuptrace_track *find_track(const struct rec *r, uint64_t uuid, size_t *pos)
 {
-	for (size_t i = 0; i < r->ntrk; i++)
-		if (r->trk[i].uuid == uuid) {
-			if (pos)
-				*pos = i;
-			return &r->trk[i];
-		}
-	return NULL;
+	size_t i = 0;
+	while (i < r->ntrk && r->trk[i].uuid != uuid)
+		i++;
+	if (pos)
+		*pos = i;
+	return i < r->ntrk ? &r->trk[i] : NULL;
 }
 
 /* Everything fed must come back exactly; events in time order. */
@@ -1753,10 +1753,12 @@ static void check_canonical(const uint8_t *body, size_t n, struct canon_stats *s
 		default:
 			ok = 0;
 		}
-		if (!ok || m > (size_t)(end - p - k))
+		if (!ok || m > (size_t)(end - p - k)) {
 			ok = 0;
-		else
-			f[nf++] = (struct raw_field){tag >> 3, nf, p, k + m};
+		} else {
+			f[nf] = (struct raw_field){tag >> 3, nf, p, k + m};
+			nf++;
+		}
 		p += k + m;
 	}
 	Cuptrace__Pb__TracePacket *pk =
