@@ -1,15 +1,15 @@
 #!/bin/sh
-# Installs what cuptrace needs to build, on Debian or Ubuntu: cmake, a C compiler, pkg-config,
-# protobuf-c (protoc-c, and libprotobuf-c-dev: the shared runtime and its pkg-config file; the
-# build copies libprotobuf-c.so.1 into build/runtime-libs/ for GPU machines that lack it), zlib,
-# python3 (tests), clang with libFuzzer (tools/fuzz.sh), libcurl's headers (--otlp: the library
-# itself is loaded at run time), Node.js and npm (tests/otlp_test.sh decodes the spans with
-# OpenTelemetry's npm package). The CUDA toolkit (for CUPTI and nvcc) must already be at
-# /usr/local/cuda or on PATH.
+# Installs what cuptrace needs to build, on Debian or Ubuntu: cmake, gcc, pkg-config, protobuf-c
+# (protoc-c, and libprotobuf-c-dev: the shared runtime and its pkg-config file; the build copies
+# libprotobuf-c.so.1 into build/runtime-libs/ for GPU machines that lack it), zlib, python3
+# (tests), clang with libFuzzer (tools/fuzz.sh; tools/test.sh also builds a Release with clang),
+# libcurl's headers (--otlp: the library itself is loaded at run time), Node.js and npm
+# (tests/otlp_test.sh decodes the spans with OpenTelemetry's npm package). The CUDA toolkit (for
+# CUPTI and nvcc) must already be at /usr/local/cuda or on PATH.
 set -eu
 need=""
 command -v cmake >/dev/null 2>&1 || need="$need cmake"
-command -v cc >/dev/null 2>&1 || need="$need build-essential"
+command -v gcc >/dev/null 2>&1 || need="$need build-essential" # tools/test.sh builds with gcc
 command -v pkg-config >/dev/null 2>&1 || need="$need pkg-config"
 command -v protoc-c >/dev/null 2>&1 || need="$need protobuf-c-compiler"
 [ -f /usr/include/protobuf-c/protobuf-c.h ] || need="$need libprotobuf-c-dev"

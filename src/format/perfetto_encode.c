@@ -60,48 +60,50 @@ static uint32_t intern(struct pf_seq *q, int k, const char *str, uint8_t *is_new
 
 /* ---- the hot path: TrackEvent packets, hand-encoded ----
  *
- * Tags are (field number << 3 | wire type) as varint bytes; field numbers are those of
- * proto/perfetto_trace.proto (the reference, sections 2 and 6). Inside every message the fields go
+ * Tags are (field number << 3 | wire type) as varint bytes, made from the field numbers named
+ * in perfetto_fields.h (those of proto/perfetto_trace.proto). Inside every message the fields go
  * in field-number order and repeated fields in the order given, as protobuf-c writes them. */
 
 /* TracePacket */
-#define P_TIMESTAMP  0x40 /* timestamp = 8, varint */
-#define P_SEQ_ID     0x50 /* trusted_packet_sequence_id = 10, varint */
-#define P_EVENT      0x5A /* track_event = 11, LEN */
-#define P_INTERNED   0x62 /* interned_data = 12, LEN */
-#define P_FLAGS      0x68 /* sequence_flags = 13, varint */
-#define P_CLOCK_ID_0 0xD0 /* timestamp_clock_id = 58, varint: D0 03 */
-#define P_CLOCK_ID_1 0x03
-/* TrackEvent */
-#define E_CATEGORY_IID 0x18 /* category_iids = 3, varint, unpacked */
-#define E_ANNOTATION   0x22 /* debug_annotations = 4, LEN */
-#define E_TYPE         0x48 /* type = 9, varint */
-#define E_NAME_IID     0x50 /* name_iid = 10, varint */
-#define E_COUNTER_0    0xF0 /* counter_value = 30, varint: F0 01 */
-#define E_COUNTER_1    0x01
-#define E_DCOUNTER_0   0xE1 /* double_counter_value = 44, fixed64: E1 02 */
-#define E_DCOUNTER_1   0x02
-#define E_FLOW_0       0xF9 /* flow_ids = 47, fixed64, unpacked: F9 02 */
-#define E_FLOW_1       0x02
-#define E_CORR_0       0xA0 /* correlation_id = 52, varint: A0 03 */
-#define E_CORR_1       0x03
+#define P_TIMESTAMP  PF_KEY0(PF_PACKET_TIMESTAMP, PF_WT_VARINT)
+#define P_SEQ_ID     PF_KEY0(PF_PACKET_SEQUENCE_ID, PF_WT_VARINT)
+#define P_EVENT      PF_KEY0(PF_PACKET_TRACK_EVENT, PF_WT_LEN)
+#define P_INTERNED   PF_KEY0(PF_PACKET_INTERNED_DATA, PF_WT_LEN)
+#define P_FLAGS      PF_KEY0(PF_PACKET_SEQUENCE_FLAGS, PF_WT_VARINT)
+#define P_CLOCK_ID_0 PF_KEY0(PF_PACKET_TIMESTAMP_CLOCK_ID, PF_WT_VARINT) /* D0 03 */
+#define P_CLOCK_ID_1 PF_KEY1(PF_PACKET_TIMESTAMP_CLOCK_ID, PF_WT_VARINT)
+/* TrackEvent; repeated fields unpacked */
+#define E_CATEGORY_IID PF_KEY0(PF_EVENT_CATEGORY_IIDS, PF_WT_VARINT)
+#define E_ANNOTATION   PF_KEY0(PF_EVENT_DEBUG_ANNOTATIONS, PF_WT_LEN)
+#define E_TYPE         PF_KEY0(PF_EVENT_TYPE, PF_WT_VARINT)
+#define E_NAME_IID     PF_KEY0(PF_EVENT_NAME_IID, PF_WT_VARINT)
+#define E_COUNTER_0    PF_KEY0(PF_EVENT_COUNTER_VALUE, PF_WT_VARINT) /* F0 01 */
+#define E_COUNTER_1    PF_KEY1(PF_EVENT_COUNTER_VALUE, PF_WT_VARINT)
+#define E_DCOUNTER_0   PF_KEY0(PF_EVENT_DOUBLE_COUNTER_VALUE, PF_WT_FIXED64) /* E1 02 */
+#define E_DCOUNTER_1   PF_KEY1(PF_EVENT_DOUBLE_COUNTER_VALUE, PF_WT_FIXED64)
+#define E_FLOW_0       PF_KEY0(PF_EVENT_FLOW_IDS, PF_WT_FIXED64) /* F9 02 */
+#define E_FLOW_1       PF_KEY1(PF_EVENT_FLOW_IDS, PF_WT_FIXED64)
+#define E_CORR_0       PF_KEY0(PF_EVENT_CORRELATION_ID, PF_WT_VARINT) /* A0 03 */
+#define E_CORR_1       PF_KEY1(PF_EVENT_CORRELATION_ID, PF_WT_VARINT)
 /* DebugAnnotation */
-#define A_NAME_IID  0x08 /* name_iid = 1 */
-#define A_BOOL      0x10 /* bool_value = 2 */
-#define A_UINT      0x18 /* uint_value = 3 */
-#define A_INT       0x20 /* int_value = 4 */
-#define A_DOUBLE    0x29 /* double_value = 5, fixed64 */
-#define A_POINTER   0x38 /* pointer_value = 7 */
-#define A_STR_IID_0 0x88 /* string_value_iid = 17: 88 01 */
-#define A_STR_IID_1 0x01
+#define A_NAME_IID  PF_KEY0(PF_ANNOTATION_NAME_IID, PF_WT_VARINT)
+#define A_BOOL      PF_KEY0(PF_ANNOTATION_BOOL_VALUE, PF_WT_VARINT)
+#define A_UINT      PF_KEY0(PF_ANNOTATION_UINT_VALUE, PF_WT_VARINT)
+#define A_INT       PF_KEY0(PF_ANNOTATION_INT_VALUE, PF_WT_VARINT)
+#define A_DOUBLE    PF_KEY0(PF_ANNOTATION_DOUBLE_VALUE, PF_WT_FIXED64)
+#define A_POINTER   PF_KEY0(PF_ANNOTATION_POINTER_VALUE, PF_WT_VARINT)
+#define A_STR_IID_0 PF_KEY0(PF_ANNOTATION_STRING_VALUE_IID, PF_WT_VARINT) /* 88 01 */
+#define A_STR_IID_1 PF_KEY1(PF_ANNOTATION_STRING_VALUE_IID, PF_WT_VARINT)
 /* InternedData, and EventCategory/EventName/DebugAnnotationName/InternedString inside it */
-#define I_CATEGORY 0x0A /* event_categories = 1, LEN */
-#define I_NAME     0x12 /* event_names = 2, LEN */
-#define I_KEY      0x1A /* debug_annotation_names = 3, LEN */
-#define I_VALUE_0  0xEA /* debug_annotation_string_values = 29, LEN: EA 01 */
-#define I_VALUE_1  0x01
-#define S_IID      0x08 /* iid = 1 */
-#define S_STR      0x12 /* name = 2 (string), str = 2 (bytes) */
+#define I_CATEGORY PF_KEY0(PF_INTERNED_EVENT_CATEGORIES, PF_WT_LEN)
+#define I_NAME     PF_KEY0(PF_INTERNED_EVENT_NAMES, PF_WT_LEN)
+#define I_KEY      PF_KEY0(PF_INTERNED_DEBUG_ANNOTATION_NAMES, PF_WT_LEN)
+#define I_VALUE_0  PF_KEY0(PF_INTERNED_DEBUG_ANNOTATION_STRING_VALUES, PF_WT_LEN) /* EA 01 */
+#define I_VALUE_1  PF_KEY1(PF_INTERNED_DEBUG_ANNOTATION_STRING_VALUES, PF_WT_LEN)
+#define S_IID      PF_KEY0(PF_ENTRY_IID, PF_WT_VARINT)
+#define S_STR      PF_KEY0(PF_ENTRY_NAME, PF_WT_LEN)
+/* Trace.packet, the framing of every packet */
+#define T_PACKET PF_KEY0(PF_TRACE_PACKET, PF_WT_LEN)
 
 /* Bounds for pf_buf_reserve: a varint is at most 10 bytes, a tag here at most 2; a LEN field's
  * length is at most 10 bytes (1 kept by open_len, up to 9 more by close_len). */
@@ -410,7 +412,7 @@ static uint8_t *w_clock_id(uint8_t *p, int boottime)
  * Returns the packet body's start in *body. */
 static uint8_t *w_timed_head(uint8_t *p, uint8_t **body, uint64_t time, uint32_t seq)
 {
-	*p++ = 0x0A;
+	*p++ = T_PACKET;
 	p = open_len(p);
 	*body = p;
 	*p++ = P_TIMESTAMP;
@@ -475,7 +477,7 @@ int pf_slice(struct cuptrace_sink *sk, const struct cuptrace_slice *e)
 	 * event (flows and correlation id last, by field number), new interned data, then the
 	 * time. */
 	p = s->buf;
-	*p++ = 0x0A;
+	*p++ = T_PACKET;
 	p = open_len(p);
 	body = p;
 	*p++ = P_SEQ_ID;

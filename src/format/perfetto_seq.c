@@ -29,7 +29,7 @@ static int emit_parts(struct pf_sink *s, Cuptrace__Pb__TracePacket **parts, int 
 		total += len[i] = protobuf_c_message_get_packed_size(&parts[i]->base);
 	if (pf_buf_reserve(s, total + 11))
 		return s->err;
-	s->buf[0] = 0x0A;
+	s->buf[0] = PF_KEY0(PF_TRACE_PACKET, PF_WT_LEN);
 	size_t h = 1 + cuptrace_put_varint(s->buf + 1, total);
 	for (int i = 0; i < n; i++) {
 		if (protobuf_c_message_pack(&parts[i]->base, s->buf + h) != len[i])

@@ -9,6 +9,7 @@
 
 #include "format/formats.h"
 #include "common/util.h"
+#include "format/perfetto_fields.h"
 #include "format/perfetto_wire.h"
 
 #include <stddef.h>

@@ -163,8 +163,9 @@ static size_t put_utf8(uint8_t *d, uint32_t cp)
 static uint32_t unicode_escape(const uint8_t *s, const uint8_t *end, size_t *used)
 {
 	uint32_t hi, lo;
-	hex4(s + 2, &hi);
 	*used = 6;
+	if (hex4(s + 2, &hi))
+		return 0xFFFD; /* the caller's scan checked the digits: never happens */
 	if (hi >= 0xD800 && hi <= 0xDBFF) {
 		if (end - s >= 12 && s[6] == '\\' && s[7] == 'u' && !hex4(s + 8, &lo) &&
 		    lo >= 0xDC00 && lo <= 0xDFFF) {

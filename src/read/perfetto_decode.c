@@ -10,6 +10,8 @@
 #include <zlib.h>
 
 #define MAX_PACKET (1u << 30)
+/* Trace.packet's key, 0x0A: the first byte of every uncompressed trace and of each packet. */
+#define PACKET_KEY PF_KEY0(PF_TRACE_PACKET, PF_WT_LEN)
 
 /* ---- sequences, interning, clocks ---- */
 
@@ -44,8 +46,8 @@ static struct rseq *seq_get(struct reader *r, uint32_t id, int *created)
 	return q;
 }
 
-/* InternedData: {iid 1, name/str 2} entries in fields 1 (categories), 2 (names), 3 (arg names)
- * and 29 (string values). Other tables are not used by what we replay. */
+/* InternedData: {iid, name or str} entries of the categories, event names, arg names and string
+ * values tables. Other tables are not used by what we replay. */
 static int parse_interned(struct reader *r, struct rseq *q, const uint8_t *b, size_t n)
 {
 	struct pb m = pb_of(b, n), e;
@@ -54,31 +56,31 @@ static int parse_interned(struct reader *r, struct rseq *q, const uint8_t *b, si
 
 	while ((rc = pb_next(&m, &f)) > 0) {
 		switch (f.id) {
-		case 1:
+		case PF_INTERNED_EVENT_CATEGORIES:
 			k = IT_CAT;
 			break;
-		case 2:
+		case PF_INTERNED_EVENT_NAMES:
 			k = IT_NAME;
 			break;
-		case 3:
+		case PF_INTERNED_DEBUG_ANNOTATION_NAMES:
 			k = IT_KEY;
 			break;
-		case 29:
+		case PF_INTERNED_DEBUG_ANNOTATION_STRING_VALUES:
 			k = IT_VAL;
 			break;
 		default:
 			continue;
 		}
-		if (f.wt != 2)
+		if (f.wt != PF_WT_LEN)
 			continue;
 		uint64_t iid = 0;
 		const uint8_t *s = NULL;
 		size_t sn = 0;
 		e = pb_of(f.b, f.n);
 		while ((rc = pb_next(&e, &g)) > 0) {
-			if (g.id == 1 && g.wt == 0)
+			if (g.id == PF_ENTRY_IID && g.wt == PF_WT_VARINT)
 				iid = g.v;
-			else if (g.id == 2 && g.wt == 2)
+			else if (g.id == PF_ENTRY_NAME && g.wt == PF_WT_LEN)
 				s = g.b, sn = g.n;
 		}
 		if (rc < 0)
@@ -103,13 +105,13 @@ static int parse_defaults(struct rseq *q, const uint8_t *b, size_t n)
 	int rc;
 
 	while ((rc = pb_next(&m, &f)) > 0) {
-		if (f.id == 58 && f.wt == 0) {
+		if (f.id == PF_DEFAULTS_TIMESTAMP_CLOCK_ID && f.wt == PF_WT_VARINT) {
 			q->has_def_clock = 1;
 			q->def_clock = (uint32_t)f.v;
-		} else if (f.id == 11 && f.wt == 2) {
+		} else if (f.id == PF_DEFAULTS_TRACK_EVENT_DEFAULTS && f.wt == PF_WT_LEN) {
 			e = pb_of(f.b, f.n);
 			while ((rc = pb_next(&e, &g)) > 0) {
-				if (g.id == 11 && g.wt == 0) {
+				if (g.id == PF_EVENT_DEFAULTS_TRACK_UUID && g.wt == PF_WT_VARINT) {
 					q->has_def_track = 1;
 					q->def_track = g.v;
 				}
@@ -139,23 +141,23 @@ static int parse_snapshot(struct reader *r, struct rseq *q, const uint8_t *b, si
 	int rc, seq_clocks = 0;
 
 	while ((rc = pb_next(&m, &f)) > 0) {
-		if (f.id == 2 && f.wt == 0)
+		if (f.id == PF_SNAPSHOT_PRIMARY_TRACE_CLOCK && f.wt == PF_WT_VARINT)
 			primary = (uint32_t)f.v;
-		if (f.id != 1 || f.wt != 2 || nc == MAX_SNAP_CLOCKS)
+		if (f.id != PF_SNAPSHOT_CLOCKS || f.wt != PF_WT_LEN || nc == MAX_SNAP_CLOCKS)
 			continue;
 		struct snapclock k = {.mult = 1};
 		int has_id = 0;
 		e = pb_of(f.b, f.n);
 		while ((rc = pb_next(&e, &g)) > 0) {
-			if (g.wt != 0)
+			if (g.wt != PF_WT_VARINT)
 				continue;
-			if (g.id == 1)
+			if (g.id == PF_CLOCK_CLOCK_ID)
 				k.id = (uint32_t)g.v, has_id = 1;
-			else if (g.id == 2)
+			else if (g.id == PF_CLOCK_TIMESTAMP)
 				k.ts = g.v;
-			else if (g.id == 3)
+			else if (g.id == PF_CLOCK_IS_INCREMENTAL)
 				k.incremental = !!g.v;
-			else if (g.id == 4 && g.v)
+			else if (g.id == PF_CLOCK_UNIT_MULTIPLIER_NS && g.v)
 				k.mult = g.v;
 		}
 		if (rc < 0)
@@ -301,43 +303,43 @@ static int do_packet(struct reader *r, const uint8_t *b, size_t n, int depth)
 
 	while ((rc = pb_next(&m, &f)) > 0) {
 		switch (f.id) {
-		case 8:
-			k.has_ts = f.wt == 0;
+		case PF_PACKET_TIMESTAMP:
+			k.has_ts = f.wt == PF_WT_VARINT;
 			k.ts = f.v;
 			break;
-		case 58:
-			k.has_clock = f.wt == 0;
+		case PF_PACKET_TIMESTAMP_CLOCK_ID:
+			k.has_clock = f.wt == PF_WT_VARINT;
 			k.clock = (uint32_t)f.v;
 			break;
-		case 10:
-			k.has_seq = f.wt == 0 && f.v;
+		case PF_PACKET_SEQUENCE_ID:
+			k.has_seq = f.wt == PF_WT_VARINT && f.v;
 			k.seq = (uint32_t)f.v;
 			break;
-		case 13:
+		case PF_PACKET_SEQUENCE_FLAGS:
 			k.flags = (uint32_t)f.v;
 			break;
-		case 41:
+		case PF_PACKET_INCREMENTAL_STATE_CLEARED:
 			k.cleared_legacy = !!f.v;
 			break;
-		case 42:
+		case PF_PACKET_PREVIOUS_PACKET_DROPPED:
 			k.dropped = f.v;
 			break;
-		case 12:
+		case PF_PACKET_INTERNED_DATA:
 			k.interned = f;
-			k.has_interned = f.wt == 2;
+			k.has_interned = f.wt == PF_WT_LEN;
 			break;
-		case 59:
+		case PF_PACKET_DEFAULTS:
 			k.defaults = f;
-			k.has_defaults = f.wt == 2;
+			k.has_defaults = f.wt == PF_WT_LEN;
 			break;
-		case 6:
-		case 11:
-		case 45:
-		case 50:
-		case 60:
-		case 89:
-		case 126:
-			if (f.wt == 2) {
+		case PF_PACKET_CLOCK_SNAPSHOT:
+		case PF_PACKET_TRACK_EVENT:
+		case PF_PACKET_SYSTEM_INFO:
+		case PF_PACKET_COMPRESSED_PACKETS:
+		case PF_PACKET_TRACK_DESCRIPTOR:
+		case PF_PACKET_TRACE_UUID:
+		case PF_PACKET_TRACE_ATTRIBUTES:
+			if (f.wt == PF_WT_LEN) {
 				k.payload = f;
 				k.payload_id = f.id;
 			}
@@ -346,7 +348,7 @@ static int do_packet(struct reader *r, const uint8_t *b, size_t n, int depth)
 	}
 	if (rc < 0)
 		return -1;
-	if (k.payload_id == 50) {
+	if (k.payload_id == PF_PACKET_COMPRESSED_PACKETS) {
 		/* The outer packet's other fields are ignored, as TP does. */
 		size_t zn, used;
 		if (depth) {
@@ -397,9 +399,9 @@ static int do_packet(struct reader *r, const uint8_t *b, size_t n, int depth)
 	}
 	/* In TP's order: attributes and clock snapshots are taken even from a packet that is then
 	 * skipped for invalid incremental state. */
-	if (k.payload_id == 126)
+	if (k.payload_id == PF_PACKET_TRACE_ATTRIBUTES)
 		return pf_parse_attributes(r, k.payload.b, k.payload.n);
-	if (k.payload_id == 6)
+	if (k.payload_id == PF_PACKET_CLOCK_SNAPSHOT)
 		return parse_snapshot(r, q, k.payload.b, k.payload.n);
 	if ((k.flags & SEQ_NEEDS) && q && !q->valid) {
 		r->ck.incremental_state_invalid++;
@@ -410,13 +412,13 @@ static int do_packet(struct reader *r, const uint8_t *b, size_t n, int depth)
 	if (k.has_ts)
 		k.time_err = packet_time(r, q, k.has_clock, k.clock, k.ts, &k.abs_ts, &k.dom);
 	switch (k.payload_id) {
-	case 11:
+	case PF_PACKET_TRACK_EVENT:
 		return pf_parse_event(r, q, &k);
-	case 45:
+	case PF_PACKET_SYSTEM_INFO:
 		return pf_parse_sysinfo(r, k.payload.b, k.payload.n);
-	case 60:
+	case PF_PACKET_TRACK_DESCRIPTOR:
 		return pf_parse_track(r, k.payload.b, k.payload.n);
-	case 89:
+	case PF_PACKET_TRACE_UUID:
 		return pf_parse_uuid(r, k.payload.b, k.payload.n);
 	}
 	return 0;
@@ -438,27 +440,27 @@ static int parse_stream(struct reader *r, const uint8_t *b, size_t n, int depth,
 			return rc < 0 ? -1 : 0;
 		/* Inside a chunk every record must be a packet (TP: "Expected TracePacket tag");
 		 * at the top level other fields are skipped. */
-		if ((tag != 0x0A && depth) || !(tag >> 3) || tag >> 32)
+		if ((tag != PACKET_KEY && depth) || !(tag >> 3) || tag >> 32)
 			return -1;
 		switch (tag & 7) {
-		case 0:
+		case PF_WT_VARINT:
 			if ((rc = get_varint(&q, end, &len)))
 				return rc < 0 ? -1 : 0;
 			break;
-		case 1:
-		case 5:
-			if ((size_t)(end - q) < ((tag & 7) == 1 ? 8u : 4u))
+		case PF_WT_FIXED64:
+		case PF_WT_FIXED32:
+			if ((size_t)(end - q) < ((tag & 7) == PF_WT_FIXED64 ? 8u : 4u))
 				return 0;
-			q += (tag & 7) == 1 ? 8 : 4;
+			q += (tag & 7) == PF_WT_FIXED64 ? 8 : 4;
 			break;
-		case 2:
+		case PF_WT_LEN:
 			if ((rc = get_varint(&q, end, &len)))
 				return rc < 0 ? -1 : 0;
 			if (len > MAX_PACKET)
 				return -1;
 			if (len > (uint64_t)(end - q))
 				return 0;
-			if (tag == 0x0A && len && do_packet(r, q, (size_t)len, depth))
+			if (tag == PACKET_KEY && len && do_packet(r, q, (size_t)len, depth))
 				r->ck.corrupt++; /* the framing holds: skip just this packet */
 			q += len;
 			break;
@@ -515,7 +517,7 @@ static int read_gzip(struct reader *r, const uint8_t *data, size_t len)
 		have = cap - z.avail_out;
 		if (!sniffed && have) {
 			sniffed = 1;
-			if (buf[0] != 0x0A) {
+			if (buf[0] != PACKET_KEY) {
 				cuptrace_err("gzip file does not hold a Perfetto protobuf trace "
 				             "(first byte 0x%02x)",
 				             buf[0]);
@@ -614,7 +616,7 @@ int pf_decode(struct reader *r, const void *data, size_t len)
 		cuptrace_info("empty trace file");
 	} else if (len >= 2 && b[0] == 0x1f && b[1] == 0x8b) {
 		err = read_gzip(r, b, len);
-	} else if (b[0] == 0x0A) {
+	} else if (b[0] == PACKET_KEY) {
 		size_t used;
 		if (parse_stream(r, b, len, 0, &used)) {
 			r->ck.corrupt++;

@@ -31,55 +31,61 @@ int pf_parse_track(struct reader *r, const uint8_t *b, size_t n)
 
 	while ((rc = pb_next(&m, &f)) > 0) {
 		switch (f.id) {
-		case 1:
+		case PF_TRACK_UUID:
 			t.uuid = f.v;
-			has_uuid = f.wt == 0;
+			has_uuid = f.wt == PF_WT_VARINT;
 			break;
-		case 2:
-		case 10:
-		case 13:
-			if (f.wt == 2 && !t.name)
+		case PF_TRACK_NAME:
+		case PF_TRACK_STATIC_NAME:
+		case PF_TRACK_ATRACE_NAME:
+			if (f.wt == PF_WT_LEN && !t.name)
 				t.name = sid(r, f.b, f.n);
 			break;
-		case 5:
-			t.has_parent = f.wt == 0;
+		case PF_TRACK_PARENT_UUID:
+			t.has_parent = f.wt == PF_WT_VARINT;
 			t.parent = f.v;
 			break;
-		case 11:
-			t.has_order = f.wt == 0;
+		case PF_TRACK_CHILD_ORDERING:
+			t.has_order = f.wt == PF_WT_VARINT;
 			break;
-		case 12:
+		case PF_TRACK_SIBLING_ORDER_RANK:
 			t.rank = (int32_t)f.v;
 			break;
-		case 14:
-			if (f.wt == 2)
+		case PF_TRACK_DESCRIPTION:
+			if (f.wt == PF_WT_LEN)
 				t.desc = sid(r, f.b, f.n);
 			break;
-		case 3:
-		case 4:
-		case 8:
-			if (f.wt != 2)
+		case PF_TRACK_PROCESS:
+		case PF_TRACK_THREAD:
+		case PF_TRACK_COUNTER:
+			if (f.wt != PF_WT_LEN)
 				break;
-			t.has_process |= f.id == 3;
-			t.has_thread |= f.id == 4;
-			t.has_counter |= f.id == 8;
+			t.has_process |= f.id == PF_TRACK_PROCESS;
+			t.has_thread |= f.id == PF_TRACK_THREAD;
+			t.has_counter |= f.id == PF_TRACK_COUNTER;
 			e = pb_of(f.b, f.n);
 			while ((rc = pb_next(&e, &g)) > 0) {
-				if (f.id == 8) {
-					if (g.id == 3 && g.wt == 0)
+				if (f.id == PF_TRACK_COUNTER) {
+					if (g.id == PF_COUNTER_UNIT && g.wt == PF_WT_VARINT)
 						t.unit = (int)g.v;
 					continue;
 				}
-				if (g.id == 1 && g.wt == 0) {
+				/* ProcessDescriptor.pid and ThreadDescriptor.pid are both 1. */
+				if (g.id == PF_PROCESS_PID && g.wt == PF_WT_VARINT) {
 					t.pid = (int32_t)g.v;
 					t.has_pid = 1;
-				} else if (f.id == 4 && g.id == 2 && g.wt == 0) {
+				} else if (f.id == PF_TRACK_THREAD && g.id == PF_THREAD_TID &&
+				           g.wt == PF_WT_VARINT) {
 					t.tid = (int64_t)g.v;
 					t.has_tid = 1;
-				} else if (g.wt == 2 &&
-				           ((f.id == 3 && g.id == 6) || (f.id == 4 && g.id == 5))) {
+				} else if (g.wt == PF_WT_LEN &&
+				           ((f.id == PF_TRACK_PROCESS &&
+				             g.id == PF_PROCESS_PROCESS_NAME) ||
+				            (f.id == PF_TRACK_THREAD &&
+				             g.id == PF_THREAD_THREAD_NAME))) {
 					t.name = sid(r, g.b, g.n);
-				} else if (f.id == 3 && g.id == 2 && g.wt == 2) {
+				} else if (f.id == PF_TRACK_PROCESS && g.id == PF_PROCESS_CMDLINE &&
+				           g.wt == PF_WT_LEN) {
 					uint32_t *c = PUSH(r, cmds, ncmds, cmdcap);
 					if (c)
 						*c = sid(r, g.b, g.n);
@@ -156,21 +162,21 @@ int pf_parse_attributes(struct reader *r, const uint8_t *b, size_t n)
 
 	r->have_meta0 = 1;
 	while ((rc = pb_next(&m, &f)) > 0) {
-		if (f.id != 1 || f.wt != 2)
+		if (f.id != PF_ATTRIBUTES_ATTRIBUTE || f.wt != PF_WT_LEN)
 			continue;
 		struct rmeta a = {0};
 		int has_key = 0, has_val = 0;
 		e = pb_of(f.b, f.n);
 		while ((rc = pb_next(&e, &g)) > 0) {
-			if (g.id == 1 && g.wt == 2) {
+			if (g.id == PF_ATTRIBUTE_KEY && g.wt == PF_WT_LEN) {
 				a.key = sid(r, g.b, g.n);
 				has_key = 1;
-			} else if (g.id == 2 && g.wt == 0) {
+			} else if (g.id == PF_ATTRIBUTE_LONG_VALUE && g.wt == PF_WT_VARINT) {
 				a.is_int = 1;
 				a.i = (int64_t)g.v;
 				a.s = 0;
 				has_val = 1;
-			} else if (g.id == 3 && g.wt == 2) {
+			} else if (g.id == PF_ATTRIBUTE_STRING_VALUE && g.wt == PF_WT_LEN) {
 				a.is_int = 0;
 				a.s = sid(r, g.b, g.n);
 				has_val = 1;
@@ -194,7 +200,7 @@ int pf_parse_sysinfo(struct reader *r, const uint8_t *b, size_t n)
 	int rc;
 
 	while ((rc = pb_next(&m, &f)) > 0)
-		if (f.id == 17 && f.wt == 2 && !r->hostname)
+		if (f.id == PF_SYSINFO_MACHINE_NAME && f.wt == PF_WT_LEN && !r->hostname)
 			r->hostname = sid(r, f.b, f.n);
 	return rc;
 }
@@ -206,9 +212,9 @@ int pf_parse_uuid(struct reader *r, const uint8_t *b, size_t n)
 	int rc;
 
 	while ((rc = pb_next(&m, &f)) > 0) {
-		if (f.id == 1 && f.wt == 0)
+		if (f.id == PF_UUID_MSB && f.wt == PF_WT_VARINT)
 			r->uuid_hi = f.v;
-		else if (f.id == 2 && f.wt == 0)
+		else if (f.id == PF_UUID_LSB && f.wt == PF_WT_VARINT)
 			r->uuid_lo = f.v;
 	}
 	return rc;
@@ -228,9 +234,11 @@ static int parse_annotation(struct reader *r, struct rseq *q, const uint8_t *b, 
 	char key[256];
 
 	while ((rc = pb_next(&m, &f)) > 0) {
-		if (f.wt == 2 && (f.id == 10 || f.id == 6 || f.id == 9)) {
+		if (f.wt == PF_WT_LEN &&
+		    (f.id == PF_ANNOTATION_NAME || f.id == PF_ANNOTATION_STRING_VALUE ||
+		     f.id == PF_ANNOTATION_LEGACY_JSON_VALUE)) {
 			uint32_t s = sid(r, f.b, f.n);
-			if (f.id == 10) {
+			if (f.id == PF_ANNOTATION_NAME) {
 				a.key = s;
 				has_name = 1;
 			} else {
@@ -240,36 +248,37 @@ static int parse_annotation(struct reader *r, struct rseq *q, const uint8_t *b, 
 			}
 			continue;
 		}
-		if (f.wt == 1 && f.id == 5) {
+		if (f.wt == PF_WT_FIXED64 && f.id == PF_ANNOTATION_DOUBLE_VALUE) {
 			a.type = CUPTRACE_ARG_DOUBLE;
 			memcpy(&a.v.d, &f.v, sizeof(double));
 			has_val = 1;
 			continue;
 		}
-		if (f.wt != 0)
+		if (f.wt != PF_WT_VARINT)
 			continue;
 		switch (f.id) {
-		case 1:
+		case PF_ANNOTATION_NAME_IID:
 			a.key = lookup_iid(r, q, IT_KEY, f.v);
 			has_name = 1;
 			break;
-		case 2:
+		case PF_ANNOTATION_BOOL_VALUE:
 			a.type = CUPTRACE_ARG_BOOL;
 			a.v.i = !!f.v;
 			has_val = 1;
 			break;
-		case 3:
-		case 7:
-			a.type = f.id == 3 ? CUPTRACE_ARG_UINT : CUPTRACE_ARG_POINTER;
+		case PF_ANNOTATION_UINT_VALUE:
+		case PF_ANNOTATION_POINTER_VALUE:
+			a.type = f.id == PF_ANNOTATION_UINT_VALUE ? CUPTRACE_ARG_UINT
+			                                          : CUPTRACE_ARG_POINTER;
 			a.v.u = f.v;
 			has_val = 1;
 			break;
-		case 4:
+		case PF_ANNOTATION_INT_VALUE:
 			a.type = CUPTRACE_ARG_INT;
 			a.v.i = (int64_t)f.v;
 			has_val = 1;
 			break;
-		case 17:
+		case PF_ANNOTATION_STRING_VALUE_IID:
 			a.type = CUPTRACE_ARG_STRING;
 			a.v.s = lookup_iid(r, q, IT_VAL, f.v);
 			has_val = a.v.s != 0;
@@ -300,11 +309,13 @@ static int parse_annotation(struct reader *r, struct rseq *q, const uint8_t *b, 
 	size_t idx = 0;
 	m = pb_of(b, n);
 	while ((rc = pb_next(&m, &f)) > 0 && !r->err) {
-		if (f.wt != 2 || (f.id != 11 && f.id != 12))
+		if (f.wt != PF_WT_LEN ||
+		    (f.id != PF_ANNOTATION_DICT_ENTRIES && f.id != PF_ANNOTATION_ARRAY_VALUES))
 			continue;
 		char sub[256];
-		int w = f.id == 12 ? snprintf(sub, sizeof(sub), "%s[%zu]", key, idx++)
-		                   : snprintf(sub, sizeof(sub), "%s", key);
+		int w = f.id == PF_ANNOTATION_ARRAY_VALUES
+		            ? snprintf(sub, sizeof(sub), "%s[%zu]", key, idx++)
+		            : snprintf(sub, sizeof(sub), "%s", key);
 		if (w < 0)
 			continue; /* a long key is cut, which is fine */
 		if (parse_annotation(r, q, f.b, f.n, sub, depth + 1) < 0)
@@ -340,14 +351,14 @@ int pf_parse_event(struct reader *r, struct rseq *q, const struct pkt *k)
 	struct rev ev = {.fo = r->fo++};
 	uint32_t cats[16];
 	size_t ncat = 0;
-	int rc, has_track = 0, has_val = 0, has47 = 0, has48 = 0;
+	int rc, has_track = 0, has_val = 0, has_flows = 0, has_terms = 0;
 	size_t arg0 = r->nargs, flow0 = r->nflows;
 
-	/* TP reads the deprecated varint flow fields (36, 42) only when the fixed64 ones (47, 48)
-	 * are absent. */
+	/* TP reads the deprecated varint flow fields (flow_ids_old, terminating_flow_ids_old) only
+	 * when the fixed64 ones (flow_ids, terminating_flow_ids) are absent. */
 	while ((rc = pb_next(&m, &f)) > 0) {
-		has47 |= f.id == 47 && f.wt == 1;
-		has48 |= f.id == 48 && f.wt == 1;
+		has_flows |= f.id == PF_EVENT_FLOW_IDS && f.wt == PF_WT_FIXED64;
+		has_terms |= f.id == PF_EVENT_TERMINATING_FLOW_IDS && f.wt == PF_WT_FIXED64;
 	}
 	if (rc < 0)
 		return -1;
@@ -365,57 +376,58 @@ int pf_parse_event(struct reader *r, struct rseq *q, const struct pkt *k)
 	m = pb_of(k->payload.b, k->payload.n);
 	while ((rc = pb_next(&m, &f)) > 0 && !r->err) {
 		switch (f.id) {
-		case 9:
-			ev.type = f.wt == 0 && f.v <= 5 ? (uint8_t)f.v : 0;
+		case PF_EVENT_TYPE:
+			ev.type = f.wt == PF_WT_VARINT && f.v <= 5 ? (uint8_t)f.v : 0;
 			break;
-		case 11:
+		case PF_EVENT_TRACK_UUID:
 			ev.track = f.v;
-			has_track = f.wt == 0;
+			has_track = f.wt == PF_WT_VARINT;
 			break;
-		case 3:
-			if (f.wt == 0 && ncat < 16)
+		case PF_EVENT_CATEGORY_IIDS:
+			if (f.wt == PF_WT_VARINT && ncat < 16)
 				cats[ncat++] = lookup_iid(r, q, IT_CAT, f.v);
 			break;
-		case 22:
-			if (f.wt == 2 && ncat < 16)
+		case PF_EVENT_CATEGORIES:
+			if (f.wt == PF_WT_LEN && ncat < 16)
 				cats[ncat++] = sid(r, f.b, f.n);
 			break;
-		case 10:
-			if (f.wt == 0)
+		case PF_EVENT_NAME_IID:
+			if (f.wt == PF_WT_VARINT)
 				ev.name = lookup_iid(r, q, IT_NAME, f.v);
 			break;
-		case 23:
-			if (f.wt == 2)
+		case PF_EVENT_NAME:
+			if (f.wt == PF_WT_LEN)
 				ev.name = sid(r, f.b, f.n);
 			break;
-		case 4:
-			if (f.wt == 2 && parse_annotation(r, q, f.b, f.n, NULL, 0) < 0)
+		case PF_EVENT_DEBUG_ANNOTATIONS:
+			if (f.wt == PF_WT_LEN && parse_annotation(r, q, f.b, f.n, NULL, 0) < 0)
 				goto bad;
 			break;
-		case 30:
-			if (f.wt == 0) {
+		case PF_EVENT_COUNTER_VALUE:
+			if (f.wt == PF_WT_VARINT) {
 				ev.val.i = (int64_t)f.v;
 				ev.is_double = 0;
 				has_val = 1;
 			}
 			break;
-		case 44:
-			if (f.wt == 1) {
+		case PF_EVENT_DOUBLE_COUNTER_VALUE:
+			if (f.wt == PF_WT_FIXED64) {
 				memcpy(&ev.val.d, &f.v, sizeof(double));
 				ev.is_double = 1;
 				has_val = 1;
 			}
 			break;
-		case 47:
-		case 36:
-			if ((has47 && f.id == 47 && f.wt == 1) || (!has47 && f.id == 36 && !f.wt)) {
+		case PF_EVENT_FLOW_IDS:
+		case PF_EVENT_FLOW_IDS_OLD:
+			if (has_flows ? f.id == PF_EVENT_FLOW_IDS && f.wt == PF_WT_FIXED64
+			              : f.id == PF_EVENT_FLOW_IDS_OLD && f.wt == PF_WT_VARINT) {
 				uint64_t *slot = PUSH(r, flows, nflows, flowcap);
 				if (slot)
 					*slot = f.v;
 			}
 			break;
-		case 52:
-			if (f.wt == 0)
+		case PF_EVENT_CORRELATION_ID:
+			if (f.wt == PF_WT_VARINT)
 				ev.corr = f.v;
 			break;
 		}
@@ -428,7 +440,8 @@ int pf_parse_event(struct reader *r, struct rseq *q, const struct pkt *k)
 	ev.nflows = (uint32_t)(r->nflows - flow0);
 	m = pb_of(k->payload.b, k->payload.n);
 	while ((rc = pb_next(&m, &f)) > 0 && !r->err) {
-		if ((has48 && f.id == 48 && f.wt == 1) || (!has48 && f.id == 42 && !f.wt)) {
+		if (has_terms ? f.id == PF_EVENT_TERMINATING_FLOW_IDS && f.wt == PF_WT_FIXED64
+		              : f.id == PF_EVENT_TERMINATING_FLOW_IDS_OLD && f.wt == PF_WT_VARINT) {
 			uint64_t *slot = PUSH(r, flows, nflows, flowcap);
 			if (slot)
 				*slot = f.v;

@@ -5,6 +5,7 @@
 #define CUPTRACE_READ_PERFETTO_READER_INTERNAL_H
 
 #include "common/util.h"
+#include "format/perfetto_fields.h"
 #include "format/perfetto_wire.h"
 #include "read/read.h"
 #include "read/read_internal.h"
@@ -63,16 +64,16 @@ static inline int pb_next(struct pb *m, struct pbf *f)
 	f->id = (uint32_t)(tag >> 3);
 	f->wt = (int)(tag & 7);
 	switch (f->wt) {
-	case 0:
+	case PF_WT_VARINT:
 		return get_varint(&m->p, m->end, &f->v) ? -1 : 1;
-	case 1:
+	case PF_WT_FIXED64:
 		if (m->end - m->p < 8)
 			return -1;
 		memcpy(&v, m->p, 8); /* little-endian hosts only, like the rest of cuptrace */
 		f->v = v;
 		m->p += 8;
 		return 1;
-	case 5: {
+	case PF_WT_FIXED32: {
 		uint32_t w;
 		if (m->end - m->p < 4)
 			return -1;
@@ -81,7 +82,7 @@ static inline int pb_next(struct pb *m, struct pbf *f)
 		m->p += 4;
 		return 1;
 	}
-	case 2:
+	case PF_WT_LEN:
 		if (get_varint(&m->p, m->end, &v) || v > (uint64_t)(m->end - m->p))
 			return -1;
 		f->b = m->p;

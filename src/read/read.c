@@ -44,8 +44,15 @@ static int cap_meta(void *ctx, const char *k, const char *v)
 	}
 	if (c->nmeta == 64)
 		return 0;
-	c->keys[c->nmeta] = strdup(k);
-	c->vals[c->nmeta] = strdup(v);
+	/* Out of memory stops the replay: the caller reports the error. */
+	char *key = strdup(k), *val = strdup(v);
+	if (!key || !val) {
+		free(key);
+		free(val);
+		return -ENOMEM;
+	}
+	c->keys[c->nmeta] = key;
+	c->vals[c->nmeta] = val;
 	c->nmeta++;
 	return 0;
 }
