@@ -17,7 +17,7 @@
 #include "format/formats.h"
 #include "read/json_parse.h"
 #include "read/read.h"
-#include "read/read_internal.h"
+#include "read/read_file.h"
 #include "rec_sink.h"
 
 static char last_log[1024];

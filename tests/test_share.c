@@ -11,7 +11,7 @@
 #include "rec_sink.h"
 
 #include "analyze/share.h"
-#include "analyze/share_internal.h"
+#include "analyze/share_state.h"
 #include "common/privacy.h"
 #include "common/sha256.h"
 #include "format/formats.h"

@@ -10,7 +10,7 @@
 
 #include "analyze/forward.h"
 #include "analyze/share.h"
-#include "analyze/share_internal.h"
+#include "analyze/share_state.h"
 #include "common/privacy.h"
 #include "common/sha256.h"
 #include "common/util.h"

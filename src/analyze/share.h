@@ -13,6 +13,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "analyze/share_scan.h"
 #include "format/event.h"
 
 struct cuptrace_share_opts {
@@ -22,32 +23,7 @@ struct cuptrace_share_opts {
 	int keep_time;    /* keep the wall-clock and boot time of the start */
 };
 
-/* A time window, ns relative to the trace start, both ends included. */
-struct cuptrace_share_window {
-	int on;
-	int64_t from, to;
-};
-
-/* ---- pass 1 ---- */
-struct cuptrace_share_scan;
-/* range_names: names that "NAME#K" windows refer to (nnames may be 0); windows: remember what a
- * window needs (flow ends, counter and event times). NULL on allocation failure. */
-struct cuptrace_share_scan *cuptrace_share_scan_new(const char *const *range_names, size_t nnames,
-                                                    int windows);
-/* The sink to replay the input into; it belongs to the scan (its destroy does nothing). */
-struct cuptrace_sink *cuptrace_share_scan_sink(struct cuptrace_share_scan *sc);
-void cuptrace_share_scan_free(struct cuptrace_share_scan *sc);
-
-/* After the replay: the k-th (from 1, in start order) slice named name. 0 or -ENOENT. */
-int cuptrace_share_range(const struct cuptrace_share_scan *sc, const char *name, size_t k,
-                         int64_t *from, int64_t *to);
-/* First start and last end of any event; 0 and 0 for an empty trace. */
-void cuptrace_share_span(const struct cuptrace_share_scan *sc, int64_t *first, int64_t *last);
-/* Events (slices, instants, counter values) that start in [lo, hi]. */
-uint64_t cuptrace_share_count(const struct cuptrace_share_scan *sc, int64_t lo, int64_t hi);
-/* The shortest window inside [lo, hi] where n events start: the busiest stretch of n events. */
-int cuptrace_share_busiest(const struct cuptrace_share_scan *sc, uint64_t n, int64_t lo, int64_t hi,
-                           struct cuptrace_share_window *w);
+/* ---- pass 1: share_scan.h (the scan, and struct cuptrace_share_window) ---- */
 
 /* ---- pass 2 ---- */
 struct cuptrace_share;

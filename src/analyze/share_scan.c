@@ -1,11 +1,11 @@
 /* `cuptrace share`, pass 1: the host and user names to remove, and what windows need (see
- * share.h). */
+ * share.h, share_scan.h). */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "analyze/share.h"
-#include "analyze/share_internal.h"
+#include "analyze/share_scan.h"
+#include "analyze/share_state.h"
 #include "common/privacy.h"
 
 static struct cuptrace_share_scan *to_scan(struct cuptrace_sink *s)

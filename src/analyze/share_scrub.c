@@ -1,5 +1,5 @@
-/* Paths, URLs, host and user names inside strings, and name tokens (see share_internal.h). */
-#include "analyze/share_internal.h"
+/* Paths, URLs, host and user names inside strings, and name tokens (see share_scrub.h). */
+#include "analyze/share_scrub.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -10,6 +10,7 @@
 
 #include "common/privacy.h"
 #include "common/sha256.h"
+#include "common/util.h"
 
 void share_secrets_free(struct share_secrets *s)
 {

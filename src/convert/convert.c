@@ -1,6 +1,6 @@
 /* The converter's public entry points (see convert.h): its life cycle, and the switch that hands
- * each record of a batch to its family (convert_internal.h lists the files and their layers). */
-#include "convert/convert_internal.h"
+ * each record of a batch to its family (conv_state.h lists the files and their layers). */
+#include "convert/conv_state.h"
 
 #include <stdlib.h>
 

@@ -1,6 +1,6 @@
 /* Runtime and driver API records: which are left out, their names, the thread track they go
  * on. What the call is linked to (flows to its GPU work, syncs) is convert_corr.c's. */
-#include "convert/convert_internal.h"
+#include "convert/conv_state.h"
 #include "convert/runtime_filter.h"
 
 #include <errno.h>

@@ -1,6 +1,6 @@
 /* What every record family uses and that calls no family: interned strings, uuids, relative
  * time, the process, thread and GPU tracks, lanes, slice emission and the trace's metadata. */
-#include "convert/convert_internal.h"
+#include "convert/conv_state.h"
 
 #include <errno.h>
 #include <inttypes.h>

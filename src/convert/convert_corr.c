@@ -5,7 +5,7 @@
  * Records come late and out of order: GPU work and syncs that arrive before their API record
  * wait in the correlation state. Called by convert_api.c and convert_gpu.c, which hand it data
  * and are never called back. */
-#include "convert/convert_internal.h"
+#include "convert/conv_state.h"
 
 #include <errno.h>
 #include <stdlib.h>

@@ -16,7 +16,7 @@
  * under their API call are convert_corr.c's. */
 #define _GNU_SOURCE
 #include "common/nccl.h"
-#include "convert/convert_internal.h"
+#include "convert/conv_state.h"
 
 #include <dlfcn.h>
 #include <errno.h>

@@ -1,6 +1,6 @@
 /* GPU hardware metrics: one counter track per configured metric under its GPU, fed by the
  * sample stream of convert/gpumetrics.h. A family of its own, called by convert.c only. */
-#include "convert/convert_internal.h"
+#include "convert/conv_state.h"
 #include "convert/gpumetrics.h"
 
 #include <errno.h>

@@ -1,6 +1,6 @@
 /* Device memory: allocation and free marks and pool events on a GPU's "Memory allocations"
  * track, and its "Device memory in use" counter, summed in time order behind a watermark. */
-#include "convert/convert_internal.h"
+#include "convert/conv_state.h"
 
 #include <errno.h>
 #include <stdio.h>

@@ -1,6 +1,6 @@
 /* Records about the run rather than the program's work: DEVICE, NAME and CONTEXT records (they
  * decide how tracks are named), CUPTI's own overhead, and the trace's metadata at the end. */
-#include "convert/convert_internal.h"
+#include "convert/conv_state.h"
 
 #include <errno.h>
 #include <inttypes.h>

@@ -4,7 +4,7 @@
  * A range whose END closes the innermost open range of the thread it started on nests like a
  * push/pop range and goes on that thread's track; any other (crossing threads, or overlapping)
  * goes on the process's "NVTX ranges" lanes, where overlap is allowed. */
-#include "convert/convert_internal.h"
+#include "convert/conv_state.h"
 #include "convert/opname.h"
 
 #include <errno.h>

@@ -2,7 +2,7 @@
  * sizes and string fields, API names, which API calls make GPU work, the runtime's own driver
  * calls, and display names of copy, memory and synchronization kinds. */
 #define _GNU_SOURCE
-#include "convert/convert_internal.h"
+#include "convert/conv_state.h"
 
 #include <stdio.h>
 #include <stdlib.h>

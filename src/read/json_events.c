@@ -1,7 +1,7 @@
 /* JSON reader, first pass: walks the document once and keeps what is replayed (slices,
  * instants, counter values, flow ends, process and thread names, devices, metadata) in compact
  * records with interned strings. Nothing is decided here about tracks: see json_tracks.c. */
-#include "read/json_reader_internal.h"
+#include "read/json_state.h"
 #include "common/log.h"
 
 #include <errno.h>

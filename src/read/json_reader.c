@@ -27,9 +27,10 @@
  *
  * Memory: the input (inflated), plus a few dozen bytes per event and per arg; strings are
  * interned once. */
-#include "read/json_reader_internal.h"
+#include "read/json_reader.h"
+#include "read/json_state.h"
 #include "common/log.h"
-#include "read/read_internal.h"
+#include "read/read_file.h"
 
 #include <errno.h>
 #include <inttypes.h>

@@ -1,7 +1,7 @@
 /* JSON reader, second pass: what each JSON process and thread becomes in event.h's model
  * (process, GPU group, stream, host thread), times made relative, overlapping slices moved to
  * lanes, flow events bound to slices and paired into arrows. */
-#include "read/json_reader_internal.h"
+#include "read/json_state.h"
 #include "common/log.h"
 
 #include <errno.h>

@@ -2,7 +2,7 @@
  * chunks, whole-file gzip) and keeps each sequence's incremental state and the clocks. */
 #include "common/log.h"
 #include "common/util.h"
-#include "read/perfetto_reader_internal.h"
+#include "read/perfetto_state.h"
 
 #include <errno.h>
 #include <stdlib.h>

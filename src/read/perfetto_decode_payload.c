@@ -1,7 +1,7 @@
 /* Perfetto reader, message level: decodes the payloads that are replayed (TrackEvent,
  * TrackDescriptor, TraceAttributes, SystemInfo, TraceUuid) into the records of struct reader. */
 #include "common/util.h"
-#include "read/perfetto_reader_internal.h"
+#include "read/perfetto_state.h"
 
 #include <errno.h>
 #include <stdio.h>

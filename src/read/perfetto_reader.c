@@ -2,8 +2,9 @@
  * the way trace_processor imports it, checks it against TP's rules, and replays it into a sink. */
 #include "common/log.h"
 #include "common/util.h"
-#include "read/perfetto_reader_internal.h"
-#include "read/read_internal.h"
+#include "read/perfetto_reader.h"
+#include "read/perfetto_state.h"
+#include "read/read_file.h"
 
 #include <errno.h>
 #include <stdlib.h>

@@ -10,7 +10,7 @@
 #include "convert/capture.h"
 #include "convert/convert.h"
 #include "read/read.h"
-#include "read/read_internal.h"
+#include "read/read_file.h"
 
 int cuptrace_is_capture_file(const char *path)
 {

@@ -1,5 +1,5 @@
 /* Whole-file reads for the readers that work on memory (Perfetto, JSON). */
-#include "read/read_internal.h"
+#include "read/read_file.h"
 #include "common/log.h"
 
 #include <errno.h>

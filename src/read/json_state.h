@@ -1,13 +1,14 @@
 /* What the JSON reader's files share: the trace as json_events.c collects it from the file,
  * the tracks json_tracks.c derives from it, and the replay of json_reader.c. Private to
  * src/read; the whole pipeline is described at the top of json_reader.c. */
-#ifndef CUPTRACE_READ_JSON_READER_INTERNAL_H
-#define CUPTRACE_READ_JSON_READER_INTERNAL_H
+#ifndef CUPTRACE_READ_JSON_STATE_H
+#define CUPTRACE_READ_JSON_STATE_H
 
 #include "common/util.h"
+#include "format/event.h"
 #include "read/json_parse.h"
-#include "read/read.h"
-#include "read/read_internal.h"
+#include "read/read_check.h"
+#include "read/read_util.h"
 
 #include <errno.h>
 #include <stdint.h>

@@ -18,8 +18,8 @@
  * Threading: a converter and everything below belongs to one thread (see convert.h). Each
  * field of struct cuptrace_converter is written by the file its section names; a field read by
  * another file says so. */
-#ifndef CUPTRACE_CONVERT_INTERNAL_H
-#define CUPTRACE_CONVERT_INTERNAL_H
+#ifndef CUPTRACE_CONVERT_CONV_STATE_H
+#define CUPTRACE_CONVERT_CONV_STATE_H
 
 #include "common/util.h"
 #include "convert/convert.h"
