@@ -37,8 +37,6 @@
 #include "common/options.h"
 #include "common/util.h"
 
-struct collect_session sess = {.lock = PTHREAD_MUTEX_INITIALIZER, .sigpipe = {-1, -1}};
-
 static uint64_t CUPTIAPI boottime_now(void)
 {
 	/* Perfetto's default trace clock; unlike CUPTI's default (REALTIME), NTP cannot step it. */

@@ -31,9 +31,6 @@
 #include "common/log.h"
 #include "common/options.h"
 
-struct collect_windows win = {
-    .lock = PTHREAD_MUTEX_INITIALIZER, .changed = PTHREAD_COND_INITIALIZER, .wake = {-1, -1}};
-
 static int64_t now_boot(void)
 {
 	return cuptrace_now_ns(CLOCK_BOOTTIME);

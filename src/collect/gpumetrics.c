@@ -51,11 +51,6 @@
 #include "collect/gpumetrics_state.h"
 #include "convert/gpumetrics.h"
 
-struct gm_sampler_state gm_sampler = {.lock = PTHREAD_MUTEX_INITIALIZER,
-                                      .cond = PTHREAD_COND_INITIALIZER,
-                                      .started = PTHREAD_COND_INITIALIZER,
-                                      .clock = -1};
-
 static pthread_once_t dev_mu_once = PTHREAD_ONCE_INIT;
 static void dev_mu_init(void)
 {

@@ -22,8 +22,9 @@
 #include "common/util.h"
 
 /* A verdict for one record: the window number (>= 1), or one of these. */
-#define CUPTRACE_WF_DROP 0    /* outside every window */
-#define CUPTRACE_WF_ALL  (-1) /* describes the run (device, context, stream, names): every window  \
+#define CUPTRACE_WF_DROP 0 /* outside every window */
+#define CUPTRACE_WF_ALL                                                                            \
+	(-1)                  /* describes the run (device, context, stream, names): every window  \
 	                       */
 #define CUPTRACE_WF_HELD (-2) /* held until its API record or its window's end decides */
 
