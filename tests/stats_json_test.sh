@@ -108,10 +108,13 @@ if j["gpu_tracks"]:
     want = [[g["gpu"], g["track"] + (f" (lane {g['lane']})" if g["lane"] else ""), str(g["slices"]),
              ms(g["busy_ns"]), "%.1f" % g["span_pct"]] for g in j["gpu_tracks"]]
     eq("gpu tracks", rows, want)
-# Per device and in all: the busy times of the GPU tracks summed.
-eq("gpu busy", sum(g["busy_ns"] for g in j["gpu_tracks"]), j["gpu_busy_ns"])
+# In all: the devices' busy times summed. A device's busy time is the union of its tracks' work:
+# at least its busiest track's, at most their sum; the work of all names covers it.
 eq("devices", sum(dv["busy_ns"] for dv in j["devices"]), j["gpu_busy_ns"])
-eq("names on gpu", sum(s["total_ns"] for s in j["names"] if s["gpu_share_pct"] is not None) <= j["gpu_busy_ns"] or not j["gpu_tracks"], True)
+for dv in j["devices"]:
+    mine = [g["busy_ns"] for g in j["gpu_tracks"] if g["gpu"] == dv["name"]]
+    eq("device " + dv["name"], max(mine, default=0) <= dv["busy_ns"] <= sum(mine), True)
+eq("names on gpu", sum(s["total_ns"] for s in j["names"] if s["gpu_share_pct"] is not None) >= j["gpu_busy_ns"], True)
 # Every metadata entry the text lists under "Other metadata" is in the JSON's.
 # (up to the blank line before a later section, e.g. "GPU metrics per kernel").
 for l in text.split("\nOther metadata:\n", 1)[1].split("\n\n")[0].splitlines() if "\nOther metadata:\n" in text else []:

@@ -286,7 +286,9 @@ static void test_numbers(void)
 	CHECK_EQ_INT(st.gpu_slices, 8);
 	/* All but softmax (only 99) and the memset (no flow); the lane kernel counts once. */
 	CHECK_EQ_INT(st.gpu_slices_with_flow_in, 6);
-	CHECK_EQ_INT(st.gpu_busy_ns, 5000 + 550 + 3100);
+	/* The union of GPU0's kernels, copies and memsets: [2600,8000) (stream 7, its lane and
+	 * stream 13 overlap there), [9000,9100), [12600,13600). */
+	CHECK_EQ_INT(st.gpu_busy_ns, (8000 - 2600) + 100 + 1000);
 	CHECK_EQ_INT(st.min_ts, -50);
 	CHECK_EQ_INT(st.max_ts, 13600); /* the memcpy's end, after the last counter at 13000 */
 	CHECK_EQ_INT(st.negative_ts, 1);
@@ -333,10 +335,11 @@ static void test_numbers(void)
 
 	/* uuid, slices, instants, counters, first ts, last end, busy, partial overlaps */
 	check_track(&st, PROC, 0, 0, 0, 0, 0, 0, 0);
-	check_track(&st, GPU0, 0, 0, 0, 0, 0, 0, 0);
+	check_track(&st, GPU0, 0, 0, 0, 0, 0, (8000 - 2600) + 100 + 1000, 0);
 	check_track(&st, IDLE, 0, 0, 0, 0, 0, 0, 0);
-	check_track(&st, MAIN, 8, 1, 0, 1000, 12500, 9000 + 200 + 500, 0);
-	check_track(&st, WORKER, 6, 1, 0, -50, 5000, 2000 + 2000 + 0, 2);
+	/* Host tracks do no GPU work: no busy time. */
+	check_track(&st, MAIN, 8, 1, 0, 1000, 12500, 0, 0);
+	check_track(&st, WORKER, 6, 1, 0, -50, 5000, 0, 2);
 	check_track(&st, STREAM7, 3, 0, 0, 2600, 13600, 3000 + 1000 + 1000, 0);
 	check_track(&st, STREAM13, 3, 1, 0, 3500, 8000, 50 + 300 + 200, 0);
 	check_track(&st, STREAM7_LANE1, 2, 0, 0, 5000, 9100, 3000 + 100, 0);
@@ -471,9 +474,9 @@ static void test_print_markdown(void)
 	               "| Name | Category | Count | Total ms | Avg us | Min us | Max us | % GPU |\n"
 	               "|---|---|---:|---:|---:|---:|---:|---:|\n"
 	               "| step | nvtx | 1 | 0.009 | 9.000 | 9.000 | 9.000 |  |\n"
-	               "| gemm | kernel | 3 | 0.007 | 2.333 | 1.000 | 3.000 | 80.9 |\n");
-	CHECK_CONTAINS(md, "| Memcpy HtoD | memcpy | 1 | 0.001 | 1.000 | 1.000 | 1.000 | 11.6 |\n");
-	CHECK_CONTAINS(md, "| relu | kernel | 2 | 0.001 | 0.250 | 0.200 | 0.300 | 5.8 |\n");
+	               "| gemm | kernel | 3 | 0.007 | 2.333 | 1.000 | 3.000 | 107.7 |\n");
+	CHECK_CONTAINS(md, "| Memcpy HtoD | memcpy | 1 | 0.001 | 1.000 | 1.000 | 1.000 | 15.4 |\n");
+	CHECK_CONTAINS(md, "| relu | kernel | 2 | 0.001 | 0.250 | 0.200 | 0.300 | 7.7 |\n");
 	CHECK_CONTAINS(md,
 	               "| cudaGetDevice | cuda_runtime | 1 | 0.000 | 0.000 | 0.000 | 0.000 |  |\n");
 	CHECK_CONTAINS(md, "| GPU | Track | Slices | Busy ms | % of span |\n"
@@ -506,7 +509,7 @@ static void test_print_text(void)
 	CHECK_EQ_STR(words_of_line(txt, "Name ", w, sizeof(w)),
 	             "Name Category Count Total ms Avg us Min us Max us % GPU");
 	CHECK_EQ_STR(words_of_line(txt, "gemm ", w, sizeof(w)),
-	             "gemm kernel 3 0.007 2.333 1.000 3.000 80.9");
+	             "gemm kernel 3 0.007 2.333 1.000 3.000 107.7");
 	CHECK_EQ_STR(words_of_line(txt, "kernel ", w, sizeof(w)), "kernel 6 0.008");
 	CHECK_EQ_STR(words_of_line(txt, "GPU 0: NVIDIA H200  Stream 7 (", w, sizeof(w)),
 	             "GPU 0: NVIDIA H200 Stream 7 (lane 1) 2 0.003 22.7");
@@ -585,7 +588,7 @@ static void test_bad_input(void)
 	CHECK_EQ_INT(st.ntrk, 1);
 	if (st.ntrk) {
 		CHECK_EQ_INT(st.trk[0].slices, 2);
-		CHECK_EQ_INT(st.trk[0].busy_ns, 10);
+		CHECK_EQ_INT(st.trk[0].busy_ns, 0); /* a host track: no GPU work */
 		CHECK_EQ_INT(st.trk[0].group_uuid, 0);
 	}
 	CHECK(st.nnames == 3 && !strcmp(st.names[2].name, "") && !strcmp(st.names[2].category, ""));
@@ -649,7 +652,11 @@ static void test_sweep_random(void)
 		if (!s)
 			return;
 		track(s, (struct cuptrace_track){
-		             .uuid = MAIN, .kind = CUPTRACE_TRACK_THREAD, .name = "t"});
+		             .uuid = GPU0, .kind = CUPTRACE_TRACK_GROUP, .name = "GPU 0"});
+		track(s, (struct cuptrace_track){.uuid = MAIN,
+		                                 .kind = CUPTRACE_TRACK_SLICES,
+		                                 .parent_uuid = GPU0,
+		                                 .name = "Stream 7"});
 		int spread = round < 10 ? 1000 : 100000;
 		for (int i = 0; i < N; i++) {
 			x = x * 6364136223846793005ull + 1442695040888963407ull;
@@ -661,36 +668,33 @@ static void test_sweep_random(void)
 				ts[i] = ts[i - 1];
 				dur[i] = dur[i - 1];
 			}
-			slice(s, MAIN, ts[i], dur[i], "c", "n");
+			slice(s, MAIN, ts[i], dur[i], "kernel", "n");
 		}
 		CHECK_EQ_INT(s->ops->finish(s), 0);
 		cuptrace_sink_destroy(s);
 
+		/* Busy: the nanoseconds some slice covers, counted one by one. */
+		static unsigned char covered[100000 + 300];
 		int64_t busy = 0;
+		memset(covered, 0, sizeof(covered));
+		for (int i = 0; i < N; i++)
+			for (int64_t t = ts[i]; t < ts[i] + dur[i]; t++)
+				busy += !covered[t]++;
 		uint64_t partial = 0;
 		for (int i = 0; i < N; i++) {
-			int nested = 0;
 			for (int j = 0; j < N; j++) {
-				int same = ts[i] == ts[j] && dur[i] == dur[j];
-				/* j contains i ([ts, end) intervals; a zero-length slice at j's end
-				 * is outside); of identical slices the first counts as the outer
-				 * one. */
-				if (j != i && ts[j] <= ts[i] && ts[i] + dur[i] <= ts[j] + dur[j] &&
-				    ts[i] < ts[j] + dur[j] && (!same || j < i))
-					nested = 1;
 				if (j > i && ((ts[i] < ts[j] && ts[j] < ts[i] + dur[i] &&
 				               ts[i] + dur[i] < ts[j] + dur[j]) ||
 				              (ts[j] < ts[i] && ts[i] < ts[j] + dur[j] &&
 				               ts[j] + dur[j] < ts[i] + dur[i])))
 					partial++;
 			}
-			if (!nested)
-				busy += dur[i];
 		}
-		CHECK_EQ_INT(st.ntrk, 1);
-		if (st.ntrk) {
-			CHECK_EQ_INT(st.trk[0].busy_ns, busy);
-			CHECK_EQ_INT(st.trk[0].partial_overlaps, partial);
+		CHECK_EQ_INT(st.ntrk, 2);
+		if (st.ntrk == 2) {
+			CHECK_EQ_INT(st.trk[1].busy_ns, busy);
+			CHECK_EQ_INT(st.trk[0].busy_ns, busy); /* the GPU: its one stream */
+			CHECK_EQ_INT(st.trk[1].partial_overlaps, partial);
 		}
 		cuptrace_stats_free(&st);
 	}
@@ -733,12 +737,12 @@ static void test_print_json(void)
 	CHECK_CONTAINS(buf,
 	               "{\"name\":\"relu\",\"category\":\"kernel\",\"count\":2,\"total_ns\":500,"
 	               "\"avg_ns\":250,\"min_ns\":200,\"max_ns\":300,"
-	               "\"gpu_share_pct\":5.780346820809249}");
+	               "\"gpu_share_pct\":7.6923076923076925}");
 	/* Every name, not only the top 20; the last one too. */
 	CHECK_CONTAINS(buf,
 	               "{\"name\":\"cudaGetDevice\",\"category\":\"cuda_runtime\",\"count\":1,");
-	CHECK_CONTAINS(buf, "\"gpu_busy_ns\":8650,\"devices\":[{\"name\":\"GPU 0: NVIDIA H200\","
-	                    "\"slices\":8,\"busy_ns\":8650}],");
+	CHECK_CONTAINS(buf, "\"gpu_busy_ns\":6500,\"devices\":[{\"name\":\"GPU 0: NVIDIA H200\","
+	                    "\"slices\":8,\"busy_ns\":6500}],");
 	CHECK_CONTAINS(buf,
 	               "\"gpu_tracks\":[{\"gpu\":\"GPU 0: NVIDIA H200\",\"track\":\"Stream 7\","
 	               "\"lane\":0,\"slices\":3,\"busy_ns\":5000,");

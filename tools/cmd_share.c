@@ -157,6 +157,18 @@ static int parse_window(const char *s, struct wend *from, struct wend *to)
 	return (to->name = strdup(from->name)) ? 0 : -1;
 }
 
+/* NAME#K: a range named exactly "NAME#K" first (torch.profiler's "ProfilerStep#551"), else
+ * the K-th range named NAME. */
+static int window_range(const struct cuptrace_share_scan *sc, const struct wend *e, int64_t *from,
+                        int64_t *to)
+{
+	char whole[512];
+	int n = snprintf(whole, sizeof(whole), "%s#%zu", e->name, e->k);
+	if (n > 0 && (size_t)n < sizeof(whole) && !cuptrace_share_range(sc, whole, 1, from, to))
+		return 0;
+	return cuptrace_share_range(sc, e->name, e->k, from, to);
+}
+
 static void fmt_time(int64_t ns, char *buf, size_t cap)
 {
 	snprintf(buf, cap, "%.6f s", (double)ns / 1e9);
@@ -360,12 +372,20 @@ int cmd_share(int argc, char **argv)
 		ret = EXIT_USAGE;
 		goto out;
 	}
-	const char *names[2];
+	/* Each end's NAME and its whole "NAME#K" (torch.profiler's step names carry the #K). */
+	const char *names[4];
+	char whole[2][512];
 	size_t nnames = 0;
 	if (from.name)
 		names[nnames++] = from.name;
 	if (to.name && (!from.name || strcmp(to.name, from.name)))
 		names[nnames++] = to.name;
+	for (int i = 0; i < 2; i++) {
+		const struct wend *e = i ? &to : &from;
+		int n = e->name ? snprintf(whole[i], sizeof(whole[i]), "%s#%zu", e->name, e->k) : 0;
+		if (n > 0 && (size_t)n < sizeof(whole[i]) && (!i || strcmp(whole[0], whole[1])))
+			names[nnames++] = whole[i];
+	}
 	if (!(sc = cuptrace_share_scan_new(names, nnames, window || max))) {
 		fprintf(stderr, "cuptrace share: out of memory\n");
 		goto out;
@@ -388,13 +408,13 @@ int cmd_share(int argc, char **argv)
 		w.on = 1;
 		w.from = from.empty ? INT64_MIN : from.t;
 		w.to = to.empty ? INT64_MAX : to.t;
-		if (from.name && cuptrace_share_range(sc, from.name, from.k, &w.from, &b)) {
+		if (from.name && window_range(sc, &from, &w.from, &b)) {
 			fprintf(stderr,
 			        "cuptrace share: --window: %s has no range #%zu named '%s'\n", in,
 			        from.k, from.name);
 			goto out;
 		}
-		if (to.name && cuptrace_share_range(sc, to.name, to.k, &a, &w.to)) {
+		if (to.name && window_range(sc, &to, &a, &w.to)) {
 			fprintf(stderr,
 			        "cuptrace share: --window: %s has no range #%zu named '%s'\n", in,
 			        to.k, to.name);

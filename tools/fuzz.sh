@@ -45,6 +45,12 @@ for j in tests/data/*.json*; do
 	*) gzip -c "$j" >"$seeds/json/$n.gz" ;;
 	esac
 done
+# The real torch.profiler traces of the shared folder, where it is present (the size limit
+# below keeps the small ones).
+ext=../shared/external-traces
+for j in "$ext"/*.json "$ext"/*.json.gz; do
+	[ -e "$j" ] && cp "$j" "$seeds/json/ext-$(basename "$j")"
+done
 # Large seeds (torch_stack inflates to 1.6 MB) would spend the budget on a few slow runs and
 # raise libFuzzer's input size: only those up to 256 KiB.
 find "$seeds/json" -type f -size +256k -delete

@@ -17,8 +17,8 @@
  *           nor one of "sync", "memory", "cupti_overhead", "overhead", "python_function",
  *           "gpu_user_annotation", "cuda_profiler_range", "Trace", "cuptrace"
  * Times are inclusive (a range's total holds what ran inside it). GPU busy time is that of
- * `cuptrace stats`: per device, the busy time of each of its tracks summed, so concurrent
- * streams each count.
+ * `cuptrace stats`: per device, the union of its kernels, copies and memsets over all its
+ * tracks (annotation and sync ranges are not work; concurrent streams count once).
  *
  * Ownership: a profile and a diff own everything they point to; free them with their _free
  * function (safe on a zeroed struct, and twice). A diff borrows nothing from its profiles.

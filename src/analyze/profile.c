@@ -2,6 +2,7 @@
  * times, plus the run's header numbers. Wall span and GPU busy time come from a stats sink that
  * sees every event too, so they are the numbers `cuptrace stats` shows. Like every sink, used by
  * one thread at a time. */
+#include "analyze/step_name.h"
 #include "analyze/diff.h"
 #include "analyze/forward.h"
 #include "analyze/names.h"
@@ -180,7 +181,8 @@ static int pr_slice(struct cuptrace_sink *sk, const struct cuptrace_slice *e)
 	uint64_t *t = cuptrace_u64map_get(&s->trk, e->track_uuid);
 	int host = !t || !(*t & TRK_GPU); /* an undeclared track counts as the host's */
 	const char *name = e->name ? e->name : "";
-	if (host && s->opts.per_name && !strcmp(name, s->opts.per_name))
+	/* "ProfilerStep" counts torch.profiler's "ProfilerStep#N" ranges. */
+	if (host && s->opts.per_name && cuptrace_step_name_matches(name, s->opts.per_name))
 		s->per_count++;
 	int fam = family_of(e, host);
 	if (fam < 0)

@@ -238,7 +238,7 @@ struct cuptrace_share_scan *cuptrace_share_scan_new(const char *const *range_nam
                                                     int windows)
 {
 	struct cuptrace_share_scan *sc = calloc(1, sizeof(*sc));
-	if (!sc || nnames > 2) {
+	if (!sc || nnames > SHARE_MAX_RANGE_NAMES) {
 		free(sc);
 		return NULL;
 	}
@@ -265,7 +265,7 @@ void cuptrace_share_scan_free(struct cuptrace_share_scan *sc)
 	if (!sc)
 		return;
 	share_secrets_free(&sc->secrets);
-	for (size_t k = 0; k < 2; k++) {
+	for (size_t k = 0; k < SHARE_MAX_RANGE_NAMES; k++) {
 		free(sc->range_name[k]);
 		free(sc->range[k]);
 	}

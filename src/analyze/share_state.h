@@ -27,14 +27,17 @@ struct share_ctr {
 	int64_t ts;
 };
 
+/* --window's two ends, each as NAME and as the whole NAME#K (torch.profiler's step names). */
+#define SHARE_MAX_RANGE_NAMES 4
+
 struct cuptrace_share_scan {
 	struct cuptrace_sink base;
 	struct share_secrets secrets;
 	int windows;
-	char *range_name[2];
+	char *range_name[SHARE_MAX_RANGE_NAMES];
 	size_t nnames;
-	struct share_span *range[2];
-	size_t nrange[2], rangecap[2];
+	struct share_span *range[SHARE_MAX_RANGE_NAMES];
+	size_t nrange[SHARE_MAX_RANGE_NAMES], rangecap[SHARE_MAX_RANGE_NAMES];
 	struct cuptrace_u64map flow_idx; /* flow id -> index + 1 in flows */
 	struct share_flow *flows;
 	size_t nflows, flowcap;

@@ -23,7 +23,8 @@ struct cuptrace_stats_track {
 	int32_t sort_rank; /* as declared: stream order among a GPU's tracks */
 	uint64_t slices, instants, counters;
 	int64_t first_ts, last_end; /* over this track's events; both 0 if it has none */
-	int64_t busy_ns; /* sum of durations of slices not nested in another slice of this track */
+	int64_t busy_ns; /* GPU work only (analyze/busy.h): the union of this track's kernels,
+	                  * copies and memsets; on a GROUP, the union over all its tracks */
 	uint64_t partial_overlaps; /* pairs of slices on this track that partially overlap */
 };
 struct cuptrace_stats_name {
@@ -39,7 +40,7 @@ struct cuptrace_stats {
 	uint64_t flows_dangling;          /* flow ids with only one end */
 	uint64_t gpu_slices;              /* slices on tracks under a group */
 	uint64_t gpu_slices_with_flow_in; /* ... that end a flow whose out end exists */
-	int64_t gpu_busy_ns;              /* sum of busy_ns over the tracks under a group */
+	int64_t gpu_busy_ns;              /* busy_ns of the GROUP tracks (the GPUs) summed */
 	int64_t min_ts, max_ts; /* earliest ts, latest end (ts + dur); both 0 without events */
 	uint64_t negative_ts;   /* events with ts < 0 (the producer contract says >= 0) */
 	uint64_t negative_dur;  /* slices with dur < 0; taken as 0 for busy and overlaps */
@@ -84,7 +85,7 @@ void cuptrace_stats_print(const struct cuptrace_stats *st, FILE *f, int markdown
  *   names         [{name, category, count, total_ns, avg_ns, min_ns, max_ns, gpu_share_pct}],
  *                 every name (the text shows the first 20), in the text's order; gpu_share_pct
  *                 is null for names never on a GPU track
- *   gpu_busy_ns   busy time of every GPU track summed
+ *   gpu_busy_ns   busy time (union of kernels, copies, memsets) per GPU, summed over GPUs
  *   devices       [{name, slices, busy_ns}] per GPU (GROUP track), declaration order
  *   gpu_tracks    [{gpu, track, lane, slices, busy_ns, span_pct}] in the text's order
  * Returns 0, or a negative errno (-ENOMEM, -EIO for a failed write). */

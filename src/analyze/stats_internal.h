@@ -48,8 +48,9 @@ struct stats_gpu_row {
 };
 int stats_gpu_rows(const struct cuptrace_stats *st, struct stats_gpu_row **out, size_t *n);
 
-/* Busy time per GROUP track (a GPU): the busy time of the slice tracks under it summed, so
- * concurrent streams each count, as in st->gpu_busy_ns. Declaration order. */
+/* Busy time per GROUP track (a GPU): the union of the work (kernels, copies, memsets) of the
+ * slice tracks under it, so concurrent streams count once; st->gpu_busy_ns sums these.
+ * Declaration order. */
 struct stats_device {
 	const struct cuptrace_stats_track *group;
 	int64_t busy_ns;

@@ -2,6 +2,7 @@
  * markdown summaries, from the same helpers (stats_summary.c), in integer nanoseconds. The keys
  * are documented at cuptrace_stats_print_json in stats.h. */
 #include "analyze/report.h"
+#include "analyze/busy.h"
 #include "analyze/stats.h"
 #include "analyze/stats_internal.h"
 #include "format/json_writer.h"
@@ -140,7 +141,7 @@ static int tables(struct cuptrace_json *w, const struct cuptrace_stats *st)
 		cuptrace_json_int_field(w, "min_ns", s->min_ns);
 		cuptrace_json_int_field(w, "max_ns", s->max_ns);
 		cuptrace_json_name(w, "gpu_share_pct");
-		if (s->on_gpu && st->gpu_busy_ns > 0)
+		if (s->on_gpu && cuptrace_busy_is_work(s->category) && st->gpu_busy_ns > 0)
 			cuptrace_json_double(w,
 			                     100.0 * (double)s->total_ns / (double)st->gpu_busy_ns);
 		else

@@ -1,6 +1,7 @@
 /* Prints struct cuptrace_stats as a summary for humans and bug reports: aligned text or
  * GitHub markdown (see cuptrace_stats_print in stats.h). Output depends only on the stats. */
 #include "analyze/report.h"
+#include "analyze/busy.h"
 #include "analyze/stats.h"
 #include "analyze/stats_internal.h"
 
@@ -177,7 +178,7 @@ static void print_names(const struct cuptrace_stats *st, FILE *f, int md)
 		           s->count ? (double)s->total_ns / (double)s->count / 1e3 : 0.0);
 		table_cell(&t, "%.3f", s->min_ns / 1e3);
 		table_cell(&t, "%.3f", s->max_ns / 1e3);
-		if (s->on_gpu && st->gpu_busy_ns > 0)
+		if (s->on_gpu && cuptrace_busy_is_work(s->category) && st->gpu_busy_ns > 0)
 			table_cell(&t, "%.1f",
 			           100.0 * (double)s->total_ns / (double)st->gpu_busy_ns);
 		else
@@ -185,7 +186,9 @@ static void print_names(const struct cuptrace_stats *st, FILE *f, int md)
 	}
 	table_print(&t, f);
 	fputs(md ? "\n" : "", f);
-	fputs("% GPU: share of the busy time of all GPU tracks together.\n", f);
+	fputs("% GPU: share of the GPUs' busy time (kernels, copies and memsets, overlaps counted "
+	      "once); annotation and sync ranges on GPU rows are not work.\n",
+	      f);
 }
 
 static void print_gpu_tracks(const struct cuptrace_stats *st, FILE *f, int md)

@@ -1,6 +1,7 @@
 /* The stats sink: counts what a trace holds (per track, per slice name, flows, metadata) for
  * `cuptrace stats` and the tests (printing is in stats_print.c). Like every sink, used by one
  * thread at a time. */
+#include "analyze/busy.h"
 #include "analyze/stats.h"
 #include "analyze/stats_internal.h"
 #include "common/util.h"
@@ -23,6 +24,8 @@ struct trk_acc {
 	struct cuptrace_stats_track st; /* st.name and st.cmdline owned until moved to the result */
 	struct span *spans;
 	size_t nspans, cap;
+	struct cuptrace_busy_span *work; /* the slices that are GPU work (busy.h): busy time */
+	size_t nwork, workcap;
 };
 
 struct name_acc {
@@ -324,6 +327,14 @@ static int st_slice(struct cuptrace_sink *sk, const struct cuptrace_slice *e)
 		a->spans = sp;
 		a->spans[a->nspans++] = (struct span){e->ts, dur};
 		a->st.slices++;
+		if (gpu && cuptrace_busy_is_work(e->category)) {
+			struct cuptrace_busy_span *w =
+			    cuptrace_grow(a->work, &a->workcap, a->nwork + 1, sizeof(*w));
+			if (!w)
+				return fail(s, -ENOMEM);
+			a->work = w;
+			a->work[a->nwork++] = (struct cuptrace_busy_span){e->ts, dur};
+		}
 	}
 	if ((err = add_name(s, e->category, e->name, dur, gpu)) ||
 	    (err = add_flows(s, e->flows_out, e->nflows_out, FLOW_OUT)) ||
@@ -378,7 +389,7 @@ static int span_cmp(const void *pa, const void *pb)
 	return a->dur > b->dur ? -1 : a->dur < b->dur;
 }
 
-/* Busy time and partial overlaps of one track. In (ts, -dur) order every earlier slice starts at
+/* Partial overlaps of one track. In (ts, -dur) order every earlier slice starts at
  * or before the current one, so it contains it iff it ends at or after it, and overlaps it
  * partially iff it ends strictly inside it. ends[] holds the open slices' ends, largest at the
  * bottom: ended ones pop off the top, and the slices the current one partially overlaps are the
@@ -399,8 +410,6 @@ static int sweep(struct trk_acc *a, int64_t **ends, size_t *cap)
 		while (k && (*ends)[k - 1] < end)
 			k--;
 		a->st.partial_overlaps += n - k;
-		if (!k)
-			a->st.busy_ns = sat_add(a->st.busy_ns, a->spans[i].dur);
 		int64_t *e = cuptrace_grow(*ends, cap, n + 1, sizeof(**ends));
 		if (!e)
 			return -ENOMEM;
@@ -434,6 +443,49 @@ static void free_names(struct cuptrace_stats_name *v, size_t n)
 	free(v);
 }
 
+/* Busy time is GPU work only, as a union: per track (a stream row), and per GPU over all its
+ * tracks, so that concurrent streams count once. gpu_busy_ns sums the GPUs. Consumes the
+ * tracks' work spans. */
+static int busy_times(struct stats_sink *s, struct cuptrace_stats *r)
+{
+	struct cuptrace_busy_span *tmp = NULL;
+	size_t cap = 0;
+
+	/* Groups are few (one per GPU): one pass over the tracks per group. */
+	for (size_t g = 0; g < s->ntrk; g++) {
+		struct trk_acc *grp = &s->trk[g];
+		size_t n = 0;
+		if (grp->st.kind != CUPTRACE_TRACK_GROUP)
+			continue;
+		for (size_t i = 0; i < s->ntrk; i++) {
+			const struct trk_acc *a = &s->trk[i];
+			if (a->st.group_uuid != grp->st.uuid || !a->nwork)
+				continue;
+			struct cuptrace_busy_span *v =
+			    cuptrace_grow(tmp, &cap, n + a->nwork, sizeof(*v));
+			if (!v) {
+				free(tmp);
+				return -ENOMEM;
+			}
+			tmp = v;
+			memcpy(tmp + n, a->work, a->nwork * sizeof(*tmp));
+			n += a->nwork;
+		}
+		grp->st.busy_ns = cuptrace_busy_union(tmp, n);
+		r->gpu_busy_ns = sat_add(r->gpu_busy_ns, grp->st.busy_ns);
+	}
+	free(tmp);
+	for (size_t i = 0; i < s->ntrk; i++) {
+		struct trk_acc *a = &s->trk[i];
+		if (a->st.group_uuid)
+			a->st.busy_ns = cuptrace_busy_union(a->work, a->nwork);
+		free(a->work);
+		a->work = NULL;
+		a->nwork = a->workcap = 0;
+	}
+	return 0;
+}
+
 /* Everything that can fail happens before *out is written; ownership then moves to *out. */
 static int st_finish(struct cuptrace_sink *sk)
 {
@@ -455,9 +507,9 @@ static int st_finish(struct cuptrace_sink *sk)
 		free(a->spans); /* the biggest part of the sink, and no longer needed */
 		a->spans = NULL;
 		a->nspans = a->cap = 0;
-		if (a->st.group_uuid)
-			r.gpu_busy_ns = sat_add(r.gpu_busy_ns, a->st.busy_ns);
 	}
+	if ((err = busy_times(s, &r)))
+		goto out;
 	/* u64map has no iterator; its slots are public and used[] == 1 marks a live entry. */
 	for (size_t i = 0; i < s->flows.cap; i++) {
 		if (s->flows.used[i] != 1)
@@ -531,6 +583,7 @@ static void st_destroy(struct cuptrace_sink *sk)
 		free(s->trk[i].st.name);
 		free(s->trk[i].st.cmdline);
 		free(s->trk[i].spans);
+		free(s->trk[i].work);
 	}
 	free(s->trk);
 	free(s->names);

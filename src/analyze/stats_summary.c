@@ -106,7 +106,10 @@ int stats_devices(const struct cuptrace_stats *st, struct stats_device **out, si
 	for (size_t i = 0; i < st->ntrk; i++)
 		if (st->trk[i].kind == CUPTRACE_TRACK_GROUP)
 			dev[nd++].group = &st->trk[i];
-	/* Groups are few (one per GPU): a linear search per track is enough. */
+	/* The group's busy time is the union of its tracks' work (stats_sink.c). Groups are few
+	 * (one per GPU): a linear search per track is enough. */
+	for (size_t d = 0; d < nd; d++)
+		dev[d].busy_ns = dev[d].group->busy_ns;
 	for (size_t i = 0; i < st->ntrk; i++) {
 		const struct cuptrace_stats_track *k = &st->trk[i];
 		if (!k->group_uuid)
@@ -114,7 +117,6 @@ int stats_devices(const struct cuptrace_stats *st, struct stats_device **out, si
 		for (size_t d = 0; d < nd; d++) {
 			if (dev[d].group->uuid != k->group_uuid)
 				continue;
-			dev[d].busy_ns = sat_add(dev[d].busy_ns, k->busy_ns);
 			dev[d].slices += k->slices;
 			break;
 		}

@@ -22,6 +22,21 @@ uint32_t jr_key(struct jr *r, struct cuptrace_strtab *t, const void *k, size_t n
 
 /* ---- values ---- */
 
+/* "0" or a decimal integer without sign or leading zero that fits int64_t. */
+static int decimal_id(const char *s, size_t n, int64_t *out)
+{
+	uint64_t v = 0;
+	if (!n || n > 18 || (s[0] == '0' && n > 1))
+		return 0;
+	for (size_t i = 0; i < n; i++) {
+		if (s[i] < '0' || s[i] > '9')
+			return 0;
+		v = v * 10 + (uint64_t)(s[i] - '0');
+	}
+	*out = (int64_t)v;
+	return 1;
+}
+
 /* A pid, tid or flow id: a number (an integer; anything else by its text) or a string. */
 static int parse_id(struct jr *r, struct jr_id *id)
 {
@@ -46,6 +61,10 @@ static int parse_id(struct jr *r, struct jr_id *id)
 	case JT_STRING:
 		if (jp_string(j, &s, &n))
 			return -1;
+		/* torch.profiler's 2021 format writes a thread's tid as "25738" on its slices and
+		 * as 25738 on its flow events: one thread. */
+		if (decimal_id(s, n, &id->i))
+			return 0;
 		id->is_str = 1;
 		id->s = jr_str(r, s, n);
 		return 0;
@@ -235,8 +254,10 @@ static uint32_t thread_of(struct jr *r, uint32_t proc, const struct jr_id *id, u
  * device as pid and the stream as tid), and for work of the host. */
 static int gpu_category(const char *c)
 {
-	static const char *const gpu[] = {"kernel", "gpu_memcpy", "gpu_memset",
-	                                  "gpu_user_annotation", "cuda_sync"};
+	static const char *const gpu[] = {
+	    "kernel",    "gpu_memcpy",          "gpu_memset", "gpu_user_annotation",
+	    "cuda_sync", "cuda_profiler_range", "Kernel",     "Memcpy",
+	    "Memset",    "mtia_ccp_events"};
 	for (size_t i = 0; c && i < sizeof(gpu) / sizeof(gpu[0]); i++)
 		if (!strcmp(c, gpu[i]))
 			return 1;
@@ -245,9 +266,10 @@ static int gpu_category(const char *c)
 
 static int host_category(const char *c)
 {
-	static const char *const host[] = {"cpu_op",          "cuda_runtime",
-	                                   "cuda_driver",     "python_function",
-	                                   "user_annotation", "cpu_instant_event"};
+	static const char *const host[] = {
+	    "cpu_op",          "cuda_runtime",    "cuda_driver",
+	    "python_function", "user_annotation", "cpu_instant_event",
+	    "Operator",        "Runtime",         "Python"};
 	for (size_t i = 0; c && i < sizeof(host) / sizeof(host[0]); i++)
 		if (!strcmp(c, host[i]))
 			return 1;
@@ -432,9 +454,11 @@ static void take_metadata_event(struct jr *r, uint32_t name, const struct jr_id 
 struct fields {
 	char ph;
 	int have_ph, have_ts, have_dur, have_pid, have_tid, have_id, bp_e;
+	int have_bind, flow_in,
+	    flow_out; /* Perfetto's v2 flows: "bind_id", "flow_in", "flow_out" */
 	uint32_t name, cat;
 	struct jnum ts, dur;
-	struct jr_id pid, tid, id;
+	struct jr_id pid, tid, id, bind;
 	char scope;
 };
 
@@ -474,6 +498,14 @@ static int parse_fields(struct jr *r, struct fields *f)
 			if (parse_id(r, &f->id))
 				return -1;
 			f->have_id = 1;
+		} else if (!strcmp(k, "bind_id")) {
+			if (parse_id(r, &f->bind))
+				return -1;
+			f->have_bind = 1;
+		} else if ((!strcmp(k, "flow_in") || !strcmp(k, "flow_out")) &&
+		           (t == JT_TRUE || t == JT_FALSE)) {
+			if (jp_bool(j, k[5] == 'i' ? &f->flow_in : &f->flow_out))
+				return -1;
 		} else if ((!strcmp(k, "bp") || !strcmp(k, "s")) && t == JT_STRING) {
 			if (jp_string(j, &s, &n))
 				return -1;
@@ -530,6 +562,58 @@ static void take_corr(struct jr *r, struct jr_ev *e, const char *key, int remove
 	}
 }
 
+/* The key of a flow: v1 flows ('s', 't', 'f') are one flow per (id, cat, name); v2 flows
+ * ("bind_id") per id alone, apart from v1's (as Perfetto keeps them). 0 on error. */
+static uint32_t flow_key(struct jr *r, int v2, uint32_t cat, uint32_t name, const struct jr_id *id)
+{
+	uint8_t k[17] = {(uint8_t)(id->is_str | (v2 << 1))};
+	memcpy(k + 1, &cat, 4);
+	memcpy(k + 5, &name, 4);
+	if (id->is_str)
+		memcpy(k + 9, &id->s, 4);
+	else
+		memcpy(k + 9, &id->i, 8);
+	return jr_key(r, &r->flow_keys, k, sizeof(k));
+}
+
+/* Perfetto's v2 flow on slice x (index + 1) of thread t: "flow_out" starts it there,
+ * "flow_in" ends an arrow there (bound to the slice itself), both is a step. */
+static int v2_flow(struct jr *r, const struct fields *f, uint32_t t, uint32_t x, int64_t ts,
+                   uint32_t fo)
+{
+	char ph = f->flow_in && f->flow_out ? 't' : f->flow_out ? 's' : f->flow_in ? 'f' : 0;
+	if (!ph) {
+		r->ck.skipped++; /* a bind_id with no direction: Perfetto drops it too */
+		return 0;
+	}
+	uint32_t key = flow_key(r, 1, 0, 0, &f->bind);
+	struct jr_ev *e = key ? push_ev(r, f, ts, fo) : NULL;
+	if (!e)
+		return -1;
+	e->ph = ph;
+	e->thr = t;
+	e->key = key;
+	e->bound = x;
+	e->bp_e = 1;
+	return 0;
+}
+
+/* 'E': ends the innermost 'B' open on thread t. An 'E' with none open is not read. */
+static void end_b(struct jr *r, uint32_t t, int64_t ts)
+{
+	for (size_t i = r->nopen_b; i-- > 0;) {
+		struct jr_ev *b = &r->evs[r->open_b[i] - 1];
+		if (b->thr != t)
+			continue;
+		b->dur = ts >= b->ts ? ts - b->ts : 0;
+		memmove(r->open_b + i, r->open_b + i + 1,
+		        (r->nopen_b - i - 1) * sizeof(*r->open_b));
+		r->nopen_b--;
+		return;
+	}
+	r->ck.skipped++;
+}
+
 /* One element of traceEvents. Consumes it whatever it is; what is not read is counted. */
 static int parse_event(struct jr *r, uint32_t fo)
 {
@@ -564,6 +648,18 @@ static int parse_event(struct jr *r, uint32_t fo)
 		if (f.have_pid)
 			take_metadata_event(r, f.name, &f.pid, &f.tid, f.have_tid, a0, na, fo);
 		goto drop_args;
+	case 'E':
+		if (f.have_ts && f.have_pid) {
+			uint32_t p = proc_of(r, &f.pid, fo),
+			         t = p ? thread_of(r, p, &f.tid, fo) : 0;
+			if (!t)
+				return -1;
+			end_b(r, t, ts);
+		} else {
+			r->ck.skipped++;
+		}
+		goto drop_args;
+	case 'B': /* read as an 'X' whose duration its 'E' sets */
 	case 'X':
 	case 'i':
 	case 'I': {
@@ -596,7 +692,17 @@ static int parse_event(struct jr *r, uint32_t fo)
 		e->scope = scope;
 		e->thr = t;
 		e->proc = scope == 'p' ? p : 0;
-		if (f.ph == 'X') {
+		if (f.ph == 'B') {
+			uint32_t *ob = jr_grow(r, r->open_b, &r->open_b_cap, r->nopen_b + 1,
+			                       sizeof(*r->open_b));
+			if (!ob)
+				return -1;
+			r->open_b = ob;
+			r->open_b[r->nopen_b++] = (uint32_t)r->nevs;
+			e->ph = 'X';
+			dur = 0;
+		}
+		if (e->ph == 'X') {
 			if (dur < 0) {
 				r->ck.negative_dur++;
 				dur = 0;
@@ -617,6 +723,8 @@ static int parse_event(struct jr *r, uint32_t fo)
 			take_corr(r, e, "correlation_id", 1);
 		else
 			take_corr(r, e, "correlation", 0);
+		if (f.have_bind && e->ph == 'X' && t)
+			return v2_flow(r, &f, t, (uint32_t)r->nevs, ts, fo);
 		return 0;
 	}
 	case 'C': {
@@ -668,14 +776,7 @@ static int parse_event(struct jr *r, uint32_t fo)
 			goto drop_args;
 		}
 		uint32_t p = proc_of(r, &f.pid, fo), t = p ? thread_of(r, p, &f.tid, fo) : 0;
-		uint8_t k[17] = {(uint8_t)f.id.is_str};
-		memcpy(k + 1, &f.cat, 4);
-		memcpy(k + 5, &f.name, 4);
-		if (f.id.is_str)
-			memcpy(k + 9, &f.id.s, 4);
-		else
-			memcpy(k + 9, &f.id.i, 8);
-		uint32_t key = t ? jr_key(r, &r->flow_keys, k, sizeof(k)) : 0;
+		uint32_t key = t ? flow_key(r, 0, f.cat, f.name, &f.id) : 0;
 		if (!key)
 			return -1;
 		struct jr_ev *e = push_ev(r, &f, ts, fo);
@@ -688,7 +789,7 @@ static int parse_event(struct jr *r, uint32_t fo)
 		goto drop_args;
 	}
 	default:
-		/* B/E pairs, async and object events, samples, marks: not read. */
+		/* Async and object events, samples, marks: not read. */
 		r->ck.skipped++;
 		goto drop_args;
 	}

@@ -60,6 +60,7 @@ static void jr_free(struct jr *r)
 	cuptrace_u64map_free(&r->by_pid);
 	cuptrace_u64map_free(&r->by_sort);
 	free(r->fids);
+	free(r->open_b);
 }
 
 /* Kineto's category names where cuptrace's differ. */
@@ -72,6 +73,13 @@ static const char *category(const struct jr *r, uint32_t cat)
 		return "memcpy";
 	if (!strcmp(c, "gpu_memset"))
 		return "memset";
+	/* torch.profiler's 2021 format (Kineto before its categories were renamed). */
+	static const char *const old[][2] = {{"Kernel", "kernel"},   {"Memcpy", "memcpy"},
+	                                     {"Memset", "memset"},   {"Runtime", "cuda_runtime"},
+	                                     {"Operator", "cpu_op"}, {"Python", "python_function"}};
+	for (size_t i = 0; i < sizeof(old) / sizeof(old[0]); i++)
+		if (!strcmp(c, old[i][0]))
+			return old[i][1];
 	return c;
 }
 

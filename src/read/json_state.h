@@ -175,7 +175,9 @@ struct jr {
 	int64_t info_realtime, info_boottime;
 	uint64_t uuid_hi, uuid_lo;
 	uint32_t main_proc; /* index + 1 of the process of trace info and global instants */
-	uint64_t *fids;     /* the slices' flow ids (see jr_ev.fl0) */
+	uint32_t *open_b;   /* 'B' slices not yet ended by their 'E' (event index + 1) */
+	size_t nopen_b, open_b_cap;
+	uint64_t *fids; /* the slices' flow ids (see jr_ev.fl0) */
 	size_t nfids;
 	struct cuptrace_u64map pids;    /* pids of PROCESS tracks, to keep synthetic ones apart */
 	struct cuptrace_u64map by_pid;  /* int pid of a PROCESS -> process index + 1 */

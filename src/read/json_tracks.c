@@ -35,11 +35,15 @@ static int use_pid(struct jr *r, int64_t pid)
 	return 0;
 }
 
-/* "GPU 3" (Kineto's process_labels of a device): 3, else -1. */
+/* "GPU 3" (Kineto's process_labels of a device; "MTIA 3" for Meta's accelerator): 3, else -1. */
 static int gpu_label(const char *s)
 {
 	int n, used = 0;
-	if (!s || sscanf(s, "GPU %d%n", &n, &used) != 1 || s[used] || n < 0)
+	const char *num = !s                        ? NULL
+	                  : !strncmp(s, "GPU ", 4)  ? s + 4
+	                  : !strncmp(s, "MTIA ", 5) ? s + 5
+	                                            : NULL;
+	if (!num || sscanf(num, "%d%n", &n, &used) != 1 || num[used] || n < 0)
 		return -1;
 	return n;
 }
@@ -88,7 +92,9 @@ static void classify(struct jr *r)
 				p->kind = CUPTRACE_TRACK_GROUP;
 		} else {
 			int n = gpu_label(jr_s(r, p->labels));
-			if (n >= 0 || (!p->labels && p->gpu_events && !p->host_events)) {
+			/* pid 0 is no host process (Linux's idle task): Kineto's device 0. */
+			if (n >= 0 ||
+			    (!p->labels && p->gpu_events && (!p->host_events || id == 0))) {
 				p->kind = CUPTRACE_TRACK_GROUP;
 				p->device = n >= 0                    ? n
 				            : id >= 0 && id < 1000000 ? (int)id
@@ -509,8 +515,8 @@ static void bind_flows(struct jr *r, const struct build *b)
 {
 	for (size_t i = 0; i < r->nevs; i++) {
 		struct jr_ev *e = &r->evs[i];
-		if ((e->ph != 's' && e->ph != 't' && e->ph != 'f') || e->dropped)
-			continue;
+		if ((e->ph != 's' && e->ph != 't' && e->ph != 'f') || e->dropped || e->bound)
+			continue; /* v2 flows are bound to their slice as they are read */
 		const struct jr_ev *prev = e->prev_x ? &r->evs[e->prev_x - 1] : NULL;
 		if (e->bp_e && prev && prev->thr == e->thr && contains(prev, e->ts))
 			e->bound = e->prev_x;
@@ -550,26 +556,41 @@ static int pair_flows(struct jr *r)
 	}
 	sort_r = r;
 	qsort(fl, nfl, sizeof(*fl), group_cmp);
-	uint32_t open = 0, key = 0;
+	/* As Perfetto's flow tracker: an 'f' does not close its flow, so one launch feeding many
+	 * kernels (a CUDA graph, MTIA) keeps every arrow; a second 's' of an open flow is
+	 * ignored; a 't' moves the flow's source to its slice. */
+	uint32_t src = 0, key = 0;
+	int used = 0;
 	for (size_t i = 0; i < nfl; i++) {
 		const struct jr_ev *e = &r->evs[fl[i]];
 		if (e->key != key) {
-			r->ck.flows_dangling += !!open;
-			open = 0;
+			r->ck.flows_dangling += src && !used;
+			src = 0;
 			key = e->key;
 		}
-		if (e->ph != 's' && open && e->bound && e->bound != open) {
-			seg[nseg][0] = open;
+		if (e->ph == 's') {
+			if (!src) {
+				src = e->bound;
+				used = 0;
+			} else {
+				r->ck.flows_dangling++; /* a duplicate start */
+			}
+			continue;
+		}
+		if (src && e->bound && e->bound != src) {
+			seg[nseg][0] = src;
 			seg[nseg][1] = e->bound;
-			r->evs[open - 1].nout++;
+			r->evs[src - 1].nout++;
 			r->evs[e->bound - 1].nin++;
 			nseg++;
-		} else if (e->ph != 's' || open) {
-			r->ck.flows_dangling++; /* an end with no start, or a start never ended */
+			used = 1;
+			if (e->ph == 't')
+				src = e->bound; /* its own arrow in: not dangling */
+		} else {
+			r->ck.flows_dangling++; /* an end with no start (or no slice) */
 		}
-		open = e->ph == 'f' ? 0 : e->bound;
 	}
-	r->ck.flows_dangling += !!open;
+	r->ck.flows_dangling += src && !used;
 	r->ck.flows = nseg;
 
 	/* Each slice's flow ids: its outs, then its ins, from fl0. */

@@ -234,6 +234,15 @@ int cuptrace_read_trace(const char *path, struct cuptrace_sink *sink, int flags)
 	int err = cuptrace_read_file_all(path, &buf, &len);
 	if (err)
 		return err;
+	if (!len) {
+		/* No format to take it for: refused, whatever its name says (a crashed writer, a
+		 * failed copy). */
+		cuptrace_err("%s: the file is empty: not a Perfetto, JSON (Chrome, torch.profiler) "
+		             "or capture trace",
+		             path);
+		free(buf);
+		return -EINVAL;
+	}
 	switch (cuptrace_sniff(buf, len)) {
 	case CUPTRACE_FORMAT_JSON:
 		err = cuptrace_json_read_mem(buf, len, path, sink, NULL);
