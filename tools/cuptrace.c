@@ -22,6 +22,8 @@ static const struct {
      "summarize a trace, capture or torch.profiler JSON (counts, top kernels, GPU busy)"},
     {"diff", cmd_diff, "compare two runs: what changed per kernel, API call, copy, range, op"},
     {"merge", cmd_merge, "put several runs side by side in one trace (--side-by-side)"},
+    {"analyze", cmd_analyze,
+     "why a run is slow: steps, GPU idle by cause, GPU time per op, findings"},
     {"share", cmd_share,
      "a copy safe to attach to a public bug report: no host, user, paths; --redact-names"},
 };
