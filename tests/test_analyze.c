@@ -18,7 +18,8 @@ static int64_t union_ns(const struct iv *v, size_t n)
 	int64_t sum = 0;
 	for (size_t i = 0; i < n; i++) {
 		/* Count the part of v[i] not covered by an earlier-indexed interval: split into
-		 * unit-free pieces by walking ns would be too slow; instead sweep its sub-ranges. */
+		 * unit-free pieces by walking ns would be too slow; instead sweep its sub-ranges.
+		 */
 		int64_t a = v[i].a, b = v[i].b;
 		for (int64_t t = a; t < b; t++) {
 			int covered = 0;
@@ -30,8 +31,7 @@ static int64_t union_ns(const struct iv *v, size_t n)
 	return sum;
 }
 
-static int analyze_steps(const struct steps_spec *sp, const char *step,
-                         struct cuptrace_analysis *a)
+static int analyze_steps(const struct steps_spec *sp, const char *step, struct cuptrace_analysis *a)
 {
 	struct cuptrace_analyze_opts o = {.step_name = step};
 	struct cuptrace_sink *s = cuptrace_analyze_sink_new(a, &o);
@@ -111,7 +111,8 @@ static void test_steps_loop(void)
 		CHECK_EQ_STR(a.ops[1].name, "step");
 		CHECK_EQ_INT(a.ops[1].self_ns, (500 + 1000 + 800) * sp.steps);
 		CHECK_EQ_INT(a.ops[1].total_ns, (500 + 1000 + 800 + sp.gemm_ns) * sp.steps);
-		CHECK_EQ_STR(a.ops[0].top[0].name, "void gemm<float, 128>(float const*, float*, int)");
+		CHECK_EQ_STR(a.ops[0].top[0].name,
+		             "void gemm<float, 128>(float const*, float*, int)");
 	}
 	const struct cuptrace_an_finding *f = find(&a, "pageable_copy");
 	CHECK(f && f->count == (uint64_t)sp.steps && f->total_ns == 1000 * sp.steps);
@@ -134,12 +135,13 @@ static void test_outlier_and_alloc(void)
 	int err = steps_feed(s, &sp);
 	/* ProfilerStep#N ranges on main: 10, 10, 30, 10 us; a cudaMalloc in the third. */
 	int64_t t = 100000, d[] = {10000, 10000, 30000, 10000};
-	const char *names[] = {"ProfilerStep#1", "ProfilerStep#2", "ProfilerStep#3", "ProfilerStep#4"};
+	const char *names[] = {"ProfilerStep#1", "ProfilerStep#2", "ProfilerStep#3",
+	                       "ProfilerStep#4"};
 	for (int i = 0; i < 4 && !err; i++) {
 		steps_slice(s, STEPS_MAIN, t, d[i], "user_annotation", names[i], NULL, 0, 0, 0);
 		if (i == 2)
-			steps_slice(s, STEPS_MAIN, t + 100, 2000, "cuda_runtime", "cudaMalloc", NULL, 0,
-			            0, 0);
+			steps_slice(s, STEPS_MAIN, t + 100, 2000, "cuda_runtime", "cudaMalloc",
+			            NULL, 0, 0, 0);
 		t += d[i];
 		err = steps_err;
 	}
@@ -167,24 +169,35 @@ static int gen(const char *out, long n)
 		return 1;
 	struct cuptrace_trace_info info = {.pid = 7, .process_name = "gen"};
 	steps_err = s->ops->begin(s, &info);
-	steps_track(s, (struct cuptrace_track){.uuid = 1, .kind = CUPTRACE_TRACK_PROCESS, .pid = 7,
-	                                       .name = "gen"});
-	steps_track(s, (struct cuptrace_track){.uuid = 2, .kind = CUPTRACE_TRACK_THREAD,
-	                                       .parent_uuid = 1, .pid = 7, .tid = 7,
+	steps_track(s, (struct cuptrace_track){
+	                   .uuid = 1, .kind = CUPTRACE_TRACK_PROCESS, .pid = 7, .name = "gen"});
+	steps_track(s, (struct cuptrace_track){.uuid = 2,
+	                                       .kind = CUPTRACE_TRACK_THREAD,
+	                                       .parent_uuid = 1,
+	                                       .pid = 7,
+	                                       .tid = 7,
 	                                       .name = "main"});
-	steps_track(s, (struct cuptrace_track){.uuid = 3, .kind = CUPTRACE_TRACK_GROUP,
-	                                       .parent_uuid = 1, .pid = 7, .name = "GPU 0: gen"});
-	steps_track(s, (struct cuptrace_track){.uuid = 4, .kind = CUPTRACE_TRACK_SLICES,
-	                                       .parent_uuid = 3, .pid = 7, .name = "Stream 7"});
+	steps_track(s, (struct cuptrace_track){.uuid = 3,
+	                                       .kind = CUPTRACE_TRACK_GROUP,
+	                                       .parent_uuid = 1,
+	                                       .pid = 7,
+	                                       .name = "GPU 0: gen"});
+	steps_track(s, (struct cuptrace_track){.uuid = 4,
+	                                       .kind = CUPTRACE_TRACK_SLICES,
+	                                       .parent_uuid = 3,
+	                                       .pid = 7,
+	                                       .name = "Stream 7"});
 	char step[32];
 	for (long i = 0; i < n && !steps_err; i++) {
 		int64_t t = 1000 + 3000 * (int64_t)i;
 		if (i % 10000 == 0) {
 			snprintf(step, sizeof(step), "ProfilerStep#%ld", i / 10000);
-			steps_slice(s, 2, t, 3000 * 10000 - 10, "user_annotation", step, NULL, 0, 0, 0);
+			steps_slice(s, 2, t, 3000 * 10000 - 10, "user_annotation", step, NULL, 0, 0,
+			            0);
 		}
 		if (i % 100 == 0)
-			steps_slice(s, 2, t + 1, 3000 * 100 - 20, "cpu_op", "aten::op", NULL, 0, 0, 0);
+			steps_slice(s, 2, t + 1, 3000 * 100 - 20, "cpu_op", "aten::op", NULL, 0, 0,
+			            0);
 		steps_slice(s, 2, t + 10, 500, "cuda_runtime", "cudaLaunchKernel", NULL, 0,
 		            (uint64_t)i + 1, 0);
 		steps_slice(s, 4, t + 800, 2000, "kernel", i % 2 ? "k_odd" : "k_even", NULL, 0, 0,
