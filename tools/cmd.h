@@ -9,6 +9,7 @@ int cmd_diff(int argc, char **argv);
 int cmd_merge(int argc, char **argv);
 int cmd_share(int argc, char **argv);
 int cmd_trigger(int argc, char **argv);
+int cmd_analyze(int argc, char **argv);
 
 struct cuptrace_sink;
 /* Replays a trace file (any format cuptrace reads) into sink, which the caller then finishes.

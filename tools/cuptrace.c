@@ -25,6 +25,8 @@ static const struct {
     {"merge", cmd_merge, "put several runs side by side in one trace (--side-by-side)"},
     {"trigger", cmd_trigger,
      "open a capture window in running traced processes, or write their flight recorder"},
+    {"analyze", cmd_analyze,
+     "why a run is slow: steps, GPU idle by cause, GPU time per op, findings"},
     {"share", cmd_share,
      "a copy safe to attach to a public bug report: no host, user, paths; --redact-names"},
 };

@@ -1,0 +1,184 @@
+/* `cuptrace analyze`: why a run is slow. A sink fed by the readers (read/read.h) keeps the GPU
+ * work (kernels, copies, memsets) and the host slices (API calls, op and NVTX ranges), then
+ * computes steps, GPU busy and idle by cause, GPU time per op, and findings (analyze_run.c);
+ * analyze_print.c prints them (text, markdown, JSON), analyze_annotate.c draws them into a trace.
+ * README "Why is it slow: analyze" defines every figure.
+ *
+ * Ownership: the result belongs to the caller (cuptrace_analysis_free). Threading: one thread. */
+#ifndef CUPTRACE_ANALYZE_ANALYZE_H
+#define CUPTRACE_ANALYZE_ANALYZE_H
+
+#include "format/event.h"
+
+#include <stdint.h>
+#include <stdio.h>
+
+struct cuptrace_analyze_opts {
+	const char *step_name; /* --step NAME: ranges of this name are the steps; NULL:
+	                        * ProfilerStep#N, else optimizer steps */
+	int64_t gap_ns;        /* a GPU gap at least this long is a finding (default 100 us) */
+	int64_t tiny_ns;       /* a kernel shorter than this is tiny (default 10 us) */
+	int top;               /* rows of the longer tables (default 10) */
+};
+
+/* Idle causes, in this order everywhere (text columns, JSON keys, annotation slice names). */
+enum cuptrace_idle_cause {
+	CUPTRACE_IDLE_HOST_WAIT = 0, /* the next launch call began after the stream went idle */
+	CUPTRACE_IDLE_LAUNCH,        /* the launch began in time, the work started late */
+	CUPTRACE_IDLE_OTHER_STREAM,  /* waiting on work of another stream (event, dependency) */
+	CUPTRACE_IDLE_HOST_SYNC,     /* the launching thread sat in a synchronize call */
+	CUPTRACE_IDLE_OTHER,         /* no launch is known for the next work */
+	CUPTRACE_IDLE_NCAUSES
+};
+extern const char *const cuptrace_idle_cause_names[CUPTRACE_IDLE_NCAUSES]; /* "host_wait", ... */
+
+/* What the launching thread was doing at a time: innermost range and API call (NULL: none). */
+struct cuptrace_an_host_ctx {
+	const char *range, *api;
+	int64_t tid;
+};
+
+struct cuptrace_an_idle {
+	int64_t ts, dur;
+	enum cuptrace_idle_cause cause; /* the cause holding most of the interval */
+	int64_t by_cause[CUPTRACE_IDLE_NCAUSES];
+	size_t gpu;                       /* index in gpus */
+	const char *next_work;            /* the work that ended the gap */
+	struct cuptrace_an_host_ctx host; /* on the launching thread of next_work, at ts */
+};
+
+struct cuptrace_an_gap {
+	int64_t ts, dur;
+	uint32_t gpu;
+	uint32_t cause; /* the cause holding most of it */
+};
+
+struct cuptrace_an_stream {
+	const char *name;
+	size_t gpu;
+	uint64_t ops;
+	int64_t first_ts, last_end; /* the stream's window: first work start, last work end */
+	int64_t busy_ns;            /* union of its kernels, copies, memsets */
+	int64_t idle_ns;            /* window minus busy */
+	int64_t idle_by_cause[CUPTRACE_IDLE_NCAUSES];
+};
+
+struct cuptrace_an_gpu {
+	const char *name; /* the group's name, "GPU 0: NVIDIA H200" */
+	int32_t pid;
+	size_t file;
+	uint64_t group_key; /* internal: the group track's key */
+	uint64_t kernels, copies, memsets;
+	int64_t first_ts, last_end;
+	int64_t busy_ns; /* union over all its streams */
+	int64_t idle_ns;
+	int64_t idle_by_cause[CUPTRACE_IDLE_NCAUSES];
+	int64_t comm_ns, compute_ns,
+	    overlap_ns; /* NCCL kernels' union, the rest's, their overlap */
+};
+
+struct cuptrace_an_step {
+	const char *name;
+	int32_t pid;
+	size_t file;
+	int64_t ts, dur;
+	int64_t busy_ns;   /* GPU work of the step's process inside [ts, ts + dur), union */
+	int64_t idle_ns;   /* dur - busy_ns */
+	uint64_t kernels;  /* GPU work launched from inside the step */
+	uint64_t launches; /* API calls inside the step that launched GPU work */
+	int outlier;       /* wall beyond median + max(10% median, 3 MAD) */
+};
+
+struct cuptrace_an_kernel_share {
+	const char *name;
+	int64_t ns;
+	uint64_t count;
+};
+
+struct cuptrace_an_op {
+	const char *name;
+	int64_t self_ns;  /* GPU work whose launch's innermost range has this name */
+	int64_t total_ns; /* GPU work with this name anywhere among its launch's ranges (once) */
+	uint64_t self_count;
+	struct cuptrace_an_kernel_share top[3]; /* by self time */
+};
+
+struct cuptrace_an_instance {
+	int64_t ts, dur;
+	int64_t tid;
+	const char *what; /* the call or work */
+	const char *op;   /* innermost range on the launching thread */
+	uint64_t bytes;
+};
+
+enum { CUPTRACE_AN_WORST = 5 };
+
+struct cuptrace_an_finding {
+	const char *id; /* stable: "sync_copy", "pageable_copy", "host_sync_idle", "item_copy",
+	                 * "gpu_gap", "launch_bound", "tiny_kernels", "alloc_steady", "straggler",
+	                 * "collective_wait" */
+	const char *title;
+	const char *advice;
+	int severe;
+	uint64_t count;
+	int64_t total_ns;
+	struct cuptrace_an_instance worst[CUPTRACE_AN_WORST];
+	size_t nworst;
+};
+
+struct cuptrace_an_rank {
+	int32_t pid;
+	size_t file;
+	int64_t busy_ns, comm_ns, compute_ns, overlap_ns;
+	int64_t step_median_ns;
+};
+
+struct cuptrace_analysis {
+	int64_t min_ts, max_ts;
+	uint64_t kernels, copies, memsets, launches;
+	uint64_t linked;         /* GPU work whose launch call was found */
+	const char *step_source; /* "ProfilerStep#", "--step NAME", "optimizer", or NULL */
+	struct cuptrace_an_step *steps;
+	size_t nsteps;
+	int64_t step_median_ns, step_min_ns, step_max_ns, step_mad_ns;
+	struct cuptrace_an_gpu *gpus;
+	size_t ngpus;
+	struct cuptrace_an_stream *streams;
+	size_t nstreams;
+	struct cuptrace_an_idle *idle; /* the largest GPU idle intervals, longest first */
+	size_t nidle;
+	struct cuptrace_an_op *ops; /* by self time desc */
+	size_t nops;
+	int64_t unattributed_ns;              /* GPU work with no range around its launch */
+	struct cuptrace_an_finding *findings; /* severe first, then by total desc */
+	size_t nfindings;
+	struct cuptrace_an_rank *ranks; /* processes with GPU work, when more than one */
+	size_t nranks;
+	/* Every GPU idle interval (for --annotate), in time order per GPU. */
+	struct cuptrace_an_gap *gaps;
+	size_t ngaps;
+	void *priv; /* strings and tables the pointers above borrow */
+};
+
+/* A sink that analyzes what is replayed into it; several files may be replayed one after
+ * another (a set of rank files): call cuptrace_analyze_next_file between them. finish()
+ * computes *out (zeroed first; the caller frees it). opts may be NULL (defaults). */
+struct cuptrace_sink *cuptrace_analyze_sink_new(struct cuptrace_analysis *out,
+                                                const struct cuptrace_analyze_opts *opts);
+void cuptrace_analyze_next_file(struct cuptrace_sink *sink);
+void cuptrace_analysis_free(struct cuptrace_analysis *a);
+
+/* The report: text (markdown 0) or GitHub markdown (1). */
+void cuptrace_analysis_print(const struct cuptrace_analysis *a, FILE *f, int markdown);
+/* One JSON object and a newline, schema "cuptrace-analyze/1" (README). 0 or -EIO. */
+int cuptrace_analysis_print_json(const struct cuptrace_analysis *a, FILE *f);
+
+/* A sink that passes everything to inner (owned: destroyed with it) and, at finish, adds the
+ * "Analysis" group under the trace's first process before finishing inner: per GPU a track of
+ * idle intervals named by cause, a track per finding with its worst instances (args: advice,
+ * what, op, bytes, tid), counters of step wall time and GPU busy %. a is borrowed and must
+ * outlive the sink. NULL and errno on failure (inner is then destroyed). */
+struct cuptrace_sink *cuptrace_annotate_sink_new(struct cuptrace_sink *inner,
+                                                 const struct cuptrace_analysis *a);
+
+#endif

@@ -1,0 +1,226 @@
+/* `cuptrace analyze --annotate`: a pass-through sink that, before finishing the writer it wraps,
+ * draws the analysis into the trace as an "Analysis" group (analyze.h says what it holds). Uses
+ * only the sink interface of format/event.h, so any writer works. */
+#include "analyze/analyze.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct ann {
+	struct cuptrace_sink base;
+	struct cuptrace_sink *inner;
+	const struct cuptrace_analysis *a;
+	uint64_t max_uuid, proc_uuid;
+	int32_t pid;
+	int err;
+};
+
+static struct ann *to_ann(struct cuptrace_sink *s)
+{
+	return (struct ann *)s;
+}
+
+static int an_begin(struct cuptrace_sink *s, const struct cuptrace_trace_info *i)
+{
+	struct ann *n = to_ann(s);
+	n->pid = i->pid;
+	return n->inner->ops->begin(n->inner, i);
+}
+
+static int an_track(struct cuptrace_sink *s, const struct cuptrace_track *t)
+{
+	struct ann *n = to_ann(s);
+	if (t->uuid > n->max_uuid)
+		n->max_uuid = t->uuid;
+	if (t->kind == CUPTRACE_TRACK_PROCESS && !n->proc_uuid) {
+		n->proc_uuid = t->uuid;
+		n->pid = t->pid;
+	}
+	return n->inner->ops->track(n->inner, t);
+}
+
+static int an_slice(struct cuptrace_sink *s, const struct cuptrace_slice *e)
+{
+	return to_ann(s)->inner->ops->slice(to_ann(s)->inner, e);
+}
+
+static int an_instant(struct cuptrace_sink *s, const struct cuptrace_instant *e)
+{
+	return to_ann(s)->inner->ops->instant(to_ann(s)->inner, e);
+}
+
+static int an_counter(struct cuptrace_sink *s, const struct cuptrace_counter *e)
+{
+	return to_ann(s)->inner->ops->counter(to_ann(s)->inner, e);
+}
+
+static int an_meta(struct cuptrace_sink *s, const struct cuptrace_meta *m, size_t k)
+{
+	return to_ann(s)->inner->ops->meta(to_ann(s)->inner, m, k);
+}
+
+static int an_tick(struct cuptrace_sink *s)
+{
+	struct cuptrace_sink *in = to_ann(s)->inner;
+	return in->ops->tick ? in->ops->tick(in) : 0;
+}
+
+static int track(struct ann *n, uint64_t uuid, enum cuptrace_track_kind kind, uint64_t parent,
+                 const char *name, int32_t rank, enum cuptrace_counter_unit unit)
+{
+	struct cuptrace_track t = {.uuid = uuid,
+	                           .kind = kind,
+	                           .parent_uuid = parent,
+	                           .pid = n->pid,
+	                           .name = name,
+	                           .sort_rank = rank,
+	                           .unit = unit};
+	return n->inner->ops->track(n->inner, &t);
+}
+
+static int slice(struct ann *n, uint64_t trk, int64_t ts, int64_t dur, const char *name,
+                 const struct cuptrace_arg *args, size_t nargs)
+{
+	struct cuptrace_slice e = {.track_uuid = trk,
+	                           .ts = ts,
+	                           .dur = dur,
+	                           .name = name,
+	                           .category = "analysis",
+	                           .args = args,
+	                           .nargs = nargs};
+	return n->inner->ops->slice(n->inner, &e);
+}
+
+static int inst_cmp(const void *pa, const void *pb)
+{
+	const struct cuptrace_an_instance *a = pa, *b = pb;
+	return a->ts < b->ts ? -1 : a->ts > b->ts;
+}
+
+static int draw(struct ann *n)
+{
+	const struct cuptrace_analysis *a = n->a;
+	uint64_t base = n->max_uuid + 1, group = base, next = base + 1;
+	char name[256];
+	int err;
+
+	if (!n->proc_uuid)
+		return 0; /* nothing to hang the group on: an empty trace */
+	if ((err = track(n, group, CUPTRACE_TRACK_GROUP, n->proc_uuid, "Analysis", 1 << 20, 0)))
+		return err;
+	for (size_t g = 0; g < a->ngpus; g++) {
+		uint64_t t = next++;
+		snprintf(name, sizeof(name), "Idle: %s (pid %d)", a->gpus[g].name, a->gpus[g].pid);
+		if ((err = track(n, t, CUPTRACE_TRACK_SLICES, group, name, (int32_t)g, 0)))
+			return err;
+		for (size_t i = 0; i < a->ngaps; i++) {
+			const struct cuptrace_an_gap *p = &a->gaps[i];
+			if (p->gpu != g)
+				continue;
+			struct cuptrace_arg arg = {
+			    .key = "gpu", .type = CUPTRACE_ARG_STRING, .v.s = a->gpus[g].name};
+			if ((err = slice(n, t, p->ts, p->dur, cuptrace_idle_cause_names[p->cause],
+			                 &arg, 1)))
+				return err;
+		}
+	}
+	for (size_t f = 0; f < a->nfindings; f++) {
+		const struct cuptrace_an_finding *x = &a->findings[f];
+		struct cuptrace_an_instance w[CUPTRACE_AN_WORST];
+		uint64_t t = next++;
+		snprintf(name, sizeof(name), "Finding: %s", x->title);
+		if ((err = track(n, t, CUPTRACE_TRACK_SLICES, group, name, 1000 + (int32_t)f, 0)))
+			return err;
+		memcpy(w, x->worst, x->nworst * sizeof(*w));
+		qsort(w, x->nworst, sizeof(*w), inst_cmp);
+		int64_t end = INT64_MIN;
+		for (size_t k = 0; k < x->nworst; k++) {
+			if (w[k].ts < end)
+				continue; /* one track: no partial overlaps */
+			struct cuptrace_arg args[] = {
+			    {.key = "advice", .type = CUPTRACE_ARG_STRING, .v.s = x->advice},
+			    {.key = "what",
+			     .type = CUPTRACE_ARG_STRING,
+			     .v.s = w[k].what ? w[k].what : ""},
+			    {.key = "op",
+			     .type = CUPTRACE_ARG_STRING,
+			     .v.s = w[k].op ? w[k].op : ""},
+			    {.key = "bytes", .type = CUPTRACE_ARG_UINT, .v.u = w[k].bytes},
+			    {.key = "tid", .type = CUPTRACE_ARG_INT, .v.i = w[k].tid},
+			    {.key = "count", .type = CUPTRACE_ARG_UINT, .v.u = x->count},
+			    {.key = "total_ns", .type = CUPTRACE_ARG_INT, .v.i = x->total_ns},
+			};
+			if ((err = slice(n, t, w[k].ts, w[k].dur, x->title, args, 7)))
+				return err;
+			end = w[k].ts + w[k].dur;
+		}
+	}
+	if (!a->nsteps)
+		return 0;
+	uint64_t wall = next++, busy = next++;
+	if ((err = track(n, wall, CUPTRACE_TRACK_COUNTER, group, "Step wall", 2000,
+	                 CUPTRACE_UNIT_NS)) ||
+	    (err = track(n, busy, CUPTRACE_TRACK_COUNTER, group, "Step GPU busy %", 2001,
+	                 CUPTRACE_UNIT_NONE)))
+		return err;
+	for (size_t i = 0; i < a->nsteps; i++) {
+		const struct cuptrace_an_step *s = &a->steps[i];
+		struct cuptrace_counter c = {.track_uuid = wall, .ts = s->ts, .i = s->dur};
+		struct cuptrace_counter b = {
+		    .track_uuid = busy,
+		    .ts = s->ts,
+		    .is_double = 1,
+		    .d = s->dur > 0 ? 100.0 * (double)s->busy_ns / (double)s->dur : 0};
+		if ((err = n->inner->ops->counter(n->inner, &c)) ||
+		    (err = n->inner->ops->counter(n->inner, &b)))
+			return err;
+	}
+	return 0;
+}
+
+static int an_finish(struct cuptrace_sink *s)
+{
+	struct ann *n = to_ann(s);
+	int err = draw(n);
+	int f = n->inner->ops->finish(n->inner);
+	return err ? err : f;
+}
+
+static void an_destroy(struct cuptrace_sink *s)
+{
+	if (!s)
+		return;
+	cuptrace_sink_destroy(to_ann(s)->inner);
+	free(s);
+}
+
+static const struct cuptrace_sink_ops ann_ops = {
+    .name = "annotate",
+    .begin = an_begin,
+    .track = an_track,
+    .slice = an_slice,
+    .instant = an_instant,
+    .counter = an_counter,
+    .meta = an_meta,
+    .tick = an_tick,
+    .finish = an_finish,
+    .destroy = an_destroy,
+};
+
+struct cuptrace_sink *cuptrace_annotate_sink_new(struct cuptrace_sink *inner,
+                                                 const struct cuptrace_analysis *a)
+{
+	struct ann *n = inner && a ? calloc(1, sizeof(*n)) : NULL;
+	if (!n) {
+		cuptrace_sink_destroy(inner);
+		errno = inner && a ? ENOMEM : EINVAL;
+		return NULL;
+	}
+	n->base.ops = &ann_ops;
+	n->inner = inner;
+	n->a = a;
+	return &n->base;
+}

@@ -1,0 +1,66 @@
+/* The state of one analysis computation, shared by analyze_run.c (which drives it),
+ * analyze_find.c (GPU time per op, findings) and analyze_query.c (the look-ups both use: host
+ * context at a time, per-process busy intervals). Calls go run -> find -> query, run -> query. */
+#ifndef CUPTRACE_ANALYZE_ANALYZE_CTX_H
+#define CUPTRACE_ANALYZE_ANALYZE_CTX_H
+
+#include "analyze/analyze_internal.h"
+
+/* What the result owns besides its arrays: the strings its rows point into. */
+struct anx_priv {
+	struct cuptrace_strtab strs;
+};
+
+/* A GPU idle interval; work: the work item (index in an.work) that ended it. */
+struct anx_gap {
+	int64_t ts, dur;
+	uint32_t gpu, cause, work;
+};
+
+/* Per process (file, pid): the union of its GPUs' work as sorted disjoint intervals with prefix
+ * sums, and the sorted times of launches. */
+struct anx_iv {
+	int64_t ts, end;
+};
+struct anx_proc {
+	size_t file;
+	int32_t pid;
+	struct anx_iv *iv;
+	int64_t *cum; /* cum[i]: busy of iv[0..i) */
+	size_t niv, ivcap;
+	int64_t *work_launch; /* launch times of its GPU work */
+	size_t nwork_launch, wlcap;
+	int64_t *launch; /* start times of its API calls that launched work */
+	size_t nlaunch, lcap;
+};
+
+struct anx {
+	struct an *an;
+	struct cuptrace_analysis *out;
+	struct anx_priv *priv;
+	uint32_t *syncs; /* indices of sync calls in an.host, per thread */
+	size_t *sync_first;
+	struct anx_gap *gaps;
+	size_t ngaps, gapcap;
+	size_t stepcap;
+	struct anx_proc *procs;
+	size_t nprocs, proccap;
+	struct cuptrace_u64map proc_of; /* (file, pid) -> proc + 1 */
+};
+
+/* analyze_query.c */
+const char *anx_str(const struct anx *x, uint32_t id);
+void anx_host_ctx(const struct anx *x, uint32_t thread, int64_t ts, struct cuptrace_an_host_ctx *c);
+/* The innermost range around host slice h (index + 1), 0 if none. */
+uint32_t anx_range_of(const struct anx *x, uint32_t h);
+int anx_proc_tables(struct anx *x);
+const struct anx_proc *anx_proc_find(const struct anx *x, size_t file, int32_t pid);
+int64_t anx_busy_in(const struct anx_proc *p, int64_t a, int64_t b);
+uint64_t anx_count_in(const int64_t *v, size_t n, int64_t a, int64_t b);
+void anx_free(struct anx *x);
+
+/* analyze_find.c */
+int anx_ops(struct anx *x);
+int anx_findings(struct anx *x);
+
+#endif

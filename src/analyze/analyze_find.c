@@ -1,0 +1,474 @@
+/* GPU time per op (self and total, through the launch call's enclosing ranges) and the findings
+ * of `cuptrace analyze`, from the computation state of analyze_ctx.h. Called by analyze_run.c;
+ * calls only analyze_query.c. */
+#include "analyze/analyze_ctx.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int is_step_name(const struct anx *x, uint32_t name)
+{
+	return !strncmp(anx_str(x, name), "ProfilerStep#", 13);
+}
+
+/* The innermost range around a launch, ProfilerStep#N ranges skipped (they would make a row per
+ * step). */
+static uint32_t op_range(const struct anx *x, uint32_t launch)
+{
+	uint32_t r = anx_range_of(x, launch);
+	while (r && is_step_name(x, x->an->host[r - 1].name))
+		r = x->an->host[r - 1].parent;
+	return r;
+}
+
+struct share {
+	uint32_t op; /* index in ops */
+	uint32_t work_name;
+	int64_t ns;
+	uint64_t count;
+};
+
+static int op_cmp(const void *pa, const void *pb)
+{
+	const struct cuptrace_an_op *a = pa, *b = pb;
+	if (a->self_ns != b->self_ns)
+		return a->self_ns > b->self_ns ? -1 : 1;
+	if (a->total_ns != b->total_ns)
+		return a->total_ns > b->total_ns ? -1 : 1;
+	return strcmp(a->name, b->name);
+}
+
+static void top_insert(struct cuptrace_an_op *op, const char *name, int64_t ns, uint64_t count)
+{
+	int k = 3;
+	while (k > 0 && (!op->top[k - 1].name || op->top[k - 1].ns < ns))
+		k--;
+	if (k >= 3)
+		return;
+	memmove(&op->top[k + 1], &op->top[k], (size_t)(2 - k) * sizeof(op->top[0]));
+	op->top[k] = (struct cuptrace_an_kernel_share){name, ns, count};
+}
+
+int anx_ops(struct anx *x)
+{
+	const struct an *an = x->an;
+	struct cuptrace_analysis *o = x->out;
+	struct cuptrace_u64map of, sh;
+	struct share *shares = NULL;
+	size_t nshares = 0, sharecap = 0, opcap = 0;
+	uint32_t seen[64];
+	int err = -ENOMEM;
+
+	cuptrace_u64map_init(&of);
+	cuptrace_u64map_init(&sh);
+	for (size_t i = 0; i < an->nwork; i++) {
+		const struct an_work *w = &an->work[i];
+		uint32_t r = op_range(x, w->launch);
+		if (!r) {
+			o->unattributed_ns += w->dur;
+			continue;
+		}
+		/* Every distinct name on the chain of ranges gets the work's time once. */
+		size_t nseen = 0;
+		for (uint32_t c = r; c; c = x->an->host[c - 1].parent) {
+			uint32_t name = an->host[c - 1].name;
+			if (is_step_name(x, name))
+				continue;
+			size_t k = 0;
+			while (k < nseen && seen[k] != name)
+				k++;
+			if (k < nseen)
+				continue;
+			if (nseen < 64)
+				seen[nseen++] = name;
+			int created;
+			uint64_t *v = cuptrace_u64map_put(&of, name, &created);
+			if (!v)
+				goto out;
+			if (created) {
+				struct cuptrace_an_op *ops =
+				    cuptrace_grow(o->ops, &opcap, o->nops + 1, sizeof(*ops));
+				if (!ops)
+					goto out;
+				o->ops = ops;
+				o->ops[o->nops] = (struct cuptrace_an_op){.name = anx_str(x, name)};
+				*v = ++o->nops;
+			}
+			struct cuptrace_an_op *op = &o->ops[*v - 1];
+			op->total_ns += w->dur;
+			if (c == r) {
+				op->self_ns += w->dur;
+				op->self_count++;
+				int cr;
+				uint64_t *s =
+				    cuptrace_u64map_put(&sh, (*v - 1) << 32 | w->name, &cr);
+				if (!s)
+					goto out;
+				if (cr) {
+					struct share *a = cuptrace_grow(shares, &sharecap,
+					                                nshares + 1, sizeof(*a));
+					if (!a)
+						goto out;
+					shares = a;
+					shares[nshares] =
+					    (struct share){(uint32_t)(*v - 1), w->name, 0, 0};
+					*s = ++nshares;
+				}
+				shares[*s - 1].ns += w->dur;
+				shares[*s - 1].count++;
+			}
+		}
+	}
+	for (size_t i = 0; i < nshares; i++)
+		top_insert(&o->ops[shares[i].op], anx_str(x, shares[i].work_name), shares[i].ns,
+		           shares[i].count);
+	if (o->nops)
+		qsort(o->ops, o->nops, sizeof(*o->ops), op_cmp);
+	err = 0;
+out:
+	free(shares);
+	cuptrace_u64map_free(&of);
+	cuptrace_u64map_free(&sh);
+	return err;
+}
+
+/* ---- findings ---- */
+
+struct fset {
+	struct cuptrace_an_finding *f;
+	size_t n, cap;
+};
+
+static struct cuptrace_an_finding *finding(struct fset *fs, const char *id, const char *title,
+                                           const char *advice)
+{
+	for (size_t i = 0; i < fs->n; i++)
+		if (!strcmp(fs->f[i].id, id))
+			return &fs->f[i];
+	struct cuptrace_an_finding *f = cuptrace_grow(fs->f, &fs->cap, fs->n + 1, sizeof(*f));
+	if (!f)
+		return NULL;
+	fs->f = f;
+	f = &fs->f[fs->n++];
+	*f = (struct cuptrace_an_finding){.id = id, .title = title, .advice = advice};
+	return f;
+}
+
+/* Keeps the CUPTRACE_AN_WORST longest instances, longest first. */
+static void worst(struct cuptrace_an_finding *f, const struct cuptrace_an_instance *in)
+{
+	size_t k = f->nworst;
+	if (k == CUPTRACE_AN_WORST && f->worst[k - 1].dur >= in->dur)
+		return;
+	if (k < CUPTRACE_AN_WORST)
+		f->nworst++;
+	else
+		k--;
+	while (k > 0 && f->worst[k - 1].dur < in->dur) {
+		f->worst[k] = f->worst[k - 1];
+		k--;
+	}
+	f->worst[k] = *in;
+}
+
+static void add(struct cuptrace_an_finding *f, const struct cuptrace_an_instance *in, int64_t t)
+{
+	f->count++;
+	f->total_ns += t;
+	worst(f, in);
+}
+
+/* An instance for host slice h (index + 1). */
+static struct cuptrace_an_instance host_inst(const struct anx *x, uint32_t h, int64_t ts,
+                                             int64_t dur, const char *what, uint64_t bytes)
+{
+	struct cuptrace_an_instance in = {.ts = ts, .dur = dur, .what = what, .bytes = bytes};
+	if (h) {
+		const struct an_host *s = &x->an->host[h - 1];
+		uint32_t r = op_range(x, h);
+		in.tid = x->an->threads[s->thread].tid;
+		in.op = r ? anx_str(x, x->an->host[r - 1].name) : NULL;
+	}
+	return in;
+}
+
+#define F_OR_FAIL(var, ...)                                                                        \
+	do {                                                                                       \
+		if (!(var = finding(fs, __VA_ARGS__)))                                             \
+			return -ENOMEM;                                                            \
+	} while (0)
+
+static int host_findings(struct anx *x, struct fset *fs)
+{
+	const struct an *an = x->an;
+	const struct cuptrace_analysis *o = x->out;
+	struct cuptrace_an_finding *f;
+	for (size_t i = 0; i < an->nhost; i++) {
+		const struct an_host *h = &an->host[i];
+		uint32_t hi = (uint32_t)i + 1;
+		if (h->cls == H_COPY_SYNC) {
+			F_OR_FAIL(
+			    f, "sync_copy", "Synchronous copies and memsets",
+			    "use cudaMemcpyAsync/cudaMemsetAsync on a stream (tensor.to(..., "
+			    "non_blocking=True) from pinned memory) so the host does not wait");
+			struct cuptrace_an_instance in =
+			    host_inst(x, hi, h->ts, h->dur, anx_str(x, h->name), 0);
+			add(f, &in, h->dur);
+		} else if (h->cls == H_ALLOC) {
+			const struct an_thread *t = &an->threads[h->thread];
+			int64_t steady = o->min_ts + (o->max_ts - o->min_ts) / 5;
+			for (size_t s = 0; s < o->nsteps; s++)
+				if (o->steps[s].file == t->file && o->steps[s].pid == t->pid) {
+					steady = o->steps[s].ts + o->steps[s].dur;
+					break;
+				}
+			if (h->ts < steady)
+				continue;
+			F_OR_FAIL(f, "alloc_steady", "Allocation calls in the steady state",
+			          "allocate once before the loop and reuse buffers (a caching "
+			          "allocator, preallocated tensors, cudaMallocAsync pools)");
+			struct cuptrace_an_instance in =
+			    host_inst(x, hi, h->ts, h->dur, anx_str(x, h->name), 0);
+			add(f, &in, h->dur);
+		}
+	}
+	return 0;
+}
+
+struct run {
+	size_t first, last; /* work indices */
+	size_t n;
+};
+
+static int close_run(struct anx *x, struct fset *fs, struct run *r, int tiny)
+{
+	const struct an *an = x->an;
+	size_t min = tiny ? 100 : 10;
+	if (r->n >= min) {
+		struct cuptrace_an_finding *f;
+		if (tiny)
+			F_OR_FAIL(f, "tiny_kernels", "Floods of tiny kernels",
+			          "fuse the small kernels (torch.compile, fused optimizers, "
+			          "vectorized ops) or capture them in a CUDA graph");
+		else
+			F_OR_FAIL(f, "launch_bound", "Launch-bound stretches",
+			          "kernels finish faster than the host launches them: batch work, "
+			          "use CUDA graphs, or move Python overhead off the hot loop");
+		const struct an_work *a = &an->work[r->first], *b = &an->work[r->last];
+		int64_t wall = b->ts + b->dur - a->ts;
+		struct cuptrace_an_instance in = host_inst(x, a->launch, a->ts, wall, NULL, 0);
+		in.what = tiny ? "run of tiny kernels" : "run of launch-bound kernels";
+		add(f, &in, wall);
+	}
+	r->n = 0;
+	return 0;
+}
+
+/* Per stream, in time order: launch-bound runs (each kernel shorter than the time between its
+ * launch and the next one's, the stream idle between them) and floods of tiny kernels. */
+static int stream_findings(struct anx *x, struct fset *fs)
+{
+	const struct an *an = x->an;
+	struct run *lb = calloc(an->nstreams + 1, sizeof(*lb));
+	struct run *tk = calloc(an->nstreams + 1, sizeof(*tk));
+	size_t *prev = calloc(an->nstreams + 1, sizeof(*prev)); /* last kernel + 1 */
+	int err = -ENOMEM;
+	if (!lb || !tk || !prev)
+		goto out;
+	for (size_t i = 0; i < an->nwork; i++) {
+		const struct an_work *w = &an->work[i];
+		if (w->kind != W_KERNEL)
+			continue;
+		uint32_t s = w->stream;
+		if (w->dur < an->opts.tiny_ns) {
+			if (!tk[s].n)
+				tk[s].first = i;
+			tk[s].last = i;
+			tk[s].n++;
+		} else if ((err = close_run(x, fs, &tk[s], 1))) {
+			goto out;
+		}
+		if (prev[s]) {
+			const struct an_work *p = &an->work[prev[s] - 1];
+			int ok = p->launch && w->launch && w->ts > p->ts + p->dur &&
+			         w->ts - (p->ts + p->dur) < an->opts.gap_ns &&
+			         p->dur < an->host[w->launch - 1].ts - an->host[p->launch - 1].ts;
+			if (ok) {
+				if (!lb[s].n) {
+					lb[s].first = prev[s] - 1;
+					lb[s].n = 1;
+				}
+				lb[s].last = i;
+				lb[s].n++;
+			} else if ((err = close_run(x, fs, &lb[s], 0))) {
+				goto out;
+			}
+		}
+		prev[s] = i + 1;
+	}
+	for (size_t s = 0; s < an->nstreams; s++)
+		if ((err = close_run(x, fs, &tk[s], 1)) || (err = close_run(x, fs, &lb[s], 0)))
+			goto out;
+	err = 0;
+out:
+	free(lb);
+	free(tk);
+	free(prev);
+	return err;
+}
+
+static int work_findings(struct anx *x, struct fset *fs)
+{
+	const struct an *an = x->an;
+	struct cuptrace_an_finding *f;
+	for (size_t i = 0; i < an->nwork; i++) {
+		const struct an_work *w = &an->work[i];
+		if (w->flags & WF_PAGEABLE) {
+			F_OR_FAIL(
+			    f, "pageable_copy", "Copies from or to pageable memory",
+			    "pin the host buffer (pin_memory=True, cudaHostAlloc) so the copy is "
+			    "truly asynchronous and runs at full bandwidth");
+			struct cuptrace_an_instance in =
+			    host_inst(x, w->launch, w->ts, w->dur, anx_str(x, w->name), w->bytes);
+			add(f, &in, w->dur);
+		}
+		if ((w->flags & WF_DTOH) && w->bytes && w->bytes <= 64) {
+			F_OR_FAIL(
+			    f, "item_copy", "Small device-to-host copies (.item(), printing)",
+			    "keep scalars on the GPU (loss.detach() accumulated, logged every N "
+			    "steps); each .item() waits for all queued work");
+			const struct an_host *l = w->launch ? &an->host[w->launch - 1] : NULL;
+			int64_t t = l && l->dur > w->dur ? l->dur : w->dur;
+			struct cuptrace_an_instance in = host_inst(
+			    x, w->launch, l ? l->ts : w->ts, t, anx_str(x, w->name), w->bytes);
+			add(f, &in, t);
+		}
+	}
+	for (size_t i = 0; i < x->ngaps; i++) {
+		const struct anx_gap *g = &x->gaps[i];
+		const struct an_work *w = &an->work[g->work];
+		struct cuptrace_an_instance in =
+		    host_inst(x, w->launch, g->ts, g->dur, cuptrace_idle_cause_names[g->cause], 0);
+		if (w->launch) {
+			struct cuptrace_an_host_ctx c;
+			anx_host_ctx(x, an->host[w->launch - 1].thread, g->ts, &c);
+			in.op = c.range;
+			if (c.api)
+				in.what = c.api;
+		}
+		if (g->cause == CUPTRACE_IDLE_HOST_SYNC) {
+			F_OR_FAIL(
+			    f, "host_sync_idle", "Host synchronization leaving the GPU idle",
+			    "remove synchronize calls from the loop (or move them after enqueuing "
+			    "the next step's work); use events to wait for one result");
+			add(f, &in, g->dur);
+		}
+		if (g->dur >= an->opts.gap_ns) {
+			F_OR_FAIL(f, "gpu_gap", "GPU gaps above the threshold",
+			          "look at what the host does in the gap (data loading, Python, "
+			          "logging) and overlap it with GPU work");
+			in.what = cuptrace_idle_cause_names[g->cause];
+			add(f, &in, g->dur);
+		}
+	}
+	return 0;
+}
+
+/* With several processes (ranks) with GPU work: the straggler and the collective wait. */
+static int rank_findings(struct anx *x, struct fset *fs)
+{
+	struct cuptrace_analysis *o = x->out;
+	size_t n = 0;
+	for (size_t i = 0; i < x->nprocs; i++)
+		n += x->procs[i].niv > 0;
+	if (n < 2)
+		return 0;
+	if (!(o->ranks = calloc(n, sizeof(*o->ranks))))
+		return -ENOMEM;
+	for (size_t i = 0; i < x->nprocs; i++) {
+		const struct anx_proc *p = &x->procs[i];
+		if (!p->niv)
+			continue;
+		struct cuptrace_an_rank *r = &o->ranks[o->nranks++];
+		*r = (struct cuptrace_an_rank){
+		    .pid = p->pid, .file = p->file, .busy_ns = p->cum[p->niv]};
+		for (size_t g = 0; g < o->ngpus; g++)
+			if (o->gpus[g].file == p->file && o->gpus[g].pid == p->pid) {
+				r->comm_ns += o->gpus[g].comm_ns;
+				r->compute_ns += o->gpus[g].compute_ns;
+				r->overlap_ns += o->gpus[g].overlap_ns;
+			}
+		int64_t sum = 0;
+		size_t k = 0;
+		for (size_t s = 0; s < o->nsteps; s++)
+			if (o->steps[s].file == p->file && o->steps[s].pid == p->pid) {
+				sum += o->steps[s].dur;
+				k++;
+			}
+		r->step_median_ns = k ? sum / (int64_t)k : 0; /* the mean, for ranks */
+	}
+	size_t lo = 0, hi = 0;
+	for (size_t i = 1; i < o->nranks; i++) {
+		if (o->ranks[i].comm_ns < o->ranks[lo].comm_ns)
+			lo = i;
+		if (o->ranks[i].comm_ns > o->ranks[hi].comm_ns)
+			hi = i;
+	}
+	struct cuptrace_an_finding *f;
+	if (o->ranks[hi].comm_ns > 0) {
+		F_OR_FAIL(f, "collective_wait", "Time in collectives per rank",
+		          "ranks that wait longest in collectives arrive first: balance the work "
+		          "or overlap communication with compute");
+		for (size_t i = 0; i < o->nranks; i++) {
+			struct cuptrace_an_instance in = {.dur = o->ranks[i].comm_ns,
+			                                  .tid = o->ranks[i].pid,
+			                                  .what = "collectives"};
+			add(f, &in, o->ranks[i].comm_ns);
+		}
+		int64_t spread = o->ranks[hi].comm_ns - o->ranks[lo].comm_ns;
+		if (spread * 10 > o->ranks[hi].comm_ns) {
+			F_OR_FAIL(f, "straggler", "Straggler rank",
+			          "the rank that waits least in collectives is the one the others "
+			          "wait for: look at its data loading, host work or GPU");
+			struct cuptrace_an_instance in = {
+			    .dur = spread, .tid = o->ranks[lo].pid, .what = "straggler (pid)"};
+			add(f, &in, spread);
+			f->severe = 1;
+		}
+	}
+	return 0;
+}
+
+static int finding_cmp(const void *pa, const void *pb)
+{
+	const struct cuptrace_an_finding *a = pa, *b = pb;
+	if (a->severe != b->severe)
+		return a->severe ? -1 : 1;
+	if (a->total_ns != b->total_ns)
+		return a->total_ns > b->total_ns ? -1 : 1;
+	return strcmp(a->id, b->id);
+}
+
+int anx_findings(struct anx *x)
+{
+	struct cuptrace_analysis *o = x->out;
+	struct fset fs = {0};
+	int err;
+	if ((err = host_findings(x, &fs)) || (err = work_findings(x, &fs)) ||
+	    (err = stream_findings(x, &fs)) || (err = rank_findings(x, &fs))) {
+		free(fs.f);
+		return err;
+	}
+	/* Severe: at least 5% of the traced span. */
+	int64_t span = o->max_ts - o->min_ts;
+	for (size_t i = 0; i < fs.n; i++)
+		if (span > 0 && fs.f[i].total_ns * 20 >= span)
+			fs.f[i].severe = 1;
+	if (fs.n)
+		qsort(fs.f, fs.n, sizeof(*fs.f), finding_cmp);
+	o->findings = fs.f;
+	o->nfindings = fs.n;
+	return 0;
+}

@@ -1,0 +1,108 @@
+/* What the analyze sink keeps of a trace (analyze_sink.c fills it, analyze_run.c computes the
+ * analysis from it). Private to the analyze files. Memory: about 64 bytes per GPU work item and
+ * per host slice kept, plus one string table. */
+#ifndef CUPTRACE_ANALYZE_ANALYZE_INTERNAL_H
+#define CUPTRACE_ANALYZE_ANALYZE_INTERNAL_H
+
+#include "analyze/analyze.h"
+#include "common/util.h"
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* Host slice classes. */
+enum { H_RANGE = 0, H_API, H_SYNC, H_COPY_SYNC, H_ALLOC };
+/* GPU work kinds. */
+enum { W_KERNEL = 0, W_COPY, W_SET };
+/* GPU work flags. */
+enum { WF_PAGEABLE = 1, WF_DTOH = 2, WF_NCCL = 4 };
+
+struct an_thread {
+	int32_t pid;
+	int64_t tid;
+	size_t file;
+	size_t first, n; /* its slices in an.host, after sorting */
+};
+
+struct an_stream_in {
+	uint32_t name;
+	size_t gpu; /* index in an.gpus */
+};
+
+struct an_gpu_in {
+	uint32_t name;
+	int32_t pid;
+	size_t file;
+	uint64_t key;
+};
+
+struct an_host {
+	int64_t ts, dur;
+	uint64_t corr;
+	uint32_t thread; /* index in an.threads */
+	uint32_t name;
+	uint32_t parent; /* innermost enclosing range + 1 (0: none), after sorting */
+	uint32_t seq;    /* arrival order, to map flow ends to the sorted position */
+	uint8_t cls;
+	uint8_t launched; /* it launched GPU work */
+};
+
+struct an_work {
+	int64_t ts, dur;
+	uint64_t corr, bytes;
+	uint64_t flow;   /* first incoming flow id, 0: none */
+	uint32_t stream; /* index in an.streams */
+	uint32_t name;
+	uint32_t launch; /* the launching host slice + 1 in sorted an.host, 0: unknown */
+	uint8_t kind, flags;
+};
+
+struct an_flow {
+	uint64_t key; /* file-qualified flow id */
+	uint32_t seq; /* host slice's arrival order */
+};
+
+/* Track keys are (file, uuid) hashed into one u64: uuids repeat across rank files. */
+struct an_track {
+	uint8_t kind; /* 1 thread, 2 gpu group, 3 stream, 4 process, 0 other */
+	uint32_t idx; /* thread, gpu or stream index */
+};
+
+struct an {
+	struct cuptrace_analyze_opts opts;
+	struct cuptrace_analysis *out;
+	int err;
+	size_t file;
+	struct cuptrace_strtab strs;
+	struct cuptrace_u64map trk;       /* track key -> index + 1 in tracks */
+	struct cuptrace_u64map thr_of;    /* (file, pid, tid) -> thread + 1 */
+	struct cuptrace_u64map name_thr;  /* (file, pid, name) -> thread + 1: lanes of threads */
+	struct cuptrace_u64map stream_of; /* (gpu, name) -> stream + 1: lanes of streams */
+	struct an_track *tracks;
+	size_t ntracks, trackcap;
+	struct an_thread *threads;
+	size_t nthreads, threadcap;
+	struct an_gpu_in *gpus;
+	size_t ngpus, gpucap;
+	struct an_stream_in *streams;
+	size_t nstreams, streamcap;
+	struct an_host *host;
+	size_t nhost, hostcap;
+	struct an_work *work;
+	size_t nwork, workcap;
+	struct an_flow *flows;
+	size_t nflows, flowcap;
+	int64_t min_ts, max_ts;
+	int have_ts;
+	uint64_t max_uuid;
+};
+
+/* analyze_run.c: computes an->out from what the sink kept. 0 or -ENOMEM. */
+int an_compute(struct an *an);
+
+static inline uint64_t an_key(size_t file, uint64_t a, uint64_t b)
+{
+	return cuptrace_hash64(cuptrace_hash64(a + 0x9e3779b97f4a7c15ull * (file + 1)) ^ b);
+}
+
+#endif

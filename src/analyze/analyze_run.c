@@ -1,0 +1,565 @@
+/* The analysis proper, from what analyze_sink.c kept: links GPU work to its launch call, sorts
+ * host slices into per-thread nesting, computes busy and idle (by cause) per stream and GPU, and
+ * the steps. GPU time per op and the findings are in analyze_find.c, called from here; the
+ * look-ups both use are in analyze_query.c.
+ * Cost: two sorts (host slices, GPU work) and linear passes; no quadratic step. */
+#include "analyze/analyze_ctx.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int host_cmp(const void *pa, const void *pb)
+{
+	const struct an_host *a = pa, *b = pb;
+	if (a->thread != b->thread)
+		return a->thread < b->thread ? -1 : 1;
+	if (a->ts != b->ts)
+		return a->ts < b->ts ? -1 : 1;
+	if (a->dur != b->dur)
+		return a->dur > b->dur ? -1 : 1;
+	/* A range encloses an API call of the same extent. */
+	if (a->cls != b->cls)
+		return a->cls == H_RANGE ? -1 : b->cls == H_RANGE;
+	return a->seq < b->seq ? -1 : a->seq > b->seq;
+}
+
+static const struct an_stream_in *cmp_streams;
+
+static int work_cmp(const void *pa, const void *pb)
+{
+	const struct an_work *a = pa, *b = pb;
+	size_t ga = cmp_streams[a->stream].gpu, gb = cmp_streams[b->stream].gpu;
+	if (ga != gb)
+		return ga < gb ? -1 : 1;
+	if (a->ts != b->ts)
+		return a->ts < b->ts ? -1 : 1;
+	if (a->stream != b->stream)
+		return a->stream < b->stream ? -1 : 1;
+	return a->dur < b->dur ? -1 : a->dur > b->dur;
+}
+
+/* Per-thread nesting: each slice's innermost enclosing range, with a stack of open ranges. */
+static int nest(struct anx *x)
+{
+	struct an *an = x->an;
+	uint32_t *stack = NULL;
+	size_t n = 0, cap = 0;
+
+	for (size_t i = 0; i < an->nhost; i++) {
+		struct an_host *h = &an->host[i];
+		if (i == 0 || h->thread != an->host[i - 1].thread) {
+			n = 0;
+			an->threads[h->thread].first = i;
+		}
+		an->threads[h->thread].n++;
+		while (n) {
+			const struct an_host *t = &an->host[stack[n - 1]];
+			if (t->ts + t->dur > h->ts ||
+			    (t->ts == h->ts && t->dur >= h->dur && h->dur))
+				break;
+			n--;
+		}
+		h->parent = n ? stack[n - 1] + 1 : 0;
+		if (h->cls == H_RANGE) {
+			uint32_t *s = cuptrace_grow(stack, &cap, n + 1, sizeof(*s));
+			if (!s) {
+				free(stack);
+				return -ENOMEM;
+			}
+			stack = s;
+			stack[n++] = (uint32_t)i;
+		}
+	}
+	free(stack);
+	return 0;
+}
+
+/* Flow ends and correlation ids -> the launching host slice. */
+static int link(struct anx *x)
+{
+	struct an *an = x->an;
+	struct cuptrace_u64map flows, corr;
+	uint32_t *pos = an->nhost ? malloc(an->nhost * sizeof(*pos)) : NULL;
+	int err = -ENOMEM;
+
+	cuptrace_u64map_init(&flows);
+	cuptrace_u64map_init(&corr);
+	if (an->nhost && !pos)
+		goto out;
+	for (size_t i = 0; i < an->nhost; i++) {
+		const struct an_host *h = &an->host[i];
+		pos[h->seq] = (uint32_t)i;
+		if (h->corr && h->cls != H_RANGE) {
+			const struct an_thread *t = &an->threads[h->thread];
+			uint64_t *v = cuptrace_u64map_put(
+			    &corr, an_key(t->file, (uint64_t)t->pid, h->corr), NULL);
+			if (!v)
+				goto out;
+			*v = i + 1;
+		}
+	}
+	for (size_t i = 0; i < an->nflows; i++) {
+		uint64_t *v = cuptrace_u64map_put(&flows, an->flows[i].key, NULL);
+		if (!v)
+			goto out;
+		*v = pos[an->flows[i].seq] + 1;
+	}
+	for (size_t i = 0; i < an->nwork; i++) {
+		struct an_work *w = &an->work[i];
+		uint64_t *v = w->flow ? cuptrace_u64map_get(&flows, w->flow) : NULL;
+		if (!v && w->corr) {
+			const struct an_gpu_in *g = &an->gpus[an->streams[w->stream].gpu];
+			v = cuptrace_u64map_get(&corr, an_key(g->file, (uint64_t)g->pid, w->corr));
+		}
+		if (v) {
+			w->launch = (uint32_t)*v;
+			an->host[*v - 1].launched = 1;
+			x->out->linked++;
+		}
+	}
+	err = 0;
+out:
+	free(pos);
+	cuptrace_u64map_free(&flows);
+	cuptrace_u64map_free(&corr);
+	return err;
+}
+
+/* Sync calls per thread, for "did the launching thread sit in a synchronize". */
+static int index_syncs(struct anx *x)
+{
+	struct an *an = x->an;
+	size_t n = 0;
+	for (size_t i = 0; i < an->nhost; i++)
+		n += an->host[i].cls == H_SYNC || an->host[i].cls == H_COPY_SYNC;
+	if (n && !(x->syncs = malloc(n * sizeof(*x->syncs))))
+		return -ENOMEM;
+	if (!(x->sync_first = calloc(an->nthreads + 1, sizeof(*x->sync_first))))
+		return -ENOMEM;
+	n = 0;
+	for (size_t t = 0; t < an->nthreads; t++) {
+		x->sync_first[t] = n;
+		const struct an_thread *th = &an->threads[t];
+		for (size_t i = th->first; i < th->first + th->n; i++)
+			if (an->host[i].cls == H_SYNC || an->host[i].cls == H_COPY_SYNC)
+				x->syncs[n++] = (uint32_t)i;
+	}
+	x->sync_first[an->nthreads] = n;
+	return 0;
+}
+
+/* Did thread t sit in a sync call overlapping [a, b)? Sync calls of a thread do not overlap, so
+ * only the last one starting before b can. */
+static int in_sync(const struct anx *x, uint32_t t, int64_t a, int64_t b)
+{
+	size_t lo = x->sync_first[t], hi = x->sync_first[t + 1];
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+		if (x->an->host[x->syncs[mid]].ts < b)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	if (lo == x->sync_first[t])
+		return 0;
+	const struct an_host *h = &x->an->host[x->syncs[lo - 1]];
+	return h->ts + h->dur > a;
+}
+
+struct gpu_state {
+	int64_t max_end, max_end_other; /* latest end, and latest of the other streams */
+	uint32_t max_stream;
+	int have;
+};
+
+/* Splits the idle interval [g0, g1) before work w by cause into by[]. */
+static void classify(const struct anx *x, int64_t g0, int64_t g1, const struct an_work *w,
+                     int64_t other_end, int64_t by[CUPTRACE_IDLE_NCAUSES])
+{
+	if (!w->launch) {
+		by[CUPTRACE_IDLE_OTHER] += g1 - g0;
+		return;
+	}
+	const struct an_host *l = &x->an->host[w->launch - 1];
+	int64_t hend = l->ts < g0 ? g0 : l->ts > g1 ? g1 : l->ts;
+	if (hend > g0)
+		by[in_sync(x, l->thread, g0, hend) ? CUPTRACE_IDLE_HOST_SYNC
+		                                   : CUPTRACE_IDLE_HOST_WAIT] += hend - g0;
+	if (g1 > hend)
+		by[other_end >= hend ? CUPTRACE_IDLE_OTHER_STREAM : CUPTRACE_IDLE_LAUNCH] +=
+		    g1 - hend;
+}
+
+static uint32_t main_cause(const int64_t by[CUPTRACE_IDLE_NCAUSES])
+{
+	uint32_t c = 0;
+	for (uint32_t k = 1; k < CUPTRACE_IDLE_NCAUSES; k++)
+		if (by[k] > by[c])
+			c = k;
+	return c;
+}
+
+static int push_gap(struct anx *x, int64_t ts, int64_t dur, size_t gpu, uint32_t cause, size_t work)
+{
+	struct cuptrace_analysis *o = x->out;
+	struct anx_gap *g = cuptrace_grow(x->gaps, &x->gapcap, x->ngaps + 1, sizeof(*g));
+	if (!g)
+		return -ENOMEM;
+	x->gaps = g;
+	x->gaps[x->ngaps++] = (struct anx_gap){ts, dur, (uint32_t)gpu, cause, (uint32_t)work};
+	(void)o;
+	return 0;
+}
+
+/* One pass over the work in (GPU, time) order: per-stream and per-GPU unions, idle by cause. */
+static int busy_idle(struct anx *x)
+{
+	struct an *an = x->an;
+	struct cuptrace_analysis *o = x->out;
+	int64_t *s_end = calloc(an->nstreams + 1, sizeof(*s_end));
+	struct gpu_state gs = {0};
+	size_t gpu = (size_t)-1;
+	int64_t g_end = 0, comm_end = 0, comp_end = 0;
+
+	if (!s_end)
+		return -ENOMEM;
+	for (size_t i = 0; i < an->nwork; i++) {
+		const struct an_work *w = &an->work[i];
+		struct cuptrace_an_stream *st = &o->streams[w->stream];
+		size_t gi = an->streams[w->stream].gpu;
+		struct cuptrace_an_gpu *g = &o->gpus[gi];
+		int64_t end = w->ts + w->dur;
+		if (gi != gpu) {
+			gpu = gi;
+			memset(&gs, 0, sizeof(gs));
+			g->first_ts = w->ts;
+			g_end = w->ts;
+			comm_end = comp_end = INT64_MIN;
+		}
+		int64_t other = gs.max_stream != w->stream ? gs.max_end : gs.max_end_other;
+		if (!gs.have)
+			other = INT64_MIN;
+		/* The stream. */
+		if (!st->ops) {
+			st->first_ts = w->ts;
+			s_end[w->stream] = w->ts;
+		} else if (w->ts > s_end[w->stream]) {
+			classify(x, s_end[w->stream], w->ts, w, other, st->idle_by_cause);
+		}
+		if (end > s_end[w->stream]) {
+			int64_t from = w->ts > s_end[w->stream] ? w->ts : s_end[w->stream];
+			st->busy_ns += end - from;
+			s_end[w->stream] = end;
+		}
+		st->ops++;
+		st->last_end = s_end[w->stream];
+		/* The GPU. */
+		if (w->ts > g_end) {
+			int64_t by[CUPTRACE_IDLE_NCAUSES] = {0};
+			classify(x, g_end, w->ts, w, INT64_MIN, by);
+			for (int k = 0; k < CUPTRACE_IDLE_NCAUSES; k++)
+				g->idle_by_cause[k] += by[k];
+			if (push_gap(x, g_end, w->ts - g_end, gi, main_cause(by), i)) {
+				free(s_end);
+				return -ENOMEM;
+			}
+		}
+		if (end > g_end) {
+			int64_t from = w->ts > g_end ? w->ts : g_end;
+			g->busy_ns += end - from;
+			g_end = end;
+		}
+		g->last_end = g_end;
+		g->kernels += w->kind == W_KERNEL;
+		g->copies += w->kind == W_COPY;
+		g->memsets += w->kind == W_SET;
+		/* Communication (NCCL kernels) and compute unions, and their overlap: the two
+		 * unions are swept side by side, each in start order. */
+		int64_t *mine = w->flags & WF_NCCL ? &comm_end : &comp_end;
+		int64_t *theirs = w->flags & WF_NCCL ? &comp_end : &comm_end;
+		int64_t *sum = w->flags & WF_NCCL ? &g->comm_ns : &g->compute_ns;
+		int64_t from = w->ts > *mine ? w->ts : *mine;
+		if (end > from) {
+			*sum += end - from;
+			int64_t ov_end = end < *theirs ? end : *theirs;
+			if (ov_end > from)
+				g->overlap_ns += ov_end - from;
+			*mine = end;
+		}
+		/* Latest ends per stream, for "another stream was busy". */
+		if (!gs.have || end > gs.max_end) {
+			if (gs.have && gs.max_stream != w->stream)
+				gs.max_end_other = gs.max_end;
+			gs.max_end = end;
+			gs.max_stream = w->stream;
+		} else if (w->stream != gs.max_stream && end > gs.max_end_other) {
+			gs.max_end_other = end;
+		}
+		gs.have = 1;
+	}
+	free(s_end);
+	for (size_t s = 0; s < o->nstreams; s++) {
+		struct cuptrace_an_stream *st = &o->streams[s];
+		st->idle_ns = st->last_end - st->first_ts - st->busy_ns;
+	}
+	for (size_t k = 0; k < o->ngpus; k++)
+		o->gpus[k].idle_ns = o->gpus[k].last_end - o->gpus[k].first_ts - o->gpus[k].busy_ns;
+	return 0;
+}
+
+static const struct anx_gap *cmp_gaps;
+
+static int gap_dur_cmp(const void *pa, const void *pb)
+{
+	const struct anx_gap *a = &cmp_gaps[*(const size_t *)pa],
+	                     *b = &cmp_gaps[*(const size_t *)pb];
+	if (a->dur != b->dur)
+		return a->dur > b->dur ? -1 : 1;
+	return a->ts < b->ts ? -1 : a->ts > b->ts;
+}
+
+/* Every GPU gap into the result (compact), and the longest ones with their causes and what the
+ * launching thread was doing when the GPU went idle. */
+static int idle_table(struct anx *x)
+{
+	struct cuptrace_analysis *o = x->out;
+	size_t n = x->ngaps, top = (size_t)x->an->opts.top;
+	size_t *idx = n ? malloc(n * sizeof(*idx)) : NULL;
+	if (n && (!idx || !(o->gaps = malloc(n * sizeof(*o->gaps))))) {
+		free(idx);
+		return -ENOMEM;
+	}
+	for (size_t i = 0; i < n; i++) {
+		const struct anx_gap *g = &x->gaps[i];
+		o->gaps[i] = (struct cuptrace_an_gap){g->ts, g->dur, g->gpu, g->cause};
+		idx[i] = i;
+	}
+	o->ngaps = n;
+	cmp_gaps = x->gaps;
+	if (n)
+		qsort(idx, n, sizeof(*idx), gap_dur_cmp);
+	if (top > n)
+		top = n;
+	if (top && !(o->idle = calloc(top, sizeof(*o->idle)))) {
+		free(idx);
+		return -ENOMEM;
+	}
+	for (size_t k = 0; k < top; k++) {
+		const struct anx_gap *g = &x->gaps[idx[k]];
+		const struct an_work *w = &x->an->work[g->work];
+		struct cuptrace_an_idle *d = &o->idle[o->nidle++];
+		d->ts = g->ts;
+		d->dur = g->dur;
+		d->gpu = g->gpu;
+		d->next_work = anx_str(x, w->name);
+		classify(x, g->ts, g->ts + g->dur, w, INT64_MIN, d->by_cause);
+		d->cause = main_cause(d->by_cause);
+		if (w->launch)
+			anx_host_ctx(x, x->an->host[w->launch - 1].thread, g->ts, &d->host);
+	}
+	free(idx);
+	return 0;
+}
+
+static int i64_cmp(const void *pa, const void *pb)
+{
+	int64_t a = *(const int64_t *)pa, b = *(const int64_t *)pb;
+	return a < b ? -1 : a > b;
+}
+
+static int64_t median(int64_t *v, size_t n)
+{
+	qsort(v, n, sizeof(*v), i64_cmp);
+	return n % 2 ? v[n / 2] : v[n / 2 - 1] + (v[n / 2] - v[n / 2 - 1]) / 2;
+}
+
+/* Steps' figures: wall, busy (the process's GPU union inside the step), idle, work launched from
+ * inside, launches; then median, spread, outliers. */
+static int step_figures(struct anx *x)
+{
+	struct cuptrace_analysis *o = x->out;
+	int64_t *v = NULL;
+	int err = anx_proc_tables(x);
+	if (err)
+		return err;
+	for (size_t i = 0; i < o->nsteps; i++) {
+		struct cuptrace_an_step *s = &o->steps[i];
+		const struct anx_proc *p = anx_proc_find(x, s->file, s->pid);
+		if (!p)
+			continue;
+		s->busy_ns = anx_busy_in(p, s->ts, s->ts + s->dur);
+		s->idle_ns = s->dur - s->busy_ns;
+		s->kernels = anx_count_in(p->work_launch, p->nwork_launch, s->ts, s->ts + s->dur);
+		s->launches = anx_count_in(p->launch, p->nlaunch, s->ts, s->ts + s->dur);
+	}
+	if (!o->nsteps)
+		return 0;
+	if (!(v = malloc(o->nsteps * sizeof(*v))))
+		return -ENOMEM;
+	for (size_t i = 0; i < o->nsteps; i++)
+		v[i] = o->steps[i].dur;
+	o->step_median_ns = median(v, o->nsteps);
+	o->step_min_ns = v[0];
+	o->step_max_ns = v[o->nsteps - 1];
+	for (size_t i = 0; i < o->nsteps; i++) {
+		int64_t d = o->steps[i].dur - o->step_median_ns;
+		v[i] = d < 0 ? -d : d;
+	}
+	o->step_mad_ns = median(v, o->nsteps);
+	int64_t lim = o->step_median_ns / 10;
+	if (3 * o->step_mad_ns > lim)
+		lim = 3 * o->step_mad_ns;
+	for (size_t i = 0; i < o->nsteps; i++)
+		o->steps[i].outlier = o->steps[i].dur > o->step_median_ns + lim;
+	free(v);
+	return 0;
+}
+
+static int step_kind(const struct anx *x, const char *name)
+{
+	const char *want = x->an->opts.step_name;
+	if (want)
+		return !strcmp(name, want) ? 1 : 0;
+	if (!strncmp(name, "ProfilerStep#", 13))
+		return 1;
+	if (!strncmp(name, "Optimizer.step#", 15))
+		return 2;
+	return 0;
+}
+
+static int add_step(struct anx *x, const struct an_host *h, int64_t ts, int64_t dur)
+{
+	struct cuptrace_analysis *o = x->out;
+	struct cuptrace_an_step *s =
+	    cuptrace_grow(o->steps, &x->stepcap, o->nsteps + 1, sizeof(*s));
+	if (!s)
+		return -ENOMEM;
+	o->steps = s;
+	const struct an_thread *t = &x->an->threads[h->thread];
+	o->steps[o->nsteps++] = (struct cuptrace_an_step){
+	    .name = anx_str(x, h->name), .pid = t->pid, .file = t->file, .ts = ts, .dur = dur};
+	return 0;
+}
+
+/* Step ranges: --step NAME; else ProfilerStep#N; else optimizer steps, each step reaching from
+ * the end of the previous optimizer step of its thread to the end of its own. */
+static int find_steps(struct anx *x)
+{
+	struct an *an = x->an;
+	int kind = 1, have = 0;
+	for (size_t i = 0; i < an->nhost && !have; i++)
+		if (an->host[i].cls == H_RANGE && step_kind(x, anx_str(x, an->host[i].name)) == 1)
+			have = 1;
+	if (!have)
+		kind = 2;
+	int64_t prev_end = -1;
+	uint32_t prev_thread = UINT32_MAX;
+	for (size_t i = 0; i < an->nhost; i++) {
+		const struct an_host *h = &an->host[i];
+		if (h->cls != H_RANGE || step_kind(x, anx_str(x, h->name)) != kind)
+			continue;
+		int err = 0;
+		if (kind == 1) {
+			err = add_step(x, h, h->ts, h->dur);
+		} else {
+			if (h->thread == prev_thread && prev_end >= 0)
+				err = add_step(x, h, prev_end, h->ts + h->dur - prev_end);
+			prev_thread = h->thread;
+			prev_end = h->ts + h->dur;
+		}
+		if (err)
+			return err;
+	}
+	if (x->out->nsteps)
+		x->out->step_source = an->opts.step_name ? an->opts.step_name
+		                      : kind == 1        ? "ProfilerStep#"
+		                                         : "optimizer";
+	return 0;
+}
+
+static int step_ts_cmp(const void *pa, const void *pb)
+{
+	const struct cuptrace_an_step *a = pa, *b = pb;
+	if (a->file != b->file)
+		return a->file < b->file ? -1 : 1;
+	if (a->pid != b->pid)
+		return a->pid < b->pid ? -1 : 1;
+	return a->ts < b->ts ? -1 : a->ts > b->ts;
+}
+
+int an_compute(struct an *an)
+{
+	struct anx x = {.an = an, .out = an->out};
+	struct cuptrace_analysis *o = an->out;
+	int err = -ENOMEM;
+
+	if (!(x.priv = calloc(1, sizeof(*x.priv))))
+		return -ENOMEM;
+	/* The strings move to the result, which the pointers of every row borrow. */
+	x.priv->strs = an->strs;
+	memset(&an->strs, 0, sizeof(an->strs));
+	cuptrace_strtab_init(&an->strs);
+	o->priv = x.priv;
+	o->min_ts = an->min_ts;
+	o->max_ts = an->max_ts;
+	if (an->nhost)
+		qsort(an->host, an->nhost, sizeof(*an->host), host_cmp);
+	if ((err = nest(&x)) || (err = link(&x)) || (err = index_syncs(&x)))
+		goto out;
+	cmp_streams = an->streams;
+	if (an->nwork)
+		qsort(an->work, an->nwork, sizeof(*an->work), work_cmp);
+	err = -ENOMEM;
+	if (an->ngpus && !(o->gpus = calloc(an->ngpus, sizeof(*o->gpus))))
+		goto out;
+	if (an->nstreams && !(o->streams = calloc(an->nstreams, sizeof(*o->streams))))
+		goto out;
+	o->ngpus = an->ngpus;
+	o->nstreams = an->nstreams;
+	for (size_t i = 0; i < an->ngpus; i++)
+		o->gpus[i] = (struct cuptrace_an_gpu){.name = anx_str(&x, an->gpus[i].name),
+		                                      .pid = an->gpus[i].pid,
+		                                      .file = an->gpus[i].file,
+		                                      .group_key = an->gpus[i].key};
+	for (size_t i = 0; i < an->nstreams; i++)
+		o->streams[i] = (struct cuptrace_an_stream){
+		    .name = anx_str(&x, an->streams[i].name), .gpu = an->streams[i].gpu};
+	for (size_t i = 0; i < an->nwork; i++) {
+		o->kernels += an->work[i].kind == W_KERNEL;
+		o->copies += an->work[i].kind == W_COPY;
+		o->memsets += an->work[i].kind == W_SET;
+	}
+	for (size_t i = 0; i < an->nhost; i++)
+		o->launches += an->host[i].launched;
+	if ((err = busy_idle(&x)) || (err = idle_table(&x)) || (err = find_steps(&x)))
+		goto out;
+	if (o->nsteps)
+		qsort(o->steps, o->nsteps, sizeof(*o->steps), step_ts_cmp);
+	if ((err = step_figures(&x)) || (err = anx_ops(&x)) || (err = anx_findings(&x)))
+		goto out;
+	err = 0;
+out:
+	anx_free(&x);
+	return err;
+}
+
+void cuptrace_analysis_free(struct cuptrace_analysis *a)
+{
+	if (!a)
+		return;
+	free(a->steps);
+	free(a->gpus);
+	free(a->streams);
+	free(a->idle);
+	free(a->ops);
+	free(a->findings);
+	free(a->ranks);
+	free(a->gaps);
+	struct anx_priv *p = a->priv;
+	if (p) {
+		cuptrace_strtab_free(&p->strs);
+		free(p);
+	}
+	memset(a, 0, sizeof(*a));
+}

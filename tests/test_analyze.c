@@ -1,0 +1,229 @@
+/* Tests of `cuptrace analyze` on synthetic traces whose answers are known by construction
+ * (tests/steps.h, and a launch-bound loop built here): every figure is checked against a
+ * computation of the test's own (a brute-force union over the interval list, the causes from
+ * the launch times). `test_analyze --gen OUT N` writes a trace of N kernels for the speed check
+ * of tests/analyze_test.sh. */
+#include "analyze/analyze.h"
+#include "check.h"
+#include "format/formats.h"
+#include "steps.h"
+
+struct iv {
+	int64_t a, b;
+};
+
+/* Busy by brute force: the union of intervals, point by point over their ends (O(n^2)). */
+static int64_t union_ns(const struct iv *v, size_t n)
+{
+	int64_t sum = 0;
+	for (size_t i = 0; i < n; i++) {
+		/* Count the part of v[i] not covered by an earlier-indexed interval: split into
+		 * unit-free pieces by walking ns would be too slow; instead sweep its sub-ranges.
+		 */
+		int64_t a = v[i].a, b = v[i].b;
+		for (int64_t t = a; t < b; t++) {
+			int covered = 0;
+			for (size_t j = 0; j < i && !covered; j++)
+				covered = v[j].a <= t && t < v[j].b;
+			sum += !covered;
+		}
+	}
+	return sum;
+}
+
+static int analyze_steps(const struct steps_spec *sp, const char *step, struct cuptrace_analysis *a)
+{
+	struct cuptrace_analyze_opts o = {.step_name = step};
+	struct cuptrace_sink *s = cuptrace_analyze_sink_new(a, &o);
+	if (!s)
+		return -1;
+	int err = steps_feed(s, sp);
+	if (!err)
+		err = s->ops->finish(s);
+	cuptrace_sink_destroy(s);
+	return err;
+}
+
+static const struct cuptrace_an_finding *find(const struct cuptrace_analysis *a, const char *id)
+{
+	for (size_t i = 0; i < a->nfindings; i++)
+		if (!strcmp(a->findings[i].id, id))
+			return &a->findings[i];
+	return NULL;
+}
+
+static void test_steps_loop(void)
+{
+	struct steps_spec sp = STEPS_DEFAULT;
+	sp.steps = 5;
+	sp.softmax = 1;
+	struct cuptrace_analysis a;
+	CHECK_EQ_INT(analyze_steps(&sp, "step", &a), 0);
+	/* The GPU work of steps.h, step by step. */
+	struct iv v[64];
+	size_t n = 0;
+	for (int i = 0; i < sp.steps; i++) {
+		int64_t t = sp.start_ns + 10000 * (int64_t)i;
+		v[n++] = (struct iv){t + 1000, t + 1000 + sp.gemm_ns};
+		v[n++] = (struct iv){t + 7000, t + 7500};
+		v[n++] = (struct iv){t + 7500, t + 8500};
+		v[n++] = (struct iv){t + 8500, t + 9300};
+	}
+	int64_t busy = union_ns(v, n);
+	CHECK_EQ_INT(a.ngpus, 1);
+	CHECK_EQ_INT(a.gpus[0].busy_ns, busy);
+	CHECK_EQ_INT(a.kernels, 3 * sp.steps);
+	CHECK_EQ_INT(a.copies, sp.steps);
+	CHECK_EQ_INT(a.linked, 4 * sp.steps);
+	int64_t window = v[n - 1].b - v[0].a;
+	CHECK_EQ_INT(a.gpus[0].idle_ns, window - busy);
+	/* Causes: the gap before each later gemm is host wait until its launch (t + 200), launch
+	 * latency after; the gap before relu (launched at t + 600, long before) is latency. */
+	int64_t host = 0, lat = 0;
+	for (int i = 0; i < sp.steps; i++) {
+		int64_t t = sp.start_ns + 10000 * (int64_t)i;
+		if (i) {
+			int64_t idle_from = t - 10000 + 9300, launch = t + 200;
+			host += launch - idle_from;
+			lat += t + 1000 - launch;
+		}
+		lat += (t + 7000) - (t + 1000 + sp.gemm_ns);
+	}
+	CHECK_EQ_INT(a.gpus[0].idle_by_cause[CUPTRACE_IDLE_HOST_WAIT], host);
+	CHECK_EQ_INT(a.gpus[0].idle_by_cause[CUPTRACE_IDLE_LAUNCH], lat);
+	CHECK_EQ_INT(a.gpus[0].idle_by_cause[CUPTRACE_IDLE_HOST_SYNC], 0);
+	CHECK_EQ_INT(a.gpus[0].idle_by_cause[CUPTRACE_IDLE_OTHER], 0);
+	/* Steps: each 10 us, busy = one step's union. */
+	CHECK_EQ_INT(a.nsteps, sp.steps);
+	for (size_t i = 0; i < a.nsteps; i++) {
+		CHECK_EQ_INT(a.steps[i].dur, 10000);
+		CHECK_EQ_INT(a.steps[i].busy_ns, union_ns(v + 4 * i, 4));
+		CHECK_EQ_INT(a.steps[i].kernels, 4);
+		CHECK_EQ_INT(a.steps[i].launches, 4);
+		CHECK(!a.steps[i].outlier);
+	}
+	CHECK_EQ_INT(a.step_median_ns, 10000);
+	/* Ops: gemm under aten::mm; relu, the copy and softmax straight under "step". */
+	CHECK(a.nops == 2);
+	if (a.nops == 2) {
+		CHECK_EQ_STR(a.ops[0].name, "aten::mm");
+		CHECK_EQ_INT(a.ops[0].self_ns, sp.gemm_ns * sp.steps);
+		CHECK_EQ_STR(a.ops[1].name, "step");
+		CHECK_EQ_INT(a.ops[1].self_ns, (500 + 1000 + 800) * sp.steps);
+		CHECK_EQ_INT(a.ops[1].total_ns, (500 + 1000 + 800 + sp.gemm_ns) * sp.steps);
+		CHECK_EQ_STR(a.ops[0].top[0].name,
+		             "void gemm<float, 128>(float const*, float*, int)");
+	}
+	const struct cuptrace_an_finding *f = find(&a, "pageable_copy");
+	CHECK(f && f->count == (uint64_t)sp.steps && f->total_ns == 1000 * sp.steps);
+	CHECK(f && f->worst[0].bytes == 4096);
+	CHECK(!find(&a, "sync_copy") && !find(&a, "alloc_steady") && !find(&a, "straggler"));
+	cuptrace_analysis_free(&a);
+}
+
+/* A slow step among fast ones is named an outlier; a cudaMalloc after the first step is an
+ * allocation in the steady state. */
+static void test_outlier_and_alloc(void)
+{
+	struct steps_spec sp = STEPS_DEFAULT;
+	sp.steps = 4;
+	struct cuptrace_analysis a;
+	struct cuptrace_sink *s = cuptrace_analyze_sink_new(&a, &(struct cuptrace_analyze_opts){0});
+	CHECK(s != NULL);
+	if (!s)
+		return;
+	int err = steps_feed(s, &sp);
+	/* ProfilerStep#N ranges on main: 10, 10, 30, 10 us; a cudaMalloc in the third. */
+	int64_t t = 100000, d[] = {10000, 10000, 30000, 10000};
+	const char *names[] = {"ProfilerStep#1", "ProfilerStep#2", "ProfilerStep#3",
+	                       "ProfilerStep#4"};
+	for (int i = 0; i < 4 && !err; i++) {
+		steps_slice(s, STEPS_MAIN, t, d[i], "user_annotation", names[i], NULL, 0, 0, 0);
+		if (i == 2)
+			steps_slice(s, STEPS_MAIN, t + 100, 2000, "cuda_runtime", "cudaMalloc",
+			            NULL, 0, 0, 0);
+		t += d[i];
+		err = steps_err;
+	}
+	if (!err)
+		err = s->ops->finish(s);
+	cuptrace_sink_destroy(s);
+	CHECK_EQ_INT(err, 0);
+	CHECK_EQ_INT(a.nsteps, 4);
+	CHECK_EQ_STR(a.step_source, "ProfilerStep#");
+	CHECK_EQ_INT(a.step_median_ns, 10000);
+	for (size_t i = 0; i < a.nsteps; i++)
+		CHECK_EQ_INT(a.steps[i].outlier, i == 2);
+	const struct cuptrace_an_finding *f = find(&a, "alloc_steady");
+	CHECK(f && f->count == 1 && f->total_ns == 2000);
+	CHECK(f && f->worst[0].ts == 120100);
+	cuptrace_analysis_free(&a);
+}
+
+/* --gen: one process, one thread launching N kernels of 2 us, 3 us apart, on one stream, a range
+ * "op" around every 100 launches and ProfilerStep#N around every 10,000. */
+static int gen(const char *out, long n)
+{
+	struct cuptrace_sink *s = cuptrace_sink_open(out, NULL, NULL);
+	if (!s)
+		return 1;
+	struct cuptrace_trace_info info = {.pid = 7, .process_name = "gen"};
+	steps_err = s->ops->begin(s, &info);
+	steps_track(s, (struct cuptrace_track){
+	                   .uuid = 1, .kind = CUPTRACE_TRACK_PROCESS, .pid = 7, .name = "gen"});
+	steps_track(s, (struct cuptrace_track){.uuid = 2,
+	                                       .kind = CUPTRACE_TRACK_THREAD,
+	                                       .parent_uuid = 1,
+	                                       .pid = 7,
+	                                       .tid = 7,
+	                                       .name = "main"});
+	steps_track(s, (struct cuptrace_track){.uuid = 3,
+	                                       .kind = CUPTRACE_TRACK_GROUP,
+	                                       .parent_uuid = 1,
+	                                       .pid = 7,
+	                                       .name = "GPU 0: gen"});
+	steps_track(s, (struct cuptrace_track){.uuid = 4,
+	                                       .kind = CUPTRACE_TRACK_SLICES,
+	                                       .parent_uuid = 3,
+	                                       .pid = 7,
+	                                       .name = "Stream 7"});
+	char step[32];
+	for (long i = 0; i < n && !steps_err; i++) {
+		int64_t t = 1000 + 3000 * (int64_t)i;
+		if (i % 10000 == 0) {
+			snprintf(step, sizeof(step), "ProfilerStep#%ld", i / 10000);
+			steps_slice(s, 2, t, 3000 * 10000 - 10, "user_annotation", step, NULL, 0, 0,
+			            0);
+		}
+		if (i % 100 == 0)
+			steps_slice(s, 2, t + 1, 3000 * 100 - 20, "cpu_op", "aten::op", NULL, 0, 0,
+			            0);
+		steps_slice(s, 2, t + 10, 500, "cuda_runtime", "cudaLaunchKernel", NULL, 0,
+		            (uint64_t)i + 1, 0);
+		steps_slice(s, 4, t + 800, 2000, "kernel", i % 2 ? "k_odd" : "k_even", NULL, 0, 0,
+		            (uint64_t)i + 1);
+	}
+	int err = steps_err ? steps_err : s->ops->finish(s);
+	cuptrace_sink_destroy(s);
+	return err ? 1 : 0;
+}
+
+int main(int argc, char **argv)
+{
+	if (argc == 4 && !strcmp(argv[1], "--gen"))
+		return gen(argv[2], atol(argv[3]));
+	static const struct check_test tests[] = {T(test_steps_loop), T(test_outlier_and_alloc)};
+	int passed = 0, failed = 0;
+	for (size_t i = 0; i < sizeof(tests) / sizeof(tests[0]); i++) {
+		int before = check_failures;
+		tests[i].fn();
+		if (check_failures == before) {
+			passed++;
+		} else {
+			failed++;
+			fprintf(stderr, "FAIL %s\n", tests[i].name);
+		}
+	}
+	printf("%d passed, %d failed\n", passed, failed);
+	return failed ? 1 : 0;
+}

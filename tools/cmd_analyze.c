@@ -1,0 +1,146 @@
+/* cuptrace analyze: why a run is slow (steps, GPU idle by cause, GPU time per op, findings), as
+ * text, markdown or JSON, and drawn into a copy of the trace with --annotate. */
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "analyze/analyze.h"
+#include "cmd.h"
+#include "format/formats.h"
+
+static void analyze_usage(FILE *f)
+{
+	fprintf(f,
+	        "usage: cuptrace analyze [options] TRACE...\n\n"
+	        "Says where the GPU sat idle and why, which ops the GPU time belongs to, and what\n"
+	        "to change. TRACE: anything cuptrace reads (.pftrace, .cupti, Chrome or\n"
+	        "torch.profiler JSON); several files are analyzed together as ranks of one job.\n\n"
+	        "  -m, --markdown        GitHub markdown (for a bug report)\n"
+	        "  -j, --json            one JSON object, times in ns (schema: README, 'analyze')\n"
+	        "  -a, --annotate OUT    write the trace (one input) plus an \"Analysis\" group\n"
+	        "  -s, --step NAME       ranges of this name are the steps\n"
+	        "  -g, --gap-us N        GPU gaps of at least N us are a finding (default 100)\n"
+	        "  -t, --tiny-us N       kernels shorter than N us are tiny (default 10)\n"
+	        "  -n, --top N           rows of the largest idle intervals (default 10)\n"
+	        "  -h, --help            this help\n");
+}
+
+static int annotate(const char *in, const char *out, const struct cuptrace_analysis *a)
+{
+	struct cuptrace_sink *w = cuptrace_sink_open(out, NULL, NULL);
+	struct cuptrace_sink *s = w ? cuptrace_annotate_sink_new(w, a) : NULL;
+	if (!s) {
+		fprintf(stderr, "cuptrace analyze: cannot write %s\n", out);
+		return EXIT_FAIL;
+	}
+	int r = cmd_replay(in, s);
+	if (!r)
+		r = s->ops->finish(s);
+	cuptrace_sink_destroy(s);
+	if (r) {
+		fprintf(stderr, "cuptrace analyze: writing %s failed\n", out);
+		remove(out);
+		return EXIT_FAIL;
+	}
+	return 0;
+}
+
+int cmd_analyze(int argc, char **argv)
+{
+	static const struct option opts[] = {
+	    {"markdown", no_argument, NULL, 'm'},
+	    {"json", no_argument, NULL, 'j'},
+	    {"annotate", required_argument, NULL, 'a'},
+	    {"step", required_argument, NULL, 's'},
+	    {"gap-us", required_argument, NULL, 'g'},
+	    {"tiny-us", required_argument, NULL, 't'},
+	    {"top", required_argument, NULL, 'n'},
+	    {"help", no_argument, NULL, 'h'},
+	    {0},
+	};
+	struct cuptrace_analyze_opts o = {0};
+	const char *ann = NULL;
+	int markdown = 0, json = 0, c;
+	char *end;
+	optind = 1;
+	while ((c = getopt_long(argc, argv, "mja:s:g:t:n:h", opts, NULL)) != -1) {
+		switch (c) {
+		case 'm':
+			markdown = 1;
+			break;
+		case 'j':
+			json = 1;
+			break;
+		case 'a':
+			ann = optarg;
+			break;
+		case 's':
+			o.step_name = optarg;
+			break;
+		case 'g':
+		case 't':
+		case 'n': {
+			double v = strtod(optarg, &end);
+			if (*end || v <= 0 || v > 1e12) {
+				fprintf(stderr, "cuptrace analyze: bad number '%s'\n", optarg);
+				return EXIT_USAGE;
+			}
+			if (c == 'g')
+				o.gap_ns = (int64_t)(v * 1000);
+			else if (c == 't')
+				o.tiny_ns = (int64_t)(v * 1000);
+			else
+				o.top = (int)v;
+			break;
+		}
+		case 'h':
+			analyze_usage(stdout);
+			return 0;
+		default:
+			analyze_usage(stderr);
+			return EXIT_USAGE;
+		}
+	}
+	if (optind >= argc || (markdown && json) || (ann && argc - optind != 1)) {
+		if (markdown && json)
+			fprintf(stderr,
+			        "cuptrace analyze: --markdown and --json exclude each other\n");
+		if (ann && argc - optind > 1)
+			fprintf(stderr, "cuptrace analyze: --annotate takes one trace\n");
+		analyze_usage(stderr);
+		return EXIT_USAGE;
+	}
+	struct cuptrace_analysis a;
+	struct cuptrace_sink *s = cuptrace_analyze_sink_new(&a, &o);
+	if (!s) {
+		fprintf(stderr, "cuptrace analyze: out of memory\n");
+		return EXIT_FAIL;
+	}
+	int r = 0;
+	for (int i = optind; i < argc && !r; i++) {
+		if (i > optind)
+			cuptrace_analyze_next_file(s);
+		if ((r = cmd_replay(argv[i], s)))
+			fprintf(stderr, "cuptrace analyze: cannot read %s\n", argv[i]);
+	}
+	if (!r && (r = s->ops->finish(s)))
+		fprintf(stderr, "cuptrace analyze: analysis failed (out of memory)\n");
+	cuptrace_sink_destroy(s);
+	if (r) {
+		cuptrace_analysis_free(&a);
+		return EXIT_FAIL;
+	}
+	if (json)
+		r = cuptrace_analysis_print_json(&a, stdout);
+	else
+		cuptrace_analysis_print(&a, stdout, markdown);
+	if (!r && ann)
+		r = annotate(argv[optind], ann, &a);
+	else if (r || fflush(stdout)) {
+		fprintf(stderr, "cuptrace analyze: cannot write the report\n");
+		r = EXIT_FAIL;
+	}
+	cuptrace_analysis_free(&a);
+	return r ? EXIT_FAIL : 0;
+}
