@@ -68,6 +68,17 @@
  *                         collector (`record --otlp`); CUPTRACE_OUTPUT=none: spans only, no file.
  *                         libcurl.so.4 is loaded (dlopen) only then; CUPTRACE_OTLP_LIBCURL names
  *                         another (tests). Not with CUPTRACE_FORMAT=capture
+ *   CUPTRACE_DELAY, CUPTRACE_DURATION, CUPTRACE_CAPTURE_RANGE, CUPTRACE_STEPS,
+ *   CUPTRACE_STEP_RANGE, CUPTRACE_CAPTURE_REPEAT, CUPTRACE_ON_DEMAND, CUPTRACE_RING,
+ *   CUPTRACE_RING_SLOW, CUPTRACE_RING_MAX
+ *                         the record options of the same names (README: Tracing part of a run);
+ *                         %n in CUPTRACE_OUTPUT: a file per window (its number)
+ *   CUPTRACE_WINDOW_DRAIN how long GPU work launched in a window may take to report after it
+ *                         closes (default 500ms)
+ *   CUPTRACE_JOB          set by `cuptrace record` to its pid: the trigger socket's name holds
+ *                         it (`cuptrace trigger --job PID`)
+ *   CUPTRACE_STEP_HOOK    set by record: "optimizer" makes its Python hook call cuptrace_step()
+ *                         when optimizer.step() returns
  *   CUPTRACE_OTLP_SERVICE, CUPTRACE_OTLP_TRACE_PER, CUPTRACE_OTLP_BATCH,
  *   CUPTRACE_OTLP_INTERVAL_MS, CUPTRACE_OTLP_WINDOW_MS, CUPTRACE_OTLP_TIMEOUT_MS
  *                         the record options --service, --otlp-trace-per, --otlp-batch,
@@ -95,11 +106,19 @@ CUPTRACE_API int cuptrace_start(const char *path);
  * still running, whose records CUPTI would otherwise report without times. */
 CUPTRACE_API int cuptrace_flush(void);
 
+/* With capture windows (record --on-demand, --capture-range, ...; CUPTRACE_ON_DEMAND=1 and the
+ * other variables below), cuptrace_start() opens a window and cuptrace_stop() closes it, as
+ * `cuptrace trigger` would: the session itself ends with the program. Otherwise: */
 /* Flushes, finishes the file, prints the summary (unless CUPTRACE_SUMMARY=0) and stops
  * tracing. Returns 0 or the first error seen while writing. A later cuptrace_start() begins a
  * new session into a new file (tested: 100 start/stop cycles in one process, each file
  * complete, no descriptor, thread or memory left behind). */
 CUPTRACE_API int cuptrace_stop(void);
+
+/* Marks the end of a training step: `record --steps`, `--ring-slow` and `cuptrace trigger
+ * --steps` count steps by it. PyTorch programs need not call it (record's Python hook calls it
+ * when optimizer.step() returns); any other program can. Returns 0; a no-op outside tracing. */
+CUPTRACE_API int cuptrace_step(void);
 
 #ifdef __cplusplus
 }

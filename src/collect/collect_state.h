@@ -135,6 +135,7 @@ struct collect_windows {
 	struct cuptrace_control *control; /* the trigger socket */
 	int64_t ring_ns;
 	size_t ring_max;
+	int closing;         /* the session ends: handlers stop waiting */
 	atomic_int crashing; /* a fault signal is being handled */
 	atomic_int crash_done;
 };

@@ -119,12 +119,11 @@ static int is_sticky_kind(CUpti_ActivityKind k)
 	       k == CUPTI_ACTIVITY_KIND_STREAM || k == CUPTI_ACTIVITY_KIND_NAME;
 }
 
-/* GPU work and what comes with it: left on after a close until the work launched inside the
- * window has reported (drain). */
+/* GPU work and what comes with it, and NVTX ranges: left on after a close until the work
+ * launched inside the window has reported (drain); a range begun inside ends in the file. */
 static int is_gpu_kind(CUpti_ActivityKind k)
 {
-	return !is_api_kind(k) && !is_sticky_kind(k) && k != CUPTI_ACTIVITY_KIND_MARKER &&
-	       k != CUPTI_ACTIVITY_KIND_MARKER_DATA && k != CUPTI_ACTIVITY_KIND_OVERHEAD;
+	return !is_api_kind(k) && !is_sticky_kind(k) && k != CUPTI_ACTIVITY_KIND_OVERHEAD;
 }
 
 /* Caller holds win.lock. */
@@ -155,8 +154,7 @@ static void kinds_off_host(void)
 		return;
 	for (size_t i = 0; i < CUPTRACE_NKINDS; i++) {
 		CUpti_ActivityKind k = cuptrace_kinds[i];
-		if (is_api_kind(k) || k == CUPTI_ACTIVITY_KIND_MARKER ||
-		    k == CUPTI_ACTIVITY_KIND_MARKER_DATA || k == CUPTI_ACTIVITY_KIND_OVERHEAD)
+		if (is_api_kind(k) || k == CUPTI_ACTIVITY_KIND_OVERHEAD)
 			cuptiActivityDisable(k);
 	}
 	win.kinds_on = 0;
@@ -455,7 +453,7 @@ static int wait_window(uint64_t number, int64_t deadline)
 		struct collect_wlog *l = log_of(number);
 		if (l && l->final)
 			return 0;
-		if (atomic_load(&sess.state) != ST_RUNNING && !l)
+		if ((atomic_load(&sess.state) != ST_RUNNING && !l) || win.closing)
 			return -ESRCH;
 		int64_t left = deadline - now_boot();
 		if (left <= 0)
@@ -494,9 +492,7 @@ static void reply_window(int fd, uint64_t number, int waited)
 
 static void reply_dump(int fd, int slot, int64_t deadline)
 {
-	uint64_t gen = win.dumps_done;
-	(void)gen;
-	while (slot >= 0 && !win.dumps[slot].done && now_boot() < deadline) {
+	while (slot >= 0 && !win.dumps[slot].done && now_boot() < deadline && !win.closing) {
 		struct timespec ts;
 		clock_gettime(CLOCK_REALTIME, &ts);
 		ts.tv_nsec += 200000000;
@@ -658,6 +654,10 @@ void collect_window_begin(void)
 	if (!(win.active || win.ring))
 		return;
 	pthread_mutex_lock(&win.lock);
+	/* Times count from the session's start, known only now. */
+	win.tracker.t0 = sess.start_boot;
+	cuptrace_slowsteps_init(&win.slow, win.spec.ring_slow, sess.start_boot);
+	win.closing = 0;
 	if (pipe2(win.wake, O_CLOEXEC | O_NONBLOCK))
 		win.wake[0] = win.wake[1] = -1;
 	struct cuptrace_waction a;
@@ -689,8 +689,10 @@ void collect_window_end(void)
 	struct cuptrace_waction a;
 	if (cuptrace_wtracker_end(&win.tracker, now, &a))
 		apply(&a, NULL, 0, 0);
-	/* The run's end: what the flight recorder holds, unless a crash just wrote it. */
-	if (win.ring && !atomic_load(&win.crash_done)) {
+	/* The run's end: what the flight recorder holds, unless a crash just wrote it, or only
+	 * slow steps are wanted (--ring-slow: a long run leaves only those), or a signal ends it
+	 * (SIGINT, SIGTERM: written all the same). */
+	if (win.ring && !atomic_load(&win.crash_done) && (!win.slow_on || sess.dying_signal)) {
 		int slot = ask_dump(now - win.ring_ns, now, now, "end of run");
 		if (slot >= 0)
 			win.dumps[slot].requested = 1; /* the writer's end takes it */
@@ -700,6 +702,11 @@ void collect_window_end(void)
 
 void collect_window_free(void)
 {
+	/* A handler waiting for a window stops waiting: the socket's thread is joined next. */
+	pthread_mutex_lock(&win.lock);
+	win.closing = 1;
+	pthread_cond_broadcast(&win.changed);
+	pthread_mutex_unlock(&win.lock);
 	cuptrace_control_stop(win.control); /* before the lock: its handler may hold it */
 	win.control = NULL;
 	pthread_mutex_lock(&win.lock);

@@ -478,7 +478,7 @@ static void finish_window(uint64_t number)
 		if (win.log[i].number == number)
 			copy = win.log[i];
 	pthread_mutex_unlock(&win.lock);
-	char key[64], val[512];
+	char key[64], val[1024];
 	window_meta(&copy, key, sizeof(key), val, sizeof(val));
 	char file[512] = "";
 	if (win.per_file) {
@@ -646,6 +646,10 @@ void collect_wwriter_poll(uint64_t taken)
 			/* The slot is not moved while it is requested and not done (ask_dump reuses
 			 * done slots only). */
 			dump_ring(dump);
+			/* The program is dying of a fault: its one file is finished now, as the
+			 * session's finish would (it will not run). */
+			if (!strcmp(dump->why, "crash") && !win.per_file)
+				collect_note_write_err(close_current());
 			pthread_mutex_lock(&win.lock);
 			dump->done = 1;
 			win.dumps_done++;
