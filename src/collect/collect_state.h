@@ -95,7 +95,7 @@ struct collect_wlog {
 	uint64_t final_after;
 	int final; /* written (collect_wwriter.c) */
 	char file[512];
-	uint64_t kernels, records;
+	uint64_t kernels, records; /* records: GPU work (kernels, copies, memsets) */
 };
 
 /* A flight recorder dump asked for: [from, to] of the ring into a file. */

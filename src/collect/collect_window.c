@@ -481,8 +481,11 @@ static void reply_window(int fd, uint64_t number, int waited)
 	    fd, "window %" PRIu64 ": %.3f s to %.3f s of the run, %" PRIu64 " kernels", number,
 	    (double)(l->open - sess.start_boot) / 1e9, (double)(l->close - sess.start_boot) / 1e9,
 	    l->kernels);
-	if (win.per_file)
+	if (win.per_file && l->file[0])
 		cuptrace_control_reply(fd, "file %s", l->file);
+	else if (win.per_file)
+		cuptrace_control_reply(fd, "window %" PRIu64 ": no CUDA work in it: no file",
+		                       number);
 	else
 		cuptrace_control_reply(fd,
 		                       "written into %s (complete when the program ends; %%n in "

@@ -185,18 +185,25 @@ static struct wout *out_for(uint64_t number, int create)
 	return o;
 }
 
+/* What a window holds: its kernels (for the summary) and its GPU work (kernels, copies,
+ * memsets: a window without any gets no file). */
 static void count_kernels(uint64_t number, const CUpti_Activity *const *recs, size_t n)
 {
-	uint64_t k = 0;
-	for (size_t i = 0; i < n; i++)
-		k += recs[i]->kind == CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL;
-	if (!k && !n)
+	uint64_t k = 0, work = 0;
+	for (size_t i = 0; i < n; i++) {
+		CUpti_ActivityKind kind = recs[i]->kind;
+		k += kind == CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL;
+		work += kind == CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL ||
+		        kind == CUPTI_ACTIVITY_KIND_MEMCPY || kind == CUPTI_ACTIVITY_KIND_MEMCPY2 ||
+		        kind == CUPTI_ACTIVITY_KIND_MEMSET;
+	}
+	if (!work)
 		return;
 	pthread_mutex_lock(&win.lock);
 	for (size_t i = win.nlog; i-- > 0;)
 		if (win.log[i].number == number) {
 			win.log[i].kernels += k;
-			win.log[i].records += n;
+			win.log[i].records += work;
 			break;
 		}
 	pthread_mutex_unlock(&win.lock);
@@ -383,18 +390,19 @@ static void mark_window(const struct collect_wlog *l)
 	char names[2][192];
 	size_t k = 0;
 	int64_t tid = l->range_tid ? l->range_tid : (int64_t)sess.pid;
+	/* The window on the "cuptrace" category, the range as the NVTX range it was. */
 	struct {
-		const char *name;
+		const char *name, *domain;
 		int64_t t0, t1;
 	} spans[2];
 	size_t ns = 0;
 	snprintf(names[0], sizeof(names[0]), "capture window %" PRIu64 " (%s)", l->number,
 	         l->why_open);
-	spans[ns++] = (typeof(spans[0])){names[0], l->open, l->close};
+	spans[ns++] = (typeof(spans[0])){names[0], "cuptrace", l->open, l->close};
 	if (l->range[0]) {
 		snprintf(names[1], sizeof(names[1]), "%s", l->range);
 		int64_t end = l->range_end != INT64_MAX ? l->range_end : l->close;
-		spans[ns++] = (typeof(spans[0])){names[1], l->range_begin, end};
+		spans[ns++] = (typeof(spans[0])){names[1], NULL, l->range_begin, end};
 	}
 	for (size_t i = 0; i < ns; i++) {
 		uint32_t id = next_id++;
@@ -410,7 +418,7 @@ static void mark_window(const struct collect_wlog *l)
 			r->objectId.pt.processId = (uint32_t)sess.pid;
 			r->objectId.pt.threadId = (uint32_t)tid;
 			r->name = e ? NULL : spans[i].name;
-			r->domain = "cuptrace";
+			r->domain = spans[i].domain;
 		}
 	}
 	const CUpti_Activity *recs[4];
@@ -482,8 +490,9 @@ static void finish_window(uint64_t number)
 	window_meta(&copy, key, sizeof(key), val, sizeof(val));
 	char file[512] = "";
 	if (win.per_file) {
-		struct wout *o =
-		    out_for(number, 1); /* a window with no records still gets its file */
+		/* A window in which this process gave the GPU no work gets no file (the
+		 * launcher of a job, a helper process that only looked at the GPUs). */
+		struct wout *o = out_for(number, copy.records > 0);
 		if (o) {
 			swap_out(o);
 			mark_window(&copy);
@@ -491,6 +500,10 @@ static void finish_window(uint64_t number)
 			put_meta("capture_window", val);
 			int e = close_current();
 			snprintf(file, sizeof(file), "%s", sess.path);
+			if (!copy.records) {
+				unlink(sess.path);
+				file[0] = 0;
+			}
 			swap_out(o);
 			if (e || o->err)
 				cuptrace_err("capture window %" PRIu64 ": %s is incomplete: %s",

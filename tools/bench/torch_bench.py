@@ -33,6 +33,9 @@ Configurations:
                      e.g. --configs none,cuptrace,cuptrace_gpumetrics); the report gives its
                      time per step over plain cuptrace's, with the interval (issue 15 wants a
                      tie or under 1.02); cuptrace_gpumetrics_1k: the same at 1 kHz
+  cuptrace_ondemand  record --on-demand with no trigger: tracing loaded, no window ever open
+  cuptrace_range     --capture-range range:never-seen: NVTX ranges watched, none matches
+  cuptrace_steps     --steps 1000000: optimizer.step() followed, the window never reached
   floor              libcupti_floor.so: CUPTI with the same kinds and settings as the default,
                      every buffer thrown away (the cost of CUPTI itself)
 """
@@ -81,7 +84,11 @@ def run_one(cfg, build, workload, tmp, cpus=None, steps=None, pin_main=None):
         extra = {"cuptrace": [], "cuptrace_cbid": [], "cuptrace_watch": ["--runtime", "watch"],
                  "cuptrace_all": ["--runtime", "all"], "cuptrace_pytorch": ["--pytorch"],
                  "cuptrace_gpumetrics": ["--gpu-metrics"],
-                 "cuptrace_gpumetrics_1k": ["--gpu-metrics", "--gpu-metrics-rate", "1000"]}[cfg]
+                 "cuptrace_gpumetrics_1k": ["--gpu-metrics", "--gpu-metrics-rate", "1000"],
+                 # capture windows, none open: what waiting for a window costs
+                 "cuptrace_ondemand": ["--on-demand"],
+                 "cuptrace_range": ["--capture-range", "range:never-seen"],
+                 "cuptrace_steps": ["--steps", "1000000"]}[cfg]
         cmd = [os.path.join(build, "cuptrace"), "record", "--no-summary", "-o", trace] + \
             extra + ["--"] + cmd
     elif cfg.startswith("floor"):
@@ -204,25 +211,29 @@ def cmd_report(a):
         for r in rows:
             if r["workload"] == wl:
                 by.setdefault((r.get("tag"), r["round"]), {})[r["config"]] = r
-        configs = [c for c in dict.fromkeys(CONFIGS + ["cuptrace_all", "cuptrace_cbid", "cuptrace_gpumetrics", "cuptrace_gpumetrics_1k"] + sorted(FLOOR_VARIANTS))
+        configs = [c for c in dict.fromkeys(CONFIGS + ["cuptrace_all", "cuptrace_cbid", "cuptrace_gpumetrics", "cuptrace_gpumetrics_1k", "cuptrace_ondemand", "cuptrace_range", "cuptrace_steps"] + sorted(FLOOR_VARIANTS))
                    if any(c in v for v in by.values())]
         full = [v for v in by.values() if "none" in v]
         print("\n## %s: %d rounds (%d with an untraced run)\n" % (wl, len(by), len(full)))
         if full:
             print("| configuration | runs | time per step, median | added per step, median "
-                  "[95% CI] | kernels | bytes per kernel |")
-            print("|---|---:|---:|---:|---:|---:|")
+                  "[95% CI] | added %, paired by round [95% CI] | kernels | bytes per kernel |")
+            print("|---|---:|---:|---:|---:|---:|---:|")
         for c in configs:
             rs = [v for v in full if c in v]
             if not rs:
                 continue
             t = statistics.median(v[c]["step_s"] for v in rs)
             if c == "none":
-                added = "-"
+                added = pct = "-"
             else:
                 med = lambda s: statistics.median(v[c]["step_s"] - v["none"]["step_s"] for v in s)
                 lo, hi = boot(rs, med)
                 added = fmt_ci(med(rs), lo, hi)
+                rel = lambda s: statistics.median(100 * (v[c]["step_s"] / v["none"]["step_s"] - 1)
+                                                  for v in s)
+                rlo, rhi = boot(rs, rel)
+                pct = "%+.1f%% [%+.1f, %+.1f]" % (rel(rs), rlo, rhi)
             ks = sorted({v[c].get("kernels") for v in rs if v[c].get("kernels") is not None})
             kern = ", ".join(str(k) for k in ks) if ks else "-"
             if "bytes_raw" in rs[0][c]:
@@ -234,7 +245,7 @@ def cmd_report(a):
                                                  for v in rs)
             else:
                 bpk = "-"
-            print("| %s | %d | %.2f µs | %s | %s | %s |" % (c, len(rs), t * 1e6, added, kern,
+            print("| %s | %d | %.2f µs | %s | %s | %s | %s |" % (c, len(rs), t * 1e6, added, pct, kern,
                                                            bpk))
         if full:
             print()
