@@ -94,7 +94,8 @@ int main(int argc, char **argv)
 		struct timespec a, b;
 		clock_gettime(CLOCK_MONOTONIC, &a);
 		double cpu0 = cpu_seconds();
-		struct cuptrace_sink *sink = cuptrace_sink_open(path, NULL, argc > 5 ? argv[5] : NULL);
+		struct cuptrace_sink *sink =
+		    cuptrace_sink_open(path, NULL, argc > 5 ? argv[5] : NULL);
 		if (!sink) {
 			perror(path);
 			return 1;
