@@ -86,6 +86,12 @@ struct corr_state {
 	uint32_t nsyncs, syncs_cap;
 };
 
+/* An entry of the index over the correlation states: 0 in slot is empty. */
+struct corr_ent {
+	uint32_t corr;
+	uint32_t slot; /* index + 1 in the ring */
+};
+
 /* An API call held back until its GPU work arrives (see convert.h). */
 struct pending_api {
 	int used;
@@ -96,6 +102,9 @@ struct pending_api {
 	int64_t ts, dur;
 	uint32_t name_id, cat_id;
 	int32_t ret;
+	/* Flows to its GPU work: most calls make one GPU record, so the first is kept in flow1
+	 * and an array (flows, owned) is made only for a second; conv_corr_flows gives the list. */
+	uint64_t flow1;
 	uint64_t *flows;
 	uint32_t nflows, flows_cap;
 };
@@ -212,13 +221,14 @@ struct cuptrace_converter {
 	struct cuptrace_arg args[24];
 
 	/* convert_corr.c */
-	struct cuptrace_u64map corr_idx; /* corr -> slot + 1 in corr ring */
-	struct corr_state *corr;         /* ring of states, oldest evicted */
+	struct corr_ent *corr_idx; /* corr -> slot + 1 in corr ring (convert_corr.c) */
+	struct corr_state *corr;   /* ring of states, oldest evicted */
 	size_t corr_cap, corr_head;
 	struct pending_api *pending;
 	size_t pending_cap, npending;
 	size_t *pending_free;
 	size_t npending_free;
+	size_t npending_graph; /* held back with expect < 0: only then has batch_end work */
 
 	/* convert_api.c */
 	uint8_t driver_noise[1024];                   /* bitset over driver cbids */

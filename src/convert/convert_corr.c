@@ -11,8 +11,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Correlation states kept (72 bytes each: 4.7 MB, and the index over them). A GPU record comes
- * at most the GPU's queue depth of launches (a few thousand) after its API call's; a state is
+/* Correlation states kept (72 bytes each: 4.7 MB, and the index over them, 1 MB). A GPU record
+ * comes at most the GPU's queue depth of launches (a few thousand) after its API call's; a state is
  * reused only after 65,536 later calls. */
 #define CORR_RING (1u << 16)
 
@@ -27,11 +27,52 @@ static void corr_release(struct cuptrace_converter *c, struct corr_state *s)
 	s->pending = -1;
 }
 
+/* The index over the ring: open addressing with linear probing, twice the ring's size so at
+ * most half full, entries of 8 bytes, one cache line per lookup. Deletion shifts the entries
+ * after back instead of leaving tombstones, so a sliding window (a delete per insert) never
+ * needs a rehash. It holds correlation ids only (0 is never stored). */
+#define CORR_IDX_BITS 17
+#define CORR_IDX_MASK ((1u << CORR_IDX_BITS) - 1)
+_Static_assert(2 * CORR_RING <= CORR_IDX_MASK + 1, "the index must stay at most half full");
+
+static uint32_t idx_home(uint32_t corr)
+{
+	/* Fibonacci hashing: consecutive ids land far apart and their runs do not cluster. */
+	return (corr * 2654435769u) >> (32 - CORR_IDX_BITS);
+}
+
+static struct corr_ent *idx_find(struct cuptrace_converter *c, uint32_t corr)
+{
+	for (uint32_t i = idx_home(corr);; i = (i + 1) & CORR_IDX_MASK) {
+		struct corr_ent *e = &c->corr_idx[i];
+		if (!e->slot || e->corr == corr)
+			return e;
+	}
+}
+
+static void idx_del(struct cuptrace_converter *c, uint32_t corr)
+{
+	struct corr_ent *t = c->corr_idx;
+	uint32_t i = (uint32_t)(idx_find(c, corr) - t);
+	if (!t[i].slot)
+		return;
+	/* Moves back each later entry of the run whose home does not lie in (i, j]. */
+	for (uint32_t j = (i + 1) & CORR_IDX_MASK; t[j].slot; j = (j + 1) & CORR_IDX_MASK) {
+		uint32_t k = idx_home(t[j].corr);
+		int stays = i <= j ? (i < k && k <= j) : (i < k || k <= j);
+		if (!stays) {
+			t[i] = t[j];
+			i = j;
+		}
+	}
+	t[i] = (struct corr_ent){0, 0};
+}
+
 static struct corr_state *corr_get(struct cuptrace_converter *c, uint32_t corr, int create)
 {
-	uint64_t *slot = cuptrace_u64map_get(&c->corr_idx, corr);
-	if (slot)
-		return &c->corr[*slot - 1];
+	struct corr_ent *e = idx_find(c, corr);
+	if (e->slot)
+		return &c->corr[e->slot - 1];
 	if (!create)
 		return NULL;
 	/* Reuse the oldest slot of the ring: its correlation id is 65,536 calls old. */
@@ -42,17 +83,13 @@ static struct corr_state *corr_get(struct cuptrace_converter *c, uint32_t corr, 
 		if (s->pending >= 0)
 			emit_pending(c, (size_t)s->pending, 1);
 		c->counts.unlinked_gpu += s->norphans;
-		cuptrace_u64map_del(&c->corr_idx, s->corr);
+		idx_del(c, s->corr);
 		corr_release(c, s);
+		e = idx_find(c, corr); /* the delete may have moved the free entry */
 	}
 	s->corr = corr;
 	s->pending = -1;
-	uint64_t *ns = cuptrace_u64map_put(&c->corr_idx, corr, NULL);
-	if (!ns) {
-		c->err = -ENOMEM;
-		return NULL;
-	}
-	*ns = i + 1;
+	*e = (struct corr_ent){corr, (uint32_t)i + 1};
 	return s;
 }
 
@@ -77,6 +114,27 @@ static int push_u64(uint64_t **v, uint32_t *n, uint32_t *cap, uint64_t x)
 }
 
 /* ---- API calls: drawn, or held back ---- */
+
+static const uint64_t *pending_flows(const struct pending_api *p)
+{
+	return p->flows ? p->flows : &p->flow1;
+}
+
+/* Adds a flow to a held-back call without a malloc for its first (struct pending_api). */
+static int pending_add_flow(struct pending_api *p, uint64_t flow)
+{
+	if (!p->nflows && !p->flows) {
+		p->flow1 = flow;
+		p->nflows = 1;
+		return 0;
+	}
+	if (!p->flows) {
+		uint32_t n = 0;
+		if (push_u64(&p->flows, &n, &p->flows_cap, p->flow1))
+			return -ENOMEM;
+	}
+	return push_u64(&p->flows, &p->nflows, &p->flows_cap, flow);
+}
 
 static int emit_api(struct cuptrace_converter *c, uint64_t track, int64_t ts, int64_t dur,
                     uint32_t name_id, uint32_t cat_id, uint32_t corr, int32_t ret,
@@ -111,6 +169,8 @@ static void take_pending(struct cuptrace_converter *c, size_t idx, struct pendin
 		st->pending = -1;
 		st->api_emitted = 1;
 	}
+	if (p->expect < 0)
+		c->npending_graph--;
 	*out = *p;
 	memset(p, 0, sizeof(*p));
 	c->npending--;
@@ -153,10 +213,12 @@ static int hold_api(struct cuptrace_converter *c, struct corr_state *st, const s
 	    .ret = a->ret,
 	};
 	for (uint32_t i = 0; i < st->norphans; i++)
-		push_u64(&p->flows, &p->nflows, &p->flows_cap, st->orphans[i]);
+		pending_add_flow(p, st->orphans[i]);
 	st->norphans = 0;
 	st->pending = (int32_t)idx;
 	c->npending++;
+	if (p->expect < 0)
+		c->npending_graph++;
 	return 0;
 }
 
@@ -226,7 +288,7 @@ int conv_corr_api(struct cuptrace_converter *c, const struct api_call *a)
 int conv_corr_write_taken(struct cuptrace_converter *c, struct pending_api *p)
 {
 	int r = p->used ? emit_api(c, p->track, p->ts, p->dur, p->name_id, p->cat_id, p->corr,
-	                           p->ret, p->flows, p->nflows)
+	                           p->ret, pending_flows(p), p->nflows)
 	                : c->err;
 	free(p->flows);
 	memset(p, 0, sizeof(*p));
@@ -246,7 +308,8 @@ uint64_t conv_corr_flow_in(struct cuptrace_converter *c, uint32_t corr, struct p
 	c->counts.flows++;
 	if (st->pending >= 0) {
 		struct pending_api *p = &c->pending[st->pending];
-		push_u64(&p->flows, &p->nflows, &p->flows_cap, flow);
+		if (pending_add_flow(p, flow))
+			c->err = -ENOMEM;
 		p->batch_added = c->batch;
 		if (p->expect > 0 && p->nflows >= (uint32_t)p->expect)
 			take_pending(c, (size_t)st->pending, done);
@@ -278,8 +341,10 @@ int conv_corr_sync(struct cuptrace_converter *c, uint32_t corr, const struct orp
 int conv_corr_batch_end(struct cuptrace_converter *c)
 {
 	/* Graph launches: their node count is unknown, so an API call with GPU work is written
-	 * once a later batch brought it nothing more. */
-	for (size_t i = 0; i < c->pending_cap && !c->err; i++) {
+	 * once a later batch brought it nothing more. Only they are looked for, and only when
+	 * one is held: a scan of the whole table after each CUPTI buffer costs more than the
+	 * buffer's records. */
+	for (size_t i = 0; c->npending_graph && i < c->pending_cap && !c->err; i++) {
 		struct pending_api *p = &c->pending[i];
 		if (p->used && p->expect < 0 && p->nflows && p->batch_added < c->batch)
 			emit_pending(c, i, 0);
@@ -301,13 +366,13 @@ int conv_corr_finish(struct cuptrace_converter *c)
 
 int conv_corr_init(struct cuptrace_converter *c)
 {
-	cuptrace_u64map_init(&c->corr_idx);
 	c->corr_cap = CORR_RING;
 	c->corr = calloc(c->corr_cap, sizeof(*c->corr));
+	c->corr_idx = calloc((size_t)CORR_IDX_MASK + 1, sizeof(*c->corr_idx));
 	c->pending_cap = c->opts.max_pending;
 	c->pending = calloc(c->pending_cap, sizeof(*c->pending));
 	c->pending_free = malloc(c->pending_cap * sizeof(size_t));
-	if (!c->corr || !c->pending || !c->pending_free)
+	if (!c->corr || !c->corr_idx || !c->pending || !c->pending_free)
 		return -ENOMEM;
 	for (size_t i = 0; i < c->corr_cap; i++)
 		c->corr[i].pending = -1;
@@ -328,5 +393,5 @@ void conv_corr_free(struct cuptrace_converter *c)
 	free(c->corr);
 	free(c->pending);
 	free(c->pending_free);
-	cuptrace_u64map_free(&c->corr_idx);
+	free(c->corr_idx);
 }

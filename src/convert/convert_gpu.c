@@ -438,6 +438,14 @@ static int window_drain(struct cuptrace_converter *c, int all)
 	size_t n = end - c->nheap;
 	qsort(out, n, sizeof(*out), gwork_cmp);
 	for (size_t i = 0; i < n; i++) {
+		/* The slots were last touched when their batch came in, a window ago, and are
+		 * read in an order of their own: fetched ahead, they are in cache when drawn. */
+		if (i + 4 < n) {
+			const struct gpu_slot *ahead = &c->slots[out[i + 4].slot];
+			__builtin_prefetch(&ahead->api);
+			__builtin_prefetch(&ahead->r);
+			__builtin_prefetch((const char *)&ahead->r + 64);
+		}
 		if (!c->err)
 			emit_gwork(c, &out[i]);
 		conv_corr_write_taken(c, &c->slots[out[i].slot].api); /* frees it after an error */

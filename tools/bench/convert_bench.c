@@ -2,12 +2,15 @@
  * (T threads, each a cudaLaunchKernel record and a kernel record per launch, with jittered
  * times), in CUPTI-sized batches, and times the converter plus each output format.
  *   convert_bench [launches per thread] [threads] [out dir] [only this output, e.g. bench.json]
- * Prints records per second and bytes per kernel for each format. */
+ *                 [compression: chunks, gzip or none; default: as the output's name says]
+ * Prints records per second of wall time, records per CPU second (every thread of the process:
+ * the converter's and the compressors'; "per core"), and bytes per kernel for each format. */
 #include <cupti_activity.h>
 #include <cupti_runtime_cbid.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <time.h>
 
 #include "common/util.h"
@@ -21,6 +24,15 @@ static uint32_t rnd(uint32_t n)
 	rng ^= rng >> 7;
 	rng ^= rng << 17;
 	return (uint32_t)(rng % n);
+}
+
+/* User and system time of every thread of the process, joined or running. */
+static double cpu_seconds(void)
+{
+	struct rusage ru;
+	getrusage(RUSAGE_SELF, &ru);
+	return (double)(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) +
+	       (double)(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e6;
 }
 
 int main(int argc, char **argv)
@@ -72,7 +84,8 @@ int main(int argc, char **argv)
 	                                   "bench.json.gz"};
 	printf("convert_bench: %d threads x %d launches = %zu kernels, %zu records\n", threads,
 	       launches, n, 2 * n);
-	printf("%-18s %10s %14s %12s\n", "output", "seconds", "records/s", "bytes/kernel");
+	printf("%-18s %10s %14s %14s %12s\n", "output", "seconds", "records/s", "records/cpu-s",
+	       "bytes/kernel");
 	for (size_t o = 0; o < sizeof(outs) / sizeof(outs[0]); o++) {
 		if (argc > 4 && strcmp(argv[4], outs[o]))
 			continue;
@@ -80,7 +93,9 @@ int main(int argc, char **argv)
 		snprintf(path, sizeof(path), "%s/%s", dir, outs[o]);
 		struct timespec a, b;
 		clock_gettime(CLOCK_MONOTONIC, &a);
-		struct cuptrace_sink *sink = cuptrace_sink_open(path, NULL, NULL);
+		double cpu0 = cpu_seconds();
+		struct cuptrace_sink *sink =
+		    cuptrace_sink_open(path, NULL, argc > 5 ? argv[5] : NULL);
 		if (!sink) {
 			perror(path);
 			return 1;
@@ -101,6 +116,7 @@ int main(int argc, char **argv)
 		cuptrace_sink_destroy(sink);
 		cuptrace_converter_free(c);
 		clock_gettime(CLOCK_MONOTONIC, &b);
+		double cpu = cpu_seconds() - cpu0;
 		double secs = (double)(b.tv_sec - a.tv_sec) + (double)(b.tv_nsec - a.tv_nsec) / 1e9;
 		FILE *f = fopen(path, "rb");
 		long size = 0;
@@ -109,8 +125,9 @@ int main(int argc, char **argv)
 			size = ftell(f);
 			fclose(f);
 		}
-		printf("%-18s %10.3f %14.0f %12.2f%s\n", outs[o], secs, 2.0 * (double)n / secs,
-		       (double)size / (double)n, r ? "  (write error)" : "");
+		printf("%-18s %10.3f %14.0f %14.0f %12.2f%s\n", outs[o], secs,
+		       2.0 * (double)n / secs, 2.0 * (double)n / cpu, (double)size / (double)n,
+		       r ? "  (write error)" : "");
 	}
 	free(recs);
 	free(api);

@@ -4,14 +4,16 @@
     tools/bench/size_breakdown.py TRACE.pftrace [--level 5] [--chunk 262144]
 
 Reads a trace written by cuptrace (zlib compressed_packets chunks, .gz or plain), takes out its
-packets, and writes them again the way cuptrace's default output does (zlib at --level, in
-compressed_packets chunks of at most --chunk bytes of packets), once as they are and once per
+packets, and writes them again the way cuptrace's default output does (zlib streams at --level,
+made by libdeflate where the machine has it and by zlib otherwise, as src/output/output.c does,
+in compressed_packets chunks of at most --chunk bytes of packets), once as they are and once per
 variant below. Each line prints the size and the bytes per kernel (kernels are the BEGIN events
 with a "grid" argument). The difference between a variant and "as written" is what that part of
 the trace costs once compressed. Only the variants marked "valid" are traces one could ship; the
 others exist to measure. Standard library only, so it runs wherever python3 does.
 """
 import argparse
+import ctypes
 import gzip
 import sys
 import zlib
@@ -152,14 +154,51 @@ def rewrite(packets, drop_event=(), const_time=False, drop_end=False):
     return out
 
 
-def compressed_size(packets, level, chunk):
+# As src/output/output.c: chunks under SMALL_CHUNK bytes take libdeflate's SMALL_LEVEL.
+SMALL_CHUNK, SMALL_LEVEL = 64 * 1024, 10
+
+
+class Compressor:
+    """zlib streams as cuptrace makes them: libdeflate.so.0 if it loads, else zlib."""
+
+    def __init__(self, level):
+        self.level, self.ld, self.comp = level, None, {}
+        try:
+            ld = ctypes.CDLL("libdeflate.so.0")
+            ld.libdeflate_alloc_compressor.restype = ctypes.c_void_p
+            ld.libdeflate_alloc_compressor.argtypes = [ctypes.c_int]
+            ld.libdeflate_zlib_compress_bound.restype = ctypes.c_size_t
+            ld.libdeflate_zlib_compress_bound.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
+            ld.libdeflate_zlib_compress.restype = ctypes.c_size_t
+            ld.libdeflate_zlib_compress.argtypes = [ctypes.c_void_p, ctypes.c_char_p,
+                                                    ctypes.c_size_t, ctypes.c_void_p,
+                                                    ctypes.c_size_t]
+            self.ld = ld
+        except (OSError, AttributeError):
+            pass
+        self.name = "libdeflate" if self.ld else "zlib"
+
+    def __call__(self, data):
+        if not self.ld:
+            return zlib.compress(data, self.level)
+        lv = SMALL_LEVEL if len(data) < SMALL_CHUNK and self.level >= 5 else self.level
+        if lv not in self.comp:
+            self.comp[lv] = self.ld.libdeflate_alloc_compressor(lv)
+        c = self.comp[lv]
+        cap = self.ld.libdeflate_zlib_compress_bound(c, len(data))
+        out = ctypes.create_string_buffer(cap)
+        n = self.ld.libdeflate_zlib_compress(c, data, len(data), out, cap)
+        return out.raw[:n]
+
+
+def compressed_size(packets, compress, chunk):
     """Bytes of the trace written as cuptrace writes it: Trace.packet{compressed_packets}."""
     total, cur = 0, bytearray()
 
     def flush():
         nonlocal total, cur
         if cur:
-            z = zlib.compress(bytes(cur), level)
+            z = compress(bytes(cur))
             body = field(P_COMPRESSED, 2, z)
             total += len(field(TRACE_PACKET, 2, body))
             cur = bytearray()
@@ -202,10 +241,11 @@ def main():
     raw = sum(len(field(TRACE_PACKET, 2, p)) for p in packets)
     print("%s: %d packets, %d kernels, %d bytes before compression (%.1f per kernel)"
           % (a.trace, len(packets), kernels, raw, raw / kernels))
-    print("recompressed with zlib level %d in chunks of %d bytes:" % (a.level, a.chunk))
+    compress = Compressor(a.level)
+    print("recompressed with %s level %d in chunks of %d bytes:" % (compress.name, a.level, a.chunk))
     base = None
     for name, kind, kw in VARIANTS:
-        n = compressed_size(rewrite(packets, **kw) if kw else packets, a.level, a.chunk)
+        n = compressed_size(rewrite(packets, **kw) if kw else packets, compress, a.chunk)
         base = n if base is None else base
         print("  %-36s %-8s %11d bytes %7.2f per kernel %+7.2f"
               % (name, kind, n, n / kernels, (n - base) / kernels))
