@@ -14,24 +14,26 @@
 static void diff_usage(FILE *f)
 {
 	fprintf(
-	    f, "usage: cuptrace diff [options] BASE NEW\n\n"
-	       "Compares two runs (any trace or capture cuptrace reads): wall span, GPU busy\n"
-	       "time per device, kernels, bytes copied, then per kernel, API call, copy kind,\n"
-	       "NVTX range and PyTorch op the count, total and mean time in both runs, sorted\n"
-	       "by the change in total time.\n\n"
-	       "  -m, --markdown         GitHub markdown tables\n"
-	       "  -j, --json             one JSON object, times in ns (keys: README)\n"
-	       "  -n, --top N            rows per family in text and markdown (default 20)\n"
-	       "      --group-by MODE    name (default) | base: drop template arguments and\n"
-	       "                         parameter lists (gemm<float, 64>(...) -> gemm)\n"
-	       "      --per NAME         divide counts and times by the number of host ranges\n"
-	       "                         named NAME in each run (runs of different step counts)\n"
-	       "      --fail-above PCT   exit with status 3 if GPU busy time, or the total of a\n"
-	       "                         name taking at least 1%% of BASE's GPU busy time (of its\n"
-	       "                         family's total for API calls, ranges, ops), grew by more\n"
-	       "                         than PCT percent\n"
-	       "  -h, --help             this help\n\n"
-	       "Exit status: 0, 1 error, 2 usage, 3 --fail-above exceeded.\n");
+	    f,
+	    "usage: cuptrace diff [options] BASE NEW\n\n"
+	    "Compares two runs (any trace or capture cuptrace reads): wall span, GPU busy\n"
+	    "time per device, kernels, bytes copied, then per kernel, API call, copy kind,\n"
+	    "NVTX range and PyTorch op the count, total and mean time in both runs, sorted\n"
+	    "by the change in total time.\n\n"
+	    "  -m, --markdown         GitHub markdown tables\n"
+	    "  -j, --json             one JSON object, times in ns (keys: README)\n"
+	    "  -n, --top N            rows per family in text and markdown (default 20)\n"
+	    "      --group-by MODE    name (default) | base: drop template arguments and\n"
+	    "                         parameter lists (gemm<float, 64>(...) -> gemm)\n"
+	    "      --per NAME         divide counts and times by the number of host ranges\n"
+	    "                         named NAME in each run (runs of different step counts)\n"
+	    "      --fail-above PCT   exit with status 3 if GPU busy time, or the total of a\n"
+	    "                         name taking at least 1%% of the GPU busy time of BASE or\n"
+	    "                         of NEW (of its family's total for API calls, ranges, ops;\n"
+	    "                         a name new in NEW: of NEW's), grew by more than PCT\n"
+	    "                         percent\n"
+	    "  -h, --help             this help\n\n"
+	    "Exit status: 0, 1 error, 2 usage, 3 --fail-above exceeded.\n");
 }
 
 /* The profile of one run; 0 or EXIT_FAIL with the message printed. */

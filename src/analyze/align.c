@@ -135,23 +135,35 @@ int cuptrace_align(const struct cuptrace_align_in *in, size_t n, enum cuptrace_a
 		nmach += mach[i] == i;
 	}
 	sum->machines = nmach;
+	/* --align none keeps the files' own clock where every input's timestamps are on one
+	 * (torch.profiler's absolute times), else starts each at 0. */
+	int all_file = n > 0;
+	for (size_t i = 0; i < n; i++)
+		all_file &= in[i].file_clock;
 	/* Steps 1 and 2: each rank on the reference's relative axis. */
 	for (size_t i = 0; i < n; i++) {
 		struct cuptrace_align_out *o = &out[i];
 		size_t j = mach[i]; /* the first rank of i's machine */
+		int file = in[i].file_clock || in[j].file_clock || in[0].file_clock;
 		o->machine = j;
 		if (mode == CUPTRACE_ALIGN_NONE) {
-			o->offset_ns = -in[i].first_ts;
+			o->offset_ns =
+			    all_file ? sat_sub(in[i].start_realtime_ns, in[0].start_realtime_ns)
+			             : -in[i].first_ts;
 			o->clock = CUPTRACE_CLOCK_NONE;
 			continue;
 		}
-		o->offset_ns = sat_add(sat_sub(in[i].start_boottime_ns, in[j].start_boottime_ns),
-		                       sat_sub(in[j].start_realtime_ns, in[0].start_realtime_ns));
-		if (mach[i] == mach[0])
+		if (file) /* no BOOTTIME to go by: the file's clock is all there is */
+			o->offset_ns = sat_sub(in[i].start_realtime_ns, in[0].start_realtime_ns);
+		else if (mach[i] == mach[0])
 			o->offset_ns = sat_sub(in[i].start_boottime_ns, in[0].start_boottime_ns);
-		o->clock = !i                   ? CUPTRACE_CLOCK_REFERENCE
-		           : mach[i] == mach[0] ? CUPTRACE_CLOCK_BOOTTIME
-		                                : CUPTRACE_CLOCK_REALTIME;
+		else
+			o->offset_ns =
+			    sat_add(sat_sub(in[i].start_boottime_ns, in[j].start_boottime_ns),
+			            sat_sub(in[j].start_realtime_ns, in[0].start_realtime_ns));
+		o->clock = !i                            ? CUPTRACE_CLOCK_REFERENCE
+		           : mach[i] == mach[0] && !file ? CUPTRACE_CLOCK_BOOTTIME
+		                                         : CUPTRACE_CLOCK_REALTIME;
 	}
 	/* Every collective end, placed so far. */
 	size_t total = 0;
@@ -164,7 +176,8 @@ int cuptrace_align(const struct cuptrace_align_in *in, size_t n, enum cuptrace_a
 			ends[nends++] = (struct end){in[i].coll[k].key, mach[i], i,
 			                             sat_add(in[i].coll[k].end, out[i].offset_ns),
 			                             in[i].coll[k].end};
-	qsort(ends, nends, sizeof(*ends), end_cmp);
+	if (nends) /* ends is NULL without collectives, and qsort's pointer must not be */
+		qsort(ends, nends, sizeof(*ends), end_cmp);
 	/* Step 3, per machine: its ends against the reference machine's, key by key. A machine's
 	 * end of a key is the median over its ranks (they share one clock already). */
 	if (mode == CUPTRACE_ALIGN_NCCL && nmach > 1) {

@@ -23,7 +23,8 @@
 #include <stdint.h>
 
 enum cuptrace_align_mode {
-	CUPTRACE_ALIGN_NONE = 0, /* every rank's earliest event at 0 */
+	CUPTRACE_ALIGN_NONE =
+	    0, /* every rank's earliest event at 0; file clocks kept as they are */
 	CUPTRACE_ALIGN_REALTIME, /* steps 1 and 2 */
 	CUPTRACE_ALIGN_NCCL,     /* steps 1, 2 and 3 (the default of --ranks) */
 };
@@ -48,6 +49,11 @@ struct cuptrace_align_in {
 	const char *machine; /* boot id or host name: equal strings = one BOOTTIME */
 	int64_t start_boottime_ns, start_realtime_ns;
 	int64_t first_ts; /* earliest event, relative */
+	/* No BOOTTIME (a torch.profiler or other JSON trace): start_realtime_ns is the start on
+	 * the clock the file's timestamps are written in, which the ranks of a job share (the
+	 * wall clock); ranks of one host are then placed by it, and --align none keeps it where
+	 * every input has one. */
+	int file_clock;
 	const struct cuptrace_align_coll *coll;
 	size_t ncoll;
 };

@@ -8,8 +8,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* A name takes part in --fail-above when its total is at least this share of BASE's reference
- * (GPU busy time, or its family's total for host-only families). */
+/* A name takes part in --fail-above when its total in either run is at least this share of
+ * that run's reference (GPU busy time, or its family's total for host-only families): a name
+ * of BASE against BASE's, and one new in NEW against NEW's. */
 #define SIGNIFICANT_SHARE 0.01
 
 const char *cuptrace_family_key(enum cuptrace_family f)
@@ -163,14 +164,20 @@ static int fail_above(struct cuptrace_diff *d)
 		/* Kernels and copies run on the GPU: measured against its busy time, unless the
 		 * base run has none; ranges, ops and API calls against their family's total. */
 		int gpu = f == CUPTRACE_FAM_KERNEL || f == CUPTRACE_FAM_COPY;
-		double ref = gpu ? d->gpu_busy_ns.base : 0;
+		double ref = gpu ? d->gpu_busy_ns.base : 0, ref_new = gpu ? d->gpu_busy_ns.new_ : 0;
 		if (ref <= 0)
 			for (size_t i = 0; i < d->nrows[f]; i++)
 				ref += d->rows[f][i].total_ns.base;
+		if (ref_new <= 0)
+			for (size_t i = 0; i < d->nrows[f]; i++)
+				ref_new += d->rows[f][i].total_ns.new_;
 		for (size_t i = 0; i < d->nrows[f]; i++) {
 			const struct cuptrace_diff_row *r = &d->rows[f][i];
-			double big = fmax(r->total_ns.base, r->total_ns.new_);
-			if (big <= 0 || big < SIGNIFICANT_SHARE * ref || !grew(r->total_ns, pct))
+			int big =
+			    (r->total_ns.base > 0 && r->total_ns.base >= SIGNIFICANT_SHARE * ref) ||
+			    (r->total_ns.new_ > 0 &&
+			     r->total_ns.new_ >= SIGNIFICANT_SHARE * ref_new);
+			if (!big || !grew(r->total_ns, pct))
 				continue;
 			if ((err = add_failure(d, f, r->name, r->total_ns)))
 				return err;

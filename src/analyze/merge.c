@@ -311,10 +311,26 @@ static int rank_info(struct in_state *in, struct cuptrace_merge_result *r)
 	const struct cuptrace_meta *g = stats_meta_get(&in->st, "rank");
 	int64_t v = -1;
 	r->rank = g && stats_meta_int(g, &v) && v >= 0 && v <= INT32_MAX ? (int)v : -1;
+	g = stats_meta_get(&in->st, "world_size");
+	v = -1;
+	r->world = g && stats_meta_int(g, &v) && v > 0 && v <= INT32_MAX ? (int)v : -1;
 	in->host = meta_strdup(&in->st, "hostname");
-	in->machine = meta_strdup(&in->st, "boot_id");
-	if (!in->machine && in->host && !(in->machine = strdup(in->host)))
-		return -ENOMEM;
+	if (in->host && !strcmp(in->host, "?")) { /* a reader's "not said" */
+		free(in->host);
+		in->host = NULL;
+	}
+	/* The machine: its boot id and its host name, so that traces of different hosts are
+	 * different machines whatever their boot ids say (containers, copied images). */
+	char *boot = meta_strdup(&in->st, "boot_id");
+	if (boot || in->host) {
+		size_t len = (boot ? strlen(boot) : 0) + (in->host ? strlen(in->host) : 0) + 2;
+		if (!(in->machine = malloc(len))) {
+			free(boot);
+			return -ENOMEM;
+		}
+		snprintf(in->machine, len, "%s@%s", boot ? boot : "", in->host ? in->host : "");
+		free(boot);
+	}
 	r->host = in->host;
 	r->collectives = in->nnccl;
 	r->start_boottime_ns = in->start_boottime_ns;
@@ -387,6 +403,8 @@ static int plan_ranks(struct cuptrace_merge *m, const struct cuptrace_merge_inpu
 		    .machine = in->machine,
 		    .start_boottime_ns = in->start_boottime_ns,
 		    .start_realtime_ns = in->start_realtime_ns,
+		    /* torch.profiler and other JSON: no BOOTTIME, the file's axis is the clock */
+		    .file_clock = !in->start_boottime_ns,
 		    .first_ts = m->in[i].first_ts,
 		    .coll = in->coll,
 		    .ncoll = in->nnccl,
@@ -438,6 +456,7 @@ int cuptrace_merge_plan(struct cuptrace_merge *m, const struct cuptrace_merge_in
 		struct cuptrace_merge_result *r = &m->in[i];
 		r->path = inputs[i].path;
 		r->rank = -1;
+		r->world = -1;
 		m->bad = i;
 		if ((err = probe(in, r->path, m->st->align_name, ranks, replay, ctx)) ||
 		    (err = collect_pids(in)))

@@ -67,6 +67,7 @@ struct cuptrace_merge_result {
 	 * collectives and its own clocks. */
 	struct cuptrace_align_out map;
 	int rank;
+	int world;        /* the job's world size where the trace says it, else -1 */
 	const char *host; /* owned by the merge */
 	size_t collectives;
 	int64_t start_boottime_ns, start_realtime_ns;

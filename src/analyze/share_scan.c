@@ -1,5 +1,6 @@
 /* `cuptrace share`, pass 1: the host and user names to remove, and what windows need (see
  * share.h, share_scan.h). */
+#define _GNU_SOURCE /* strcasestr */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -64,13 +65,30 @@ static int meta_users(struct cuptrace_share_scan *sc, const struct cuptrace_meta
 	for (size_t i = 0; i < n && !sc->err; i++) {
 		if (m[i].is_int || !m[i].s)
 			continue;
-		/* "hostname", or a merged trace's "<label>: hostname" of each input */
-		const char *k = cuptrace_meta_base_key(m[i].key);
-		if (k && !strcmp(k, "hostname")) {
-			int err = share_secret_host(&sc->secrets, m[i].s);
-			if (err)
-				return fail(sc, err);
+		/* Identity keys by rule (privacy.h; a merged trace's "<label>: <key>" too): their
+		 * values go from every string of the copy, not only from their own entry. */
+		int err = 0;
+		size_t n0;
+		const char *b;
+		switch (m[i].key ? cuptrace_meta_identity(m[i].key) : CUPTRACE_ID_NONE) {
+		case CUPTRACE_ID_HOST:
+			err = share_secret_host(&sc->secrets, m[i].s);
+			break;
+		case CUPTRACE_ID_USER:
+			err = share_secret_add(&sc->secrets, m[i].s, strlen(m[i].s),
+			                       SHARE_SECRET_USER);
+			break;
+		case CUPTRACE_ID_PLACE:
+			/* a home directory anywhere (/data/alice): its last name is the user's */
+			b = cuptrace_path_base(m[i].s, strlen(m[i].s), &n0);
+			if (strcasestr(m[i].key, "home") && n0 < strlen(m[i].s))
+				err = share_secret_add(&sc->secrets, b, n0, SHARE_SECRET_USER);
+			break;
+		case CUPTRACE_ID_NONE:
+			break;
 		}
+		if (err)
+			return fail(sc, err);
 		users(sc, m[i].s);
 	}
 	return sc->err;

@@ -238,6 +238,10 @@ int stats_start_utc(const struct cuptrace_stats *st, int64_t *ns, char *buf, siz
 	/* 0: not recorded (a foreign trace, or a shared one whose start was removed). */
 	if (!m || !stats_meta_int(m, ns) || !*ns)
 		return 0;
+	/* A foreign JSON's time axis may be a clock other than the wall clock (microseconds since
+	 * boot, or from 0): before 1973 is not a date. */
+	if (*ns < 100000000000000000)
+		return 0;
 	time_t sec = (time_t)(*ns / 1000000000);
 	int64_t frac = *ns % 1000000000;
 	if (frac < 0) {

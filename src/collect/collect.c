@@ -29,6 +29,7 @@
 
 #include "collect/api_enable.h"
 #include "collect/collect_otlp.h"
+#include "collect/cupti_alarm.h"
 #include "collect/collect_state.h"
 #include "collect/gpumetrics.h"
 #include "collect/kinds.h"
@@ -249,6 +250,9 @@ static int setup_cupti(int injected)
 	    CUPTI_CBID_NVTX_nvtxRangeStartEx, CUPTI_CBID_NVTX_nvtxDomainRangeStartEx};
 	for (size_t i = 0; i < sizeof(nvtx_start) / sizeof(nvtx_start[0]); i++)
 		cuptiEnableCallback(1, sess.subscriber, CUPTI_CB_DOMAIN_NVTX, nvtx_start[i]);
+	/* evidence of CUDA work for the "no records" warning (cupti_alarm.h) */
+	cuptiEnableCallback(1, sess.subscriber, CUPTI_CB_DOMAIN_RESOURCE,
+	                    CUPTI_CBID_RESOURCE_CONTEXT_CREATED);
 	cuptiSetThreadIdType(CUPTI_ACTIVITY_THREAD_ID_TYPE_SYSTEM);
 	if ((r = cuptiActivityRegisterTimestampCallback(boottime_now)) != CUPTI_SUCCESS)
 		cuptrace_warn("cannot set the CUPTI clock to BOOTTIME: %s", cupti_err(r));
@@ -598,7 +602,10 @@ static void finish_session(void)
 	sess.bytes_written = idle || !to_file ? 0 : collect_file_size(sess.path);
 	double ms = (double)(cuptrace_now_ns(CLOCK_MONOTONIC) - t0) / 1e6;
 	collect_note_write_err(err);
-	if (!atomic_load(&sess.buffers) && sess.records == 0)
+	if (cuptrace_cupti_alarm(&(struct cuptrace_cupti_evidence){
+	        .records = sess.records,
+	        .buffers = atomic_load(&sess.buffers),
+	        .contexts = cuptrace_cupti_alarm_contexts()}))
 		cuptrace_warn("CUPTI delivered no records to cuptrace. If the program used CUDA, "
 		              "another CUPTI client in this process (torch.profiler, nsys) may "
 		              "have taken them: only one CUPTI client works per process.");

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "collect/collect_state.h"
+#include "collect/cupti_alarm.h"
 #include "collect/gpumetrics.h"
 #include "collect/runtime_watch.h"
 
@@ -221,8 +222,11 @@ void CUPTIAPI collect_subscriber_callback(void *ud, CUpti_CallbackDomain d, CUpt
 		    id == CUPTI_CBID_NVTX_nvtxRangeStartEx ||
 		    id == CUPTI_CBID_NVTX_nvtxDomainRangeStartEx)
 			nvtx_callback(data);
-	} else if (d == CUPTI_CB_DOMAIN_RESOURCE)
+	} else if (d == CUPTI_CB_DOMAIN_RESOURCE) {
+		if (id == CUPTI_CBID_RESOURCE_CONTEXT_CREATED)
+			cuptrace_cupti_alarm_note_context();
 		cuptrace_gm_on_callback(d, id, data);
+	}
 }
 
 void collect_startend_drain(void)

@@ -1,7 +1,9 @@
 /* Metadata policy and path helpers for sharing and private recording (see privacy.h). */
 #include "common/privacy.h"
 
+#include <ctype.h>
 #include <stdio.h>
+#include <strings.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -23,12 +25,50 @@ const char *cuptrace_meta_base_key(const char *key)
 	return colon && colon[1] == ' ' ? colon + 2 : key;
 }
 
+static int word_in(const char *w, size_t n, const char *const *list)
+{
+	for (; *list; list++)
+		if (strlen(*list) == n && !strncasecmp(w, *list, n))
+			return 1;
+	return 0;
+}
+
+enum cuptrace_identity cuptrace_meta_identity(const char *key)
+{
+	static const char *const host[] = {"host", "hostname", "machine", "nodename", NULL};
+	static const char *const user[] = {"user", "username", "login", "owner", "email", NULL};
+	static const char *const place[] = {"home", "homedir", "cwd", "pwd", NULL};
+	enum cuptrace_identity id = CUPTRACE_ID_NONE;
+
+	key = cuptrace_meta_base_key(key);
+	for (const char *p = key; p && *p;) {
+		while (*p && !isalnum((unsigned char)*p))
+			p++;
+		const char *w = p;
+		/* one word: a run of letters and digits, cut before an upper-case letter that
+		 * follows a lower-case one ("hostName") */
+		while (*p && isalnum((unsigned char)*p) &&
+		       !(p > w && isupper((unsigned char)*p) && islower((unsigned char)p[-1])))
+			p++;
+		size_t n = (size_t)(p - w);
+		if (!n)
+			continue;
+		if (word_in(w, n, host))
+			return CUPTRACE_ID_HOST; /* "host_user": the host first, its name is longer
+			                          */
+		if (word_in(w, n, user))
+			id = CUPTRACE_ID_USER;
+		else if (!id && word_in(w, n, place))
+			id = CUPTRACE_ID_PLACE;
+	}
+	return id;
+}
+
 enum cuptrace_meta_policy cuptrace_meta_policy(const char *key)
 {
 	/* The machine and the person: boot_id and GPU UUIDs are serial numbers that tie every
-	 * trace of one machine together. */
-	static const char *const drop[] = {"hostname", "host",     "boot_id", "machine_id",
-	                                   "user",     "username", "home",    "cwd"};
+	 * trace of one machine together; host, user and home keys by rule. */
+	static const char *const drop[] = {"boot_id"};
 	static const char *const program[] = {"cmdline", "record_cmdline"};
 	static const char *const time[] = {"start_time",        "start_realtime_ns",
 	                                   "start_boottime_ns", "end_realtime_ns",
@@ -39,6 +79,8 @@ enum cuptrace_meta_policy cuptrace_meta_policy(const char *key)
 	for (size_t i = 0; i < sizeof(drop) / sizeof(drop[0]); i++)
 		if (!strcmp(key, drop[i]))
 			return CUPTRACE_META_DROP;
+	if (cuptrace_meta_identity(key))
+		return CUPTRACE_META_DROP;
 	if (is_gpu_key_with(key, "_uuid"))
 		return CUPTRACE_META_DROP;
 	for (size_t i = 0; i < sizeof(program) / sizeof(program[0]); i++)

@@ -14,6 +14,20 @@ enum cuptrace_meta_policy {
 };
 
 enum cuptrace_meta_policy cuptrace_meta_policy(const char *key);
+
+/* What an identity key names, by rule rather than by list: the key (its base key) is split into
+ * words at '_', '-', '.', ' ' and lower-to-upper case changes; a word "host", "hostname",
+ * "machine", "nodename" names a host ("host_name", "hostName", "machine_id"), "user",
+ * "username", "login", "owner", "email" a person ("user", "tw_user", "job_user"), "home",
+ * "homedir", "cwd", "pwd" a place of the file system. CUPTRACE_META_DROP keys are these and
+ * boot_id and gpuN_uuid. */
+enum cuptrace_identity {
+	CUPTRACE_ID_NONE = 0,
+	CUPTRACE_ID_HOST,
+	CUPTRACE_ID_USER,
+	CUPTRACE_ID_PLACE,
+};
+enum cuptrace_identity cuptrace_meta_identity(const char *key);
 /* The key a metadata entry has in the trace it came from: a merged trace keeps each input's as
  * "<label>: <key>" (analyze/merge.h). NULL for NULL. */
 const char *cuptrace_meta_base_key(const char *key);

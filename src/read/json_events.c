@@ -837,7 +837,43 @@ static int parse_events(struct jr *r, int top_level)
 	}
 }
 
-/* "deviceProperties": Kineto's list of GPUs. */
+/* The members of torch.profiler's "distributedInfo" that say where a rank stands, from the
+ * compact text that parse_top_meta kept (nothing if it is not an object). */
+static void parse_dist(struct jr *r, const char *text)
+{
+	struct jp j;
+	const char *k, *s;
+	size_t kn, n;
+	int rc;
+
+	jp_init(&j, text, strlen(text), r->name);
+	if (jp_peek(&j) != JT_OBJECT || jp_object_begin(&j))
+		goto out;
+	while ((rc = jp_object_next(&j, &k, &kn)) > 0) {
+		enum jtype t = jp_peek(&j);
+		int64_t *slot = !strcmp(k, "rank")         ? &r->dist_rank
+		                : !strcmp(k, "world_size") ? &r->dist_world
+		                                           : NULL;
+		struct jnum num;
+		if (slot && t == JT_NUMBER) {
+			if (jp_number(&j, &num))
+				break;
+			if (num.is_int && num.i >= 0 && num.i <= INT32_MAX)
+				*slot = num.i;
+		} else if (!strcmp(k, "backend") && t == JT_STRING) {
+			if (jp_string(&j, &s, &n))
+				break;
+			r->dist_backend = jr_str(r, s, n);
+		} else if (jp_skip(&j)) {
+			break;
+		}
+	}
+out:
+	jp_free(&j);
+}
+
+/* "deviceProperties": Kineto's list of GPUs ("computeProperties" in its 2021 format, with
+ * "major", "minor" and "multiProcessorCount"). */
 static int parse_devices(struct jr *r)
 {
 	struct jp *j = &r->jp;
@@ -860,12 +896,13 @@ static int parse_devices(struct jr *r)
 			return -1;
 		while ((rc2 = jp_object_next(j, &k, &kn)) > 0) {
 			enum jtype t = jp_peek(j);
-			int64_t *slot = !strcmp(k, "id")               ? &d.id
-			                : !strcmp(k, "computeMajor")   ? &d.major
-			                : !strcmp(k, "computeMinor")   ? &d.minor
-			                : !strcmp(k, "numSms")         ? &d.sms
-			                : !strcmp(k, "totalGlobalMem") ? &d.mem
-			                                               : NULL;
+			int64_t *slot =
+			    !strcmp(k, "id")                                            ? &d.id
+			    : !strcmp(k, "computeMajor") || !strcmp(k, "major")         ? &d.major
+			    : !strcmp(k, "computeMinor") || !strcmp(k, "minor")         ? &d.minor
+			    : !strcmp(k, "numSms") || !strcmp(k, "multiProcessorCount") ? &d.sms
+			    : !strcmp(k, "totalGlobalMem")                              ? &d.mem
+			                                                                : NULL;
 			if (slot && t == JT_NUMBER) {
 				struct jnum num;
 				if (jp_number(j, &num))
@@ -901,6 +938,10 @@ static int parse_top_meta(struct jr *r, const char *key, size_t kn)
 		r->have_base_time = 1;
 		r->base_time_ns = m.i;
 	}
+	if (!m.is_int && !strcmp(key, "distributedInfo") && jr_s(r, m.s))
+		parse_dist(r, jr_s(r, m.s));
+	if (!m.is_int && (!strcmp(key, "host_name") || !strcmp(key, "hostname")) && !r->top_host)
+		r->top_host = m.s;
 	return jr_meta_put(r, &r->meta0, &m);
 }
 
@@ -929,7 +970,8 @@ int jr_parse(struct jr *r)
 					break;
 				}
 				rc = parse_events(r, 0);
-			} else if (!strcmp(k, "deviceProperties")) {
+			} else if (!strcmp(k, "deviceProperties") ||
+			           !strcmp(k, "computeProperties")) {
 				rc = parse_devices(r);
 			} else {
 				rc = parse_top_meta(r, k, kn);

@@ -150,7 +150,7 @@ static int make_info(struct jr *r, struct cuptrace_trace_info *info, struct info
 {
 	const struct jr_proc *mp = r->main_proc ? &r->procs[r->main_proc - 1] : NULL;
 
-	if (!(b->m = calloc(2 * r->meta0.n + JR_MAX_DEVICES + 1, sizeof(*b->m))))
+	if (!(b->m = calloc(2 * r->meta0.n + JR_MAX_DEVICES + 4, sizeof(*b->m))))
 		return -ENOMEM;
 	memset(info, 0, sizeof(*info));
 	if (r->flavor == JR_CUPTRACE) {
@@ -167,8 +167,12 @@ static int make_info(struct jr *r, struct cuptrace_trace_info *info, struct info
 	} else {
 		info->pid = mp ? mp->pid : 0;
 		info->process_name = mp ? jr_s(r, r->trk[mp->track - 1].name) : NULL;
-		info->hostname = "?"; /* not in the file; NULL would make a writer take its own */
-		info->start_realtime_ns = r->have_base_time ? add_sat(r->base_time_ns, r->base) : 0;
+		/* "?" where the file does not say: NULL would make a writer take its own. */
+		info->hostname = r->top_host && *jr_s(r, r->top_host) ? jr_s(r, r->top_host) : "?";
+		/* torch.profiler writes absolute times (microseconds since the epoch, or since
+		 * baseTimeNanoseconds): the file's time axis is the clock its ranks share, so the
+		 * start is on it even without baseTimeNanoseconds (merge --ranks relies on it). */
+		info->start_realtime_ns = add_sat(r->have_base_time ? r->base_time_ns : 0, r->base);
 		int kineto = 0;
 		for (size_t i = 0; i < r->meta0.n; i++) {
 			const char *k = jr_s(r, r->meta0.m[i].key);
@@ -188,6 +192,16 @@ static int make_info(struct jr *r, struct cuptrace_trace_info *info, struct info
 				    .key = "cuda_driver_api_version", .s = b->cuda};
 			}
 		}
+		/* distributedInfo as `record` words a rank (the keys merge --ranks reads) */
+		if (r->dist_rank >= 0)
+			b->m[b->n++] =
+			    (struct cuptrace_meta){.key = "rank", .is_int = 1, .i = r->dist_rank};
+		if (r->dist_world > 0)
+			b->m[b->n++] = (struct cuptrace_meta){
+			    .key = "world_size", .is_int = 1, .i = r->dist_world};
+		if (r->dist_backend)
+			b->m[b->n++] = (struct cuptrace_meta){.key = "distributed_backend",
+			                                      .s = jr_s(r, r->dist_backend)};
 		for (int d = 0; d < JR_MAX_DEVICES; d++) {
 			const struct jr_device *v = &r->dev[d];
 			if (!v->has)
@@ -452,6 +466,7 @@ int cuptrace_json_read_mem(const void *data, size_t len, const char *name,
 	if (!r)
 		return -ENOMEM;
 	r->name = name ? name : "JSON";
+	r->dist_rank = r->dist_world = -1;
 	if (len >= 2 && b[0] == 0x1f && b[1] == 0x8b) {
 		enum cuptrace_gz_end end;
 		size_t n;

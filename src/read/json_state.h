@@ -167,7 +167,11 @@ struct jr {
 	uint64_t elements;
 	int have_base_time;
 	int64_t base_time_ns; /* Kineto's baseTimeNanoseconds */
-	int64_t base;         /* earliest time, subtracted from every event */
+	/* torch.profiler's distributedInfo (rank, world_size, backend) and host name ("host_name"
+	 * or "hostname" at the top level); -1 and 0 where the file does not say. */
+	int64_t dist_rank, dist_world;
+	uint32_t dist_backend, top_host;
+	int64_t base; /* earliest time, subtracted from every event */
 	/* cuptrace's trace info instant */
 	int have_info;
 	int32_t info_pid;
