@@ -181,5 +181,40 @@ else
 	say "SKIP torchrun: no PyTorch with CUDA or no torchrun"
 fi
 
+# 11. The flight recorder written on trigger, from a running loop and from a process stuck in a
+# sync (a hang): the file comes back while the program goes on (or stays stuck).
+"$ct" record --ring 3s -o "$tmp/ringt-%n.pftrace" -- "$ww" spin 7 >"$tmp/ringt.log" 2>&1 &
+rec=$!
+sleep 4
+"$ct" trigger --dump "$(pgrep -n -x window_work)" >"$tmp/ringt.out" 2>&1 || { cat "$tmp/ringt.out"; bad "trigger --dump"; }
+f=$(grep pftrace "$tmp/ringt.out" | head -1)
+say "trigger --dump printed: $f"
+[ -n "$f" ] && span_check "$f" 3.3 "ring, trigger --dump"
+wait "$rec" || bad "ring record exit"
+[ -e "$tmp/ringt-2.pftrace" ] || bad "ring: no dump at the end of the run"
+"$ct" record --ring 3s -o "$tmp/hang-%n.pftrace" -- "$ww" hang 12 >"$tmp/hang.log" 2>&1 &
+rec=$!
+k=0
+while ! grep -q hanging "$tmp/hang.log" && [ $k -lt 30 ]; do sleep 1; k=$((k + 1)); done
+sleep 1
+s0=$(date +%s)
+"$ct" trigger --timeout 20s "$(pgrep -n -x window_work)" >"$tmp/hang.out" 2>&1 || { cat "$tmp/hang.out"; bad "trigger on a hung process"; }
+say "hung process: trigger answered in $(( $(date +%s) - s0 )) s: $(cat "$tmp/hang.out")"
+f=$(grep pftrace "$tmp/hang.out" | head -1)
+[ -n "$f" ] && "$chk" "$f" --at-least kernel:step_kernel=20 >"$tmp/chk.log" 2>&1 || { cat "$tmp/chk.log"; bad "hang dump"; }
+kill -TERM "$(pgrep -n -x window_work)" 2>/dev/null
+wait "$rec" 2>/dev/null
+
+# 12. The C API in a session with windows: cuptrace_start()/cuptrace_stop() are windows.
+capi=${CUPTRACE_BUILD_DIR:-$(dirname "$ct")}/tests/window_capi
+if env -u CUDA_INJECTION64_PATH CUPTRACE_ON_DEMAND=1 CUPTRACE_OUTPUT="$tmp/capi-%n.pftrace" \
+	"$capi" >"$tmp/capi.log" 2>&1; then
+	"$chk" "$tmp/capi-1.pftrace" --clean --count kernel:inside_kernel=3 --count kernel:between_kernel=0 >"$tmp/chk.log" 2>&1 &&
+		"$chk" "$tmp/capi-2.pftrace" --clean --count kernel:inside_kernel=4 --count kernel:between_kernel=0 >>"$tmp/chk.log" 2>&1 &&
+		say "ok C API windows: capi-1 3 kernels, capi-2 4 kernels" || { cat "$tmp/chk.log"; bad "C API windows"; }
+else
+	cat "$tmp/capi.log"; bad "window_capi"
+fi
+
 [ $fail = 0 ] && echo "gpu_window: all passed" || echo "gpu_window: FAILED"
 exit $fail

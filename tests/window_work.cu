@@ -11,6 +11,8 @@
 //   window_work segv SECONDS     spin for SECONDS, then write through a null pointer
 //   window_work term             spin until SIGTERM (the default action: dies of it)
 //   window_work slow STEPS K     STEPS ranges "step" of ~10 ms, step K (1-based) ~60 ms
+//   window_work hang SECONDS     spin 2 s, then one kernel of SECONDS and a sync that waits
+//                                for it: a process stuck in a sync, to trigger
 #include <cuda_profiler_api.h>
 #include <cuda_runtime.h>
 #include <nvtx3/nvToolsExt.h>
@@ -112,6 +114,17 @@ int main(int argc, char **argv)
 			volatile int *p = NULL;
 			*p = 1;
 		}
+	} else if (!strcmp(mode, "hang")) {
+		double secs = argc > 2 ? atof(argv[2]) : 10;
+		double t0 = now_s();
+		while (now_s() - t0 < 2) {
+			step_kernel<<<N / 256, 256>>>(d, N);
+			cudaDeviceSynchronize();
+			sleep_ms(20);
+		}
+		fprintf(stderr, "hanging\n");
+		spin_kernel<<<1, 1>>>((long long)(secs * 1e9));
+		cudaDeviceSynchronize();
 	} else if (!strcmp(mode, "slow")) {
 		int steps = argc > 2 ? atoi(argv[2]) : 30, slow = argc > 3 ? atoi(argv[3]) : 20;
 		for (int i = 1; i <= steps; i++) {

@@ -726,6 +726,21 @@ int cmd_record(int argc, char **argv)
 	char jobbuf[24];
 	snprintf(jobbuf, sizeof(jobbuf), "%d", (int)getpid());
 	setenv("CUPTRACE_JOB", jobbuf, 1);
+	if (wgiven[CUPTRACE_SET_RING]) {
+		/* The flight recorder's memory is bounded: say by how much, once. */
+		struct cuptrace_setting_value rmax, rt;
+		cmd_setting("record", CUPTRACE_SET_RING, wgiven[CUPTRACE_SET_RING], &rt);
+		if (wgiven[CUPTRACE_SET_RING_MAX])
+			cmd_setting("record", CUPTRACE_SET_RING_MAX, wgiven[CUPTRACE_SET_RING_MAX],
+			            &rmax);
+		else
+			cuptrace_setting_env(CUPTRACE_SET_RING_MAX, &rmax);
+		fprintf(
+		    stderr,
+		    "cuptrace record: flight recorder: the last %.3g s of each process, at most "
+		    "%lld MiB of records in its memory\n",
+		    (double)rt.i / 1e9, (long long)(rmax.i >> 20));
+	}
 	if (wgiven[CUPTRACE_SET_ON_DEMAND] || wgiven[CUPTRACE_SET_RING])
 		fprintf(stderr, "cuptrace record: %s: `cuptrace trigger --job %d%s` %s\n",
 		        wgiven[CUPTRACE_SET_RING] ? "flight recorder" : "on demand", (int)getpid(),

@@ -36,7 +36,7 @@ static int act(struct cuptrace_waction *a, enum cuptrace_wact what, int64_t now,
 	a->act = what;
 	a->t = now;
 	a->window = window;
-	snprintf(a->why, sizeof(a->why), "%s", why);
+	snprintf(a->why, sizeof(a->why), "%.159s", why);
 	return 1;
 }
 
@@ -170,7 +170,8 @@ int cuptrace_wtracker_range_begin(struct cuptrace_wtracker *t, const char *name,
 		inflight_add(t, key, occ);
 		t->close_after = occ + t->spec.count - 1;
 		char why[CUPTRACE_WNAME_MAX + 48];
-		snprintf(why, sizeof(why), "range %s began (#%llu)", name, (unsigned long long)occ);
+		snprintf(why, sizeof(why), "range %.100s began (#%llu)", name,
+		         (unsigned long long)occ);
 		return do_open(t, now, why, a);
 	}
 	if (t->open && occ <= t->close_after && occ >= t->next_first)
