@@ -268,18 +268,15 @@ static int setup_cupti(int injected)
 	sess.start_boot = cuptrace_now_ns(CLOCK_BOOTTIME);
 	sess.start_real = cuptrace_now_ns(CLOCK_REALTIME);
 	cuptrace_gm_setup(sess.subscriber); /* fails soft: says why itself */
-	/* Capture windows: only what describes the run (devices, contexts, streams, names) until
-	 * a window opens (collect_window.c switches the rest on and off). */
+	/* Capture windows: nothing until a window opens (collect_window.c switches the kinds on
+	 * and off; the devices, contexts and streams that exist by then are dumped). */
 	int defer = collect_window_defers();
 	for (size_t i = 0; i < CUPTRACE_NKINDS; i++) {
 		if (cuptrace_kinds[i] == CUPTI_ACTIVITY_KIND_RUNTIME ||
 		    cuptrace_kinds[i] == CUPTI_ACTIVITY_KIND_DRIVER)
 			continue; /* below, with their filters */
-		if (defer && cuptrace_kinds[i] != CUPTI_ACTIVITY_KIND_DEVICE &&
-		    cuptrace_kinds[i] != CUPTI_ACTIVITY_KIND_CONTEXT &&
-		    cuptrace_kinds[i] != CUPTI_ACTIVITY_KIND_STREAM &&
-		    cuptrace_kinds[i] != CUPTI_ACTIVITY_KIND_NAME)
-			continue;
+		if (defer)
+			continue; /* collect_window.c: on with the first window */
 		/* Started after CUDA initialized (C API): devices and contexts already exist and
 		 * CUPTI reports them only at creation, so ask for a dump of the existing ones. */
 		int dump = !injected && (cuptrace_kinds[i] == CUPTI_ACTIVITY_KIND_DEVICE ||
@@ -602,10 +599,10 @@ static void finish_session(void)
 	sess.bytes_written = idle || !to_file ? 0 : collect_file_size(sess.path);
 	double ms = (double)(cuptrace_now_ns(CLOCK_MONOTONIC) - t0) / 1e6;
 	collect_note_write_err(err);
-	if (cuptrace_cupti_alarm(&(struct cuptrace_cupti_evidence){
-	        .records = sess.records,
-	        .buffers = atomic_load(&sess.buffers),
-	        .contexts = cuptrace_cupti_alarm_contexts()}))
+	if (cuptrace_cupti_alarm(
+	        &(struct cuptrace_cupti_evidence){.records = sess.records,
+	                                          .buffers = atomic_load(&sess.buffers),
+	                                          .contexts = cuptrace_cupti_alarm_contexts()}))
 		cuptrace_warn("CUPTI delivered no records to cuptrace. If the program used CUDA, "
 		              "another CUPTI client in this process (torch.profiler, nsys) may "
 		              "have taken them: only one CUPTI client works per process.");

@@ -3,8 +3,8 @@
  * limits, draining a closed window, flight recorder dumps), the trigger socket and the crash
  * handlers of the flight recorder. What goes into which file is collect_wwriter.c's.
  *
- * Cost outside a window: CUPTI stays loaded with only the kinds that describe the run on
- * (devices, contexts, streams, names); what watches for a window is a callback on the NVTX
+ * Cost outside a window: CUPTI stays loaded with no activity kind on (devices, contexts and
+ * streams are dumped when a window opens); what watches for a window is a callback on the NVTX
  * range calls (range windows, --step-range), on cudaProfilerStart/Stop (capture range
  * cuda-profiler-api), or one C call per optimizer.step() (--steps).
  *
@@ -111,8 +111,8 @@ static int is_api_kind(CUpti_ActivityKind k)
 	return k == CUPTI_ACTIVITY_KIND_RUNTIME || k == CUPTI_ACTIVITY_KIND_DRIVER;
 }
 
-/* Kinds that describe the run rather than a moment of it stay on all the time: a window's file
- * needs its GPUs, contexts, streams and thread names whenever it opens. */
+/* Kinds that describe the run rather than a moment of it: a window's file needs its GPUs,
+ * contexts, streams and thread names whenever it opens (dumped when a window opens). */
 static int is_sticky_kind(CUpti_ActivityKind k)
 {
 	return k == CUPTI_ACTIVITY_KIND_DEVICE || k == CUPTI_ACTIVITY_KIND_CONTEXT ||
@@ -133,9 +133,14 @@ static void kinds_on(void)
 		return;
 	for (size_t i = 0; i < CUPTRACE_NKINDS; i++) {
 		CUpti_ActivityKind k = cuptrace_kinds[i];
-		if (is_api_kind(k) || is_sticky_kind(k) || (win.gpu_kinds_on && is_gpu_kind(k)))
+		if (is_api_kind(k) || (win.gpu_kinds_on && (is_gpu_kind(k) || is_sticky_kind(k))))
 			continue;
-		CUptiResult r = cuptiActivityEnable(k);
+		/* Devices, contexts and streams made before the window: CUPTI reports them at
+		 * creation only, so the ones that exist are dumped now (the writer keeps one copy
+		 * of each for every file). */
+		int dump = k == CUPTI_ACTIVITY_KIND_DEVICE || k == CUPTI_ACTIVITY_KIND_CONTEXT ||
+		           k == CUPTI_ACTIVITY_KIND_STREAM;
+		CUptiResult r = dump ? cuptiActivityEnableAndDump(k) : cuptiActivityEnable(k);
 		if (r != CUPTI_SUCCESS)
 			cuptrace_debug("window: activity kind %d not enabled: %d", (int)k, (int)r);
 	}
@@ -164,8 +169,9 @@ static void kinds_gpu_off(void)
 {
 	if (win.kinds_on || !win.gpu_kinds_on)
 		return;
+	/* Nothing stays on between windows: CUPTI costs then what it costs loaded and idle. */
 	for (size_t i = 0; i < CUPTRACE_NKINDS; i++)
-		if (is_gpu_kind(cuptrace_kinds[i]))
+		if (is_gpu_kind(cuptrace_kinds[i]) || is_sticky_kind(cuptrace_kinds[i]))
 			cuptiActivityDisable(cuptrace_kinds[i]);
 	win.gpu_kinds_on = 0;
 }

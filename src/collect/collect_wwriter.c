@@ -66,6 +66,10 @@ static int is_sticky(const CUpti_Activity *r)
 
 static void keep_sticky(const CUpti_Activity *r, uint32_t size)
 {
+	/* Every window's opening dumps the devices, contexts and streams again: keep one. */
+	for (size_t i = 0; i < ww.nsticky; i++)
+		if (ww.sticky_sizes[i] == size && !memcmp(ww.sticky[i], r, size))
+			return;
 	if (CUPTRACE_GROW(ww.sticky, ww.capsticky, ww.nsticky + 1) ||
 	    CUPTRACE_GROW(ww.sticky_sizes, ww.capsticky_sizes, ww.nsticky + 1))
 		return;

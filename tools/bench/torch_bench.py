@@ -64,6 +64,9 @@ FLOOR_VARIANTS = {
     "floor_nodriver": {"CUPTRACE_FLOOR_KINDS": "1,2,5,10,17"},
     "floor_kernels": {"CUPTRACE_FLOOR_KINDS": "10"},
     "floor_kineto": {"CUPTRACE_FLOOR_KINDS": "1,2,4,5,10,17"},
+    # CUPTI loaded and subscribed, no kind enabled (no kind has number 999): what waiting for a
+    # capture window can cost at best
+    "floor_idle": {"CUPTRACE_FLOOR_KINDS": "999"},
 }
 
 
