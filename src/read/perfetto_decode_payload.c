@@ -348,7 +348,7 @@ int pf_parse_event(struct reader *r, struct rseq *q, const struct pkt *k)
 {
 	struct pb m = pb_of(k->payload.b, k->payload.n);
 	struct pbf f;
-	struct rev ev = {.fo = r->fo++};
+	struct rev ev = {0};
 	uint32_t cats[16];
 	size_t ncat = 0;
 	int rc, has_track = 0, has_val = 0, has_flows = 0, has_terms = 0;

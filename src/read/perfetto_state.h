@@ -53,8 +53,8 @@ struct rarg {
 };
 
 struct rev {
-	int64_t ts;  /* raw value on clock dom, then ns relative to the trace start */
-	uint64_t fo; /* file order */
+	int64_t ts; /* raw value on clock dom, then ns relative to the trace start */
+	/* No file-order field: evs is filled in file order, and the sort keeps ties in it. */
 	uint64_t track;
 	uint64_t corr;
 	uint32_t dom; /* builtin clock of the raw ts; 0 = the trace clock */
@@ -124,7 +124,6 @@ struct reader {
 	int have_meta0;
 	uint8_t *zbuf; /* inflated chunk */
 	size_t zcap;
-	uint64_t fo;
 };
 
 /* One packet's header fields, as do_packet found them, for the payload's parser. */
