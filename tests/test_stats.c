@@ -864,7 +864,7 @@ static void test_many_streams(void)
 	clock_gettime(CLOCK_MONOTONIC, &t1);
 	double secs = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
 	fprintf(stderr, "many streams: %.2f s\n", secs);
-	CHECK(secs < 20.0);
+	CHECK(secs < 10.0); /* quadratic: 6 s in Release, several times that here */
 	free(js);
 	cuptrace_stats_free(&st);
 }
