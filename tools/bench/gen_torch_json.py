@@ -23,14 +23,23 @@ def main():
                "void cunn_SoftMaxForward<4, float, float, float>"]
     ops = ["aten::linear", "aten::addmm", "aten::relu", "aten::softmax", "aten::add_"]
     size = 0
-    t = 1700000000000000.0  # us, like Kineto
+    t = 1700000000000000 * 1000  # ns (written in us, like Kineto)
     corr = 1
     ext = 1
     step = 0
     with open(out, "w") as f:
+        def us(ns):
+            # Kineto's form: microseconds with three decimals. Times are kept as integer ns:
+            # a float of ~1.7e15 us resolves only a quarter of a microsecond.
+            return "%d.%03d" % (ns // 1000, ns % 1000)
+
         def put(ev):
             nonlocal size
+            for k in ("ts", "dur"):
+                if k in ev:
+                    ev[k] = "@%s@" % us(int(ev[k]))
             s = json.dumps(ev, separators=(", ", ": "))
+            s = s.replace('"@', "").replace('@"', "")
             f.write("  " + s + ",\n")
             size += len(s) + 4
 
@@ -49,28 +58,28 @@ def main():
             step_start = t
             nops = 400
             put_later = []
-            t += 5
+            t += 5000
             for i in range(nops):
                 op = ops[i % len(ops)]
                 op_start = t
-                t += 2
+                t += 2000
                 nk = 1 + (i % 3)
                 inner = []
                 for k in range(nk):
                     launch = t
-                    t += 6 + rnd.random() * 2
+                    t += 6000 + rnd.randrange(2000)
                     name = kernels[(i + k) % len(kernels)]
                     stream = (7, 13, 17)[(i + k) % 3]
-                    gpu_t = max(gpu_t, launch + 4) + 0.5
-                    kdur = 3 + rnd.random() * 20
+                    gpu_t = max(gpu_t, launch + 4000) + 500
+                    kdur = 3000 + rnd.randrange(20000)
                     inner.append({"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel",
-                                  "pid": pid, "tid": tid, "ts": round(launch, 3), "dur": 5.0,
+                                  "pid": pid, "tid": tid, "ts": launch, "dur": 5000,
                                   "args": {"External id": ext, "cbid": 211,
                                            "correlation": corr}})
                     inner.append({"ph": "s", "id": corr, "pid": pid, "tid": tid,
-                                  "ts": round(launch, 3), "cat": "ac2g", "name": "ac2g"})
+                                  "ts": launch, "cat": "ac2g", "name": "ac2g"})
                     inner.append({"ph": "X", "cat": "kernel", "name": name, "pid": 0,
-                                  "tid": stream, "ts": round(gpu_t, 3), "dur": round(kdur, 3),
+                                  "tid": stream, "ts": gpu_t, "dur": kdur,
                                   "args": {"External id": ext, "queued": 0, "device": 0,
                                            "context": 1, "stream": stream,
                                            "correlation": corr, "registers per thread": 32,
@@ -79,13 +88,13 @@ def main():
                                            "block": [256, 1, 1],
                                            "est. achieved occupancy %": 50}})
                     inner.append({"ph": "f", "id": corr, "pid": 0, "tid": stream,
-                                  "ts": round(gpu_t, 3), "cat": "ac2g", "name": "ac2g",
+                                  "ts": gpu_t, "cat": "ac2g", "name": "ac2g",
                                   "bp": "e"})
                     gpu_t += kdur
                     corr += 1
-                t += 2
+                t += 2000
                 put({"ph": "X", "cat": "cpu_op", "name": op, "pid": pid, "tid": tid,
-                     "ts": round(op_start, 3), "dur": round(t - op_start, 3),
+                     "ts": op_start, "dur": t - op_start,
                      "args": {"External id": ext, "Record function id": 0,
                               "Sequence number": ext, "Fwd thread id": 0,
                               "Ev Idx": ext}})
@@ -94,13 +103,13 @@ def main():
                     put(e)
             put_later.append({"ph": "X", "cat": "user_annotation",
                               "name": "ProfilerStep#%d" % step, "pid": pid, "tid": tid,
-                              "ts": round(step_start, 3), "dur": round(t - step_start, 3),
+                              "ts": step_start, "dur": t - step_start,
                               "args": {"External id": ext}})
             ext += 1
             for e in put_later:
                 put(e)
             step += 1
-            t = max(t, gpu_t) + 50
+            t = max(t, gpu_t) + 50000
         f.write('  {"ph": "M", "name": "process_sort_index", "pid": %d, "tid": 0, '
                 '"args": {"sort_index": 0}}\n  ],\n  "traceName": "gen"\n}\n' % pid)
 
