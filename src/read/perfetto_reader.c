@@ -2,6 +2,7 @@
  * the way trace_processor imports it, checks it against TP's rules, and replays it into a sink. */
 #include "common/log.h"
 #include "common/util.h"
+#include "read/flow_table.h"
 #include "read/perfetto_reader.h"
 #include "read/perfetto_state.h"
 #include "read/read_file.h"
@@ -135,19 +136,19 @@ struct replay {
 	uint32_t **stacks;
 	size_t *depth, *stcap, nstacks, stackscap;
 	struct cuptrace_u64map stack_of; /* track -> index + 1 */
-	struct cuptrace_u64map active;   /* flow id -> slice index + 1 | had_row << 63 */
+	struct flow_table active;        /* flow id -> slice index + 1 | had_row << 63 */
 };
 
 static int flow_touch(struct reader *r, struct replay *p, uint64_t id, uint32_t slice, int term)
 {
 	int created;
-	uint64_t *v = cuptrace_u64map_put(&p->active, id, &created);
+	uint64_t *v = flow_table_put(&p->active, id, &created);
 	if (!v)
 		return r->err = -ENOMEM;
 	if (created) {
 		if (term) {
 			/* TP ignores a terminating id that is not active. */
-			cuptrace_u64map_del(&p->active, id);
+			flow_table_del(&p->active, v);
 			return 0;
 		}
 		*v = slice + 1;
@@ -163,7 +164,7 @@ static int flow_touch(struct reader *r, struct replay *p, uint64_t id, uint32_t 
 	p->fl[p->nfl++] =
 	    tn < tp ? (struct rflow){slice, prev, id} : (struct rflow){prev, slice, id};
 	if (term)
-		cuptrace_u64map_del(&p->active, id);
+		flow_table_del(&p->active, v);
 	else
 		*v = (slice + 1) | (1ull << 63);
 	return 0;
@@ -287,7 +288,7 @@ static int assign_flows(struct reader *r, struct replay *p)
 	size_t total = 0;
 
 	for (size_t i = 0; i < p->active.cap; i++)
-		if (p->active.used[i] == 1 && !(p->active.vals[i] >> 63))
+		if (p->active.s[i].v && !(p->active.s[i].v >> 63))
 			r->ck.flows_dangling++;
 	for (size_t i = 0; i < p->nfl; i++) {
 		if (!slice_replayed(r, p, p->fl[i].out) || !slice_replayed(r, p, p->fl[i].in)) {
@@ -568,7 +569,7 @@ static int replay(struct reader *r, struct replay *p, struct cuptrace_sink *sink
 			    .ts = e->ts,
 			    .name = name ? name : "",
 			    .category = str(r, e->cat),
-			    .correlation_id = e->corr,
+			    .correlation_id = e->val.corr,
 			    .args = args,
 			    .nargs = e->nargs,
 			};
@@ -582,7 +583,7 @@ static int replay(struct reader *r, struct replay *p, struct cuptrace_sink *sink
 		    .dur = s->dur,
 		    .name = name ? name : "",
 		    .category = str(r, e->cat),
-		    .correlation_id = e->corr,
+		    .correlation_id = e->val.corr,
 		    .args = args,
 		    .nargs = e->nargs,
 		    .flows_out = s->nout ? p->fids + s->out0 : NULL,
@@ -628,7 +629,7 @@ static void replay_free(struct replay *p)
 	free(p->fl);
 	free(p->fids);
 	cuptrace_u64map_free(&p->stack_of);
-	cuptrace_u64map_free(&p->active);
+	flow_table_free(&p->active);
 }
 
 int cuptrace_perfetto_read_mem(const void *data, size_t len, struct cuptrace_sink *sink,
@@ -653,7 +654,7 @@ int cuptrace_perfetto_read_mem(const void *data, size_t len, struct cuptrace_sin
 	free(p.fl);
 	p.fl = NULL;
 	p.nfl = p.flcap = 0;
-	cuptrace_u64map_free(&p.active);
+	flow_table_free(&p.active);
 	err = replay(&r, &p, sink); /* with no sink, only counts */
 out:
 	if (check)
