@@ -16,14 +16,16 @@ static uint64_t rnd(void)
 	return rnd_state >> 33;
 }
 
-static void test_against_array(void)
+/* spaced: ids i * 1024 + 7 (each alone in its group of 8); else consecutive ids from 1, as
+ * correlation ids are (groups of 8 fill runs of slots) */
+static void against_array(int spaced)
 {
 	static uint64_t want[IDS]; /* value of id i (0: absent) */
 	struct flow_table t = {0};
 	size_t n = 0;
 
 	for (int step = 0; step < 400000; step++) {
-		uint64_t i = rnd() % IDS, id = i * 1024 + 7; /* spaced ids: probe runs form */
+		uint64_t i = rnd() % IDS, id = spaced ? i * 1024 + 7 : i + 1;
 		int created;
 		uint64_t *v = flow_table_put(&t, id, &created);
 		CHECK(v != NULL);
@@ -48,11 +50,19 @@ static void test_against_array(void)
 		live += t.s[k].v != 0;
 	CHECK_EQ_INT(live, n);
 	for (uint64_t i = 0; i < IDS; i++) {
-		size_t k = flow_table_find(&t, i * 1024 + 7);
+		size_t k = flow_table_find(&t, spaced ? i * 1024 + 7 : i + 1);
 		CHECK(t.s[k].v == want[i]);
 	}
 	flow_table_free(&t);
 	flow_table_free(&t);
+	for (size_t k = 0; k < IDS; k++)
+		want[k] = 0;
+}
+
+static void test_against_array(void)
+{
+	against_array(1);
+	against_array(0);
 }
 
 TEST_MAIN(T(test_against_array))

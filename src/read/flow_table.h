@@ -27,9 +27,17 @@ static inline void flow_table_free(struct flow_table *t)
 	t->cap = t->n = 0;
 }
 
+/* Home slot: ids in one aligned group of 8 go to consecutive slots from a hashed base. Flow ids
+ * are mostly consecutive (cuptrace uses correlation ids), and a trace touches them in about
+ * that order, so neighbouring lookups share cache lines; groups still spread over the table. */
+static inline size_t flow_table_home(uint64_t id, size_t m)
+{
+	return (size_t)(cuptrace_hash64(id >> 3) + (id & 7)) & m;
+}
+
 static inline size_t flow_table_find(const struct flow_table *t, uint64_t id)
 {
-	size_t m = t->cap - 1, i = cuptrace_hash64(id) & m;
+	size_t m = t->cap - 1, i = flow_table_home(id, m);
 	while (t->s[i].v && t->s[i].id != id)
 		i = (i + 1) & m;
 	return i;
@@ -74,7 +82,7 @@ static inline void flow_table_del(struct flow_table *t, uint64_t *v)
 		j = (j + 1) & m;
 		if (!t->s[j].v)
 			break;
-		size_t h = cuptrace_hash64(t->s[j].id) & m;
+		size_t h = flow_table_home(t->s[j].id, m);
 		/* the entry at j may move to i unless its home h lies cyclically in (i, j] */
 		int stays = i <= j ? (i < h && h <= j) : (i < h || h <= j);
 		if (!stays) {
