@@ -1,7 +1,8 @@
 #!/bin/sh
 # Planted problems found by `cuptrace analyze` on a GPU (issue 26): PyTorch training loops, each
 # with one problem, recorded with `cuptrace record --pytorch`; the finding must be there, and the
-# clean loop must get no severe finding. Skips (77) without a GPU or PyTorch.
+# clean loop must get no severe finding; then two ranks sharing one GPU, one slowed on purpose:
+# analyze of their two trace files names it the straggler. Skips (77) without a GPU or PyTorch.
 set -u
 ct=$CUPTRACE_BIN
 if ! command -v nvidia-smi >/dev/null 2>&1 || ! nvidia-smi -L >/dev/null 2>&1; then
@@ -57,6 +58,75 @@ else:
 print(case, "ok", list(ids))
 PY
 done
+
+# Two processes on one GPU, traced into rank files: torchrun, 2 ranks over gloo (NCCL wants a
+# GPU per rank), both on cuda:0; rank 1 sleeps 30 ms on the host every step (slow data loading,
+# say), so rank 0 waits in the all-reduce. The all-reduce is wrapped in a record_function range:
+# gloo's own range is ended on its worker thread, which NVTX push/pop cannot express. analyze of
+# the two files must name rank 1's process as the straggler.
+if command -v torchrun >/dev/null 2>&1 &&
+	python3 -c "import torch.distributed as d; assert d.is_available() and d.is_gloo_available()" 2>/dev/null; then
+	cat >"$tmp/ranks.py" <<'PY'
+import datetime, os, sys, time
+import torch
+import torch.distributed as dist
+
+dist.init_process_group("gloo", timeout=datetime.timedelta(seconds=120))
+rank = dist.get_rank()
+torch.cuda.set_device(0)  # both ranks on one GPU, on purpose
+torch.manual_seed(rank)
+m = torch.nn.Linear(1024, 1024).cuda()
+x = torch.randn(512, 1024, device="cuda")
+for step in range(20):
+    with torch.profiler.record_function(f"ProfilerStep#{step}"):
+        loss = m(x).relu().square().mean()
+        loss.backward()
+        if rank == 1:
+            time.sleep(0.03)  # the straggler
+        g = torch.tensor([loss.item()])  # a CPU tensor: what gloo reduces without copies
+        with torch.profiler.record_function("all_reduce"):
+            dist.all_reduce(g)
+torch.cuda.synchronize()
+dist.barrier()
+dist.destroy_process_group()
+print(f"rank {rank} pid {os.getpid()} done", file=sys.stderr)
+PY
+	mkdir -p "$tmp/r"
+	if timeout 300 "$ct" record -o "$tmp/r/job-%r.pftrace" --pytorch -- torchrun --standalone \
+		--nproc-per-node 2 "$tmp/ranks.py" >"$tmp/r.log" 2>&1 &&
+		[ -s "$tmp/r/job-0.pftrace" ] && [ -s "$tmp/r/job-1.pftrace" ]; then
+		if "$ct" analyze --json "$tmp/r/job-0.pftrace" "$tmp/r/job-1.pftrace" >"$tmp/r.json"; then
+			python3 - "$tmp/r.json" <<'PY' && n=$((n + 1)) || { fail=$((fail + 1)); cat "$tmp/r.log"; }
+import json, sys
+j = json.load(open(sys.argv[1]))
+ranks = j["ranks"]
+assert len(ranks) == 2, f"want 2 ranks, got {ranks}"
+by_file = {r["file"]: r for r in ranks}
+assert set(by_file) == {0, 1}, f"ranks by file: {sorted(by_file)}"
+slow = by_file[1]["pid"]  # job-1.pftrace, given second, is rank 1
+waits = {r["file"]: r.get("host_comm_ns", 0) for r in ranks}
+ids = {f["id"]: f for f in j["findings"]}
+assert "straggler" in ids, f"no straggler finding: {list(ids)}; ranks {ranks}"
+worst = ids["straggler"]["worst"]
+assert worst and worst[0]["tid"] == slow, f"straggler names {worst}, rank 1 is pid {slow}; {ranks}"
+# rank 0 waits about 30 ms per step for rank 1: 20 steps, at least half of that
+assert waits[0] > 0.3e9 and waits[0] > 5 * waits[1], f"host time in collectives: {waits}"
+print("two ranks ok: straggler pid", slow, "host waits", waits)
+PY
+		else
+			echo "FAIL: analyze of the rank files"
+			fail=$((fail + 1))
+		fi
+	else
+		echo "FAIL: record -- torchrun (two ranks on one GPU)"
+		cat "$tmp/r.log"
+		ls -l "$tmp/r"
+		fail=$((fail + 1))
+	fi
+else
+	echo "SKIP (part): torchrun or gloo not available: two-rank case not run"
+fi
+
 rm -rf "$tmp"
 echo "gpu_analyze_test: $n passed, $fail failed"
 [ $fail -eq 0 ]

@@ -63,8 +63,8 @@ tp_processes() {
 	"$tp" -q "$tmp/q.sql" "$1" 2>/dev/null | tail -n +2 | tr -d '"' | tr ',' ' '
 }
 
-# 1. Two runs of one program: labels, shifts, pids.
-"$ct" merge --side-by-side --label A --label B "$tmp/base.pftrace" "$tmp/slow.pftrace" \
+# 1. Two runs of one program: labels, shifts, pids (--no-align: each from its first event).
+"$ct" merge --side-by-side --no-align --label A --label B "$tmp/base.pftrace" "$tmp/slow.pftrace" \
 	-o "$tmp/ab.pftrace" 2>"$tmp/err" && ok || { bad "merge A B"; cat "$tmp/err"; }
 grep -qxF "cuptrace merge: A ($tmp/base.pftrace): shifted by -1000 ns" "$tmp/err" &&
 	grep -qxF "cuptrace merge: B ($tmp/slow.pftrace): shifted by -43000 ns, pid 4244 (was 4242)" "$tmp/err" &&
@@ -105,6 +105,37 @@ if [ $have_tp = 1 ]; then
 		cmp -s - "$tmp/steps" && ok || { bad "aligned steps in trace_processor:"; cat "$tmp/steps"; }
 fi
 check_merged "$tmp/al.pftrace" "$tmp/base.pftrace" "$tmp/slow.pftrace"
+
+# 2b. By default: a run started 3 s later with 2 s of start-up (a cudaMalloc 2 s before its first
+# step) still has its steps on the other's. The steps are named "step" (no ProfilerStep#N), so
+# the runs align at their first GPU work; then with ProfilerStep#N names, at their first step.
+"$STEPS_TRACE" "$tmp/late.pftrace" --start 3000001000 --lead 2000000000 --pid 77 ||
+	bad "steps_trace late"
+step_starts() { # trace -> "pid start_ns" per step, by pid then time, from analyze --step step
+	"$ct" analyze --step "$2" --json "$1" | python3 -c '
+import json, sys
+for r in sorted(json.load(sys.stdin)["steps"]["rows"], key=lambda r: (r["pid"], r["start_ns"])):
+    print(r["pid"], r["start_ns"])'
+}
+( cd "$tmp" && "$ct" merge --side-by-side base.pftrace late.pftrace -o auto.pftrace 2>err ) &&
+	grep -qxF "cuptrace merge: runs aligned at their first GPU work (no steps found); --align-on NAME[#K] or --no-align to choose" "$tmp/err" &&
+	grep -qxF "cuptrace merge: base.pftrace (base.pftrace): shifted by 1999999000 ns, aligned at 2000001000 ns" "$tmp/err" &&
+	grep -qxF "cuptrace merge: late.pftrace (late.pftrace): shifted by -1000001000 ns, aligned at 2000001000 ns" "$tmp/err" &&
+	ok || { bad "default alignment on stderr:"; cat "$tmp/err"; }
+# every step of both at the same time: 2 s (the late run's start-up) + 10 us * i
+for p in 77 4242; do for i in 0 1 2; do echo "$p $((2000000000 + 10000 * i))"; done; done >"$tmp/want"
+step_starts "$tmp/auto.pftrace" step | cmp -s - "$tmp/want" && ok ||
+	{ bad "default alignment: steps"; step_starts "$tmp/auto.pftrace" step; }
+"$STEPS_TRACE" "$tmp/base.json" && "$STEPS_TRACE" "$tmp/late.json" --start 3000001000 \
+	--lead 2000000000 --pid 77 || bad "steps_trace json"
+sed -i 's/"name": *"step"/"name": "ProfilerStep#1"/' "$tmp/base.json" "$tmp/late.json"
+"$ct" merge --side-by-side "$tmp/base.json" "$tmp/late.json" -o "$tmp/autop.pftrace" 2>"$tmp/err" &&
+	grep -q "runs aligned at their first step (ProfilerStep#N)" "$tmp/err" && ok ||
+	{ bad "ProfilerStep alignment on stderr:"; cat "$tmp/err"; }
+step_starts "$tmp/autop.pftrace" "ProfilerStep#1" | cmp -s - "$tmp/want" && ok ||
+	{ bad "ProfilerStep alignment: steps"; step_starts "$tmp/autop.pftrace" "ProfilerStep#1"; }
+expect 2 "--align-on or --no-align" "$ct" merge --side-by-side --no-align --align-on step \
+	"$tmp/base.pftrace" "$tmp/late.pftrace" -o "$tmp/x.pftrace"
 
 # 3. Real captures, one of them twice.
 set -- "$CUPTRACE_TEST_DATA/vector_add.cupti" "$CUPTRACE_TEST_DATA/multi_stream.cupti" \

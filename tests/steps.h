@@ -23,6 +23,7 @@ struct steps_spec {
 	int64_t gemm_ns, start_ns, lead_ns;
 	int softmax;
 	int32_t pid;
+	const char *step_name; /* the step ranges' name; NULL: "step" */
 };
 
 #define STEPS_DEFAULT                                                                              \
@@ -136,7 +137,8 @@ static inline int steps_feed(struct cuptrace_sink *s, const struct steps_spec *s
 		struct cuptrace_arg bytes[] = {
 		    {.key = "bytes", .type = CUPTRACE_ARG_UINT, .v.u = 4096},
 		    {.key = "kind", .type = CUPTRACE_ARG_STRING, .v.s = "HtoD"}};
-		steps_slice(s, STEPS_MAIN, t, 10000, "nvtx", "step", NULL, 0, 0, 0);
+		steps_slice(s, STEPS_MAIN, t, 10000, "nvtx", sp->step_name ? sp->step_name : "step",
+		            NULL, 0, 0, 0);
 		steps_slice(s, STEPS_MAIN, t + 100, 400, "nvtx", "aten::mm", &seq, 1, 0, 0);
 		steps_slice(s, STEPS_MAIN, t + 200, 100, "cuda_runtime", "cudaLaunchKernel", NULL,
 		            0, flow, 0);

@@ -208,11 +208,87 @@ static int gen(const char *out, long n)
 	return err ? 1 : 0;
 }
 
+/* Two ranks without NCCL kernels (gloo, or two processes sharing a GPU): rank 0 waits 6 ms of
+ * every 10 ms step in its all-reduce call (c10d::allreduce_ holding gloo:all_reduce, counted
+ * once); rank 1, slowed on the host (a long "load" range), arrives late and waits 0.4 ms. The
+ * time in collectives comes from the host calls, and the straggler is rank 1. */
+static void test_host_collectives(void)
+{
+	enum { PROC = 1, MAIN, GPU, STREAM };
+	struct cuptrace_analysis a;
+	struct cuptrace_sink *s = cuptrace_analyze_sink_new(&a, NULL);
+	CHECK(s != NULL);
+	if (!s)
+		return;
+	int64_t want_host[2] = {0, 0};
+	for (int r = 0; r < 2; r++) {
+		int32_t pid = 500 + r;
+		struct cuptrace_trace_info info = {.pid = pid, .process_name = "train"};
+		if (r)
+			cuptrace_analyze_next_file(s);
+		steps_err = s->ops->begin(s, &info);
+		steps_track(s, (struct cuptrace_track){
+		                   .uuid = PROC, .kind = CUPTRACE_TRACK_PROCESS, .pid = pid});
+		steps_track(s, (struct cuptrace_track){.uuid = MAIN,
+		                                       .kind = CUPTRACE_TRACK_THREAD,
+		                                       .parent_uuid = PROC,
+		                                       .pid = pid,
+		                                       .tid = pid,
+		                                       .name = "main"});
+		steps_track(s, (struct cuptrace_track){.uuid = GPU,
+		                                       .kind = CUPTRACE_TRACK_GROUP,
+		                                       .parent_uuid = PROC,
+		                                       .pid = pid,
+		                                       .name = "GPU 0: NVIDIA H100"});
+		steps_track(s, (struct cuptrace_track){.uuid = STREAM,
+		                                       .kind = CUPTRACE_TRACK_SLICES,
+		                                       .parent_uuid = GPU,
+		                                       .pid = pid,
+		                                       .name = "Stream 7"});
+		for (int i = 0; i < 10; i++) {
+			int64_t t = 1000000 + 10000000 * (int64_t)i;
+			int64_t ar = r ? t + 8600000 : t + 3000000; /* the all-reduce call */
+			uint64_t flow = 100 * (uint64_t)i + 1;
+			steps_slice(s, MAIN, t, 9500000, "user_annotation", "ProfilerStep#1", NULL,
+			            0, 0, 0);
+			if (r)
+				steps_slice(s, MAIN, t + 10, 8000000, "cpu_op", "load", NULL, 0, 0,
+				            0);
+			steps_slice(s, MAIN, ar - 200000, 100, "cuda_runtime", "cudaLaunchKernel",
+			            NULL, 0, flow, 0);
+			steps_slice(s, STREAM, ar - 190000, 150000, "kernel", "gemm", NULL, 0, 0,
+			            flow);
+			steps_slice(s, MAIN, ar, t + 9000000 - ar, "cpu_op", "c10d::allreduce_",
+			            NULL, 0, 0, 0);
+			steps_slice(s, MAIN, ar + 100, t + 9000000 - ar - 200, "cpu_op",
+			            "gloo:all_reduce", NULL, 0, 0, 0);
+			want_host[r] += t + 9000000 - ar;
+		}
+	}
+	CHECK_EQ_INT(steps_err, 0);
+	CHECK_EQ_INT(s->ops->finish(s), 0);
+	cuptrace_sink_destroy(s);
+	CHECK_EQ_INT(a.nranks, 2);
+	for (size_t i = 0; i < a.nranks && i < 2; i++) {
+		const struct cuptrace_an_rank *k = &a.ranks[i];
+		CHECK_EQ_INT(k->comm_ns, 0);
+		CHECK_EQ_INT(k->host_comm_ns, want_host[k->pid - 500]);
+	}
+	CHECK(want_host[0] == 60000000 && want_host[1] == 4000000);
+	const struct cuptrace_an_finding *f = find(&a, "straggler");
+	CHECK(f != NULL && f->severe && f->nworst == 1);
+	if (f && f->nworst)
+		CHECK(f->worst[0].tid == 501 && f->worst[0].dur == 56000000);
+	CHECK(find(&a, "collective_wait") != NULL);
+	cuptrace_analysis_free(&a);
+}
+
 int main(int argc, char **argv)
 {
 	if (argc == 4 && !strcmp(argv[1], "--gen"))
 		return gen(argv[2], atol(argv[3]));
-	static const struct check_test tests[] = {T(test_steps_loop), T(test_outlier_and_alloc)};
+	static const struct check_test tests[] = {T(test_steps_loop), T(test_outlier_and_alloc),
+	                                          T(test_host_collectives)};
 	int passed = 0, failed = 0;
 	for (size_t i = 0; i < sizeof(tests) / sizeof(tests[0]); i++) {
 		int before = check_failures;

@@ -495,5 +495,121 @@ static void test_diff_print(void)
 	cuptrace_diff_free(&d);
 }
 
+/* --group-by op: one op ("aten::addmm") launches kernel A in BASE and kernel B in NEW (a library
+ * picking another variant), through a launch call with a flow to the kernel. Grouped by op they
+ * are one row; by name, one removed and one added. A launch inside aten::linear but outside
+ * addmm goes to aten::linear; ProfilerStep#N around everything is not an op; a kernel with no
+ * flow is "(no op) NAME". NEW is fed GPU side first: the attribution must not depend on it. */
+static void op_slice(struct cuptrace_sink *s, uint64_t trk, int64_t ts, int64_t dur,
+                     const char *cat, const char *name, uint64_t out, uint64_t in)
+{
+	struct cuptrace_slice e = {.track_uuid = trk,
+	                           .ts = ts,
+	                           .dur = dur,
+	                           .name = name,
+	                           .category = cat,
+	                           .flows_out = &out,
+	                           .nflows_out = out != 0,
+	                           .flows_in = &in,
+	                           .nflows_in = in != 0};
+	CHECK_EQ_INT(s->ops->slice(s, &e), 0);
+}
+
+static void op_feed(struct cuptrace_sink *s, const char *kernel, int64_t kdur, int gpu_first)
+{
+	enum { T = 2, G = 3, S7 = 4, LANE = 5 };
+	struct cuptrace_trace_info info = {.pid = 100, .process_name = "p"};
+	CHECK_EQ_INT(s->ops->begin(s, &info), 0);
+	track(s, (struct cuptrace_track){.uuid = 1, .kind = CUPTRACE_TRACK_PROCESS, .pid = 100});
+	track(s, (struct cuptrace_track){.uuid = T,
+	                                 .kind = CUPTRACE_TRACK_THREAD,
+	                                 .parent_uuid = 1,
+	                                 .pid = 100,
+	                                 .tid = 1,
+	                                 .name = "main"});
+	/* a lane of main, as the JSON reader makes for partially overlapping slices */
+	track(s,
+	      (struct cuptrace_track){
+	          .uuid = LANE, .kind = CUPTRACE_TRACK_SLICES, .parent_uuid = 1, .name = "main"});
+	track(s, (struct cuptrace_track){
+	             .uuid = G, .kind = CUPTRACE_TRACK_GROUP, .parent_uuid = 1, .name = "GPU 0"});
+	track(s, (struct cuptrace_track){
+	             .uuid = S7, .kind = CUPTRACE_TRACK_SLICES, .parent_uuid = G, .name = "s7"});
+	for (int pass = 0; pass < 2; pass++) {
+		int gpu = pass == (gpu_first ? 0 : 1);
+		for (int i = 0; i < 3; i++) {
+			int64_t t = 10000 * (int64_t)i;
+			uint64_t f1 = 10 * (uint64_t)i + 1, f2 = f1 + 1;
+			if (gpu) {
+				op_slice(s, S7, t + 100, kdur, "kernel", kernel, 0, f1);
+				op_slice(s, S7, t + 700, 100, "kernel", "relu", 0, f2);
+				op_slice(s, S7, t + 900, 50, "kernel", "orphan", 0, 0);
+				op_slice(s, S7, t + 1000, 10, "kernel", "gemm2", 0, f1 + 5);
+				continue;
+			}
+			op_slice(s, T, t, 5000, "user_annotation", "ProfilerStep#1", 0, 0);
+			op_slice(s, T, t + 5, 1000, "cpu_op", "aten::linear", 0, 0);
+			op_slice(s, T, t + 10, 500, "cpu_op", "aten::addmm", 0, 0);
+			op_slice(s, T, t + 20, 30, "cuda_runtime", "cudaLaunchKernel", f1, 0);
+			op_slice(s, T, t + 600, 30, "cuda_runtime", "cudaLaunchKernel", f2, 0);
+			op_slice(s, LANE, t + 30, 30, "cuda_runtime", "cudaLaunchKernel", f1 + 5,
+			         0);
+		}
+	}
+	CHECK_EQ_INT(s->ops->finish(s), 0);
+}
+
+static void op_profile(const char *kernel, int64_t kdur, int gpu_first, int by_op,
+                       struct cuptrace_profile *p)
+{
+	struct cuptrace_profile_opts o = {.sz = sizeof(o), .group_by_op = by_op};
+	struct cuptrace_sink *s = cuptrace_profile_sink_new(p, &o);
+	CHECK(s != NULL);
+	if (!s)
+		return;
+	op_feed(s, kernel, kdur, gpu_first);
+	cuptrace_sink_destroy(s);
+}
+
+static void test_diff_group_by_op(void)
+{
+	struct cuptrace_profile pa, pb;
+	struct cuptrace_diff d;
+	for (int by_op = 0; by_op < 2; by_op++) {
+		op_profile("kernA", 200, 0, by_op, &pa);
+		op_profile("kernB", 250, 1, by_op, &pb);
+		struct cuptrace_diff_opts o = {.sz = sizeof(o),
+		                               .base_path = "a",
+		                               .new_path = "b",
+		                               .group_by_op = by_op,
+		                               .fail_above_pct = -1};
+		CHECK_EQ_INT(cuptrace_diff_compute(&pa, &pb, &o, &d), 0);
+		CHECK_EQ_INT(pa.kernels, 12);
+		CHECK_EQ_INT(d.nrows[CUPTRACE_FAM_KERNEL], by_op ? 3 : 5);
+		if (by_op) {
+			/* kernel A or B, and gemm2 (launched from main's lane) */
+			check_row(&d, CUPTRACE_FAM_KERNEL, "aten::addmm", CUPTRACE_DIFF_COMMON, 6,
+			          6, 630, 780);
+			check_row(&d, CUPTRACE_FAM_KERNEL, "aten::linear", CUPTRACE_DIFF_COMMON, 3,
+			          3, 300, 300);
+			check_row(&d, CUPTRACE_FAM_KERNEL, "(no op) orphan", CUPTRACE_DIFF_COMMON,
+			          3, 3, 150, 150);
+			CHECK(d.group_by_op);
+		} else {
+			check_row(&d, CUPTRACE_FAM_KERNEL, "kernA", CUPTRACE_DIFF_REMOVED, 3, 0,
+			          600, 0);
+			check_row(&d, CUPTRACE_FAM_KERNEL, "kernB", CUPTRACE_DIFF_ADDED, 0, 3, 0,
+			          750);
+		}
+		/* the ops themselves are counted as ever */
+		check_row(&d, CUPTRACE_FAM_OP, "aten::addmm", CUPTRACE_DIFF_COMMON, 3, 3, 1500,
+		          1500);
+		cuptrace_profile_free(&pa);
+		cuptrace_profile_free(&pb);
+		cuptrace_diff_free(&d);
+	}
+}
+
 TEST_MAIN(T(test_name_base), T(test_profile_families), T(test_diff_same), T(test_diff_changed),
-          T(test_diff_group_by_base), T(test_diff_per), T(test_diff_devices), T(test_diff_print))
+          T(test_diff_group_by_base), T(test_diff_group_by_op), T(test_diff_per),
+          T(test_diff_devices), T(test_diff_print))

@@ -84,7 +84,8 @@ static int sn_slice(struct cuptrace_sink *sk, const struct cuptrace_slice *e)
 	struct seen *s = (struct seen *)sk;
 	seen_at(s, e->track_uuid, e->ts);
 	size_t i = pid_slot(s, e->track_uuid);
-	if (!strcmp(e->name, "step") && s->nsteps[i] < 8)
+	if ((!strcmp(e->name, "step") || !strncmp(e->name, "ProfilerStep#", 13)) &&
+	    s->nsteps[i] < 8)
 		s->step[i][s->nsteps[i]++] = e->ts;
 	return s->stats->ops->slice(s->stats, e);
 }
@@ -359,7 +360,8 @@ static void test_captures(void)
 		cuptrace_sink_destroy(s);
 	}
 	tmp_path("test_merge_captures.pftrace", path, sizeof(path));
-	CHECK_EQ_INT(merge_to(path, in, 3, NULL, &ctx, &m), 0);
+	struct cuptrace_merge_opts o = {.sz = sizeof(o), .no_auto_align = 1};
+	CHECK_EQ_INT(merge_to(path, in, 3, &o, &ctx, &m), 0);
 	CHECK_EQ_STR(m.in[0].label, "vector_add.cupti");
 	CHECK_EQ_STR(m.in[2].label, "vector_add.cupti (2)");
 	CHECK(m.in[0].pid != m.in[2].pid && m.in[0].pid != m.in[1].pid);
@@ -436,4 +438,63 @@ static void test_errors(void)
 	CHECK(cuptrace_merge_parse_align("s#99999999999999999999999", &k) == NULL);
 }
 
-TEST_MAIN(T(test_side_by_side), T(test_align), T(test_captures), T(test_errors))
+/* Without --align-on: the first ProfilerStep#N where every run has one, else the first GPU work,
+ * else each from its start. Run b starts 3 s later and spends 2 s in start-up (a cudaMalloc 2 s
+ * before its first step): its steps still land on a's. */
+static void test_auto_align(void)
+{
+	static const int64_t B_START = 3000000000, B_LEAD = 2000000000;
+	struct steps_spec specs[3] = {STEPS_DEFAULT, STEPS_DEFAULT, STEPS_DEFAULT};
+	specs[0].step_name = specs[1].step_name = "ProfilerStep#1";
+	specs[1].start_ns = specs[2].start_ns = B_START;
+	specs[1].lead_ns = specs[2].lead_ns = B_LEAD;
+	specs[1].pid = specs[2].pid = 77;
+	struct inputs ctx = {specs, 0};
+	/* a and b: both have ProfilerStep#N; a and c: c has none, both have GPU work */
+	struct cuptrace_merge_input ab[] = {{"steps:0", "a"}, {"steps:1", "b"}};
+	struct cuptrace_merge_input ac[] = {{"steps:0", "a"}, {"steps:2", "c"}};
+	const struct cuptrace_merge_input *pairs[] = {ab, ac};
+	const enum cuptrace_merge_auto want[] = {CUPTRACE_MERGE_AUTO_STEP, CUPTRACE_MERGE_AUTO_GPU};
+	/* the marks, from steps.h: steps start at start_ns, the first gemm 1 us later */
+	const int64_t mark_a[] = {1000, 2000}, mark_b[] = {B_START, B_START + 1000};
+	struct cuptrace_merge m;
+	struct cuptrace_stats st;
+	struct seen sn;
+	struct cuptrace_pf_check chk;
+	char path[512];
+
+	tmp_path("test_merge_auto.pftrace", path, sizeof(path));
+	for (int k = 0; k < 2; k++) {
+		CHECK_EQ_INT(merge_to(path, pairs[k], 2, NULL, &ctx, &m), 0);
+		CHECK_EQ_INT(m.auto_align, want[k]);
+		CHECK_EQ_INT(m.in[0].align_ts, mark_a[k]);
+		CHECK_EQ_INT(m.in[1].align_ts, mark_b[k]);
+		CHECK_EQ_INT(m.in[1].first_ts, B_START - B_LEAD);
+		/* b's start-up is the earliest event of all: b goes to 0, a's mark meets b's */
+		CHECK_EQ_INT(m.in[1].offset_ns, -(B_START - B_LEAD));
+		CHECK_EQ_INT(m.in[0].offset_ns, B_LEAD - 1000);
+		cuptrace_merge_free(&m);
+		CHECK_EQ_INT(read_back(path, &st, &sn, &chk), 0);
+		size_t pa = slot_of(&sn, 4242), pb = slot_of(&sn, 77);
+		CHECK(pa < MAXP && pb < MAXP);
+		if (pa < MAXP && pb < MAXP) {
+			CHECK(sn.nsteps[pa] == 3 && sn.nsteps[pb] == 3);
+			for (size_t i = 0; i < 3; i++) {
+				CHECK_EQ_INT(sn.step[pa][i], sn.step[pb][i]);
+				CHECK_EQ_INT(sn.step[pb][i], B_LEAD + 10000 * (int64_t)i);
+			}
+			CHECK_EQ_INT(sn.first[pb], 0);
+		}
+		cuptrace_stats_free(&st);
+		unlink(path);
+	}
+	/* --no-align: each from its own start, as before */
+	struct cuptrace_merge_opts o = {.sz = sizeof(o), .no_auto_align = 1};
+	CHECK_EQ_INT(cuptrace_merge_plan(&m, ab, 2, &o, replay, &ctx), 0);
+	CHECK_EQ_INT(m.auto_align, CUPTRACE_MERGE_AUTO_NONE);
+	CHECK_EQ_INT(m.in[0].offset_ns, -1000);
+	CHECK_EQ_INT(m.in[1].offset_ns, -(B_START - B_LEAD));
+	cuptrace_merge_free(&m);
+}
+
+TEST_MAIN(T(test_side_by_side), T(test_align), T(test_auto_align), T(test_captures), T(test_errors))

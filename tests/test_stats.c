@@ -4,6 +4,7 @@
 #include "analyze/stats.h"
 
 #include <errno.h>
+#include <time.h>
 
 /* Track uuids of the synthetic trace. */
 enum {
@@ -792,6 +793,82 @@ static void test_print_top20(void)
 	cuptrace_stats_free(&st);
 }
 
+/* Many streams: 100,000 on one GPU and 10,000 GPUs of one stream each. Finding each stream's
+ * GPU by a linear search over the tracks (the GPU-track table and per-device totals) or one pass
+ * over the tracks per GPU (busy time) took seconds to minutes here; each is now O(n log n). The
+ * summaries must be complete and finish in well under the limit (a linear run takes a fraction
+ * of a second even under the sanitizers). */
+static void test_many_streams(void)
+{
+	enum { NS = 100000, NG = 10000, G0 = 10, S0 = 1000000, H0 = 2000000, HS0 = 3000000 };
+	struct cuptrace_stats st;
+	struct cuptrace_sink *s = cuptrace_stats_sink_new(&st);
+	char name[32];
+	CHECK(s != NULL);
+	if (!s)
+		return;
+	struct timespec t0, t1;
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	track(s, (struct cuptrace_track){.uuid = G0, .kind = CUPTRACE_TRACK_GROUP, .name = "G0"});
+	for (int i = 0; i < NS; i++) {
+		snprintf(name, sizeof(name), "s%d", i);
+		track(s, (struct cuptrace_track){.uuid = S0 + (uint64_t)i,
+		                                 .kind = CUPTRACE_TRACK_SLICES,
+		                                 .parent_uuid = G0,
+		                                 .name = name});
+		slice(s, S0 + (uint64_t)i, (int64_t)i * 10, 5, "kernel", "k");
+	}
+	for (int g = 0; g < NG; g++) {
+		snprintf(name, sizeof(name), "H%d", g);
+		track(s, (struct cuptrace_track){
+		             .uuid = H0 + (uint64_t)g, .kind = CUPTRACE_TRACK_GROUP, .name = name});
+		track(s, (struct cuptrace_track){.uuid = HS0 + (uint64_t)g,
+		                                 .kind = CUPTRACE_TRACK_SLICES,
+		                                 .parent_uuid = H0 + (uint64_t)g,
+		                                 .name = "s"});
+		/* two overlapping kernels: 7 ns busy, not 10 */
+		slice(s, HS0 + (uint64_t)g, (int64_t)g * 10, 5, "kernel", "k");
+		slice(s, HS0 + (uint64_t)g, (int64_t)g * 10 + 2, 5, "kernel", "k");
+	}
+	CHECK_EQ_INT(s->ops->finish(s), 0);
+	cuptrace_sink_destroy(s);
+	/* the streams of G0 never overlap: 5 ns each */
+	CHECK(st.gpu_busy_ns == (int64_t)NS * 5 + (int64_t)NG * 7);
+	size_t groups = 0;
+	for (size_t i = 0; i < st.ntrk; i++) {
+		if (st.trk[i].kind != CUPTRACE_TRACK_GROUP)
+			continue;
+		groups++;
+		CHECK(st.trk[i].busy_ns == (st.trk[i].uuid == G0 ? (int64_t)NS * 5 : 7));
+	}
+	CHECK(groups == NG + 1);
+	char *txt = print_to_string(&st, 0);
+	size_t rows_g0 = 0, rows_h = 0;
+	for (const char *p = txt; p && *p;) {
+		const char *nl = strchr(p, '\n');
+		rows_g0 += !strncmp(p, "G0 ", 3);
+		rows_h += p[0] == 'H' && p[1] >= '0' && p[1] <= '9';
+		p = nl ? nl + 1 : p + strlen(p);
+	}
+	CHECK(rows_g0 == NS);
+	CHECK(rows_h == NG);
+	free(txt);
+	char *js = NULL;
+	size_t jlen = 0;
+	FILE *f = open_memstream(&js, &jlen);
+	CHECK(f != NULL);
+	if (f) {
+		CHECK_EQ_INT(cuptrace_stats_print_json(&st, f), 0);
+		fclose(f);
+	}
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	double secs = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
+	fprintf(stderr, "many streams: %.2f s\n", secs);
+	CHECK(secs < 10.0); /* quadratic: 6 s in Release, several times that here */
+	free(js);
+	cuptrace_stats_free(&st);
+}
+
 TEST_MAIN(T(test_numbers), T(test_print_markdown), T(test_print_text), T(test_print_empty),
           T(test_bad_input), T(test_print_names_cleaned), T(test_sweep_random), T(test_print_top20),
-          T(test_print_json))
+          T(test_print_json), T(test_many_streams))

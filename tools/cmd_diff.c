@@ -24,7 +24,10 @@ static void diff_usage(FILE *f)
 	    "  -j, --json             one JSON object, times in ns (keys: README)\n"
 	    "  -n, --top N            rows per family in text and markdown (default 20)\n"
 	    "      --group-by MODE    name (default) | base: drop template arguments and\n"
-	    "                         parameter lists (gemm<float, 64>(...) -> gemm)\n"
+	    "                         parameter lists (gemm<float, 64>(...) -> gemm) |\n"
+	    "                         op: kernels and copies by the op that launched them\n"
+	    "                         (the innermost range around the launch call), so a\n"
+	    "                         library choosing another kernel compares as one\n"
 	    "      --per NAME         divide counts and times by the number of host ranges\n"
 	    "                         named NAME in each run (runs of different step counts)\n"
 	    "      --fail-above PCT   exit with status 3 if GPU busy time, or the total of a\n"
@@ -98,11 +101,14 @@ int cmd_diff(int argc, char **argv)
 			break;
 		}
 		case 'g':
-			if (strcmp(optarg, "name") && strcmp(optarg, "base")) {
-				fprintf(stderr, "cuptrace diff: --group-by takes name or base\n");
+			if (strcmp(optarg, "name") && strcmp(optarg, "base") &&
+			    strcmp(optarg, "op")) {
+				fprintf(stderr,
+				        "cuptrace diff: --group-by takes name, base or op\n");
 				return EXIT_USAGE;
 			}
 			o.group_by_base = !strcmp(optarg, "base");
+			o.group_by_op = !strcmp(optarg, "op");
 			break;
 		case 'p':
 			if (!*optarg) {
@@ -143,8 +149,10 @@ int cmd_diff(int argc, char **argv)
 	o.base_path = argv[optind];
 	o.new_path = argv[optind + 1];
 
-	struct cuptrace_profile_opts po = {
-	    .sz = sizeof(po), .group_by_base = o.group_by_base, .per_name = o.per_name};
+	struct cuptrace_profile_opts po = {.sz = sizeof(po),
+	                                   .group_by_base = o.group_by_base,
+	                                   .per_name = o.per_name,
+	                                   .group_by_op = o.group_by_op};
 	struct cuptrace_profile a, b;
 	struct cuptrace_diff d;
 	int ret = load(o.base_path, &po, &a);

@@ -23,7 +23,10 @@ static void merge_usage(FILE *f)
 	       "       cuptrace merge --ranks [--align MODE] -o OUTPUT RANK_TRACE...\n\n"
 	       "Puts two or more runs (any trace or capture cuptrace reads) in one trace, each\n"
 	       "as its own process group \"<label>: <process>\", in input order, shifted so that\n"
-	       "each starts at 0 (or aligned with --align-on). Every slice, flow, counter and\n"
+	       "they line up: at each run's first step (its first ProfilerStep#N range, else the\n"
+	       "end of its first Optimizer.step#N) where every run has one, else at each run's\n"
+	       "first GPU work, else each from its start (--align-on and --no-align choose\n"
+	       "otherwise; stderr says which). Every slice, flow, counter and\n"
 	       "argument is kept. OUTPUT's format follows its name (.pftrace, .json, .gz) as\n"
 	       "for convert; OUTPUT.tar writes Perfetto's multi-trace form instead: one\n"
 	       "shifted .pftrace per input in a tar archive, which ui.perfetto.dev opens as\n"
@@ -37,13 +40,14 @@ static void merge_usage(FILE *f)
 	       "and stored in the trace. With OUTPUT.tar the rank files keep their own clocks and\n"
 	       "a perfetto_manifest names each machine and gives the offsets found.\n\n"
 	       "  -o, --output PATH       output file (required)\n"
-	       "      --side-by-side      one group per input, each starting at 0\n"
+	       "      --side-by-side      one group per input, aligned as above\n"
 	       "      --ranks             the ranks of one job, on one time axis\n"
 	       "      --align MODE        with --ranks: none | realtime | nccl (default)\n"
 	       "  -l, --label L           label of the next input (repeatable, in order;\n"
 	       "                          default: the file's name)\n"
 	       "      --align-on NAME[#K] start the K-th (default 1st) slice named NAME (an NVTX\n"
 	       "                          range, an op, any slice) at the same moment in all\n"
+	       "      --no-align          each input from its own earliest event\n"
 	       "  -f, --format FMT        perfetto | chrome\n"
 	       "      --compress MODE     chunks | gzip | none\n"
 	       "  -h, --help              this help\n");
@@ -290,11 +294,17 @@ static int same_file(const char *a, const char *b)
 int cmd_merge(int argc, char **argv)
 {
 	static const struct option opts[] = {
-	    {"output", required_argument, NULL, 'o'}, {"side-by-side", no_argument, NULL, 's'},
-	    {"label", required_argument, NULL, 'l'},  {"align-on", required_argument, NULL, 'a'},
-	    {"format", required_argument, NULL, 'f'}, {"compress", required_argument, NULL, 'z'},
-	    {"ranks", no_argument, NULL, 'r'},        {"align", required_argument, NULL, 'A'},
-	    {"help", no_argument, NULL, 'h'},         {0},
+	    {"output", required_argument, NULL, 'o'},
+	    {"side-by-side", no_argument, NULL, 's'},
+	    {"label", required_argument, NULL, 'l'},
+	    {"align-on", required_argument, NULL, 'a'},
+	    {"format", required_argument, NULL, 'f'},
+	    {"compress", required_argument, NULL, 'z'},
+	    {"ranks", no_argument, NULL, 'r'},
+	    {"align", required_argument, NULL, 'A'},
+	    {"no-align", no_argument, NULL, 'N'},
+	    {"help", no_argument, NULL, 'h'},
+	    {0},
 	};
 	const char *out = NULL, *format = NULL, *compress = NULL, *align = NULL;
 	const char **labels = calloc((size_t)argc + 1, sizeof(*labels));
@@ -331,6 +341,9 @@ int cmd_merge(int argc, char **argv)
 		case 'a':
 			align = optarg;
 			break;
+		case 'N':
+			mo.no_auto_align = 1;
+			break;
 		case 'f':
 			format = optarg;
 			break;
@@ -348,8 +361,18 @@ int cmd_merge(int argc, char **argv)
 	}
 	n = (size_t)(argc - optind);
 	if (side == ranks) {
-		fprintf(stderr, "cuptrace merge: say --side-by-side (runs, each from 0) or --ranks "
-		                "(ranks of one job, on one time axis)\n");
+		fprintf(stderr,
+		        "cuptrace merge: say --side-by-side (runs, one above the other) or --ranks "
+		        "(ranks of one job, on one time axis)\n");
+		goto out;
+	}
+	if (align && mo.no_auto_align) {
+		fprintf(stderr, "cuptrace merge: --align-on or --no-align, not both\n");
+		goto out;
+	}
+	if (ranks && mo.no_auto_align) {
+		fprintf(stderr, "cuptrace merge: --no-align is for --side-by-side (--ranks takes "
+		                "--align none)\n");
 		goto out;
 	}
 	if (ranks && align) {
@@ -462,6 +485,11 @@ int cmd_merge(int argc, char **argv)
 		ret = 0;
 		goto out;
 	}
+	if (!mo.align_name && !mo.no_auto_align)
+		fprintf(stderr,
+		        "cuptrace merge: runs aligned at their %s; --align-on NAME[#K] or "
+		        "--no-align to choose\n",
+		        cuptrace_merge_auto_name(m.auto_align));
 	for (size_t i = 0; i < n; i++) {
 		const struct cuptrace_merge_result *x = &m.in[i];
 		fprintf(stderr, "cuptrace merge: %s (%s): shifted by %" PRId64 " ns", x->label,
@@ -469,6 +497,8 @@ int cmd_merge(int argc, char **argv)
 		if (mo.align_name)
 			fprintf(stderr, ", %s #%" PRIu64 " at %" PRId64 " ns", mo.align_name,
 			        mo.align_k, x->align_ts + x->offset_ns);
+		else if (m.auto_align && x->has_events)
+			fprintf(stderr, ", aligned at %" PRId64 " ns", x->align_ts + x->offset_ns);
 		if (x->pid != x->orig_pid)
 			fprintf(stderr, ", pid %" PRId32 " (was %" PRId32 ")", x->pid, x->orig_pid);
 		fputc('\n', stderr);

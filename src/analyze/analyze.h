@@ -131,6 +131,11 @@ struct cuptrace_an_rank {
 	size_t file;
 	int64_t busy_ns, comm_ns, compute_ns, overlap_ns;
 	int64_t step_median_ns;
+	/* Host time inside collective calls (ranges c10d::..., nccl:..., gloo:..., names with
+	 * all_reduce, all_gather, reduce_scatter, all_to_all, record_param_comms), once per
+	 * thread where they nest: a job without NCCL kernels (gloo, ranks sharing a GPU) waits
+	 * there. */
+	int64_t host_comm_ns;
 };
 
 struct cuptrace_analysis {

@@ -376,6 +376,48 @@ static int work_findings(struct anx *x, struct fset *fs)
 	return 0;
 }
 
+static int is_collective(const char *n)
+{
+	static const char *const words[] = {"allreduce",  "all_reduce",        "allgather",
+	                                    "all_gather", "reduce_scatter",    "alltoall",
+	                                    "all_to_all", "record_param_comms"};
+	if (!strncmp(n, "c10d::", 6) || !strncmp(n, "nccl:", 5) || !strncmp(n, "gloo:", 5))
+		return 1;
+	for (size_t i = 0; i < sizeof(words) / sizeof(words[0]); i++)
+		if (strstr(n, words[i]))
+			return 1;
+	return 0;
+}
+
+/* Each rank's host time in collective calls: per thread, the union of its collective ranges
+ * (host is sorted by thread, then start, the outer first). rank_of maps procs to ranks. */
+static void host_collectives(struct anx *x, const size_t *rank_of)
+{
+	const struct an *an = x->an;
+	uint32_t thr = UINT32_MAX;
+	int64_t end = INT64_MIN;
+	struct cuptrace_an_rank *r = NULL;
+
+	for (size_t i = 0; i < an->nhost; i++) {
+		const struct an_host *h = &an->host[i];
+		if (h->cls != H_RANGE || !is_collective(anx_str(x, h->name)))
+			continue;
+		if (h->thread != thr) {
+			const struct an_thread *t = &an->threads[h->thread];
+			const struct anx_proc *p = anx_proc_find(x, t->file, t->pid);
+			size_t k = p ? rank_of[p - x->procs] : SIZE_MAX;
+			r = k != SIZE_MAX ? &x->out->ranks[k] : NULL;
+			thr = h->thread;
+			end = INT64_MIN;
+		}
+		int64_t s = h->ts > end ? h->ts : end, e = h->ts + h->dur;
+		if (!r || e <= s)
+			continue;
+		r->host_comm_ns += e - s;
+		end = e;
+	}
+}
+
 /* With several processes (ranks) with GPU work: the straggler and the collective wait. */
 static int rank_findings(struct anx *x, struct fset *fs)
 {
@@ -385,10 +427,14 @@ static int rank_findings(struct anx *x, struct fset *fs)
 		n += x->procs[i].niv > 0;
 	if (n < 2)
 		return 0;
-	if (!(o->ranks = calloc(n, sizeof(*o->ranks))))
+	size_t *rank_of = malloc(x->nprocs * sizeof(*rank_of));
+	if (!rank_of || !(o->ranks = calloc(n, sizeof(*o->ranks)))) {
+		free(rank_of);
 		return -ENOMEM;
+	}
 	for (size_t i = 0; i < x->nprocs; i++) {
 		const struct anx_proc *p = &x->procs[i];
+		rank_of[i] = p->niv ? o->nranks : SIZE_MAX;
 		if (!p->niv)
 			continue;
 		struct cuptrace_an_rank *r = &o->ranks[o->nranks++];
@@ -409,26 +455,35 @@ static int rank_findings(struct anx *x, struct fset *fs)
 			}
 		r->step_median_ns = k ? sum / (int64_t)k : 0; /* the mean, for ranks */
 	}
+	host_collectives(x, rank_of);
+	free(rank_of);
+	/* Time in collectives: the NCCL kernels' GPU time; without any (gloo, ranks sharing one
+	 * GPU), the host time in collective calls, where a rank waits for the others. */
+	int gpu_comm = 0;
+	for (size_t i = 0; i < o->nranks; i++)
+		gpu_comm |= o->ranks[i].comm_ns > 0;
+#define COMM(i) (gpu_comm ? o->ranks[i].comm_ns : o->ranks[i].host_comm_ns)
 	size_t lo = 0, hi = 0;
 	for (size_t i = 1; i < o->nranks; i++) {
-		if (o->ranks[i].comm_ns < o->ranks[lo].comm_ns)
+		if (COMM(i) < COMM(lo))
 			lo = i;
-		if (o->ranks[i].comm_ns > o->ranks[hi].comm_ns)
+		if (COMM(i) > COMM(hi))
 			hi = i;
 	}
 	struct cuptrace_an_finding *f;
-	if (o->ranks[hi].comm_ns > 0) {
+	if (COMM(hi) > 0) {
 		F_OR_FAIL(f, "collective_wait", "Time in collectives per rank",
 		          "ranks that wait longest in collectives arrive first: balance the work "
 		          "or overlap communication with compute");
 		for (size_t i = 0; i < o->nranks; i++) {
-			struct cuptrace_an_instance in = {.dur = o->ranks[i].comm_ns,
-			                                  .tid = o->ranks[i].pid,
-			                                  .what = "collectives"};
-			add(f, &in, o->ranks[i].comm_ns);
+			struct cuptrace_an_instance in = {
+			    .dur = COMM(i),
+			    .tid = o->ranks[i].pid,
+			    .what = gpu_comm ? "collectives" : "collective calls (host)"};
+			add(f, &in, COMM(i));
 		}
-		int64_t spread = o->ranks[hi].comm_ns - o->ranks[lo].comm_ns;
-		if (spread * 10 > o->ranks[hi].comm_ns) {
+		int64_t spread = COMM(hi) - COMM(lo);
+		if (spread * 10 > COMM(hi)) {
 			F_OR_FAIL(f, "straggler", "Straggler rank",
 			          "the rank that waits least in collectives is the one the others "
 			          "wait for: look at its data loading, host work or GPU");
@@ -438,6 +493,7 @@ static int rank_findings(struct anx *x, struct fset *fs)
 			f->severe = 1;
 		}
 	}
+#undef COMM
 	return 0;
 }
 

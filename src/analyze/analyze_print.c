@@ -179,16 +179,18 @@ static void print_findings(const struct cuptrace_analysis *a, FILE *f, int md)
 	}
 	if (a->nranks) {
 		hdr(f, md, "Ranks");
-		fprintf(
-		    f, "%spid%sGPU busy ms%scompute ms%scollectives ms%soverlap ms%smean step ms%s",
-		    row0(md), cell(md), cell(md), cell(md), cell(md), cell(md), rowend(md));
-		sep(f, md, 6);
+		fprintf(f,
+		        "%spid%sGPU busy ms%scompute ms%scollectives ms%soverlap ms%smean step ms%s"
+		        "host in collectives ms%s",
+		        row0(md), cell(md), cell(md), cell(md), cell(md), cell(md), cell(md),
+		        rowend(md));
+		sep(f, md, 7);
 		for (size_t i = 0; i < a->nranks; i++) {
 			const struct cuptrace_an_rank *r = &a->ranks[i];
-			fprintf(f, "%s%d%s%.3f%s%.3f%s%.3f%s%.3f%s%.3f%s", row0(md), r->pid,
+			fprintf(f, "%s%d%s%.3f%s%.3f%s%.3f%s%.3f%s%.3f%s%.3f%s", row0(md), r->pid,
 			        cell(md), ms(r->busy_ns), cell(md), ms(r->compute_ns), cell(md),
 			        ms(r->comm_ns), cell(md), ms(r->overlap_ns), cell(md),
-			        ms(r->step_median_ns), rowend(md));
+			        ms(r->step_median_ns), cell(md), ms(r->host_comm_ns), rowend(md));
 		}
 	}
 }
@@ -391,6 +393,7 @@ static void json_body(const struct cuptrace_analysis *a, struct cuptrace_json *w
 		cuptrace_json_int_field(w, "comm_ns", r->comm_ns);
 		cuptrace_json_int_field(w, "overlap_ns", r->overlap_ns);
 		cuptrace_json_int_field(w, "mean_step_ns", r->step_median_ns);
+		cuptrace_json_int_field(w, "host_comm_ns", r->host_comm_ns);
 		cuptrace_json_end_object(w);
 	}
 	cuptrace_json_end_array(w);

@@ -141,7 +141,7 @@ int anx_proc_tables(struct anx *x)
 	for (size_t k = 0; k < x->nprocs; k++) {
 		struct anx_proc *p = &x->procs[k];
 		if (p->niv)
-			qsort(p->iv, p->niv, sizeof(*p->iv), iv_cmp);
+			an_sort(p->iv, p->niv, sizeof(*p->iv), iv_cmp);
 		size_t n = 0;
 		for (size_t i = 0; i < p->niv; i++) {
 			if (n && p->iv[i].ts <= p->iv[n - 1].end) {
@@ -158,9 +158,9 @@ int anx_proc_tables(struct anx *x)
 		for (size_t i = 0; i < n; i++)
 			p->cum[i + 1] = p->cum[i] + (p->iv[i].end - p->iv[i].ts);
 		if (p->nwork_launch)
-			qsort(p->work_launch, p->nwork_launch, sizeof(int64_t), i64_cmp);
+			an_sort(p->work_launch, p->nwork_launch, sizeof(int64_t), i64_cmp);
 		if (p->nlaunch)
-			qsort(p->launch, p->nlaunch, sizeof(int64_t), i64_cmp);
+			an_sort(p->launch, p->nlaunch, sizeof(int64_t), i64_cmp);
 	}
 	return 0;
 }

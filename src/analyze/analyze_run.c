@@ -504,12 +504,12 @@ int an_compute(struct an *an)
 	o->min_ts = an->min_ts;
 	o->max_ts = an->max_ts;
 	if (an->nhost)
-		qsort(an->host, an->nhost, sizeof(*an->host), host_cmp);
+		an_sort(an->host, an->nhost, sizeof(*an->host), host_cmp);
 	if ((err = nest(&x)) || (err = link(&x)) || (err = index_syncs(&x)))
 		goto out;
 	cmp_streams = an->streams;
 	if (an->nwork)
-		qsort(an->work, an->nwork, sizeof(*an->work), work_cmp);
+		an_sort(an->work, an->nwork, sizeof(*an->work), work_cmp);
 	err = -ENOMEM;
 	if (an->ngpus && !(o->gpus = calloc(an->ngpus, sizeof(*o->gpus))))
 		goto out;

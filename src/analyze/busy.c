@@ -37,7 +37,11 @@ int64_t cuptrace_busy_union(struct cuptrace_busy_span *v, size_t n)
 
 	if (!n)
 		return 0; /* qsort(NULL, 0) is undefined */
-	qsort(v, n, sizeof(*v), span_cmp);
+	size_t s = 1;
+	while (s < n && v[s - 1].ts <= v[s].ts)
+		s++;
+	if (s < n) /* one stream's work comes in time order: usually nothing to sort */
+		qsort(v, n, sizeof(*v), span_cmp);
 	for (size_t i = 0; i < n; i++) {
 		int64_t ts = v[i].ts, e;
 		if (__builtin_add_overflow(ts, v[i].dur < 0 ? 0 : v[i].dur, &e))

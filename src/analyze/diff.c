@@ -206,6 +206,7 @@ int cuptrace_diff_compute(const struct cuptrace_profile *a, const struct cuptrac
 	if (oom)
 		return -ENOMEM;
 	d->group_by_base = o->group_by_base;
+	d->group_by_op = o->sz >= sizeof(*o) && o->group_by_op;
 	d->top = o->top > 0 ? o->top : 20;
 	d->fail_above_pct = o->fail_above_pct;
 	d->base_per = o->per_name ? a->per_count : 1;

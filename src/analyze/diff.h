@@ -69,6 +69,10 @@ struct cuptrace_profile_opts {
 	size_t sz;            /* sizeof(struct cuptrace_profile_opts) */
 	int group_by_base;    /* 1: names reduced to their base (analyze/names.h) */
 	const char *per_name; /* counted into per_count; NULL for none. Borrowed until finish */
+	/* 1: kernels and copies named after the op that launched them: the innermost range
+	 * (op or NVTX, ProfilerStep#N skipped) open on the launching thread when the launch call
+	 * began, found through the flow from the call to the work; "(no op) NAME" without one */
+	int group_by_op;
 };
 
 /* The aggregating sink: zeroes *out and fills it at finish (out must outlive the sink; free it
@@ -117,11 +121,12 @@ struct cuptrace_diff_opts {
 	int group_by_base;     /* shown in the output */
 	int top;               /* rows per family in text and markdown (JSON lists all); 0: 20 */
 	double fail_above_pct; /* < 0: off */
+	int group_by_op;       /* shown in the output */
 };
 
 struct cuptrace_diff {
 	char *base_path, *new_path, *per_name;
-	int group_by_base, top;
+	int group_by_base, top, group_by_op;
 	uint64_t base_per, new_per; /* --per counts (1 without --per) */
 	struct cuptrace_diff_value span_ns, gpu_busy_ns, kernels, bytes_copied;
 	struct cuptrace_diff_device *dev;

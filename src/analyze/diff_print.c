@@ -4,7 +4,7 @@
  * (then counts may be fractional), a percentage null where the base value is 0:
  *   schema        "cuptrace-diff/1"
  *   base, new     the two paths as given
- *   group_by      "name" or "base"
+ *   group_by      "name", "base" or "op"
  *   per           null, or {name, base_count, new_count}
  *   summary       {span_ns, gpu_busy_ns, kernels, bytes_copied}, each a change (below)
  *   devices       [{name, new_name, change of busy_ns}]: GPUs matched on "GPU N"; new_name is
@@ -108,6 +108,9 @@ static void print_header(const struct cuptrace_diff *d, FILE *f, int md)
 		          "grouped by base name (no template arguments or "
 		          "parameters)",
 		          0);
+	if (d->group_by_op)
+		report_kv(f, md, 7, "Names",
+		          "kernels and copies grouped by the op that launched them", 0);
 	if (per) {
 		snprintf(buf, sizeof(buf),
 		         "\"%.200s\" ranges: %" PRIu64 " in base, %" PRIu64
@@ -323,7 +326,10 @@ int cuptrace_diff_print_json(const struct cuptrace_diff *d, FILE *f)
 		return -ENOMEM;
 	cuptrace_json_string_field(w, "base", d->base_path);
 	cuptrace_json_string_field(w, "new", d->new_path);
-	cuptrace_json_string_field(w, "group_by", d->group_by_base ? "base" : "name");
+	cuptrace_json_string_field(w, "group_by",
+	                           d->group_by_op     ? "op"
+	                           : d->group_by_base ? "base"
+	                                              : "name");
 	cuptrace_json_name(w, "per");
 	if (d->per_name) {
 		cuptrace_json_start_object(w);

@@ -2,6 +2,7 @@
  * (metadata, tracks, earliest event) while noting where slices of the alignment name start;
  * pass 2 replays each input through a sink that renumbers and shifts it into the output. */
 #include "analyze/merge.h"
+#include "analyze/merge_auto.h"
 #include "analyze/forward.h"
 #include "analyze/stats.h"
 #include "analyze/stats_internal.h"
@@ -22,7 +23,8 @@ struct in_state {
 	struct cuptrace_stats st; /* pass 1: metadata, tracks (their pids), earliest event */
 	int64_t start_boottime_ns;
 	uint64_t uuid_hi, uuid_lo;
-	int64_t *align; /* starts of the slices named align_name */
+	int64_t *align;           /* starts of the slices named align_name */
+	struct merge_marks marks; /* first step, first GPU work (the default alignment) */
 	size_t nalign, aligncap;
 	int32_t *pids, *newpids; /* distinct original pids in first-seen order; their new pids */
 	size_t npids;
@@ -82,6 +84,8 @@ static int probe_slice(struct cuptrace_sink *sk, const struct cuptrace_slice *e)
 		v[in->nnccl++] = (struct nccl_end){cuptrace_hash_bytes(e->name, strlen(e->name)),
 		                                   e->ts, sat_add(e->ts, e->dur)};
 	}
+	if (!err && !s->ranks)
+		merge_marks_note(&in->marks, e);
 	if (err || !s->align_name || !e->name || strcmp(e->name, s->align_name))
 		return err;
 	int64_t *a = cuptrace_grow(in->align, &in->aligncap, in->nalign + 1, sizeof(*a));
@@ -124,6 +128,7 @@ static int probe(struct in_state *in, const char *path, const char *align_name, 
 	s->in = in;
 	s->align_name = align_name;
 	s->ranks = ranks;
+	merge_marks_init(&in->marks);
 	if (!(s->fwd.inner = cuptrace_stats_sink_new(&in->st))) {
 		free(s);
 		return -ENOMEM;
@@ -430,6 +435,24 @@ out:
 	return err;
 }
 
+/* The first mark kind every input with events has; its marks become the inputs' align_ts. */
+static enum cuptrace_merge_auto pick_auto(struct cuptrace_merge *m)
+{
+	for (int a = CUPTRACE_MERGE_AUTO_STEP; a < CUPTRACE_MERGE_AUTO_N; a++) {
+		size_t i = 0, found = 0;
+		for (; i < m->n && (!m->in[i].has_events || m->st->in[i].marks.at[a] != INT64_MAX);
+		     i++)
+			found += m->in[i].has_events;
+		if (i < m->n || !found)
+			continue;
+		for (i = 0; i < m->n; i++)
+			m->in[i].align_ts =
+			    m->in[i].has_events ? m->st->in[i].marks.at[a] : m->in[i].first_ts;
+		return (enum cuptrace_merge_auto)a;
+	}
+	return CUPTRACE_MERGE_AUTO_NONE;
+}
+
 int cuptrace_merge_plan(struct cuptrace_merge *m, const struct cuptrace_merge_input *inputs,
                         size_t n, const struct cuptrace_merge_opts *o, cuptrace_replay_fn replay,
                         void *ctx)
@@ -480,15 +503,18 @@ int cuptrace_merge_plan(struct cuptrace_merge *m, const struct cuptrace_merge_in
 	} else {
 		if ((err = make_labels(m, inputs)))
 			return err;
-		/* Aligned: the K-th slices all start at c, which leaves the earliest event of all
-		 * at 0. */
+		int aligned = m->st->align_name != NULL;
+		if (!aligned && !(o && o->sz >= sizeof(*o) && o->no_auto_align))
+			aligned = (int)(m->auto_align = pick_auto(m));
+		/* Aligned: the K-th slices (or the marks) all start at c, which leaves the earliest
+		 * event of all at 0. */
 		int64_t c = 0;
-		for (size_t i = 0; m->st->align_name && i < n; i++)
+		for (size_t i = 0; aligned && i < n; i++)
 			if (sat_sub(m->in[i].align_ts, m->in[i].first_ts) > c)
 				c = sat_sub(m->in[i].align_ts, m->in[i].first_ts);
 		for (size_t i = 0; i < n; i++) {
 			struct cuptrace_merge_result *r = &m->in[i];
-			r->offset_ns = m->st->align_name ? sat_sub(c, r->align_ts) : -r->first_ts;
+			r->offset_ns = aligned ? sat_sub(c, r->align_ts) : -r->first_ts;
 			r->map.offset_ns = r->offset_ns;
 		}
 	}

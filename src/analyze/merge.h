@@ -17,10 +17,13 @@
  * "<label>: merge_offset_ns"; the output's clocks are those of the first input (shifted), so
  * its wall-clock times are exact and the others' are not.
  *
- * Shift: without alignment each input's earliest event goes to 0. With align_name, the K-th
- * slice named align_name (by start time; an NVTX range, an op, any slice) starts at the same
- * moment in every input, and everything is then shifted so that the earliest event of all is at
- * 0: no timestamp is negative.
+ * Shift: with align_name, the K-th slice named align_name (by start time; an NVTX range, an op,
+ * any slice) starts at the same moment in every input. Without it (and unless no_auto_align),
+ * the inputs are aligned at their first step when every input with events has one (its first
+ * ProfilerStep#N range; else the end of its first Optimizer.step#N, where analyze's first whole
+ * step begins), else at their first GPU work when every one has some, else each input's
+ * earliest event goes to 0 (struct cuptrace_merge's auto_align says which). Aligned, everything
+ * is then shifted so that the earliest event of all is at 0: no timestamp is negative.
  *
  * Threading: one thread; the replay function is called from it. */
 #ifndef CUPTRACE_ANALYZE_MERGE_H
@@ -49,7 +52,19 @@ struct cuptrace_merge_opts {
 	 * says; align_name is then ignored. */
 	int ranks;
 	enum cuptrace_align_mode ranks_align;
+	int no_auto_align; /* without align_name: each input from its earliest event */
 };
+
+/* How the plan aligned the inputs when no align_name was given (see Shift above). */
+enum cuptrace_merge_auto {
+	CUPTRACE_MERGE_AUTO_NONE = 0,  /* each from its earliest event */
+	CUPTRACE_MERGE_AUTO_STEP,      /* first ProfilerStep#N */
+	CUPTRACE_MERGE_AUTO_OPTIMIZER, /* end of the first Optimizer.step#N */
+	CUPTRACE_MERGE_AUTO_GPU,       /* first kernel, copy or memset */
+	CUPTRACE_MERGE_AUTO_N
+};
+/* "first step (ProfilerStep#N)", ...: for the user's message. */
+const char *cuptrace_merge_auto_name(enum cuptrace_merge_auto a);
 
 /* Per input, after the plan. */
 struct cuptrace_merge_result {
@@ -58,7 +73,7 @@ struct cuptrace_merge_result {
 	int has_events;       /* 0: the input holds no event, and is shifted by 0 */
 	int64_t first_ts;     /* earliest event, before the shift */
 	uint64_t align_found; /* slices named align_name */
-	int64_t align_ts;     /* start of the K-th of them, before the shift */
+	int64_t align_ts;     /* start of the K-th of them (or the auto_align mark), unshifted */
 	int64_t offset_ns;    /* added to every timestamp of the input */
 	int32_t orig_pid;     /* its first process's pid, and the pid that process gets */
 	int32_t pid;
@@ -81,6 +96,7 @@ struct cuptrace_merge {
 	/* With -ENOENT from the plan: the first input with fewer than K slices of the alignment
 	 * name (its align_found says how many it has). */
 	size_t bad;
+	enum cuptrace_merge_auto auto_align; /* without align_name: what the inputs align on */
 	/* --ranks: what the alignment left (the spread of collective ends). */
 	struct cuptrace_align_summary align;
 	/* For cuptrace_merge_write_each: 1 writes each input with its own clocks, unshifted (an

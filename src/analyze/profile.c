@@ -11,6 +11,7 @@
 #include "common/util.h"
 
 #include <errno.h>
+#include <stdio.h>
 #include <string.h>
 
 /* Track flags, as values of the track map (0 means undeclared). */
@@ -36,6 +37,28 @@ struct profile_sink {
 	char *scratch; /* base names are written here */
 	size_t scratch_cap;
 	uint64_t kernels, bytes, per_count;
+	/* group_by_op: what attributes GPU work to its op, resolved at finish (a reader may
+	 * replay out of time order, a capture does) */
+	struct op_range {
+		uint64_t track;
+		int64_t ts, end;
+		uint32_t name; /* id in strs */
+	} * ranges;
+	struct op_launch {
+		uint64_t track, flow;
+		int64_t ts;
+	} * launches;
+	struct op_work {
+		uint64_t flow; /* its first incoming flow; 0 if none */
+		int64_t dur;
+		uint32_t name;
+		int fam;
+	} * works;
+	size_t nranges, rangecap, nlaunches, launchcap, nworks, workcap;
+	/* A thread's lanes (the slice tracks of its name under its parent, where a reader put
+	 * the slices that overlap partially) are the thread for finding its ops. */
+	struct cuptrace_u64map thread_named; /* hash(parent, name) -> thread uuid */
+	struct cuptrace_u64map lane_of;      /* lane uuid -> thread uuid */
 };
 
 static struct profile_sink *to_profile(struct cuptrace_sink *s)
@@ -60,6 +83,24 @@ static int pr_track(struct cuptrace_sink *sk, const struct cuptrace_track *t)
 	if (!v)
 		return fwd_fail(&s->fwd, -ENOMEM);
 	*v = flags;
+	if (!s->opts.group_by_op || !t->name || (flags & TRK_GPU))
+		return 0;
+	uint64_t key =
+	    cuptrace_hash64(t->parent_uuid ^ cuptrace_hash_bytes(t->name, strlen(t->name)));
+	if (t->kind == CUPTRACE_TRACK_THREAD) {
+		v = cuptrace_u64map_put(&s->thread_named, key, NULL);
+	} else if (t->kind == CUPTRACE_TRACK_SLICES &&
+	           (p = cuptrace_u64map_get(&s->thread_named, key))) {
+		uint64_t thread = *p;
+		if ((v = cuptrace_u64map_put(&s->lane_of, t->uuid, NULL)))
+			*v = thread;
+		return v ? 0 : fwd_fail(&s->fwd, -ENOMEM);
+	} else {
+		return 0;
+	}
+	if (!v)
+		return fwd_fail(&s->fwd, -ENOMEM);
+	*v = t->uuid;
 	return 0;
 }
 
@@ -171,6 +212,38 @@ static int add(struct profile_sink *s, int fam, const char *name, int64_t dur)
 	return 0;
 }
 
+/* group_by_op: keeps what pr_finish needs to name each kernel and copy after its op. */
+static int note_for_ops(struct profile_sink *s, const struct cuptrace_slice *e, int host, int fam,
+                        const char *name, int64_t dur)
+{
+	if (fam == CUPTRACE_FAM_KERNEL || fam == CUPTRACE_FAM_COPY) {
+		uint32_t id = cuptrace_strtab_intern(&s->strs, name, strlen(name));
+		if (!id || CUPTRACE_GROW(s->works, s->workcap, s->nworks + 1))
+			return -ENOMEM;
+		s->works[s->nworks++] = (struct op_work){
+		    .flow = e->nflows_in ? e->flows_in[0] : 0, .dur = dur, .name = id, .fam = fam};
+		return 1; /* counted at finish */
+	}
+	if (!host)
+		return 0;
+	const uint64_t *lane = cuptrace_u64map_get(&s->lane_of, e->track_uuid);
+	uint64_t track = lane ? *lane : e->track_uuid;
+	/* ProfilerStep#N is skipped as analyze skips it: it would make a row per step. */
+	if ((fam == CUPTRACE_FAM_OP || fam == CUPTRACE_FAM_NVTX) &&
+	    strncmp(name, "ProfilerStep#", 13)) {
+		uint32_t id = cuptrace_strtab_intern(&s->strs, name, strlen(name));
+		if (!id || CUPTRACE_GROW(s->ranges, s->rangecap, s->nranges + 1))
+			return -ENOMEM;
+		s->ranges[s->nranges++] = (struct op_range){track, e->ts, sat_add(e->ts, dur), id};
+	}
+	for (size_t i = 0; i < e->nflows_out; i++) {
+		if (CUPTRACE_GROW(s->launches, s->launchcap, s->nlaunches + 1))
+			return -ENOMEM;
+		s->launches[s->nlaunches++] = (struct op_launch){track, e->flows_out[i], e->ts};
+	}
+	return 0;
+}
+
 static int pr_slice(struct cuptrace_sink *sk, const struct cuptrace_slice *e)
 {
 	struct profile_sink *s = to_profile(sk);
@@ -185,15 +258,112 @@ static int pr_slice(struct cuptrace_sink *sk, const struct cuptrace_slice *e)
 	if (host && s->opts.per_name && cuptrace_step_name_matches(name, s->opts.per_name))
 		s->per_count++;
 	int fam = family_of(e, host);
-	if (fam < 0)
-		return 0;
 	if (fam == CUPTRACE_FAM_KERNEL)
 		s->kernels++;
 	if (fam == CUPTRACE_FAM_COPY && e->category && strstr(e->category, "memcpy"))
 		s->bytes += bytes_arg(e);
-	if ((err = add(s, fam, name, e->dur > 0 ? e->dur : 0)))
+	int64_t dur = e->dur > 0 ? e->dur : 0;
+	if (s->opts.group_by_op && (err = note_for_ops(s, e, host, fam, name, dur)))
+		return err < 0 ? fwd_fail(&s->fwd, err) : 0;
+	if (fam >= 0 && (err = add(s, fam, name, dur)))
 		return fwd_fail(&s->fwd, err);
 	return 0;
+}
+
+static int range_cmp(const void *pa, const void *pb)
+{
+	const struct op_range *a = pa, *b = pb;
+	if (a->track != b->track)
+		return a->track < b->track ? -1 : 1;
+	if (a->ts != b->ts)
+		return a->ts < b->ts ? -1 : 1;
+	return a->end > b->end ? -1 : a->end < b->end; /* the outer first */
+}
+
+static int launch_cmp(const void *pa, const void *pb)
+{
+	const struct op_launch *a = pa, *b = pb;
+	if (a->track != b->track)
+		return a->track < b->track ? -1 : 1;
+	return a->ts < b->ts ? -1 : a->ts > b->ts;
+}
+
+/* Each launch's op: the innermost range open on its thread when it began, by one sweep per
+ * track over the ranges and launches in time order with a stack of the open ranges. Fills
+ * op_of (flow id -> range name id). */
+static int launch_ops(struct profile_sink *s, struct cuptrace_u64map *op_of)
+{
+	uint32_t *stack = NULL;
+	size_t cap = 0, i = 0;
+	int err = 0;
+
+	if (s->nranges)
+		qsort(s->ranges, s->nranges, sizeof(*s->ranges), range_cmp);
+	if (s->nlaunches)
+		qsort(s->launches, s->nlaunches, sizeof(*s->launches), launch_cmp);
+	for (size_t j = 0; j < s->nlaunches && !err;) {
+		uint64_t track = s->launches[j].track;
+		size_t n = 0;
+		while (i < s->nranges && s->ranges[i].track < track)
+			i++;
+		for (; j < s->nlaunches && s->launches[j].track == track; j++) {
+			const struct op_launch *l = &s->launches[j];
+			for (; i < s->nranges && s->ranges[i].track == track &&
+			       s->ranges[i].ts <= l->ts;
+			     i++) {
+				while (n && s->ranges[stack[n - 1]].end <= s->ranges[i].ts)
+					n--;
+				if (CUPTRACE_GROW(stack, cap, n + 1)) {
+					err = -ENOMEM;
+					break;
+				}
+				stack[n++] = (uint32_t)i;
+			}
+			while (n && s->ranges[stack[n - 1]].end <= l->ts)
+				n--;
+			uint64_t *v = n ? cuptrace_u64map_put(op_of, l->flow, NULL) : NULL;
+			if (n && !v)
+				err = -ENOMEM;
+			else if (v)
+				*v = s->ranges[stack[n - 1]].name;
+		}
+	}
+	free(stack);
+	return err;
+}
+
+/* group_by_op: every kernel and copy counted under its op's name ("(no op) " and its own name
+ * where no launch or no range around it is known). */
+static int add_by_op(struct profile_sink *s)
+{
+	struct cuptrace_u64map op_of;
+	char *buf = NULL;
+	size_t cap = 0;
+	int err;
+
+	cuptrace_u64map_init(&op_of);
+	if ((err = launch_ops(s, &op_of)))
+		goto out;
+	for (size_t i = 0; i < s->nworks && !err; i++) {
+		const struct op_work *w = &s->works[i];
+		uint64_t *v = w->flow ? cuptrace_u64map_get(&op_of, w->flow) : NULL;
+		const char *own = cuptrace_strtab_str(&s->strs, w->name);
+		if (v) {
+			err = add(s, w->fam, cuptrace_strtab_str(&s->strs, (uint32_t)*v), w->dur);
+			continue;
+		}
+		size_t len = strlen(own) + sizeof("(no op) ");
+		if (CUPTRACE_GROW(buf, cap, len)) {
+			err = -ENOMEM;
+			break;
+		}
+		snprintf(buf, len, "(no op) %s", own);
+		err = add(s, w->fam, buf, w->dur);
+	}
+out:
+	free(buf);
+	cuptrace_u64map_free(&op_of);
+	return err;
 }
 
 static int name_cmp(const void *pa, const void *pb)
@@ -215,6 +385,8 @@ static int pr_finish(struct cuptrace_sink *sk)
 		return s->fwd.err ? s->fwd.err : -EINVAL;
 	s->finished = 1;
 	if ((err = fwd_finish(sk)) || (err = stats_devices(&s->st, &dev, &ndev)))
+		goto out;
+	if (s->opts.group_by_op && (err = add_by_op(s)))
 		goto out;
 	err = -ENOMEM;
 	if (ndev && !(r.dev = calloc(ndev, sizeof(*r.dev))))
@@ -265,10 +437,15 @@ static void pr_destroy(struct cuptrace_sink *sk)
 	cuptrace_stats_free(&s->st);
 	cuptrace_u64map_free(&s->trk);
 	cuptrace_u64map_free(&s->index);
+	cuptrace_u64map_free(&s->thread_named);
+	cuptrace_u64map_free(&s->lane_of);
 	cuptrace_strtab_free(&s->strs);
 	for (int f = 0; f < CUPTRACE_FAM_N; f++)
 		free(s->acc[f]);
 	free(s->scratch);
+	free(s->ranges);
+	free(s->launches);
+	free(s->works);
 	free(s);
 }
 
@@ -306,6 +483,8 @@ struct cuptrace_sink *cuptrace_profile_sink_new(struct cuptrace_profile *out,
 	}
 	cuptrace_u64map_init(&s->trk);
 	cuptrace_u64map_init(&s->index);
+	cuptrace_u64map_init(&s->thread_named);
+	cuptrace_u64map_init(&s->lane_of);
 	cuptrace_strtab_init(&s->strs);
 	if (!(s->fwd.inner = cuptrace_stats_sink_new(&s->st))) {
 		pr_destroy(&s->fwd.base);

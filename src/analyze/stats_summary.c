@@ -1,6 +1,7 @@
 /* What every stats summary (text, markdown, JSON) and the diff derive from struct cuptrace_stats:
  * per-category totals, GPU rows and devices, the header's metadata. See stats_internal.h. */
 #include "analyze/stats_internal.h"
+#include "common/util.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -54,17 +55,35 @@ static int gpu_row_cmp(const void *pa, const void *pb)
 	return a->k < b->k ? -1 : a->k > b->k; /* declaration order: the array's order */
 }
 
-static size_t track_index(const struct cuptrace_stats *st, uint64_t uuid)
+/* uuid -> index + 1 of the first track with that uuid (the tracks' declaration order), so that
+ * finding each stream's GPU is O(1): a linear search per stream was quadratic in the streams. */
+static int index_tracks(const struct cuptrace_stats *st, struct cuptrace_u64map *m)
 {
-	for (size_t j = 0; j < st->ntrk; j++)
-		if (st->trk[j].uuid == uuid)
-			return j;
-	return st->ntrk;
+	cuptrace_u64map_init(m);
+	for (size_t j = 0; j < st->ntrk; j++) {
+		int created;
+		uint64_t *v = cuptrace_u64map_put(m, st->trk[j].uuid, &created);
+		if (!v) {
+			cuptrace_u64map_free(m);
+			return -ENOMEM;
+		}
+		if (created)
+			*v = j + 1;
+	}
+	return 0;
+}
+
+static size_t track_index(const struct cuptrace_stats *st, const struct cuptrace_u64map *m,
+                          uint64_t uuid)
+{
+	uint64_t *v = cuptrace_u64map_get(m, uuid);
+	return v ? (size_t)*v - 1 : st->ntrk;
 }
 
 int stats_gpu_rows(const struct cuptrace_stats *st, struct stats_gpu_row **out, size_t *n)
 {
 	struct stats_gpu_row *rows;
+	struct cuptrace_u64map idx;
 	size_t nr = 0;
 
 	*out = NULL;
@@ -73,12 +92,17 @@ int stats_gpu_rows(const struct cuptrace_stats *st, struct stats_gpu_row **out, 
 		return 0;
 	if (!(rows = calloc(st->ntrk, sizeof(*rows))))
 		return -ENOMEM;
+	if (index_tracks(st, &idx)) {
+		free(rows);
+		return -ENOMEM;
+	}
 	for (size_t i = 0; i < st->ntrk; i++) {
 		const struct cuptrace_stats_track *k = &st->trk[i];
 		if (k->kind != CUPTRACE_TRACK_SLICES || !k->group_uuid || !k->slices)
 			continue;
-		rows[nr++] = (struct stats_gpu_row){track_index(st, k->group_uuid), k};
+		rows[nr++] = (struct stats_gpu_row){track_index(st, &idx, k->group_uuid), k};
 	}
+	cuptrace_u64map_free(&idx);
 	if (!nr) {
 		free(rows);
 		return 0;
@@ -92,6 +116,7 @@ int stats_gpu_rows(const struct cuptrace_stats *st, struct stats_gpu_row **out, 
 int stats_devices(const struct cuptrace_stats *st, struct stats_device **out, size_t *n)
 {
 	struct stats_device *dev = NULL;
+	struct cuptrace_u64map of; /* group uuid -> index + 1 in dev */
 	size_t nd = 0;
 
 	*out = NULL;
@@ -102,25 +127,32 @@ int stats_devices(const struct cuptrace_stats *st, struct stats_device **out, si
 		return 0;
 	if (!(dev = calloc(nd, sizeof(*dev))))
 		return -ENOMEM;
+	cuptrace_u64map_init(&of);
 	nd = 0;
-	for (size_t i = 0; i < st->ntrk; i++)
-		if (st->trk[i].kind == CUPTRACE_TRACK_GROUP)
-			dev[nd++].group = &st->trk[i];
-	/* The group's busy time is the union of its tracks' work (stats_sink.c). Groups are few
-	 * (one per GPU): a linear search per track is enough. */
-	for (size_t d = 0; d < nd; d++)
-		dev[d].busy_ns = dev[d].group->busy_ns;
+	for (size_t i = 0; i < st->ntrk; i++) {
+		if (st->trk[i].kind != CUPTRACE_TRACK_GROUP)
+			continue;
+		int created;
+		uint64_t *v = cuptrace_u64map_put(&of, st->trk[i].uuid, &created);
+		if (!v) {
+			cuptrace_u64map_free(&of);
+			free(dev);
+			return -ENOMEM;
+		}
+		if (created)
+			*v = nd + 1; /* the first group of a uuid takes its tracks' slices */
+		dev[nd].group = &st->trk[i];
+		/* The group's busy time is the union of its tracks' work (stats_sink.c). */
+		dev[nd].busy_ns = st->trk[i].busy_ns;
+		nd++;
+	}
 	for (size_t i = 0; i < st->ntrk; i++) {
 		const struct cuptrace_stats_track *k = &st->trk[i];
-		if (!k->group_uuid)
-			continue;
-		for (size_t d = 0; d < nd; d++) {
-			if (dev[d].group->uuid != k->group_uuid)
-				continue;
-			dev[d].slices += k->slices;
-			break;
-		}
+		uint64_t *v = k->group_uuid ? cuptrace_u64map_get(&of, k->group_uuid) : NULL;
+		if (v)
+			dev[*v - 1].slices += k->slices;
 	}
+	cuptrace_u64map_free(&of);
 	*out = dev;
 	*n = nd;
 	return 0;

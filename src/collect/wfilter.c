@@ -270,8 +270,9 @@ static int out_push(struct cuptrace_wfilter *f, CUpti_Activity *rec, int64_t v)
 	return 0;
 }
 
-/* Decides held records: by their API record where it is known now, or (by_time_before: a
- * window was final) by their own time where that lies at or before the time given. */
+/* Decides held records: by their API record where it is known now; or, once a window is final
+ * (by_time_before: its close), those that ran by then and whose API record never came are
+ * dropped (launched outside every window). */
 static void release(struct cuptrace_wfilter *f, int64_t by_time_before)
 {
 	size_t keep = 0;
@@ -289,7 +290,9 @@ static void release(struct cuptrace_wfilter *f, int64_t by_time_before)
 				f->held[keep++] = h;
 				continue;
 			}
-			verdict = by_time(f, h.rec);
+			/* Its launch was never recorded: it came before the window opened (the
+			 * API kinds were off), so it is not the window's, though it ran inside. */
+			verdict = CUPTRACE_WF_DROP;
 		}
 		if (verdict > 0 && out_push(f, h.rec, verdict) == 0)
 			continue;

@@ -6,7 +6,8 @@
  * memory records by their own start time. GPU records reach us in any order with respect to
  * their API record (CUPTI fills a buffer per thread), so a GPU record whose API record has not
  * been seen yet is held (copied) until it has, or until its window is final; one whose API
- * record never comes (a call CUPTI was told not to record) is placed by its own start time.
+ * record never comes was launched while the API kinds were off, outside every window, and is
+ * dropped (counted). Only when more than HELD_MAX wait is one placed by its own time.
  * Device, context, stream and name records describe the whole run and go to every window.
  *
  * Pure: CUPTI's record structs only, no CUPTI calls, so it is tested on synthetic records.
@@ -72,8 +73,8 @@ int cuptrace_wrecord_place(const CUpti_Activity *r, int64_t *t, uint32_t *corr);
  * copied; the caller may reuse the buffer. */
 int cuptrace_wfilter_batch(struct cuptrace_wfilter *f, const CUpti_Activity *const *recs,
                            const uint32_t *sizes, size_t n, int64_t *verdict);
-/* Marks a window final (every record of it delivered) and decides its held records by their
- * own start time. */
+/* Marks a window final (every record of it delivered): held records that ran by its close and
+ * whose API record never came are dropped. */
 void cuptrace_wfilter_final(struct cuptrace_wfilter *f, uint64_t number);
 /* Held records decided since the last call (kept ones only; the dropped are counted), with
  * their window numbers. Valid until the next call of any function here. */

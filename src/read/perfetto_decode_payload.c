@@ -348,7 +348,8 @@ int pf_parse_event(struct reader *r, struct rseq *q, const struct pkt *k)
 {
 	struct pb m = pb_of(k->payload.b, k->payload.n);
 	struct pbf f;
-	struct rev ev = {.fo = r->fo++};
+	struct rev ev = {0};
+	uint64_t corr = 0;
 	uint32_t cats[16];
 	size_t ncat = 0;
 	int rc, has_track = 0, has_val = 0, has_flows = 0, has_terms = 0;
@@ -428,7 +429,7 @@ int pf_parse_event(struct reader *r, struct rseq *q, const struct pkt *k)
 			break;
 		case PF_EVENT_CORRELATION_ID:
 			if (f.wt == PF_WT_VARINT)
-				ev.corr = f.v;
+				corr = f.v;
 			break;
 		}
 	}
@@ -477,6 +478,8 @@ int pf_parse_event(struct reader *r, struct rseq *q, const struct pkt *k)
 		r->ck.negative_timestamps++; /* TP: track_event_invalid_timestamp */
 		goto drop;
 	}
+	if (ev.type != TE_COUNTER)
+		ev.val.corr = corr;
 	ev.ts = (int64_t)k->abs_ts;
 	ev.dom = k->dom;
 	struct rev *slot = PUSH(r, evs, nevs, evcap);

@@ -2,6 +2,7 @@
  * the way trace_processor imports it, checks it against TP's rules, and replays it into a sink. */
 #include "common/log.h"
 #include "common/util.h"
+#include "read/flow_table.h"
 #include "read/perfetto_reader.h"
 #include "read/perfetto_state.h"
 #include "read/read_file.h"
@@ -42,12 +43,82 @@ static uint64_t snap_value(const struct reader *r, uint32_t clock)
 	return 0;
 }
 
-static int ev_cmp(const void *pa, const void *pb)
+/* A sort key: the event's time and its index in file order (evs is filled in file order). */
+struct skey {
+	int64_t ts;
+	uint32_t i;
+};
+
+/* Merges the sorted runs a[lo..mid) and a[mid..hi) into b[lo..hi); ties keep file order. */
+static void merge_runs(const struct skey *a, struct skey *b, size_t lo, size_t mid, size_t hi)
 {
-	const struct rev *a = pa, *b = pb;
-	if (a->ts != b->ts)
-		return a->ts < b->ts ? -1 : 1;
-	return a->fo < b->fo ? -1 : a->fo > b->fo;
+	size_t i = lo, j = mid, k = lo;
+	while (i < mid && j < hi)
+		b[k++] = a[j].ts < a[i].ts ? a[j++] : a[i++];
+	while (i < mid)
+		b[k++] = a[i++];
+	while (j < hi)
+		b[k++] = a[j++];
+}
+
+/* Sorts evs by (ts, file order). Events come in per-sequence chunks, each nearly in time order,
+ * so this is a natural merge sort over the runs already there, on 16-byte keys; the events move
+ * once, in place, by following the permutation's cycles. A generic qsort on the 80-byte records
+ * took a fifth of the time of `stats` on a 1 M-kernel trace and a second copy of evs. */
+static int sort_events(struct reader *r)
+{
+	size_t n = r->nevs, i;
+	for (i = 1; i < n && r->evs[i - 1].ts <= r->evs[i].ts; i++)
+		;
+	if (i >= n)
+		return 0; /* already in order */
+	if (n > UINT32_MAX)
+		return r->err = -ENOMEM; /* cannot happen: events are bounded by the input */
+	struct skey *a = malloc(n * sizeof(*a)), *b = malloc(n * sizeof(*b));
+	if (!a || !b) {
+		free(a);
+		free(b);
+		return r->err = -ENOMEM;
+	}
+	for (i = 0; i < n; i++)
+		a[i] = (struct skey){r->evs[i].ts, (uint32_t)i};
+	for (;;) {
+		size_t lo = 0, runs = 0;
+		while (lo < n) {
+			size_t mid = lo + 1, hi;
+			while (mid < n && a[mid - 1].ts <= a[mid].ts)
+				mid++;
+			hi = mid < n ? mid + 1 : n;
+			while (hi < n && a[hi - 1].ts <= a[hi].ts)
+				hi++;
+			merge_runs(a, b, lo, mid, hi);
+			runs++;
+			lo = hi;
+		}
+		struct skey *t = a;
+		a = b;
+		b = t;
+		if (runs == 1)
+			break;
+	}
+	/* evs[k] = old evs[a[k].i]; a[k].i = k marks a placed slot. */
+	for (size_t k = 0; k < n; k++) {
+		if (a[k].i == k)
+			continue;
+		struct rev tmp = r->evs[k];
+		size_t j = k;
+		while (a[j].i != k) {
+			size_t src = a[j].i;
+			r->evs[j] = r->evs[src];
+			a[j].i = (uint32_t)j;
+			j = src;
+		}
+		r->evs[j] = tmp;
+		a[j].i = (uint32_t)j;
+	}
+	free(a);
+	free(b);
+	return 0;
 }
 
 /* A flow between two slices, in TP's terms: out is the earlier one. */
@@ -65,19 +136,19 @@ struct replay {
 	uint32_t **stacks;
 	size_t *depth, *stcap, nstacks, stackscap;
 	struct cuptrace_u64map stack_of; /* track -> index + 1 */
-	struct cuptrace_u64map active;   /* flow id -> slice index + 1 | had_row << 63 */
+	struct flow_table active;        /* flow id -> slice index + 1 | had_row << 63 */
 };
 
 static int flow_touch(struct reader *r, struct replay *p, uint64_t id, uint32_t slice, int term)
 {
 	int created;
-	uint64_t *v = cuptrace_u64map_put(&p->active, id, &created);
+	uint64_t *v = flow_table_put(&p->active, id, &created);
 	if (!v)
 		return r->err = -ENOMEM;
 	if (created) {
 		if (term) {
 			/* TP ignores a terminating id that is not active. */
-			cuptrace_u64map_del(&p->active, id);
+			flow_table_del(&p->active, v);
 			return 0;
 		}
 		*v = slice + 1;
@@ -93,7 +164,7 @@ static int flow_touch(struct reader *r, struct replay *p, uint64_t id, uint32_t 
 	p->fl[p->nfl++] =
 	    tn < tp ? (struct rflow){slice, prev, id} : (struct rflow){prev, slice, id};
 	if (term)
-		cuptrace_u64map_del(&p->active, id);
+		flow_table_del(&p->active, v);
 	else
 		*v = (slice + 1) | (1ull << 63);
 	return 0;
@@ -217,7 +288,7 @@ static int assign_flows(struct reader *r, struct replay *p)
 	size_t total = 0;
 
 	for (size_t i = 0; i < p->active.cap; i++)
-		if (p->active.used[i] == 1 && !(p->active.vals[i] >> 63))
+		if (p->active.s[i].v && !(p->active.s[i].v >> 63))
 			r->ck.flows_dangling++;
 	for (size_t i = 0; i < p->nfl; i++) {
 		if (!slice_replayed(r, p, p->fl[i].out) || !slice_replayed(r, p, p->fl[i].in)) {
@@ -498,7 +569,7 @@ static int replay(struct reader *r, struct replay *p, struct cuptrace_sink *sink
 			    .ts = e->ts,
 			    .name = name ? name : "",
 			    .category = str(r, e->cat),
-			    .correlation_id = e->corr,
+			    .correlation_id = e->val.corr,
 			    .args = args,
 			    .nargs = e->nargs,
 			};
@@ -512,7 +583,7 @@ static int replay(struct reader *r, struct replay *p, struct cuptrace_sink *sink
 		    .dur = s->dur,
 		    .name = name ? name : "",
 		    .category = str(r, e->cat),
-		    .correlation_id = e->corr,
+		    .correlation_id = e->val.corr,
 		    .args = args,
 		    .nargs = e->nargs,
 		    .flows_out = s->nout ? p->fids + s->out0 : NULL,
@@ -558,7 +629,7 @@ static void replay_free(struct replay *p)
 	free(p->fl);
 	free(p->fids);
 	cuptrace_u64map_free(&p->stack_of);
-	cuptrace_u64map_free(&p->active);
+	flow_table_free(&p->active);
 }
 
 int cuptrace_perfetto_read_mem(const void *data, size_t len, struct cuptrace_sink *sink,
@@ -571,11 +642,19 @@ int cuptrace_perfetto_read_mem(const void *data, size_t len, struct cuptrace_sin
 	memset(&p, 0, sizeof(p));
 	if ((err = pf_decode(&r, data, len)))
 		goto out;
-	if (r.nevs)
-		qsort(r.evs, r.nevs, sizeof(*r.evs), ev_cmp);
+	if ((err = sort_events(&r)))
+		goto out;
 	resolve_tracks(&r);
 	if ((err = build_slices(&r, &p)) || (err = assign_flows(&r, &p)))
 		goto out;
+	/* What replay no longer needs goes before the sink starts to fill, to lower the peak. */
+	free(r.flows);
+	r.flows = NULL;
+	r.nflows = r.flowcap = 0;
+	free(p.fl);
+	p.fl = NULL;
+	p.nfl = p.flcap = 0;
+	flow_table_free(&p.active);
 	err = replay(&r, &p, sink); /* with no sink, only counts */
 out:
 	if (check)

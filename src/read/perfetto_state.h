@@ -53,10 +53,9 @@ struct rarg {
 };
 
 struct rev {
-	int64_t ts;  /* raw value on clock dom, then ns relative to the trace start */
-	uint64_t fo; /* file order */
+	int64_t ts; /* raw value on clock dom, then ns relative to the trace start */
+	/* No file-order field: evs is filled in file order, and the sort keeps ties in it. */
 	uint64_t track;
-	uint64_t corr;
 	uint32_t dom; /* builtin clock of the raw ts; 0 = the trace clock */
 	uint8_t type;
 	uint8_t is_double;
@@ -65,11 +64,16 @@ struct rev {
 	uint32_t arg0, nargs;
 	uint32_t flow0, nflows, nterm; /* flow_ids then terminating ids, in flows[] */
 	uint32_t slice;                /* BEGIN: its slice index + 1, 0 if none */
+	/* A counter's value, or a slice's or instant's correlation id: one record is 64 bytes,
+	 * a cache line (a trace of 1 M kernels holds 4 M of them). */
 	union {
 		int64_t i;
 		double d;
+		uint64_t corr;
 	} val;
 };
+
+_Static_assert(sizeof(struct rev) <= 64, "an event record fits a cache line");
 
 struct rtrack {
 	uint64_t uuid, parent;
@@ -124,7 +128,6 @@ struct reader {
 	int have_meta0;
 	uint8_t *zbuf; /* inflated chunk */
 	size_t zcap;
-	uint64_t fo;
 };
 
 /* One packet's header fields, as do_packet found them, for the payload's parser. */
