@@ -15,6 +15,7 @@
 #include "cmd.h"
 #include "collect/control.h"
 #include "common/options.h"
+#include "common/util.h"
 
 static void usage(FILE *f)
 {
@@ -206,15 +207,14 @@ int cmd_trigger(int argc, char **argv)
 			free(found);
 			continue;
 		}
-		char **np = realloc(paths, (npaths + (size_t)n) * sizeof(*np));
-		if (!np) {
+		size_t cap = npaths;
+		if (CUPTRACE_GROW(paths, cap, npaths + (size_t)n)) {
 			for (int k = 0; k < n; k++)
 				free(found[k]);
 			free(found);
 			bad = 1;
 			continue;
 		}
-		paths = np;
 		for (int k = 0; k < n; k++)
 			paths[npaths++] = found[k];
 		free(found);

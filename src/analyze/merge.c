@@ -986,19 +986,3 @@ void cuptrace_merge_free(struct cuptrace_merge *m)
 	}
 	memset(m, 0, sizeof(*m));
 }
-
-char *cuptrace_merge_parse_align(const char *spec, uint64_t *k)
-{
-	const char *hash = spec ? strrchr(spec, '#') : NULL;
-	size_t len = spec ? strlen(spec) : 0;
-
-	*k = 1;
-	if (hash && hash[1] && strspn(hash + 1, "0123456789") == strlen(hash + 1)) {
-		errno = 0;
-		*k = strtoull(hash + 1, NULL, 10);
-		if (errno || !*k)
-			return NULL;
-		len = (size_t)(hash - spec);
-	}
-	return len ? strndup(spec, len) : NULL;
-}

@@ -1,8 +1,11 @@
 /* The marks `merge --side-by-side` aligns runs on by default (see merge_auto.h). */
 #include "analyze/merge_auto.h"
 #include "analyze/busy.h"
+#include "analyze/merge.h"
 #include "analyze/stats_internal.h"
 
+#include <errno.h>
+#include <stdlib.h>
 #include <string.h>
 
 void merge_marks_init(struct merge_marks *k)
@@ -41,4 +44,21 @@ const char *cuptrace_merge_auto_name(enum cuptrace_merge_auto a)
 	default:
 		return "start (no steps, no GPU work)";
 	}
+}
+
+/* "NAME#K" -> NAME and K (1 without "#K"): --align-on's spec. */
+char *cuptrace_merge_parse_align(const char *spec, uint64_t *k)
+{
+	const char *hash = spec ? strrchr(spec, '#') : NULL;
+	size_t len = spec ? strlen(spec) : 0;
+
+	*k = 1;
+	if (hash && hash[1] && strspn(hash + 1, "0123456789") == strlen(hash + 1)) {
+		errno = 0;
+		*k = strtoull(hash + 1, NULL, 10);
+		if (errno || !*k)
+			return NULL;
+		len = (size_t)(hash - spec);
+	}
+	return len ? strndup(spec, len) : NULL;
 }

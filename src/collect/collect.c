@@ -593,20 +593,25 @@ static void finish_session(void)
 		err = err ? err : e;
 	}
 	int to_file = strcmp(sess.path, "none") != 0; /* -o none: OTLP only */
-	int idle = !err && no_cuda_work();
-	if (idle && to_file)
+	/* A session whose capture windows never opened recorded nothing by design. */
+	int no_window = win.active && !win.nlog;
+	int idle = !err && (no_cuda_work() || no_window);
+	if (idle && to_file && !win.per_file)
 		unlink(sess.path);
 	sess.bytes_written = idle || !to_file ? 0 : collect_file_size(sess.path);
 	double ms = (double)(cuptrace_now_ns(CLOCK_MONOTONIC) - t0) / 1e6;
 	collect_note_write_err(err);
-	if (cuptrace_cupti_alarm(
-	        &(struct cuptrace_cupti_evidence){.records = sess.records,
-	                                          .buffers = atomic_load(&sess.buffers),
-	                                          .contexts = cuptrace_cupti_alarm_contexts()}))
+	if (!no_window && cuptrace_cupti_alarm(&(struct cuptrace_cupti_evidence){
+	                      .records = sess.records,
+	                      .buffers = atomic_load(&sess.buffers),
+	                      .contexts = cuptrace_cupti_alarm_contexts()}))
 		cuptrace_warn("CUPTI delivered no records to cuptrace. If the program used CUDA, "
 		              "another CUPTI client in this process (torch.profiler, nsys) may "
 		              "have taken them: only one CUPTI client works per process.");
-	if (sess.summary && idle)
+	if (sess.summary && no_window)
+		fprintf(stderr, "cuptrace: pid %d: no capture window opened: no trace written\n",
+		        (int)sess.pid);
+	else if (sess.summary && idle)
 		fprintf(stderr,
 		        "cuptrace: pid %d did no CUDA work (%llu driver queries, no context): no "
 		        "trace written\n",

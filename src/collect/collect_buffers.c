@@ -157,17 +157,15 @@ static int handle_buffer(uint8_t *buf, size_t valid)
 	CUpti_Activity *r = NULL;
 	while (cuptiActivityGetNextRecord(buf, valid, &r) == CUPTI_SUCCESS) {
 		if (n == sess.rec_cap) {
-			size_t cap = sess.rec_cap ? sess.rec_cap * 2 : 65536;
-			const CUpti_Activity **nr = realloc(sess.recs, cap * sizeof(*nr));
-			uint32_t *ns = nr ? realloc(sess.sizes, cap * sizeof(*ns)) : NULL;
-			if (nr)
-				sess.recs = nr;
-			if (!nr || !ns) {
+			/* Both arrays grow together; a failed second one leaves the first bigger
+			 * than rec_cap says, which is harmless. */
+			size_t cap = sess.rec_cap, cap2 = sess.rec_cap;
+			if (CUPTRACE_GROW(sess.recs, cap, n + 1) ||
+			    CUPTRACE_GROW(sess.sizes, cap2, n + 1)) {
 				atomic_fetch_add(&sess.records_dropped, 1);
 				break;
 			}
-			sess.sizes = ns;
-			sess.rec_cap = cap;
+			sess.rec_cap = cap < cap2 ? cap : cap2;
 		}
 		sess.recs[n++] = r;
 	}

@@ -32,15 +32,7 @@ static void nvtx_callback(const CUpti_NvtxData *nd)
 	if (!rid)
 		return;
 	pthread_mutex_lock(&startend.lock);
-	if (startend.n == startend.cap) {
-		size_t cap = startend.cap ? startend.cap * 2 : 256;
-		uint64_t *n = realloc(startend.ids, cap * sizeof(uint64_t));
-		if (n) {
-			startend.ids = n;
-			startend.cap = cap;
-		}
-	}
-	if (startend.n < startend.cap) {
+	if (CUPTRACE_GROW(startend.ids, startend.cap, startend.n + 1) == 0) {
 		startend.ids[startend.n++] = rid;
 		startend.total++;
 	}

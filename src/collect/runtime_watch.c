@@ -61,18 +61,10 @@ static void keep(CUpti_CallbackId cbid, const CUpti_CallbackData *d, uint64_t st
 	r.correlationId = d->correlationId;
 	r.returnValue = (uint32_t)ret;
 	pthread_mutex_lock(&kept.lock);
-	if (kept.n == kept.cap) {
-		size_t cap = kept.cap ? kept.cap * 2 : 64;
-		/* Bounded: a program failing the same call in a loop must not grow us forever. */
-		CUpti_ActivityAPI *nr =
-		    cap <= (1u << 20) ? realloc(kept.recs, cap * sizeof(r)) : NULL;
-		if (nr) {
-			kept.recs = nr;
-			kept.cap = cap;
-		}
-	}
+	/* Bounded: a program failing the same call in a loop must not grow us forever. */
+	int room = kept.n < (1u << 20) && CUPTRACE_GROW(kept.recs, kept.cap, kept.n + 1) == 0;
 	kept.total++;
-	if (kept.n < kept.cap)
+	if (room)
 		kept.recs[kept.n++] = r;
 	else
 		kept.lost++;

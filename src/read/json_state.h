@@ -215,6 +215,12 @@ int jr_parse(struct jr *r);
 /* Sets m->key's entry in t; 0 or -1 (r->err set). */
 int jr_meta_put(struct jr *r, struct jr_metas *t, const struct jr_meta *m);
 /* The entry of key in t, or NULL. */
+/* json_values.c: a trace event's id ("pid", "tid": number or string), its arguments, and one
+ * argument by key among the event's [a0, a0 + n). */
+int jr_parse_id(struct jr *r, struct jr_id *id);
+int jr_parse_value(struct jr *r, struct jr_arg *a, size_t max);
+int jr_parse_args(struct jr *r);
+const struct jr_arg *jr_find_arg(const struct jr *r, uint32_t a0, uint32_t n, const char *key);
 const struct jr_meta *jr_meta_get(const struct jr_metas *t, uint32_t key);
 void jr_metas_free(struct jr_metas *t);
 /* Interns a key of one of the key tables; 0 on allocation failure (r->err set). */

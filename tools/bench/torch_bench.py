@@ -107,7 +107,8 @@ def run_one(cfg, build, workload, tmp, cpus=None, steps=None, pin_main=None):
         return {"error": "exit %d: %s" % (p.returncode, p.stderr[-500:])}
     res = json.loads(lines[-1])
     if trace:
-        res["bytes"] = os.path.getsize(trace)
+        # no file: a capture window never opened (cuptrace_ondemand and the like)
+        res["bytes"] = os.path.getsize(trace) if os.path.exists(trace) else 0
         st = subprocess.run([os.path.join(build, "cuptrace"), "stats", "--json", trace],
                             stdout=subprocess.PIPE, text=True).stdout
         try:
@@ -120,7 +121,8 @@ def run_one(cfg, build, workload, tmp, cpus=None, steps=None, pin_main=None):
             res["sampler_cpu_ms"] = float(meta["gpu_metrics_sampler_cpu_ms"])
             res["gm_samples"] = sum(int(v) for k, v in meta.items()
                                     if re.fullmatch(r"gpu\d+_metrics_samples", k))
-        os.unlink(trace)
+        if os.path.exists(trace):
+            os.unlink(trace)
     return res
 
 
