@@ -628,13 +628,7 @@ static void finish_session(void)
 		cuptrace_info(
 		    "reorder window: at most %llu GPU records held",
 		    (unsigned long long)cuptrace_converter_counts(sess.conv)->window_peak);
-	if (sess.conv) {
-		cuptrace_converter_free(sess.conv);
-		sess.conv = NULL;
-	}
-	cuptrace_sink_destroy(sess.sink);
-	sess.sink = NULL;
-	sess.otlp = NULL;
+	collect_release_output();
 	if (sess.subscriber) {
 		cuptiUnsubscribe(sess.subscriber);
 		sess.subscriber = NULL;

@@ -297,19 +297,24 @@ void collect_late_meta(void)
 		late_meta(late_meta_converter, NULL);
 }
 
-void collect_discard_output(void)
+void collect_release_output(void)
 {
-	if (sess.cap) {
-		cuptrace_capture_close(sess.cap);
-		sess.cap = NULL;
-	}
 	if (sess.conv) {
 		cuptrace_converter_free(sess.conv);
 		sess.conv = NULL;
 	}
 	cuptrace_sink_destroy(sess.sink);
 	sess.sink = NULL;
-	sess.otlp = NULL;
+	sess.otlp = NULL; /* inside sink: a tee, or the sink itself */
+}
+
+void collect_discard_output(void)
+{
+	if (sess.cap) {
+		cuptrace_capture_close(sess.cap);
+		sess.cap = NULL;
+	}
+	collect_release_output();
 	if (sess.path && strcmp(sess.path, "none"))
 		unlink(sess.path);
 }

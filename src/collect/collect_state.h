@@ -213,6 +213,8 @@ void collect_read_comm(const char *path, char *out, size_t n);
 int collect_open_output(void);
 /* Start failed after collect_open_output: frees the writers and removes what they wrote. */
 void collect_discard_output(void);
+/* Frees the converter and the sink (after they finished, or to give up on them). */
+void collect_release_output(void);
 /* The metadata known only at the end, into the capture or converter (after the writer ended). */
 void collect_late_meta(void);
 uint64_t collect_file_size(const char *path);

@@ -470,12 +470,8 @@ static int close_current(void)
 		err = cuptrace_converter_finish(sess.conv);
 		int e = sess.sink->ops->finish(sess.sink);
 		err = err ? err : e;
-		cuptrace_converter_free(sess.conv);
-		sess.conv = NULL;
 	}
-	cuptrace_sink_destroy(sess.sink);
-	sess.sink = NULL;
-	sess.otlp = NULL;
+	collect_release_output();
 	return err;
 }
 
@@ -532,6 +528,20 @@ static void finish_window(uint64_t number)
 
 /* ---- the flight recorder's dumps ---- */
 
+/* A dump's held records that its filter decided (all of the dump's one window): into the
+ * current output. Returns how many. */
+static size_t add_released(struct cuptrace_wfilter *f)
+{
+	const CUpti_Activity *const *rel;
+	const int64_t *rv;
+	size_t nr = cuptrace_wfilter_released(f, &rel, &rv);
+	for (size_t i = 0; i < nr; i++) {
+		uint32_t sz = (uint32_t)cuptrace_record_min_size(rel[i]->kind);
+		collect_note_write_err(add_current(&rel[i], &sz, 1));
+	}
+	return nr;
+}
+
 static void dump_ring(struct collect_dump *d)
 {
 	int64_t from = d->from;
@@ -586,24 +596,10 @@ static void dump_ring(struct collect_dump *d)
 				kept++;
 			}
 		collect_note_write_err(add_current(recs, sizes, m));
-		const CUpti_Activity *const *rel;
-		const int64_t *rv;
-		size_t nr = cuptrace_wfilter_released(&f, &rel, &rv);
-		for (size_t i = 0; i < nr; i++) {
-			uint32_t sz = (uint32_t)cuptrace_record_min_size(rel[i]->kind);
-			collect_note_write_err(add_current(&rel[i], &sz, 1));
-			kept++;
-		}
+		kept += add_released(&f);
 	}
 	cuptrace_wfilter_final(&f, 1);
-	const CUpti_Activity *const *rel;
-	const int64_t *rv;
-	size_t nr = cuptrace_wfilter_released(&f, &rel, &rv);
-	for (size_t i = 0; i < nr; i++) {
-		uint32_t sz = (uint32_t)cuptrace_record_min_size(rel[i]->kind);
-		collect_note_write_err(add_current(&rel[i], &sz, 1));
-		kept++;
-	}
+	kept += add_released(&f);
 	char key[64], val[400];
 	snprintf(key, sizeof(key), "flight_recorder_dump_%" PRIu64, ww.dumps_written);
 	snprintf(val, sizeof(val),
