@@ -483,7 +483,10 @@ static int parse_event(struct jr *r, uint32_t fo)
 			}
 		}
 		uint32_t p = proc_of(r, &f.pid, fo), t = 0;
-		char scope = f.ph == 'X' ? 't' : f.scope ? f.scope : 't';
+		/* Slices are a thread's: an "s" (an instant's scope) on one is ignored. */
+		char scope = f.ph == 'X' || f.ph == 'B' || f.ph == 'E' ? 't'
+		             : f.scope                                 ? f.scope
+		                                                       : 't';
 		if (scope != 't' && scope != 'p' && scope != 'g')
 			scope = 't';
 		if (!p || (scope == 't' && !(t = thread_of(r, p, &f.tid, fo))))

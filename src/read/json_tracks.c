@@ -628,6 +628,13 @@ static int slices(struct jr *r)
 	int err = 0;
 
 	memset(&b, 0, sizeof(b));
+	/* A slice belongs to a thread: one without (corrupt input) is skipped, never indexed. */
+	for (size_t i = 0; i < r->nevs; i++)
+		if (r->evs[i].ph == 'X' && !r->evs[i].dropped &&
+		    (!r->evs[i].thr || r->evs[i].thr > r->nthr)) {
+			r->evs[i].dropped = 1;
+			r->ck.skipped++;
+		}
 	for (size_t i = 0; i < r->nevs; i++)
 		b.nxs += r->evs[i].ph == 'X' && !r->evs[i].dropped;
 	b.xs = malloc((b.nxs ? b.nxs : 1) * sizeof(*b.xs));
