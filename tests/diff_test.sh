@@ -7,6 +7,8 @@
 #  - synthetic runs of a loop (tests/steps_trace.c): one kernel made slower and one added shows
 #    exactly those changes, with their numbers, and --fail-above exits 3 naming them; a run with
 #    more steps compares equal per step (--per step); --group-by base;
+#  - two ranks of one job (tests/ranks_trace.c), rank 0 on GPU 0 and rank 1 on GPU 1: the GPUs
+#    are compared with each other (by position), each side's busy time that of `cuptrace stats`;
 #  - usage and input errors: exit 2 and 1 with a message naming the problem.
 set -u
 ct=$CUPTRACE_BIN
@@ -253,7 +255,39 @@ else
 	echo "SKIP steps captures: $d/steps_base.cupti missing"
 fi
 
-# 6. Errors.
+# 6. Two ranks of one job, rank 0 on GPU 0 and rank 1 on GPU 1 (issue 25): one device row
+# comparing the two GPUs, not "GPU 0 removed, GPU 1 added"; each side's busy time is what
+# `cuptrace stats` says of that rank.
+if "$RANKS_TRACE" "$tmp/r0.pftrace" --rank 0 --per-host 2 --gpu-local --steps 6 &&
+	"$RANKS_TRACE" "$tmp/r1.pftrace" --rank 1 --per-host 2 --gpu-local --steps 6 &&
+	"$ct" diff --json "$tmp/r0.pftrace" "$tmp/r1.pftrace" >"$tmp/ranks.json" &&
+	"$ct" diff "$tmp/r0.pftrace" "$tmp/r1.pftrace" >"$tmp/ranks.txt" &&
+	"$ct" stats --json "$tmp/r0.pftrace" >"$tmp/r0.json" &&
+	"$ct" stats --json "$tmp/r1.pftrace" >"$tmp/r1.json"; then
+	python3 - "$tmp/ranks.json" "$tmp/r0.json" "$tmp/r1.json" "$src/tests" <<'PY' && ok || bad "ranks on GPU 0 and GPU 1 (JSON)"
+import sys
+sys.path.insert(0, sys.argv[4])
+from strict_json import load
+d, a, b = load(sys.argv[1]), load(sys.argv[2]), load(sys.argv[3])
+assert d["devices_matched_by"] == "position", d["devices_matched_by"]
+assert d["ranks"] == {"base": 0, "new": 1}, d["ranks"]
+assert len(d["devices"]) == 1, d["devices"]
+dev = d["devices"][0]
+assert dev["name"] == "GPU 0: NVIDIA H200" and dev["new_name"] == "GPU 1: NVIDIA H200", dev
+assert dev["busy_ns"]["base"] == a["gpu_busy_ns"] > 0, (dev, a["gpu_busy_ns"])
+assert dev["busy_ns"]["new"] == b["gpu_busy_ns"] > 0, (dev, b["gpu_busy_ns"])
+PY
+	row=$(grep 'GPU 0: NVIDIA H200 (base) vs GPU 1: NVIDIA H200 (new)' "$tmp/ranks.txt")
+	[ -n "$row" ] && ok || bad "ranks: no row comparing GPU 0 with GPU 1"
+	echo "$row" | grep -qE 'removed|added' && bad "ranks: the GPU row says added or removed"
+	grep -q 'GPU 1: NVIDIA H200 *-' "$tmp/ranks.txt" && bad "ranks: GPU 1 listed as added"
+	grep -q '^GPUs: *compared by position.*base is rank 0, new is rank 1' "$tmp/ranks.txt" &&
+		ok || bad "ranks: the header does not say GPUs are compared by position"
+else
+	bad "ranks_trace, diff or stats of two ranks"
+fi
+
+# 7. Errors.
 b=$tmp/base.pftrace
 expect 2 "need two traces" "$ct" diff "$b"
 expect 2 "need two traces" "$ct" diff "$b" "$b" "$b"

@@ -42,7 +42,21 @@ print(*t)'
 check_merged() { # merged inputs...
 	out=$1
 	shift
-	want=$(sums "$@")
+	# Besides the inputs' instants, each input's own trace info and, where the input has a
+	# summary (its JSON form shows one), its summary: instants "cuptrace: trace info (LABEL)"
+	# and "cuptrace: summary (LABEL)" (issue 25).
+	nsum=0 nin=$#
+	for f in "$@"; do
+		"$ct" convert "$f" -o "$tmp/in.json" 2>/dev/null || bad "convert $f"
+		grep -q '"cuptrace: summary"' "$tmp/in.json" && nsum=$((nsum + 1))
+	done
+	"$ct" convert "$out" -o "$tmp/out.json" 2>/dev/null || bad "convert $out"
+	[ "$(grep -o '"cuptrace: trace info (' "$tmp/out.json" | wc -l)" = $# ] && ok ||
+		bad "$out: not one trace info per input"
+	[ "$(grep -o '"cuptrace: summary (' "$tmp/out.json" | wc -l)" = $nsum ] && ok ||
+		bad "$out: not one summary per input that has one ($nsum)"
+	set -- $(sums "$@")
+	want="$1 $(($2 + nin + nsum)) $3 $4 $5 $6"
 	got=$(sums "$out")
 	[ "$got" = "$want" ] && ok || bad "$out holds $got (slices instants counters flows tracks busy), inputs $want"
 	case $out in

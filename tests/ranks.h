@@ -29,6 +29,7 @@ struct ranks_job {
 	int64_t skew_ns[RANKS_MAX_HOSTS]; /* REALTIME error of each machine */
 	double drift_ppm[RANKS_MAX_HOSTS];
 	int64_t boot_ns[RANKS_MAX_HOSTS]; /* BOOTTIME at T = 0 */
+	int gpu_local; /* 1: each rank on "GPU <local rank>" (torchrun's way), else all on GPU 0 */
 };
 
 #define RANKS_JOB_DEFAULT                                                                          \
@@ -114,18 +115,21 @@ static inline void ranks_slice(struct cuptrace_sink *s, uint64_t trk, int64_t ts
 }
 
 /* Rank r's trace into s (not finished). Process pid 1000 + r, threads main and "NCCL proxy";
- * "GPU 0: NVIDIA H200" with Stream 7 and Stream 13. Per step: 5 slices, 2 flows. */
+ * "GPU 0: NVIDIA H200" (GPU <local rank> with gpu_local) with Stream 7 and Stream 13. Per step:
+ * 5 slices, 2 flows. */
 static inline int ranks_feed(struct cuptrace_sink *s, const struct ranks_job *j, int r)
 {
 	int h = ranks_host(j, r);
 	int64_t t0 = ranks_start(r);
-	char host[32], boot[64], rank[16], local[16], world[16], uuid[64];
+	char host[32], boot[64], rank[16], local[16], world[16], uuid[64], gpu[48];
 	snprintf(host, sizeof(host), "node%d", h);
 	snprintf(boot, sizeof(boot), "0b0070%02d-1111-2222-3333-444455556666", h);
 	snprintf(rank, sizeof(rank), "%d", r);
 	snprintf(local, sizeof(local), "%d", j->per_host > 0 ? r % j->per_host : 0);
 	snprintf(world, sizeof(world), "%d", j->world);
 	snprintf(uuid, sizeof(uuid), "GPU-%08d-aaaa-bbbb-cccc-ddddeeeeffff", r);
+	snprintf(gpu, sizeof(gpu), "GPU %d: NVIDIA H200",
+	         j->gpu_local && j->per_host > 0 ? r % j->per_host : 0);
 	const struct cuptrace_meta meta[] = {
 	    {.key = "rank", .s = rank},
 	    {.key = "local_rank", .s = local},
@@ -163,7 +167,7 @@ static inline int ranks_feed(struct cuptrace_sink *s, const struct ranks_job *j,
 	     .kind = CUPTRACE_TRACK_GROUP,
 	     .parent_uuid = 1,
 	     .pid = pid,
-	     .name = "GPU 0: NVIDIA H200",
+	     .name = gpu,
 	     .sort_rank = 100},
 	    {.uuid = 4,
 	     .kind = CUPTRACE_TRACK_SLICES,

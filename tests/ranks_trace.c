@@ -1,10 +1,11 @@
 /* Writes one rank of the simulated job of tests/ranks.h to a file, for merge_ranks_test.sh:
  *
  *   ranks_trace OUT --rank R [--world W] [--per-host P] [--steps N] [--skew H:NS]
- *               [--drift H:PPM] [--jitter NS]
+ *               [--drift H:PPM] [--jitter NS] [--gpu-local]
  *
  * Defaults as RANKS_JOB_DEFAULT (2 ranks, one per machine, 40 steps of 100 ms, no skew or
- * drift, 3 us jitter). The format follows OUT's name. Exit status 0, or 1 with a message. */
+ * drift, 3 us jitter, every rank on GPU 0; --gpu-local: on GPU <local rank>). The format follows
+ * OUT's name. Exit status 0, or 1 with a message. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -29,7 +30,9 @@ int main(int argc, char **argv)
 				return 1;
 			}
 		}
-		if (!strcmp(a, "--rank") && v && ++i)
+		if (!strcmp(a, "--gpu-local"))
+			j.gpu_local = 1;
+		else if (!strcmp(a, "--rank") && v && ++i)
 			rank = atoi(v);
 		else if (!strcmp(a, "--world") && v && ++i)
 			j.world = atoi(v);
@@ -52,7 +55,8 @@ int main(int argc, char **argv)
 	}
 	if (!out || rank < 0 || rank >= j.world || j.steps < 1 || j.world > 16) {
 		fprintf(stderr, "usage: ranks_trace OUT --rank R [--world W] [--per-host P] "
-		                "[--steps N] [--skew H:NS] [--drift H:PPM] [--jitter NS]\n");
+		                "[--steps N] [--skew H:NS] [--drift H:PPM] [--jitter NS] "
+		                "[--gpu-local]\n");
 		return 1;
 	}
 	struct cuptrace_sink *s = cuptrace_sink_open(out, NULL, NULL);

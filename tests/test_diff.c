@@ -4,6 +4,7 @@
 #include "check.h"
 #include "analyze/diff.h"
 #include "analyze/names.h"
+#include "ranks.h"
 #include "steps.h"
 
 #include <errno.h>
@@ -451,15 +452,128 @@ static void test_diff_devices(void)
 		CHECK(d.dev[0].in_base && d.dev[0].in_new);
 	}
 	cuptrace_diff_free(&d);
+	/* Another index and no index in common: the same work on another GPU, paired by
+	 * position, not one GPU removed and one added. */
 	h100.gpu0_name = "GPU 1: NVIDIA H200";
 	CHECK_EQ_INT(compare(&BASE, &h100, 0, NULL, -1, &d), 0);
-	CHECK_EQ_INT(d.ndev, 2);
-	if (d.ndev == 2) {
-		CHECK(d.dev[0].in_base && !d.dev[0].in_new && d.dev[0].busy_ns.base == 13500);
-		CHECK(!d.dev[1].in_base && d.dev[1].in_new && d.dev[1].busy_ns.new_ == 13500);
-		CHECK_EQ_STR(d.dev[1].name, "GPU 1: NVIDIA H200");
+	CHECK_EQ_INT(d.ndev, 1);
+	CHECK(d.dev_by_position);
+	if (d.ndev == 1) {
+		CHECK(d.dev[0].in_base && d.dev[0].in_new);
+		CHECK(d.dev[0].busy_ns.base == 13500 && d.dev[0].busy_ns.new_ == 13500);
+		CHECK_EQ_STR(d.dev[0].name, "GPU 0: NVIDIA H200");
+		CHECK_EQ_STR(d.dev[0].other_name, "GPU 1: NVIDIA H200");
 	}
 	cuptrace_diff_free(&d);
+	/* The same index: by index, as ever. */
+	CHECK_EQ_INT(compare(&BASE, &BASE, 0, NULL, -1, &d), 0);
+	CHECK(!d.dev_by_position && d.ndev == 1 && d.dev[0].other_name == NULL);
+	cuptrace_diff_free(&d);
+}
+
+/* One rank of the simulated job of tests/ranks.h as a profile. */
+static void rank_profile(const struct ranks_job *j, int r, struct cuptrace_profile *p)
+{
+	struct cuptrace_profile_opts o = {.sz = sizeof(o)};
+	struct cuptrace_sink *s = cuptrace_profile_sink_new(p, &o);
+	CHECK(s != NULL);
+	if (!s)
+		return;
+	ranks_err = 0;
+	CHECK_EQ_INT(ranks_feed(s, j, r), 0);
+	CHECK_EQ_INT(s->ops->finish(s), 0);
+	cuptrace_sink_destroy(s);
+}
+
+/* Rank r's GPU busy time from the job's truth: per step the gemm and the all-reduce, 5 us
+ * apart (no drift: the rank's clock keeps durations). */
+static int64_t rank_busy(const struct ranks_job *j, int r)
+{
+	int64_t busy = 0;
+	for (int i = 0; i < j->steps; i++) {
+		struct ranks_step t = ranks_truth(j, r, i);
+		busy += (t.gemm_end - t.gemm) + (t.ar_end - t.ar);
+	}
+	return busy;
+}
+
+/* Two ranks of one job (issue 25): rank 0 on GPU 0 against rank 1 on GPU 1 compares the two
+ * GPUs, and says so; two ranks on "GPU 0" of their own machines pair by position too. */
+static void test_diff_ranks(void)
+{
+	struct ranks_job j = RANKS_JOB_DEFAULT;
+	struct cuptrace_profile pa, pb;
+	struct cuptrace_diff d;
+	struct cuptrace_diff_opts o = {
+	    .sz = sizeof(o), .base_path = "rank0", .new_path = "rank1", .fail_above_pct = -1};
+
+	j.steps = 10;
+	for (int local = 1; local >= 0; local--) {
+		j.per_host = local ? 2 : 1;
+		j.gpu_local = local;
+		rank_profile(&j, 0, &pa);
+		rank_profile(&j, 1, &pb);
+		CHECK(pa.has_rank && pa.rank == 0 && pb.has_rank && pb.rank == 1);
+		CHECK_EQ_INT(cuptrace_diff_compute(&pa, &pb, &o, &d), 0);
+		CHECK(d.dev_by_position);
+		CHECK(d.base_rank == 0 && d.new_rank == 1);
+		CHECK_EQ_INT(d.ndev, 1);
+		if (d.ndev == 1) {
+			CHECK(d.dev[0].in_base && d.dev[0].in_new);
+			CHECK_EQ_STR(d.dev[0].name, "GPU 0: NVIDIA H200");
+			if (local)
+				CHECK_EQ_STR(d.dev[0].other_name, "GPU 1: NVIDIA H200");
+			else
+				CHECK(d.dev[0].other_name == NULL);
+			CHECK(d.dev[0].busy_ns.base == (double)rank_busy(&j, 0));
+			CHECK(d.dev[0].busy_ns.new_ == (double)rank_busy(&j, 1));
+		}
+		if (local) {
+			char *buf = NULL;
+			size_t len = 0;
+			FILE *f = open_memstream(&buf, &len);
+			CHECK(f != NULL);
+			if (f) {
+				cuptrace_diff_print(&d, f, 0);
+				fclose(f);
+				char *row = strstr(buf, "GPU 0: NVIDIA H200 (base) vs GPU 1: "
+				                        "NVIDIA H200 (new)");
+				CHECK(row != NULL);
+				CHECK(strstr(buf, "base is rank 0, new is rank 1") != NULL);
+				/* one row for both GPUs, with a change, neither "removed" nor
+				 * "added"; no other row names a GPU */
+				char *eol = row ? strchr(row, '\n') : NULL;
+				if (eol) {
+					*eol = 0;
+					CHECK(!strstr(row, "removed") && !strstr(row, "added"));
+					CHECK(strstr(row, "%") || strstr(row, "+") ||
+					      strstr(row, "-"));
+					CHECK(strstr(eol + 1, "GPU 1") == NULL);
+				}
+				free(buf);
+			}
+			buf = NULL;
+			f = open_memstream(&buf, &len);
+			if (f) {
+				CHECK_EQ_INT(cuptrace_diff_print_json(&d, f), 0);
+				fclose(f);
+				CHECK(strstr(buf, "\"devices_matched_by\":\"position\"") != NULL);
+				CHECK(strstr(buf, "\"ranks\":{\"base\":0,\"new\":1}") != NULL);
+				free(buf);
+			}
+		}
+		cuptrace_diff_free(&d);
+		cuptrace_profile_free(&pa);
+		cuptrace_profile_free(&pb);
+	}
+	/* The same rank twice: by index. */
+	rank_profile(&j, 1, &pa);
+	rank_profile(&j, 1, &pb);
+	CHECK_EQ_INT(cuptrace_diff_compute(&pa, &pb, &o, &d), 0);
+	CHECK(!d.dev_by_position && d.ndev == 1);
+	cuptrace_diff_free(&d);
+	cuptrace_profile_free(&pa);
+	cuptrace_profile_free(&pb);
 }
 
 /* The printed report of the changed run: the rows, the markers, the verdict. */
@@ -612,4 +726,4 @@ static void test_diff_group_by_op(void)
 
 TEST_MAIN(T(test_name_base), T(test_profile_families), T(test_diff_same), T(test_diff_changed),
           T(test_diff_group_by_base), T(test_diff_group_by_op), T(test_diff_per),
-          T(test_diff_devices), T(test_diff_print))
+          T(test_diff_devices), T(test_diff_ranks), T(test_diff_print))

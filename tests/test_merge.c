@@ -41,6 +41,14 @@ struct seen {
 	int32_t pids[MAXP];
 	int64_t first[MAXP], step[MAXP][8];
 	size_t npids, nsteps[MAXP];
+	/* instants of category "cuptrace" (each input's info and summary): name, pid of the
+	 * track, and the arguments "merge_input", "pid", "process_name", "dropped_records_cupti" */
+	struct minst {
+		char name[96], input[64], pname[32];
+		int32_t track_pid;
+		int64_t pid, dropped, ts;
+	} mi[16];
+	size_t nmi;
 };
 
 static size_t pid_slot(struct seen *s, uint64_t track)
@@ -93,6 +101,26 @@ static int sn_slice(struct cuptrace_sink *sk, const struct cuptrace_slice *e)
 static int sn_instant(struct cuptrace_sink *sk, const struct cuptrace_instant *e)
 {
 	struct seen *s = (struct seen *)sk;
+	if (e->category && !strcmp(e->category, "cuptrace") && s->nmi < 16) {
+		struct minst *x = &s->mi[s->nmi++];
+		uint64_t *v = cuptrace_u64map_get(&s->pid_of, e->track_uuid);
+		*x = (struct minst){.track_pid = v ? (int32_t)*v : -1, .pid = -1, .dropped = -1};
+		x->ts = e->ts;
+		snprintf(x->name, sizeof(x->name), "%s", e->name);
+		for (size_t k = 0; k < e->nargs; k++) {
+			const struct cuptrace_arg *a = &e->args[k];
+			int str = a->type == CUPTRACE_ARG_STRING;
+			int64_t i = a->type == CUPTRACE_ARG_INT ? a->v.i : (int64_t)a->v.u;
+			if (!strcmp(a->key, "merge_input") && str)
+				snprintf(x->input, sizeof(x->input), "%s", a->v.s);
+			else if (!strcmp(a->key, "process_name") && str)
+				snprintf(x->pname, sizeof(x->pname), "%s", a->v.s);
+			else if (!strcmp(a->key, "pid"))
+				x->pid = str ? atoll(a->v.s) : i;
+			else if (!strcmp(a->key, "dropped_records_cupti"))
+				x->dropped = str ? atoll(a->v.s) : i;
+		}
+	}
 	seen_at(s, e->track_uuid, e->ts);
 	return s->stats->ops->instant(s->stats, e);
 }
@@ -127,7 +155,10 @@ static int read_back(const char *path, struct cuptrace_stats *st, struct seen *s
 	sn->base.ops = &seen_ops;
 	cuptrace_u64map_init(&sn->pid_of);
 	sn->stats = cuptrace_stats_sink_new(st);
-	int r = sn->stats ? cuptrace_perfetto_read(path, &sn->base, chk) : -ENOMEM;
+	int pf = strstr(path, ".pftrace") != NULL;
+	int r = !sn->stats ? -ENOMEM
+	        : pf       ? cuptrace_perfetto_read(path, &sn->base, chk)
+	                   : cuptrace_read_trace(path, &sn->base, 0);
 	if (!r)
 		r = sn->stats->ops->finish(sn->stats);
 	cuptrace_sink_destroy(sn->stats);
@@ -221,7 +252,7 @@ static void test_side_by_side(void)
 	CHECK_EQ_INT(st.flows, 9 + 20);
 	CHECK_EQ_INT(st.flows_dangling, 0);
 	CHECK_EQ_INT(st.counters, 3 + 5);
-	CHECK_EQ_INT(st.instants, 3 + 5);
+	CHECK_EQ_INT(st.instants, 3 + 5 + 2); /* "step done", and each input's trace info */
 	CHECK_EQ_INT(st.gpu_slices_with_flow_in, st.gpu_slices);
 	CHECK_EQ_INT(st.gpu_busy_ns, 3 * 4500 + 5 * 5300);
 	CHECK_EQ_INT(st.unknown_track_events, 0);
@@ -371,7 +402,9 @@ static void test_captures(void)
 	CHECK_EQ_INT(read_back(path, &st, &sn, &chk), 0);
 	CHECK_EQ_INT(st.tracks, 2 * one[0].tracks + one[1].tracks);
 	CHECK_EQ_INT(st.slices, 2 * one[0].slices + one[1].slices);
-	CHECK_EQ_INT(st.instants, 2 * one[0].instants + one[1].instants);
+	/* Besides, each input's info and summary (a capture's replay ends with its summary). */
+	CHECK_EQ_INT(st.instants - sn.nmi, 2 * one[0].instants + one[1].instants);
+	CHECK_EQ_INT(sn.nmi, 3 * 2);
 	CHECK_EQ_INT(st.counters, 2 * one[0].counters + one[1].counters);
 	CHECK_EQ_INT(st.flows, 2 * one[0].flows + one[1].flows);
 	CHECK_EQ_INT(st.flows_dangling, 2 * one[0].flows_dangling + one[1].flows_dangling);
@@ -497,4 +530,92 @@ static void test_auto_align(void)
 	cuptrace_merge_free(&m);
 }
 
-TEST_MAIN(T(test_side_by_side), T(test_align), T(test_auto_align), T(test_captures), T(test_errors))
+/* Each input's trace info and summary (issue 25): inputs written to files with a summary of
+ * their own (dropped records 5 and 7), merged into Perfetto and into Chrome JSON, read back:
+ * per input one info and one summary instant, named after its label, on its own process, with
+ * what that input said. */
+static void test_meta_per_input(void)
+{
+	struct steps_spec specs[2] = {STEPS_DEFAULT, STEPS_DEFAULT};
+	specs[1].steps = 4;
+	specs[1].pid = 77;
+	const int64_t dropped[2] = {5, 7};
+	const char *labels[2] = {"run A", "run B"};
+	char files[2][512], path[512];
+	struct inputs ctx = {NULL, 0};
+
+	for (int i = 0; i < 2; i++) {
+		char name[64];
+		snprintf(name, sizeof(name), "test_merge_meta_in%d.pftrace", i);
+		tmp_path(name, files[i], sizeof(files[i]));
+		struct cuptrace_sink *s = cuptrace_sink_open(files[i], NULL, NULL);
+		CHECK(s != NULL);
+		if (!s)
+			return;
+		struct cuptrace_meta sum = {
+		    .key = "dropped_records_cupti", .is_int = 1, .i = dropped[i]};
+		steps_err = 0;
+		CHECK_EQ_INT(steps_feed(s, &specs[i]), 0);
+		CHECK_EQ_INT(s->ops->meta(s, &sum, 1), 0);
+		CHECK_EQ_INT(s->ops->finish(s), 0);
+		cuptrace_sink_destroy(s);
+	}
+	struct cuptrace_merge_input in[] = {{files[0], labels[0]}, {files[1], labels[1]}};
+	const char *outs[] = {"test_merge_meta.pftrace", "test_merge_meta.json"};
+	for (int f = 0; f < 2; f++) {
+		struct cuptrace_merge m;
+		struct cuptrace_stats st;
+		struct seen sn;
+		struct cuptrace_pf_check chk;
+		int32_t newpid[2] = {0, 0};
+		int64_t last[2] = {0, 0};
+
+		tmp_path(outs[f], path, sizeof(path));
+		CHECK_EQ_INT(merge_to(path, in, 2, NULL, &ctx, &m), 0);
+		for (int i = 0; i < 2; i++)
+			newpid[i] = m.in[i].pid;
+		cuptrace_merge_free(&m);
+		CHECK_EQ_INT(read_back(path, &st, &sn, &chk), 0);
+		for (int i = 0; i < 2; i++) {
+			char info[96], sum[96];
+			int ninfo = 0, nsum = 0;
+			snprintf(info, sizeof(info), "cuptrace: trace info (%s)", labels[i]);
+			snprintf(sum, sizeof(sum), "cuptrace: summary (%s)", labels[i]);
+			for (size_t k = 0; k < sn.nmi; k++) {
+				const struct minst *x = &sn.mi[k];
+				int is_info = !strcmp(x->name, info),
+				    is_sum = !strcmp(x->name, sum);
+				if (!is_info && !is_sum)
+					continue;
+				ninfo += is_info;
+				nsum += is_sum;
+				CHECK_EQ_STR(x->input, labels[i]);
+				CHECK_EQ_INT(x->track_pid, newpid[i]);
+				if (is_info) {
+					CHECK_EQ_INT(x->pid,
+					             specs[i].pid); /* the input's own pid */
+					CHECK_EQ_STR(x->pname, "steps");
+					CHECK_EQ_INT(x->ts, 0); /* where the input begins */
+				} else {
+					CHECK_EQ_INT(x->dropped, dropped[i]);
+					last[i] = x->ts;
+				}
+			}
+			CHECK_EQ_INT(ninfo, 1);
+			CHECK_EQ_INT(nsum, 1);
+			/* the summary at the input's last moment: its last step's end (each input
+			 * starts at 0; steps of 10 us) */
+			CHECK_EQ_INT(last[i], 10000 * (int64_t)specs[i].steps);
+		}
+		/* Nothing else of the category: one info and one summary per input. */
+		CHECK_EQ_INT(sn.nmi, 4);
+		CHECK_EQ_INT(st.instants, 3 + 4 + 4);
+		cuptrace_stats_free(&st);
+		unlink(path);
+	}
+	unlink(files[0]);
+	unlink(files[1]);
+}
+
+TEST_MAIN(T(test_side_by_side), T(test_meta_per_input), T(test_align), T(test_auto_align),
+          T(test_captures), T(test_errors))

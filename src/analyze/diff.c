@@ -1,5 +1,6 @@
 /* Compares two profiles (diff.h): rows per family and name, devices matched by their "GPU N"
- * part, values divided per --per range, and the --fail-above verdict. */
+ * part (or by position, across ranks), values divided per --per range, and the --fail-above
+ * verdict. */
 #include "analyze/diff.h"
 #include "common/util.h"
 
@@ -94,12 +95,29 @@ static int same_device(const char *x, const char *y)
 	return n == device_key_len(y) && !strncmp(x, y, n);
 }
 
+/* Devices pair by position when the "GPU N" index cannot be what relates them: the runs say
+ * different ranks (each rank drives its own GPUs), or no GPU index of one run is in the other
+ * (rank 0 on GPU 0 and rank 1 on GPU 1, whether or not the traces name their ranks). */
+static int pair_by_position(const struct cuptrace_profile *a, const struct cuptrace_profile *b)
+{
+	if (!a->ndev || !b->ndev)
+		return 0;
+	if (a->has_rank && b->has_rank && a->rank != b->rank)
+		return 1;
+	for (size_t i = 0; i < a->ndev; i++)
+		for (size_t j = 0; j < b->ndev; j++)
+			if (same_device(a->dev[i].name, b->dev[j].name))
+				return 0;
+	return 1;
+}
+
 static int diff_devices(const struct cuptrace_profile *a, const struct cuptrace_profile *b,
                         double pa, double pb, struct cuptrace_diff *d)
 {
 	char *used = b->ndev ? calloc(b->ndev, 1) : NULL;
-	int oom = 0;
+	int oom = 0, by_pos = pair_by_position(a, b);
 
+	d->dev_by_position = by_pos;
 	if (a->ndev + b->ndev && !(d->dev = calloc(a->ndev + b->ndev, sizeof(*d->dev))))
 		oom = 1;
 	if (b->ndev && !used)
@@ -109,8 +127,8 @@ static int diff_devices(const struct cuptrace_profile *a, const struct cuptrace_
 		v->in_base = 1;
 		v->busy_ns.base = (double)a->dev[i].busy_ns / pa;
 		v->name = dup_or_null(a->dev[i].name, &oom);
-		for (size_t j = 0; j < b->ndev; j++) {
-			if (used[j] || !same_device(a->dev[i].name, b->dev[j].name))
+		for (size_t j = by_pos ? i : 0; j < b->ndev; j++) {
+			if (used[j] || (!by_pos && !same_device(a->dev[i].name, b->dev[j].name)))
 				continue;
 			used[j] = 1;
 			v->in_new = 1;
@@ -198,6 +216,7 @@ int cuptrace_diff_compute(const struct cuptrace_profile *a, const struct cuptrac
 
 	memset(d, 0, sizeof(*d));
 	d->fail_above_pct = -1;
+	d->base_rank = d->new_rank = -1;
 	if (!a || !b || !o)
 		return -EINVAL;
 	d->base_path = dup_or_null(o->base_path, &oom);
@@ -218,6 +237,8 @@ int cuptrace_diff_compute(const struct cuptrace_profile *a, const struct cuptrac
 	d->gpu_busy_ns = value((double)a->gpu_busy_ns, (double)b->gpu_busy_ns, pa, pb);
 	d->kernels = value((double)a->kernels, (double)b->kernels, pa, pb);
 	d->bytes_copied = value((double)a->bytes_copied, (double)b->bytes_copied, pa, pb);
+	d->base_rank = a->has_rank ? a->rank : -1;
+	d->new_rank = b->has_rank ? b->rank : -1;
 	if ((err = diff_devices(a, b, pa, pb, d)))
 		return err;
 	for (int f = 0; f < CUPTRACE_FAM_N; f++)
@@ -248,4 +269,5 @@ void cuptrace_diff_free(struct cuptrace_diff *d)
 	free(d->fail);
 	memset(d, 0, sizeof(*d));
 	d->fail_above_pct = -1;
+	d->base_rank = d->new_rank = -1;
 }

@@ -56,9 +56,11 @@ struct cuptrace_profile_device {
 struct cuptrace_profile {
 	int64_t span_ns; /* latest end minus earliest start of any event; 0 without events */
 	int64_t gpu_busy_ns;
-	uint64_t kernels;                    /* slices of the kernel family */
-	uint64_t bytes_copied;               /* the "bytes" arguments of memcpy slices, summed */
-	uint64_t per_count;                  /* slices on host tracks named opts->per_name */
+	uint64_t kernels;      /* slices of the kernel family */
+	uint64_t bytes_copied; /* the "bytes" arguments of memcpy slices, summed */
+	uint64_t per_count;    /* slices on host tracks named opts->per_name */
+	int has_rank;          /* the trace's "rank" metadata, where it says one */
+	int64_t rank;
 	struct cuptrace_profile_device *dev; /* declaration order */
 	size_t ndev;
 	struct cuptrace_profile_name *names[CUPTRACE_FAM_N]; /* by name (strcmp) */
@@ -131,6 +133,12 @@ struct cuptrace_diff {
 	struct cuptrace_diff_value span_ns, gpu_busy_ns, kernels, bytes_copied;
 	struct cuptrace_diff_device *dev;
 	size_t ndev;
+	/* 1: devices paired by position (BASE's first GPU with NEW's first, ...), not by their
+	 * "GPU N" index: the runs share no index, or they say different ranks (rank 0 on GPU 0
+	 * against rank 1 on GPU 1 is the same work on another device, not one removed and one
+	 * added). The ranks, -1 where a run does not say. */
+	int dev_by_position;
+	int64_t base_rank, new_rank;
 	/* Per family, every name of either run, by |change in total| desc, then the larger
 	 * total desc, then name. */
 	struct cuptrace_diff_row *rows[CUPTRACE_FAM_N];

@@ -7,8 +7,12 @@
  *   group_by      "name", "base" or "op"
  *   per           null, or {name, base_count, new_count}
  *   summary       {span_ns, gpu_busy_ns, kernels, bytes_copied}, each a change (below)
- *   devices       [{name, new_name, change of busy_ns}]: GPUs matched on "GPU N"; new_name is
- *                 NEW's name where it differs, else null; a side without the device has null
+ *   devices       [{name, new_name, change of busy_ns}]: GPUs matched on "GPU N", or by
+ *                 position (below); new_name is NEW's name where it differs, else null; a side
+ *                 without the device has null
+ *   devices_matched_by  "index" ("GPU N" with "GPU N"), or "position" (first GPU with first
+ *                 GPU, ...: the runs share no GPU index, or say different ranks)
+ *   ranks         {base, new}: each run's "rank" metadata, null where it has none
  *   families      {kernels, api_calls, copies, nvtx_ranges, ops}: each [row], every name of
  *                 either run, by |change in total| desc
  *   row           {name, status ("common" | "added" | "removed"), count (a change),
@@ -118,13 +122,29 @@ static void print_header(const struct cuptrace_diff *d, FILE *f, int md)
 		         d->per_name, d->base_per, d->new_per);
 		report_kv(f, md, 7, "Per", buf, 0);
 	}
+	if (d->dev_by_position) {
+		if (d->base_rank >= 0 && d->new_rank >= 0 && d->base_rank != d->new_rank)
+			snprintf(buf, sizeof(buf),
+			         "compared by position (first with first, ...): base is rank "
+			         "%" PRId64 ", new is rank %" PRId64,
+			         d->base_rank, d->new_rank);
+		else
+			snprintf(buf, sizeof(buf),
+			         "compared by position (first with first, ...): the runs share "
+			         "no GPU index");
+		report_kv(f, md, 7, "GPUs", buf, 0);
+	}
 	fputc('\n', f);
 	header_row(&t, "Wall span", d->span_ns, U_DUR, per, 1, 1);
 	header_row(&t, "GPU busy", d->gpu_busy_ns, U_DUR, per, 1, 1);
 	for (size_t i = 0; i < d->ndev; i++) {
 		const struct cuptrace_diff_device *v = &d->dev[i];
-		snprintf(label, sizeof(label), "  %.120s%s%.100s", v->name,
-		         v->other_name ? " / " : "", v->other_name ? v->other_name : "");
+		if (d->dev_by_position && v->in_base && v->in_new)
+			snprintf(label, sizeof(label), "  %.120s (base) vs %.100s (new)", v->name,
+			         v->other_name ? v->other_name : v->name);
+		else
+			snprintf(label, sizeof(label), "  %.120s%s%.100s", v->name,
+			         v->other_name ? " / " : "", v->other_name ? v->other_name : "");
 		header_row(&t, label, v->busy_ns, U_DUR, per, v->in_base, v->in_new);
 	}
 	header_row(&t, "Kernels", d->kernels, U_COUNT, per, 1, 1);
@@ -358,6 +378,19 @@ int cuptrace_diff_print_json(const struct cuptrace_diff *d, FILE *f)
 		cuptrace_json_end_object(w);
 	}
 	cuptrace_json_end_array(w);
+	cuptrace_json_string_field(w, "devices_matched_by",
+	                           d->dev_by_position ? "position" : "index");
+	cuptrace_json_name(w, "ranks");
+	cuptrace_json_start_object(w);
+	for (int i = 0; i < 2; i++) {
+		int64_t rank = i ? d->new_rank : d->base_rank;
+		cuptrace_json_name(w, i ? "new" : "base");
+		if (rank >= 0)
+			cuptrace_json_int(w, rank);
+		else
+			cuptrace_json_null(w);
+	}
+	cuptrace_json_end_object(w);
 	cuptrace_json_name(w, "families");
 	cuptrace_json_start_object(w);
 	for (int fam = 0; fam < CUPTRACE_FAM_N; fam++) {

@@ -3,6 +3,7 @@
  * pass 2 replays each input through a sink that renumbers and shifts it into the output. */
 #include "analyze/merge.h"
 #include "analyze/merge_auto.h"
+#include "analyze/merge_meta.h"
 #include "analyze/forward.h"
 #include "analyze/stats.h"
 #include "analyze/stats_internal.h"
@@ -526,23 +527,6 @@ int cuptrace_merge_plan(struct cuptrace_merge *m, const struct cuptrace_merge_in
 	return 0;
 }
 
-const char *cuptrace_merge_clock_name(enum cuptrace_align_clock c)
-{
-	switch (c) {
-	case CUPTRACE_CLOCK_REFERENCE:
-		return "reference";
-	case CUPTRACE_CLOCK_BOOTTIME:
-		return "boottime";
-	case CUPTRACE_CLOCK_REALTIME:
-		return "realtime";
-	case CUPTRACE_CLOCK_NCCL:
-		return "nccl";
-	case CUPTRACE_CLOCK_NONE:
-		return "none";
-	}
-	return "?";
-}
-
 /* ---- pass 2 ---- */
 
 struct shift_sink {
@@ -558,6 +542,11 @@ struct shift_sink {
 	struct cuptrace_u64map flow; /* input flow id -> output flow id */
 	uint64_t *ids;               /* scratch for one event's flow ids */
 	size_t idcap;
+	/* The input's own info and summary, as instants on its first process (proc_uuid): the
+	 * info when it is declared, the summary at max_ts (its latest time) after the replay. */
+	struct merge_meta mm;
+	uint64_t proc_uuid;
+	int64_t max_ts;
 	int err;
 };
 
@@ -588,18 +577,26 @@ static int32_t map_pid(const struct in_state *in, int32_t pid)
 	return in->newpids[0];
 }
 
-/* Begin and metadata went into the output's begin() already (cuptrace_merge_write). */
+/* Begin and metadata went into the output's begin() already (cuptrace_merge_write), under
+ * "<label>: <key>"; they are kept here too for the input's own instants (merge_meta.h). */
 static int sh_begin(struct cuptrace_sink *sk, const struct cuptrace_trace_info *info)
 {
-	(void)info;
-	return ((struct shift_sink *)sk)->err;
+	struct shift_sink *s = (struct shift_sink *)sk;
+	int err = s->err ? s->err : merge_meta_info(&s->mm, info);
+	return err ? sh_fail(s, err) : 0;
 }
 
 static int sh_meta(struct cuptrace_sink *sk, const struct cuptrace_meta *m, size_t n)
 {
-	(void)m;
-	(void)n;
-	return ((struct shift_sink *)sk)->err;
+	struct shift_sink *s = (struct shift_sink *)sk;
+	int err = s->err ? s->err : merge_meta_summary(&s->mm, m, n);
+	return err ? sh_fail(s, err) : 0;
+}
+
+/* Where input time ts lands in the output. */
+static int64_t shifted(const struct shift_sink *s, int64_t ts)
+{
+	return s->native ? ts : cuptrace_align_apply(&s->r->map, ts);
 }
 
 static char *joined(const char *a, const char *sep, const char *b)
@@ -646,6 +643,13 @@ static int sh_track(struct cuptrace_sink *sk, const struct cuptrace_track *t)
 	err = s->out->ops->track(s->out, &d);
 	free(name);
 	free(desc);
+	if (!err && t->kind == CUPTRACE_TRACK_PROCESS && !s->proc_uuid) {
+		/* The input's info where the input begins: its earliest event. */
+		s->proc_uuid = d.uuid;
+		int64_t at = s->r->has_events ? shifted(s, s->r->first_ts) : 0;
+		err = merge_meta_write(&s->mm, 0, s->r->label, s->r->path, s->out, d.uuid,
+		                       at > 0 ? at : 0);
+	}
 	return err ? sh_fail(s, err) : 0;
 }
 
@@ -671,7 +675,9 @@ static int place(struct shift_sink *s, uint64_t *track, int64_t *ts)
 		return s->err;
 	if (!(*track = map_id(&s->uuid, &s->ms->next_uuid, *track)))
 		return sh_fail(s, -ENOMEM);
-	*ts = s->native ? *ts : cuptrace_align_apply(&s->r->map, *ts);
+	*ts = shifted(s, *ts);
+	if (*ts > s->max_ts)
+		s->max_ts = *ts;
 	return 0;
 }
 
@@ -696,6 +702,8 @@ static int sh_slice(struct cuptrace_sink *sk, const struct cuptrace_slice *e)
 		return sh_fail(s, -ENOMEM);
 	d.flows_out = e->nflows_out ? s->ids : NULL;
 	d.flows_in = e->nflows_in ? s->ids + e->nflows_out : NULL;
+	if (sat_add(d.ts, d.dur) > s->max_ts)
+		s->max_ts = sat_add(d.ts, d.dur);
 	err = s->out->ops->slice(s->out, &d);
 	return err ? sh_fail(s, err) : 0;
 }
@@ -854,6 +862,10 @@ static int write_input(struct cuptrace_merge *m, size_t i, cuptrace_replay_fn re
 	int err = replay(ctx, m->in[i].path, &s.base);
 	if (!err)
 		err = s.err;
+	if (!err && s.proc_uuid) /* meta() comes last from every reader */
+		err = merge_meta_write(&s.mm, 1, m->in[i].label, m->in[i].path, out, s.proc_uuid,
+		                       s.max_ts);
+	merge_meta_free(&s.mm);
 	cuptrace_u64map_free(&s.uuid);
 	cuptrace_u64map_free(&s.flow);
 	free(s.ids);

@@ -14,7 +14,8 @@
  * "<label>: <process name>" and ranked in input order (sort_rank; the Perfetto writer asks the
  * UI to follow it); root tracks that are not processes or threads get the "<label>: " prefix
  * too. Each input's metadata is kept under "<label>: <key>", with "<label>: merge_file" and
- * "<label>: merge_offset_ns"; the output's clocks are those of the first input (shifted), so
+ * "<label>: merge_offset_ns", and its own trace info and summary as instants on its first
+ * process (analyze/merge_meta.h); the output's clocks are those of the first input (shifted), so
  * its wall-clock times are exact and the others' are not.
  *
  * Shift: with align_name, the K-th slice named align_name (by start time; an NVTX range, an op,

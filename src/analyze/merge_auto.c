@@ -1,4 +1,5 @@
-/* The marks `merge --side-by-side` aligns runs on by default (see merge_auto.h). */
+/* The marks `merge --side-by-side` aligns runs on by default (see merge_auto.h), and the names
+ * of its alignment modes and clocks (merge.h). */
 #include "analyze/merge_auto.h"
 #include "analyze/busy.h"
 #include "analyze/merge.h"
@@ -61,4 +62,21 @@ char *cuptrace_merge_parse_align(const char *spec, uint64_t *k)
 		len = (size_t)(hash - spec);
 	}
 	return len ? strndup(spec, len) : NULL;
+}
+
+const char *cuptrace_merge_clock_name(enum cuptrace_align_clock c)
+{
+	switch (c) {
+	case CUPTRACE_CLOCK_REFERENCE:
+		return "reference";
+	case CUPTRACE_CLOCK_BOOTTIME:
+		return "boottime";
+	case CUPTRACE_CLOCK_REALTIME:
+		return "realtime";
+	case CUPTRACE_CLOCK_NCCL:
+		return "nccl";
+	case CUPTRACE_CLOCK_NONE:
+		return "none";
+	}
+	return "?";
 }

@@ -417,6 +417,9 @@ static int pr_finish(struct cuptrace_sink *sk)
 	r.kernels = s->kernels;
 	r.bytes_copied = s->bytes;
 	r.per_count = s->per_count;
+	/* The rank, as `merge --ranks` reads it (record's metadata, torch's distributedInfo). */
+	const struct cuptrace_meta *rk = stats_meta_get(&s->st, "rank");
+	r.has_rank = rk && stats_meta_int(rk, &r.rank) && r.rank >= 0;
 	cuptrace_profile_free(s->out);
 	*s->out = r;
 	memset(&r, 0, sizeof(r));
