@@ -52,6 +52,26 @@ PY
 	# what stays: the copy still reads, with its slice and kernel
 	"$ct" stats "$tmp/$out" >"$tmp/st" 2>&1 && grep -q "gemm" "$tmp/st" && ok || { bad "stats of $out:"; cat "$tmp/st"; }
 done
+# A merged trace (side by side) keeps each input's trace info and summary as instants with the
+# input's metadata: its shared copy holds none of the secrets either.
+cp "$tmp/in.json" "$tmp/in2.json"
+if "$ct" merge --side-by-side "$tmp/in.json" "$tmp/in2.json" -o "$tmp/merged.pftrace" >"$tmp/mlog" 2>&1 &&
+	"$ct" share "$tmp/merged.pftrace" -o "$tmp/mshared.json" >"$tmp/mslog" 2>&1; then
+	python3 - "$tmp/mshared.json" "$tmp/mshared.json.md" $secrets <<'PY' && ok || bad "share of a merged trace leaks a planted secret"
+import sys
+files, secrets = sys.argv[1:3], sys.argv[3:]
+leak = 0
+for f in files:
+    low = open(f, "rb").read().lower()
+    for s in secrets:
+        if s.encode().lower() in low:
+            print("FAIL: %s holds %s" % (f, s))
+            leak = 1
+sys.exit(leak)
+PY
+else
+	bad "merge + share:"; cat "$tmp/mlog" "$tmp/mslog"
+fi
 # keys other tools use, by rule: all gone, and said so
 for k in host_name username tw_user job_user home hostName owner_email; do
 	grep -q "^cuptrace share: $k: removed" "$tmp/log" && ok || { bad "share does not say $k was removed:"; cat "$tmp/log"; }

@@ -673,9 +673,18 @@ static int sh_instant(struct cuptrace_sink *sk, const struct cuptrace_instant *e
 	if (s->w.on && (e->ts < s->w.from || e->ts > s->w.to))
 		return 0;
 	struct cuptrace_instant d = *e;
+	/* A merged trace's per-input trace info and summary ("cuptrace: trace info (A)") carry an
+	 * input's whole metadata as arguments after the input's label: host, user, command line.
+	 * The copy keeps the instant and its label (scrubbed below), not the rest: the metadata
+	 * that share's rules let through is in the copy's metadata. */
+	if (e->category && !strcmp(e->category, CUPTRACE_META_CATEGORY) && e->name &&
+	    (!strncmp(e->name, CUPTRACE_META_INFO " (", strlen(CUPTRACE_META_INFO) + 2) ||
+	     !strncmp(e->name, CUPTRACE_META_SUMMARY " (", strlen(CUPTRACE_META_SUMMARY) + 2)) &&
+	    d.nargs > 1)
+		d.nargs = 1;
 	int err = rewrite_name(s, e->name, e->category, &d.name, &d.category);
 	if (!err)
-		err = rewrite_args(s, e->args, e->nargs, &d.args);
+		err = rewrite_args(s, e->args, d.nargs, &d.args);
 	if (err)
 		return fail(s, err);
 	k->instants++;
