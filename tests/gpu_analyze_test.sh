@@ -27,8 +27,14 @@ for step in range(30):
     with torch.profiler.record_function(f"ProfilerStep#{step}"):
         x = (x_host if case == "pageable" else x_pinned).cuda(non_blocking=True)
         if case == "alloc":
+            # A 64 MiB buffer is a segment of its own; emptied from the cache at the step's
+            # end, it is a cudaMalloc and a cudaFree every step. (A small tensor shares a
+            # cached segment with live ones, which empty_cache cannot give back: on an H100
+            # that loop made no allocation call after the first step.)
+            buf = torch.empty(64 << 20, dtype=torch.uint8, device="cuda").zero_()
+            x = x + buf[:1].float()
+            del buf
             torch.cuda.empty_cache()
-            x = x + torch.empty(256, 2048, device="cuda").zero_()
         loss = m(x).square().mean()
         opt.zero_grad(); loss.backward(); opt.step()
         if case == "item":

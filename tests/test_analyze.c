@@ -114,8 +114,10 @@ static void test_steps_loop(void)
 		CHECK_EQ_STR(a.ops[0].top[0].name,
 		             "void gemm<float, 128>(float const*, float*, int)");
 	}
+	/* Findings look at the steady state, from the end of the first step on: the first
+	 * step's pageable copy is start-up. */
 	const struct cuptrace_an_finding *f = find(&a, "pageable_copy");
-	CHECK(f && f->count == (uint64_t)sp.steps && f->total_ns == 1000 * sp.steps);
+	CHECK(f && f->count == (uint64_t)sp.steps - 1 && f->total_ns == 1000 * (sp.steps - 1));
 	CHECK(f && f->worst[0].bytes == 4096);
 	CHECK(!find(&a, "sync_copy") && !find(&a, "alloc_steady") && !find(&a, "straggler"));
 	cuptrace_analysis_free(&a);
@@ -157,6 +159,167 @@ static void test_outlier_and_alloc(void)
 	const struct cuptrace_an_finding *f = find(&a, "alloc_steady");
 	CHECK(f && f->count == 1 && f->total_ns == 2000);
 	CHECK(f && f->worst[0].ts == 120100);
+	cuptrace_analysis_free(&a);
+}
+
+/* One process (pid 900), thread main, "GPU 0: NVIDIA H100" with Stream 7, begun on sink s. */
+enum { T_PROC = 1, T_MAIN, T_GPU, T_STREAM };
+static void one_process(struct cuptrace_sink *s)
+{
+	struct cuptrace_trace_info info = {.pid = 900, .process_name = "train"};
+	steps_err = s->ops->begin(s, &info);
+	steps_track(
+	    s, (struct cuptrace_track){.uuid = T_PROC, .kind = CUPTRACE_TRACK_PROCESS, .pid = 900});
+	steps_track(s, (struct cuptrace_track){.uuid = T_MAIN,
+	                                       .kind = CUPTRACE_TRACK_THREAD,
+	                                       .parent_uuid = T_PROC,
+	                                       .pid = 900,
+	                                       .tid = 900,
+	                                       .name = "main"});
+	steps_track(s, (struct cuptrace_track){.uuid = T_GPU,
+	                                       .kind = CUPTRACE_TRACK_GROUP,
+	                                       .parent_uuid = T_PROC,
+	                                       .pid = 900,
+	                                       .name = "GPU 0: NVIDIA H100"});
+	steps_track(s, (struct cuptrace_track){.uuid = T_STREAM,
+	                                       .kind = CUPTRACE_TRACK_SLICES,
+	                                       .parent_uuid = T_GPU,
+	                                       .pid = 900,
+	                                       .name = "Stream 7"});
+}
+
+/* A launch on main at lt and its kernel at kt, joined by a flow; the kernel goes into v. */
+static void launch(struct cuptrace_sink *s, int64_t lt, int64_t kt, int64_t kd, uint64_t flow,
+                   struct iv *v, size_t *n)
+{
+	steps_slice(s, T_MAIN, lt, 100, "cuda_runtime", "cudaLaunchKernel", NULL, 0, flow, 0);
+	steps_slice(s, T_STREAM, kt, kd, "kernel", "k", NULL, 0, 0, flow);
+	v[(*n)++] = (struct iv){kt, kt + kd};
+}
+
+/* What the real clean loop on an H100 looked like: start-up (a copy, then 10 ms in
+ * cudaStreamSynchronize while the GPU idles: host_sync), a first step with a 235 us warm-up
+ * gap, then steps with small gaps and one of 150 us. Start-up and the first step are no
+ * finding: they go to the outside_steady note, never severe; the steady state keeps the one
+ * gpu_gap, a note. Gaps computed here from the kernels' list, the window from the steps. */
+static void test_startup(void)
+{
+	struct cuptrace_analysis a;
+	struct cuptrace_sink *s = cuptrace_analyze_sink_new(&a, NULL);
+	CHECK(s != NULL);
+	if (!s)
+		return;
+	struct iv v[64];
+	size_t n = 0;
+	uint64_t flow = 1;
+	one_process(s);
+	steps_slice(s, T_MAIN, 1000, 100, "cuda_runtime", "cudaMemcpyAsync", NULL, 0, flow, 0);
+	steps_slice(s, T_STREAM, 2000, 1000, "memcpy", "Memcpy HtoD (Pinned -> Device)", NULL, 0, 0,
+	            flow++);
+	v[n++] = (struct iv){2000, 3000};
+	steps_slice(s, T_MAIN, 3100, 10000000, "cuda_runtime", "cudaStreamSynchronize", NULL, 0, 0,
+	            0);
+	launch(s, 10004000, 10005000, 2000, flow++, v, &n);
+	enum { NSTEPS = 6 };
+	int64_t st[NSTEPS], sd[NSTEPS], t = 10010000;
+	char name[NSTEPS][32];
+	for (int i = 0; i < NSTEPS; i++) {
+		/* Step 0: 400 us, its second kernel 235 us after the first; step 3: 300 us,
+		 * 150 us between its kernels; the others 100 us, 5 us between. */
+		int64_t k2 = i == 0 ? 300000 : i == 3 ? 215000 : 70000;
+		st[i] = t;
+		sd[i] = i == 0 ? 400000 : i == 3 ? 300000 : 100000;
+		snprintf(name[i], sizeof(name[i]), "ProfilerStep#%d", i);
+		steps_slice(s, T_MAIN, t, sd[i], "user_annotation", name[i], NULL, 0, 0, 0);
+		launch(s, t + 1000, t + 5000, 60000, flow++, v, &n);
+		launch(s, t + 2000, t + k2, 20000, flow++, v, &n);
+		t += sd[i];
+	}
+	CHECK_EQ_INT(steps_err, 0);
+	CHECK_EQ_INT(s->ops->finish(s), 0);
+	cuptrace_sink_destroy(s);
+	/* The gaps between the work (in time order, not overlapping), split by the window. */
+	int64_t from = st[0] + sd[0], to = st[NSTEPS - 1] + sd[NSTEPS - 1];
+	int64_t gap = 100000, out_ns = 0, in_ns = 0, out_max = 0;
+	uint64_t out_n = 0, in_n = 0;
+	for (size_t i = 1; i < n; i++) {
+		int64_t g0 = v[i - 1].b, d = v[i].a - v[i - 1].b;
+		int inside = g0 >= from && g0 + d <= to;
+		if (d < gap)
+			continue;
+		out_n += !inside;
+		out_ns += inside ? 0 : d;
+		out_max = !inside && d > out_max ? d : out_max;
+		in_n += inside;
+		in_ns += inside ? d : 0;
+	}
+	CHECK(out_n == 2 && in_n == 1 && in_ns == 150000);
+	for (size_t i = 0; i < a.nfindings; i++)
+		CHECK(!a.findings[i].severe);
+	CHECK(!find(&a, "host_sync_idle"));
+	const struct cuptrace_an_finding *f = find(&a, "outside_steady");
+	CHECK(f && f->count == out_n && f->total_ns == out_ns && f->worst[0].dur == out_max);
+	CHECK(f && !strcmp(f->worst[0].what, "host_sync"));
+	f = find(&a, "gpu_gap");
+	CHECK(f && f->count == in_n && f->total_ns == in_ns);
+	/* The start-up gap alone is far above 5% of the span: it would have been severe. */
+	CHECK(out_max * 20 >= a.max_ts - a.min_ts);
+	cuptrace_analysis_free(&a);
+}
+
+/* What the alloc loop should look like: a cudaMalloc and a cudaFree in every step (the caching
+ * allocator emptied each step), and some at start-up and after the loop. alloc_steady counts
+ * the calls from the end of the first step to the end of the last, computed here. */
+static void test_alloc_each_step(void)
+{
+	struct cuptrace_analysis a;
+	struct cuptrace_sink *s = cuptrace_analyze_sink_new(&a, NULL);
+	CHECK(s != NULL);
+	if (!s)
+		return;
+	struct iv v[64];
+	size_t n = 0;
+	uint64_t flow = 1;
+	struct {
+		int64_t ts, dur;
+	} calls[64];
+	size_t ncalls = 0;
+	one_process(s);
+	enum { NSTEPS = 8 };
+	int64_t t = 5000000, from = 0, to = 0;
+	char name[NSTEPS][32];
+	calls[ncalls++].ts = 1000; /* start-up */
+	for (int i = 0; i < NSTEPS; i++) {
+		snprintf(name[i], sizeof(name[i]), "ProfilerStep#%d", i);
+		steps_slice(s, T_MAIN, t, 200000, "user_annotation", name[i], NULL, 0, 0, 0);
+		calls[ncalls++].ts = t + 500;
+		calls[ncalls++].ts = t + 150000;
+		launch(s, t + 10000, t + 12000, 30000, flow++, v, &n);
+		if (i == 0)
+			from = t + 200000;
+		t += 200000;
+	}
+	to = t;
+	calls[ncalls++].ts = t + 50000; /* after the loop */
+	int64_t want_ns = 0;
+	uint64_t want_n = 0;
+	for (size_t i = 0; i < ncalls; i++) {
+		calls[i].dur = 1000 + 37 * (int64_t)i;
+		steps_slice(s, T_MAIN, calls[i].ts, calls[i].dur, "cuda_runtime",
+		            i % 2 ? "cudaMalloc" : "cudaFree", NULL, 0, 0, 0);
+		if (calls[i].ts >= from && calls[i].ts < to) {
+			want_n++;
+			want_ns += calls[i].dur;
+		}
+	}
+	CHECK_EQ_INT(steps_err, 0);
+	CHECK_EQ_INT(s->ops->finish(s), 0);
+	cuptrace_sink_destroy(s);
+	CHECK(want_n == 2 * (NSTEPS - 1));
+	const struct cuptrace_an_finding *f = find(&a, "alloc_steady");
+	CHECK(f && f->count == want_n && f->total_ns == want_ns);
+	CHECK(f && f->nworst == CUPTRACE_AN_WORST && f->worst[0].dur == calls[ncalls - 2].dur);
+	CHECK(f && f->worst[0].ts == calls[ncalls - 2].ts && !f->severe);
 	cuptrace_analysis_free(&a);
 }
 
@@ -288,7 +451,8 @@ int main(int argc, char **argv)
 	if (argc == 4 && !strcmp(argv[1], "--gen"))
 		return gen(argv[2], atol(argv[3]));
 	static const struct check_test tests[] = {T(test_steps_loop), T(test_outlier_and_alloc),
-	                                          T(test_host_collectives)};
+	                                          T(test_host_collectives), T(test_startup),
+	                                          T(test_alloc_each_step)};
 	int passed = 0, failed = 0;
 	for (size_t i = 0; i < sizeof(tests) / sizeof(tests[0]); i++) {
 		int before = check_failures;

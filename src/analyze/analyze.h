@@ -116,7 +116,8 @@ enum { CUPTRACE_AN_WORST = 5 };
 struct cuptrace_an_finding {
 	const char *id; /* stable: "sync_copy", "pageable_copy", "host_sync_idle", "item_copy",
 	                 * "gpu_gap", "launch_bound", "tiny_kernels", "alloc_steady", "straggler",
-	                 * "collective_wait" */
+	                 * "collective_wait", "outside_steady" (a note: GPU gaps outside
+	                 * the steady state, README) */
 	const char *title;
 	const char *advice;
 	int severe;

@@ -34,6 +34,12 @@ struct anx_proc {
 	size_t nlaunch, lcap;
 };
 
+/* The steady state of one process, [from, to]: what the findings look at (analyze_find.c). */
+struct anx_win {
+	int64_t from, to;
+	int64_t alloc_from; /* alloc_steady's start (differs without steps) */
+};
+
 struct anx {
 	struct an *an;
 	struct cuptrace_analysis *out;
@@ -45,7 +51,8 @@ struct anx {
 	size_t stepcap;
 	struct anx_proc *procs;
 	size_t nprocs, proccap;
-	struct cuptrace_u64map proc_of; /* (file, pid) -> proc + 1 */
+	struct cuptrace_u64map proc_of;       /* (file, pid) -> proc + 1 */
+	struct anx_win *win_gpu, *win_thread; /* per GPU, per thread: its process's window */
 };
 
 /* analyze_query.c */

@@ -200,15 +200,65 @@ static struct cuptrace_an_instance host_inst(const struct anx *x, uint32_t h, in
 			return -ENOMEM;                                                            \
 	} while (0)
 
+/* ---- the steady state ---- */
+
+/* A process's steady state, what the findings look at: from the end of its first step to the
+ * end of its last (with one step, that step); without steps, from its first GPU work on.
+ * alloc_steady starts there with steps, else after the first fifth of the traced span: the
+ * caching allocators grow through the first iterations, and the first GPU work is too early. */
+static struct anx_win steady_of(const struct anx *x, size_t file, int32_t pid)
+{
+	const struct cuptrace_analysis *o = x->out;
+	struct anx_win w = {INT64_MIN, INT64_MAX, o->min_ts + (o->max_ts - o->min_ts) / 5};
+	size_t first = SIZE_MAX, last = 0;
+	for (size_t s = 0; s < o->nsteps; s++) /* sorted by file, pid, start */
+		if (o->steps[s].file == file && o->steps[s].pid == pid) {
+			if (first == SIZE_MAX)
+				first = s;
+			last = s;
+		}
+	if (first != SIZE_MAX) {
+		const struct cuptrace_an_step *a = &o->steps[first], *b = &o->steps[last];
+		w.from = first == last ? a->ts : a->ts + a->dur;
+		w.to = b->ts + b->dur;
+		w.alloc_from = w.from;
+		return w;
+	}
+	const struct anx_proc *p = anx_proc_find(x, file, pid);
+	if (p && p->niv)
+		w.from = p->iv[0].ts;
+	return w;
+}
+
+/* The window of every GPU and every thread (its process's), into x (freed by anx_free). */
+static int steady_windows(struct anx *x)
+{
+	const struct an *an = x->an;
+	if ((an->ngpus && !(x->win_gpu = malloc(an->ngpus * sizeof(*x->win_gpu)))) ||
+	    (an->nthreads && !(x->win_thread = malloc(an->nthreads * sizeof(*x->win_thread)))))
+		return -ENOMEM;
+	for (size_t i = 0; i < an->ngpus; i++)
+		x->win_gpu[i] = steady_of(x, an->gpus[i].file, an->gpus[i].pid);
+	for (size_t i = 0; i < an->nthreads; i++)
+		x->win_thread[i] = steady_of(x, an->threads[i].file, an->threads[i].pid);
+	return 0;
+}
+
+/* Does something starting at ts fall in the window? */
+static int at_steady(const struct anx_win *w, int64_t ts)
+{
+	return ts >= w->from && ts < w->to;
+}
+
 static int host_findings(struct anx *x, struct fset *fs)
 {
 	const struct an *an = x->an;
-	const struct cuptrace_analysis *o = x->out;
 	struct cuptrace_an_finding *f;
 	for (size_t i = 0; i < an->nhost; i++) {
 		const struct an_host *h = &an->host[i];
+		const struct anx_win *win = &x->win_thread[h->thread];
 		uint32_t hi = (uint32_t)i + 1;
-		if (h->cls == H_COPY_SYNC) {
+		if (h->cls == H_COPY_SYNC && at_steady(win, h->ts)) {
 			F_OR_FAIL(
 			    f, "sync_copy", "Synchronous copies and memsets",
 			    "use cudaMemcpyAsync/cudaMemsetAsync on a stream (tensor.to(..., "
@@ -216,16 +266,7 @@ static int host_findings(struct anx *x, struct fset *fs)
 			struct cuptrace_an_instance in =
 			    host_inst(x, hi, h->ts, h->dur, anx_str(x, h->name), 0);
 			add(f, &in, h->dur);
-		} else if (h->cls == H_ALLOC) {
-			const struct an_thread *t = &an->threads[h->thread];
-			int64_t steady = o->min_ts + (o->max_ts - o->min_ts) / 5;
-			for (size_t s = 0; s < o->nsteps; s++)
-				if (o->steps[s].file == t->file && o->steps[s].pid == t->pid) {
-					steady = o->steps[s].ts + o->steps[s].dur;
-					break;
-				}
-			if (h->ts < steady)
-				continue;
+		} else if (h->cls == H_ALLOC && h->ts >= win->alloc_from && h->ts < win->to) {
 			F_OR_FAIL(f, "alloc_steady", "Allocation calls in the steady state",
 			          "allocate once before the loop and reuse buffers (a caching "
 			          "allocator, preallocated tensors, cudaMallocAsync pools)");
@@ -325,6 +366,8 @@ static int work_findings(struct anx *x, struct fset *fs)
 	struct cuptrace_an_finding *f;
 	for (size_t i = 0; i < an->nwork; i++) {
 		const struct an_work *w = &an->work[i];
+		if (!at_steady(&x->win_gpu[an->streams[w->stream].gpu], w->ts))
+			continue;
 		if (w->flags & WF_PAGEABLE) {
 			F_OR_FAIL(
 			    f, "pageable_copy", "Copies from or to pageable memory",
@@ -357,6 +400,23 @@ static int work_findings(struct anx *x, struct fset *fs)
 			in.op = c.range;
 			if (c.api)
 				in.what = c.api;
+		}
+		/* Gaps not wholly inside the steady state (start-up, warm-up, the first step,
+		 * after the last step) go to a note of their own, never severe. */
+		const struct anx_win *win = &x->win_gpu[g->gpu];
+		if (g->ts < win->from || g->ts + g->dur > win->to) {
+			if (g->dur >= an->opts.gap_ns || g->cause == CUPTRACE_IDLE_HOST_SYNC) {
+				F_OR_FAIL(
+				    f, "outside_steady",
+				    "GPU idle outside the steady state (start-up, first step, "
+				    "after the last step)",
+				    "left out of the other findings; to trace the loop alone, "
+				    "record with --steps or --capture-range (README, Tracing "
+				    "part of a run)");
+				in.what = cuptrace_idle_cause_names[g->cause];
+				add(f, &in, g->dur);
+			}
+			continue;
 		}
 		if (g->cause == CUPTRACE_IDLE_HOST_SYNC) {
 			F_OR_FAIL(
@@ -512,15 +572,17 @@ int anx_findings(struct anx *x)
 	struct cuptrace_analysis *o = x->out;
 	struct fset fs = {0};
 	int err;
-	if ((err = host_findings(x, &fs)) || (err = work_findings(x, &fs)) ||
-	    (err = stream_findings(x, &fs)) || (err = rank_findings(x, &fs))) {
+	if ((err = steady_windows(x)) || (err = host_findings(x, &fs)) ||
+	    (err = work_findings(x, &fs)) || (err = stream_findings(x, &fs)) ||
+	    (err = rank_findings(x, &fs))) {
 		free(fs.f);
 		return err;
 	}
 	/* Severe: at least 5% of the traced span. */
 	int64_t span = o->max_ts - o->min_ts;
 	for (size_t i = 0; i < fs.n; i++)
-		if (span > 0 && fs.f[i].total_ns * 20 >= span)
+		if (span > 0 && fs.f[i].total_ns * 20 >= span &&
+		    strcmp(fs.f[i].id, "outside_steady"))
 			fs.f[i].severe = 1;
 	if (fs.n)
 		qsort(fs.f, fs.n, sizeof(*fs.f), finding_cmp);

@@ -230,5 +230,7 @@ void anx_free(struct anx *x)
 		free(x->procs[i].launch);
 	}
 	free(x->procs);
+	free(x->win_gpu);
+	free(x->win_thread);
 	cuptrace_u64map_free(&x->proc_of);
 }
