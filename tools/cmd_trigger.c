@@ -58,13 +58,13 @@ static void *ask(void *arg)
 	return NULL;
 }
 
-/* "DIR/j12.p345.sock" -> 345 */
+/* "DIR/j12.p345.sock" -> 345: the name control.c gives the socket. */
 static int path_pid(const char *path)
 {
-	const char *p = strrchr(path, '.');
-	while (p && p > path && p[-1] != 'p')
-		p--;
-	return p ? atoi(p) : 0;
+	const char *base = strrchr(path, '/');
+	long job;
+	int pid = 0;
+	return sscanf(base ? base + 1 : path, "j%ld.p%d.sock", &job, &pid) == 2 ? pid : 0;
 }
 
 int cmd_trigger(int argc, char **argv)

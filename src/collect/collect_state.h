@@ -130,7 +130,6 @@ struct collect_windows {
 	size_t nlog, caplog;
 	struct collect_dump dumps[COLLECT_MAX_DUMPS];
 	size_t ndumps;
-	uint64_t dumps_done;
 	int wake[2];                      /* wakes the flush thread */
 	struct cuptrace_control *control; /* the trigger socket */
 	int64_t ring_ns;

@@ -38,11 +38,6 @@ static int64_t now_boot(void)
 
 /* ---- settings ---- */
 
-static int env_spec(enum cuptrace_setting_id id, struct cuptrace_setting_value *v)
-{
-	return cuptrace_setting_env(id, v);
-}
-
 int collect_window_setup(void)
 {
 	pthread_mutex_lock(&win.lock);
@@ -51,33 +46,33 @@ int collect_window_setup(void)
 	win.log = NULL;
 	win.nlog = win.caplog = 0;
 	win.ndumps = 0;
-	win.dumps_done = 0;
 	memset(&win.spec, 0, sizeof(win.spec));
 	struct cuptrace_setting_value v;
 	struct cuptrace_wspec *w = &win.spec;
 	char err[256];
-	if (env_spec(CUPTRACE_SET_DELAY, &v))
+	if (cuptrace_setting_env(CUPTRACE_SET_DELAY, &v))
 		w->delay_ns = v.i;
-	if (env_spec(CUPTRACE_SET_DURATION, &v))
+	if (cuptrace_setting_env(CUPTRACE_SET_DURATION, &v))
 		w->duration_ns = v.i;
-	if (env_spec(CUPTRACE_SET_CAPTURE_RANGE, &v))
+	if (cuptrace_setting_env(CUPTRACE_SET_CAPTURE_RANGE, &v))
 		cuptrace_wspec_parse_range(w, v.s, err, sizeof(err)); /* checked by the table */
-	if (env_spec(CUPTRACE_SET_STEPS, &v))
+	if (cuptrace_setting_env(CUPTRACE_SET_STEPS, &v))
 		cuptrace_wspec_parse_steps(w, v.s, err, sizeof(err));
-	if (env_spec(CUPTRACE_SET_CAPTURE_REPEAT, &v))
+	if (cuptrace_setting_env(CUPTRACE_SET_CAPTURE_REPEAT, &v))
 		cuptrace_wspec_parse_repeat(w, v.s, err, sizeof(err));
-	if (env_spec(CUPTRACE_SET_ON_DEMAND, &v) && v.i && w->mode == CUPTRACE_WMODE_RUN)
+	if (cuptrace_setting_env(CUPTRACE_SET_ON_DEMAND, &v) && v.i &&
+	    w->mode == CUPTRACE_WMODE_RUN)
 		w->mode = CUPTRACE_WMODE_ON_DEMAND;
-	if (env_spec(CUPTRACE_SET_RING, &v))
+	if (cuptrace_setting_env(CUPTRACE_SET_RING, &v))
 		w->ring_ns = v.i;
-	if (env_spec(CUPTRACE_SET_RING_SLOW, &v))
+	if (cuptrace_setting_env(CUPTRACE_SET_RING_SLOW, &v))
 		w->ring_slow = v.r;
 	cuptrace_setting_env(CUPTRACE_SET_RING_MAX, &v);
 	win.ring_max = (size_t)v.i;
 	cuptrace_setting_env(CUPTRACE_SET_WINDOW_DRAIN, &v);
 	win.drain_ns = v.i;
 	win.step_range[0] = 0;
-	if (env_spec(CUPTRACE_SET_STEP_RANGE, &v))
+	if (cuptrace_setting_env(CUPTRACE_SET_STEP_RANGE, &v))
 		snprintf(win.step_range, sizeof(win.step_range), "%s", v.s);
 	if (cuptrace_wspec_finish(w, err, sizeof(err))) {
 		cuptrace_warn("capture windows: %s; the whole run is traced", err);

@@ -287,19 +287,6 @@ static void dispatch(const CUpti_Activity *const *recs, const uint32_t *sizes, c
 	}
 }
 
-static uint32_t *released_sizes(const CUpti_Activity *const *recs, size_t n)
-{
-	if (CUPTRACE_GROW(ww.grp_sizes, ww.capgrp_sizes, n))
-		return NULL;
-	for (size_t i = 0; i < n; i++) {
-		int64_t t;
-		uint32_t corr;
-		(void)cuptrace_wrecord_place(recs[i], &t, &corr);
-		ww.grp_sizes[i] = (uint32_t)cuptrace_record_min_size(recs[i]->kind);
-	}
-	return ww.grp_sizes;
-}
-
 static void dispatch_released(void)
 {
 	const CUpti_Activity *const *recs;
@@ -307,13 +294,12 @@ static void dispatch_released(void)
 	size_t n = cuptrace_wfilter_released(&ww.filt, &recs, &verd);
 	if (!n)
 		return;
-	/* dispatch reuses grp_sizes: copy the sizes first. */
+	/* The copies' sizes: the record struct of their kind (dispatch uses grp_sizes itself). */
 	uint32_t *sz = malloc(n * sizeof(*sz));
 	if (!sz)
 		return;
-	uint32_t *rs = released_sizes(recs, n);
-	if (rs)
-		memcpy(sz, rs, n * sizeof(*sz));
+	for (size_t i = 0; i < n; i++)
+		sz[i] = (uint32_t)cuptrace_record_min_size(recs[i]->kind);
 	dispatch(recs, sz, verd, n);
 	free(sz);
 }
@@ -347,10 +333,8 @@ static void ring_keep(uint8_t *buf, size_t valid, const CUpti_Activity **recs, s
 			hi = t > hi ? t : hi;
 		}
 	}
-	uint64_t evicted = ww.ring.evicted;
 	if (cuptrace_ring_push(&ww.ring, buf, valid, lo == INT64_MAX ? 0 : lo, hi))
 		atomic_fetch_add(&sess.records_dropped, n);
-	(void)evicted;
 }
 
 void collect_wwriter_buffer(uint8_t *buf, size_t valid, const CUpti_Activity **recs,
@@ -665,7 +649,6 @@ void collect_wwriter_poll(uint64_t taken)
 				collect_note_write_err(close_current());
 			pthread_mutex_lock(&win.lock);
 			dump->done = 1;
-			win.dumps_done++;
 			pthread_cond_broadcast(&win.changed);
 			pthread_mutex_unlock(&win.lock);
 		} else {

@@ -19,9 +19,8 @@ void cuptrace_wfilter_init(struct cuptrace_wfilter *f)
 
 static void free_handed_out(struct cuptrace_wfilter *f)
 {
-	for (size_t i = 0; i < f->nfreeing; i++)
-		free(f->freeing[i]);
-	f->nfreeing = 0;
+	for (size_t i = 0; i < f->nout; i++)
+		free(f->out[i]);
 	f->nout = 0;
 }
 
@@ -34,7 +33,6 @@ void cuptrace_wfilter_free(struct cuptrace_wfilter *f)
 	free(f->spans);
 	free(f->out);
 	free(f->outv);
-	free(f->freeing);
 	cuptrace_u64map_free(&f->corr);
 	cuptrace_u64map_free(&f->marker);
 	memset(f, 0, sizeof(*f));
@@ -247,26 +245,11 @@ static int64_t place_other(struct cuptrace_wfilter *f, const CUpti_Activity *r, 
 
 static int out_push(struct cuptrace_wfilter *f, CUpti_Activity *rec, int64_t v)
 {
-	size_t cap = f->capout;
-	void *p = cuptrace_grow(f->out, &cap, f->nout + 1, sizeof(*f->out));
-	if (!p)
+	if (CUPTRACE_GROW(f->out, f->capout, f->nout + 1) ||
+	    CUPTRACE_GROW(f->outv, f->capoutv, f->nout + 1))
 		return -ENOMEM;
-	f->out = p;
-	size_t cap2 = f->capout;
-	void *q = cuptrace_grow(f->outv, &cap2, f->nout + 1, sizeof(*f->outv));
-	if (!q)
-		return -ENOMEM;
-	f->outv = q;
-	size_t cap3 = f->capfreeing;
-	void *fr = cuptrace_grow(f->freeing, &cap3, f->nfreeing + 1, sizeof(*f->freeing));
-	if (!fr)
-		return -ENOMEM;
-	f->freeing = fr;
-	f->capfreeing = cap3;
-	f->capout = cap < cap2 ? cap : cap2;
 	f->out[f->nout] = rec;
 	f->outv[f->nout++] = v;
-	f->freeing[f->nfreeing++] = rec;
 	return 0;
 }
 
@@ -344,7 +327,7 @@ void cuptrace_wfilter_final(struct cuptrace_wfilter *f, uint64_t number)
 size_t cuptrace_wfilter_released(struct cuptrace_wfilter *f, const CUpti_Activity *const **recs,
                                  const int64_t **verdicts)
 {
-	*recs = f->out;
+	*recs = (const CUpti_Activity *const *)f->out;
 	*verdicts = f->outv;
 	return f->nout;
 }

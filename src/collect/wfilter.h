@@ -48,12 +48,11 @@ struct cuptrace_wfilter {
 	struct cuptrace_u64map marker; /* NVTX range id -> window number of its START */
 	struct cuptrace_wheld *held;
 	size_t nheld, capheld;
-	/* Released records (held ones now decided), valid until the next call. */
-	const CUpti_Activity **out;
+	/* Released records (held ones now decided): copies the filter owns until the next call,
+	 * with their windows. */
+	CUpti_Activity **out;
 	int64_t *outv;
-	size_t nout, capout;
-	CUpti_Activity **freeing; /* copies handed out in out[], freed at the next call */
-	size_t nfreeing, capfreeing;
+	size_t nout, capout, capoutv;
 	uint64_t held_total, dropped, placed_by_time;
 };
 
