@@ -90,6 +90,35 @@ struct cuptrace_slice {
 	size_t nflows_out;
 	const uint64_t *flows_in;
 	size_t nflows_in;
+	uint64_t stack_id; /* the call stack at the launch (struct cuptrace_stack), 0 if none */
+};
+
+/* Call stacks (issue 27). A stack is sent once through the sink's stack() op, before the first
+ * slice that names it by id; ids are unique in the trace and never 0. Frames are ordered
+ * outermost first (main ... innermost), as Perfetto's callstacks are. A native frame is a module
+ * and an address in it: `rel_pc` is the address minus the module's load bias, i.e. the ELF
+ * virtual address that symbolizers look up in the file named by `module` (or found by
+ * `build_id`); `function`, `file` and `line` are NULL/0 until symbolized. A Python frame has
+ * `function`, `file` and `line` and no module. */
+enum cuptrace_frame_kind {
+	CUPTRACE_FRAME_NATIVE = 0,
+	CUPTRACE_FRAME_PYTHON = 1,
+};
+
+struct cuptrace_frame {
+	enum cuptrace_frame_kind kind;
+	const char *function; /* NULL when unknown (not yet symbolized) */
+	const char *file;     /* source file, NULL when unknown */
+	uint32_t line;        /* 1-based, 0 when unknown */
+	const char *module;   /* NATIVE: path of the mapped file; NULL otherwise */
+	const char *build_id; /* NATIVE: GNU build id as lowercase hex, NULL if it has none */
+	uint64_t rel_pc;      /* NATIVE: address minus the module's load bias */
+};
+
+struct cuptrace_stack {
+	uint64_t id;
+	const struct cuptrace_frame *frames; /* outermost first */
+	size_t nframes;
 };
 
 struct cuptrace_instant {
@@ -149,6 +178,9 @@ struct cuptrace_sink_ops {
 	int (*slice)(struct cuptrace_sink *s, const struct cuptrace_slice *e);
 	int (*instant)(struct cuptrace_sink *s, const struct cuptrace_instant *e);
 	int (*counter)(struct cuptrace_sink *s, const struct cuptrace_counter *e);
+	/* Optional (may be NULL: the sink ignores stacks): a call stack, sent before the first
+	 * slice whose stack_id names it. */
+	int (*stack)(struct cuptrace_sink *s, const struct cuptrace_stack *st);
 	/* Metadata known only later (dropped counts, record counts); may be called several times,
 	 * a later value for a key replaces the earlier one. */
 	int (*meta)(struct cuptrace_sink *s, const struct cuptrace_meta *m, size_t n);
