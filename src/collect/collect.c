@@ -89,7 +89,9 @@ static void *flusher_main(void *arg)
 				return NULL;
 			}
 		}
-		if (sess.flush_ms > 0 && r == 0)
+		/* Nothing to flush while CUPTI is not attached or no window has kinds on. */
+		if (sess.flush_ms > 0 && r == 0 && atomic_load(&sess.cupti_attached) &&
+		    collect_window_recording())
 			cuptiActivityFlushAll(0);
 	}
 	return NULL;
@@ -211,9 +213,11 @@ static void atexit_handler(void)
 	finish_session();
 }
 
+static int attach_cupti(int injected);
+static int cupti_attach_late(void);
+
 static int setup_cupti(int injected)
 {
-	CUptiResult r;
 	/* A libcupti older than the API we were built for (LD_LIBRARY_PATH, an old toolkit first
 	 * on the path) may misread our structs: refuse, once, clearly. */
 	uint32_t cv = 0;
@@ -224,6 +228,34 @@ static int setup_cupti(int injected)
 		    cv / 10000, cv / 10 % 100, cv);
 		return -ENOTSUP;
 	}
+	sess.start_boot = cuptrace_now_ns(CLOCK_BOOTTIME);
+	sess.start_real = cuptrace_now_ns(CLOCK_REALTIME);
+	sess.cupti_deferred = collect_window_defers_cupti();
+	sess.cupti_attach = cupti_attach_late;
+	atomic_store(&sess.cupti_attached, 0);
+	if (sess.cupti_deferred)
+		return 0; /* collect_cupti_attach, when the first window opens */
+	return attach_cupti(injected);
+}
+
+/* Subscribes and registers with CUPTI where setup deferred it; 0 or -errno. Called through
+ * sess.cupti_attach by the window code, under win.lock. */
+static int cupti_attach_late(void)
+{
+	if (atomic_load(&sess.cupti_attached))
+		return 0;
+	/* After CUDA started: the devices, contexts and streams that exist are dumped by the
+	 * window's kinds_on. */
+	int r = attach_cupti(0);
+	if (r)
+		cuptrace_err("capture window: CUPTI could not be started (%s); nothing is recorded",
+		             strerror(-r));
+	return r;
+}
+
+static int attach_cupti(int injected)
+{
+	CUptiResult r;
 	/* Claim the single CUPTI subscriber slot: a second CUPTI client in this process (nsys,
 	 * ncu, compute-sanitizer, torch.profiler) would otherwise silently take our records. */
 	CUpti_SubscriberParams sp;
@@ -264,9 +296,6 @@ static int setup_cupti(int injected)
 		cuptrace_err("cannot register CUPTI buffer callbacks: %s", cupti_err(r));
 		return -EIO;
 	}
-	/* The start timestamp, on the clock CUPTI now uses. */
-	sess.start_boot = cuptrace_now_ns(CLOCK_BOOTTIME);
-	sess.start_real = cuptrace_now_ns(CLOCK_REALTIME);
 	cuptrace_gm_setup(sess.subscriber); /* fails soft: says why itself */
 	/* Capture windows: nothing until a window opens (collect_window.c switches the kinds on
 	 * and off; the devices, contexts and streams that exist by then are dumped). */
@@ -300,6 +329,7 @@ static int setup_cupti(int injected)
 	collect_callbacks_windows(sess.subscriber);
 	cuptrace_runtime_watch_setup(sess.subscriber,
 	                             (enum cuptrace_runtime_mode)sess.runtime_mode);
+	atomic_store(&sess.cupti_attached, 1);
 	return 0;
 }
 
@@ -553,12 +583,15 @@ static void finish_session(void)
 	collect_window_end(); /* an open window closes here; the flight recorder's last dump */
 	/* Everything CUPTI holds, complete or not (unfinished GPU work comes back with no times
 	 * and is counted, not drawn). */
-	cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
-	size_t dropped = 0;
-	if (cuptiActivityGetNumDroppedRecords(NULL, 0, &dropped) == CUPTI_SUCCESS && dropped)
-		atomic_fetch_add(&sess.cupti_dropped, dropped);
-	for (size_t i = 0; i < CUPTRACE_NKINDS; i++)
-		cuptiActivityDisable(cuptrace_kinds[i]);
+	if (atomic_load(&sess.cupti_attached)) {
+		cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
+		size_t dropped = 0;
+		if (cuptiActivityGetNumDroppedRecords(NULL, 0, &dropped) == CUPTI_SUCCESS &&
+		    dropped)
+			atomic_fetch_add(&sess.cupti_dropped, dropped);
+		for (size_t i = 0; i < CUPTRACE_NKINDS; i++)
+			cuptiActivityDisable(cuptrace_kinds[i]);
+	}
 	/* After the activity flush: the last PM samples (where the exit handler has not taken
 	 * them). */
 	cuptrace_gm_stop();

@@ -70,6 +70,15 @@ struct collect_session {
 	uint64_t bytes_written;
 
 	CUpti_SubscriberHandle subscriber;
+	/* Capture windows that need no CUPTI callback to open (on demand, time, optimizer steps):
+	 * CUPTI is not touched until the first window opens (collect_cupti_attach), so waiting for
+	 * a window costs what an untraced run costs. cupti_attached: it has been (under win.lock
+	 * after the start; read by the flush thread and at the end). */
+	int cupti_deferred;
+	_Atomic int cupti_attached;
+	/* collect.c's attach, for collect_window.c: a pointer rather than a call, so that the
+	 * window code does not depend on the life-cycle file that depends on it. */
+	int (*cupti_attach)(void);
 	int atexit_done;
 	int queue_ready;                          /* the queue outlives sessions (see start) */
 	cuptrace_preload_register_fn preload_reg; /* libcuptrace_preload.so, when preloaded */
@@ -168,6 +177,11 @@ void *collect_writer_main(void *arg);
 int collect_window_setup(void);
 /* Whether setup_cupti should leave the activity kinds off (windows decide when they go on). */
 int collect_window_defers(void);
+/* 1 when no window needs a CUPTI callback to open (on demand, time, optimizer steps; no
+ * ring, no GPU metrics): CUPTI is left untouched until the first window opens. */
+int collect_window_defers_cupti(void);
+/* 1 while some activity kind is on (whole-run sessions: always). */
+int collect_window_recording(void);
 /* After the session runs: the first decisions (a window open from the start), the control
  * socket, the crash handlers. */
 void collect_window_begin(void);

@@ -99,6 +99,29 @@ int collect_window_defers(void)
 	return win.active;
 }
 
+int collect_window_defers_cupti(void)
+{
+	if (!win.active || win.step_range[0])
+		return 0;
+	struct cuptrace_setting_value v;
+	if (cuptrace_setting_env(CUPTRACE_SET_GPU_METRICS, &v) && v.i)
+		return 0; /* the sampler follows contexts from their creation */
+	switch (win.spec.mode) {
+	case CUPTRACE_WMODE_TIME:
+	case CUPTRACE_WMODE_ON_DEMAND:
+		return 1;
+	case CUPTRACE_WMODE_STEPS:
+		return win.steps_from_optimizer; /* the Python hook calls cuptrace_step() */
+	default:
+		return 0; /* NVTX ranges or cudaProfilerStart/Stop: CUPTI's callbacks watch */
+	}
+}
+
+int collect_window_recording(void)
+{
+	return !win.active || win.ring || win.kinds_on || win.gpu_kinds_on;
+}
+
 /* ---- CUPTI on and off ---- */
 
 static int is_api_kind(CUpti_ActivityKind k)
@@ -125,6 +148,8 @@ static int is_gpu_kind(CUpti_ActivityKind k)
 static void kinds_on(void)
 {
 	if (win.kinds_on)
+		return;
+	if (sess.cupti_deferred && sess.cupti_attach && sess.cupti_attach())
 		return;
 	for (size_t i = 0; i < CUPTRACE_NKINDS; i++) {
 		CUpti_ActivityKind k = cuptrace_kinds[i];

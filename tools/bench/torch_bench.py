@@ -67,21 +67,34 @@ FLOOR_VARIANTS = {
     # CUPTI loaded and subscribed, no kind enabled (no kind has number 999): what waiting for a
     # capture window can cost at best
     "floor_idle": {"CUPTRACE_FLOOR_KINDS": "999"},
+    # injected with libcupti loaded, not one CUPTI call: a deferred window's best case
+    "floor_loaded": {"CUPTRACE_FLOOR_NOTHING": "1"},
+    # the floor's buffers walked record by record on CUPTI's thread, or handed to a thread that
+    # walks them (cuptrace's hand-off, no conversion): where cuptrace's time beyond the floor goes
+    "floor_walk": {"CUPTRACE_FLOOR_HANDLE": "walk"},
+    "floor_defer": {"CUPTRACE_FLOOR_HANDLE": "defer"},
 }
 
 
 def run_one(cfg, build, workload, tmp, cpus=None, steps=None, pin_main=None):
-    cmd = [sys.executable, WORKER, "--workload", workload]
-    if steps:
-        cmd += ["--steps", str(steps)]
-    if pin_main is not None:
-        cmd += ["--pin-main", str(pin_main)]
+    m = re.fullmatch(r"cgraph(\d+)", workload)
+    if m:
+        # the C program (examples/graph_replay.cu): cudaGraphLaunch with no Python around it
+        cmd = [os.path.join(build, "examples", "graph_replay"), m.group(1), str(steps or 2000)]
+        if cfg.startswith("tp_") or cfg == "cuptrace_pytorch":
+            return {"skip": "%s needs PyTorch" % cfg}
+    else:
+        cmd = [sys.executable, WORKER, "--workload", workload]
+        if steps:
+            cmd += ["--steps", str(steps)]
+        if pin_main is not None:
+            cmd += ["--pin-main", str(pin_main)]
     env = dict(os.environ)
     trace = None
     if cfg.startswith("tp_"):
         cmd += ["--profile", cfg[3:], "--trace-out", os.path.join(tmp, "tp.json")]
     elif cfg.startswith("cuptrace"):
-        trace = os.path.join(tmp, "run.pftrace")
+        trace = os.path.join(tmp, "run.cupti" if cfg == "cuptrace_capture" else "run.pftrace")
         if cfg == "cuptrace_cbid":
             env["CUPTRACE_API_ENABLE"] = "cbid"
         extra = {"cuptrace": [], "cuptrace_cbid": [], "cuptrace_watch": ["--runtime", "watch"],
@@ -91,7 +104,9 @@ def run_one(cfg, build, workload, tmp, cpus=None, steps=None, pin_main=None):
                  # capture windows, none open: what waiting for a window costs
                  "cuptrace_ondemand": ["--on-demand"],
                  "cuptrace_range": ["--capture-range", "range:never-seen"],
-                 "cuptrace_steps": ["--steps", "1000000"]}[cfg]
+                 "cuptrace_steps": ["--steps", "1000000"],
+                 # raw CUPTI records to the file: cuptrace's hand-off without the conversion
+                 "cuptrace_capture": ["--capture"]}[cfg]
         cmd = [os.path.join(build, "cuptrace"), "record", "--no-summary", "-o", trace] + \
             extra + ["--"] + cmd
     elif cfg.startswith("floor"):
@@ -209,14 +224,14 @@ def cmd_report(a):
     errors = [r for r in rows if "error" in r]
     for e in errors:
         print("error in round %s %s: %s" % (e.get("round"), e.get("config"), e["error"][-200:]))
-    rows = [r for r in rows if "error" not in r]
+    rows = [r for r in rows if "error" not in r and "skip" not in r]
     for wl in sorted({r["workload"] for r in rows}):
         # round key: (tag, round) so that several runs' files combine
         by = {}
         for r in rows:
             if r["workload"] == wl:
                 by.setdefault((r.get("tag"), r["round"]), {})[r["config"]] = r
-        configs = [c for c in dict.fromkeys(CONFIGS + ["cuptrace_all", "cuptrace_cbid", "cuptrace_gpumetrics", "cuptrace_gpumetrics_1k", "cuptrace_ondemand", "cuptrace_range", "cuptrace_steps"] + sorted(FLOOR_VARIANTS))
+        configs = [c for c in dict.fromkeys(CONFIGS + ["cuptrace_all", "cuptrace_cbid", "cuptrace_gpumetrics", "cuptrace_gpumetrics_1k", "cuptrace_ondemand", "cuptrace_range", "cuptrace_steps", "cuptrace_capture"] + sorted(FLOOR_VARIANTS))
                    if any(c in v for v in by.values())]
         full = [v for v in by.values() if "none" in v]
         print("\n## %s: %d rounds (%d with an untraced run)\n" % (wl, len(by), len(full)))
@@ -284,10 +299,33 @@ def cmd_report(a):
             print("- %s / %s, %s (%d rounds): %.3f [%.3f, %.3f] (%s)" % (
                 num, den, word, len(rs), est if est else 0, lo, hi, verdict))
 
+        # Kernel counts: every tracer must see what the program launched (the C program says
+        # how many; torch.profiler counts inside its own window, which covers the same work).
+        counts = {}
+        for v in by.values():
+            for c, r in v.items():
+                if r.get("kernels") is not None and (c.startswith("cuptrace") or
+                                                      c.startswith("tp_")):
+                    counts.setdefault(c, set()).add(r["kernels"])
+        launched = {r["kernels_launched"] for v in by.values() for r in v.values()
+                    if "kernels_launched" in r}
+        if counts:
+            same = len({k for ks in counts.values() for k in ks} | launched) == 1
+            print("- kernel counts: %s%s (%s)" % (
+                "; ".join("%s %s" % (c, ",".join(map(str, sorted(k))))
+                          for c, k in sorted(counts.items())),
+                "; launched %s" % ",".join(map(str, sorted(launched))) if launched else "",
+                "equal" if same else "DIFFERENT"))
         ratio("cuptrace", "tp_cuda", "added")
         ratio("cuptrace_watch", "tp_cuda", "added")
         ratio("cuptrace_pytorch", "tp_cpu_cuda", "added")
         ratio("cuptrace", "floor", "time")
+        ratio("cuptrace", "floor", "added")
+        ratio("cuptrace_capture", "floor", "added")
+        ratio("floor_defer", "floor", "added")
+        ratio("cuptrace_ondemand", "floor_idle", "paired")
+        ratio("cuptrace_ondemand", "none", "paired")
+        ratio("cuptrace_steps", "none", "paired")
         ratio("cuptrace_watch", "cuptrace", "time")
         ratio("cuptrace_gpumetrics", "cuptrace", "time")
         ratio("cuptrace_gpumetrics", "cuptrace", "paired")

@@ -11,7 +11,9 @@ Workloads:
   add          a = a + b on 4096 floats: one elementwise kernel per step, launch-bound
   transformer  a small transformer encoder's training step (forward, backward, AdamW), AMP
                (fp16 autocast with a GradScaler): a few hundred kernels per step
-  graph        a CUDA graph of 50 kernels replayed once per step (kernel counts with graphs)
+  graph        a CUDA graph of 50 kernels replayed once per step (= graph50)
+  graph10/50   a CUDA graph of 10 or 50 elementwise kernels replayed once per step
+  compile_ro   a 4-layer MLP inference step under torch.compile(mode="reduce-overhead")
 """
 import argparse
 import gzip
@@ -62,14 +64,14 @@ def make_transformer():
     return step
 
 
-def make_graph():
-    """A CUDA graph of 50 elementwise kernels, replayed once per step: kernels without a
-    launch call each, to compare kernel counts where graphs are involved."""
+def make_graph(nodes=50):
+    """A CUDA graph of `nodes` elementwise kernels, replayed once per step: kernels without a
+    launch call each (the shape of an inference decode loop)."""
     x = torch.ones(1024, device="cuda")
 
     def chain():
         y = x
-        for _ in range(50):
+        for _ in range(nodes):
             y = y * 1.0001
         return y
 
@@ -84,8 +86,28 @@ def make_graph():
     return g.replay
 
 
+def make_compile_ro():
+    """A small MLP's inference step compiled with torch.compile(mode="reduce-overhead"):
+    Inductor's Triton kernels replayed as a CUDA graph (how compiled inference runs)."""
+    torch.manual_seed(0)
+    d = 512
+    model = nn.Sequential(*[m for _ in range(4) for m in (nn.Linear(d, d), nn.GELU())])
+    model = model.cuda().eval()
+    x = torch.randn(32, d, device="cuda")
+    f = torch.compile(model, mode="reduce-overhead")
+
+    def step():
+        with torch.no_grad():
+            f(x)
+
+    return step
+
+
 WORKLOADS = {"add": (make_add, 20000, 200), "transformer": (make_transformer, 30, 5),
-             "graph": (make_graph, 200, 10)}
+             "graph": (make_graph, 2000, 50),
+             "graph10": (lambda: make_graph(10), 2000, 50),
+             "graph50": (lambda: make_graph(50), 2000, 50),
+             "compile_ro": (make_compile_ro, 2000, 50)}
 
 
 def cpu_probe(n=200000):
