@@ -300,6 +300,7 @@ static int setup_cupti(int injected)
 	collect_callbacks_windows(sess.subscriber);
 	cuptrace_runtime_watch_setup(sess.subscriber,
 	                             (enum cuptrace_runtime_mode)sess.runtime_mode);
+	collect_stacks_setup(sess.subscriber);
 	return 0;
 }
 
