@@ -26,15 +26,19 @@ static __thread int in_runtime; /* depth of launch-type runtime calls on this th
 
 static int launch_like(const char *n, int runtime)
 {
-	static const char *const rt[] = {"cudaLaunch",           "__cudaLaunch",
-	                                 "cudaGraphLaunch",      "cudaMemcpy",
-	                                 "cudaMemset",           "cudaDeviceSynchronize",
-	                                 "cudaStreamSynchronize", "cudaEventSynchronize",
-	                                 "cudaThreadSynchronize", NULL};
-	static const char *const drv[] = {"cuLaunch",           "cuGraphLaunch",
-	                                  "cuMemcpy",           "cuMemset",
-	                                  "cuCtxSynchronize",   "cuStreamSynchronize",
-	                                  "cuEventSynchronize", NULL};
+	static const char *const rt[] = {"cudaLaunch",
+	                                 "__cudaLaunch",
+	                                 "cudaGraphLaunch",
+	                                 "cudaMemcpy",
+	                                 "cudaMemset",
+	                                 "cudaDeviceSynchronize",
+	                                 "cudaStreamSynchronize",
+	                                 "cudaEventSynchronize",
+	                                 "cudaThreadSynchronize",
+	                                 NULL};
+	static const char *const drv[] = {
+	    "cuLaunch",         "cuGraphLaunch",       "cuMemcpy",           "cuMemset",
+	    "cuCtxSynchronize", "cuStreamSynchronize", "cuEventSynchronize", NULL};
 	for (const char *const *p = runtime ? rt : drv; *p; p++)
 		if (!strncmp(n, *p, strlen(*p)))
 			return 1;
@@ -57,11 +61,13 @@ void collect_stacks_setup(CUpti_SubscriberHandle sub)
 	char buf[64];
 	size_t n = 0;
 	for (uint32_t id = 1; id < MAX_CBID; id++) {
-		const char *rn = cuptrace_api_name(CUPTI_ACTIVITY_KIND_RUNTIME, id, buf, sizeof(buf));
+		const char *rn =
+		    cuptrace_api_name(CUPTI_ACTIVITY_KIND_RUNTIME, id, buf, sizeof(buf));
 		if ((rt_on[id] = launch_like(rn, 1)) &&
 		    cuptiEnableCallback(1, sub, CUPTI_CB_DOMAIN_RUNTIME_API, id) == CUPTI_SUCCESS)
 			n++;
-		const char *dn = cuptrace_api_name(CUPTI_ACTIVITY_KIND_DRIVER, id, buf, sizeof(buf));
+		const char *dn =
+		    cuptrace_api_name(CUPTI_ACTIVITY_KIND_DRIVER, id, buf, sizeof(buf));
 		if ((drv_on[id] = launch_like(dn, 0)) &&
 		    cuptiEnableCallback(1, sub, CUPTI_CB_DOMAIN_DRIVER_API, id) == CUPTI_SUCCESS)
 			n++;

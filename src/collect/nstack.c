@@ -25,7 +25,7 @@ static struct {
 	struct cuptrace_module *m;
 	size_t n, cap;
 	unsigned long long adds, subs; /* the loader's counts when the list was read */
-	char self[4096]; /* our own library's path */
+	char self[4096];               /* our own library's path */
 } mods;
 
 static char *hex(const uint8_t *p, size_t n)
@@ -55,7 +55,8 @@ static char *build_id(const struct dl_phdr_info *info)
 			const ElfW(Nhdr) *nh = (const ElfW(Nhdr) *)(p + off);
 			size_t name = (nh->n_namesz + 3) & ~3u, desc = (nh->n_descsz + 3) & ~3u;
 			const uint8_t *np = p + off + sizeof(*nh);
-			if (nh->n_type == NT_GNU_BUILD_ID && nh->n_namesz == 4 && !memcmp(np, "GNU", 4))
+			if (nh->n_type == NT_GNU_BUILD_ID && nh->n_namesz == 4 &&
+			    !memcmp(np, "GNU", 4))
 				return hex(np + name, nh->n_descsz);
 			off += sizeof(*nh) + name + desc;
 		}

@@ -57,8 +57,8 @@ int cuptrace_pystack_init(void)
 	SYM(err_restore, "PyErr_Restore");
 	SYM(err_clear, "PyErr_Clear");
 	py.ok = py.gil_check && py.is_init && py.ts_unchecked && py.get_frame && py.frame_back &&
-	        py.frame_code && py.frame_line && py.incref && py.decref && py.getattr &&
-	        py.utf8 && py.err_fetch && py.err_restore && py.err_clear;
+	        py.frame_code && py.frame_line && py.incref && py.decref && py.getattr && py.utf8 &&
+	        py.err_fetch && py.err_restore && py.err_clear;
 	return py.ok;
 }
 

@@ -94,8 +94,8 @@ static size_t native_keep(const uint64_t *pcs, size_t n, size_t *first, int with
 
 /* Describes a new stack (outermost frame first) and queues its STACK record. Under the lock.
  * -1 if a name could not be read (the stack is not interned then). */
-static int describe(uint64_t id, const struct cuptrace_pyframe *py, size_t npy,
-                    const uint64_t *pcs, size_t nnat)
+static int describe(uint64_t id, const struct cuptrace_pyframe *py, size_t npy, const uint64_t *pcs,
+                    size_t nnat)
 {
 	size_t k = 0;
 	for (size_t i = npy; i-- > 0;) {
@@ -178,8 +178,8 @@ uint64_t cuptrace_stacks_take(void)
 		goto out;
 	}
 	id = ++st.n;
-	st.slots[i] = (struct ent){.hash = h, .id = (uint32_t)id, .len = (uint32_t)len,
-	                           .off = st.nwords};
+	st.slots[i] =
+	    (struct ent){.hash = h, .id = (uint32_t)id, .len = (uint32_t)len, .off = st.nwords};
 	st.nwords += len;
 out:
 	pthread_mutex_unlock(&st.lock);

@@ -288,8 +288,8 @@ struct cuptrace_converter {
 	/* convert_stacks.c */
 	struct conv_stack *stk; /* every stack received, in arrival order */
 	size_t nstk, stk_cap;
-	struct cuptrace_u64map stk_idx; /* stack id -> index + 1 in stk */
-	struct conv_corrstk *corrstk;   /* NULL until the first STACK_CORR */
+	struct cuptrace_u64map stk_idx;    /* stack id -> index + 1 in stk */
+	struct conv_corrstk *corrstk;      /* NULL until the first STACK_CORR */
 	struct cuptrace_frame *stk_frames; /* scratch for one decoded stack */
 	size_t stk_frames_cap;
 

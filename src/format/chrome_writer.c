@@ -132,7 +132,7 @@ struct chrome_sink {
 	struct mentry *meta;
 	size_t nmeta, metacap;
 	uint64_t skipped; /* events and tracks dropped as malformed (undeclared track, ...) */
-	struct cuptrace_strtab stacks;  /* call stacks as text, one per stack() */
+	struct cuptrace_strtab stacks;   /* call stacks as text, one per stack() */
 	struct cuptrace_u64map stack_of; /* stack id -> id in stacks */
 	int have_stacks;
 };
@@ -155,7 +155,6 @@ static int check(struct chrome_sink *s)
 	int e = cuptrace_json_error(s->w);
 	return e ? fail(s, e) : s->err;
 }
-
 
 static struct ctrack *find(struct chrome_sink *s, uint64_t uuid)
 {
@@ -195,7 +194,8 @@ static int meta_set(struct chrome_sink *s, const char *key, int is_int, int64_t 
 	if (!is_int && str && !(v = strdup(str)))
 		return -ENOMEM;
 	if (!m) {
-		struct mentry *arr = cuptrace_grow(s->meta, &s->metacap, s->nmeta + 1, sizeof(*arr));
+		struct mentry *arr =
+		    cuptrace_grow(s->meta, &s->metacap, s->nmeta + 1, sizeof(*arr));
 		char *k = strdup(key);
 		if (!arr || !k) {
 			if (arr)
@@ -616,8 +616,8 @@ static int chrome_slice(struct cuptrace_sink *sink, const struct cuptrace_slice 
 	cuptrace_json_string_field(w, "name", e->name ? e->name : "");
 	if (e->category)
 		cuptrace_json_string_field(w, "cat", e->category);
-	uint64_t *sv = e->stack_id && s->have_stacks ? cuptrace_u64map_get(&s->stack_of, e->stack_id)
-	                                             : NULL;
+	uint64_t *sv =
+	    e->stack_id && s->have_stacks ? cuptrace_u64map_get(&s->stack_of, e->stack_id) : NULL;
 	if (sv && e->nargs < 32) {
 		struct cuptrace_arg a[33];
 		memcpy(a, e->args, e->nargs * sizeof(*a));

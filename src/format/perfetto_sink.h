@@ -41,8 +41,8 @@ struct pf_seq {
 	struct cuptrace_strtab tab[IT_N];
 	size_t entries, bytes;                  /* in this generation */
 	struct pf_icache cache[IT_N][ICACHE_N]; /* of this generation's tables */
-	struct cuptrace_u64map stk_sent; /* call-stack entries sent in this generation
-	                                  * (perfetto_stacks.c); cap 0 until the first */
+	struct cuptrace_u64map stk_sent;        /* call-stack entries sent in this generation
+	                                         * (perfetto_stacks.c); cap 0 until the first */
 };
 
 struct pf_meta;     /* perfetto_writer.c */

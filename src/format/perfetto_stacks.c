@@ -60,7 +60,10 @@ static uint32_t str_id(struct pf_stacks *k, int t, const char *s, size_t n)
 
 static int hexval(int c)
 {
-	return c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
+	return c >= '0' && c <= '9'   ? c - '0'
+	       : c >= 'a' && c <= 'f' ? c - 'a' + 10
+	       : c >= 'A' && c <= 'F' ? c - 'A' + 10
+	                              : -1;
 }
 
 static uint32_t mapping_id(struct pf_stacks *k, const char *module, const char *build)
@@ -205,8 +208,8 @@ static int flush_tmp(struct pf_stacks *k, unsigned field)
 static int interned_string(struct pf_stacks *k, unsigned field, int t, uint32_t iid)
 {
 	size_t n = k->str[t].lens[iid - 1];
-	if (tmp_field(k, 1, iid) || put_varint(T(k), PF_KEY(2, PF_WT_LEN)) ||
-	    put_varint(T(k), n) || put(T(k), k->str[t].strs[iid - 1], n))
+	if (tmp_field(k, 1, iid) || put_varint(T(k), PF_KEY(2, PF_WT_LEN)) || put_varint(T(k), n) ||
+	    put(T(k), k->str[t].strs[iid - 1], n))
 		return -ENOMEM;
 	return flush_tmp(k, field);
 }
@@ -222,8 +225,8 @@ static int first_time(struct pf_seq *q, int t, uint32_t iid, int *err)
 	return created;
 }
 
-static int send_string(struct pf_stacks *k, struct pf_seq *q, int t, unsigned field,
-                       uint32_t iid, int *err)
+static int send_string(struct pf_stacks *k, struct pf_seq *q, int t, unsigned field, uint32_t iid,
+                       int *err)
 {
 	return iid && first_time(q, t, iid, err) ? interned_string(k, field, t, iid) : 0;
 }
