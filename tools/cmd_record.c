@@ -50,6 +50,10 @@ static void record_usage(FILE *f)
 	       "                        left out, but counted, and kept when they fail, stall\n"
 	       "                        or change the device (costs a callback per call);\n"
 	       "                        all: every call\n"
+	       "      --stacks WHAT     none (default) | python | native | all: the call stack\n"
+	       "                        at each launch, copy, memset and synchronizing call\n"
+	       "                        (Python frames of a thread holding the GIL; native\n"
+	       "                        return addresses, symbolized after the run)\n"
 	       "      --pytorch         PyTorch operators (aten::*, autograd, nn.Module) as\n"
 	       "                        slices around the CUDA calls they make (Python programs;\n"
 	       "                        inherited by child processes, e.g. under torchrun)\n"
@@ -493,6 +497,7 @@ int cmd_record(int argc, char **argv)
 	    {"compress", required_argument, NULL, 'z'},
 	    {"driver", required_argument, NULL, 'd'},
 	    {"runtime", required_argument, NULL, 'R'},
+	    {"stacks", required_argument, NULL, 'K'},
 	    {"pytorch", no_argument, NULL, 'P'},
 	    {"pytorch-shapes", no_argument, NULL, 'Q'},
 	    {"buffer-size", required_argument, NULL, 'b'},
@@ -525,6 +530,7 @@ int cmd_record(int argc, char **argv)
 	struct otlp_cli otlp = {0};
 	const char *output = NULL, *format = NULL, *compress = NULL, *driver = NULL;
 	const char *bufsz = NULL, *flushms = NULL, *lib = NULL, *runtime = NULL;
+	const char *stacks = NULL;
 	int summary = 1, check = 1, pytorch = 0;
 	optind = 1;
 	int c;
@@ -547,6 +553,9 @@ int cmd_record(int argc, char **argv)
 			break;
 		case 'R':
 			runtime = optarg;
+			break;
+		case 'K':
+			stacks = optarg;
 			break;
 		case 'P':
 			pytorch = pytorch ? pytorch : 1;
@@ -615,6 +624,7 @@ int cmd_record(int argc, char **argv)
 	    [CUPTRACE_SET_BUFFER_SIZE] = bufsz, [CUPTRACE_SET_FLUSH_MS] = flushms,
 	    [CUPTRACE_SET_GPU_METRICS] = gm,    [CUPTRACE_SET_GPU_METRICS_RATE] = gm_rate,
 	    [CUPTRACE_SET_OUTPUT] = output,     [CUPTRACE_SET_LIB] = lib,
+	    [CUPTRACE_SET_STACKS] = stacks,
 	};
 	for (int i = 0; i < CUPTRACE_NSETTINGS; i++) {
 		if (wgiven[i])
@@ -716,6 +726,7 @@ int cmd_record(int argc, char **argv)
 	setenv_opt("CUPTRACE_COMPRESS", compress);
 	setenv_opt("CUPTRACE_DRIVER", driver);
 	setenv_opt("CUPTRACE_RUNTIME", runtime);
+	setenv_opt("CUPTRACE_STACKS", stacks);
 	if (pytorch && setup_pytorch(libpath, pytorch == 2))
 		return EXIT_FAIL;
 	if (step_hook && !pytorch && python_hook(libpath, "--steps"))

@@ -329,6 +329,7 @@ static int attach_cupti(int injected)
 	collect_callbacks_windows(sess.subscriber);
 	cuptrace_runtime_watch_setup(sess.subscriber,
 	                             (enum cuptrace_runtime_mode)sess.runtime_mode);
+	collect_stacks_setup(sess.subscriber);
 	atomic_store(&sess.cupti_attached, 1);
 	return 0;
 }

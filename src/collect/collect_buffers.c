@@ -153,6 +153,8 @@ static int64_t record_tid(const CUpti_Activity *r)
 static int handle_buffer(uint8_t *buf, size_t valid)
 {
 	collect_startend_drain(); /* before the markers that may use them */
+	/* Before the API and GPU records that name them. */
+	collect_note_write_err(collect_stacks_drain());
 	size_t n = 0;
 	CUpti_Activity *r = NULL;
 	while (cuptiActivityGetNextRecord(buf, valid, &r) == CUPTI_SUCCESS) {

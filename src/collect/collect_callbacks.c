@@ -204,6 +204,9 @@ void CUPTIAPI collect_subscriber_callback(void *ud, CUpti_CallbackDomain d, CUpt
 	    (d == CUPTI_CB_DOMAIN_RUNTIME_API || d == CUPTI_CB_DOMAIN_DRIVER_API) &&
 	    profiler_call(d, id, data))
 		return;
+	if ((d == CUPTI_CB_DOMAIN_RUNTIME_API || d == CUPTI_CB_DOMAIN_DRIVER_API) &&
+	    collect_stacks_callback(d, id, data))
+		return; /* a launch-type call: never one of the watched trivial calls */
 	if (d == CUPTI_CB_DOMAIN_RUNTIME_API) {
 		cuptrace_runtime_watch_callback(id, data);
 	} else if (d == CUPTI_CB_DOMAIN_NVTX) {

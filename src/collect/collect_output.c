@@ -238,6 +238,7 @@ static void late_meta(void (*put)(void *ctx, const char *k, const char *v), void
 	put(ctx, "end_realtime_ns", v);
 	snprintf(v, sizeof(v), "%lld", (long long)cuptrace_now_ns(CLOCK_BOOTTIME));
 	put(ctx, "end_boottime_ns", v);
+	collect_stacks_meta(put, ctx);
 	int (*count)(int *) =
 	    (int (*)(int *))cuptrace_loaded_sym("libcuda.so.1", "cuDeviceGetCount");
 	int (*bus)(char *, int, int) =

@@ -164,6 +164,17 @@ void collect_startend_drain(void);
 /* A new session: forgets the ids of the last one. */
 void collect_startend_reset(void);
 
+/* ---- collect_stacks.c ---- */
+/* Reads CUPTRACE_STACKS and turns on the callbacks of launch-type calls (at setup). */
+void collect_stacks_setup(CUpti_SubscriberHandle sub);
+/* From the subscriber callback: 1 if the call was one of ours (taken or passed over). */
+int collect_stacks_callback(CUpti_CallbackDomain d, CUpti_CallbackId id, const void *data);
+/* Writer thread: the new stacks and (correlation id, stack id) pairs to the capture or
+ * converter, before the buffer whose records they describe. 0 or the first error. */
+int collect_stacks_drain(void);
+/* The counts as metadata (distinct stacks, launches that got none for want of room). */
+void collect_stacks_meta(void (*put)(void *ctx, const char *k, const char *v), void *ctx);
+
 /* ---- collect_buffers.c ---- */
 void CUPTIAPI collect_buffer_requested(uint8_t **buffer, size_t *size, size_t *max_records);
 void CUPTIAPI collect_buffer_completed(CUcontext ctx, uint32_t stream, uint8_t *buffer, size_t size,

@@ -36,6 +36,11 @@ static const struct cuptrace_setting_name runtime_names[] = {
     {"default", CUPTRACE_RUNTIME_MODE_FILTERED, 1},
     {NULL, 0, 0},
 };
+static const struct cuptrace_setting_name stacks_names[] = {
+    {"none", CUPTRACE_STACKS_NONE, 0},     {"python", CUPTRACE_STACKS_PYTHON, 0},
+    {"native", CUPTRACE_STACKS_NATIVE, 0}, {"all", CUPTRACE_STACKS_ALL, 0},
+    {"0", CUPTRACE_STACKS_NONE, 1},        {NULL, 0, 0},
+};
 static const struct cuptrace_setting_name clock_names[] = {
     {"auto", -1, 0},
     {"realtime", CLOCK_REALTIME, 0},
@@ -195,6 +200,9 @@ static const struct cuptrace_setting settings[CUPTRACE_NSETTINGS] = {
                                    "500ms", "a duration, at most 10m", NULL},
     [CUPTRACE_SET_JOB] = {CUPTRACE_SET_JOB, NULL, "CUPTRACE_JOB", CUPTRACE_SETTING_COUNT, NO_NAMES,
                           0, 1LL << 40, 0, 0, 0, "0", "a pid", NULL},
+    [CUPTRACE_SET_STACKS] = {CUPTRACE_SET_STACKS, "stacks", "CUPTRACE_STACKS",
+                             CUPTRACE_SETTING_ENUM, stacks_names, 0, 0, 0, 0, 0, "none", NULL,
+                             NULL},
 };
 
 const struct cuptrace_setting *cuptrace_setting_get(enum cuptrace_setting_id id)

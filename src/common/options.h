@@ -58,6 +58,7 @@ enum cuptrace_setting_id {
 	CUPTRACE_SET_STEP_RANGE,
 	CUPTRACE_SET_WINDOW_DRAIN,
 	CUPTRACE_SET_JOB,
+	CUPTRACE_SET_STACKS,
 	CUPTRACE_NSETTINGS
 };
 
@@ -69,6 +70,13 @@ enum {
 	CUPTRACE_OUTFMT_CAPTURE
 };
 enum { CUPTRACE_DRIVER_USER, CUPTRACE_DRIVER_ALL };
+/* CUPTRACE_SET_STACKS: bits of what is unwound at each launch-type call (collect/stacks.h). */
+enum {
+	CUPTRACE_STACKS_NONE = 0,
+	CUPTRACE_STACKS_PYTHON = 1,
+	CUPTRACE_STACKS_NATIVE = 2,
+	CUPTRACE_STACKS_ALL = 3
+};
 /* CUPTRACE_SET_RUNTIME: enum cuptrace_runtime_mode's values (collect/runtime_watch.h). */
 enum { CUPTRACE_RUNTIME_MODE_FILTERED, CUPTRACE_RUNTIME_MODE_WATCH, CUPTRACE_RUNTIME_MODE_ALL };
 /* CUPTRACE_SET_COMPRESS: enum cuptrace_compress's values (output/output.h); -1 = by extension. */

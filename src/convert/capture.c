@@ -12,6 +12,7 @@
 #include "common/log.h"
 #include "common/util.h"
 #include "convert/convert.h"
+#include "convert/stackrec.h"
 
 #define CAP_MAGIC   "CUPTCAP"
 #define CAP_VERSION 1u
@@ -335,8 +336,11 @@ static int replay_records(struct cuptrace_capture_reader *r, const uint8_t *p, u
 		size_t need = cuptrace_record_min_size((CUpti_ActivityKind)h[0]);
 		/* Kinds we read must be at least as large as our struct; others are passed on and
 		 * ignored by the converter. */
+		/* A call-stack record must lie inside its item (the converter trusts its size). */
+		int stk = h[0] == CUPTRACE_REC_STACK || h[0] == CUPTRACE_REC_STACK_CORR;
+		int fits = !stk || (h[1] >= 8 && cuptrace_stackrec_bytes(a) <= h[1]);
 		if (h[1] >= sizeof(CUpti_Activity) && (unsigned)a->kind == h[0] &&
-		    (!need || h[1] >= need))
+		    (!need || h[1] >= need) && fits)
 			recs[n++] = a;
 		pos += 8 + padded;
 	}

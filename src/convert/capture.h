@@ -8,7 +8,10 @@
  *     META    key\0value\0               (all META items come first)
  *     STRING  u64 pointer, text\0        (valid for later RECORDS, until redefined)
  *     THREAD  i64 tid, name\0
- *     RECORDS u32 count, u32 0, then count x (u32 kind, u32 size, size bytes padded to 8)
+ *     RECORDS u32 count, u32 0, then count x (u32 kind, u32 size, size bytes padded to 8);
+ *             besides CUPTI's records, cuptrace's call stacks (kinds CUPTRACE_REC_STACK and
+ *             _STACK_CORR, convert/stackrec.h) in RECORDS items of their own: a reader that
+ *             predates them passes them over as records of a kind it does not know
  *     DROPPED u64 dropped by CUPTI, u64 dropped by cuptrace (cumulative)
  *     END     u64 records written        (absent if the writer died: the file is still read)
  *     NVTX_STARTEND  u64 ids of NVTX start/end ranges (not push/pop), valid for later RECORDS

@@ -13,6 +13,7 @@
  *   convert_corr.c     correlation: links GPU work and syncs to their API call (flows, held
  *                      back API calls); called by convert_api.c and convert_gpu.c
  *   convert_core.c     strings, uuids, time, thread and GPU tracks, lanes, slices, metadata
+ *   convert_stacks.c   call stacks: kept, and given to the slices of their correlation id
  *   convert_records.c  static knowledge of CUPTI's records and API ids
  *
  * Threading: a converter and everything below belongs to one thread (see convert.h). Each
@@ -33,7 +34,9 @@
  * watermark of the device-memory counter (convert_memory.c) and of GPU work (convert_gpu.c). */
 #define CONV_WATERMARK_NS 3000000000ll
 
-struct conv_gm; /* convert_gpumetrics.c */
+struct conv_gm;      /* convert_gpumetrics.c */
+struct conv_stack;   /* convert_stacks.c */
+struct conv_corrstk; /* convert_stacks.c */
 
 /* ---- types of convert_core.c ---- */
 
@@ -282,6 +285,14 @@ struct cuptrace_converter {
 	struct conv_gm *gm[MAX_GPUS];
 	uint32_t gm_configs;
 
+	/* convert_stacks.c */
+	struct conv_stack *stk; /* every stack received, in arrival order */
+	size_t nstk, stk_cap;
+	struct cuptrace_u64map stk_idx;    /* stack id -> index + 1 in stk */
+	struct conv_corrstk *corrstk;      /* NULL until the first STACK_CORR */
+	struct cuptrace_frame *stk_frames; /* scratch for one decoded stack */
+	size_t stk_frames_cap;
+
 	/* convert_meta.c */
 	struct cuptrace_u64map ctx_dev; /* context id -> device id + 1 (recorded, not yet read) */
 	struct ovh_track *ovh;
@@ -306,6 +317,15 @@ int8_t *conv_expect_table(const char *const *names, unsigned len);
 const char *conv_copy_kind_name(uint8_t k);
 const char *conv_mem_kind_name(uint8_t k);
 const char *conv_sync_name(uint32_t type);
+
+/* ---- convert_stacks.c: called by convert.c and convert_core.c, calls none ---- */
+
+/* A STACK or STACK_CORR record (convert/stackrec.h). */
+int conv_stacks_record(struct cuptrace_converter *c, const CUpti_Activity *r);
+/* The stack id of the call with this correlation id (0: none), sent to the sink first if this
+ * is its first use. */
+uint64_t conv_stacks_for(struct cuptrace_converter *c, uint64_t corr);
+void conv_stacks_free(struct cuptrace_converter *c);
 
 /* ---- convert_core.c: used by every family, calls none ---- */
 

@@ -1,6 +1,7 @@
 /* The converter's public entry points (see convert.h): its life cycle, and the switch that hands
  * each record of a batch to its family (conv_state.h lists the files and their layers). */
 #include "convert/conv_state.h"
+#include "convert/stackrec.h"
 
 #include <stdlib.h>
 
@@ -9,6 +10,16 @@ int cuptrace_converter_add(struct cuptrace_converter *c, const CUpti_Activity *c
 {
 	if (c->err)
 		return c->err;
+	/* Call stacks come in batches of their own (collect/stacks.c, or a capture's item): they
+	 * are no CUPTI buffer, so they leave the batch bookkeeping alone. */
+	if (n && ((uint32_t)recs[0]->kind == CUPTRACE_REC_STACK ||
+	          (uint32_t)recs[0]->kind == CUPTRACE_REC_STACK_CORR)) {
+		for (size_t i = 0; i < n && !c->err; i++)
+			if ((uint32_t)recs[i]->kind == CUPTRACE_REC_STACK ||
+			    (uint32_t)recs[i]->kind == CUPTRACE_REC_STACK_CORR)
+				conv_stacks_record(c, recs[i]);
+		return c->err;
+	}
 	c->batch++;
 	/* Names and devices first: they decide how tracks are named when first declared. */
 	for (size_t i = 0; i < n; i++) {
@@ -172,6 +183,7 @@ void cuptrace_converter_free(struct cuptrace_converter *c)
 	conv_memory_free(c);
 	conv_gpumetrics_free(c);
 	conv_meta_free(c);
+	conv_stacks_free(c);
 	conv_core_free(c);
 	free(c);
 }

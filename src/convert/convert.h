@@ -45,6 +45,8 @@ struct cuptrace_convert_counts {
 	uint64_t pending_forced; /* API calls written before all their GPU work arrived */
 	uint64_t lanes;          /* extra lane tracks created for overlapping work */
 	uint64_t window_peak;    /* most GPU records the reorder window held at once */
+	uint64_t stacks;         /* distinct call stacks received (convert/stackrec.h) */
+	uint64_t stacks_bad;     /* malformed stack records, or ones naming an unknown stack */
 };
 
 struct cuptrace_converter;

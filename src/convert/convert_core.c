@@ -55,6 +55,15 @@ int conv_emit_slice(struct cuptrace_converter *c, const struct cuptrace_slice *s
 {
 	if (c->err)
 		return c->err;
+	uint64_t stack = c->nstk ? conv_stacks_for(c, s->correlation_id) : 0;
+	if (stack && !s->stack_id) {
+		struct cuptrace_slice t = *s;
+		t.stack_id = stack;
+		int r = c->err ? c->err : c->sink->ops->slice(c->sink, &t);
+		if (r && !c->err)
+			c->err = r;
+		return c->err;
+	}
 	int r = c->sink->ops->slice(c->sink, s);
 	if (r && !c->err)
 		c->err = r;

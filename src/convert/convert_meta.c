@@ -171,6 +171,11 @@ int conv_meta_finish(struct cuptrace_converter *c)
 	};
 	for (size_t i = 0; i < sizeof(m) / sizeof(m[0]); i++)
 		conv_meta_set(c, m[i].key, NULL, (int64_t)m[i].v, 1);
+	/* Only in traces with stacks: the others keep their metadata as before. */
+	if (k->stacks || k->stacks_bad) {
+		conv_meta_set(c, "call_stacks", NULL, (int64_t)k->stacks, 1);
+		conv_meta_set(c, "call_stack_records_bad", NULL, (int64_t)k->stacks_bad, 1);
+	}
 	if (!c->err && c->sink->ops->meta) {
 		int r = c->sink->ops->meta(c->sink, c->meta, c->nmeta);
 		if (r)

@@ -75,6 +75,7 @@
  * Memory: events are written as they arrive; the sink keeps one small entry per track and the
  * metadata entries, nothing per event.
  */
+#define _GNU_SOURCE /* open_memstream */
 #include "format/formats.h"
 #include "format/json_writer.h"
 #include "common/log.h"
@@ -83,6 +84,7 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -130,6 +132,9 @@ struct chrome_sink {
 	struct mentry *meta;
 	size_t nmeta, metacap;
 	uint64_t skipped; /* events and tracks dropped as malformed (undeclared track, ...) */
+	struct cuptrace_strtab stacks;   /* call stacks as text, one per stack() */
+	struct cuptrace_u64map stack_of; /* stack id -> id in stacks */
+	int have_stacks;
 };
 
 static struct chrome_sink *to_chrome(struct cuptrace_sink *s)
@@ -150,7 +155,6 @@ static int check(struct chrome_sink *s)
 	int e = cuptrace_json_error(s->w);
 	return e ? fail(s, e) : s->err;
 }
-
 
 static struct ctrack *find(struct chrome_sink *s, uint64_t uuid)
 {
@@ -190,7 +194,8 @@ static int meta_set(struct chrome_sink *s, const char *key, int is_int, int64_t 
 	if (!is_int && str && !(v = strdup(str)))
 		return -ENOMEM;
 	if (!m) {
-		struct mentry *arr = cuptrace_grow(s->meta, &s->metacap, s->nmeta + 1, sizeof(*arr));
+		struct mentry *arr =
+		    cuptrace_grow(s->meta, &s->metacap, s->nmeta + 1, sizeof(*arr));
 		char *k = strdup(key);
 		if (!arr || !k) {
 			if (arr)
@@ -551,6 +556,48 @@ static int chrome_track(struct cuptrace_sink *sink, const struct cuptrace_track 
 	return check(s);
 }
 
+/* A call stack as the "stack" argument of its slices: one line per frame, innermost first (as
+ * a debugger shows it): "function (file:line)" when known, else "module+0xrel_pc" (native
+ * frames not yet symbolized). */
+static int chrome_stack(struct cuptrace_sink *sink, const struct cuptrace_stack *st)
+{
+	struct chrome_sink *s = to_chrome(sink);
+	char *text = NULL;
+	size_t len = 0;
+	FILE *f = open_memstream(&text, &len);
+	if (!f)
+		return fail(s, -ENOMEM);
+	for (size_t i = st->nframes; i-- > 0;) {
+		const struct cuptrace_frame *fr = &st->frames[i];
+		const char *mod = fr->module ? strrchr(fr->module, '/') : NULL;
+		mod = mod ? mod + 1 : fr->module ? fr->module : "?";
+		if (fr->file && fr->line)
+			fprintf(f, "%s (%s:%u)", fr->function ? fr->function : "?", fr->file,
+			        fr->line);
+		else if (fr->function)
+			fprintf(f, "%s (%s+0x%llx)", fr->function, mod,
+			        (unsigned long long)fr->rel_pc);
+		else
+			fprintf(f, "%s+0x%llx", mod, (unsigned long long)fr->rel_pc);
+		if (i)
+			fputc('\n', f);
+	}
+	if (fclose(f) || !text)
+		return fail(s, -ENOMEM);
+	if (!s->have_stacks) {
+		cuptrace_strtab_init(&s->stacks);
+		cuptrace_u64map_init(&s->stack_of);
+		s->have_stacks = 1;
+	}
+	uint32_t id = cuptrace_strtab_intern(&s->stacks, text, len);
+	uint64_t *v = id ? cuptrace_u64map_put(&s->stack_of, st->id, NULL) : NULL;
+	free(text);
+	if (!v)
+		return fail(s, -ENOMEM);
+	*v = id;
+	return 0;
+}
+
 static int chrome_slice(struct cuptrace_sink *sink, const struct cuptrace_slice *e)
 {
 	struct chrome_sink *s = to_chrome(sink);
@@ -569,7 +616,17 @@ static int chrome_slice(struct cuptrace_sink *sink, const struct cuptrace_slice 
 	cuptrace_json_string_field(w, "name", e->name ? e->name : "");
 	if (e->category)
 		cuptrace_json_string_field(w, "cat", e->category);
-	write_args(w, e->args, e->nargs, e->correlation_id);
+	uint64_t *sv =
+	    e->stack_id && s->have_stacks ? cuptrace_u64map_get(&s->stack_of, e->stack_id) : NULL;
+	if (sv && e->nargs < 32) {
+		struct cuptrace_arg a[33];
+		memcpy(a, e->args, e->nargs * sizeof(*a));
+		a[e->nargs] = (struct cuptrace_arg){.key = "stack", .type = CUPTRACE_ARG_STRING};
+		a[e->nargs].v.s = cuptrace_strtab_str(&s->stacks, (uint32_t)*sv);
+		write_args(w, a, e->nargs + 1, e->correlation_id);
+	} else {
+		write_args(w, e->args, e->nargs, e->correlation_id);
+	}
 	cuptrace_json_end_object(w);
 
 	/* Strictly inside the slice when it has room, so the binding does not hinge on tie-breaks
@@ -703,6 +760,10 @@ static void chrome_destroy(struct cuptrace_sink *sink)
 	free(s->trk);
 	cuptrace_u64map_free(&s->index);
 	cuptrace_u64map_free(&s->pids);
+	if (s->have_stacks) {
+		cuptrace_strtab_free(&s->stacks);
+		cuptrace_u64map_free(&s->stack_of);
+	}
 	free_meta(s);
 	free(s);
 }
@@ -712,6 +773,7 @@ static const struct cuptrace_sink_ops chrome_ops = {
     .begin = chrome_begin,
     .track = chrome_track,
     .slice = chrome_slice,
+    .stack = chrome_stack,
     .instant = chrome_instant,
     .counter = chrome_counter,
     .meta = chrome_meta,

@@ -85,6 +85,8 @@ static uint32_t intern(struct pf_seq *q, int k, const char *str, uint8_t *is_new
 #define E_FLOW_1       PF_KEY1(PF_EVENT_FLOW_IDS, PF_WT_FIXED64)
 #define E_CORR_0       PF_KEY0(PF_EVENT_CORRELATION_ID, PF_WT_VARINT) /* A0 03 */
 #define E_CORR_1       PF_KEY1(PF_EVENT_CORRELATION_ID, PF_WT_VARINT)
+#define E_STACK_0      PF_KEY0(PF_EVENT_CALLSTACK_IID, PF_WT_VARINT) /* C0 03 */
+#define E_STACK_1      PF_KEY1(PF_EVENT_CALLSTACK_IID, PF_WT_VARINT)
 /* DebugAnnotation */
 #define A_NAME_IID  PF_KEY0(PF_ANNOTATION_NAME_IID, PF_WT_VARINT)
 #define A_BOOL      PF_KEY0(PF_ANNOTATION_BOOL_VALUE, PF_WT_VARINT)
@@ -107,7 +109,7 @@ static uint32_t intern(struct pf_seq *q, int k, const char *str, uint8_t *is_new
 
 /* Bounds for pf_buf_reserve: a varint is at most 10 bytes, a tag here at most 2; a LEN field's
  * length is at most 10 bytes (1 kept by open_len, up to 9 more by close_len). */
-#define B_FIXED 128 /* framing, packet header, time, TrackEvent scalars, LEN headers */
+#define B_FIXED 144 /* framing, packet header, time, TrackEvent scalars, LEN headers */
 #define B_ARG   40  /* one DebugAnnotation: LEN header 11, name_iid 11, value 12 */
 #define B_FLOW  10
 #define B_ENTRY 40 /* one interned entry besides its string: LEN header 12, iid 11, str 11 */
@@ -470,6 +472,11 @@ int pf_slice(struct cuptrace_sink *sk, const struct cuptrace_slice *e)
 	if (!(q = ev_prepare(s, e->track_uuid, &ev, e->name, e->category, e->args, e->nargs,
 	                     nflows)))
 		return s->err;
+	/* After ev_prepare, which may have started a new generation on q; in a packet of its own
+	 * (perfetto_stacks.c keeps its own buffer, so s->buf's reservation stands). */
+	uint64_t stack = e->stack_id ? pf_stack_intern(s, q, e->stack_id) : 0;
+	if (s->err)
+		return s->err;
 
 	/* Field order for zlib: the bytes that change from one slice to the next (flow ids,
 	 * correlation id, then the time, which the END continues) form as few runs as possible
@@ -482,7 +489,7 @@ int pf_slice(struct cuptrace_sink *sk, const struct cuptrace_slice *e)
 	body = p;
 	*p++ = P_SEQ_ID;
 	p = w_varint(p, q->id);
-	if (ev_needs(&ev, e->nargs)) {
+	if (ev_needs(&ev, e->nargs) || stack) {
 		*p++ = P_FLAGS;
 		*p++ = SEQ_NEEDS;
 	}
@@ -493,6 +500,11 @@ int pf_slice(struct cuptrace_sink *sk, const struct cuptrace_slice *e)
 	p = w_event_type(p, TE_BEGIN, &ev);
 	p = w_flows(p, e);
 	p = w_corr(p, e->correlation_id);
+	if (stack) {
+		*p++ = E_STACK_0;
+		*p++ = E_STACK_1;
+		p = w_varint(p, stack);
+	}
 	p = close_len(te, p);
 	p = w_interned(p, s, q, &ev, e->nargs);
 	t = pkt_time(s, q, e->ts, &bt);

@@ -66,6 +66,10 @@ int pf_seq_open_generation(struct pf_sink *s, struct pf_seq *q)
 	}
 	memset(q->cache, 0, sizeof(q->cache));
 	q->entries = q->bytes = 0;
+	if (q->stk_sent.cap) { /* interned call-stack entries are gone with the generation */
+		cuptrace_u64map_free(&q->stk_sent);
+		memset(&q->stk_sent, 0, sizeof(q->stk_sent));
+	}
 
 	ted.has_track_uuid = 1;
 	ted.track_uuid = q->track;
@@ -136,5 +140,7 @@ void pf_seq_free(struct pf_seq *q)
 		return;
 	for (int k = 0; k < IT_N; k++)
 		cuptrace_strtab_free(&q->tab[k]);
+	if (q->stk_sent.cap)
+		cuptrace_u64map_free(&q->stk_sent);
 	free(q);
 }

@@ -41,9 +41,12 @@ struct pf_seq {
 	struct cuptrace_strtab tab[IT_N];
 	size_t entries, bytes;                  /* in this generation */
 	struct pf_icache cache[IT_N][ICACHE_N]; /* of this generation's tables */
+	struct cuptrace_u64map stk_sent;        /* call-stack entries sent in this generation
+	                                         * (perfetto_stacks.c); cap 0 until the first */
 };
 
 struct pf_meta;     /* perfetto_writer.c */
+struct pf_stacks;   /* perfetto_stacks.c */
 struct pf_arg_iids; /* perfetto_encode.c */
 
 /* Small direct-mapped cache in front of seq_of: the same few tracks come back again and again. */
@@ -71,6 +74,7 @@ struct pf_sink {
 	size_t nmeta, metacap;
 	struct pf_arg_iids *ai; /* scratch for one event's args; grown, never shrunk */
 	size_t aicap;
+	struct pf_stacks *stk; /* call stacks, NULL until the first */
 };
 
 static inline struct pf_sink *to_pf(struct cuptrace_sink *s)
@@ -100,6 +104,15 @@ struct pf_seq *pf_seq_get(struct pf_sink *s, uint64_t track);
 int pf_seq_open_generation(struct pf_sink *s, struct pf_seq *q);
 /* Frees a sequence and its tables; NULL is fine. */
 void pf_seq_free(struct pf_seq *q);
+
+/* ---- perfetto_stacks.c: call stacks (called by perfetto_encode.c and perfetto_writer.c) ---- */
+
+/* The stack() op: keeps the stack. */
+int pf_stack(struct cuptrace_sink *sk, const struct cuptrace_stack *st);
+/* The callstack iid of stack_id on q, its interned data written first (as a packet of its own)
+ * if q's generation has not had it; 0 for an unknown stack or on error (in s->err). */
+uint64_t pf_stack_intern(struct pf_sink *s, struct pf_seq *q, uint64_t stack_id);
+void pf_stacks_free(struct pf_sink *s);
 
 /* ---- perfetto_encode.c: the sink ops of the hot packets ---- */
 

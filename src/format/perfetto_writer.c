@@ -431,6 +431,7 @@ static void pf_destroy(struct cuptrace_sink *sk)
 	free(s->meta);
 	free(s->buf);
 	free(s->ai);
+	pf_stacks_free(s);
 	free(s);
 }
 
@@ -439,6 +440,7 @@ static const struct cuptrace_sink_ops pf_ops = {
     .begin = pf_begin,
     .track = pf_track,
     .slice = pf_slice,
+    .stack = pf_stack,
     .instant = pf_instant,
     .counter = pf_counter,
     .meta = pf_meta,

@@ -43,6 +43,17 @@ static int tee_slice(struct cuptrace_sink *s, const struct cuptrace_slice *e)
 	TEE(slice, e);
 }
 
+/* Optional in each sink: one without stacks ignores them (and slices' stack ids). */
+static int tee_stack(struct cuptrace_sink *s, const struct cuptrace_stack *st)
+{
+	struct tee_sink *t = to_tee(s);
+	if (t->a && !t->err_a && t->a->ops->stack)
+		t->err_a = t->a->ops->stack(t->a, st);
+	if (t->b && !t->err_b && t->b->ops->stack)
+		t->err_b = t->b->ops->stack(t->b, st);
+	return t->err_a;
+}
+
 static int tee_instant(struct cuptrace_sink *s, const struct cuptrace_instant *e)
 {
 	TEE(instant, e);
@@ -91,6 +102,7 @@ static const struct cuptrace_sink_ops tee_ops = {
     .begin = tee_begin,
     .track = tee_track,
     .slice = tee_slice,
+    .stack = tee_stack,
     .instant = tee_instant,
     .counter = tee_counter,
     .meta = tee_meta,

@@ -1,0 +1,170 @@
+/* Call stacks at launch-type CUDA calls (issue 27), the CUPTI side: which API callbacks are on
+ * (kernel and graph launches, copies, memsets, synchronizing calls), the stack taken at a call's
+ * ENTER on the calling thread (collect/stacks.h), and the hand-over of the stacks and their
+ * (correlation id, stack id) pairs to the writer, as records in the stream (convert/stackrec.h).
+ *
+ * A runtime call reaches the driver's (cudaLaunchKernel -> cuLaunchKernel): the GPU work carries
+ * the runtime call's correlation id (shared/reference/cupti.md §4), so the stack is taken once,
+ * at the runtime call, and the driver calls inside it are passed over; a driver call made by the
+ * program itself gets its own. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "collect/collect_state.h"
+#include "collect/stacks.h"
+#include "common/log.h"
+#include "common/options.h"
+#include "convert/stackrec.h"
+
+#define MAX_CBID 1024
+
+static uint8_t rt_on[MAX_CBID], drv_on[MAX_CBID];
+static int stacks_mode;
+static __thread int in_runtime; /* depth of launch-type runtime calls on this thread */
+
+static int launch_like(const char *n, int runtime)
+{
+	static const char *const rt[] = {"cudaLaunch",
+	                                 "__cudaLaunch",
+	                                 "cudaGraphLaunch",
+	                                 "cudaMemcpy",
+	                                 "cudaMemset",
+	                                 "cudaDeviceSynchronize",
+	                                 "cudaStreamSynchronize",
+	                                 "cudaEventSynchronize",
+	                                 "cudaThreadSynchronize",
+	                                 NULL};
+	static const char *const drv[] = {
+	    "cuLaunch",         "cuGraphLaunch",       "cuMemcpy",           "cuMemset",
+	    "cuCtxSynchronize", "cuStreamSynchronize", "cuEventSynchronize", NULL};
+	for (const char *const *p = runtime ? rt : drv; *p; p++)
+		if (!strncmp(n, *p, strlen(*p)))
+			return 1;
+	return 0;
+}
+
+void collect_stacks_setup(CUpti_SubscriberHandle sub)
+{
+	struct cuptrace_setting_value v;
+	cuptrace_setting_env(CUPTRACE_SET_STACKS, &v);
+	stacks_mode = (int)v.i;
+	cuptrace_stacks_reset();
+	if (!stacks_mode)
+		return;
+	if (cuptrace_stacks_init(stacks_mode)) {
+		cuptrace_warn("no call stacks: out of memory");
+		stacks_mode = 0;
+		return;
+	}
+	char buf[64];
+	size_t n = 0;
+	for (uint32_t id = 1; id < MAX_CBID; id++) {
+		const char *rn =
+		    cuptrace_api_name(CUPTI_ACTIVITY_KIND_RUNTIME, id, buf, sizeof(buf));
+		if ((rt_on[id] = launch_like(rn, 1)) &&
+		    cuptiEnableCallback(1, sub, CUPTI_CB_DOMAIN_RUNTIME_API, id) == CUPTI_SUCCESS)
+			n++;
+		const char *dn =
+		    cuptrace_api_name(CUPTI_ACTIVITY_KIND_DRIVER, id, buf, sizeof(buf));
+		if ((drv_on[id] = launch_like(dn, 0)) &&
+		    cuptiEnableCallback(1, sub, CUPTI_CB_DOMAIN_DRIVER_API, id) == CUPTI_SUCCESS)
+			n++;
+	}
+	cuptrace_debug("call stacks at %zu kinds of API call", n);
+}
+
+int collect_stacks_callback(CUpti_CallbackDomain d, CUpti_CallbackId id, const void *data)
+{
+	if (!stacks_mode || id >= MAX_CBID)
+		return 0;
+	const CUpti_CallbackData *cd = data;
+	if (d == CUPTI_CB_DOMAIN_RUNTIME_API && rt_on[id]) {
+		if (cd->callbackSite == CUPTI_API_ENTER) {
+			if (in_runtime++ == 0) {
+				uint64_t s = cuptrace_stacks_take();
+				if (s)
+					cuptrace_stacks_note(cd->correlationId, s);
+			}
+		} else if (in_runtime > 0) {
+			in_runtime--;
+		}
+		return 1;
+	}
+	if (d == CUPTI_CB_DOMAIN_DRIVER_API && drv_on[id]) {
+		if (cd->callbackSite == CUPTI_API_ENTER && !in_runtime) {
+			uint64_t s = cuptrace_stacks_take();
+			if (s)
+				cuptrace_stacks_note(cd->correlationId, s);
+		}
+		return 1;
+	}
+	return 0;
+}
+
+/* The records of one drain, handed over like a CUPTI buffer's (capture or converter). */
+static int hand_over(const CUpti_Activity **ptrs, uint32_t *sizes, size_t n)
+{
+	if (!n)
+		return 0;
+	if (sess.cap)
+		return cuptrace_capture_records(sess.cap, ptrs, sizes, n);
+	if (sess.conv)
+		return cuptrace_converter_add(sess.conv, ptrs, n);
+	return 0;
+}
+
+int collect_stacks_drain(void)
+{
+	if (!stacks_mode)
+		return 0;
+	uint8_t *recs;
+	uint64_t *pairs;
+	size_t len, npairs;
+	cuptrace_stacks_drain(&recs, &len, &pairs, &npairs);
+	size_t nrec = 0;
+	for (size_t off = 0; off < len; off += cuptrace_stackrec_bytes(recs + off))
+		nrec++;
+	const CUpti_Activity **ptrs = malloc((nrec + 1) * sizeof(*ptrs));
+	uint32_t *sizes = malloc((nrec + 1) * sizeof(*sizes));
+	/* The pairs as one STACK_CORR record: a header in the 16 bytes kept before them. */
+	uint64_t *corr = npairs ? malloc((npairs * 2 + 1) * sizeof(*corr)) : NULL;
+	int err = 0;
+	if (!ptrs || !sizes || (npairs && !corr)) {
+		err = -ENOMEM;
+		goto out;
+	}
+	size_t k = 0;
+	for (size_t off = 0; off < len; off += sizes[k++]) {
+		ptrs[k] = (const CUpti_Activity *)(recs + off);
+		sizes[k] = (uint32_t)cuptrace_stackrec_bytes(recs + off);
+	}
+	err = hand_over(ptrs, sizes, nrec);
+	if (!err && npairs) {
+		uint32_t h[2] = {CUPTRACE_REC_STACK_CORR, (uint32_t)npairs};
+		memcpy(corr, h, 8);
+		memcpy(corr + 1, pairs, npairs * 16);
+		ptrs[0] = (const CUpti_Activity *)corr;
+		sizes[0] = (uint32_t)(8 + npairs * 16);
+		err = hand_over(ptrs, sizes, 1);
+	}
+out:
+	free(ptrs);
+	free(sizes);
+	free(corr);
+	free(recs);
+	free(pairs);
+	return err;
+}
+
+void collect_stacks_meta(void (*put)(void *ctx, const char *k, const char *v), void *ctx)
+{
+	if (!stacks_mode)
+		return;
+	char v[32];
+	snprintf(v, sizeof(v), "%llu", (unsigned long long)cuptrace_stacks_count());
+	put(ctx, "call_stacks_distinct", v);
+	snprintf(v, sizeof(v), "%llu", (unsigned long long)cuptrace_stacks_missed());
+	put(ctx, "call_stacks_missed", v);
+}

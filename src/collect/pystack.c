@@ -1,0 +1,162 @@
+/* Python frames of the calling thread through CPython's C API, found with dlsym (see pystack.h).
+ * Functions used, all in the stable ABI since 3.9 unless said: PyGILState_Check,
+ * Py_IsInitialized, PyThreadState_GetUnchecked (3.13; _PyThreadState_UncheckedGet before it),
+ * PyThreadState_GetFrame, PyFrame_GetBack, PyFrame_GetCode, PyFrame_GetLineNumber (each of the
+ * three returns a new reference), Py_IncRef, Py_DecRef, PyObject_GetAttrString,
+ * PyUnicode_AsUTF8, PyErr_Fetch/PyErr_Restore/PyErr_Clear. */
+#define _GNU_SOURCE
+#include "collect/pystack.h"
+
+#include <dlfcn.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/util.h"
+
+static struct {
+	int tried, ok;
+	int (*gil_check)(void);
+	int (*is_init)(void);
+	void *(*ts_unchecked)(void);
+	void *(*get_frame)(void *ts);
+	void *(*frame_back)(void *f);
+	void *(*frame_code)(void *f);
+	int (*frame_line)(void *f);
+	void (*incref)(void *o);
+	void (*decref)(void *o);
+	void *(*getattr)(void *o, const char *name);
+	const char *(*utf8)(void *o);
+	void (*err_fetch)(void **t, void **v, void **tb);
+	void (*err_restore)(void *t, void *v, void *tb);
+	void (*err_clear)(void);
+} py;
+
+#define SYM(field, name) (*(void **)&py.field = dlsym(RTLD_DEFAULT, name))
+
+int cuptrace_pystack_init(void)
+{
+	if (py.ok)
+		return 1;
+	/* Not (yet) found: look again now and then, not at every launch of a program without
+	 * Python (a dozen dlsym calls). Racy on purpose: a missed or extra look is harmless. */
+	if (py.tried++ % 4096)
+		return 0;
+	SYM(gil_check, "PyGILState_Check");
+	SYM(is_init, "Py_IsInitialized");
+	if (!SYM(ts_unchecked, "PyThreadState_GetUnchecked"))
+		SYM(ts_unchecked, "_PyThreadState_UncheckedGet");
+	SYM(get_frame, "PyThreadState_GetFrame");
+	SYM(frame_back, "PyFrame_GetBack");
+	SYM(frame_code, "PyFrame_GetCode");
+	SYM(frame_line, "PyFrame_GetLineNumber");
+	SYM(incref, "Py_IncRef");
+	SYM(decref, "Py_DecRef");
+	SYM(getattr, "PyObject_GetAttrString");
+	SYM(utf8, "PyUnicode_AsUTF8");
+	SYM(err_fetch, "PyErr_Fetch");
+	SYM(err_restore, "PyErr_Restore");
+	SYM(err_clear, "PyErr_Clear");
+	py.ok = py.gil_check && py.is_init && py.ts_unchecked && py.get_frame && py.frame_back &&
+	        py.frame_code && py.frame_line && py.incref && py.decref && py.getattr && py.utf8 &&
+	        py.err_fetch && py.err_restore && py.err_clear;
+	return py.ok;
+}
+
+size_t cuptrace_pystack_walk(struct cuptrace_pyframe *out, size_t max)
+{
+	if (!py.ok || !py.is_init())
+		return 0;
+	/* This thread's state, without the fatal error PyThreadState_Get raises when it has none;
+	 * then whether it holds the GIL (PyGILState_Check alone answers 1 before Python runs). */
+	void *ts = py.ts_unchecked();
+	if (!ts || py.gil_check() != 1)
+		return 0;
+	size_t n = 0;
+	void *f = py.get_frame(ts);
+	while (f && n < max) {
+		void *code = py.frame_code(f);
+		int line = py.frame_line(f);
+		/* The frame runs, so its code object lives on after this reference goes. */
+		out[n].code = (uint64_t)(uintptr_t)code;
+		out[n].line = line > 0 ? (uint32_t)line : 0;
+		n++;
+		py.decref(code);
+		void *back = py.frame_back(f);
+		py.decref(f);
+		f = back;
+	}
+	if (f)
+		py.decref(f);
+	return n;
+}
+
+/* ---- code object -> (file, function), cached; a reference kept per code object ---- */
+
+#define CODE_MAX (1u << 16)
+
+struct code_ent {
+	uint64_t code;
+	uint32_t file, func; /* ids in names */
+};
+
+static struct {
+	struct code_ent *slots; /* 2 * CODE_MAX, open addressing */
+	size_t n;
+	struct cuptrace_strtab names;
+} cc;
+
+static char *attr_text(void *o, const char *name)
+{
+	void *v = py.getattr(o, name);
+	const char *s = v ? py.utf8(v) : NULL;
+	char *copy = s ? strdup(s) : NULL;
+	if (v)
+		py.decref(v);
+	py.err_clear();
+	return copy;
+}
+
+int cuptrace_pystack_code(uint64_t code, const char **file, const char **function)
+{
+	if (!py.ok || !code)
+		return -1;
+	if (!cc.slots) {
+		if (!(cc.slots = calloc(2 * CODE_MAX, sizeof(*cc.slots))))
+			return -1;
+		cuptrace_strtab_init(&cc.names);
+	}
+	size_t mask = 2 * CODE_MAX - 1, i = (size_t)cuptrace_hash64(code) & mask;
+	for (; cc.slots[i].code; i = (i + 1) & mask) {
+		if (cc.slots[i].code == code) {
+			*file = cuptrace_strtab_str(&cc.names, cc.slots[i].file);
+			*function = cuptrace_strtab_str(&cc.names, cc.slots[i].func);
+			return 0;
+		}
+	}
+	if (cc.n >= CODE_MAX)
+		return -1;
+	void *o = (void *)(uintptr_t)code, *et, *ev, *etb;
+	py.err_fetch(&et, &ev, &etb); /* the program's pending error, if any, waits */
+	char *fn = attr_text(o, "co_filename");
+	char *qn = attr_text(o, "co_qualname"); /* 3.11+ */
+	if (!qn)
+		qn = attr_text(o, "co_name");
+	py.err_restore(et, ev, etb);
+	uint32_t a = fn ? cuptrace_strtab_intern(&cc.names, fn, strlen(fn)) : 0;
+	uint32_t b = qn ? cuptrace_strtab_intern(&cc.names, qn, strlen(qn)) : 0;
+	free(fn);
+	free(qn);
+	if (!a || !b)
+		return -1;
+	py.incref(o); /* never released: the address stays this code object's */
+	cc.slots[i] = (struct code_ent){code, a, b};
+	cc.n++;
+	*file = cuptrace_strtab_str(&cc.names, a);
+	*function = cuptrace_strtab_str(&cc.names, b);
+	return 0;
+}
+
+uint64_t cuptrace_pystack_anchor(void)
+{
+	return py.ok ? (uint64_t)(uintptr_t)py.get_frame : 0;
+}

@@ -1,0 +1,40 @@
+/* Call stacks (issue 27) as records in the stream of CUPTI records: what the recorder hands to
+ * the converter or the capture, so that stacks travel the way every other record does (a
+ * capture stores them in its RECORDS items, where a cuptrace that predates them skips them as
+ * records of an unknown kind; captures without them read exactly as before).
+ *
+ * Two record kinds, chosen far above CUPTI's own (CUpti_ActivityKind counts from 0 to about 60):
+ *   STACK       u32 kind, u32 size (the record's bytes, a multiple of 8), u64 stack id,
+ *               u32 nframes, u32 0, nframes x (u32 frame kind, u32 line, u64 rel_pc), then
+ *               per frame four NUL-terminated strings: function, file, module, build id
+ *               ("" for none); zero padding
+ *   STACK_CORR  u32 kind, u32 n, n x (u64 correlation id, u64 stack id)
+ * Each record says its own size (cuptrace_stackrec_bytes), which the capture reader checks
+ * against the item, so the converter can read one from its pointer alone.
+ * A STACK comes before any STACK_CORR naming its id. Pure functions, no state. */
+#ifndef CUPTRACE_CONVERT_STACKREC_H
+#define CUPTRACE_CONVERT_STACKREC_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "format/event.h"
+
+#define CUPTRACE_REC_STACK      0x43540001u
+#define CUPTRACE_REC_STACK_CORR 0x43540002u
+
+/* Bytes the STACK record of st takes (a multiple of 8), or 0 if over 4 GiB. */
+size_t cuptrace_stackrec_size(const struct cuptrace_stack *st);
+/* Writes st's STACK record into out (cuptrace_stackrec_size bytes, 8-aligned). */
+void cuptrace_stackrec_encode(const struct cuptrace_stack *st, void *out);
+/* The size a STACK or STACK_CORR record says it has, from its first 8 bytes; 0 for others. */
+size_t cuptrace_stackrec_bytes(const void *rec);
+/* Reads a STACK record of size bytes: fills st (frames into *frames, grown as needed; strings
+ * point into rec). 0, or -EINVAL for a malformed record, -ENOMEM. */
+int cuptrace_stackrec_decode(const void *rec, size_t size, struct cuptrace_stack *st,
+                             struct cuptrace_frame **frames, size_t *cap);
+/* A STACK_CORR record of size bytes: its pairs (8-aligned in rec) and their count; -EINVAL if
+ * malformed. */
+int cuptrace_stackrec_corr(const void *rec, size_t size, const uint64_t **pairs, size_t *n);
+
+#endif

@@ -1,0 +1,77 @@
+/* A test library for the call-stack recorder without a GPU (tests/stacks_walker.py): Python loads
+ * it with ctypes and takes stacks from known lines, through the same code the tracer runs at a
+ * launch (collect/stacks.c), and reads back the frames of the STACK records it queued. */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "collect/stacks.h"
+#include "convert/stackrec.h"
+
+#define MAXREC 4096
+
+static void *recs[MAXREC]; /* copies of the STACK records, by stack id */
+static size_t sizes[MAXREC];
+
+int probe_init(int mode)
+{
+	return cuptrace_stacks_init(mode);
+}
+
+uint64_t probe_take(void)
+{
+	return cuptrace_stacks_take();
+}
+
+uint64_t probe_count(void)
+{
+	return cuptrace_stacks_count();
+}
+
+static void drain(void)
+{
+	uint8_t *b;
+	uint64_t *pairs;
+	size_t len, n;
+	cuptrace_stacks_drain(&b, &len, &pairs, &n);
+	for (size_t off = 0; off < len;) {
+		size_t sz = cuptrace_stackrec_bytes(b + off);
+		uint64_t id;
+		memcpy(&id, b + off + 8, 8);
+		if (id < MAXREC && !recs[id] && (recs[id] = malloc(sz))) {
+			memcpy(recs[id], b + off, sz);
+			sizes[id] = sz;
+		}
+		off += sz;
+	}
+	free(b);
+	free(pairs);
+}
+
+/* The frames of stack id, outermost first, one a line: kind|function|file|line|module|build
+ * id|rel_pc (hex). -1 if unknown. */
+int probe_frames(uint64_t id, char *out, size_t n)
+{
+	drain();
+	if (id >= MAXREC || !recs[id])
+		return -1;
+	struct cuptrace_stack st;
+	struct cuptrace_frame *fr = NULL;
+	size_t cap = 0;
+	if (cuptrace_stackrec_decode(recs[id], sizes[id], &st, &fr, &cap))
+		return -1;
+	size_t k = 0;
+	out[0] = 0;
+	for (size_t i = 0; i < st.nframes && k < n; i++) {
+		const struct cuptrace_frame *f = &st.frames[i];
+		int w = snprintf(out + k, n - k, "%s|%s|%s|%u|%s|%s|%llx\n",
+		                 f->kind == CUPTRACE_FRAME_PYTHON ? "py" : "native",
+		                 f->function ? f->function : "", f->file ? f->file : "", f->line,
+		                 f->module ? f->module : "", f->build_id ? f->build_id : "",
+		                 (unsigned long long)f->rel_pc);
+		k += w > 0 ? (size_t)w : 0;
+	}
+	free(fr);
+	return (int)st.nframes;
+}
