@@ -511,7 +511,8 @@ static int work_findings(struct anx *x, struct fset *fs, const struct spans *sp)
 		const struct an_work *w = &an->work[i];
 		if (!at_steady(&x->win_gpu[an->streams[w->stream].gpu], w->ts))
 			continue;
-		if (w->flags & WF_PAGEABLE) {
+		int item = (w->flags & WF_DTOH) && w->bytes && w->bytes <= AN_ITEM_BYTES;
+		if ((w->flags & WF_PAGEABLE) && !item) { /* an item copy is item_copy's alone */
 			F_OR_FAIL(
 			    f, "pageable_copy", "Copies from or to pageable memory",
 			    "pin the host buffer (pin_memory=True, cudaHostAlloc) so the copy is "
@@ -520,7 +521,7 @@ static int work_findings(struct anx *x, struct fset *fs, const struct spans *sp)
 			    host_inst(x, w->launch, w->ts, w->dur, anx_str(x, w->name), w->bytes);
 			add(f, &in, w->dur);
 		}
-		if ((w->flags & WF_DTOH) && w->bytes && w->bytes <= 64) {
+		if (item) {
 			F_OR_FAIL(
 			    f, "item_copy", "Small device-to-host copies (.item(), printing)",
 			    "keep scalars on the GPU (loss.detach() accumulated, logged every N "

@@ -117,7 +117,7 @@ static int link(struct anx *x)
 			an->host[*v - 1].launched = 1;
 			if ((w->flags & WF_DTOH) && w->bytes && w->bytes <= AN_ITEM_BYTES)
 				an->host[*v - 1].flags |= HF_ITEM;
-			if (w->flags & WF_PAGEABLE)
+			else if (w->flags & WF_PAGEABLE)
 				an->host[*v - 1].flags |= HF_PAGEABLE;
 			x->out->linked++;
 		}
