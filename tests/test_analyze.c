@@ -346,7 +346,8 @@ static void test_alloc_each_step(void)
 			continue;
 		for (size_t k = 0; k < ncalls; k++) {
 			int64_t s0 = calls[k].ts > g0 ? calls[k].ts : g0;
-			int64_t e0 = calls[k].ts + calls[k].dur < h ? calls[k].ts + calls[k].dur : h;
+			int64_t e0 =
+			    calls[k].ts + calls[k].dur < h ? calls[k].ts + calls[k].dur : h;
 			in += e0 > s0 ? e0 - s0 : 0;
 		}
 		idle += in ? g1 - g0 - in : 0;

@@ -176,8 +176,8 @@ static void test_pageable(void)
 		step(&f, t, 1000 * US);
 		launch(&f, "cudaMemcpyAsync", t + 10 * US, 290 * US, "memcpy",
 		       "Memcpy HtoD (Pageable -> Device)", t + 200 * US, 90 * US, 8 << 20, 1);
-		launch(&f, "cudaLaunchKernel", t + 310 * US, 5 * US, "kernel", "gemm",
-		       t + 320 * US, 600 * US, 0, 0);
+		launch(&f, "cudaLaunchKernel", t + 310 * US, 5 * US, "kernel", "gemm", t + 320 * US,
+		       600 * US, 0, 0);
 	}
 	finish(&f);
 	int64_t from, to, all, less, unexp, copies = 0;
@@ -277,8 +277,8 @@ static void test_alloc(void)
 		int64_t t = 5000 * US + 1000 * US * i;
 		step(&f, t, 1000 * US);
 		call(&f, "cudaMalloc", t + 10 * US, 80 * US);
-		launch(&f, "cudaLaunchKernel", t + 100 * US, 5 * US, "kernel", "gemm",
-		       t + 110 * US, 400 * US, 0, 0);
+		launch(&f, "cudaLaunchKernel", t + 100 * US, 5 * US, "kernel", "gemm", t + 110 * US,
+		       400 * US, 0, 0);
 		call(&f, "cudaFree", t + 120 * US, 400 * US);
 		if (i)
 			calls += 480 * US;

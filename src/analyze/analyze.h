@@ -67,7 +67,7 @@ struct cuptrace_an_gpu {
 	const char *name; /* the group's name, "GPU 0: NVIDIA H200" */
 	int32_t pid;
 	size_t file;
-	uint64_t group_key; /* internal: the group track's key */
+	uint64_t group_key;                /* internal: the group track's key */
 	uint64_t kernels, copies, memsets; /* in the window below */
 	/* The window of the figures below: its first work start, its last work end, inside its
 	 * process's steady state where that has steps (README); the whole trace otherwise. */

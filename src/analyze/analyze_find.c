@@ -242,9 +242,8 @@ int anx_steady_windows(struct anx *x)
 	o->steady_to = o->max_ts;
 	for (size_t s = 0, e; s < o->nsteps; s = e) { /* steps: by file, pid, start */
 		const struct cuptrace_an_step *a = &o->steps[s];
-		for (e = s + 1; e < o->nsteps && o->steps[e].file == a->file &&
-		                o->steps[e].pid == a->pid;
-		     e++)
+		for (e = s + 1;
+		     e < o->nsteps && o->steps[e].file == a->file && o->steps[e].pid == a->pid; e++)
 			;
 		const struct cuptrace_an_step *b = &o->steps[e - 1];
 		int64_t from = e - s == 1 ? a->ts : a->ts + a->dur, to = b->ts + b->dur;

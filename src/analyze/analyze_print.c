@@ -105,8 +105,7 @@ static void print_gpus(const struct cuptrace_analysis *a, FILE *f, int md)
 		fputs(rowend(md), f);
 		if (d->startup_ns)
 			fprintf(f, "%s  start-up: %.3f ms, of which idle %.3f ms%s", row0(md),
-			        ms(d->startup_ns), ms(d->startup_idle_ns),
-			        md ? " |" : "\n");
+			        ms(d->startup_ns), ms(d->startup_idle_ns), md ? " |" : "\n");
 		if (d->startup_ns && md) {
 			for (int k = 0; k < 4 + CUPTRACE_IDLE_NCAUSES; k++)
 				fputs(" |", f);

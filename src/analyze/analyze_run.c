@@ -275,8 +275,8 @@ static int sweep(struct anx *x, int tables)
 					g->idle_by_cause[k] += by[k];
 			if (tables ? push_gap(&x->tgaps, &x->ntgaps, &x->tgapcap, g_end, ts - g_end,
 			                      gi, main_cause(by), i)
-			           : push_gap(&x->gaps, &x->ngaps, &x->gapcap, g_end, ts - g_end, gi,
-			                      main_cause(by), i))
+			           : push_gap(&x->gaps, &x->ngaps, &x->gapcap, g_end, ts - g_end,
+			                      gi, main_cause(by), i))
 				goto out;
 		}
 		if (end > g_end) {
