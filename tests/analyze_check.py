@@ -1,7 +1,8 @@
 """Independent figures for tests/analyze_test.sh: from a torch.profiler (Kineto) JSON, with the
 json module only, the GPU work (kernels, copies, memsets: 'X' events of those categories) count
-and its busy time (the union of its intervals per GPU process, summed), compared with
-`cuptrace analyze --json`. Exit 0 when equal, 1 with the difference, 77 when the trace holds old
+and its busy time in the steady state (the union of its intervals per GPU process, clipped to
+the end of the first ProfilerStep#N to the end of the last, or to the one step, or the whole
+trace without steps; summed), compared with `cuptrace analyze --json`. Exit 0 when equal, 1 with the difference, 77 when the trace holds old
 Kineto categories this check leaves to the reader's own tests."""
 import gzip, json, sys
 from decimal import Decimal
@@ -22,6 +23,33 @@ def main():
     if any(e.get("cat") in OLD for e in evs if isinstance(e, dict)):
         print("old Kineto categories: left to the reader's tests")
         return 77
+    def ranges(prefix):
+        out = []
+        for e in evs:
+            if (isinstance(e, dict) and e.get("ph") == "X" and "ts" in e and
+                    str(e.get("name", "")).startswith(prefix) and
+                    e.get("cat") not in ("gpu_user_annotation", "python_function")):
+                ts = Decimal(e["ts"]) * 1000
+                end = ts + max(Decimal(e.get("dur", 0)) * 1000, Decimal(0))
+                out.append((ts, end, e.get("pid"), e.get("tid")))
+        return sorted(out)
+    # Steps: ProfilerStep#N, else optimizer steps, each from the end of the previous one on its
+    # thread to the end of its own.
+    steps = [(a, b, p) for a, b, p, _ in ranges("ProfilerStep#")]
+    if not steps:
+        opt = ranges("Optimizer.step#")
+        for k in {(p, t) for _, _, p, t in opt}:
+            mine = [o for o in opt if (o[2], o[3]) == k]
+            steps += [(mine[i - 1][1], mine[i][1], k[0]) for i in range(1, len(mine))]
+        steps.sort()
+    lo, hi = None, None
+    if steps:
+        if len({p for _, _, p in steps}) > 1:
+            print("steps in several processes: left to the synthetic tests")
+            return 77
+        steps.sort()
+        lo = steps[0][0] if len(steps) == 1 else steps[0][1]
+        hi = steps[-1][1]
     per = {}
     for e in evs:
         if not isinstance(e, dict) or e.get("ph") != "X" or e.get("cat") not in WORK:
@@ -30,8 +58,15 @@ def main():
             continue
         ts = Decimal(e["ts"]) * 1000
         dur = max(Decimal(e.get("dur", 0)) * 1000, Decimal(0))
-        per.setdefault(e.get("pid"), []).append((ts, ts + dur))
-    n = sum(len(v) for v in per.values())
+        a, b = ts, ts + dur
+        if lo is not None:
+            if a >= hi or b <= lo:
+                per.setdefault(e.get("pid"), [])
+                continue
+            a, b = max(a, lo), min(b, hi)
+        per.setdefault(e.get("pid"), []).append((a, b))
+    n = sum(1 for e in evs if isinstance(e, dict) and e.get("ph") == "X" and
+            e.get("cat") in WORK and "ts" in e)
     busy = Decimal(0)
     for v in per.values():
         v.sort()

@@ -26,8 +26,12 @@ j = json.load(open(sys.argv[1]))
 assert j["schema"] == "cuptrace-analyze/1"
 assert len(j["steps"]["rows"]) == 6 and j["steps"]["median_ns"] == 10000
 g = j["gpus"][0]
-# steps.h: per step gemm 3000 + relu/copy/softmax back to back 2300 ns
-assert g["busy_ns"] == 6 * 5300, g["busy_ns"]
+# steps.h: per step gemm 3000 + relu/copy/softmax back to back 2300 ns, all inside the step; the
+# tables cover the steady state (end of step 1 to the end of step 6), step 1 is start-up
+assert g["busy_ns"] == 5 * 5300, g["busy_ns"]
+assert g["startup_ns"] == 10000 - 1000 and g["startup_idle_ns"] == 10000 - 1000 - 5300, g
+ss = j["steady_state"]
+assert (ss["start_ns"], ss["end_ns"], ss["from_steps"]) == (11000, 61000, True), ss
 assert sum(g["idle_by_cause_ns"].values()) == g["idle_ns"]
 assert [f["id"] for f in j["findings"]].count("pageable_copy") == 1
 PY

@@ -1,7 +1,9 @@
 #!/bin/sh
 # Planted problems found by `cuptrace analyze` on a GPU (issue 26): PyTorch training loops, each
-# with one problem, recorded with `cuptrace record --pytorch`; the finding must be there, and the
-# clean loop must get no severe finding; then two ranks sharing one GPU, one slowed on purpose:
+# with one problem, recorded with `cuptrace record --pytorch`; the planted finding must be severe
+# and no other finding severe (README: each GPU gap goes to the one finding that explains it),
+# and the clean loop must get no severe finding; the severity is against the steady state, which
+# the JSON reports; then two ranks sharing one GPU, one slowed on purpose:
 # analyze of their two trace files names it the straggler. Skips (77) without a GPU or PyTorch.
 set -u
 ct=$CUPTRACE_BIN
@@ -19,9 +21,13 @@ fail=0
 cat >"$tmp/loop.py" <<'PY'
 import sys, torch
 case = sys.argv[1]
-m = torch.nn.Sequential(torch.nn.Linear(2048, 2048), torch.nn.ReLU(), torch.nn.Linear(2048, 10)).cuda()
+# GPU-bound on purpose (a batch of 8192 through 2048-wide layers: milliseconds of GPU work per
+# step, far more than the host's launches): severity is judged against the steady state, where
+# a host-bound toy model would be launch-bound (a finding of its own) even when "clean".
+m = torch.nn.Sequential(torch.nn.Linear(2048, 2048), torch.nn.ReLU(), torch.nn.Linear(2048, 2048),
+                        torch.nn.ReLU(), torch.nn.Linear(2048, 10)).cuda()
 opt = torch.optim.SGD(m.parameters(), lr=0.01)
-x_host = torch.randn(256, 2048)              # pageable
+x_host = torch.randn(8192, 2048)             # pageable, 64 MiB
 x_pinned = x_host.pin_memory()
 for step in range(30):
     with torch.profiler.record_function(f"ProfilerStep#{step}"):
@@ -40,8 +46,9 @@ for step in range(30):
         if case == "item":
             print(loss.item(), end="\r")
         if case == "tiny":
+            # A Python loop of tiny kernels, long enough to outweigh the step's GEMMs.
             t = torch.zeros(1, device="cuda")
-            for _ in range(300):
+            for _ in range(3000):
                 t += 1
 torch.cuda.synchronize()
 PY
@@ -57,11 +64,16 @@ want = {"clean": None, "pageable": "pageable_copy", "item": "item_copy",
         "tiny": "tiny_kernels", "alloc": "alloc_steady"}[case]
 ids = {f["id"]: f for f in j["findings"]}
 severe = [f["id"] for f in j["findings"] if f["severe"]]
+ss = j["steady_state"]
+assert ss["from_steps"] and ss["dur_ns"] > 0, f"{case}: steady state {ss}"
+summary = {f["id"]: (f["severe"], f["count"], f["total_ns"], f["gpu_idle_ns"]) for f in j["findings"]}
 if want is None:
-    assert not severe, f"clean loop: severe findings {severe}"
+    assert not severe, f"clean loop: severe findings {severe}: {summary}, steady state {ss}"
 else:
-    assert want in ids, f"{case}: {want} not found in {list(ids)}"
-print(case, "ok", list(ids))
+    assert want in ids, f"{case}: {want} not found in {summary}"
+    assert severe == [want], f"{case}: severe {severe}, want only {want}: {summary}, steady state {ss}"
+    assert ids[want]["total_ns"] * 20 >= ss["dur_ns"], f"{case}: {summary}, {ss}"
+print(case, "ok", summary, "steady state", ss["dur_ns"])
 PY
 done
 

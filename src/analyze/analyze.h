@@ -67,14 +67,19 @@ struct cuptrace_an_gpu {
 	const char *name; /* the group's name, "GPU 0: NVIDIA H200" */
 	int32_t pid;
 	size_t file;
-	uint64_t group_key; /* internal: the group track's key */
-	uint64_t kernels, copies, memsets;
+	uint64_t group_key;                /* internal: the group track's key */
+	uint64_t kernels, copies, memsets; /* in the window below */
+	/* The window of the figures below: its first work start, its last work end, inside its
+	 * process's steady state where that has steps (README); the whole trace otherwise. */
 	int64_t first_ts, last_end;
 	int64_t busy_ns; /* union over all its streams */
 	int64_t idle_ns;
 	int64_t idle_by_cause[CUPTRACE_IDLE_NCAUSES];
 	int64_t comm_ns, compute_ns,
 	    overlap_ns; /* NCCL kernels' union, the rest's, their overlap */
+	/* Start-up, left out of the figures above: from its first work to the end of its
+	 * process's first step (0 without steps), and the GPU idle in it. */
+	int64_t startup_ns, startup_idle_ns;
 };
 
 struct cuptrace_an_step {
@@ -123,6 +128,7 @@ struct cuptrace_an_finding {
 	int severe;
 	uint64_t count;
 	int64_t total_ns;
+	int64_t idle_ns; /* of total_ns: GPU idle in the gaps this finding explains (README) */
 	struct cuptrace_an_instance worst[CUPTRACE_AN_WORST];
 	size_t nworst;
 };
@@ -141,6 +147,11 @@ struct cuptrace_an_rank {
 
 struct cuptrace_analysis {
 	int64_t min_ts, max_ts;
+	/* The steady state findings' severity is judged against: from the end of the first step
+	 * to the end of the last (over the processes with steps); the traced span without steps.
+	 * steady_steps: 1 when it comes from steps. */
+	int64_t steady_from, steady_to;
+	int steady_steps;
 	uint64_t kernels, copies, memsets, launches;
 	uint64_t linked;         /* GPU work whose launch call was found */
 	const char *step_source; /* "ProfilerStep#", "--step NAME", "optimizer", or NULL */

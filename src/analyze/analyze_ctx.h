@@ -38,16 +38,23 @@ struct anx_proc {
 struct anx_win {
 	int64_t from, to;
 	int64_t alloc_from; /* alloc_steady's start (differs without steps) */
+	int steps;          /* the process has steps: the tables are cut to [from, to] too */
 };
+
+/* What kept a launching thread from launching during a GPU gap: the calls it was blocked in
+ * (analyze_query.c anx_blocked sums their overlap with an interval per kind). */
+enum { B_SYNC = 0, B_ITEM, B_SYNC_COPY, B_ALLOC, B_PAGEABLE, B_N };
 
 struct anx {
 	struct an *an;
 	struct cuptrace_analysis *out;
 	struct anx_priv *priv;
-	uint32_t *syncs; /* indices of sync calls in an.host, per thread */
-	size_t *sync_first;
-	struct anx_gap *gaps;
+	uint32_t *blk; /* indices of blocking calls (B_*) in an.host, per thread, in time order */
+	size_t *blk_first;
+	struct anx_gap *gaps; /* every GPU gap, the whole trace */
 	size_t ngaps, gapcap;
+	struct anx_gap *tgaps; /* the GPU gaps of the tables: cut to the steady state */
+	size_t ntgaps, tgapcap;
 	size_t stepcap;
 	struct anx_proc *procs;
 	size_t nprocs, proccap;
@@ -60,6 +67,12 @@ const char *anx_str(const struct anx *x, uint32_t id);
 void anx_host_ctx(const struct anx *x, uint32_t thread, int64_t ts, struct cuptrace_an_host_ctx *c);
 /* The innermost range around host slice h (index + 1), 0 if none. */
 uint32_t anx_range_of(const struct anx *x, uint32_t h);
+/* The kind (B_*) of blocking call host slice i is, or -1. */
+int anx_blocker_kind(const struct an_host *h);
+/* Per kind, how much of [a, b) thread t spent in blocking calls, into by[B_N] (added). */
+void anx_blocked(const struct anx *x, uint32_t t, int64_t a, int64_t b, int64_t by[B_N]);
+/* The steady-state windows of every GPU and thread (analyze_find.c), into x. */
+int anx_steady_windows(struct anx *x);
 int anx_proc_tables(struct anx *x);
 const struct anx_proc *anx_proc_find(const struct anx *x, size_t file, int32_t pid);
 int64_t anx_busy_in(const struct anx_proc *p, int64_t a, int64_t b);

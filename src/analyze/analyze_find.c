@@ -209,7 +209,7 @@ static struct cuptrace_an_instance host_inst(const struct anx *x, uint32_t h, in
 static struct anx_win steady_of(const struct anx *x, size_t file, int32_t pid)
 {
 	const struct cuptrace_analysis *o = x->out;
-	struct anx_win w = {INT64_MIN, INT64_MAX, o->min_ts + (o->max_ts - o->min_ts) / 5};
+	struct anx_win w = {INT64_MIN, INT64_MAX, o->min_ts + (o->max_ts - o->min_ts) / 5, 0};
 	size_t first = SIZE_MAX, last = 0;
 	for (size_t s = 0; s < o->nsteps; s++) /* sorted by file, pid, start */
 		if (o->steps[s].file == file && o->steps[s].pid == pid) {
@@ -222,6 +222,7 @@ static struct anx_win steady_of(const struct anx *x, size_t file, int32_t pid)
 		w.from = first == last ? a->ts : a->ts + a->dur;
 		w.to = b->ts + b->dur;
 		w.alloc_from = w.from;
+		w.steps = 1;
 		return w;
 	}
 	const struct anx_proc *p = anx_proc_find(x, file, pid);
@@ -230,10 +231,28 @@ static struct anx_win steady_of(const struct anx *x, size_t file, int32_t pid)
 	return w;
 }
 
-/* The window of every GPU and every thread (its process's), into x (freed by anx_free). */
-static int steady_windows(struct anx *x)
+/* The window of every GPU and every thread (its process's), into x (freed by anx_free); and the
+ * span severity is judged against: from the earliest window start to the latest end of the
+ * processes with steps, else the traced span. */
+int anx_steady_windows(struct anx *x)
 {
 	const struct an *an = x->an;
+	struct cuptrace_analysis *o = x->out;
+	o->steady_from = o->min_ts;
+	o->steady_to = o->max_ts;
+	for (size_t s = 0, e; s < o->nsteps; s = e) { /* steps: by file, pid, start */
+		const struct cuptrace_an_step *a = &o->steps[s];
+		for (e = s + 1;
+		     e < o->nsteps && o->steps[e].file == a->file && o->steps[e].pid == a->pid; e++)
+			;
+		const struct cuptrace_an_step *b = &o->steps[e - 1];
+		int64_t from = e - s == 1 ? a->ts : a->ts + a->dur, to = b->ts + b->dur;
+		if (!o->steady_steps || from < o->steady_from)
+			o->steady_from = from;
+		if (!o->steady_steps || to > o->steady_to)
+			o->steady_to = to;
+		o->steady_steps = 1;
+	}
 	if ((an->ngpus && !(x->win_gpu = malloc(an->ngpus * sizeof(*x->win_gpu)))) ||
 	    (an->nthreads && !(x->win_thread = malloc(an->nthreads * sizeof(*x->win_thread)))))
 		return -ENOMEM;
@@ -283,7 +302,19 @@ struct run {
 	size_t n;
 };
 
-static int close_run(struct anx *x, struct fset *fs, struct run *r, int tiny)
+/* The time spans of the reported runs (tiny kernels, launch-bound), per GPU: a GPU gap inside one
+ * is the run's, not a gpu_gap of its own. Sorted by (gpu, from) with a running max of to. */
+struct span {
+	int64_t from, to, maxto;
+	size_t gpu;
+};
+struct spans {
+	struct span *v;
+	size_t n, cap;
+};
+
+static int close_run(struct anx *x, struct fset *fs, struct spans *sp, struct run *r, int tiny,
+                     uint8_t *mark)
 {
 	const struct an *an = x->an;
 	size_t min = tiny ? 100 : 10;
@@ -302,21 +333,32 @@ static int close_run(struct anx *x, struct fset *fs, struct run *r, int tiny)
 		struct cuptrace_an_instance in = host_inst(x, a->launch, a->ts, wall, NULL, 0);
 		in.what = tiny ? "run of tiny kernels" : "run of launch-bound kernels";
 		add(f, &in, wall);
+		struct span *v = cuptrace_grow(sp->v, &sp->cap, sp->n + 1, sizeof(*v));
+		if (!v)
+			return -ENOMEM;
+		sp->v = v;
+		v[sp->n++] = (struct span){a->ts, b->ts + b->dur, 0, an->streams[a->stream].gpu};
+		/* The tiny run's kernels are its own: no launch-bound run counts them again. */
+		for (size_t i = r->first; mark && i <= r->last; i++)
+			if (an->work[i].stream == a->stream)
+				mark[i] = 1;
 	}
 	r->n = 0;
 	return 0;
 }
 
-/* Per stream, in time order: launch-bound runs (each kernel shorter than the time between its
- * launch and the next one's, the stream idle between them) and floods of tiny kernels. */
-static int stream_findings(struct anx *x, struct fset *fs)
+/* Per stream, in time order: floods of tiny kernels, then launch-bound runs (each kernel shorter
+ * than the time between its launch and the next one's, the stream idle between them) among the
+ * kernels no tiny run holds: one stretch is one finding. */
+static int stream_findings(struct anx *x, struct fset *fs, struct spans *sp)
 {
 	const struct an *an = x->an;
 	struct run *lb = calloc(an->nstreams + 1, sizeof(*lb));
 	struct run *tk = calloc(an->nstreams + 1, sizeof(*tk));
 	size_t *prev = calloc(an->nstreams + 1, sizeof(*prev)); /* last kernel + 1 */
+	uint8_t *tiny = calloc(an->nwork + 1, 1);
 	int err = -ENOMEM;
-	if (!lb || !tk || !prev)
+	if (!lb || !tk || !prev || !tiny)
 		goto out;
 	for (size_t i = 0; i < an->nwork; i++) {
 		const struct an_work *w = &an->work[i];
@@ -328,8 +370,23 @@ static int stream_findings(struct anx *x, struct fset *fs)
 				tk[s].first = i;
 			tk[s].last = i;
 			tk[s].n++;
-		} else if ((err = close_run(x, fs, &tk[s], 1))) {
+		} else if ((err = close_run(x, fs, sp, &tk[s], 1, tiny))) {
 			goto out;
+		}
+	}
+	for (size_t s = 0; s < an->nstreams; s++)
+		if ((err = close_run(x, fs, sp, &tk[s], 1, tiny)))
+			goto out;
+	for (size_t i = 0; i < an->nwork; i++) {
+		const struct an_work *w = &an->work[i];
+		if (w->kind != W_KERNEL)
+			continue;
+		uint32_t s = w->stream;
+		if (tiny[i]) {
+			if ((err = close_run(x, fs, sp, &lb[s], 0, NULL)))
+				goto out;
+			prev[s] = 0;
+			continue;
 		}
 		if (prev[s]) {
 			const struct an_work *p = &an->work[prev[s] - 1];
@@ -343,24 +400,109 @@ static int stream_findings(struct anx *x, struct fset *fs)
 				}
 				lb[s].last = i;
 				lb[s].n++;
-			} else if ((err = close_run(x, fs, &lb[s], 0))) {
+			} else if ((err = close_run(x, fs, sp, &lb[s], 0, NULL))) {
 				goto out;
 			}
 		}
 		prev[s] = i + 1;
 	}
 	for (size_t s = 0; s < an->nstreams; s++)
-		if ((err = close_run(x, fs, &tk[s], 1)) || (err = close_run(x, fs, &lb[s], 0)))
+		if ((err = close_run(x, fs, sp, &lb[s], 0, NULL)))
 			goto out;
 	err = 0;
 out:
 	free(lb);
 	free(tk);
 	free(prev);
+	free(tiny);
 	return err;
 }
 
-static int work_findings(struct anx *x, struct fset *fs)
+static int span_cmp(const void *pa, const void *pb)
+{
+	const struct span *a = pa, *b = pb;
+	if (a->gpu != b->gpu)
+		return a->gpu < b->gpu ? -1 : 1;
+	return a->from < b->from ? -1 : a->from > b->from;
+}
+
+static void spans_index(struct spans *sp)
+{
+	if (sp->n)
+		qsort(sp->v, sp->n, sizeof(*sp->v), span_cmp);
+	for (size_t i = 0; i < sp->n; i++) {
+		struct span *p = &sp->v[i];
+		p->maxto = i && sp->v[i - 1].gpu == p->gpu && sp->v[i - 1].maxto > p->to
+		               ? sp->v[i - 1].maxto
+		               : p->to;
+	}
+}
+
+/* Is [a, b) on GPU gpu inside a reported run? */
+static int in_run(const struct spans *sp, size_t gpu, int64_t a, int64_t b)
+{
+	size_t lo = 0, hi = sp->n;
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+		const struct span *p = &sp->v[mid];
+		if (p->gpu < gpu || (p->gpu == gpu && p->from <= a))
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo && sp->v[lo - 1].gpu == gpu && sp->v[lo - 1].maxto >= b;
+}
+
+static struct cuptrace_an_finding *existing(struct fset *fs, const char *id)
+{
+	for (size_t i = 0; i < fs->n; i++)
+		if (!strcmp(fs->f[i].id, id))
+			return &fs->f[i];
+	return NULL;
+}
+
+/* The end of the synchronize that waits for the item copy launched by host slice l (index + 1),
+ * or 0: the next blocking-free slices on its thread are scanned for it (index_blockers marked). */
+static int64_t item_sync_end(const struct anx *x, uint32_t l)
+{
+	const struct an *an = x->an;
+	const struct an_host *h = &an->host[l - 1];
+	const struct an_thread *t = &an->threads[h->thread];
+	for (size_t i = l, n = 0; i < t->first + t->n && n < 8; i++, n++) {
+		const struct an_host *s = &an->host[i];
+		if (s->cls == H_SYNC && (s->flags & HF_ITEM_SYNC))
+			return s->ts + s->dur;
+		if (s->cls != H_RANGE)
+			break;
+	}
+	return 0;
+}
+
+/* What explains a GPU gap (g's work launched by a known call): the blocking calls the launching
+ * thread sat in between the gap's start and that launch, the kind holding most of it (B_*), with
+ * how long it sat in them (*blocked); a gap before a pageable copy is the copy's; -1: none. */
+static int gap_blocker(const struct anx *x, const struct anx_gap *g, int64_t *blocked)
+{
+	const struct an_work *w = &x->an->work[g->work];
+	int64_t by[B_N] = {0};
+	int kind = -1;
+	*blocked = 0;
+	if (w->launch) {
+		const struct an_host *l = &x->an->host[w->launch - 1];
+		int64_t g1 = g->ts + g->dur, hend = l->ts < g->ts ? g->ts : l->ts > g1 ? g1 : l->ts;
+		if (hend > g->ts)
+			anx_blocked(x, l->thread, g->ts, hend, by);
+		for (int k = 0; k < B_N; k++)
+			if (by[k] > 0 && (kind < 0 || by[k] > by[kind]))
+				kind = k;
+	}
+	if (kind < 0 && (w->flags & WF_PAGEABLE))
+		kind = B_PAGEABLE;
+	*blocked = kind >= 0 ? by[kind] : 0;
+	return kind;
+}
+
+static int work_findings(struct anx *x, struct fset *fs, const struct spans *sp)
 {
 	const struct an *an = x->an;
 	struct cuptrace_an_finding *f;
@@ -368,7 +510,8 @@ static int work_findings(struct anx *x, struct fset *fs)
 		const struct an_work *w = &an->work[i];
 		if (!at_steady(&x->win_gpu[an->streams[w->stream].gpu], w->ts))
 			continue;
-		if (w->flags & WF_PAGEABLE) {
+		int item = (w->flags & WF_DTOH) && w->bytes && w->bytes <= AN_ITEM_BYTES;
+		if ((w->flags & WF_PAGEABLE) && !item) { /* an item copy is item_copy's alone */
 			F_OR_FAIL(
 			    f, "pageable_copy", "Copies from or to pageable memory",
 			    "pin the host buffer (pin_memory=True, cudaHostAlloc) so the copy is "
@@ -377,13 +520,18 @@ static int work_findings(struct anx *x, struct fset *fs)
 			    host_inst(x, w->launch, w->ts, w->dur, anx_str(x, w->name), w->bytes);
 			add(f, &in, w->dur);
 		}
-		if ((w->flags & WF_DTOH) && w->bytes && w->bytes <= 64) {
+		if (item) {
 			F_OR_FAIL(
 			    f, "item_copy", "Small device-to-host copies (.item(), printing)",
 			    "keep scalars on the GPU (loss.detach() accumulated, logged every N "
 			    "steps); each .item() waits for all queued work");
+			/* The host time blocked: the call, through the synchronize that waits
+			 * for the copy where that is a call of its own. */
 			const struct an_host *l = w->launch ? &an->host[w->launch - 1] : NULL;
 			int64_t t = l && l->dur > w->dur ? l->dur : w->dur;
+			int64_t se = l ? item_sync_end(x, w->launch) : 0;
+			if (se && se - l->ts > t)
+				t = se - l->ts;
 			struct cuptrace_an_instance in = host_inst(
 			    x, w->launch, l ? l->ts : w->ts, t, anx_str(x, w->name), w->bytes);
 			add(f, &in, t);
@@ -418,13 +566,35 @@ static int work_findings(struct anx *x, struct fset *fs)
 			}
 			continue;
 		}
-		if (g->cause == CUPTRACE_IDLE_HOST_SYNC) {
+		/* A gap inside the steady state goes to the one finding that explains it (the
+		 * blocking call the launching thread sat in, a pageable copy, a run of tiny or
+		 * launch-bound kernels), its idle added to that finding's total (less the time
+		 * already counted as the call's); gpu_gap holds the gaps nothing explains. */
+		int64_t blocked;
+		int kind = gap_blocker(x, g, &blocked);
+		static const char *const owner[B_N] = {"host_sync_idle", "item_copy", "sync_copy",
+		                                       "alloc_steady", "pageable_copy"};
+		f = kind >= 0 ? existing(fs, owner[kind]) : NULL;
+		if (kind == B_SYNC) {
 			F_OR_FAIL(
 			    f, "host_sync_idle", "Host synchronization leaving the GPU idle",
 			    "remove synchronize calls from the loop (or move them after enqueuing "
 			    "the next step's work); use events to wait for one result");
 			add(f, &in, g->dur);
+			f->idle_ns += g->dur;
+			continue;
 		}
+		if (f) {
+			/* host_sync_idle counts gaps; the others count calls or copies, and
+			 * their total already holds the call's time (not a pageable copy's:
+			 * its total is GPU time, which no gap overlaps). */
+			int64_t add_ns = kind == B_PAGEABLE ? g->dur : g->dur - blocked;
+			f->total_ns += add_ns;
+			f->idle_ns += add_ns;
+			continue;
+		}
+		if (in_run(sp, g->gpu, g->ts, g->ts + g->dur))
+			continue; /* the run's wall holds it */
 		if (g->dur >= an->opts.gap_ns) {
 			F_OR_FAIL(f, "gpu_gap", "GPU gaps above the threshold",
 			          "look at what the host does in the gap (data loading, Python, "
@@ -572,14 +742,17 @@ int anx_findings(struct anx *x)
 	struct cuptrace_analysis *o = x->out;
 	struct fset fs = {0};
 	int err;
-	if ((err = steady_windows(x)) || (err = host_findings(x, &fs)) ||
-	    (err = work_findings(x, &fs)) || (err = stream_findings(x, &fs)) ||
+	struct spans sp = {0};
+	if ((err = host_findings(x, &fs)) || (err = stream_findings(x, &fs, &sp)) ||
+	    (spans_index(&sp), (err = work_findings(x, &fs, &sp))) ||
 	    (err = rank_findings(x, &fs))) {
+		free(sp.v);
 		free(fs.f);
 		return err;
 	}
-	/* Severe: at least 5% of the traced span. */
-	int64_t span = o->max_ts - o->min_ts;
+	free(sp.v);
+	/* Severe: at least 5% of the steady state (the traced span without steps). */
+	int64_t span = o->steady_to - o->steady_from;
 	for (size_t i = 0; i < fs.n; i++)
 		if (span > 0 && fs.f[i].total_ns * 20 >= span &&
 		    strcmp(fs.f[i].id, "outside_steady"))

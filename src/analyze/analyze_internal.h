@@ -30,6 +30,12 @@ enum { H_RANGE = 0, H_API, H_SYNC, H_COPY_SYNC, H_ALLOC };
 enum { W_KERNEL = 0, W_COPY, W_SET };
 /* GPU work flags. */
 enum { WF_PAGEABLE = 1, WF_DTOH = 2, WF_NCCL = 4 };
+/* Host slice flags (analyze_run.c): it launched a small DtoH copy (.item()) or a pageable copy;
+ * a synchronize that waits for the small DtoH copy its thread launched just before (.item() in
+ * PyTorch is cudaMemcpyAsync then cudaStreamSynchronize, both in one op). */
+enum { HF_ITEM = 1, HF_PAGEABLE = 2, HF_ITEM_SYNC = 4 };
+/* A small DtoH copy: what .item() and printing a tensor do. */
+enum { AN_ITEM_BYTES = 64 };
 
 struct an_thread {
 	int32_t pid;
@@ -59,6 +65,7 @@ struct an_host {
 	uint32_t seq;    /* arrival order, to map flow ends to the sorted position */
 	uint8_t cls;
 	uint8_t launched; /* it launched GPU work */
+	uint8_t flags;    /* HF_* */
 };
 
 struct an_work {

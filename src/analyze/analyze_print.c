@@ -83,6 +83,11 @@ static void print_gpus(const struct cuptrace_analysis *a, FILE *f, int md)
 		fputs("No GPU work (kernels, copies, memsets) in the trace.\n", f);
 		return;
 	}
+	fprintf(f, "%s\n\n",
+	        a->steady_steps ? "The steady state: from the end of the first step to the end of "
+	                          "the last (start-up on a line of its own, work after the last "
+	                          "step left out)."
+	                        : "The whole trace (no steps).");
 	fprintf(f, "%sGPU / stream%swork%sbusy ms%sbusy %%%sidle ms", row0(md), cell(md), cell(md),
 	        cell(md), cell(md));
 	for (int k = 0; k < CUPTRACE_IDLE_NCAUSES; k++)
@@ -98,6 +103,14 @@ static void print_gpus(const struct cuptrace_analysis *a, FILE *f, int md)
 		for (int k = 0; k < CUPTRACE_IDLE_NCAUSES; k++)
 			fprintf(f, "%s%.3f", cell(md), ms(d->idle_by_cause[k]));
 		fputs(rowend(md), f);
+		if (d->startup_ns)
+			fprintf(f, "%s  start-up: %.3f ms, of which idle %.3f ms%s", row0(md),
+			        ms(d->startup_ns), ms(d->startup_idle_ns), md ? " |" : "\n");
+		if (d->startup_ns && md) {
+			for (int k = 0; k < 4 + CUPTRACE_IDLE_NCAUSES; k++)
+				fputs(" |", f);
+			fputc('\n', f);
+		}
 		for (size_t s = 0; s < a->nstreams; s++) {
 			const struct cuptrace_an_stream *st = &a->streams[s];
 			if (st->gpu != g)
@@ -155,6 +168,11 @@ static void print_ops(const struct cuptrace_analysis *a, FILE *f, int md)
 static void print_findings(const struct cuptrace_analysis *a, FILE *f, int md)
 {
 	hdr(f, md, "Findings");
+	fprintf(f, "Severe: a total of at least 5%% of %s, %.3f ms.\n\n",
+	        a->steady_steps ? "the steady state (the end of the first step to the end of the "
+	                          "last)"
+	                        : "the traced span (no steps)",
+	        ms(a->steady_to - a->steady_from));
 	if (!a->nfindings) {
 		fputs("Nothing found: a clean bill.\n", f);
 		return;
@@ -238,6 +256,15 @@ static void json_body(const struct cuptrace_analysis *a, struct cuptrace_json *w
 	cuptrace_json_int_field(w, "start_ns", a->min_ts);
 	cuptrace_json_int_field(w, "end_ns", a->max_ts);
 	cuptrace_json_end_object(w);
+	cuptrace_json_name(w, "steady_state");
+	cuptrace_json_start_object(w);
+	cuptrace_json_int_field(w, "start_ns", a->steady_from);
+	cuptrace_json_int_field(w, "end_ns", a->steady_to);
+	cuptrace_json_int_field(w, "dur_ns", a->steady_to - a->steady_from);
+	cuptrace_json_name(w, "from_steps");
+	cuptrace_json_bool(w, a->steady_steps);
+	cuptrace_json_int_field(w, "severe_min_ns", (a->steady_to - a->steady_from + 19) / 20);
+	cuptrace_json_end_object(w);
 	cuptrace_json_name(w, "counts");
 	cuptrace_json_start_object(w);
 	cuptrace_json_int_field(w, "kernels", (int64_t)a->kernels);
@@ -292,6 +319,8 @@ static void json_body(const struct cuptrace_analysis *a, struct cuptrace_json *w
 		cuptrace_json_int_field(w, "compute_ns", d->compute_ns);
 		cuptrace_json_int_field(w, "comm_ns", d->comm_ns);
 		cuptrace_json_int_field(w, "overlap_ns", d->overlap_ns);
+		cuptrace_json_int_field(w, "startup_ns", d->startup_ns);
+		cuptrace_json_int_field(w, "startup_idle_ns", d->startup_idle_ns);
 		cuptrace_json_name(w, "streams");
 		cuptrace_json_start_array(w);
 		for (size_t s = 0; s < a->nstreams; s++) {
@@ -364,6 +393,7 @@ static void json_body(const struct cuptrace_analysis *a, struct cuptrace_json *w
 		cuptrace_json_bool(w, x->severe);
 		cuptrace_json_int_field(w, "count", (int64_t)x->count);
 		cuptrace_json_int_field(w, "total_ns", x->total_ns);
+		cuptrace_json_int_field(w, "gpu_idle_ns", x->idle_ns);
 		cuptrace_json_name(w, "worst");
 		cuptrace_json_start_array(w);
 		for (size_t k = 0; k < x->nworst; k++) {

@@ -58,6 +58,51 @@ uint32_t anx_range_of(const struct anx *x, uint32_t h)
 	return s->cls == H_RANGE ? h : s->parent;
 }
 
+int anx_blocker_kind(const struct an_host *h)
+{
+	switch (h->cls) {
+	case H_SYNC:
+		return h->flags & HF_ITEM_SYNC ? B_ITEM : B_SYNC;
+	case H_COPY_SYNC:
+		return h->flags & HF_ITEM ? B_ITEM : B_SYNC_COPY;
+	case H_ALLOC:
+		return B_ALLOC;
+	case H_API:
+		return h->flags & HF_PAGEABLE ? B_PAGEABLE : -1;
+	}
+	return -1;
+}
+
+/* Blocking calls of a thread follow each other, or nest (a runtime call around its driver
+ * call): walking back from the last one starting before b, the ones overlapping [a, b) come
+ * first; the walk stops after two in a row that end before a (a bound of 64 keeps a long gap
+ * full of calls linear). Nested calls count twice, so each kind is capped at b - a. */
+void anx_blocked(const struct anx *x, uint32_t t, int64_t a, int64_t b, int64_t by[B_N])
+{
+	size_t first = x->blk_first[t], lo = first, hi = x->blk_first[t + 1];
+	int64_t got[B_N] = {0};
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+		if (x->an->host[x->blk[mid]].ts < b)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	int before = 0;
+	for (size_t i = lo, n = 0; i > first && before < 2 && n < 64; i--, n++) {
+		const struct an_host *h = &x->an->host[x->blk[i - 1]];
+		int64_t s = h->ts > a ? h->ts : a, e = h->ts + h->dur < b ? h->ts + h->dur : b;
+		if (e <= s) {
+			before++;
+			continue;
+		}
+		before = 0;
+		got[anx_blocker_kind(h)] += e - s;
+	}
+	for (int k = 0; k < B_N; k++)
+		by[k] += got[k] < b - a ? got[k] : b - a;
+}
+
 const struct anx_proc *anx_proc_find(const struct anx *x, size_t file, int32_t pid)
 {
 	uint64_t *v = cuptrace_u64map_get(&x->proc_of, an_key(file, (uint64_t)pid, 3));
@@ -220,9 +265,10 @@ uint64_t anx_count_in(const int64_t *v, size_t n, int64_t a, int64_t b)
 
 void anx_free(struct anx *x)
 {
-	free(x->syncs);
-	free(x->sync_first);
+	free(x->blk);
+	free(x->blk_first);
 	free(x->gaps);
+	free(x->tgaps);
 	for (size_t i = 0; i < x->nprocs; i++) {
 		free(x->procs[i].iv);
 		free(x->procs[i].cum);

@@ -115,6 +115,10 @@ static int link(struct anx *x)
 		if (v) {
 			w->launch = (uint32_t)*v;
 			an->host[*v - 1].launched = 1;
+			if ((w->flags & WF_DTOH) && w->bytes && w->bytes <= AN_ITEM_BYTES)
+				an->host[*v - 1].flags |= HF_ITEM;
+			else if (w->flags & WF_PAGEABLE)
+				an->host[*v - 1].flags |= HF_PAGEABLE;
 			x->out->linked++;
 		}
 	}
@@ -126,45 +130,52 @@ out:
 	return err;
 }
 
-/* Sync calls per thread, for "did the launching thread sit in a synchronize". */
-static int index_syncs(struct anx *x)
+/* Blocking calls per thread (anx_blocker_kind), for "what kept the launching thread from
+ * launching": first the synchronizes that wait for a small DtoH copy just launched by their thread
+ * in the same op (.item(): cudaMemcpyAsync, then cudaStreamSynchronize) are marked, so that the
+ * GPU idle after them is the item copy's, not a second finding's. */
+static int index_blockers(struct anx *x)
 {
 	struct an *an = x->an;
 	size_t n = 0;
-	for (size_t i = 0; i < an->nhost; i++)
-		n += an->host[i].cls == H_SYNC || an->host[i].cls == H_COPY_SYNC;
-	if (n && !(x->syncs = malloc(n * sizeof(*x->syncs))))
+	for (size_t i = 0; i < an->nhost; i++) {
+		struct an_host *h = &an->host[i];
+		if (h->cls == H_SYNC) {
+			for (size_t k = i, back = 0; k > 0 && back < 8; k--, back++) {
+				const struct an_host *p = &an->host[k - 1];
+				if (p->thread != h->thread)
+					break;
+				if (p->cls == H_RANGE)
+					continue;
+				if ((p->flags & HF_ITEM) && p->parent == h->parent)
+					h->flags |= HF_ITEM_SYNC;
+				break;
+			}
+		}
+		n += anx_blocker_kind(h) >= 0;
+	}
+	if (n && !(x->blk = malloc(n * sizeof(*x->blk))))
 		return -ENOMEM;
-	if (!(x->sync_first = calloc(an->nthreads + 1, sizeof(*x->sync_first))))
+	if (!(x->blk_first = calloc(an->nthreads + 1, sizeof(*x->blk_first))))
 		return -ENOMEM;
 	n = 0;
 	for (size_t t = 0; t < an->nthreads; t++) {
-		x->sync_first[t] = n;
+		x->blk_first[t] = n;
 		const struct an_thread *th = &an->threads[t];
 		for (size_t i = th->first; i < th->first + th->n; i++)
-			if (an->host[i].cls == H_SYNC || an->host[i].cls == H_COPY_SYNC)
-				x->syncs[n++] = (uint32_t)i;
+			if (anx_blocker_kind(&an->host[i]) >= 0)
+				x->blk[n++] = (uint32_t)i;
 	}
-	x->sync_first[an->nthreads] = n;
+	x->blk_first[an->nthreads] = n;
 	return 0;
 }
 
-/* Did thread t sit in a sync call overlapping [a, b)? Sync calls of a thread do not overlap, so
- * only the last one starting before b can. */
+/* Did thread t sit in a synchronize (or a synchronous copy) during [a, b)? */
 static int in_sync(const struct anx *x, uint32_t t, int64_t a, int64_t b)
 {
-	size_t lo = x->sync_first[t], hi = x->sync_first[t + 1];
-	while (lo < hi) {
-		size_t mid = lo + (hi - lo) / 2;
-		if (x->an->host[x->syncs[mid]].ts < b)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
-	if (lo == x->sync_first[t])
-		return 0;
-	const struct an_host *h = &x->an->host[x->syncs[lo - 1]];
-	return h->ts + h->dur > a;
+	int64_t by[B_N] = {0};
+	anx_blocked(x, t, a, b, by);
+	return by[B_SYNC] + by[B_ITEM] + by[B_SYNC_COPY] > 0;
 }
 
 struct gpu_state {
@@ -200,76 +211,101 @@ static uint32_t main_cause(const int64_t by[CUPTRACE_IDLE_NCAUSES])
 	return c;
 }
 
-static int push_gap(struct anx *x, int64_t ts, int64_t dur, size_t gpu, uint32_t cause, size_t work)
+static int push_gap(struct anx_gap **arr, size_t *n, size_t *cap, int64_t ts, int64_t dur,
+                    size_t gpu, uint32_t cause, size_t work)
 {
-	struct cuptrace_analysis *o = x->out;
-	struct anx_gap *g = cuptrace_grow(x->gaps, &x->gapcap, x->ngaps + 1, sizeof(*g));
+	struct anx_gap *g = cuptrace_grow(*arr, cap, *n + 1, sizeof(*g));
 	if (!g)
 		return -ENOMEM;
-	x->gaps = g;
-	x->gaps[x->ngaps++] = (struct anx_gap){ts, dur, (uint32_t)gpu, cause, (uint32_t)work};
-	(void)o;
+	*arr = g;
+	g[(*n)++] = (struct anx_gap){ts, dur, (uint32_t)gpu, cause, (uint32_t)work};
 	return 0;
 }
 
-/* One pass over the work in (GPU, time) order: per-stream and per-GPU unions, idle by cause. */
-static int busy_idle(struct anx *x)
+/* One pass over the work in (GPU, time) order. tables 0: every GPU gap of the whole trace (for
+ * the findings and --annotate) and each GPU's start-up (from its first work to the end of its
+ * process's first step: length, and busy there). tables 1: the per-stream and per-GPU unions,
+ * idle by cause, the gaps of the tables, all cut to the steady state where the process has
+ * steps (work is clipped to the window; work outside it is left out). */
+static int sweep(struct anx *x, int tables)
 {
 	struct an *an = x->an;
 	struct cuptrace_analysis *o = x->out;
 	int64_t *s_end = calloc(an->nstreams + 1, sizeof(*s_end));
+	int64_t *first = calloc(an->ngpus + 1, sizeof(*first));
 	struct gpu_state gs = {0};
 	size_t gpu = (size_t)-1;
-	int64_t g_end = 0, comm_end = 0, comp_end = 0;
+	int64_t g_end = 0, comm_end = 0, comp_end = 0, lo = INT64_MIN, hi = INT64_MAX;
+	int started = 0, err = -ENOMEM;
 
-	if (!s_end)
-		return -ENOMEM;
+	if (!s_end || !first)
+		goto out;
 	for (size_t i = 0; i < an->nwork; i++) {
 		const struct an_work *w = &an->work[i];
 		struct cuptrace_an_stream *st = &o->streams[w->stream];
 		size_t gi = an->streams[w->stream].gpu;
 		struct cuptrace_an_gpu *g = &o->gpus[gi];
-		int64_t end = w->ts + w->dur;
+		const struct anx_win *win = &x->win_gpu[gi];
 		if (gi != gpu) {
 			gpu = gi;
 			memset(&gs, 0, sizeof(gs));
-			g->first_ts = w->ts;
-			g_end = w->ts;
+			started = 0;
+			lo = tables && win->steps ? win->from : INT64_MIN;
+			hi = tables && win->steps ? win->to : INT64_MAX;
 			comm_end = comp_end = INT64_MIN;
 		}
+		int64_t ts = w->ts, end = w->ts + w->dur;
+		if (ts >= hi || end <= lo)
+			continue;
+		ts = ts < lo ? lo : ts;
+		end = end > hi ? hi : end;
+		if (!started) {
+			started = 1;
+			g_end = ts;
+			first[gi] = ts;
+			if (tables)
+				g->first_ts = ts;
+		}
+		/* The GPU. */
+		if (ts > g_end) {
+			int64_t by[CUPTRACE_IDLE_NCAUSES] = {0};
+			classify(x, g_end, ts, w, INT64_MIN, by);
+			if (tables)
+				for (int k = 0; k < CUPTRACE_IDLE_NCAUSES; k++)
+					g->idle_by_cause[k] += by[k];
+			if (tables ? push_gap(&x->tgaps, &x->ntgaps, &x->tgapcap, g_end, ts - g_end,
+			                      gi, main_cause(by), i)
+			           : push_gap(&x->gaps, &x->ngaps, &x->gapcap, g_end, ts - g_end,
+			                      gi, main_cause(by), i))
+				goto out;
+		}
+		if (end > g_end) {
+			int64_t from = ts > g_end ? ts : g_end;
+			if (tables)
+				g->busy_ns += end - from;
+			else if (win->steps && from < win->from) /* start-up busy, for now */
+				g->startup_idle_ns += (end < win->from ? end : win->from) - from;
+			g_end = end;
+		}
+		if (!tables)
+			continue;
 		int64_t other = gs.max_stream != w->stream ? gs.max_end : gs.max_end_other;
 		if (!gs.have)
 			other = INT64_MIN;
 		/* The stream. */
 		if (!st->ops) {
-			st->first_ts = w->ts;
-			s_end[w->stream] = w->ts;
-		} else if (w->ts > s_end[w->stream]) {
-			classify(x, s_end[w->stream], w->ts, w, other, st->idle_by_cause);
+			st->first_ts = ts;
+			s_end[w->stream] = ts;
+		} else if (ts > s_end[w->stream]) {
+			classify(x, s_end[w->stream], ts, w, other, st->idle_by_cause);
 		}
 		if (end > s_end[w->stream]) {
-			int64_t from = w->ts > s_end[w->stream] ? w->ts : s_end[w->stream];
+			int64_t from = ts > s_end[w->stream] ? ts : s_end[w->stream];
 			st->busy_ns += end - from;
 			s_end[w->stream] = end;
 		}
 		st->ops++;
 		st->last_end = s_end[w->stream];
-		/* The GPU. */
-		if (w->ts > g_end) {
-			int64_t by[CUPTRACE_IDLE_NCAUSES] = {0};
-			classify(x, g_end, w->ts, w, INT64_MIN, by);
-			for (int k = 0; k < CUPTRACE_IDLE_NCAUSES; k++)
-				g->idle_by_cause[k] += by[k];
-			if (push_gap(x, g_end, w->ts - g_end, gi, main_cause(by), i)) {
-				free(s_end);
-				return -ENOMEM;
-			}
-		}
-		if (end > g_end) {
-			int64_t from = w->ts > g_end ? w->ts : g_end;
-			g->busy_ns += end - from;
-			g_end = end;
-		}
 		g->last_end = g_end;
 		g->kernels += w->kind == W_KERNEL;
 		g->copies += w->kind == W_COPY;
@@ -279,7 +315,7 @@ static int busy_idle(struct anx *x)
 		int64_t *mine = w->flags & WF_NCCL ? &comm_end : &comp_end;
 		int64_t *theirs = w->flags & WF_NCCL ? &comp_end : &comm_end;
 		int64_t *sum = w->flags & WF_NCCL ? &g->comm_ns : &g->compute_ns;
-		int64_t from = w->ts > *mine ? w->ts : *mine;
+		int64_t from = ts > *mine ? ts : *mine;
 		if (end > from) {
 			*sum += end - from;
 			int64_t ov_end = end < *theirs ? end : *theirs;
@@ -298,14 +334,35 @@ static int busy_idle(struct anx *x)
 		}
 		gs.have = 1;
 	}
-	free(s_end);
-	for (size_t s = 0; s < o->nstreams; s++) {
-		struct cuptrace_an_stream *st = &o->streams[s];
-		st->idle_ns = st->last_end - st->first_ts - st->busy_ns;
+	if (tables) {
+		for (size_t s = 0; s < o->nstreams; s++) {
+			struct cuptrace_an_stream *st = &o->streams[s];
+			st->idle_ns = st->last_end - st->first_ts - st->busy_ns;
+		}
+		for (size_t k = 0; k < o->ngpus; k++)
+			o->gpus[k].idle_ns =
+			    o->gpus[k].last_end - o->gpus[k].first_ts - o->gpus[k].busy_ns;
+	} else {
+		/* Start-up: from the GPU's first work to the end of the first step. */
+		for (size_t k = 0; k < o->ngpus; k++) {
+			struct cuptrace_an_gpu *g = &o->gpus[k];
+			const struct anx_win *win = &x->win_gpu[k];
+			int64_t len = win->steps && win->from > first[k] ? win->from - first[k] : 0;
+			g->startup_ns = len;
+			g->startup_idle_ns = len - g->startup_idle_ns;
+		}
 	}
-	for (size_t k = 0; k < o->ngpus; k++)
-		o->gpus[k].idle_ns = o->gpus[k].last_end - o->gpus[k].first_ts - o->gpus[k].busy_ns;
-	return 0;
+	err = 0;
+out:
+	free(s_end);
+	free(first);
+	return err;
+}
+
+static int busy_idle(struct anx *x)
+{
+	int err = sweep(x, 0);
+	return err ? err : sweep(x, 1);
 }
 
 static const struct anx_gap *cmp_gaps;
@@ -324,19 +381,20 @@ static int gap_dur_cmp(const void *pa, const void *pb)
 static int idle_table(struct anx *x)
 {
 	struct cuptrace_analysis *o = x->out;
-	size_t n = x->ngaps, top = (size_t)x->an->opts.top;
+	size_t n = x->ntgaps, top = (size_t)x->an->opts.top;
 	size_t *idx = n ? malloc(n * sizeof(*idx)) : NULL;
-	if (n && (!idx || !(o->gaps = malloc(n * sizeof(*o->gaps))))) {
+	if ((n && !idx) || (x->ngaps && !(o->gaps = malloc(x->ngaps * sizeof(*o->gaps))))) {
 		free(idx);
 		return -ENOMEM;
 	}
-	for (size_t i = 0; i < n; i++) {
+	for (size_t i = 0; i < x->ngaps; i++) {
 		const struct anx_gap *g = &x->gaps[i];
 		o->gaps[i] = (struct cuptrace_an_gap){g->ts, g->dur, g->gpu, g->cause};
-		idx[i] = i;
 	}
-	o->ngaps = n;
-	cmp_gaps = x->gaps;
+	o->ngaps = x->ngaps;
+	for (size_t i = 0; i < n; i++)
+		idx[i] = i;
+	cmp_gaps = x->tgaps;
 	if (n)
 		qsort(idx, n, sizeof(*idx), gap_dur_cmp);
 	if (top > n)
@@ -346,7 +404,7 @@ static int idle_table(struct anx *x)
 		return -ENOMEM;
 	}
 	for (size_t k = 0; k < top; k++) {
-		const struct anx_gap *g = &x->gaps[idx[k]];
+		const struct anx_gap *g = &x->tgaps[idx[k]];
 		const struct an_work *w = &x->an->work[g->work];
 		struct cuptrace_an_idle *d = &o->idle[o->nidle++];
 		d->ts = g->ts;
@@ -505,7 +563,7 @@ int an_compute(struct an *an)
 	o->max_ts = an->max_ts;
 	if (an->nhost)
 		an_sort(an->host, an->nhost, sizeof(*an->host), host_cmp);
-	if ((err = nest(&x)) || (err = link(&x)) || (err = index_syncs(&x)))
+	if ((err = nest(&x)) || (err = link(&x)) || (err = index_blockers(&x)))
 		goto out;
 	cmp_streams = an->streams;
 	if (an->nwork)
@@ -532,11 +590,13 @@ int an_compute(struct an *an)
 	}
 	for (size_t i = 0; i < an->nhost; i++)
 		o->launches += an->host[i].launched;
-	if ((err = busy_idle(&x)) || (err = idle_table(&x)) || (err = find_steps(&x)))
+	/* Steps first: their steady state cuts the busy and idle tables. */
+	if ((err = find_steps(&x)))
 		goto out;
 	if (o->nsteps)
 		qsort(o->steps, o->nsteps, sizeof(*o->steps), step_ts_cmp);
-	if ((err = step_figures(&x)) || (err = anx_ops(&x)) || (err = anx_findings(&x)))
+	if ((err = step_figures(&x)) || (err = anx_steady_windows(&x)) || (err = busy_idle(&x)) ||
+	    (err = idle_table(&x)) || (err = anx_ops(&x)) || (err = anx_findings(&x)))
 		goto out;
 	err = 0;
 out:
