@@ -25,11 +25,14 @@ run_mode() { # mode -> prints ns
 		CUPTRACE_OUTPUT="$tmp/t.pftrace" "$ex" "$threads" "$launches" >/dev/null ;;
 	capture) CUDA_INJECTION64_PATH="$build/libcuptrace.so" CUPTRACE_SUMMARY=0 \
 		CUPTRACE_OUTPUT="$tmp/t.cupti" "$ex" "$threads" "$launches" >/dev/null ;;
+	# the native call stack at every launch (issue 27)
+	stacks) CUDA_INJECTION64_PATH="$build/libcuptrace.so" CUPTRACE_SUMMARY=0 CUPTRACE_STACKS=native \
+		CUPTRACE_OUTPUT="$tmp/t.pftrace" "$ex" "$threads" "$launches" >/dev/null ;;
 	esac
 	t1=$(now)
 	echo $((t1 - t0))
 }
-modes="plain floor cuptrace capture"
+modes=${BENCH_MODES:-"plain floor cuptrace capture"}
 for m in $modes; do : >"$tmp/$m.times"; done
 run_mode plain >/dev/null # warm-up: driver and page cache
 for r in $(seq "$reps"); do

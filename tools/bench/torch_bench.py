@@ -36,6 +36,8 @@ Configurations:
   cuptrace_ondemand  record --on-demand with no trigger: tracing loaded, no window ever open
   cuptrace_range     --capture-range range:never-seen: NVTX ranges watched, none matches
   cuptrace_steps     --steps 1000000: optimizer.step() followed, the window never reached
+  cuptrace_stacks_py --stacks python: the Python call stack at every launch (issue 27)
+  tp_cpu_cuda_stack  torch.profiler, CPU and CUDA activities, with_stack=True
   floor              libcupti_floor.so: CUPTI with the same kinds and settings as the default,
                      every buffer thrown away (the cost of CUPTI itself)
 """
@@ -106,7 +108,10 @@ def run_one(cfg, build, workload, tmp, cpus=None, steps=None, pin_main=None):
                  "cuptrace_range": ["--capture-range", "range:never-seen"],
                  "cuptrace_steps": ["--steps", "1000000"],
                  # raw CUPTI records to the file: cuptrace's hand-off without the conversion
-                 "cuptrace_capture": ["--capture"]}[cfg]
+                 "cuptrace_capture": ["--capture"],
+                 # call stacks at every launch (issue 27)
+                 "cuptrace_stacks_py": ["--stacks", "python"],
+                 "cuptrace_stacks_all": ["--stacks", "all"]}[cfg]
         cmd = [os.path.join(build, "cuptrace"), "record", "--no-summary", "-o", trace] + \
             extra + ["--"] + cmd
     elif cfg.startswith("floor"):
@@ -231,7 +236,7 @@ def cmd_report(a):
         for r in rows:
             if r["workload"] == wl:
                 by.setdefault((r.get("tag"), r["round"]), {})[r["config"]] = r
-        configs = [c for c in dict.fromkeys(CONFIGS + ["cuptrace_all", "cuptrace_cbid", "cuptrace_gpumetrics", "cuptrace_gpumetrics_1k", "cuptrace_ondemand", "cuptrace_range", "cuptrace_steps", "cuptrace_capture"] + sorted(FLOOR_VARIANTS))
+        configs = [c for c in dict.fromkeys(CONFIGS + ["cuptrace_all", "cuptrace_cbid", "cuptrace_gpumetrics", "cuptrace_gpumetrics_1k", "cuptrace_ondemand", "cuptrace_range", "cuptrace_steps", "cuptrace_capture", "cuptrace_stacks_py", "cuptrace_stacks_all", "tp_cpu_cuda_stack"] + sorted(FLOOR_VARIANTS))
                    if any(c in v for v in by.values())]
         full = [v for v in by.values() if "none" in v]
         print("\n## %s: %d rounds (%d with an untraced run)\n" % (wl, len(by), len(full)))
@@ -317,6 +322,9 @@ def cmd_report(a):
                 "; launched %s" % ",".join(map(str, sorted(launched))) if launched else "",
                 "equal" if same else "DIFFERENT"))
         ratio("cuptrace", "tp_cuda", "added")
+        ratio("cuptrace_stacks_py", "tp_cpu_cuda_stack", "added")
+        ratio("cuptrace_stacks_py", "cuptrace", "paired")
+        ratio("cuptrace_stacks_all", "cuptrace", "paired")
         ratio("cuptrace_watch", "tp_cuda", "added")
         ratio("cuptrace_pytorch", "tp_cpu_cuda", "added")
         ratio("cuptrace", "floor", "time")

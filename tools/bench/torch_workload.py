@@ -149,7 +149,7 @@ def main():
     p.add_argument("--workload", choices=sorted(WORKLOADS), required=True)
     p.add_argument("--steps", type=int)
     p.add_argument("--warmup", type=int)
-    p.add_argument("--profile", choices=["cuda", "cpu_cuda"])
+    p.add_argument("--profile", choices=["cuda", "cpu_cuda", "cpu_cuda_stack"])
     p.add_argument("--trace-out")
     p.add_argument("--pin-main", type=int, metavar="CPU",
                    help="after building the model, run this (the stepping) thread on CPU alone; "
@@ -173,10 +173,10 @@ def main():
     from torch.profiler import ProfilerActivity, profile
 
     acts = [ProfilerActivity.CUDA]
-    if a.profile == "cpu_cuda":
+    if a.profile.startswith("cpu_cuda"):
         acts.insert(0, ProfilerActivity.CPU)
     # The model is built inside the profiler too, so it sees all the work cuptrace sees.
-    with profile(activities=acts) as prof:
+    with profile(activities=acts, with_stack=a.profile.endswith("_stack")) as prof:
         run()
     t0 = time.perf_counter()
     prof.export_chrome_trace(a.trace_out)
