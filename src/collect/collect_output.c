@@ -262,6 +262,33 @@ static void late_meta(void (*put)(void *ctx, const char *k, const char *v), void
 			         code % 100);
 		put(ctx, "nccl_version", v);
 	}
+	/* The tracer's cost until now (the writer and flush threads have ended; the last chunks
+	 * are still to be compressed): the summary prints the final figures. */
+	struct collect_cost cost;
+	collect_cost(&cost);
+	const struct {
+		const char *key;
+		double v;
+	} ms[] = {{"tracer_cpu_writer_ms", cost.writer_ms},
+	          {"tracer_cpu_compress_ms", cost.compress_ms},
+	          {"tracer_cpu_flush_ms", cost.flush_ms},
+	          {"tracer_cpu_callbacks_ms", cost.callbacks_ms},
+	          {"process_cpu_ms", cost.process_ms}};
+	for (size_t i = 0; i < sizeof(ms) / sizeof(ms[0]); i++) {
+		snprintf(v, sizeof(v), "%.1f", ms[i].v);
+		put(ctx, ms[i].key, v);
+	}
+	snprintf(v, sizeof(v), "%llu", (unsigned long long)cost.requested);
+	put(ctx, "cupti_buffers_requested", v);
+	if (cost.live_peak) {
+		snprintf(v, sizeof(v), "%llu",
+		         (unsigned long long)(cost.live_peak * cost.buffer_size));
+		put(ctx, "cupti_buffers_peak_bytes", v);
+	}
+	snprintf(v, sizeof(v), "%llu", (unsigned long long)cost.queue_peak);
+	put(ctx, "writer_queue_peak_buffers", v);
+	snprintf(v, sizeof(v), "%llu", (unsigned long long)(cost.queue_cap * cost.buffer_size));
+	put(ctx, "writer_queue_bound_bytes", v);
 	const char *gm = cuptrace_gm_status();
 	if (gm)
 		put(ctx, "gpu_metrics", gm);
