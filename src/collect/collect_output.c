@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/utsname.h>
 #include <time.h>
 #include <unistd.h>
@@ -225,6 +226,33 @@ uint64_t collect_file_size(const char *path)
 	long n = ftell(f);
 	fclose(f);
 	return n > 0 ? (uint64_t)n : 0;
+}
+
+static double ms_of(uint64_t ns)
+{
+	return (double)ns / 1e6;
+}
+
+void collect_cost(struct collect_cost *c)
+{
+	struct rusage ru;
+	double proc = 0;
+	if (!getrusage(RUSAGE_SELF, &ru))
+		proc = (double)(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) * 1e3 +
+		       (double)(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e3;
+	long long peak = atomic_load(&sess.buffers_live_peak);
+	*c = (struct collect_cost){
+	    .writer_ms = ms_of(sess.writer_cpu_ns),
+	    .compress_ms = ms_of(cuptrace_output_workers_cpu_ns()),
+	    .flush_ms = ms_of(sess.flusher_cpu_ns),
+	    .callbacks_ms = ms_of(atomic_load(&sess.callbacks_cpu_ns)),
+	    .process_ms = proc,
+	    .requested = atomic_load(&sess.buffers_requested),
+	    .live_peak = !win.active && !win.ring && peak > 0 ? (uint64_t)peak : 0,
+	    .buffer_size = sess.buffer_size,
+	    .queue_peak = sess.queue.high_water,
+	    .queue_cap = sess.queue.cap,
+	};
 }
 
 /* Metadata known only at the end: the closing clock readings (with the opening ones they give

@@ -171,18 +171,6 @@ void *collect_writer_main(void *arg);
 /* The calling thread's CPU time in ns (0 if the clock cannot be read). */
 uint64_t collect_thread_cpu_ns(void);
 
-/* What the tracer cost the traced process, for the summary and the trace's metadata. */
-struct collect_cost {
-	double writer_ms, compress_ms, flush_ms, callbacks_ms;
-	double process_ms;             /* every thread of the process, the tracer's included */
-	uint64_t requested, live_peak; /* CUPTI buffers; live_peak 0: not counted */
-	size_t buffer_size;
-	uint64_t queue_peak;
-	size_t queue_cap;
-};
-/* After the writer and flush threads have ended. */
-void collect_cost(struct collect_cost *c);
-
 /* ---- collect_window.c (called by collect.c, collect_callbacks.c and the C API) ---- */
 /* Reads the window settings; 1 if windows (or the flight recorder) are in use. Start, under
  * sess.lock, before CUPTI is set up. */
@@ -226,6 +214,17 @@ void collect_wwriter_end(void);
 void collect_wwriter_thread(int64_t tid, const char *name);
 
 /* ---- collect_output.c ---- */
+/* What the tracer cost the traced process, for the summary and the trace's metadata. */
+struct collect_cost {
+	double writer_ms, compress_ms, flush_ms, callbacks_ms;
+	double process_ms;             /* every thread of the process, the tracer's included */
+	uint64_t requested, live_peak; /* CUPTI buffers; live_peak 0: not counted */
+	size_t buffer_size;
+	uint64_t queue_peak;
+	size_t queue_cap;
+};
+/* After the writer and flush threads have ended. */
+void collect_cost(struct collect_cost *c);
 /* The first line of a small /proc file into out ("?" if unreadable). */
 void collect_read_comm(const char *path, char *out, size_t n);
 /* Opens the capture, or the sink (file, OTLP or both) and the converter, for sess.path. 0 or a
