@@ -82,6 +82,7 @@ static void *flusher_main(void *arg)
 			unsigned char sig = 0;
 			if (read(sess.sigpipe[0], &sig, 1) == 1 && sig) {
 				sess.dying_signal = sig;
+				sess.flusher_cpu_ns = collect_thread_cpu_ns();
 				finish_session();
 				/* The handler already restored SIG_DFL: die as the program would.
 				 */
@@ -94,6 +95,7 @@ static void *flusher_main(void *arg)
 		    collect_window_recording())
 			cuptiActivityFlushAll(0);
 	}
+	sess.flusher_cpu_ns = collect_thread_cpu_ns();
 	return NULL;
 }
 
@@ -197,6 +199,11 @@ static void reset_counters(void)
 	atomic_store(&sess.records_dropped, 0);
 	atomic_store(&sess.cupti_dropped, 0);
 	atomic_store(&sess.stop_flusher, 0);
+	atomic_store(&sess.callbacks_cpu_ns, 0);
+	atomic_store(&sess.buffers_requested, 0);
+	atomic_store(&sess.buffers_live, 0);
+	atomic_store(&sess.buffers_live_peak, 0);
+	sess.writer_cpu_ns = sess.flusher_cpu_ns = 0;
 	sess.records = 0;
 	memset(sess.kind_counts, 0, sizeof(sess.kind_counts));
 	sess.last_cupti_dropped = sess.last_cuptrace_dropped = 0;
@@ -506,7 +513,34 @@ int cuptrace_collect_flush(void)
 	return r == CUPTI_SUCCESS ? 0 : -EIO;
 }
 
-static void print_summary(double finish_ms)
+/* What the tracer cost: its threads' CPU against the whole process's, and the CUPTI buffers it
+ * held. finish_ms: CPU of the finishing thread in finish_session (the last records, the last
+ * chunks), which runs on a thread of the program. */
+static void print_cost(double finish_ms)
+{
+	struct collect_cost c;
+	collect_cost(&c);
+	double own = c.writer_ms + c.compress_ms + c.flush_ms + c.callbacks_ms + finish_ms;
+	fprintf(stderr,
+	        "cuptrace: tracer CPU %.1f ms: writer thread %.1f, compressor threads %.1f, flush "
+	        "thread %.1f, CUPTI buffer callbacks %.1f, finishing at exit %.1f; the whole "
+	        "process %.1f ms (tracer %.1f%%)\n",
+	        own, c.writer_ms, c.compress_ms, c.flush_ms, c.callbacks_ms, finish_ms,
+	        c.process_ms, c.process_ms > 0 ? 100.0 * own / c.process_ms : 0.0);
+	double mib = (double)c.buffer_size / (1024.0 * 1024.0);
+	char live[96] = "";
+	if (c.live_peak)
+		snprintf(live, sizeof(live), "at most %llu alive at once (%.1f MiB), ",
+		         (unsigned long long)c.live_peak, (double)c.live_peak * mib);
+	fprintf(stderr,
+	        "cuptrace: CUPTI buffers: %llu of %.2f MiB handed out, %swriter queue at most "
+	        "%llu; bound: the queue's %zu buffers (CUPTRACE_QUEUE) x %.2f MiB "
+	        "(CUPTRACE_BUFFER_SIZE) = %.1f MiB, plus the buffers CUPTI is filling\n",
+	        (unsigned long long)c.requested, mib, live, (unsigned long long)c.queue_peak,
+	        c.queue_cap, mib, (double)c.queue_cap * mib);
+}
+
+static void print_summary(double finish_ms, double finish_cpu_ms)
 {
 	const struct cuptrace_convert_counts *c =
 	    sess.conv ? cuptrace_converter_counts(sess.conv) : NULL;
@@ -545,6 +579,7 @@ static void print_summary(double finish_ms)
 	        (unsigned long long)atomic_load(&sess.records_dropped),
 	        (unsigned long long)atomic_load(&sess.buffers_dropped),
 	        (unsigned long long)sess.bytes_written, finish_ms);
+	print_cost(finish_cpu_ms);
 	if (sess.otlp)
 		cuptrace_collect_otlp_summary(sess.otlp);
 	if (strcmp(sess.path, "none") && !win.per_file)
@@ -581,6 +616,7 @@ static void finish_session(void)
 	if (!atomic_compare_exchange_strong(&sess.state, &expected, ST_STOPPING))
 		return;
 	int64_t t0 = cuptrace_now_ns(CLOCK_MONOTONIC);
+	uint64_t cpu0 = collect_thread_cpu_ns();
 	collect_window_end(); /* an open window closes here; the flight recorder's last dump */
 	/* Everything CUPTI holds, complete or not (unfinished GPU work comes back with no times
 	 * and is counted, not drawn). */
@@ -652,7 +688,7 @@ static void finish_session(void)
 		        (int)sess.pid,
 		        (unsigned long long)sess.kind_counts[CUPTI_ACTIVITY_KIND_DRIVER]);
 	else if (sess.summary)
-		print_summary(ms);
+		print_summary(ms, (double)(collect_thread_cpu_ns() - cpu0) / 1e6);
 	if (sess.summary && !idle)
 		collect_window_summary();
 	/* Where the tracer's memory went, for CUPTRACE_LOG=info (tools/bench/rss_bench.py). */

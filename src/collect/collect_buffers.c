@@ -64,7 +64,35 @@ static int lookup_thread_name(int64_t tid, char *out, size_t n)
 	return found;
 }
 
-void CUPTIAPI collect_buffer_requested(uint8_t **buffer, size_t *size, size_t *max_records)
+uint64_t collect_thread_cpu_ns(void)
+{
+	struct timespec t;
+	if (clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t))
+		return 0;
+	return (uint64_t)t.tv_sec * 1000000000ull + (uint64_t)t.tv_nsec;
+}
+
+/* The callbacks' own CPU: two clock reads per buffer (a buffer holds thousands of records). */
+static void add_callback_cpu(uint64_t since)
+{
+	atomic_fetch_add(&sess.callbacks_cpu_ns, collect_thread_cpu_ns() - since);
+}
+
+/* A CUPTI buffer is alive from its request until it is freed; only counted while no window or
+ * flight recorder keeps buffers (they free them elsewhere). */
+static int live_counted(void)
+{
+	return !win.active && !win.ring;
+}
+
+static void buffer_freed(uint8_t *buf)
+{
+	if (buf && live_counted())
+		atomic_fetch_sub(&sess.buffers_live, 1);
+	free(buf);
+}
+
+static void request_one(uint8_t **buffer, size_t *size, size_t *max_records)
 {
 	remember_thread_name();
 	/* Fault injection for the drills: a refused buffer makes CUPTI drop records, which it
@@ -81,10 +109,26 @@ void CUPTIAPI collect_buffer_requested(uint8_t **buffer, size_t *size, size_t *m
 	*buffer = calloc(1, sess.buffer_size);
 	*size = *buffer ? sess.buffer_size : 0;
 	*max_records = 0;
+	if (!*buffer)
+		return;
+	atomic_fetch_add(&sess.buffers_requested, 1);
+	if (live_counted()) {
+		long long live = atomic_fetch_add(&sess.buffers_live, 1) + 1;
+		long long peak = atomic_load(&sess.buffers_live_peak);
+		while (live > peak &&
+		       !atomic_compare_exchange_weak(&sess.buffers_live_peak, &peak, live))
+			;
+	}
 }
 
-void CUPTIAPI collect_buffer_completed(CUcontext ctx, uint32_t stream, uint8_t *buffer, size_t size,
-                                       size_t valid)
+void CUPTIAPI collect_buffer_requested(uint8_t **buffer, size_t *size, size_t *max_records)
+{
+	uint64_t t = collect_thread_cpu_ns();
+	request_one(buffer, size, max_records);
+	add_callback_cpu(t);
+}
+
+static void complete_one(CUcontext ctx, uint32_t stream, uint8_t *buffer, size_t valid)
 {
 	/* Drops are counted per buffer queue: this buffer's context and stream (NULL, 0: the
 	 * global queue). Reading the count resets it, so nothing is counted twice. */
@@ -93,7 +137,7 @@ void CUPTIAPI collect_buffer_completed(CUcontext ctx, uint32_t stream, uint8_t *
 		atomic_fetch_add(&sess.cupti_dropped, dropped);
 	int st = atomic_load(&sess.state);
 	if (!valid || (st != ST_RUNNING && st != ST_STOPPING)) {
-		free(buffer); /* a finished session's, or empty */
+		buffer_freed(buffer); /* a finished session's, or empty */
 		return;
 	}
 	atomic_fetch_add(&sess.buffers, 1);
@@ -107,7 +151,16 @@ void CUPTIAPI collect_buffer_completed(CUcontext ctx, uint32_t stream, uint8_t *
 		n++;
 	atomic_fetch_add(&sess.buffers_dropped, 1);
 	atomic_fetch_add(&sess.records_dropped, n);
-	free(buffer);
+	buffer_freed(buffer);
+}
+
+void CUPTIAPI collect_buffer_completed(CUcontext ctx, uint32_t stream, uint8_t *buffer, size_t size,
+                                       size_t valid)
+{
+	(void)size;
+	uint64_t t = collect_thread_cpu_ns();
+	complete_one(ctx, stream, buffer, valid);
+	add_callback_cpu(t);
 }
 
 /* ---- writer thread ---- */
@@ -251,7 +304,7 @@ void *collect_writer_main(void *arg)
 		if (r == 1) {
 			taken++;
 			if (!handle_buffer(it.buf, it.valid))
-				free(it.buf);
+				buffer_freed(it.buf);
 			report_dropped();
 		}
 		collect_wwriter_poll(taken);
@@ -267,5 +320,6 @@ void *collect_writer_main(void *arg)
 	handle_kept_calls();
 	report_dropped();
 	collect_wwriter_end();
+	sess.writer_cpu_ns = collect_thread_cpu_ns();
 	return NULL;
 }

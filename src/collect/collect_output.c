@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/utsname.h>
 #include <time.h>
 #include <unistd.h>
@@ -227,6 +228,33 @@ uint64_t collect_file_size(const char *path)
 	return n > 0 ? (uint64_t)n : 0;
 }
 
+static double ms_of(uint64_t ns)
+{
+	return (double)ns / 1e6;
+}
+
+void collect_cost(struct collect_cost *c)
+{
+	struct rusage ru;
+	double proc = 0;
+	if (!getrusage(RUSAGE_SELF, &ru))
+		proc = (double)(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) * 1e3 +
+		       (double)(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e3;
+	long long peak = atomic_load(&sess.buffers_live_peak);
+	*c = (struct collect_cost){
+	    .writer_ms = ms_of(sess.writer_cpu_ns),
+	    .compress_ms = ms_of(cuptrace_output_workers_cpu_ns()),
+	    .flush_ms = ms_of(sess.flusher_cpu_ns),
+	    .callbacks_ms = ms_of(atomic_load(&sess.callbacks_cpu_ns)),
+	    .process_ms = proc,
+	    .requested = atomic_load(&sess.buffers_requested),
+	    .live_peak = !win.active && !win.ring && peak > 0 ? (uint64_t)peak : 0,
+	    .buffer_size = sess.buffer_size,
+	    .queue_peak = sess.queue.high_water,
+	    .queue_cap = sess.queue.cap,
+	};
+}
+
 /* Metadata known only at the end: the closing clock readings (with the opening ones they give
  * REALTIME's rate against BOOTTIME over the run: NTP slews it), each visible GPU's PCI bus id
  * (from the driver; CUPTI's device record has no PCI address) and the NCCL version if the
@@ -263,6 +291,33 @@ static void late_meta(void (*put)(void *ctx, const char *k, const char *v), void
 			         code % 100);
 		put(ctx, "nccl_version", v);
 	}
+	/* The tracer's cost until now (the writer and flush threads have ended; the last chunks
+	 * are still to be compressed): the summary prints the final figures. */
+	struct collect_cost cost;
+	collect_cost(&cost);
+	const struct {
+		const char *key;
+		double v;
+	} ms[] = {{"tracer_cpu_writer_ms", cost.writer_ms},
+	          {"tracer_cpu_compress_ms", cost.compress_ms},
+	          {"tracer_cpu_flush_ms", cost.flush_ms},
+	          {"tracer_cpu_callbacks_ms", cost.callbacks_ms},
+	          {"process_cpu_ms", cost.process_ms}};
+	for (size_t i = 0; i < sizeof(ms) / sizeof(ms[0]); i++) {
+		snprintf(v, sizeof(v), "%.1f", ms[i].v);
+		put(ctx, ms[i].key, v);
+	}
+	snprintf(v, sizeof(v), "%llu", (unsigned long long)cost.requested);
+	put(ctx, "cupti_buffers_requested", v);
+	if (cost.live_peak) {
+		snprintf(v, sizeof(v), "%llu",
+		         (unsigned long long)(cost.live_peak * cost.buffer_size));
+		put(ctx, "cupti_buffers_peak_bytes", v);
+	}
+	snprintf(v, sizeof(v), "%llu", (unsigned long long)cost.queue_peak);
+	put(ctx, "writer_queue_peak_buffers", v);
+	snprintf(v, sizeof(v), "%llu", (unsigned long long)(cost.queue_cap * cost.buffer_size));
+	put(ctx, "writer_queue_bound_bytes", v);
 	const char *gm = cuptrace_gm_status();
 	if (gm)
 		put(ctx, "gpu_metrics", gm);

@@ -54,6 +54,13 @@ struct collect_session {
 
 	/* Counters shared with CUPTI's threads. */
 	atomic_ullong buffers, buffers_dropped, records_dropped, cupti_dropped;
+	/* The tracer's own cost (collect_buffers.c): CPU in the buffer callbacks (any thread),
+	 * buffers handed to CUPTI, and how many were alive at once (handed out, not yet freed;
+	 * counted while no capture window or flight recorder keeps buffers). */
+	atomic_ullong callbacks_cpu_ns, buffers_requested;
+	atomic_llong buffers_live, buffers_live_peak;
+	/* Each written by its thread before it ends, read after the join. */
+	uint64_t writer_cpu_ns, flusher_cpu_ns;
 
 	/* Owned by the writer thread. */
 	struct cuptrace_sink *sink;
@@ -181,6 +188,8 @@ void CUPTIAPI collect_buffer_completed(CUcontext ctx, uint32_t stream, uint8_t *
                                        size_t valid);
 /* The writer thread (cuptrace_thread_start's fn); ends when the queue is closed and empty. */
 void *collect_writer_main(void *arg);
+/* The calling thread's CPU time in ns (0 if the clock cannot be read). */
+uint64_t collect_thread_cpu_ns(void);
 
 /* ---- collect_window.c (called by collect.c, collect_callbacks.c and the C API) ---- */
 /* Reads the window settings; 1 if windows (or the flight recorder) are in use. Start, under
@@ -230,6 +239,17 @@ void collect_wwriter_end(void);
 void collect_wwriter_thread(int64_t tid, const char *name);
 
 /* ---- collect_output.c ---- */
+/* What the tracer cost the traced process, for the summary and the trace's metadata. */
+struct collect_cost {
+	double writer_ms, compress_ms, flush_ms, callbacks_ms;
+	double process_ms;             /* every thread of the process, the tracer's included */
+	uint64_t requested, live_peak; /* CUPTI buffers; live_peak 0: not counted */
+	size_t buffer_size;
+	uint64_t queue_peak;
+	size_t queue_cap;
+};
+/* After the writer and flush threads have ended. */
+void collect_cost(struct collect_cost *c);
 /* The first line of a small /proc file into out ("?" if unreadable). */
 void collect_read_comm(const char *path, char *out, size_t n);
 /* Opens the capture, or the sink (file, OTLP or both) and the converter, for sess.path. 0 or a

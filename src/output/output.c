@@ -92,6 +92,23 @@ struct cuptrace_output {
 	struct zctx inline_z; /* the caller's own compression (no pool, oversized records) */
 };
 
+/* CPU time of every compressor thread of the process (all outputs), updated after each chunk:
+ * the traced process's summary counts it as the tracer's (cuptrace_output_workers_cpu_ns). */
+static atomic_ullong workers_cpu_ns;
+
+static uint64_t thread_cpu_ns(void)
+{
+	struct timespec t;
+	if (clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t))
+		return 0;
+	return (uint64_t)t.tv_sec * 1000000000ull + (uint64_t)t.tv_nsec;
+}
+
+uint64_t cuptrace_output_workers_cpu_ns(void)
+{
+	return atomic_load(&workers_cpu_ns);
+}
+
 /* libdeflate's entry points (libdeflate.h, stable since 1.0), looked up once. */
 static struct {
 	void *(*alloc)(int level);
@@ -197,6 +214,7 @@ static void *worker_main(void *arg)
 {
 	struct worker *wk = arg;
 	struct cuptrace_output *o = wk->o;
+	uint64_t cpu = thread_cpu_ns();
 	pthread_mutex_lock(&o->lock);
 	for (;;) {
 		while (!o->nqueue && !o->stop)
@@ -227,6 +245,9 @@ static void *worker_main(void *arg)
 		o->next_write++;
 		o->free_bufs[o->nfree++] = j.buf;
 		pthread_cond_broadcast(&o->cond);
+		uint64_t now = thread_cpu_ns();
+		atomic_fetch_add(&workers_cpu_ns, now - cpu);
+		cpu = now;
 	}
 	pthread_mutex_unlock(&o->lock);
 	return NULL;

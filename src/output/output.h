@@ -44,6 +44,9 @@ int cuptrace_output_flush(struct cuptrace_output *out);
 int cuptrace_output_close(struct cuptrace_output *out);
 /* Bytes written to the file so far. */
 uint64_t cuptrace_output_bytes(const struct cuptrace_output *out);
+/* CPU time (ns) the compressor threads of every output of the process have used so far, up to
+ * their last chunk. Any thread. */
+uint64_t cuptrace_output_workers_cpu_ns(void);
 /* Parses "none", "gzip", "chunks"/"zlib"; -1 if unknown. */
 int cuptrace_compress_parse(const char *s);
 
