@@ -31,7 +31,7 @@ def frames(sid):
     return [l.split("|") for l in buf.value.decode().splitlines()]
 
 
-def check(what, sid, expect):
+def check(what, sid, expect, outermost="<module>"):
     """expect: (function, mark) innermost last; they must be the stack's innermost frames."""
     fr = frames(sid) if sid else None
     if not fr:
@@ -42,8 +42,8 @@ def check(what, sid, expect):
     want = [(fn, HERE, MARKS[m]) for fn, m in expect]
     if got != want:
         failures.append(f"{what}: innermost frames {got}, expected {want}")
-    if py[0][1] != "<module>":
-        failures.append(f"{what}: outermost frame {py[0]}, expected <module>")
+    if py[0][1] != outermost:
+        failures.append(f"{what}: outermost frame {py[0]}, expected {outermost}")
 
 
 def direct():
@@ -89,9 +89,24 @@ b = lam()
 if a == b:
     failures.append("two call sites share a stack id")
 
-# Without the GIL: no Python frames (the walker must not read them), so no stack.
-if nogil.probe_take() != 0:
-    failures.append("a thread without the GIL got a Python stack")
+# With the GIL released around the native call (PyTorch releases it around every op): the
+# walker takes it back and finds the same frames as with it held.
+def released():
+    return nogil.probe_take()  # MARK: released
+
+
+check("GIL released", released(), [("released", "released")])
+# ... and gives it back: another Python thread runs afterwards.
+import threading
+ran = []
+th = threading.Thread(target=lambda: ran.append(released()))
+th.start()
+th.join(10)
+if th.is_alive() or not ran:
+    failures.append("the GIL was not given back after a walk that took it")
+else:
+    check("GIL released, another thread", ran[0], [("released", "released")],
+          outermost="Thread._bootstrap")
 
 # A Python error the program has set stays set, and none is added.
 try:

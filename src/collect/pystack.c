@@ -3,7 +3,8 @@
  * Py_IsInitialized, PyThreadState_GetUnchecked (3.13; _PyThreadState_UncheckedGet before it),
  * PyThreadState_GetFrame, PyFrame_GetBack, PyFrame_GetCode, PyFrame_GetLineNumber (each of the
  * three returns a new reference), Py_IncRef, Py_DecRef, PyObject_GetAttrString,
- * PyUnicode_AsUTF8, PyErr_Fetch/PyErr_Restore/PyErr_Clear. */
+ * PyUnicode_AsUTF8, PyErr_Fetch/PyErr_Restore/PyErr_Clear; PyGILState_GetThisThreadState,
+ * PyGILState_Ensure/Release, Py_IsFinalizing (3.13; _Py_IsFinalizing before it). */
 #define _GNU_SOURCE
 #include "collect/pystack.h"
 
@@ -29,7 +30,15 @@ static struct {
 	void (*err_fetch)(void **t, void **v, void **tb);
 	void (*err_restore)(void *t, void *v, void *tb);
 	void (*err_clear)(void);
+	/* Taking the GIL for a thread that released it (see cuptrace_pystack_walk). */
+	void *(*this_ts)(void);
+	int (*ensure)(void);
+	void (*release)(int);
+	int (*finalizing)(void);
+	/* PyGILState_Ensure's answer, per thread, for the release that follows */
 } py;
+
+static __thread int gil_state;
 
 #define SYM(field, name) (*(void **)&py.field = dlsym(RTLD_DEFAULT, name))
 
@@ -56,21 +65,40 @@ int cuptrace_pystack_init(void)
 	SYM(err_fetch, "PyErr_Fetch");
 	SYM(err_restore, "PyErr_Restore");
 	SYM(err_clear, "PyErr_Clear");
+	SYM(this_ts, "PyGILState_GetThisThreadState");
+	SYM(ensure, "PyGILState_Ensure");
+	SYM(release, "PyGILState_Release");
+	if (!SYM(finalizing, "Py_IsFinalizing")) /* 3.13; the underscored one before */
+		SYM(finalizing, "_Py_IsFinalizing");
 	py.ok = py.gil_check && py.is_init && py.ts_unchecked && py.get_frame && py.frame_back &&
 	        py.frame_code && py.frame_line && py.incref && py.decref && py.getattr && py.utf8 &&
 	        py.err_fetch && py.err_restore && py.err_clear;
 	return py.ok;
 }
 
-size_t cuptrace_pystack_walk(struct cuptrace_pyframe *out, size_t max)
+size_t cuptrace_pystack_walk(struct cuptrace_pyframe *out, size_t max, int *took_gil)
 {
+	*took_gil = 0;
 	if (!py.ok || !py.is_init())
 		return 0;
 	/* This thread's state, without the fatal error PyThreadState_Get raises when it has none;
 	 * then whether it holds the GIL (PyGILState_Check alone answers 1 before Python runs). */
 	void *ts = py.ts_unchecked();
-	if (!ts || py.gil_check() != 1)
-		return 0;
+	if (!ts || py.gil_check() != 1) {
+		/* A thread that released the GIL around its native call (PyTorch does so for every
+		 * op) still has its state and its frames, frozen while it is in here. Take the GIL
+		 * back for the walk, as a C++ callback into Python does (pybind11's
+		 * gil_scoped_acquire): only for a thread that has a Python state, and never while
+		 * the interpreter shuts down (a thread asking for the GIL then never gets it). */
+		if (ts || !py.this_ts || !py.ensure || !py.release || !py.finalizing ||
+		    !py.this_ts() || py.finalizing())
+			return 0;
+		gil_state = py.ensure();
+		*took_gil = 1;
+		ts = py.ts_unchecked();
+		if (!ts)
+			return 0; /* the caller releases */
+	}
 	size_t n = 0;
 	void *f = py.get_frame(ts);
 	while (f && n < max) {
@@ -154,6 +182,12 @@ int cuptrace_pystack_code(uint64_t code, const char **file, const char **functio
 	*file = cuptrace_strtab_str(&cc.names, a);
 	*function = cuptrace_strtab_str(&cc.names, b);
 	return 0;
+}
+
+void cuptrace_pystack_release(int took_gil)
+{
+	if (took_gil)
+		py.release(gil_state);
 }
 
 uint64_t cuptrace_pystack_anchor(void)

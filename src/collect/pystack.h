@@ -1,9 +1,11 @@
 /* The Python call stack of the calling thread, read through CPython's stable C API found at run
  * time (dlsym; libpython is never linked), for call stacks at CUDA launches (issue 27).
  *
- * Only a thread that holds the GIL is walked: reading another thread's frames, or this thread's
- * while it runs without the GIL (a C extension that released it before calling CUDA), could race
- * the interpreter. Such a call gets no Python frames. Nothing here raises or leaves a Python
+ * Only the calling thread's own frames are read, with the GIL held: a thread that released it
+ * before calling CUDA (PyTorch releases it around every op) takes it back for the walk, as a
+ * native callback into Python does; a thread without a Python state gets no Python frames.
+ * (Reading frames without the GIL could race the interpreter's allocator.) Taking the GIL can
+ * wait while another Python thread runs: the cost of stacks in multi-threaded Python programs. Nothing here raises or leaves a Python
  * error set: an error already set by the program is saved and put back around our calls.
  * Threading: any thread; the caller serializes cuptrace_pystack_code (it keeps a cache). */
 #ifndef CUPTRACE_COLLECT_PYSTACK_H
@@ -20,12 +22,16 @@ struct cuptrace_pyframe {
 /* Looks up the interpreter's functions (again, if an earlier call found none). 1 if this
  * process has Python 3.9 or later. */
 int cuptrace_pystack_init(void);
-/* The calling thread's Python frames, innermost first, at most max: 0 when it has no Python,
- * does not hold the GIL, or the interpreter is not running. */
-size_t cuptrace_pystack_walk(struct cuptrace_pyframe *out, size_t max);
+/* The calling thread's Python frames, innermost first, at most max: 0 when it has no Python
+ * or the interpreter is not running or shutting down. *took_gil says that the walk took the
+ * GIL: then the caller looks up the code objects (cuptrace_pystack_code) and calls
+ * cuptrace_pystack_release(1) on this thread when done. */
+size_t cuptrace_pystack_walk(struct cuptrace_pyframe *out, size_t max, int *took_gil);
+/* Gives the GIL back if the walk took it. */
+void cuptrace_pystack_release(int took_gil);
 /* A code object's file and function (co_qualname, else co_name), from a cache that keeps a
  * reference to each code object so its address is never reused for another. Call right after
- * the walk that found code, on the same thread (it holds the GIL). 0, or -1 when the cache is
+ * the walk that found code, on the same thread, before the release (it holds the GIL). 0, or -1 when the cache is
  * full or the names cannot be read (then the frames of this code get no stack). */
 int cuptrace_pystack_code(uint64_t code, const char **file, const char **function);
 /* The address range of the module that holds the interpreter (python's executable or

@@ -136,12 +136,15 @@ uint64_t cuptrace_stacks_take(void)
 	struct cuptrace_pyframe py[PY_MAX];
 	uint64_t pcs[NAT_MAX + 16];
 	size_t npy = 0, nall = 0;
+	int took_gil = 0;
 	if (mode & CUPTRACE_STACKS_PYTHON)
-		npy = cuptrace_pystack_init() ? cuptrace_pystack_walk(py, PY_MAX) : 0;
+		npy = cuptrace_pystack_init() ? cuptrace_pystack_walk(py, PY_MAX, &took_gil) : 0;
 	if (mode & CUPTRACE_STACKS_NATIVE)
 		nall = cuptrace_nstack_walk(pcs, NAT_MAX + 16);
-	if (!npy && !nall)
+	if (!npy && !nall) {
+		cuptrace_pystack_release(took_gil);
 		return 0;
+	}
 	pthread_mutex_lock(&st.lock);
 	size_t first = 0, nnat = nall ? native_keep(pcs, nall, &first, npy > 0) : 0;
 	if (nnat > NAT_MAX)
@@ -183,6 +186,7 @@ uint64_t cuptrace_stacks_take(void)
 	st.nwords += len;
 out:
 	pthread_mutex_unlock(&st.lock);
+	cuptrace_pystack_release(took_gil); /* after describe(), which reads code objects */
 	return id;
 }
 
