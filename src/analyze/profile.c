@@ -459,6 +459,7 @@ static const struct cuptrace_sink_ops profile_ops = {
     .slice = pr_slice,
     .instant = fwd_instant,
     .counter = fwd_counter,
+    .stack = fwd_stack,
     .meta = fwd_meta,
     .finish = pr_finish,
     .destroy = pr_destroy,

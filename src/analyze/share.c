@@ -740,6 +740,7 @@ static const struct cuptrace_sink_ops share_ops = {
     .slice = sh_slice,
     .instant = sh_instant,
     .counter = sh_counter,
+    .stack = fwd_stack,
     .meta = sh_meta,
     .finish = fwd_finish,
     .destroy = sh_destroy,
