@@ -2,6 +2,8 @@
 #ifndef CUPTRACE_TOOLS_CMD_H
 #define CUPTRACE_TOOLS_CMD_H
 
+#include <stddef.h>
+
 int cmd_record(int argc, char **argv);
 int cmd_convert(int argc, char **argv);
 int cmd_stats(int argc, char **argv);
@@ -10,6 +12,10 @@ int cmd_merge(int argc, char **argv);
 int cmd_share(int argc, char **argv);
 int cmd_trigger(int argc, char **argv);
 int cmd_analyze(int argc, char **argv);
+int cmd_symbolize(int argc, char **argv);
+
+/* --symbol-dir: appends dir (borrowed) to the malloc'd *dirs. 0 or -ENOMEM. */
+int cmd_symbol_dir_take(const char ***dirs, size_t *n, const char *dir);
 
 struct cuptrace_sink;
 /* Replays a trace file (any format cuptrace reads) into sink, which the caller then finishes.
