@@ -359,7 +359,8 @@ static void check_json_stack(const struct keep *k)
 	CHECK_EQ_INT(s->f[2].line, 7);
 }
 
-static const char stack_text[] = "launch (x) (/a/b.py:7)\nmain (/a/c.py:3)\n?? (/lib/libfoo.so+0x1a2b)";
+static const char stack_text[] =
+    "launch (x) (/a/b.py:7)\nmain (/a/c.py:3)\n?? (/lib/libfoo.so+0x1a2b)";
 
 static void test_json_stack_arg(void)
 {
@@ -386,9 +387,14 @@ static void test_json_round_trip(void)
 	if (!w)
 		return;
 	struct cuptrace_trace_info info = {.pid = 1, .process_name = "p"};
-	struct cuptrace_track pt = {.uuid = 1, .kind = CUPTRACE_TRACK_PROCESS, .pid = 1, .name = "p"};
-	struct cuptrace_track tt = {
-	    .uuid = 2, .kind = CUPTRACE_TRACK_THREAD, .parent_uuid = 1, .pid = 1, .tid = 1, .name = "t"};
+	struct cuptrace_track pt = {
+	    .uuid = 1, .kind = CUPTRACE_TRACK_PROCESS, .pid = 1, .name = "p"};
+	struct cuptrace_track tt = {.uuid = 2,
+	                            .kind = CUPTRACE_TRACK_THREAD,
+	                            .parent_uuid = 1,
+	                            .pid = 1,
+	                            .tid = 1,
+	                            .name = "t"};
 	struct cuptrace_arg args[] = {
 	    {.key = "grid", .type = CUPTRACE_ARG_STRING, .v.s = "1"},
 	    {.key = "stack", .type = CUPTRACE_ARG_STRING, .v.s = stack_text},

@@ -14,15 +14,16 @@
 
 static void symbolize_usage(FILE *f)
 {
-	fprintf(f, "usage: cuptrace symbolize INPUT -o OUTPUT [--symbol-dir DIR]...\n\n"
-	           "Writes INPUT (any trace cuptrace reads) to OUTPUT (format from its extension,\n"
-	           "as convert) with the native frames of its call stacks symbolized.\n\n"
-	           "  -o, --output PATH     output file (required)\n"
-	           "  -f, --format FMT      perfetto | chrome\n"
-	           "  -s, --symbol-dir DIR  where to look for binaries and debug files (repeatable;\n"
-	           "                        also CUPTRACE_SYMBOL_PATH, a colon list): DIR/.build-id/\n"
-	           "                        xx/rest[.debug], DIR/<module's name>, DIR/<debuglink>\n"
-	           "  -h, --help            this help\n");
+	fprintf(f,
+	        "usage: cuptrace symbolize INPUT -o OUTPUT [--symbol-dir DIR]...\n\n"
+	        "Writes INPUT (any trace cuptrace reads) to OUTPUT (format from its extension,\n"
+	        "as convert) with the native frames of its call stacks symbolized.\n\n"
+	        "  -o, --output PATH     output file (required)\n"
+	        "  -f, --format FMT      perfetto | chrome\n"
+	        "  -s, --symbol-dir DIR  where to look for binaries and debug files (repeatable;\n"
+	        "                        also CUPTRACE_SYMBOL_PATH, a colon list): DIR/.build-id/\n"
+	        "                        xx/rest[.debug], DIR/<module's name>, DIR/<debuglink>\n"
+	        "  -h, --help            this help\n");
 }
 
 int cmd_symbol_dir_take(const char ***dirs, size_t *n, const char *dir)

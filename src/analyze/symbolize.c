@@ -155,11 +155,10 @@ static int try_open(const char *path, char **name)
 /* libdw's own search (build-id directories and debuglink in the usual places, the symbol
  * directories among them), then the debuglink's name directly in each symbol directory. */
 static int find_debuginfo(Dwfl_Module *mod, void **ud, const char *modname, Dwarf_Addr base,
-                          const char *file_name, const char *debuglink, GElf_Word crc,
-                          char **out)
+                          const char *file_name, const char *debuglink, GElf_Word crc, char **out)
 {
-	int fd = dwfl_standard_find_debuginfo(mod, ud, modname, base, file_name, debuglink, crc,
-	                                      out);
+	int fd =
+	    dwfl_standard_find_debuginfo(mod, ud, modname, base, file_name, debuglink, crc, out);
 	if (fd >= 0 || !cur)
 		return fd;
 	const unsigned char *bits;
@@ -169,8 +168,8 @@ static int find_debuginfo(Dwfl_Module *mod, void **ud, const char *modname, Dwar
 	hex_of(bits, n > 0 && n < 127 ? n : 0, hex);
 	for (size_t i = 0; i < cur->ndirs; i++) {
 		if (hex[0] && hex[1] && hex[2]) {
-			snprintf(path, sizeof(path), "%s/.build-id/%.2s/%s.debug", cur->dirs[i], hex,
-			         hex + 2);
+			snprintf(path, sizeof(path), "%s/.build-id/%.2s/%s.debug", cur->dirs[i],
+			         hex, hex + 2);
 			if ((fd = try_open(path, out)) >= 0)
 				return fd;
 		}
@@ -185,8 +184,8 @@ static int find_debuginfo(Dwfl_Module *mod, void **ud, const char *modname, Dwar
 
 /* Reports path offline into a fresh Dwfl; keeps it if its build id is want (or either has
  * none). 1 kept, 0 not this one (*mismatch set if the ids differ). */
-static int load(struct cuptrace_symbolizer *s, struct symmod *m, const char *path,
-                const char *want, int *mismatch)
+static int load(struct cuptrace_symbolizer *s, struct symmod *m, const char *path, const char *want,
+                int *mismatch)
 {
 	if (access(path, R_OK))
 		return 0;
@@ -230,7 +229,8 @@ static void open_module(struct cuptrace_symbolizer *s, struct symmod *m)
 	base = base ? base + 1 : m->path;
 	for (size_t i = 0; i < s->ndirs; i++) {
 		if (want && strlen(want) > 2) {
-			snprintf(path, sizeof(path), "%s/.build-id/%.2s/%s", s->dirs[i], want, want + 2);
+			snprintf(path, sizeof(path), "%s/.build-id/%.2s/%s", s->dirs[i], want,
+			         want + 2);
 			if (load(s, m, path, want, &mismatch))
 				goto found;
 			snprintf(path, sizeof(path), "%s/.build-id/%.2s/%s.debug", s->dirs[i], want,
@@ -300,8 +300,8 @@ int cuptrace_symbolize(struct cuptrace_symbolizer *s, const char *module, const 
 	if (!module && !build_id)
 		return -ENOENT;
 	char key[8192];
-	int kn = snprintf(key, sizeof(key), "%s%c%s", module ? module : "", 0,
-	                  build_id ? build_id : "");
+	int kn =
+	    snprintf(key, sizeof(key), "%s%c%s", module ? module : "", 0, build_id ? build_id : "");
 	if (kn < 0 || (size_t)kn >= sizeof(key))
 		return -ENOENT;
 	/* Room first: key ids and mods stay in step (id k is mods[k - 1]). */
@@ -312,8 +312,8 @@ int cuptrace_symbolize(struct cuptrace_symbolizer *s, const char *module, const 
 	if (!id)
 		return -ENOMEM;
 	if (s->keys.n != before) {
-		s->mods[s->nmods++] = (struct symmod){.path = keep(s, module),
-		                                      .build_id = keep(s, build_id)};
+		s->mods[s->nmods++] =
+		    (struct symmod){.path = keep(s, module), .build_id = keep(s, build_id)};
 	}
 	struct symmod *m = &s->mods[id - 1];
 	if (!s->cb.find_elf) {

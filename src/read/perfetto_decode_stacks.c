@@ -16,7 +16,8 @@ static uint32_t build_id_sid(struct reader *r, const uint8_t *b, size_t n)
 {
 	int hex = n && n % 2 == 0;
 	for (size_t i = 0; i < n && hex; i++)
-		hex = (b[i] >= '0' && b[i] <= '9') || ((b[i] | 0x20) >= 'a' && (b[i] | 0x20) <= 'f');
+		hex =
+		    (b[i] >= '0' && b[i] <= '9') || ((b[i] | 0x20) >= 'a' && (b[i] | 0x20) <= 'f');
 	if (n > 1024)
 		n = 1024;
 	char buf[2049];

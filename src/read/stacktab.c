@@ -206,7 +206,8 @@ int cuptrace_stack_format_line(const struct cuptrace_frame *f, char *buf, size_t
 			return snprintf(buf, size, "%s (%s:%u)", f->function ? f->function : "??",
 			                f->file, f->line);
 		if (f->file)
-			return snprintf(buf, size, "%s (%s)", f->function ? f->function : "??", f->file);
+			return snprintf(buf, size, "%s (%s)", f->function ? f->function : "??",
+			                f->file);
 		if (!f->module)
 			return snprintf(buf, size, "%s", f->function ? f->function : "??");
 	}

@@ -12,14 +12,14 @@
 #include <stdint.h>
 
 struct cuptrace_stacktab {
-	struct cuptrace_strtab strs; /* frame strings */
-	struct cuptrace_strtab keys; /* a stack's content as bytes -> its id */
+	struct cuptrace_strtab strs;   /* frame strings */
+	struct cuptrace_strtab keys;   /* a stack's content as bytes -> its id */
 	struct cuptrace_frame *frames; /* every stack's frames, strings borrowed from strs */
 	size_t nframes, fcap;
 	struct cuptrace_stab_entry {
 		size_t frame0, nframes;
 		int sent; /* handed to the sink already */
-	} *stacks;
+	} * stacks;
 	size_t nstacks, scap;
 	uint8_t *kbuf; /* scratch for keys */
 	size_t kcap;
