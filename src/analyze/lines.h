@@ -87,8 +87,8 @@ void cuptrace_lines_print(const struct cuptrace_lines *l, FILE *f, int markdown,
  * rows: [{line, gpu_ns, count, share_pct, kernel_ns, copy_ns, kernels: [{name, copy, count,
  * gpu_ns}]}]}, every row and every kernel. 0 or -ENOMEM. */
 int cuptrace_lines_json(const struct cuptrace_lines *l, char **out);
-/* The JSON object in obj (ending "}\n", as the reports print it) with `"lines":` and the value
- * above added as its last key, to f. 0 or a negative errno. */
+/* The JSON object in obj (ending "}" and newlines, as the reports print it) with `"lines":` and the
+ * value above added as its last key, to f. 0 or a negative errno. */
 int cuptrace_lines_json_append(const char *obj, size_t len, const struct cuptrace_lines *l,
                                FILE *f);
 

@@ -52,9 +52,11 @@ void cuptrace_lines_print(const struct cuptrace_lines *l, FILE *f, int md, int t
 	}
 	table_print(&t, f);
 	fprintf(f,
-	        "%" PRIu64 " kernels, copies and memsets; %" PRIu64 " with a call stack; %zu lines"
+	        "%s%" PRIu64 " kernels, copies and memsets; %" PRIu64
+	        " with a call stack; %zu lines"
 	        "%s\n",
-	        l->count, l->with_stack, l->nrows, n < l->nrows ? " (top rows shown)" : "");
+	        md ? "\n" : "", l->count, l->with_stack, l->nrows,
+	        n < l->nrows ? " (top rows shown)" : "");
 }
 
 int cuptrace_lines_json(const struct cuptrace_lines *l, char **out)
@@ -117,11 +119,14 @@ int cuptrace_lines_json_append(const char *obj, size_t len, const struct cuptrac
 	char *v;
 	int err;
 
-	if (!obj || len < 2 || obj[len - 2] != '}' || obj[len - 1] != '\n')
+	/* The reports end their object with one or two newlines. */
+	while (obj && len && obj[len - 1] == '\n')
+		len--;
+	if (!obj || !len || obj[len - 1] != '}')
 		return -EINVAL;
 	if ((err = cuptrace_lines_json(l, &v)))
 		return err;
-	fwrite(obj, 1, len - 2, f);
+	fwrite(obj, 1, len - 1, f);
 	fprintf(f, ",\"lines\":%s}\n", v);
 	free(v);
 	return ferror(f) ? -EIO : 0;
