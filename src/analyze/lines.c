@@ -476,8 +476,10 @@ struct cuptrace_sink *cuptrace_lines_sink_new(struct cuptrace_lines *out,
 	cuptrace_u64map_init(&s->work_of);
 	if (nskip + nkeep && !(s->pats = calloc(nskip + nkeep, sizeof(*s->pats))))
 		goto fail;
-	s->opts = (struct cuptrace_lines_opts){.skip = (const char *const *)s->pats,
-	                                       .keep = (const char *const *)s->pats + nskip};
+	/* No pointer arithmetic on a NULL pats (no patterns). */
+	s->opts = (struct cuptrace_lines_opts){
+	    .skip = (const char *const *)s->pats,
+	    .keep = s->pats ? (const char *const *)s->pats + nskip : NULL};
 	for (size_t i = 0; i < nskip + nkeep; i++) {
 		const char *p = i < nskip ? opts->skip[i] : opts->keep[i - nskip];
 		if (!(s->pats[i] = strdup(p ? p : "")))
