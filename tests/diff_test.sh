@@ -292,7 +292,7 @@ b=$tmp/base.pftrace
 expect 2 "need two traces" "$ct" diff "$b"
 expect 2 "need two traces" "$ct" diff "$b" "$b" "$b"
 expect 2 "exclude each other" "$ct" diff --json --markdown "$b" "$b"
-expect 2 "takes name, base or op" "$ct" diff --group-by kernel "$b" "$b"
+expect 2 "takes name, base, op or line" "$ct" diff --group-by kernel "$b" "$b"
 expect 2 "takes a number of rows" "$ct" diff --top 0 "$b" "$b"
 expect 2 "takes a percentage" "$ct" diff --fail-above -5 "$b" "$b"
 expect 2 "takes a percentage" "$ct" diff --fail-above 10x "$b" "$b"

@@ -2,6 +2,8 @@
 #ifndef CUPTRACE_TOOLS_CMD_H
 #define CUPTRACE_TOOLS_CMD_H
 
+#include <stddef.h>
+
 int cmd_record(int argc, char **argv);
 int cmd_convert(int argc, char **argv);
 int cmd_stats(int argc, char **argv);
@@ -10,8 +12,45 @@ int cmd_merge(int argc, char **argv);
 int cmd_share(int argc, char **argv);
 int cmd_trigger(int argc, char **argv);
 int cmd_analyze(int argc, char **argv);
+int cmd_symbolize(int argc, char **argv);
+
+/* --symbol-dir: appends dir (borrowed) to the malloc'd *dirs. 0 or -ENOMEM. */
+int cmd_symbol_dir_take(const char ***dirs, size_t *n, const char *dir);
 
 struct cuptrace_sink;
+struct cuptrace_symbolizer;
+
+/* --group-by line's options, shared by stats, diff and analyze (tools/cmd_lines.c): the
+ * user-code patterns (analyze/lines.h) and where native frames are symbolized from. */
+struct cmd_lines {
+	const char **skip, **keep, **dirs; /* borrowed from argv */
+	size_t nskip, nkeep, ndirs;
+	struct cuptrace_symbolizer *sym;
+};
+#define CMD_LINES_OPT_SKIP 0x5E1
+#define CMD_LINES_OPT_KEEP 0x5E2
+#define CMD_LINES_OPT_DIR  0x5E3
+#define CMD_LINES_OPTIONS                                                                          \
+	{"skip-frames", required_argument, NULL, CMD_LINES_OPT_SKIP},                              \
+	    {"keep-frames", required_argument, NULL, CMD_LINES_OPT_KEEP},                          \
+	{                                                                                          \
+		"symbol-dir", required_argument, NULL, CMD_LINES_OPT_DIR                           \
+	}
+#define CMD_LINES_HELP                                                                             \
+	"      --skip-frames PAT  with --group-by line: frames whose file or module\n"             \
+	"                         matches PAT (fnmatch) are not user code (repeatable)\n"          \
+	"      --keep-frames PAT  ... are user code whatever the built-in rule says\n"             \
+	"      --symbol-dir DIR   where to find binaries and debug files to symbolize\n"           \
+	"                         native frames (see 'cuptrace symbolize')\n"
+/* Takes option c (one of CMD_LINES_OPT_*); 1 if it was one, 0 if not, -1 out of memory. */
+int cmd_lines_option(struct cmd_lines *l, int c, const char *arg);
+/* The user-code patterns as analyze/lines.h takes them (a struct cuptrace_lines_opts). */
+struct cuptrace_lines_opts cmd_lines_opts(const struct cmd_lines *l);
+/* inner wrapped by a symbolizing sink (inner is owned by it, or destroyed on failure). NULL on
+ * failure. */
+struct cuptrace_sink *cmd_lines_symbolize(struct cmd_lines *l, struct cuptrace_sink *inner);
+void cmd_lines_free(struct cmd_lines *l);
+
 /* Replays a trace file (any format cuptrace reads) into sink, which the caller then finishes.
  * Returns 0 or a negative errno; the reader has logged why. cmd_replay_cb has the shape of
  * cuptrace_replay_fn (analyze/merge.h) and ignores ctx. */

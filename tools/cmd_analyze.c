@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "analyze/analyze.h"
+#include "analyze/lines.h"
 #include "cmd.h"
 #include "format/formats.h"
 
@@ -23,7 +24,9 @@ static void analyze_usage(FILE *f)
 	        "  -g, --gap-us N        GPU gaps of at least N us are a finding (default 100)\n"
 	        "  -t, --tiny-us N       kernels shorter than N us are tiny (default 10)\n"
 	        "  -n, --top N           rows of the largest idle intervals (default 10)\n"
-	        "  -h, --help            this help\n");
+	        "      --group-by line   add GPU time by source line (the innermost frame of\n"
+	        "                        the user's own code in each launch's call "
+	        "stack)\n" CMD_LINES_HELP "  -h, --help            this help\n");
 }
 
 static int annotate(const char *in, const char *out, const struct cuptrace_analysis *a)
@@ -46,7 +49,22 @@ static int annotate(const char *in, const char *out, const struct cuptrace_analy
 	return 0;
 }
 
-int cmd_analyze(int argc, char **argv)
+/* --json --group-by line: the report's object with "lines" as its last key. */
+static int print_json_lines(const struct cuptrace_analysis *a, const struct cuptrace_lines *l)
+{
+	char *buf = NULL;
+	size_t len = 0;
+	FILE *mem = open_memstream(&buf, &len);
+	int r = mem ? cuptrace_analysis_print_json(a, mem) : -1;
+	if (mem && fclose(mem))
+		r = r ? r : -1;
+	if (!r)
+		r = cuptrace_lines_json_append(buf, len, l, stdout);
+	free(buf);
+	return r;
+}
+
+static int analyze_main(int argc, char **argv, struct cmd_lines *lines)
 {
 	static const struct option opts[] = {
 	    {"markdown", no_argument, NULL, 'm'},
@@ -57,15 +75,31 @@ int cmd_analyze(int argc, char **argv)
 	    {"tiny-us", required_argument, NULL, 't'},
 	    {"top", required_argument, NULL, 'n'},
 	    {"help", no_argument, NULL, 'h'},
+	    {"group-by", required_argument, NULL, 'G'},
+	    CMD_LINES_OPTIONS,
 	    {0},
 	};
 	struct cuptrace_analyze_opts o = {0};
 	const char *ann = NULL;
-	int markdown = 0, json = 0, c;
+	int markdown = 0, json = 0, by_line = 0, c;
 	char *end;
 	optind = 1;
 	while ((c = getopt_long(argc, argv, "mja:s:g:t:n:h", opts, NULL)) != -1) {
+		int taken = cmd_lines_option(lines, c, optarg);
+		if (taken < 0) {
+			fprintf(stderr, "cuptrace analyze: out of memory\n");
+			return EXIT_FAIL;
+		}
+		if (taken)
+			continue;
 		switch (c) {
+		case 'G':
+			if (strcmp(optarg, "line")) {
+				fprintf(stderr, "cuptrace analyze: --group-by takes line\n");
+				return EXIT_USAGE;
+			}
+			by_line = 1;
+			break;
 		case 'm':
 			markdown = 1;
 			break;
@@ -112,15 +146,25 @@ int cmd_analyze(int argc, char **argv)
 		return EXIT_USAGE;
 	}
 	struct cuptrace_analysis a;
-	struct cuptrace_sink *s = cuptrace_analyze_sink_new(&a, &o);
+	struct cuptrace_lines ln = {0};
+	struct cuptrace_lines_opts lo = cmd_lines_opts(lines);
+	struct cuptrace_sink *an = cuptrace_analyze_sink_new(&a, &o), *s = an, *ls = NULL;
+	/* --group-by line: symbolize -> lines -> analyze. */
+	if (s && by_line && (ls = cuptrace_lines_sink_new(&ln, &lo, s)))
+		s = cmd_lines_symbolize(lines, ls);
+	else if (by_line)
+		s = NULL;
 	if (!s) {
 		fprintf(stderr, "cuptrace analyze: out of memory\n");
 		return EXIT_FAIL;
 	}
 	int r = 0;
 	for (int i = optind; i < argc && !r; i++) {
-		if (i > optind)
-			cuptrace_analyze_next_file(s);
+		if (i > optind) {
+			cuptrace_analyze_next_file(an);
+			if (ls)
+				cuptrace_lines_next_file(ls);
+		}
 		if ((r = cmd_replay(argv[i], s)))
 			fprintf(stderr, "cuptrace analyze: cannot read %s\n", argv[i]);
 	}
@@ -129,12 +173,19 @@ int cmd_analyze(int argc, char **argv)
 	cuptrace_sink_destroy(s);
 	if (r) {
 		cuptrace_analysis_free(&a);
+		cuptrace_lines_free(&ln);
 		return EXIT_FAIL;
 	}
-	if (json)
+	if (json && by_line) {
+		r = print_json_lines(&a, &ln);
+	} else if (json) {
 		r = cuptrace_analysis_print_json(&a, stdout);
-	else
+	} else {
 		cuptrace_analysis_print(&a, stdout, markdown);
+		if (by_line)
+			cuptrace_lines_print(&ln, stdout, markdown, 0);
+	}
+	cuptrace_lines_free(&ln);
 	if (!r && ann)
 		r = annotate(argv[optind], ann, &a);
 	else if (r || fflush(stdout)) {
@@ -143,4 +194,12 @@ int cmd_analyze(int argc, char **argv)
 	}
 	cuptrace_analysis_free(&a);
 	return r ? EXIT_FAIL : 0;
+}
+
+int cmd_analyze(int argc, char **argv)
+{
+	struct cmd_lines lines = {0};
+	int r = analyze_main(argc, argv, &lines);
+	cmd_lines_free(&lines);
+	return r;
 }

@@ -7,6 +7,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "analyze/symbolize.h"
 #include "cmd.h"
 #include "common/log.h"
 #include "format/formats.h"
@@ -32,6 +33,8 @@ static void convert_usage(FILE *f)
 	        "      --runtime MODE   captures: filtered (default) | all: keep trivial runtime\n"
 	        "                       calls (cudaGetDevice, ...) a capture recorded with them\n"
 	        "                       holds\n"
+	        "      --symbol-dir DIR where to find binaries and debug files to symbolize\n"
+	        "                       native call-stack frames (see 'cuptrace symbolize')\n"
 	        "  -h, --help           this help\n" OTLP_CLI_HELP);
 }
 
@@ -43,12 +46,14 @@ int cmd_convert(int argc, char **argv)
 	    {"compress", required_argument, NULL, 'z'},
 	    {"driver", required_argument, NULL, 'd'},
 	    {"runtime", required_argument, NULL, 'R'},
+	    {"symbol-dir", required_argument, NULL, 0x5D1},
 	    {"help", no_argument, NULL, 'h'},
 	    OTLP_CLI_OPTIONS,
 	    {0},
 	};
 	struct otlp_cli otlp = {0};
-	const char *out = NULL, *format = NULL, *compress = NULL;
+	const char *out = NULL, *format = NULL, *compress = NULL, **dirs = NULL;
+	size_t ndirs = 0;
 	int flags = 0;
 	struct cuptrace_setting_value v;
 	optind = 1;
@@ -87,6 +92,10 @@ int cmd_convert(int argc, char **argv)
 			}
 			if (v.i == CUPTRACE_RUNTIME_MODE_ALL)
 				flags |= CUPTRACE_READ_RUNTIME_ALL;
+			break;
+		case 0x5D1:
+			if (cmd_symbol_dir_take(&dirs, &ndirs, optarg))
+				return EXIT_FAIL;
 			break;
 		case 'h':
 			convert_usage(stdout);
@@ -133,6 +142,14 @@ int cmd_convert(int argc, char **argv)
 		if (!sink)
 			return EXIT_FAIL;
 	}
+	/* Native frames are symbolized on the way (nothing to do for a trace without stacks). */
+	struct cuptrace_symbolizer *sym = cuptrace_symbolizer_new(dirs, ndirs);
+	free(dirs);
+	if (!sym || !(sink = cuptrace_symbolize_sink_new(sym, sink))) {
+		cuptrace_symbolizer_free(sym);
+		cuptrace_sink_destroy(sym ? NULL : sink);
+		return EXIT_FAIL;
+	}
 	int r = cuptrace_read_trace(in, sink, flags);
 	int f = sink->ops->finish(sink);
 	int status = 0;
@@ -150,6 +167,7 @@ int cmd_convert(int argc, char **argv)
 		}
 	}
 	cuptrace_sink_destroy(sink);
+	cuptrace_symbolizer_free(sym);
 	if (r || f) {
 		fprintf(stderr, "cuptrace convert: %s -> %s failed: %s\n", in,
 		        out ? out : otlp.v[0], strerror(-(r ? r : f)));

@@ -27,7 +27,10 @@ static void diff_usage(FILE *f)
 	    "                         parameter lists (gemm<float, 64>(...) -> gemm) |\n"
 	    "                         op: kernels and copies by the op that launched them\n"
 	    "                         (the innermost range around the launch call), so a\n"
-	    "                         library choosing another kernel compares as one\n"
+	    "                         library choosing another kernel compares as one |\n"
+	    "                         line: kernels and copies by the source line that\n"
+	    "                         launched them (the innermost frame of the user's own\n"
+	    "                         code in the launch's call stack; README)\n" CMD_LINES_HELP
 	    "      --per NAME         divide counts and times by the number of host ranges\n"
 	    "                         named NAME in each run (runs of different step counts)\n"
 	    "      --fail-above PCT   exit with status 3 if GPU busy time, or the total of a\n"
@@ -40,7 +43,8 @@ static void diff_usage(FILE *f)
 }
 
 /* The profile of one run; 0 or EXIT_FAIL with the message printed. */
-static int load(const char *path, const struct cuptrace_profile_opts *o, struct cuptrace_profile *p)
+static int load(const char *path, const struct cuptrace_profile_opts *o, struct cuptrace_profile *p,
+                struct cmd_lines *lines)
 {
 	struct cuptrace_sink *sink;
 	int r;
@@ -50,7 +54,10 @@ static int load(const char *path, const struct cuptrace_profile_opts *o, struct 
 		fprintf(stderr, "cuptrace diff: cannot read %s: %s\n", path, strerror(errno));
 		return EXIT_FAIL;
 	}
-	if (!(sink = cuptrace_profile_sink_new(p, o))) {
+	sink = cuptrace_profile_sink_new(p, o);
+	if (sink && o->group_by_line)
+		sink = cmd_lines_symbolize(lines, sink);
+	if (!sink) {
 		fprintf(stderr, "cuptrace diff: out of memory\n");
 		return EXIT_FAIL;
 	}
@@ -66,13 +73,18 @@ static int load(const char *path, const struct cuptrace_profile_opts *o, struct 
 	return 0;
 }
 
-int cmd_diff(int argc, char **argv)
+static int diff_main(int argc, char **argv, struct cmd_lines *lines)
 {
 	static const struct option opts[] = {
-	    {"markdown", no_argument, NULL, 'm'},  {"json", no_argument, NULL, 'j'},
-	    {"top", required_argument, NULL, 'n'}, {"group-by", required_argument, NULL, 'g'},
-	    {"per", required_argument, NULL, 'p'}, {"fail-above", required_argument, NULL, 'F'},
-	    {"help", no_argument, NULL, 'h'},      {0},
+	    {"markdown", no_argument, NULL, 'm'},
+	    {"json", no_argument, NULL, 'j'},
+	    {"top", required_argument, NULL, 'n'},
+	    {"group-by", required_argument, NULL, 'g'},
+	    {"per", required_argument, NULL, 'p'},
+	    {"fail-above", required_argument, NULL, 'F'},
+	    {"help", no_argument, NULL, 'h'},
+	    CMD_LINES_OPTIONS,
+	    {0},
 	};
 	struct cuptrace_diff_opts o = {.sz = sizeof(o), .top = 20, .fail_above_pct = -1};
 	int markdown = 0, json = 0, c;
@@ -80,6 +92,13 @@ int cmd_diff(int argc, char **argv)
 
 	optind = 1;
 	while ((c = getopt_long(argc, argv, "mjn:h", opts, NULL)) != -1) {
+		int taken = cmd_lines_option(lines, c, optarg);
+		if (taken < 0) {
+			fprintf(stderr, "cuptrace diff: out of memory\n");
+			return EXIT_FAIL;
+		}
+		if (taken)
+			continue;
 		switch (c) {
 		case 'm':
 			markdown = 1;
@@ -102,13 +121,14 @@ int cmd_diff(int argc, char **argv)
 		}
 		case 'g':
 			if (strcmp(optarg, "name") && strcmp(optarg, "base") &&
-			    strcmp(optarg, "op")) {
-				fprintf(stderr,
-				        "cuptrace diff: --group-by takes name, base or op\n");
+			    strcmp(optarg, "op") && strcmp(optarg, "line")) {
+				fprintf(stderr, "cuptrace diff: --group-by takes name, base, op or "
+				                "line\n");
 				return EXIT_USAGE;
 			}
 			o.group_by_base = !strcmp(optarg, "base");
 			o.group_by_op = !strcmp(optarg, "op");
+			o.group_by_line = !strcmp(optarg, "line");
 			break;
 		case 'p':
 			if (!*optarg) {
@@ -149,16 +169,19 @@ int cmd_diff(int argc, char **argv)
 	o.base_path = argv[optind];
 	o.new_path = argv[optind + 1];
 
+	struct cuptrace_lines_opts lo = cmd_lines_opts(lines);
 	struct cuptrace_profile_opts po = {.sz = sizeof(po),
 	                                   .group_by_base = o.group_by_base,
 	                                   .per_name = o.per_name,
-	                                   .group_by_op = o.group_by_op};
+	                                   .group_by_op = o.group_by_op,
+	                                   .group_by_line = o.group_by_line,
+	                                   .lines = &lo};
 	struct cuptrace_profile a, b;
 	struct cuptrace_diff d;
-	int ret = load(o.base_path, &po, &a);
+	int ret = load(o.base_path, &po, &a, lines);
 	if (ret)
 		return ret;
-	if ((ret = load(o.new_path, &po, &b))) {
+	if ((ret = load(o.new_path, &po, &b, lines))) {
 		cuptrace_profile_free(&a);
 		return ret;
 	}
@@ -191,4 +214,12 @@ int cmd_diff(int argc, char **argv)
 	}
 	cuptrace_diff_free(&d);
 	return ret;
+}
+
+int cmd_diff(int argc, char **argv)
+{
+	struct cmd_lines lines = {0};
+	int r = diff_main(argc, argv, &lines);
+	cmd_lines_free(&lines);
+	return r;
 }

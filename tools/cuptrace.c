@@ -27,6 +27,8 @@ static const struct {
      "open a capture window in running traced processes, or write their flight recorder"},
     {"analyze", cmd_analyze,
      "why a run is slow: steps, GPU idle by cause, GPU time per op, findings"},
+    {"symbolize", cmd_symbolize,
+     "fill in the native frames of a trace's call stacks (function, file, line) from binaries"},
     {"share", cmd_share,
      "a copy safe to attach to a public bug report: no host, user, paths; --redact-names"},
 };

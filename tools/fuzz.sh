@@ -45,6 +45,12 @@ for j in tests/data/*.json*; do
 	*) gzip -c "$j" >"$seeds/json/$n.gz" ;;
 	esac
 done
+# Seeds kept in the repository (a Chrome JSON trace with call stacks in "stack" args).
+for t in perfetto json; do
+	for f in tests/fuzz/seeds/$t/*; do
+		[ -e "$f" ] && cp "$f" "$seeds/$t/seed-$(basename "$f")"
+	done
+done
 # The real torch.profiler traces of the shared folder, where it is present (the size limit
 # below keeps the small ones).
 ext=../shared/external-traces

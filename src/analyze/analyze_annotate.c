@@ -57,6 +57,12 @@ static int an_counter(struct cuptrace_sink *s, const struct cuptrace_counter *e)
 	return to_ann(s)->inner->ops->counter(to_ann(s)->inner, e);
 }
 
+static int an_stack(struct cuptrace_sink *s, const struct cuptrace_stack *st)
+{
+	struct cuptrace_sink *in = to_ann(s)->inner;
+	return in->ops->stack ? in->ops->stack(in, st) : 0;
+}
+
 static int an_meta(struct cuptrace_sink *s, const struct cuptrace_meta *m, size_t k)
 {
 	return to_ann(s)->inner->ops->meta(to_ann(s)->inner, m, k);
@@ -204,6 +210,7 @@ static const struct cuptrace_sink_ops ann_ops = {
     .slice = an_slice,
     .instant = an_instant,
     .counter = an_counter,
+    .stack = an_stack,
     .meta = an_meta,
     .tick = an_tick,
     .finish = an_finish,

@@ -5,6 +5,7 @@
 #include "common/util.h"
 
 #include <errno.h>
+#include <stddef.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -225,7 +226,9 @@ int cuptrace_diff_compute(const struct cuptrace_profile *a, const struct cuptrac
 	if (oom)
 		return -ENOMEM;
 	d->group_by_base = o->group_by_base;
-	d->group_by_op = o->sz >= sizeof(*o) && o->group_by_op;
+	d->group_by_op = o->sz >= offsetof(struct cuptrace_diff_opts, group_by_op) + sizeof(int) &&
+	                 o->group_by_op;
+	d->group_by_line = o->sz >= sizeof(*o) && o->group_by_line;
 	d->top = o->top > 0 ? o->top : 20;
 	d->fail_above_pct = o->fail_above_pct;
 	d->base_per = o->per_name ? a->per_count : 1;

@@ -26,6 +26,7 @@
 #ifndef CUPTRACE_ANALYZE_DIFF_H
 #define CUPTRACE_ANALYZE_DIFF_H
 
+#include "analyze/lines.h"
 #include "format/event.h"
 
 #include <stdint.h>
@@ -75,6 +76,10 @@ struct cuptrace_profile_opts {
 	 * (op or NVTX, ProfilerStep#N skipped) open on the launching thread when the launch call
 	 * began, found through the flow from the call to the work; "(no op) NAME" without one */
 	int group_by_op;
+	/* 1: kernels and copies named after the source line that launched them (analyze/lines.h:
+	 * the innermost user frame of the launch's call stack); "(no stack)" without one */
+	int group_by_line;
+	const struct cuptrace_lines_opts *lines; /* its rule's patterns; NULL: none. Copied */
 };
 
 /* The aggregating sink: zeroes *out and fills it at finish (out must outlive the sink; free it
@@ -124,11 +129,12 @@ struct cuptrace_diff_opts {
 	int top;               /* rows per family in text and markdown (JSON lists all); 0: 20 */
 	double fail_above_pct; /* < 0: off */
 	int group_by_op;       /* shown in the output */
+	int group_by_line;     /* shown in the output */
 };
 
 struct cuptrace_diff {
 	char *base_path, *new_path, *per_name;
-	int group_by_base, top, group_by_op;
+	int group_by_base, top, group_by_op, group_by_line;
 	uint64_t base_per, new_per; /* --per counts (1 without --per) */
 	struct cuptrace_diff_value span_ns, gpu_busy_ns, kernels, bytes_copied;
 	struct cuptrace_diff_device *dev;

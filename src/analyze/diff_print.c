@@ -115,6 +115,9 @@ static void print_header(const struct cuptrace_diff *d, FILE *f, int md)
 	if (d->group_by_op)
 		report_kv(f, md, 7, "Names",
 		          "kernels and copies grouped by the op that launched them", 0);
+	if (d->group_by_line)
+		report_kv(f, md, 7, "Names",
+		          "kernels and copies grouped by the source line that launched them", 0);
 	if (per) {
 		snprintf(buf, sizeof(buf),
 		         "\"%.200s\" ranges: %" PRIu64 " in base, %" PRIu64
@@ -347,7 +350,8 @@ int cuptrace_diff_print_json(const struct cuptrace_diff *d, FILE *f)
 	cuptrace_json_string_field(w, "base", d->base_path);
 	cuptrace_json_string_field(w, "new", d->new_path);
 	cuptrace_json_string_field(w, "group_by",
-	                           d->group_by_op     ? "op"
+	                           d->group_by_line   ? "line"
+	                           : d->group_by_op   ? "op"
 	                           : d->group_by_base ? "base"
 	                                              : "name");
 	cuptrace_json_name(w, "per");

@@ -46,6 +46,13 @@ int fwd_counter(struct cuptrace_sink *s, const struct cuptrace_counter *e)
 	FORWARD(counter, e);
 }
 
+int fwd_stack(struct cuptrace_sink *s, const struct cuptrace_stack *st)
+{
+	if (!to_fwd(s)->inner->ops->stack)
+		return to_fwd(s)->err; /* the inner sink ignores stacks */
+	FORWARD(stack, st);
+}
+
 int fwd_meta(struct cuptrace_sink *s, const struct cuptrace_meta *m, size_t n)
 {
 	FORWARD(meta, m, n);

@@ -20,6 +20,8 @@ int fwd_track(struct cuptrace_sink *s, const struct cuptrace_track *t);
 int fwd_slice(struct cuptrace_sink *s, const struct cuptrace_slice *e);
 int fwd_instant(struct cuptrace_sink *s, const struct cuptrace_instant *e);
 int fwd_counter(struct cuptrace_sink *s, const struct cuptrace_counter *e);
+/* Hands the stack on if the inner sink takes stacks. */
+int fwd_stack(struct cuptrace_sink *s, const struct cuptrace_stack *st);
 int fwd_meta(struct cuptrace_sink *s, const struct cuptrace_meta *m, size_t n);
 int fwd_finish(struct cuptrace_sink *s);
 

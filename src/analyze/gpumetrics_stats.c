@@ -264,6 +264,7 @@ static const struct cuptrace_sink_ops gm_ops = {
     .slice = gm_slice,
     .instant = fwd_instant,
     .counter = gm_counter,
+    .stack = fwd_stack,
     .meta = fwd_meta,
     .finish = gm_finish,
     .destroy = gm_destroy,

@@ -47,7 +47,7 @@ struct merge_state {
 	uint64_t k;
 	int ranks;
 	enum cuptrace_align_mode mode;
-	uint64_t next_uuid, next_flow; /* the output's uuids and flow ids, from 1 */
+	uint64_t next_uuid, next_flow, next_stack; /* the output's uuids, flow and stack ids */
 };
 
 /* ---- pass 1 ---- */
@@ -112,6 +112,7 @@ static const struct cuptrace_sink_ops probe_ops = {
     .slice = probe_slice,
     .instant = fwd_instant,
     .counter = fwd_counter,
+    .stack = fwd_stack,
     .meta = fwd_meta,
     .finish = fwd_finish,
     .destroy = probe_destroy,
@@ -301,16 +302,6 @@ static int nccl_keys(struct in_state *in)
 	return 0;
 }
 
-static char *meta_strdup(const struct cuptrace_stats *st, const char *key)
-{
-	const struct cuptrace_meta *g = stats_meta_get(st, key);
-	char v[512];
-	if (!g)
-		return NULL;
-	stats_meta_str(g, v, sizeof(v));
-	return *v ? strdup(v) : NULL;
-}
-
 /* --ranks: rank, host and machine from the metadata that `record` writes. */
 static int rank_info(struct in_state *in, struct cuptrace_merge_result *r)
 {
@@ -320,14 +311,14 @@ static int rank_info(struct in_state *in, struct cuptrace_merge_result *r)
 	g = stats_meta_get(&in->st, "world_size");
 	v = -1;
 	r->world = g && stats_meta_int(g, &v) && v > 0 && v <= INT32_MAX ? (int)v : -1;
-	in->host = meta_strdup(&in->st, "hostname");
+	in->host = stats_meta_strdup(&in->st, "hostname");
 	if (in->host && !strcmp(in->host, "?")) { /* a reader's "not said" */
 		free(in->host);
 		in->host = NULL;
 	}
 	/* The machine: its boot id and its host name, so that traces of different hosts are
 	 * different machines whatever their boot ids say (containers, copied images). */
-	char *boot = meta_strdup(&in->st, "boot_id");
+	char *boot = stats_meta_strdup(&in->st, "boot_id");
 	if (boot || in->host) {
 		size_t len = (boot ? strlen(boot) : 0) + (in->host ? strlen(in->host) : 0) + 2;
 		if (!(in->machine = malloc(len))) {
@@ -540,6 +531,7 @@ struct shift_sink {
 	uint32_t nprocs;             /* process tracks of this input so far */
 	struct cuptrace_u64map uuid; /* input uuid -> output uuid */
 	struct cuptrace_u64map flow; /* input flow id -> output flow id */
+	uint64_t stack_base;         /* output stack id = input's + this: unique over inputs */
 	uint64_t *ids;               /* scratch for one event's flow ids */
 	size_t idcap;
 	/* The input's own info and summary, as instants on its first process (proc_uuid): the
@@ -599,15 +591,6 @@ static int64_t shifted(const struct shift_sink *s, int64_t ts)
 	return s->native ? ts : cuptrace_align_apply(&s->r->map, ts);
 }
 
-static char *joined(const char *a, const char *sep, const char *b)
-{
-	size_t n = strlen(a) + strlen(sep) + strlen(b) + 1;
-	char *p = malloc(n);
-	if (p)
-		snprintf(p, n, "%s%s%s", a, sep, b);
-	return p;
-}
-
 static int sh_track(struct cuptrace_sink *sk, const struct cuptrace_track *t)
 {
 	struct shift_sink *s = (struct shift_sink *)sk;
@@ -626,7 +609,7 @@ static int sh_track(struct cuptrace_sink *sk, const struct cuptrace_track *t)
 		d.sort_rank = (int32_t)((s->index + 1) * RANK_STEP +
 		                        (s->nprocs < RANK_STEP - 1 ? s->nprocs : RANK_STEP - 1));
 		s->nprocs++;
-		desc = t->description && *t->description ? joined(t->description, "\n", s->in->note)
+		desc = t->description && *t->description ? cuptrace_str_join3(t->description, "\n", s->in->note)
 		                                         : strdup(s->in->note);
 		if (!desc)
 			return sh_fail(s, -ENOMEM);
@@ -634,7 +617,7 @@ static int sh_track(struct cuptrace_sink *sk, const struct cuptrace_track *t)
 	}
 	if (t->kind == CUPTRACE_TRACK_PROCESS ||
 	    (!t->parent_uuid && t->kind != CUPTRACE_TRACK_THREAD)) {
-		if (!(name = joined(s->r->label, ": ", t->name ? t->name : ""))) {
+		if (!(name = cuptrace_str_join3(s->r->label, ": ", t->name ? t->name : ""))) {
 			free(desc);
 			return sh_fail(s, -ENOMEM);
 		}
@@ -702,6 +685,7 @@ static int sh_slice(struct cuptrace_sink *sk, const struct cuptrace_slice *e)
 		return sh_fail(s, -ENOMEM);
 	d.flows_out = e->nflows_out ? s->ids : NULL;
 	d.flows_in = e->nflows_in ? s->ids + e->nflows_out : NULL;
+	d.stack_id = e->stack_id ? e->stack_id + s->stack_base : 0;
 	if (sat_add(d.ts, d.dur) > s->max_ts)
 		s->max_ts = sat_add(d.ts, d.dur);
 	err = s->out->ops->slice(s->out, &d);
@@ -728,6 +712,17 @@ static int sh_counter(struct cuptrace_sink *sk, const struct cuptrace_counter *e
 	return err;
 }
 
+static int sh_stack(struct cuptrace_sink *sk, const struct cuptrace_stack *e)
+{
+	struct shift_sink *s = (struct shift_sink *)sk;
+	struct cuptrace_stack d = *e;
+	d.id += s->stack_base;
+	if (d.id >= s->ms->next_stack)
+		s->ms->next_stack = d.id + 1;
+	int err = s->err || !s->out->ops->stack ? s->err : s->out->ops->stack(s->out, &d);
+	return err ? sh_fail(s, err) : 0;
+}
+
 /* The output is finished by the caller, once, after every input. */
 static int sh_finish(struct cuptrace_sink *sk)
 {
@@ -746,6 +741,7 @@ static const struct cuptrace_sink_ops shift_ops = {
     .slice = sh_slice,
     .instant = sh_instant,
     .counter = sh_counter,
+    .stack = sh_stack,
     .meta = sh_meta,
     .finish = sh_finish,
     .destroy = sh_destroy,
@@ -769,7 +765,7 @@ static int merged_meta(struct cuptrace_merge *m, struct cuptrace_meta **out, siz
 	meta[n++] = (struct cuptrace_meta){.key = "merged_inputs", .is_int = 1, .i = (int64_t)m->n};
 	if (m->st->align_name) {
 		snprintf(buf, sizeof(buf), "#%" PRIu64, m->st->k);
-		if (!(keep[ns++] = joined(m->st->align_name, "", buf)))
+		if (!(keep[ns++] = cuptrace_str_join3(m->st->align_name, "", buf)))
 			goto oom;
 		meta[n++] = (struct cuptrace_meta){.key = "merge_alignment", .s = keep[ns - 1]};
 	}
@@ -787,37 +783,37 @@ static int merged_meta(struct cuptrace_merge *m, struct cuptrace_meta **out, siz
 		const struct cuptrace_stats *st = &m->st->in[i].st;
 		const char *label = m->in[i].label;
 		for (size_t k = 0; k < st->nmeta; k++) {
-			if (!(keep[ns++] = joined(label, ": ", st->meta[k].key)))
+			if (!(keep[ns++] = cuptrace_str_join3(label, ": ", st->meta[k].key)))
 				goto oom;
 			meta[n] = st->meta[k];
 			meta[n++].key = keep[ns - 1];
 		}
-		if (!(keep[ns++] = joined(label, ": ", "merge_file")))
+		if (!(keep[ns++] = cuptrace_str_join3(label, ": ", "merge_file")))
 			goto oom;
 		meta[n++] = (struct cuptrace_meta){.key = keep[ns - 1], .s = m->in[i].path};
-		if (!(keep[ns++] = joined(label, ": ", "merge_offset_ns")))
+		if (!(keep[ns++] = cuptrace_str_join3(label, ": ", "merge_offset_ns")))
 			goto oom;
 		meta[n++] = (struct cuptrace_meta){
 		    .key = keep[ns - 1], .is_int = 1, .i = m->in[i].offset_ns};
 		if (!m->st->ranks)
 			continue;
 		const struct cuptrace_align_out *a = &m->in[i].map;
-		if (!(keep[ns++] = joined(label, ": ", "merge_clock")))
+		if (!(keep[ns++] = cuptrace_str_join3(label, ": ", "merge_clock")))
 			goto oom;
 		meta[n++] = (struct cuptrace_meta){.key = keep[ns - 1],
 		                                   .s = cuptrace_merge_clock_name(a->clock)};
 		if (a->clock != CUPTRACE_CLOCK_NCCL)
 			continue;
 		snprintf(buf, sizeof(buf), "%.4f", a->drift * 1e6);
-		if (!(keep[ns++] = joined(label, ": ", "merge_drift_ppm")) ||
+		if (!(keep[ns++] = cuptrace_str_join3(label, ": ", "merge_drift_ppm")) ||
 		    !(keep[ns++] = strdup(buf)))
 			goto oom;
 		meta[n++] = (struct cuptrace_meta){.key = keep[ns - 2], .s = keep[ns - 1]};
-		if (!(keep[ns++] = joined(label, ": ", "merge_realtime_error_ns")))
+		if (!(keep[ns++] = cuptrace_str_join3(label, ": ", "merge_realtime_error_ns")))
 			goto oom;
 		meta[n++] = (struct cuptrace_meta){
 		    .key = keep[ns - 1], .is_int = 1, .i = a->realtime_error_ns};
-		if (!(keep[ns++] = joined(label, ": ", "merge_matched_collectives")))
+		if (!(keep[ns++] = cuptrace_str_join3(label, ": ", "merge_matched_collectives")))
 			goto oom;
 		meta[n++] = (struct cuptrace_meta){
 		    .key = keep[ns - 1], .is_int = 1, .i = (int64_t)a->matched};
@@ -855,7 +851,8 @@ static int write_input(struct cuptrace_merge *m, size_t i, cuptrace_replay_fn re
 	                       .r = &m->in[i],
 	                       .in = &m->st->in[i],
 	                       .index = i,
-	                       .native = native};
+	                       .native = native,
+	                       .stack_base = m->st->next_stack - 1};
 	cuptrace_u64map_init(&s.uuid);
 	cuptrace_u64map_init(&s.flow);
 	m->bad = i;
@@ -899,7 +896,7 @@ static int merge_write(struct cuptrace_merge *m, cuptrace_replay_fn replay, void
 	if (rt)
 		stats_meta_int(rt, &realtime);
 	if (!(pname =
-	          joined(m->in[0].label, ": ", pn && !pn->is_int && pn->s ? pn->s : "process"))) {
+	          cuptrace_str_join3(m->in[0].label, ": ", pn && !pn->is_int && pn->s ? pn->s : "process"))) {
 		err = -ENOMEM;
 		goto out;
 	}
@@ -921,7 +918,7 @@ static int merge_write(struct cuptrace_merge *m, cuptrace_replay_fn replay, void
 	};
 	if (out && (err = out->ops->begin(out, &info)))
 		goto out;
-	m->st->next_uuid = m->st->next_flow = 1;
+	m->st->next_uuid = m->st->next_flow = m->st->next_stack = 1;
 	for (size_t i = 0; i < m->n && !err; i++) {
 		if (!open) {
 			err = write_input(m, i, replay, ctx, out, 0);

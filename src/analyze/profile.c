@@ -5,6 +5,7 @@
 #include "analyze/step_name.h"
 #include "analyze/diff.h"
 #include "analyze/forward.h"
+#include "analyze/lines.h"
 #include "analyze/names.h"
 #include "analyze/stats.h"
 #include "analyze/stats_internal.h"
@@ -29,6 +30,7 @@ struct profile_sink {
 	struct cuptrace_profile_opts opts;
 	int finished;
 	struct cuptrace_stats st;     /* filled by the stats sink at its finish */
+	struct cuptrace_lines lines;  /* group_by_line: filled by the lines sink at its finish */
 	struct cuptrace_u64map trk;   /* uuid -> TRK_* */
 	struct cuptrace_strtab strs;  /* names (after base reduction) */
 	struct cuptrace_u64map index; /* family << 32 | name id -> index + 1 in acc[family] */
@@ -178,7 +180,7 @@ static uint64_t bytes_arg(const struct cuptrace_slice *e)
 	return 0;
 }
 
-static int add(struct profile_sink *s, int fam, const char *name, int64_t dur)
+static int add_n(struct profile_sink *s, int fam, const char *name, uint64_t count, int64_t dur)
 {
 	size_t len = strlen(name);
 	if (s->opts.group_by_base) {
@@ -207,9 +209,28 @@ static int add(struct profile_sink *s, int fam, const char *name, int64_t dur)
 		*slot = ++s->nacc[fam];
 	}
 	struct name_acc *a = &s->acc[fam][*slot - 1];
-	a->count++;
+	a->count += count;
 	a->total = sat_add(a->total, dur);
 	return 0;
+}
+
+static int add(struct profile_sink *s, int fam, const char *name, int64_t dur)
+{
+	return add_n(s, fam, name, 1, dur);
+}
+
+/* group_by_line: the lines sink's rows, kernels and copies apart. */
+static int add_by_line(struct profile_sink *s)
+{
+	int err = 0;
+	for (size_t i = 0; i < s->lines.nrows && !err; i++) {
+		const struct cuptrace_line_row *r = &s->lines.rows[i];
+		if (r->kernel_count)
+			err = add_n(s, CUPTRACE_FAM_KERNEL, r->line, r->kernel_count, r->kernel_ns);
+		if (!err && r->copy_count)
+			err = add_n(s, CUPTRACE_FAM_COPY, r->line, r->copy_count, r->copy_ns);
+	}
+	return err;
 }
 
 /* group_by_op: keeps what pr_finish needs to name each kernel and copy after its op. */
@@ -263,6 +284,8 @@ static int pr_slice(struct cuptrace_sink *sk, const struct cuptrace_slice *e)
 	if (fam == CUPTRACE_FAM_COPY && e->category && strstr(e->category, "memcpy"))
 		s->bytes += bytes_arg(e);
 	int64_t dur = e->dur > 0 ? e->dur : 0;
+	if (s->opts.group_by_line && (fam == CUPTRACE_FAM_KERNEL || fam == CUPTRACE_FAM_COPY))
+		return 0; /* counted at finish, from the lines sink */
 	if (s->opts.group_by_op && (err = note_for_ops(s, e, host, fam, name, dur)))
 		return err < 0 ? fwd_fail(&s->fwd, err) : 0;
 	if (fam >= 0 && (err = add(s, fam, name, dur)))
@@ -386,7 +409,11 @@ static int pr_finish(struct cuptrace_sink *sk)
 	s->finished = 1;
 	if ((err = fwd_finish(sk)) || (err = stats_devices(&s->st, &dev, &ndev)))
 		goto out;
-	if (s->opts.group_by_op && (err = add_by_op(s)))
+	if (s->opts.group_by_line)
+		err = add_by_line(s);
+	else if (s->opts.group_by_op)
+		err = add_by_op(s);
+	if (err)
 		goto out;
 	err = -ENOMEM;
 	if (ndev && !(r.dev = calloc(ndev, sizeof(*r.dev))))
@@ -438,6 +465,7 @@ static void pr_destroy(struct cuptrace_sink *sk)
 		return;
 	cuptrace_sink_destroy(s->fwd.inner);
 	cuptrace_stats_free(&s->st);
+	cuptrace_lines_free(&s->lines);
 	cuptrace_u64map_free(&s->trk);
 	cuptrace_u64map_free(&s->index);
 	cuptrace_u64map_free(&s->thread_named);
@@ -459,6 +487,7 @@ static const struct cuptrace_sink_ops profile_ops = {
     .slice = pr_slice,
     .instant = fwd_instant,
     .counter = fwd_counter,
+    .stack = fwd_stack,
     .meta = fwd_meta,
     .finish = pr_finish,
     .destroy = pr_destroy,
@@ -489,7 +518,11 @@ struct cuptrace_sink *cuptrace_profile_sink_new(struct cuptrace_profile *out,
 	cuptrace_u64map_init(&s->thread_named);
 	cuptrace_u64map_init(&s->lane_of);
 	cuptrace_strtab_init(&s->strs);
-	if (!(s->fwd.inner = cuptrace_stats_sink_new(&s->st))) {
+	s->fwd.inner = cuptrace_stats_sink_new(&s->st);
+	if (s->fwd.inner && s->opts.group_by_line)
+		s->fwd.inner = cuptrace_lines_sink_new(&s->lines, s->opts.lines, s->fwd.inner);
+	s->opts.lines = NULL; /* copied by the lines sink */
+	if (!s->fwd.inner) {
 		pr_destroy(&s->fwd.base);
 		errno = ENOMEM;
 		return NULL;

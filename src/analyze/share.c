@@ -647,6 +647,9 @@ static int sh_slice(struct cuptrace_sink *sk, const struct cuptrace_slice *e)
 	if (!overlaps(s, e->ts, share_end(e->ts, e->dur)))
 		return 0;
 	struct cuptrace_slice d = *e;
+	/* Call stacks name source files and modules by path: a shared copy has none (no stack()
+	 * op either). */
+	d.stack_id = 0;
 	int err = rewrite_name(s, e->name, e->category, &d.name, &d.category);
 	if (!err)
 		err = rewrite_args(s, e->args, e->nargs, &d.args);

@@ -69,6 +69,8 @@ extern const size_t stats_nknown_lines;
 
 const struct cuptrace_meta *stats_meta_get(const struct cuptrace_stats *st, const char *key);
 void stats_meta_str(const struct cuptrace_meta *m, char *buf, size_t cap);
+/* A key's value as a malloc'd string; NULL if absent, empty or out of memory. */
+char *stats_meta_strdup(const struct cuptrace_stats *st, const char *key);
 /* An int, or a decimal string of one (as collect writes the start time). 1 if it is one. */
 int stats_meta_int(const struct cuptrace_meta *m, int64_t *v);
 /* Keys the header shows under a label of its own (the rest go to "Other metadata"). */

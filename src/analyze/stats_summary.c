@@ -186,6 +186,16 @@ void stats_meta_str(const struct cuptrace_meta *m, char *buf, size_t cap)
 		snprintf(buf, cap, "%s", m->s ? m->s : "");
 }
 
+char *stats_meta_strdup(const struct cuptrace_stats *st, const char *key)
+{
+	const struct cuptrace_meta *g = stats_meta_get(st, key);
+	char v[512];
+	if (!g)
+		return NULL;
+	stats_meta_str(g, v, sizeof(v));
+	return *v ? strdup(v) : NULL;
+}
+
 int stats_meta_int(const struct cuptrace_meta *m, int64_t *v)
 {
 	char *end;

@@ -351,3 +351,12 @@ void *cuptrace_loaded_sym(const char *soname, const char *name)
 		dlclose(h); /* drops only the reference NOLOAD took: the library stays */
 	return s ? s : dlsym(RTLD_DEFAULT, name);
 }
+
+char *cuptrace_str_join3(const char *a, const char *sep, const char *b)
+{
+	size_t n = strlen(a) + strlen(sep) + strlen(b) + 1;
+	char *p = malloc(n);
+	if (p)
+		snprintf(p, n, "%s%s%s", a, sep, b);
+	return p;
+}

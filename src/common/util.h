@@ -76,6 +76,8 @@ char *cuptrace_path_expand(const char *tmpl, int pid);
  * name (run.pftrace.gz -> run-123.pftrace.gz): how a process that may not take a trace's name
  * names its own, and how `record` finds those. Returns malloc'd memory or NULL. */
 char *cuptrace_path_with_tag(const char *path, const char *tag);
+/* a, sep and b in one malloc'd string, or NULL. */
+char *cuptrace_str_join3(const char *a, const char *sep, const char *b);
 /* True if path ends with suffix. */
 int cuptrace_ends_with(const char *s, const char *suffix);
 

@@ -104,23 +104,16 @@ enum {
 	PF_EVENT_FLOW_IDS = 47,
 	PF_EVENT_TERMINATING_FLOW_IDS = 48,
 	PF_EVENT_CORRELATION_ID = 52,
+	PF_EVENT_CALLSTACK = 55,     /* InlineCallstack */
 	PF_EVENT_CALLSTACK_IID = 56, /* -> InternedData.callstacks */
 };
 
-/* Callstack, Frame and Mapping (InternedData's callstacks, frames and mappings). */
+/* InlineCallstack, and its Frame. */
 enum {
-	PF_CALLSTACK_IID = 1,
-	PF_CALLSTACK_FRAME_IDS = 2, /* repeated, unpacked, outermost first */
-	PF_FRAME_IID = 1,
-	PF_FRAME_FUNCTION_NAME_ID = 2,
-	PF_FRAME_MAPPING_ID = 3,
-	PF_FRAME_REL_PC = 4,
-	PF_FRAME_SOURCE_PATH_IID = 5,
-	PF_FRAME_LINE_NUMBER = 6,
-	PF_MAPPING_IID = 1,
-	PF_MAPPING_BUILD_ID = 2,
-	PF_MAPPING_LOAD_BIAS = 6,
-	PF_MAPPING_PATH_STRING_IDS = 7,
+	PF_INLINE_CALLSTACK_FRAMES = 1,
+	PF_INLINE_FRAME_FUNCTION_NAME = 1,
+	PF_INLINE_FRAME_SOURCE_FILE = 2,
+	PF_INLINE_FRAME_LINE_NUMBER = 3,
 };
 
 /* DebugAnnotation. */
@@ -146,16 +139,34 @@ enum {
 	PF_INTERNED_EVENT_NAMES = 2,
 	PF_INTERNED_DEBUG_ANNOTATION_NAMES = 3,
 	PF_INTERNED_DEBUG_ANNOTATION_STRING_VALUES = 29,
-	/* call stacks (issue 27) */
-	PF_INTERNED_FUNCTION_NAMES = 5, /* InternedString */
+	PF_INTERNED_FUNCTION_NAMES = 5,
 	PF_INTERNED_FRAMES = 6,
 	PF_INTERNED_CALLSTACKS = 7,
-	PF_INTERNED_BUILD_IDS = 16,     /* InternedString, raw bytes */
-	PF_INTERNED_MAPPING_PATHS = 17, /* InternedString, one path component each */
-	PF_INTERNED_SOURCE_PATHS = 18,  /* InternedString */
+	PF_INTERNED_BUILD_IDS = 16,
+	PF_INTERNED_MAPPING_PATHS = 17,
+	PF_INTERNED_SOURCE_PATHS = 18,
 	PF_INTERNED_MAPPINGS = 19,
 	PF_ENTRY_IID = 1,
 	PF_ENTRY_NAME = 2, /* name, or InternedString's str */
+};
+
+/* The interned Callstack, Frame and Mapping (profile_common.proto). */
+enum {
+	PF_CALLSTACK_IID = 1,
+	PF_CALLSTACK_FRAME_IDS = 2, /* outermost first */
+	PF_FRAME_IID = 1,
+	PF_FRAME_FUNCTION_NAME_ID = 2,
+	PF_FRAME_MAPPING_ID = 3,
+	PF_FRAME_REL_PC = 4,
+	PF_FRAME_SOURCE_PATH_IID = 5,
+	PF_FRAME_LINE_NUMBER = 6,
+	PF_MAPPING_IID = 1,
+	PF_MAPPING_BUILD_ID = 2,
+	PF_MAPPING_START_OFFSET = 3,
+	PF_MAPPING_START = 4,
+	PF_MAPPING_END = 5,
+	PF_MAPPING_LOAD_BIAS = 6,
+	PF_MAPPING_PATH_STRING_IDS = 7,
 };
 
 #endif

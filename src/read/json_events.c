@@ -366,6 +366,26 @@ static void take_corr(struct jr *r, struct jr_ev *e, const char *key, int remove
 	}
 }
 
+/* Moves a slice's "stack" string arg (the call stack, one frame a line, innermost first, as
+ * cuptrace's Chrome writer puts it) out of its args into a stack of r->stk. */
+static void take_stack(struct jr *r, struct jr_ev *e)
+{
+	for (uint32_t i = e->arg0; i < e->arg0 + e->nargs; i++) {
+		const struct jr_arg *a = &r->args[i];
+		const char *k = jr_s(r, a->key), *v;
+		if (!k || strcmp(k, "stack") || a->type != CUPTRACE_ARG_STRING || !(v = jr_s(r, a->v.s)))
+			continue;
+		if (!(e->stack = cuptrace_stacktab_add_text(&r->stk, v, strlen(v)))) {
+			r->err = -ENOMEM;
+			return;
+		}
+		memmove(&r->args[i], &r->args[i + 1], (e->arg0 + e->nargs - i - 1) * sizeof(r->args[0]));
+		e->nargs--;
+		r->nargs--;
+		return;
+	}
+}
+
 /* The key of a flow: v1 flows ('s', 't', 'f') are one flow per (id, cat, name); v2 flows
  * ("bind_id") per id alone, apart from v1's (as Perfetto keeps them). 0 on error. */
 static uint32_t flow_key(struct jr *r, int v2, uint32_t cat, uint32_t name, const struct jr_id *id)
@@ -530,6 +550,8 @@ static int parse_event(struct jr *r, uint32_t fo)
 			take_corr(r, e, "correlation_id", 1);
 		else
 			take_corr(r, e, "correlation", 0);
+		if (e->ph == 'X')
+			take_stack(r, e);
 		if (f.have_bind && e->ph == 'X' && t)
 			return v2_flow(r, &f, t, (uint32_t)r->nevs, ts, fo);
 		return 0;

@@ -44,6 +44,7 @@ static void jr_free(struct jr *r)
 {
 	jp_free(&r->jp);
 	cuptrace_strtab_free(&r->strs);
+	cuptrace_stacktab_free(&r->stk);
 	cuptrace_strtab_free(&r->proc_keys);
 	cuptrace_strtab_free(&r->thread_keys);
 	cuptrace_strtab_free(&r->counter_keys);
@@ -339,9 +340,11 @@ static int emit_event(struct jr *r, struct cuptrace_sink *sink, const struct jr_
 		    .nflows_out = e->nout,
 		    .flows_in = e->nin ? r->fids + e->fl0 + e->nout : NULL,
 		    .nflows_in = e->nin,
+		    .stack_id = e->stack,
 		};
 		r->ck.slices++;
-		return sink ? sink->ops->slice(sink, &s) : 0;
+		int err = e->stack ? cuptrace_stacktab_send(&r->stk, e->stack, sink, 0) : 0;
+		return err ? err : sink ? sink->ops->slice(sink, &s) : 0;
 	}
 	case 'i': {
 		struct cuptrace_instant in = {

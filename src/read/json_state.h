@@ -5,6 +5,7 @@
 #define CUPTRACE_READ_JSON_STATE_H
 
 #include "common/util.h"
+#include "read/stacktab.h"
 #include "format/event.h"
 #include "read/json_parse.h"
 #include "read/read_check.h"
@@ -56,6 +57,7 @@ struct jr_ev {
 	uint32_t bound;          /* flows: the slice event it binds to (index + 1) */
 	uint32_t fl0, nout, nin; /* 'X': its flows, out then in, from fids[fl0] */
 	uint64_t corr;
+	uint32_t stack; /* 'X': its call stack's id in r->stk, from the "stack" arg; 0 if none */
 	union {
 		int64_t i;
 		double d;
@@ -146,6 +148,7 @@ struct jr {
 	enum jr_flavor flavor;
 	struct cuptrace_json_check ck;
 	struct cuptrace_strtab strs;
+	struct cuptrace_stacktab stk; /* the call stacks of the "stack" args */
 	struct cuptrace_strtab proc_keys, thread_keys, counter_keys, flow_keys; /* id = index + 1 */
 	struct jr_ev *evs;
 	size_t nevs, evcap;

@@ -21,6 +21,10 @@ static void seq_clear(struct rseq *q)
 		cuptrace_u64map_free(&q->tab[k]);
 		cuptrace_u64map_init(&q->tab[k]);
 	}
+	for (int k = 0; k < CT_N; k++) {
+		cuptrace_u64map_free(&q->ctab[k]);
+		cuptrace_u64map_init(&q->ctab[k]);
+	}
 	q->has_def_clock = q->has_def_track = 0;
 }
 
@@ -394,7 +398,8 @@ static int do_packet(struct reader *r, const uint8_t *b, size_t n, int depth)
 	if (k.has_interned && q) {
 		if (!q->valid)
 			r->ck.incremental_state_invalid++;
-		else if (parse_interned(r, q, k.interned.b, k.interned.n))
+		else if (parse_interned(r, q, k.interned.b, k.interned.n) ||
+		         pf_parse_interned_stacks(r, q, k.interned.b, k.interned.n))
 			return -1;
 	}
 	/* In TP's order: attributes and clock snapshots are taken even from a packet that is then
@@ -612,6 +617,7 @@ int pf_decode(struct reader *r, const void *data, size_t len)
 
 	memset(r, 0, sizeof(*r));
 	cuptrace_strtab_init(&r->strs);
+	cuptrace_stacktab_init(&r->stk);
 	if (!len) {
 		cuptrace_info("empty trace file");
 	} else if (len >= 2 && b[0] == 0x1f && b[1] == 0x8b) {
@@ -659,6 +665,8 @@ void pf_reader_free(struct reader *r)
 	for (size_t i = 0; i < r->nseqs; i++) {
 		for (int k = 0; k < IT_N; k++)
 			cuptrace_u64map_free(&r->seqs[i].tab[k]);
+		for (int k = 0; k < CT_N; k++)
+			cuptrace_u64map_free(&r->seqs[i].ctab[k]);
 		free(r->seqs[i].clocks);
 	}
 	free(r->seqs);
@@ -675,4 +683,7 @@ void pf_reader_free(struct reader *r)
 	free(r->meta0);
 	free(r->meta);
 	free(r->zbuf);
+	free(r->maps);
+	free(r->frames);
+	cuptrace_stacktab_free(&r->stk);
 }

@@ -350,7 +350,7 @@ int pf_parse_event(struct reader *r, struct rseq *q, const struct pkt *k)
 	struct pbf f;
 	struct rev ev = {0};
 	uint64_t corr = 0;
-	uint32_t cats[16];
+	uint32_t cats[16], stack = 0;
 	size_t ncat = 0;
 	int rc, has_track = 0, has_val = 0, has_flows = 0, has_terms = 0;
 	size_t arg0 = r->nargs, flow0 = r->nflows;
@@ -431,12 +431,26 @@ int pf_parse_event(struct reader *r, struct rseq *q, const struct pkt *k)
 			if (f.wt == PF_WT_VARINT)
 				corr = f.v;
 			break;
+		case PF_EVENT_CALLSTACK_IID: /* a oneof with the inline form: the last one wins */
+			if (f.wt == PF_WT_VARINT)
+				stack = pf_callstack_iid(r, q, f.v);
+			break;
+		case PF_EVENT_CALLSTACK:
+			if (f.wt == PF_WT_LEN && pf_parse_inline_callstack(r, f.b, f.n, &stack) < 0)
+				goto bad;
+			break;
 		}
 	}
 	if (rc < 0)
 		goto bad;
 	if (r->err)
 		return 0;
+	if (stack) {
+		struct rarg *a = PUSH(r, args, nargs, argcap);
+		if (!a)
+			return 0;
+		*a = (struct rarg){.type = RARG_STACK, .v.u = stack};
+	}
 	ev.nargs = (uint32_t)(r->nargs - arg0);
 	ev.nflows = (uint32_t)(r->nflows - flow0);
 	m = pb_of(k->payload.b, k->payload.n);

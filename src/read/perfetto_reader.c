@@ -458,15 +458,23 @@ static int emit_tracks(struct reader *r, struct cuptrace_sink *sink)
 	return err;
 }
 
+/* The event's args into *buf; *nargs their number, *stack its call stack (0 if none). */
 static struct cuptrace_arg *make_args(struct reader *r, const struct rev *e,
-                                      struct cuptrace_arg **buf, size_t *cap)
+                                      struct cuptrace_arg **buf, size_t *cap, size_t *nargs,
+                                      uint32_t *stack)
 {
 	struct cuptrace_arg *a = cuptrace_grow(*buf, cap, e->nargs ? e->nargs : 1, sizeof(**buf));
 	if (!a)
 		return NULL;
 	*buf = a;
-	for (uint32_t i = 0; i < e->nargs; i++) {
-		const struct rarg *s = &r->args[e->arg0 + i];
+	*stack = 0;
+	size_t i = 0;
+	for (uint32_t j = 0; j < e->nargs; j++) {
+		const struct rarg *s = &r->args[e->arg0 + j];
+		if (s->type == RARG_STACK) {
+			*stack = (uint32_t)s->v.u;
+			continue;
+		}
 		const char *k = str(r, s->key);
 		a[i] = (struct cuptrace_arg){.key = k ? k : "", .type = s->type};
 		switch (s->type) {
@@ -485,7 +493,9 @@ static struct cuptrace_arg *make_args(struct reader *r, const struct rev *e,
 			a[i].v.u = s->v.u;
 			break;
 		}
+		i++;
 	}
+	*nargs = i;
 	return a;
 }
 
@@ -558,7 +568,9 @@ static int replay(struct reader *r, struct replay *p, struct cuptrace_sink *sink
 		}
 		if (e->type == TE_INSTANT && is_meta_instant(r, e))
 			continue;
-		if (!make_args(r, e, &args, &argcap)) {
+		size_t nargs;
+		uint32_t stack;
+		if (!make_args(r, e, &args, &argcap, &nargs, &stack)) {
 			err = -ENOMEM;
 			break;
 		}
@@ -571,7 +583,7 @@ static int replay(struct reader *r, struct replay *p, struct cuptrace_sink *sink
 			    .category = str(r, e->cat),
 			    .correlation_id = e->val.corr,
 			    .args = args,
-			    .nargs = e->nargs,
+			    .nargs = nargs,
 			};
 			err = sink ? sink->ops->instant(sink, &in) : 0;
 			continue;
@@ -585,12 +597,15 @@ static int replay(struct reader *r, struct replay *p, struct cuptrace_sink *sink
 		    .category = str(r, e->cat),
 		    .correlation_id = e->val.corr,
 		    .args = args,
-		    .nargs = e->nargs,
+		    .nargs = nargs,
+		    .stack_id = stack,
 		    .flows_out = s->nout ? p->fids + s->out0 : NULL,
 		    .nflows_out = s->nout,
 		    .flows_in = s->nin ? p->fids + s->in0 : NULL,
 		    .nflows_in = s->nin,
 		};
+		if (stack && sink && (err = cuptrace_stacktab_send(&r->stk, stack, sink, 0)))
+			break;
 		err = sink ? sink->ops->slice(sink, &sl) : 0;
 	}
 	if (err)

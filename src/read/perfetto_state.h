@@ -11,12 +11,19 @@
 #include "read/pb_cursor.h"
 #include "read/read_check.h"
 #include "read/read_util.h"
+#include "read/stacktab.h"
 
 #include <errno.h>
 #include <stdint.h>
 #include <string.h>
 
 #define MAX_SNAP_CLOCKS 64
+
+enum { CT_FN, CT_SRC, CT_BUILD, CT_MPATH, CT_MAP, CT_FRAME, CT_STACK, CT_N };
+
+/* An rarg of this type is no argument: it carries the event's call stack (v.u: an id in r->stk),
+ * kept among the args so that struct rev stays one cache line. */
+#define RARG_STACK 0xFF
 
 /* ---- reader state ---- */
 
@@ -37,6 +44,10 @@ struct rseq {
 	uint32_t def_clock;
 	uint64_t def_track;
 	struct cuptrace_u64map tab[IT_N]; /* iid -> string id */
+	/* Call stacks' interned tables: iid -> string id (function names, source paths, build ids,
+	 * mapping paths), -> index + 1 in r->maps / r->frames (mappings, frames), -> stack id in
+	 * r->stk (callstacks). */
+	struct cuptrace_u64map ctab[CT_N];
 	struct rclock *clocks;
 	size_t nclocks, clocks_cap;
 };
@@ -95,6 +106,15 @@ struct rmeta {
 	int64_t i;
 };
 
+struct rmapping { /* string ids */
+	uint32_t build_id, path;
+};
+
+struct rframe { /* string ids; map is an index + 1 in r->maps, 0 if none */
+	uint32_t fn, file, line, map;
+	uint64_t rel_pc;
+};
+
 struct reader {
 	struct cuptrace_pf_check ck;
 	int err; /* first hard error (ENOMEM), sticky */
@@ -126,6 +146,11 @@ struct reader {
 	struct rmeta *meta0, *meta; /* the first TraceAttributes; every key, last value */
 	size_t nmeta0, nmeta, meta0cap, metacap;
 	int have_meta0;
+	struct rmapping *maps;
+	size_t nmaps, mapcap;
+	struct rframe *frames;
+	size_t nframes, framecap;
+	struct cuptrace_stacktab stk; /* every distinct stack of the trace */
 	uint8_t *zbuf; /* inflated chunk */
 	size_t zcap;
 };
@@ -186,5 +211,14 @@ int pf_parse_uuid(struct reader *r, const uint8_t *b, size_t n);
 /* The TrackEvent in k's payload, on sequence q (NULL if the packet has none); its time is k's,
  * already resolved to a builtin clock (k->abs_ts, k->dom) or failed (k->time_err). */
 int pf_parse_event(struct reader *r, struct rseq *q, const struct pkt *k);
+
+/* ---- perfetto_decode_stacks.c ---- */
+
+/* The call-stack tables of one InternedData message, into q's tables and r->stk. 0 or -1. */
+int pf_parse_interned_stacks(struct reader *r, struct rseq *q, const uint8_t *b, size_t n);
+/* The stack id (in r->stk) of TrackEvent.callstack_iid on q; 0 (counted) if unknown. */
+uint32_t pf_callstack_iid(struct reader *r, struct rseq *q, uint64_t iid);
+/* TrackEvent.callstack (InlineCallstack) into r->stk; *out its id. 0 or -1. */
+int pf_parse_inline_callstack(struct reader *r, const uint8_t *b, size_t n, uint32_t *out);
 
 #endif

@@ -3,7 +3,8 @@
  * it (as `cuptrace convert x.cupti` does); FUZZ_JSON to the JSON reader (cuptrace's and
  * torch.profiler's Chrome JSON, plain or gzip, as `cuptrace stats x.json` does); otherwise to
  * the Perfetto reader (as `cuptrace stats x.pftrace` does). All replay into the stats sink, so
- * what a reader lets through is also aggregated. A crash, hang, leak or sanitizer report is a
+ * what a reader lets through is also aggregated, through the --group-by line sink, so every call
+ * stack a reader decodes is walked and its frames' strings read. A crash, hang, leak or sanitizer report is a
  * finding; error returns are fine. */
 #define _GNU_SOURCE
 #include <stddef.h>
@@ -14,6 +15,7 @@
 #include <unistd.h>
 
 #include "common/log.h"
+#include "analyze/lines.h"
 #include "analyze/stats.h"
 #include "format/formats.h"
 #include "read/read.h"
@@ -35,8 +37,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	}
 	struct cuptrace_stats st;
 	memset(&st, 0, sizeof(st));
+	struct cuptrace_lines ln;
 	struct cuptrace_sink *sink = cuptrace_stats_sink_new(&st);
-	if (!sink)
+	if (!sink || !(sink = cuptrace_lines_sink_new(&ln, NULL, sink)))
 		return 0;
 	int r;
 #ifdef FUZZ_CAPTURE
@@ -62,5 +65,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		sink->ops->finish(sink);
 	cuptrace_sink_destroy(sink);
 	cuptrace_stats_free(&st);
+	cuptrace_lines_free(&ln);
 	return 0;
 }

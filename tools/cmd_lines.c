@@ -1,0 +1,48 @@
+/* --group-by line's options for stats, diff and analyze: the user-code patterns and the
+ * symbolizer that fills native frames on the way (cmd.h). */
+#include <stdlib.h>
+#include <string.h>
+
+#include "analyze/lines.h"
+#include "analyze/symbolize.h"
+#include "cmd.h"
+
+int cmd_lines_option(struct cmd_lines *l, int c, const char *arg)
+{
+	switch (c) {
+	case CMD_LINES_OPT_SKIP:
+		return cmd_symbol_dir_take(&l->skip, &l->nskip, arg) ? -1 : 1;
+	case CMD_LINES_OPT_KEEP:
+		return cmd_symbol_dir_take(&l->keep, &l->nkeep, arg) ? -1 : 1;
+	case CMD_LINES_OPT_DIR:
+		return cmd_symbol_dir_take(&l->dirs, &l->ndirs, arg) ? -1 : 1;
+	default:
+		return 0;
+	}
+}
+
+struct cuptrace_lines_opts cmd_lines_opts(const struct cmd_lines *l)
+{
+	return (struct cuptrace_lines_opts){
+	    .skip = l->skip, .nskip = l->nskip, .keep = l->keep, .nkeep = l->nkeep};
+}
+
+struct cuptrace_sink *cmd_lines_symbolize(struct cmd_lines *l, struct cuptrace_sink *inner)
+{
+	if (!inner)
+		return NULL;
+	if (!l->sym && !(l->sym = cuptrace_symbolizer_new(l->dirs, l->ndirs))) {
+		cuptrace_sink_destroy(inner);
+		return NULL;
+	}
+	return cuptrace_symbolize_sink_new(l->sym, inner);
+}
+
+void cmd_lines_free(struct cmd_lines *l)
+{
+	cuptrace_symbolizer_free(l->sym);
+	free(l->skip);
+	free(l->keep);
+	free(l->dirs);
+	memset(l, 0, sizeof(*l));
+}
