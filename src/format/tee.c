@@ -64,17 +64,6 @@ static int tee_counter(struct cuptrace_sink *s, const struct cuptrace_counter *e
 	TEE(counter, e);
 }
 
-/* A sink without a stack() op ignores stacks. */
-static int tee_stack(struct cuptrace_sink *s, const struct cuptrace_stack *st)
-{
-	struct tee_sink *t = to_tee(s);
-	if (t->a && !t->err_a && t->a->ops->stack)
-		t->err_a = t->a->ops->stack(t->a, st);
-	if (t->b && !t->err_b && t->b->ops->stack)
-		t->err_b = t->b->ops->stack(t->b, st);
-	return t->err_a;
-}
-
 static int tee_meta(struct cuptrace_sink *s, const struct cuptrace_meta *m, size_t n)
 {
 	TEE(meta, m, n);
@@ -116,7 +105,6 @@ static const struct cuptrace_sink_ops tee_ops = {
     .stack = tee_stack,
     .instant = tee_instant,
     .counter = tee_counter,
-    .stack = tee_stack,
     .meta = tee_meta,
     .tick = tee_tick,
     .finish = tee_finish,
