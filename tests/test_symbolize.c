@@ -84,9 +84,9 @@ static int build_id(const char *elf, char *out)
 static void check_one(struct cuptrace_symbolizer *s, const char *module, const char *bid,
                       const char *elf, const char *fn)
 {
-	uint64_t pc;
-	char file[512];
-	unsigned line;
+	uint64_t pc = 0;
+	char file[512] = "";
+	unsigned line = 0;
 	CHECK_EQ_INT(expect(elf, fn, &pc, file, &line), 0);
 	struct cuptrace_symbol y;
 	CHECK_EQ_INT(cuptrace_symbolize(s, module, bid, pc, &y), 0);
