@@ -21,4 +21,4 @@ for _ in range(3):
     z = scale(y)
     w = add(z)
 torch.cuda.synchronize()  # SITE: sync
-print(float(w.sum()))
+print(float(w.sum()))  # SITE: sum-item
