@@ -12,8 +12,8 @@
  * symbol directory). Frames' rel_pc are return addresses: the call is looked up at rel_pc - 1.
  *
  * Built without libdw's headers, or where libdw.so.1 does not load at run time (it is loaded with
- * dlopen on first use, never linked), a symbolizer knows nothing and says so once. Not thread-safe: one owner.
- * Every string it returns lives until cuptrace_symbolizer_free. */
+ * dlopen on first use, never linked), a symbolizer knows nothing and says so once. Not thread-safe:
+ * one owner. Every string it returns lives until cuptrace_symbolizer_free. */
 #ifndef CUPTRACE_ANALYZE_SYMBOLIZE_H
 #define CUPTRACE_ANALYZE_SYMBOLIZE_H
 
