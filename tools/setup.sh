@@ -2,7 +2,7 @@
 # Installs what cuptrace needs to build, on Debian or Ubuntu: cmake, gcc, pkg-config, protobuf-c
 # (protoc-c, and libprotobuf-c-dev: the shared runtime and its pkg-config file; the build copies
 # libprotobuf-c.so.1 into build/runtime-libs/ for GPU machines that lack it), zlib, python3
-# (tests), libdw-dev (elfutils: symbolizes native call stacks), clang with libFuzzer (tools/fuzz.sh; tools/test.sh also builds a Release with clang),
+# (tests), libdw-dev (elfutils headers: symbolizes native call stacks; libdw.so.1 is dlopened at run time), clang with libFuzzer (tools/fuzz.sh; tools/test.sh also builds a Release with clang),
 # libcurl's headers (--otlp: the library itself is loaded at run time), Node.js and npm
 # (tests/otlp_test.sh decodes the spans with OpenTelemetry's npm package). The CUDA toolkit (for
 # CUPTI and nvcc) must already be at /usr/local/cuda or on PATH.

@@ -1,6 +1,8 @@
 /* Native frames -> function, file, line through libdw's offline reporting (symbolize.h). One
- * Dwfl per module file, cached by (path, build id). Without libdw (CUPTRACE_HAVE_LIBDW unset)
- * every lookup fails and the first one says why. */
+ * Dwfl per module file, cached by (path, build id). libdw is never linked: its headers give the
+ * types (CUPTRACE_HAVE_LIBDW_HEADERS) and libdw.so.1 is loaded with dlopen on first use, so a
+ * cuptrace built here starts on machines without elfutils. Without the headers at build time,
+ * or libdw.so.1 at run time, every lookup fails and the first one says why. */
 #include "analyze/symbolize.h"
 #include "common/log.h"
 #include "common/util.h"
@@ -13,14 +15,82 @@
 #include <string.h>
 #include <unistd.h>
 
-#ifdef CUPTRACE_HAVE_LIBDW
+#ifdef CUPTRACE_HAVE_LIBDW_HEADERS
 #include <elfutils/libdwfl.h>
+#include <pthread.h>
+
+/* libdw's entry points, looked up once (dlsym gives each symbol's default version, the one the
+ * headers declare); the handle stays open for the life of the process. why: set when not ok. */
+static struct {
+	__typeof__(dwfl_begin) *begin;
+	__typeof__(dwfl_end) *end;
+	__typeof__(dwfl_report_offline) *report_offline;
+	__typeof__(dwfl_report_end) *report_end;
+	__typeof__(dwfl_module_build_id) *module_build_id;
+	__typeof__(dwfl_module_getelf) *module_getelf;
+	__typeof__(dwfl_module_addrname) *module_addrname;
+	__typeof__(dwfl_module_getsrc) *module_getsrc;
+	__typeof__(dwfl_lineinfo) *lineinfo;
+	/* Dwfl_Callbacks members: libdw calls these through the pointers we give it. */
+	__typeof__(dwfl_build_id_find_elf) *build_id_find_elf;
+	__typeof__(dwfl_standard_find_debuginfo) *standard_find_debuginfo;
+	__typeof__(dwfl_offline_section_address) *offline_section_address;
+	int ok;
+	char why[256];
+} dw;
+static pthread_once_t dw_once = PTHREAD_ONCE_INIT;
+
+static void dw_load(void)
+{
+	/* CUPTRACE_LIBDW_NAME: a test hook only (tests name a missing library). */
+	const char *name = getenv("CUPTRACE_LIBDW_NAME");
+	if (!name || !*name)
+		name = "libdw.so.1";
+	void *h = dlopen(name, RTLD_NOW | RTLD_LOCAL);
+	if (!h) {
+		snprintf(dw.why, sizeof(dw.why),
+		         "%s (elfutils) not found: native frames stay unsymbolized; apt install "
+		         "libdw1",
+		         name);
+		return;
+	}
+#define SYM(field, sym)                                                                            \
+	do {                                                                                       \
+		*(void **)&dw.field = dlsym(h, #sym);                                              \
+		if (!dw.field) {                                                                   \
+			snprintf(dw.why, sizeof(dw.why),                                           \
+			         "%s lacks %s: native frames stay unsymbolized", name, #sym);      \
+			dlclose(h);                                                                \
+			return;                                                                    \
+		}                                                                                  \
+	} while (0)
+	SYM(begin, dwfl_begin);
+	SYM(end, dwfl_end);
+	SYM(report_offline, dwfl_report_offline);
+	SYM(report_end, dwfl_report_end);
+	SYM(module_build_id, dwfl_module_build_id);
+	SYM(module_getelf, dwfl_module_getelf);
+	SYM(module_addrname, dwfl_module_addrname);
+	SYM(module_getsrc, dwfl_module_getsrc);
+	SYM(lineinfo, dwfl_lineinfo);
+	SYM(build_id_find_elf, dwfl_build_id_find_elf);
+	SYM(standard_find_debuginfo, dwfl_standard_find_debuginfo);
+	SYM(offline_section_address, dwfl_offline_section_address);
+#undef SYM
+	dw.ok = 1;
+}
+
+static int dw_ready(void)
+{
+	pthread_once(&dw_once, dw_load);
+	return dw.ok;
+}
 #endif
 
 struct symmod {
 	const char *path, *build_id; /* as recorded (interned) */
 	int state;                   /* 0: not tried, 1: loaded, -1: not usable */
-#ifdef CUPTRACE_HAVE_LIBDW
+#ifdef CUPTRACE_HAVE_LIBDW_HEADERS
 	Dwfl *dwfl;
 	Dwfl_Module *mod;
 	GElf_Addr bias;
@@ -36,15 +106,15 @@ struct cuptrace_symbolizer {
 	size_t nmods, modcap;
 	char *(*demangle)(const char *, char *, size_t *, int *);
 	int said_unavailable;
-#ifdef CUPTRACE_HAVE_LIBDW
+#ifdef CUPTRACE_HAVE_LIBDW_HEADERS
 	Dwfl_Callbacks cb;
 #endif
 };
 
 int cuptrace_symbolizer_available(void)
 {
-#ifdef CUPTRACE_HAVE_LIBDW
-	return 1;
+#ifdef CUPTRACE_HAVE_LIBDW_HEADERS
+	return dw_ready();
 #else
 	return 0;
 #endif
@@ -108,10 +178,10 @@ void cuptrace_symbolizer_free(struct cuptrace_symbolizer *s)
 {
 	if (!s)
 		return;
-#ifdef CUPTRACE_HAVE_LIBDW
+#ifdef CUPTRACE_HAVE_LIBDW_HEADERS
 	for (size_t i = 0; i < s->nmods; i++)
 		if (s->mods[i].dwfl)
-			dwfl_end(s->mods[i].dwfl);
+			dw.end(s->mods[i].dwfl);
 #endif
 	for (size_t i = 0; i < s->ndirs; i++)
 		free(s->dirs[i]);
@@ -129,7 +199,7 @@ static const char *keep(struct cuptrace_symbolizer *s, const char *str)
 	return id ? cuptrace_strtab_str(&s->strs, id) : NULL;
 }
 
-#ifdef CUPTRACE_HAVE_LIBDW
+#ifdef CUPTRACE_HAVE_LIBDW_HEADERS
 
 static __thread struct cuptrace_symbolizer *cur; /* for the debuginfo callback */
 
@@ -157,13 +227,12 @@ static int try_open(const char *path, char **name)
 static int find_debuginfo(Dwfl_Module *mod, void **ud, const char *modname, Dwarf_Addr base,
                           const char *file_name, const char *debuglink, GElf_Word crc, char **out)
 {
-	int fd =
-	    dwfl_standard_find_debuginfo(mod, ud, modname, base, file_name, debuglink, crc, out);
+	int fd = dw.standard_find_debuginfo(mod, ud, modname, base, file_name, debuglink, crc, out);
 	if (fd >= 0 || !cur)
 		return fd;
 	const unsigned char *bits;
 	GElf_Addr vaddr;
-	int n = dwfl_module_build_id(mod, &bits, &vaddr);
+	int n = dw.module_build_id(mod, &bits, &vaddr);
 	char hex[256], path[4096];
 	hex_of(bits, n > 0 && n < 127 ? n : 0, hex);
 	for (size_t i = 0; i < cur->ndirs; i++) {
@@ -189,27 +258,27 @@ static int load(struct cuptrace_symbolizer *s, struct symmod *m, const char *pat
 {
 	if (access(path, R_OK))
 		return 0;
-	Dwfl *d = dwfl_begin(&s->cb);
-	Dwfl_Module *mod = d ? dwfl_report_offline(d, path, path, -1) : NULL;
-	if (!mod || dwfl_report_end(d, NULL, NULL)) {
+	Dwfl *d = dw.begin(&s->cb);
+	Dwfl_Module *mod = d ? dw.report_offline(d, path, path, -1) : NULL;
+	if (!mod || dw.report_end(d, NULL, NULL)) {
 		if (d)
-			dwfl_end(d);
+			dw.end(d);
 		return 0;
 	}
 	const unsigned char *bits;
 	GElf_Addr vaddr;
 	char hex[256];
-	int n = dwfl_module_build_id(mod, &bits, &vaddr);
+	int n = dw.module_build_id(mod, &bits, &vaddr);
 	hex_of(bits, n > 0 && n < 127 ? n : 0, hex);
 	if (want && *want && hex[0] && strcmp(hex, want)) {
 		*mismatch = 1;
-		dwfl_end(d);
+		dw.end(d);
 		return 0;
 	}
 	m->dwfl = d;
 	m->mod = mod;
-	if (!dwfl_module_getelf(mod, &m->bias)) {
-		dwfl_end(d);
+	if (!dw.module_getelf(mod, &m->bias)) {
+		dw.end(d);
 		m->dwfl = NULL;
 		return 0;
 	}
@@ -264,10 +333,10 @@ static int lookup(struct cuptrace_symbolizer *s, struct symmod *m, uint64_t rel_
 {
 	/* A return address: the call is the instruction before it. */
 	Dwarf_Addr a = m->bias + (rel_pc ? rel_pc - 1 : 0);
-	const char *fn = dwfl_module_addrname(m->mod, a);
-	Dwfl_Line *l = dwfl_module_getsrc(m->mod, a);
+	const char *fn = dw.module_addrname(m->mod, a);
+	Dwfl_Line *l = dw.module_getsrc(m->mod, a);
 	int line = 0;
-	const char *file = l ? dwfl_lineinfo(l, NULL, &line, NULL, NULL, NULL) : NULL;
+	const char *file = l ? dw.lineinfo(l, NULL, &line, NULL, NULL, NULL) : NULL;
 	if (fn && s->demangle && fn[0] == '_' && fn[1] == 'Z') {
 		int st = -1;
 		char *d = s->demangle(fn, NULL, NULL, &st);
@@ -282,13 +351,13 @@ static int lookup(struct cuptrace_symbolizer *s, struct symmod *m, uint64_t rel_
 	return out->function || out->file ? 0 : -ENOENT;
 }
 
-#endif /* CUPTRACE_HAVE_LIBDW */
+#endif /* CUPTRACE_HAVE_LIBDW_HEADERS */
 
 int cuptrace_symbolize(struct cuptrace_symbolizer *s, const char *module, const char *build_id,
                        uint64_t rel_pc, struct cuptrace_symbol *out)
 {
 	memset(out, 0, sizeof(*out));
-#ifndef CUPTRACE_HAVE_LIBDW
+#ifndef CUPTRACE_HAVE_LIBDW_HEADERS
 	if (!s->said_unavailable) {
 		s->said_unavailable = 1;
 		cuptrace_warn("symbolize: this cuptrace was built without libdw (elfutils' "
@@ -297,6 +366,13 @@ int cuptrace_symbolize(struct cuptrace_symbolizer *s, const char *module, const 
 	(void)module, (void)build_id, (void)rel_pc, (void)keep;
 	return -ENOENT;
 #else
+	if (!dw_ready()) {
+		if (!s->said_unavailable) {
+			s->said_unavailable = 1;
+			cuptrace_warn("symbolize: %s", dw.why);
+		}
+		return -ENOENT;
+	}
 	if (!module && !build_id)
 		return -ENOENT;
 	char key[8192];
@@ -317,9 +393,9 @@ int cuptrace_symbolize(struct cuptrace_symbolizer *s, const char *module, const 
 	}
 	struct symmod *m = &s->mods[id - 1];
 	if (!s->cb.find_elf) {
-		s->cb = (Dwfl_Callbacks){.find_elf = dwfl_build_id_find_elf,
+		s->cb = (Dwfl_Callbacks){.find_elf = dw.build_id_find_elf,
 		                         .find_debuginfo = find_debuginfo,
-		                         .section_address = dwfl_offline_section_address,
+		                         .section_address = dw.offline_section_address,
 		                         .debuginfo_path = &s->dipath};
 	}
 	cur = s;

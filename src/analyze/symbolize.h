@@ -11,8 +11,9 @@
  * by .gnu_debuglink (next to the file, in its .debug/, in /usr/lib/debug/<its dir>, and in each
  * symbol directory). Frames' rel_pc are return addresses: the call is looked up at rel_pc - 1.
  *
- * Built without libdw, a symbolizer knows nothing and says so once. Not thread-safe: one owner.
- * Every string it returns lives until cuptrace_symbolizer_free. */
+ * Built without libdw's headers, or where libdw.so.1 does not load at run time (it is loaded with
+ * dlopen on first use, never linked), a symbolizer knows nothing and says so once. Not thread-safe:
+ * one owner. Every string it returns lives until cuptrace_symbolizer_free. */
 #ifndef CUPTRACE_ANALYZE_SYMBOLIZE_H
 #define CUPTRACE_ANALYZE_SYMBOLIZE_H
 
@@ -26,7 +27,7 @@ struct cuptrace_symbolizer;
 /* dirs: the --symbol-dir list (copied); CUPTRACE_SYMBOL_PATH is read here. NULL on ENOMEM. */
 struct cuptrace_symbolizer *cuptrace_symbolizer_new(const char *const *dirs, size_t ndirs);
 void cuptrace_symbolizer_free(struct cuptrace_symbolizer *s);
-/* 1 if the build has libdw. */
+/* 1 if the build has libdw's headers and libdw.so.1 loads (the first call tries). */
 int cuptrace_symbolizer_available(void);
 
 struct cuptrace_symbol {
