@@ -90,6 +90,11 @@ static void *flusher_main(void *arg)
 				return NULL;
 			}
 		}
+		/* A context on a second device (collect_callbacks.c): peer copies with both
+		 * devices from now on (kinds.h). */
+		if (atomic_load(&sess.multi_gpu) && atomic_load(&sess.cupti_attached) &&
+		    collect_window_recording() && !atomic_exchange(&sess.two_gpu_kinds_on, 1))
+			cuptiActivityEnable(CUPTI_ACTIVITY_KIND_MEMCPY2);
 		/* Nothing to flush while CUPTI is not attached or no window has kinds on. */
 		if (sess.flush_ms > 0 && r == 0 && atomic_load(&sess.cupti_attached) &&
 		    collect_window_recording())
@@ -240,6 +245,8 @@ static int setup_cupti(int injected)
 	sess.cupti_deferred = collect_window_defers_cupti();
 	sess.cupti_attach = cupti_attach_late;
 	atomic_store(&sess.cupti_attached, 0);
+	atomic_store(&sess.multi_gpu, 0);
+	atomic_store(&sess.two_gpu_kinds_on, 0);
 	if (sess.cupti_deferred)
 		return 0; /* collect_cupti_attach, when the first window opens */
 	return attach_cupti(injected);
@@ -260,9 +267,22 @@ static int cupti_attach_late(void)
 	return r;
 }
 
+/* A start after CUDA initialized (the C API, a deferred window): the contexts that exist
+ * were created unseen, so ask the driver how many devices there are. */
+static void count_devices_late(void)
+{
+	typedef int (*count_fn)(int *);
+	count_fn f = (count_fn)dlsym(RTLD_DEFAULT, "cuDeviceGetCount");
+	int n = 0;
+	if (f && f(&n) == 0 && n > 1)
+		atomic_store(&sess.multi_gpu, 1);
+}
+
 static int attach_cupti(int injected)
 {
 	CUptiResult r;
+	if (!injected)
+		count_devices_late();
 	/* Claim the single CUPTI subscriber slot: a second CUPTI client in this process (nsys,
 	 * ncu, compute-sanitizer, torch.profiler) would otherwise silently take our records. */
 	CUpti_SubscriberParams sp;
@@ -313,6 +333,11 @@ static int attach_cupti(int injected)
 			continue; /* below, with their filters */
 		if (defer)
 			continue; /* collect_window.c: on with the first window */
+		if (cuptrace_kind_needs_two_gpus(cuptrace_kinds[i])) {
+			if (!atomic_load(&sess.multi_gpu))
+				continue; /* the flush thread, once a second device has a context */
+			atomic_store(&sess.two_gpu_kinds_on, 1);
+		}
 		/* Started after CUDA initialized (C API): devices and contexts already exist and
 		 * CUPTI reports them only at creation, so ask for a dump of the existing ones. */
 		int dump = !injected && (cuptrace_kinds[i] == CUPTI_ACTIVITY_KIND_DEVICE ||

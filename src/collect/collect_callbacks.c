@@ -1,6 +1,7 @@
 /* CUPTI's subscriber callback (application threads), and the ids of NVTX start/end ranges it
  * collects for the writer thread (see collect_state.h). */
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -193,6 +194,27 @@ static int profiler_call(CUpti_CallbackDomain d, CUpti_CallbackId id, const void
 	return 1;
 }
 
+/* The first device a context was created on; a context on another one asks for MEMCPY2
+ * (kinds.h). Application threads, so the first device is a compare-and-swap. */
+static atomic_int first_device = -1;
+
+static void note_context_device(const void *data)
+{
+	const CUpti_ResourceData *rd = data;
+	uint32_t dev = 0;
+	if (atomic_load(&sess.multi_gpu) || !rd->context ||
+	    cuptiGetDeviceId(rd->context, &dev) != CUPTI_SUCCESS)
+		return;
+	int expected = -1;
+	if (atomic_compare_exchange_strong(&first_device, &expected, (int)dev) ||
+	    expected == (int)dev)
+		return;
+	/* The flush thread switches MEMCPY2 on (within a flush period): not here, inside the
+	 * driver's context creation, where enabling a kind could wait on the lock the driver
+	 * holds. A peer copy before then is still recorded, as a MEMCPY record of kind PtoP. */
+	atomic_store(&sess.multi_gpu, 1);
+}
+
 /* The one subscriber callback CUPTI allows: NVTX start calls, and the trivial runtime calls
  * watched while their records are off (runtime_watch.h). Application threads. */
 void CUPTIAPI collect_subscriber_callback(void *ud, CUpti_CallbackDomain d, CUpti_CallbackId id,
@@ -218,8 +240,10 @@ void CUPTIAPI collect_subscriber_callback(void *ud, CUpti_CallbackDomain d, CUpt
 		    id == CUPTI_CBID_NVTX_nvtxDomainRangeStartEx)
 			nvtx_callback(data);
 	} else if (d == CUPTI_CB_DOMAIN_RESOURCE) {
-		if (id == CUPTI_CBID_RESOURCE_CONTEXT_CREATED)
+		if (id == CUPTI_CBID_RESOURCE_CONTEXT_CREATED) {
 			cuptrace_cupti_alarm_note_context();
+			note_context_device(data);
+		}
 		cuptrace_gm_on_callback(d, id, data);
 	}
 }

@@ -83,6 +83,9 @@ struct collect_session {
 	 * after the start; read by the flush thread and at the end). */
 	int cupti_deferred;
 	_Atomic int cupti_attached;
+	/* Contexts on two devices seen (or counted at a late start): MEMCPY2 is on (kinds.h). */
+	_Atomic int multi_gpu;
+	_Atomic int two_gpu_kinds_on; /* MEMCPY2 is on now (set where it is enabled, cleared off) */
 	/* collect.c's attach, for collect_window.c: a pointer rather than a call, so that the
 	 * window code does not depend on the life-cycle file that depends on it. */
 	int (*cupti_attach)(void);

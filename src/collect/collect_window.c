@@ -155,6 +155,11 @@ static void kinds_on(void)
 		CUpti_ActivityKind k = cuptrace_kinds[i];
 		if (is_api_kind(k) || (win.gpu_kinds_on && (is_gpu_kind(k) || is_sticky_kind(k))))
 			continue;
+		if (cuptrace_kind_needs_two_gpus(k)) {
+			if (!atomic_load(&sess.multi_gpu))
+				continue; /* the flush thread, once a second device has a context */
+			atomic_store(&sess.two_gpu_kinds_on, 1);
+		}
 		/* Devices, contexts and streams made before the window: CUPTI reports them at
 		 * creation only, so the ones that exist are dumped now (the writer keeps one copy
 		 * of each for every file). */
@@ -193,6 +198,7 @@ static void kinds_gpu_off(void)
 	for (size_t i = 0; i < CUPTRACE_NKINDS; i++)
 		if (is_gpu_kind(cuptrace_kinds[i]) || is_sticky_kind(cuptrace_kinds[i]))
 			cuptiActivityDisable(cuptrace_kinds[i]);
+	atomic_store(&sess.two_gpu_kinds_on, 0);
 	win.gpu_kinds_on = 0;
 }
 

@@ -5,9 +5,10 @@
  * before calling CUDA (PyTorch releases it around every op) takes it back for the walk, as a
  * native callback into Python does; a thread without a Python state gets no Python frames.
  * (Reading frames without the GIL could race the interpreter's allocator.) Taking the GIL can
- * wait while another Python thread runs: the cost of stacks in multi-threaded Python programs. Nothing here raises or leaves a Python
- * error set: an error already set by the program is saved and put back around our calls.
- * Threading: any thread; the caller serializes cuptrace_pystack_code (it keeps a cache). */
+ * wait while another Python thread runs: the cost of stacks in multi-threaded Python programs.
+ * Nothing here raises or leaves a Python error set: an error already set by the program is saved
+ * and put back around our calls. Threading: any thread; the caller serializes cuptrace_pystack_code
+ * (it keeps a cache). */
 #ifndef CUPTRACE_COLLECT_PYSTACK_H
 #define CUPTRACE_COLLECT_PYSTACK_H
 
@@ -31,8 +32,9 @@ size_t cuptrace_pystack_walk(struct cuptrace_pyframe *out, size_t max, int *took
 void cuptrace_pystack_release(int took_gil);
 /* A code object's file and function (co_qualname, else co_name), from a cache that keeps a
  * reference to each code object so its address is never reused for another. Call right after
- * the walk that found code, on the same thread, before the release (it holds the GIL). 0, or -1 when the cache is
- * full or the names cannot be read (then the frames of this code get no stack). */
+ * the walk that found code, on the same thread, before the release (it holds the GIL). 0, or -1
+ * when the cache is full or the names cannot be read (then the frames of this code get no stack).
+ */
 int cuptrace_pystack_code(uint64_t code, const char **file, const char **function);
 /* The address range of the module that holds the interpreter (python's executable or
  * libpython), to tell its native frames apart; 0 if unknown. */

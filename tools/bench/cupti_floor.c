@@ -146,7 +146,10 @@ __attribute__((visibility("default"))) int InitializeInjection(void)
 	CUpti_SubscriberHandle sub;
 	cuptiSubscribe(&sub, no_callback, NULL);
 	cuptiSetThreadIdType(CUPTI_ACTIVITY_THREAD_ID_TYPE_SYSTEM);
-	cuptiActivityRegisterTimestampCallback(boottime);
+	/* CUPTRACE_FLOOR_NO_TS: CUPTI's own clock instead of the BOOTTIME callback cuptrace sets */
+	const char *nots = getenv("CUPTRACE_FLOOR_NO_TS");
+	if (!nots || *nots != '1')
+		cuptiActivityRegisterTimestampCallback(boottime);
 	uint8_t one = 1;
 	size_t sz = 1;
 	cuptiActivitySetAttribute(CUPTI_ACTIVITY_ATTR_ZEROED_OUT_ACTIVITY_BUFFER, &sz, &one);
@@ -159,6 +162,8 @@ __attribute__((visibility("default"))) int InitializeInjection(void)
 		CUpti_ActivityKind k = cuptrace_kinds[i];
 		if (only && !has_kind(only, (int)k))
 			continue;
+		if (!only && cuptrace_kind_needs_two_gpus(k))
+			continue; /* as cuptrace in a one-GPU process (kinds.h) */
 		if (k == CUPTI_ACTIVITY_KIND_RUNTIME || k == CUPTI_ACTIVITY_KIND_DRIVER)
 			api = 1;
 		else
