@@ -135,6 +135,21 @@ static void at_exit(void)
 	cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
 }
 
+/* A detached thread of ours with every signal blocked (the program's handlers stay its own);
+ * 0 or pthread_create's error. */
+static int start_thread(void *(*fn)(void *))
+{
+	pthread_t t;
+	sigset_t all, old;
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &old);
+	int r = pthread_create(&t, NULL, fn, NULL);
+	if (!r)
+		pthread_detach(t);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	return r;
+}
+
 __attribute__((visibility("default"))) int InitializeInjection(void)
 {
 	/* CUPTRACE_FLOOR_NOTHING: injected, libcupti loaded (linked), no CUPTI call at all: what
@@ -190,28 +205,12 @@ __attribute__((visibility("default"))) int InitializeInjection(void)
 	}
 	const char *hm = getenv("CUPTRACE_FLOOR_HANDLE");
 	handle_mode = hm && !strcmp(hm, "walk") ? 1 : hm && !strcmp(hm, "defer") ? 2 : 0;
-	if (handle_mode == 2) {
-		pthread_t t;
-		sigset_t all, old;
-		sigfillset(&all);
-		pthread_sigmask(SIG_SETMASK, &all, &old);
-		if (!pthread_create(&t, NULL, defer_main, NULL))
-			pthread_detach(t);
-		else
-			handle_mode = 0;
-		pthread_sigmask(SIG_SETMASK, &old, NULL);
-	}
+	if (handle_mode == 2 && start_thread(defer_main))
+		handle_mode = 0;
 	const char *fm = getenv("CUPTRACE_FLUSH_MS");
 	if (fm)
 		flush_ms = atoi(fm);
-	if (flush_ms > 0) {
-		pthread_t t;
-		sigset_t all, old;
-		sigfillset(&all);
-		pthread_sigmask(SIG_SETMASK, &all, &old);
-		if (!pthread_create(&t, NULL, flusher, NULL))
-			pthread_detach(t);
-		pthread_sigmask(SIG_SETMASK, &old, NULL);
-	}
+	if (flush_ms > 0)
+		start_thread(flusher);
 	return 1;
 }
