@@ -108,6 +108,14 @@ else:
     check("GIL released, another thread", ran[0], [("released", "released")],
           outermost="Thread._bootstrap")
 
+# --stacks python-held (CUPTRACE_STACKS_PYTHON | CUPTRACE_STACKS_HELD_ONLY): a call with the GIL
+# released gets no Python frames (the GIL is never taken), one with it held still does.
+lib.probe_init(1 | 4)
+if released() != 0:
+    failures.append("python-held: a call with the GIL released got a stack")
+check("python-held, GIL held", direct(), [("direct", "direct")])
+lib.probe_init(1)
+
 # A Python error the program has set stays set, and none is added.
 try:
     raise KeyError("x")

@@ -76,7 +76,8 @@ int cuptrace_pystack_init(void)
 	return py.ok;
 }
 
-size_t cuptrace_pystack_walk(struct cuptrace_pyframe *out, size_t max, int *took_gil)
+size_t cuptrace_pystack_walk(struct cuptrace_pyframe *out, size_t max, int may_take_gil,
+                             int *took_gil)
 {
 	*took_gil = 0;
 	if (!py.ok || !py.is_init())
@@ -90,7 +91,7 @@ size_t cuptrace_pystack_walk(struct cuptrace_pyframe *out, size_t max, int *took
 		 * back for the walk, as a C++ callback into Python does (pybind11's
 		 * gil_scoped_acquire): only for a thread that has a Python state, and never while
 		 * the interpreter shuts down (a thread asking for the GIL then never gets it). */
-		if (ts || !py.this_ts || !py.ensure || !py.release || !py.finalizing ||
+		if (ts || !may_take_gil || !py.this_ts || !py.ensure || !py.release || !py.finalizing ||
 		    !py.this_ts() || py.finalizing())
 			return 0;
 		gil_state = py.ensure();

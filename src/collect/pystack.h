@@ -24,10 +24,12 @@ struct cuptrace_pyframe {
  * process has Python 3.9 or later. */
 int cuptrace_pystack_init(void);
 /* The calling thread's Python frames, innermost first, at most max: 0 when it has no Python
- * or the interpreter is not running or shutting down. *took_gil says that the walk took the
+ * or the interpreter is not running or shutting down, or (may_take_gil 0: --stacks
+ * python-held) when it released the GIL. *took_gil says that the walk took the
  * GIL: then the caller looks up the code objects (cuptrace_pystack_code) and calls
  * cuptrace_pystack_release(1) on this thread when done. */
-size_t cuptrace_pystack_walk(struct cuptrace_pyframe *out, size_t max, int *took_gil);
+size_t cuptrace_pystack_walk(struct cuptrace_pyframe *out, size_t max, int may_take_gil,
+                             int *took_gil);
 /* Gives the GIL back if the walk took it. */
 void cuptrace_pystack_release(int took_gil);
 /* A code object's file and function (co_qualname, else co_name), from a cache that keeps a

@@ -138,7 +138,10 @@ uint64_t cuptrace_stacks_take(void)
 	size_t npy = 0, nall = 0;
 	int took_gil = 0;
 	if (mode & CUPTRACE_STACKS_PYTHON)
-		npy = cuptrace_pystack_init() ? cuptrace_pystack_walk(py, PY_MAX, &took_gil) : 0;
+		npy = cuptrace_pystack_init()
+		          ? cuptrace_pystack_walk(py, PY_MAX, !(mode & CUPTRACE_STACKS_HELD_ONLY),
+		                                  &took_gil)
+		          : 0;
 	if (mode & CUPTRACE_STACKS_NATIVE)
 		nall = cuptrace_nstack_walk(pcs, NAT_MAX + 16);
 	if (!npy && !nall) {

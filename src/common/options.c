@@ -39,6 +39,8 @@ static const struct cuptrace_setting_name runtime_names[] = {
 static const struct cuptrace_setting_name stacks_names[] = {
     {"none", CUPTRACE_STACKS_NONE, 0},     {"python", CUPTRACE_STACKS_PYTHON, 0},
     {"native", CUPTRACE_STACKS_NATIVE, 0}, {"all", CUPTRACE_STACKS_ALL, 0},
+    {"python-held", CUPTRACE_STACKS_PYTHON | CUPTRACE_STACKS_HELD_ONLY, 0},
+    {"all-held", CUPTRACE_STACKS_ALL | CUPTRACE_STACKS_HELD_ONLY, 0},
     {"0", CUPTRACE_STACKS_NONE, 1},        {NULL, 0, 0},
 };
 static const struct cuptrace_setting_name clock_names[] = {

@@ -75,7 +75,9 @@ enum {
 	CUPTRACE_STACKS_NONE = 0,
 	CUPTRACE_STACKS_PYTHON = 1,
 	CUPTRACE_STACKS_NATIVE = 2,
-	CUPTRACE_STACKS_ALL = 3
+	CUPTRACE_STACKS_ALL = 3,
+	/* with PYTHON: only threads that hold the GIL at the call (never take it back) */
+	CUPTRACE_STACKS_HELD_ONLY = 4
 };
 /* CUPTRACE_SET_RUNTIME: enum cuptrace_runtime_mode's values (collect/runtime_watch.h). */
 enum { CUPTRACE_RUNTIME_MODE_FILTERED, CUPTRACE_RUNTIME_MODE_WATCH, CUPTRACE_RUNTIME_MODE_ALL };
