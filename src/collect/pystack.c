@@ -91,8 +91,8 @@ size_t cuptrace_pystack_walk(struct cuptrace_pyframe *out, size_t max, int may_t
 		 * back for the walk, as a C++ callback into Python does (pybind11's
 		 * gil_scoped_acquire): only for a thread that has a Python state, and never while
 		 * the interpreter shuts down (a thread asking for the GIL then never gets it). */
-		if (ts || !may_take_gil || !py.this_ts || !py.ensure || !py.release || !py.finalizing ||
-		    !py.this_ts() || py.finalizing())
+		if (ts || !may_take_gil || !py.this_ts || !py.ensure || !py.release ||
+		    !py.finalizing || !py.this_ts() || py.finalizing())
 			return 0;
 		gil_state = py.ensure();
 		*took_gil = 1;
