@@ -1,11 +1,13 @@
 /* A test library for the call-stack recorder without a GPU (tests/stacks_walker.py): Python loads
  * it with ctypes and takes stacks from known lines, through the same code the tracer runs at a
  * launch (collect/stacks.c), and reads back the frames of the STACK records it queued. */
+#include <execinfo.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "collect/nstack.h"
 #include "collect/stacks.h"
 #include "convert/stackrec.h"
 
@@ -74,4 +76,22 @@ int probe_frames(uint64_t id, char *out, size_t n)
 	}
 	free(fr);
 	return (int)st.nframes;
+}
+
+/* The recorder's unwinder (libunwind where installed) against glibc's backtrace() from one
+ * frame: below this function both must list the same return addresses. Returns the number of
+ * frames compared, or -1 on a difference; *unwinder names the recorder's. */
+__attribute__((noinline)) int probe_compare_unwinders(const char **unwinder)
+{
+	uint64_t a[64];
+	void *b[64];
+	size_t na = cuptrace_nstack_walk(a, 64); /* a[0] inside the walk, a[1] here */
+	int nb = backtrace(b, 64);               /* b[0] here */
+	*unwinder = cuptrace_nstack_unwinder();
+	if (na < 3 || nb < 2 || na - 1 != (size_t)nb)
+		return -1;
+	for (int i = 1; i < nb; i++)
+		if (a[i + 1] != (uint64_t)(uintptr_t)b[i])
+			return -1;
+	return nb - 1;
 }

@@ -116,6 +116,16 @@ if released() != 0:
 check("python-held, GIL held", direct(), [("direct", "direct")])
 lib.probe_init(1)
 
+# Native frames: the recorder's unwinder (libunwind where installed, else glibc) lists the same
+# return addresses as glibc's backtrace() below one C frame, here through ctypes and Python.
+name = ctypes.c_char_p()
+lib.probe_compare_unwinders.argtypes = [ctypes.POINTER(ctypes.c_char_p)]
+nframes = lib.probe_compare_unwinders(ctypes.byref(name))
+if nframes < 5:
+    failures.append(f"native unwinder {name.value}: frames differ from backtrace() ({nframes})")
+else:
+    print(f"native unwinder {name.value.decode()}: {nframes} frames equal to backtrace()'s")
+
 # A Python error the program has set stays set, and none is added.
 try:
     raise KeyError("x")

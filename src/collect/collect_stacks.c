@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "collect/collect_state.h"
+#include "collect/nstack.h"
 #include "collect/stacks.h"
 #include "common/log.h"
 #include "common/options.h"
@@ -167,4 +168,6 @@ void collect_stacks_meta(void (*put)(void *ctx, const char *k, const char *v), v
 	put(ctx, "call_stacks_distinct", v);
 	snprintf(v, sizeof(v), "%llu", (unsigned long long)cuptrace_stacks_missed());
 	put(ctx, "call_stacks_missed", v);
+	if (stacks_mode & CUPTRACE_STACKS_NATIVE)
+		put(ctx, "call_stacks_unwinder", cuptrace_nstack_unwinder());
 }

