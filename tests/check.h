@@ -48,23 +48,29 @@ struct check_test {
 	void (*fn)(void);
 };
 
+/* Runs the tests, says which failed; the exit status for main. */
+static inline int check_run(const struct check_test *tests, size_t n)
+{
+	int passed = 0, failed = 0;
+	for (size_t i = 0; i < n; i++) {
+		int before = check_failures;
+		tests[i].fn();
+		if (check_failures == before) {
+			passed++;
+		} else {
+			failed++;
+			fprintf(stderr, "FAIL %s\n", tests[i].name);
+		}
+	}
+	printf("%d passed, %d failed\n", passed, failed);
+	return failed ? 1 : 0;
+}
+
 #define TEST_MAIN(...)                                                                             \
 	int main(void)                                                                             \
 	{                                                                                          \
 		static const struct check_test tests[] = {__VA_ARGS__};                            \
-		int passed = 0, failed = 0;                                                        \
-		for (size_t i = 0; i < sizeof(tests) / sizeof(tests[0]); i++) {                    \
-			int before = check_failures;                                               \
-			tests[i].fn();                                                             \
-			if (check_failures == before) {                                            \
-				passed++;                                                          \
-			} else {                                                                   \
-				failed++;                                                          \
-				fprintf(stderr, "FAIL %s\n", tests[i].name);                       \
-			}                                                                          \
-		}                                                                                  \
-		printf("%d passed, %d failed\n", passed, failed);                                  \
-		return failed ? 1 : 0;                                                             \
+		return check_run(tests, sizeof(tests) / sizeof(tests[0]));                         \
 	}
 
 #define T(fn)                                                                                      \

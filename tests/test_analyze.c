@@ -492,17 +492,5 @@ int main(int argc, char **argv)
 	static const struct check_test tests[] = {T(test_steps_loop), T(test_outlier_and_alloc),
 	                                          T(test_host_collectives), T(test_startup),
 	                                          T(test_alloc_each_step)};
-	int passed = 0, failed = 0;
-	for (size_t i = 0; i < sizeof(tests) / sizeof(tests[0]); i++) {
-		int before = check_failures;
-		tests[i].fn();
-		if (check_failures == before) {
-			passed++;
-		} else {
-			failed++;
-			fprintf(stderr, "FAIL %s\n", tests[i].name);
-		}
-	}
-	printf("%d passed, %d failed\n", passed, failed);
-	return failed ? 1 : 0;
+	return check_run(tests, sizeof(tests) / sizeof(tests[0]));
 }

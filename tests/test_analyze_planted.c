@@ -311,21 +311,4 @@ static void test_clean(void)
 	cuptrace_analysis_free(&a);
 }
 
-int main(void)
-{
-	static const struct check_test tests[] = {T(test_pageable), T(test_item), T(test_tiny),
-	                                          T(test_alloc), T(test_clean)};
-	int passed = 0, failed = 0;
-	for (size_t i = 0; i < sizeof(tests) / sizeof(tests[0]); i++) {
-		int before = check_failures;
-		tests[i].fn();
-		if (check_failures == before) {
-			passed++;
-		} else {
-			failed++;
-			fprintf(stderr, "FAIL %s\n", tests[i].name);
-		}
-	}
-	printf("%d passed, %d failed\n", passed, failed);
-	return failed ? 1 : 0;
-}
+TEST_MAIN(T(test_pageable), T(test_item), T(test_tiny), T(test_alloc), T(test_clean))

@@ -2,6 +2,7 @@
 #ifndef CUPTRACE_TOOLS_CMD_H
 #define CUPTRACE_TOOLS_CMD_H
 
+#include <stdio.h>
 #include <stddef.h>
 
 int cmd_record(int argc, char **argv);
@@ -50,6 +51,11 @@ struct cuptrace_lines_opts cmd_lines_opts(const struct cmd_lines *l);
  * failure. */
 struct cuptrace_sink *cmd_lines_symbolize(struct cmd_lines *l, struct cuptrace_sink *inner);
 void cmd_lines_free(struct cmd_lines *l);
+/* --json --group-by line: the one JSON object print writes, on stdout with "lines" as its last
+ * key. 0 or an error. */
+struct cuptrace_lines;
+int cmd_lines_print_json(const struct cuptrace_lines *l, int (*print)(const void *ctx, FILE *f),
+                         const void *ctx);
 
 /* Replays a trace file (any format cuptrace reads) into sink, which the caller then finishes.
  * Returns 0 or a negative errno; the reader has logged why. cmd_replay_cb has the shape of

@@ -49,19 +49,9 @@ static int annotate(const char *in, const char *out, const struct cuptrace_analy
 	return 0;
 }
 
-/* --json --group-by line: the report's object with "lines" as its last key. */
-static int print_json_lines(const struct cuptrace_analysis *a, const struct cuptrace_lines *l)
+static int print_analysis_json(const void *a, FILE *f)
 {
-	char *buf = NULL;
-	size_t len = 0;
-	FILE *mem = open_memstream(&buf, &len);
-	int r = mem ? cuptrace_analysis_print_json(a, mem) : -1;
-	if (mem && fclose(mem))
-		r = r ? r : -1;
-	if (!r)
-		r = cuptrace_lines_json_append(buf, len, l, stdout);
-	free(buf);
-	return r;
+	return cuptrace_analysis_print_json(a, f);
 }
 
 static int analyze_main(int argc, char **argv, struct cmd_lines *lines)
@@ -177,7 +167,7 @@ static int analyze_main(int argc, char **argv, struct cmd_lines *lines)
 		return EXIT_FAIL;
 	}
 	if (json && by_line) {
-		r = print_json_lines(&a, &ln);
+		r = cmd_lines_print_json(&ln, print_analysis_json, &a);
 	} else if (json) {
 		r = cuptrace_analysis_print_json(&a, stdout);
 	} else {

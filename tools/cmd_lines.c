@@ -1,5 +1,7 @@
 /* --group-by line's options for stats, diff and analyze: the user-code patterns and the
  * symbolizer that fills native frames on the way (cmd.h). */
+#define _GNU_SOURCE /* open_memstream */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -45,4 +47,19 @@ void cmd_lines_free(struct cmd_lines *l)
 	free(l->keep);
 	free(l->dirs);
 	memset(l, 0, sizeof(*l));
+}
+
+int cmd_lines_print_json(const struct cuptrace_lines *l, int (*print)(const void *ctx, FILE *f),
+                         const void *ctx)
+{
+	char *buf = NULL;
+	size_t len = 0;
+	FILE *mem = open_memstream(&buf, &len);
+	int r = mem ? print(ctx, mem) : -1;
+	if (mem && fclose(mem))
+		r = r ? r : -1;
+	if (!r)
+		r = cuptrace_lines_json_append(buf, len, l, stdout);
+	free(buf);
+	return r;
 }

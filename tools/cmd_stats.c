@@ -51,20 +51,15 @@ static int print_json(const struct cuptrace_stats *st, const struct cuptrace_gm_
 	return r;
 }
 
-/* --json --group-by line: the object above with "lines" as its last key. */
-static int print_json_lines(const struct cuptrace_stats *st, const struct cuptrace_gm_stats *g,
-                            const struct cuptrace_lines *l)
+struct stats_json {
+	const struct cuptrace_stats *st;
+	const struct cuptrace_gm_stats *g;
+};
+
+static int print_stats_json(const void *ctx, FILE *f)
 {
-	char *buf = NULL;
-	size_t len = 0;
-	FILE *mem = open_memstream(&buf, &len);
-	int r = mem ? print_json(st, g, mem) : -1;
-	if (mem && fclose(mem))
-		r = r ? r : -1;
-	if (!r)
-		r = cuptrace_lines_json_append(buf, len, l, stdout);
-	free(buf);
-	return r;
+	const struct stats_json *j = ctx;
+	return print_json(j->st, j->g, f);
 }
 
 static int stats_main(int argc, char **argv, struct cmd_lines *lines)
@@ -143,7 +138,7 @@ static int stats_main(int argc, char **argv, struct cmd_lines *lines)
 		return EXIT_FAIL;
 	}
 	if (json && by_line) {
-		r = print_json_lines(&st, &gms, &ln);
+		r = cmd_lines_print_json(&ln, print_stats_json, &(struct stats_json){&st, &gms});
 	} else if (json) {
 		r = print_json(&st, &gms, stdout);
 	} else {
