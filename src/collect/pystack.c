@@ -16,6 +16,7 @@
 
 static struct {
 	int tried, ok;
+	int can_take_gil; /* the four functions below were found */
 	int (*gil_check)(void);
 	int (*is_init)(void);
 	void *(*ts_unchecked)(void);
@@ -35,9 +36,9 @@ static struct {
 	int (*ensure)(void);
 	void (*release)(int);
 	int (*finalizing)(void);
-	/* PyGILState_Ensure's answer, per thread, for the release that follows */
 } py;
 
+/* PyGILState_Ensure's answer, per thread, for the release that follows. */
 static __thread int gil_state;
 
 #define SYM(field, name) (*(void **)&py.field = dlsym(RTLD_DEFAULT, name))
@@ -70,6 +71,7 @@ int cuptrace_pystack_init(void)
 	SYM(release, "PyGILState_Release");
 	if (!SYM(finalizing, "Py_IsFinalizing")) /* 3.13; the underscored one before */
 		SYM(finalizing, "_Py_IsFinalizing");
+	py.can_take_gil = py.this_ts && py.ensure && py.release && py.finalizing;
 	py.ok = py.gil_check && py.is_init && py.ts_unchecked && py.get_frame && py.frame_back &&
 	        py.frame_code && py.frame_line && py.incref && py.decref && py.getattr && py.utf8 &&
 	        py.err_fetch && py.err_restore && py.err_clear;
@@ -91,8 +93,7 @@ size_t cuptrace_pystack_walk(struct cuptrace_pyframe *out, size_t max, int may_t
 		 * back for the walk, as a C++ callback into Python does (pybind11's
 		 * gil_scoped_acquire): only for a thread that has a Python state, and never while
 		 * the interpreter shuts down (a thread asking for the GIL then never gets it). */
-		if (ts || !may_take_gil || !py.this_ts || !py.ensure || !py.release ||
-		    !py.finalizing || !py.this_ts() || py.finalizing())
+		if (ts || !may_take_gil || !py.can_take_gil || !py.this_ts() || py.finalizing())
 			return 0;
 		gil_state = py.ensure();
 		*took_gil = 1;
