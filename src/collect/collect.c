@@ -248,7 +248,7 @@ static int setup_cupti(int injected)
 	atomic_store(&sess.multi_gpu, 0);
 	atomic_store(&sess.two_gpu_kinds_on, 0);
 	if (sess.cupti_deferred)
-		return 0; /* collect_cupti_attach, when the first window opens */
+		return 0; /* cupti_attach_late, when the first window opens */
 	return attach_cupti(injected);
 }
 

@@ -3,10 +3,12 @@
  * limits, draining a closed window, flight recorder dumps), the trigger socket and the crash
  * handlers of the flight recorder. What goes into which file is collect_wwriter.c's.
  *
- * Cost outside a window: CUPTI stays loaded with no activity kind on (devices, contexts and
- * streams are dumped when a window opens); what watches for a window is a callback on the NVTX
- * range calls (range windows, --step-range), on cudaProfilerStart/Stop (capture range
- * cuda-profiler-api), or one C call per optimizer.step() (--steps).
+ * Cost outside a window: windows that need no CUPTI callback to open (on demand, time, and
+ * --steps by the optimizer hook: one C call per optimizer.step()) leave CUPTI untouched until
+ * the first one opens (collect_window_defers_cupti; collect.c attaches then). The others keep
+ * CUPTI attached with no activity kind on, watching with a callback on the NVTX range calls
+ * (range windows, --step-range) or on cudaProfilerStart/Stop (capture range
+ * cuda-profiler-api). Devices, contexts and streams are dumped when a window opens.
  *
  * Threads: events arrive on application threads (CUPTI callbacks, cuptrace_step), the control
  * thread (trigger) and the flush thread (time); all take win.lock, decide with the tracker and
