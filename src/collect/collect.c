@@ -333,11 +333,8 @@ static int attach_cupti(int injected)
 			continue; /* below, with their filters */
 		if (defer)
 			continue; /* collect_window.c: on with the first window */
-		if (cuptrace_kind_needs_two_gpus(cuptrace_kinds[i])) {
-			if (!atomic_load(&sess.multi_gpu))
-				continue; /* the flush thread, once a second device has a context */
-			atomic_store(&sess.two_gpu_kinds_on, 1);
-		}
+		if (!collect_kind_wanted(cuptrace_kinds[i]))
+			continue;
 		/* Started after CUDA initialized (C API): devices and contexts already exist and
 		 * CUPTI reports them only at creation, so ask for a dump of the existing ones. */
 		int dump = !injected && (cuptrace_kinds[i] == CUPTI_ACTIVITY_KIND_DEVICE ||

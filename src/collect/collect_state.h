@@ -18,6 +18,7 @@
 
 #include "collect/preload.h"
 #include "collect/control.h"
+#include "collect/kinds.h"
 #include "collect/queue.h"
 #include "collect/window.h"
 #include "common/util.h"
@@ -83,7 +84,7 @@ struct collect_session {
 	 * win.lock after the start; read by the flush thread and at the end). */
 	int cupti_deferred;
 	_Atomic int cupti_attached;
-	/* Contexts on two devices seen (or counted at a late start): MEMCPY2 is on (kinds.h). */
+	/* Contexts on two devices seen (or counted at a late start): MEMCPY2 wanted (kinds.h). */
 	_Atomic int multi_gpu;
 	_Atomic int two_gpu_kinds_on; /* MEMCPY2 is on now (set where it is enabled, cleared off) */
 	/* collect.c's attach, for collect_window.c: a pointer rather than a call, so that the
@@ -162,6 +163,19 @@ extern struct collect_windows win;
 /* The one session of the process (collect.c defines it). Fields are owned as marked above; the
  * rest belong to whoever holds sess.lock (start, stop) or to the finishing thread. */
 extern struct collect_session sess;
+
+/* Whether activity kind k goes on with the others (at the start, when a window opens): all
+ * but MEMCPY2 before a second device has a context (kinds.h; the flush thread switches it on
+ * then). Notes MEMCPY2 on when it does. */
+static inline int collect_kind_wanted(CUpti_ActivityKind k)
+{
+	if (!cuptrace_kind_needs_two_gpus(k))
+		return 1;
+	if (!atomic_load(&sess.multi_gpu))
+		return 0;
+	atomic_store(&sess.two_gpu_kinds_on, 1);
+	return 1;
+}
 
 /* ---- collect_callbacks.c ---- */
 /* CUPTI's subscriber callback: NVTX start ids, watched runtime calls, GPU metrics contexts. */

@@ -157,11 +157,8 @@ static void kinds_on(void)
 		CUpti_ActivityKind k = cuptrace_kinds[i];
 		if (is_api_kind(k) || (win.gpu_kinds_on && (is_gpu_kind(k) || is_sticky_kind(k))))
 			continue;
-		if (cuptrace_kind_needs_two_gpus(k)) {
-			if (!atomic_load(&sess.multi_gpu))
-				continue; /* the flush thread, once a second device has a context */
-			atomic_store(&sess.two_gpu_kinds_on, 1);
-		}
+		if (!collect_kind_wanted(k))
+			continue;
 		/* Devices, contexts and streams made before the window: CUPTI reports them at
 		 * creation only, so the ones that exist are dumped now (the writer keeps one copy
 		 * of each for every file). */
