@@ -1,13 +1,17 @@
 // graph_replay: the inference-loop shape of issue 24. A CUDA graph of N small elementwise
 // kernels (captured from one stream) replayed R times with cudaGraphLaunch, timed in-process.
-//   graph_replay [nodes=50] [replays=2000] [blocks=5]
+//   graph_replay [nodes=50] [replays=2000] [blocks=5] [nvtx]
+// With "nvtx" each replay sits in an NVTX range "replay" (issue 23: what following ranges for a
+// capture window costs while none opens).
 // Prints one JSON line like tools/bench/torch_workload.py: the median time per replay over
 // `blocks` equal blocks (each synchronized at both ends), the blocks' times, a CPU probe per
 // block (how fast the shared machine runs just then), and the kernels launched, so that
 // torch_bench.py can time it beside the PyTorch workloads and check the tracers' counts.
 #include <cuda_runtime.h>
+#include <nvtx3/nvToolsExt.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 #include "common.h"
 
@@ -46,6 +50,7 @@ int main(int argc, char **argv)
 	int nodes = argc > 1 ? atoi(argv[1]) : 50;
 	int replays = argc > 2 ? atoi(argv[2]) : 2000;
 	int blocks = argc > 3 ? atoi(argv[3]) : 5;
+	int ranges = argc > 4 && !strcmp(argv[4], "nvtx");
 	if (nodes < 1 || replays < 1 || blocks < 1 || blocks > 64) {
 		fprintf(stderr, "usage: graph_replay [nodes>0] [replays>0] [blocks 1-64]\n");
 		return 2;
@@ -72,14 +77,19 @@ int main(int argc, char **argv)
 	for (int b = 0; b < blocks; b++) {
 		probe[b] = cpu_probe();
 		double t0 = now_s();
-		for (int i = 0; i < per; i++)
+		for (int i = 0; i < per; i++) {
+			if (ranges)
+				nvtxRangePushA("replay");
 			CK(cudaGraphLaunch(ge, s));
+			if (ranges)
+				nvtxRangePop();
+		}
 		CK(cudaStreamSynchronize(s));
 		t[b] = (now_s() - t0) / per;
 	}
-	printf("{\"workload\": \"cgraph%d\", \"steps\": %d, \"kernels_launched\": %lld, "
+	printf("{\"workload\": \"cgraph%d%s\", \"steps\": %d, \"kernels_launched\": %lld, "
 	       "\"blocks_s\": [",
-	       nodes, per * blocks, (long long)nodes * (warm + per * blocks));
+	       nodes, ranges ? "n" : "", per * blocks, (long long)nodes * (warm + per * blocks));
 	for (int b = 0; b < blocks; b++)
 		printf("%s%.9f", b ? ", " : "", t[b]);
 	printf("], \"probe_s\": [");

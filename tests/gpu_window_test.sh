@@ -67,6 +67,13 @@ check_window "$tmp/prof-1.pftrace" "$1" "$2" "cudaProfilerStart/Stop window 1"
 set -- $(expect_nvtx 8 9)
 check_window "$tmp/prof-2.pftrace" "$1" "$2" "cudaProfilerStart/Stop window 2"
 
+# 4b. Steps that are NVTX ranges (--step-range): steps 3 and 4 are ranges 3 and 4, from the
+# end of step 2 (so iteration 2's outside kernel is in) to the end of step 4 (4's is out).
+"$ct" record --steps 3,2 --step-range step -o "$tmp/sr.pftrace" -- "$ww" nvtx 12 \
+	>"$tmp/sr.log" 2>&1 || bad "step-range record"
+set -- $(expect_nvtx 3 4)
+check_window "$tmp/sr.pftrace" "$1" "$(($2 + 1))" "--steps 3,2 --step-range step"
+
 # 5. --steps on PyTorch (optimizer.step()) against the same steps as NVTX ranges.
 if python3 -c "import torch; assert torch.cuda.is_available()" 2>/dev/null; then
 	"$ct" record --steps 5,3 -o "$tmp/steps.pftrace" -- python3 "$src/tests/window_torch.py" \
@@ -136,6 +143,20 @@ grep -q "crashed: the last" "$tmp/segv.log" || bad "no crash line"
 "$chk" "$tmp/segv.pftrace" --clean --allow-unlinked 2 --at-least kernel=50 >"$tmp/chk.log" 2>&1 ||
 	{ cat "$tmp/chk.log"; bad "crash trace"; }
 span_check "$tmp/segv.pftrace" 2.3 "ring + SIGSEGV"
+
+# 7b. The other crashes the flight recorder handles: each dies of its own signal, trace kept.
+for sig in bus:135 abrt:134 fpe:136; do
+	m=${sig%%:*}
+	want=${sig#*:}
+	"$ct" record --ring 2s -o "$tmp/$m.pftrace" -- "$ww" "$m" 3 >"$tmp/$m.log" 2>&1
+	st=$?
+	say "ring + $m: exit $st (want $want)"
+	[ "$st" = "$want" ] || { cat "$tmp/$m.log"; bad "$m exit status"; }
+	grep -q "crashed: the last" "$tmp/$m.log" || bad "$m: no crash line"
+	"$chk" "$tmp/$m.pftrace" --clean --allow-unlinked 2 --at-least kernel=50 \
+		>"$tmp/chk.log" 2>&1 || { cat "$tmp/chk.log"; bad "$m crash trace"; }
+	span_check "$tmp/$m.pftrace" 2.3 "ring + $m"
+done
 
 # 8. Flight recorder and SIGTERM.
 "$ct" record --ring 2s -o "$tmp/term.pftrace" -- "$ww" term >"$tmp/term.log" 2>&1 &

@@ -9,6 +9,8 @@
 //   window_work spin SECONDS     a step every 20 ms (one step_kernel, cuptrace_step-free) for
 //                                SECONDS, then exit 0; prints "ready" on stderr when running
 //   window_work segv SECONDS     spin for SECONDS, then write through a null pointer
+//   window_work bus|abrt|fpe SECONDS  the same, then touch a mapping past the end of its file
+//                                (SIGBUS), call abort() (SIGABRT), divide by zero (SIGFPE)
 //   window_work term             spin until SIGTERM (the default action: dies of it)
 //   window_work slow STEPS K     STEPS ranges "step" of ~10 ms, step K (1-based) ~60 ms
 //   window_work hang SECONDS     spin 2 s, then one kernel of SECONDS and a sync that waits
@@ -19,6 +21,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -98,7 +101,8 @@ int main(int argc, char **argv)
 		int prof = !strcmp(mode, "profiler");
 		for (int i = 1; i <= iters; i++)
 			iteration(d, i, prof ? 3 : -1, prof ? 5 : -1, prof ? 8 : -1, prof ? 9 : -1);
-	} else if (!strcmp(mode, "spin") || !strcmp(mode, "segv") || !strcmp(mode, "term")) {
+	} else if (!strcmp(mode, "spin") || !strcmp(mode, "segv") || !strcmp(mode, "term") ||
+	           !strcmp(mode, "bus") || !strcmp(mode, "abrt") || !strcmp(mode, "fpe")) {
 		double secs = argc > 2 ? atof(argv[2]) : 1e9;
 		double t0 = now_s();
 		fprintf(stderr, "ready\n");
@@ -109,10 +113,31 @@ int main(int argc, char **argv)
 			nvtxRangePop();
 			sleep_ms(20);
 		}
+		if (strcmp(mode, "spin") && strcmp(mode, "term"))
+			fprintf(stderr, "window_work: crashing now (%s)\n", mode);
 		if (!strcmp(mode, "segv")) {
-			fprintf(stderr, "window_work: crashing now\n");
 			volatile int *p = NULL;
 			*p = 1;
+		} else if (!strcmp(mode, "abrt")) {
+			abort();
+		} else if (!strcmp(mode, "fpe")) {
+			// Not 1 / zero: gcc computes that without a division. x86's idiv by zero
+			// faults, and the kernel delivers SIGFPE.
+			volatile int seven = 7, zero = 0;
+			volatile int q = seven / zero;
+			(void)q;
+		} else if (!strcmp(mode, "bus")) {
+			// A page of a file of size 0: touching it is SIGBUS, a real fault.
+			char path[] = "/tmp/window_work_busXXXXXX";
+			int fd = mkstemp(path);
+			volatile char *m = fd < 0 ? NULL
+			                          : (volatile char *)mmap(NULL, 4096, PROT_READ | PROT_WRITE,
+			                                                  MAP_SHARED, fd, 0);
+			unlink(path);
+			if (m && m != MAP_FAILED)
+				m[0] = 1;
+			fprintf(stderr, "window_work: no SIGBUS\n");
+			return 3;
 		}
 	} else if (!strcmp(mode, "hang")) {
 		double secs = argc > 2 ? atof(argv[2]) : 10;

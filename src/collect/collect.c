@@ -227,6 +227,7 @@ static void atexit_handler(void)
 
 static int attach_cupti(int injected);
 static int cupti_attach_late(void);
+static int subscribe_cupti(void);
 
 static int setup_cupti(int injected)
 {
@@ -242,14 +243,24 @@ static int setup_cupti(int injected)
 	}
 	sess.start_boot = cuptrace_now_ns(CLOCK_BOOTTIME);
 	sess.start_real = cuptrace_now_ns(CLOCK_REALTIME);
-	sess.cupti_deferred = collect_window_defers_cupti();
+	sess.cupti_deferred = collect_window_defers_cupti(collect_nvtx_ours());
 	sess.cupti_attach = cupti_attach_late;
 	atomic_store(&sess.cupti_attached, 0);
 	atomic_store(&sess.multi_gpu, 0);
 	atomic_store(&sess.two_gpu_kinds_on, 0);
-	if (sess.cupti_deferred)
-		return 0; /* cupti_attach_late, when the first window opens */
-	return attach_cupti(injected);
+	if (!sess.cupti_deferred)
+		return attach_cupti(injected);
+	/* cupti_attach_late, when the first window opens. A profiler-range window watches
+	 * cudaProfilerStart/Stop meanwhile with CUPTI subscribed and four callbacks on: no
+	 * clock or buffer callback, no kind (what a subscription alone costs is measured by
+	 * torch_bench's floor_sub). */
+	if (collect_window_watches_profiler()) {
+		int e = subscribe_cupti();
+		if (e)
+			return e;
+		collect_callbacks_windows(sess.subscriber);
+	}
+	return 0;
 }
 
 /* Subscribes and registers with CUPTI where setup deferred it; 0 or -errno. Called through
@@ -278,13 +289,13 @@ static void count_devices_late(void)
 		atomic_store(&sess.multi_gpu, 1);
 }
 
-static int attach_cupti(int injected)
+/* Claims the single CUPTI subscriber slot (once per session): a second CUPTI client in this
+ * process (nsys, ncu, compute-sanitizer, torch.profiler) would otherwise silently take our
+ * records. 0 or -errno (said once). */
+static int subscribe_cupti(void)
 {
-	CUptiResult r;
-	if (!injected)
-		count_devices_late();
-	/* Claim the single CUPTI subscriber slot: a second CUPTI client in this process (nsys,
-	 * ncu, compute-sanitizer, torch.profiler) would otherwise silently take our records. */
+	if (sess.subscriber)
+		return 0;
 	CUpti_SubscriberParams sp;
 	char old_name[CUPTI_OLD_SUBSCRIBER_NAME_MIN_LEN + 8] = "";
 	memset(&sp, 0, sizeof(sp));
@@ -292,8 +303,9 @@ static int attach_cupti(int injected)
 	sp.subscriberName = "cuptrace";
 	sp.oldSubscriberName = old_name;
 	sp.oldSubscriberSize = sizeof(old_name);
-	r = cuptiSubscribe_v2(&sess.subscriber, collect_subscriber_callback, NULL, &sp);
+	CUptiResult r = cuptiSubscribe_v2(&sess.subscriber, collect_subscriber_callback, NULL, &sp);
 	if (r == CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED) {
+		sess.subscriber = NULL;
 		cuptrace_err(
 		    "CUPTI is already in use by another tool in this process (%s); only one "
 		    "CUPTI client can run per process on this driver. No trace is written.",
@@ -301,9 +313,21 @@ static int attach_cupti(int injected)
 		return -EBUSY;
 	}
 	if (r != CUPTI_SUCCESS) {
+		sess.subscriber = NULL;
 		cuptrace_err("cannot start CUPTI: %s", cupti_err(r));
 		return -EIO;
 	}
+	return 0;
+}
+
+static int attach_cupti(int injected)
+{
+	CUptiResult r;
+	if (!injected)
+		count_devices_late();
+	int e0 = subscribe_cupti();
+	if (e0)
+		return e0;
 	static const CUpti_CallbackId nvtx_start[] = {
 	    CUPTI_CBID_NVTX_nvtxRangeStartA, CUPTI_CBID_NVTX_nvtxRangeStartW,
 	    CUPTI_CBID_NVTX_nvtxRangeStartEx, CUPTI_CBID_NVTX_nvtxDomainRangeStartEx};
@@ -359,6 +383,7 @@ static int attach_cupti(int injected)
 	cuptrace_runtime_watch_setup(sess.subscriber,
 	                             (enum cuptrace_runtime_mode)sess.runtime_mode);
 	collect_stacks_setup(sess.subscriber);
+	collect_nvtx_cupti_attach();
 	atomic_store(&sess.cupti_attached, 1);
 	return 0;
 }

@@ -18,4 +18,9 @@ int cuptrace_collect_on_demand(void);
 /* A training step ended (cuptrace_step(): optimizer.step() through --steps's Python hook). */
 void cuptrace_collect_step(void);
 
+/* InitializeInjectionNvtx2's work (nvtx_watch.c): CUPTI's NVTX handlers, and the range watcher
+ * in front of them where capture windows follow NVTX ranges. Returns what NVTX expects (1: a
+ * tool is attached). */
+int cuptrace_nvtx_inject(const void *get_export_table);
+
 #endif

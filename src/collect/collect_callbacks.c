@@ -6,8 +6,6 @@
 #include <string.h>
 
 #include <generated_nvtx_meta.h>
-#include <sys/syscall.h>
-#include <unistd.h>
 
 #include "collect/collect_state.h"
 #include "collect/cupti_alarm.h"
@@ -40,77 +38,36 @@ static void nvtx_callback(const CUpti_NvtxData *nd)
 	pthread_mutex_unlock(&startend.lock);
 }
 
-/* ---- what opens and closes capture windows ---- */
-
-/* Push/pop ranges are known by thread and depth: a pop names no range. The depth counts every
- * range of the thread (pushes of ranges that matter and of those that do not), and the flags
- * say which depths hold a --step-range range. */
-static __thread int nvtx_depth;
-static __thread uint64_t step_depths; /* bit d: the range at depth d is a step */
-static __thread int64_t my_tid;
-
-static int64_t thread_id(void)
-{
-	if (!my_tid)
-		my_tid = (int64_t)syscall(SYS_gettid);
-	return my_tid;
-}
+/* ---- what opens and closes capture windows (where nvtx_watch.c's handlers are not in
+ * NVTX's table: NVTX_INJECTION64_PATH names another library) ---- */
 
 static const char *attr_name(const nvtxEventAttributes_t *a)
 {
 	return a && a->messageType == NVTX_MESSAGE_TYPE_ASCII ? a->message.ascii : NULL;
 }
 
-static void range_pushed(const char *name)
-{
-	int64_t tid = thread_id();
-	int d = ++nvtx_depth;
-	if (d > 0 && d < 64) {
-		if (name && collect_window_is_step_range(name))
-			step_depths |= 1ull << d;
-		else
-			step_depths &= ~(1ull << d);
-	}
-	collect_window_range_begin(name, (uint64_t)tid << 16 | (uint64_t)(d & 0xffff), tid);
-}
-
-static void range_popped(void)
-{
-	int d = nvtx_depth;
-	if (d <= 0)
-		return; /* a pop without a push we saw (pushed before tracing began) */
-	nvtx_depth--;
-	collect_window_range_end((uint64_t)thread_id() << 16 | (uint64_t)(d & 0xffff));
-	if (d < 64 && (step_depths & (1ull << d))) {
-		step_depths &= ~(1ull << d);
-		collect_window_step();
-	}
-}
-
-#define STARTEND_KEY(id) ((uint64_t)1 << 63 | (uint64_t)(id))
-
 static void window_nvtx(CUpti_CallbackId id, const CUpti_NvtxData *nd)
 {
 	const void *p = nd->functionParams;
 	switch (id) {
 	case CUPTI_CBID_NVTX_nvtxRangePushA:
-		range_pushed(p ? ((const nvtxRangePushA_params *)p)->message : NULL);
+		collect_nvtx_pushed(p ? ((const nvtxRangePushA_params *)p)->message : NULL);
 		break;
 	case CUPTI_CBID_NVTX_nvtxRangePushW:
-		range_pushed(NULL);
+		collect_nvtx_pushed(NULL);
 		break;
 	case CUPTI_CBID_NVTX_nvtxRangePushEx:
-		range_pushed(p ? attr_name(((const nvtxRangePushEx_params *)p)->eventAttrib)
-		               : NULL);
+		collect_nvtx_pushed(p ? attr_name(((const nvtxRangePushEx_params *)p)->eventAttrib)
+		                      : NULL);
 		break;
 	case CUPTI_CBID_NVTX_nvtxDomainRangePushEx:
-		range_pushed(
+		collect_nvtx_pushed(
 		    p ? attr_name(((const nvtxDomainRangePushEx_params *)p)->core.eventAttrib)
 		      : NULL);
 		break;
 	case CUPTI_CBID_NVTX_nvtxRangePop:
 	case CUPTI_CBID_NVTX_nvtxDomainRangePop:
-		range_popped();
+		collect_nvtx_popped();
 		break;
 	case CUPTI_CBID_NVTX_nvtxRangeStartA:
 	case CUPTI_CBID_NVTX_nvtxRangeStartEx:
@@ -124,19 +81,16 @@ static void window_nvtx(CUpti_CallbackId id, const CUpti_NvtxData *nd)
 		        : attr_name(((const nvtxDomainRangeStartEx_params *)p)->core.eventAttrib);
 		uint64_t rid =
 		    nd->functionReturnValue ? *(const uint64_t *)nd->functionReturnValue : 0;
-		if (rid)
-			collect_window_range_begin(name, STARTEND_KEY(rid), thread_id());
+		collect_nvtx_started(name, rid);
 		break;
 	}
 	case CUPTI_CBID_NVTX_nvtxRangeEnd:
 		if (p)
-			collect_window_range_end(
-			    STARTEND_KEY(((const nvtxRangeEnd_params *)p)->id));
+			collect_nvtx_ended(((const nvtxRangeEnd_params *)p)->id);
 		break;
 	case CUPTI_CBID_NVTX_nvtxDomainRangeEnd:
 		if (p)
-			collect_window_range_end(
-			    STARTEND_KEY(((const nvtxDomainRangeEnd_params *)p)->core.id));
+			collect_nvtx_ended(((const nvtxDomainRangeEnd_params *)p)->core.id);
 		break;
 	default:
 		break;
@@ -147,7 +101,10 @@ static int watch_ranges, watch_profiler;
 
 void collect_callbacks_windows(CUpti_SubscriberHandle sub)
 {
-	watch_ranges = (win.active && win.spec.mode == CUPTRACE_WMODE_RANGE) || win.step_range[0];
+	/* nvtx_watch.c follows the ranges where NVTX hands them to this library. */
+	watch_ranges =
+	    ((win.active && win.spec.mode == CUPTRACE_WMODE_RANGE) || win.step_range[0]) &&
+	    !collect_nvtx_ours();
 	watch_profiler = win.active && win.spec.mode == CUPTRACE_WMODE_PROFILER_API;
 	if (watch_ranges) {
 		static const CUpti_CallbackId ids[] = {
@@ -232,7 +189,7 @@ void CUPTIAPI collect_subscriber_callback(void *ud, CUpti_CallbackDomain d, CUpt
 	if (d == CUPTI_CB_DOMAIN_RUNTIME_API) {
 		cuptrace_runtime_watch_callback(id, data);
 	} else if (d == CUPTI_CB_DOMAIN_NVTX) {
-		if (watch_ranges)
+		if (watch_ranges && !collect_nvtx_watching())
 			window_nvtx(id, data);
 		if (id == CUPTI_CBID_NVTX_nvtxRangeStartA ||
 		    id == CUPTI_CBID_NVTX_nvtxRangeStartW ||

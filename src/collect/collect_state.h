@@ -143,7 +143,6 @@ struct collect_windows {
 	struct cuptrace_wtracker tracker;
 	struct cuptrace_slowsteps slow;
 	int slow_on;
-	int steps_from_optimizer; /* cuptrace_step() ends steps (else step_range does) */
 	char step_range[128];
 	int64_t drain_ns; /* GPU kinds stay on this long after a close */
 	struct collect_wlog *log;
@@ -188,6 +187,23 @@ void collect_startend_drain(void);
 /* A new session: forgets the ids of the last one. */
 void collect_startend_reset(void);
 
+/* ---- nvtx_watch.c (application threads) ---- */
+/* An NVTX range was pushed (name NULL: not matchable) or popped on this thread; one was started
+ * with this id (0: none) or ended: the window code learns of the ranges it follows. */
+void collect_nvtx_pushed(const char *name);
+void collect_nvtx_popped(void);
+void collect_nvtx_started(const char *name, uint64_t id);
+void collect_nvtx_ended(uint64_t id);
+/* 1 once nvtx_watch.c's handlers are in NVTX's table (CUPTI's NVTX callbacks are not needed). */
+int collect_nvtx_watching(void);
+/* 1 if they are or will be: NVTX_INJECTION64_PATH names this library. */
+int collect_nvtx_ours(void);
+/* CUPTI is being attached (collect.c, before cupti_attached is set): CUPTI is given NVTX now
+ * (until then it is not, so an unsubscribed CUPTI costs nothing). */
+void collect_nvtx_cupti_attach(void);
+/* Tests: a fake in place of libcupti's InitializeInjectionNvtx2. */
+void collect_nvtx_set_cupti_init(int (*fn)(const void *(*get)(uint32_t)));
+
 /* ---- collect_stacks.c ---- */
 /* Reads CUPTRACE_STACKS and turns on the callbacks of launch-type calls (at setup). */
 void collect_stacks_setup(CUpti_SubscriberHandle sub);
@@ -214,9 +230,12 @@ uint64_t collect_thread_cpu_ns(void);
 int collect_window_setup(void);
 /* Whether setup_cupti should leave the activity kinds off (windows decide when they go on). */
 int collect_window_defers(void);
-/* 1 when no window needs a CUPTI callback to open (on demand, time, optimizer steps; no
- * ring, no GPU metrics): CUPTI is left untouched until the first window opens. */
-int collect_window_defers_cupti(void);
+/* 1 when no window needs CUPTI's activity to open (on demand, time, steps, NVTX ranges where
+ * nvtx_ours says nvtx_watch.c follows them, cudaProfilerStart/Stop with callbacks alone; no
+ * ring, no GPU metrics): CUPTI's activity is left untouched until the first window opens. */
+int collect_window_defers_cupti(int nvtx_ours);
+/* 1 when windows open on cudaProfilerStart/Stop (CUPTI's callbacks on those calls watch). */
+int collect_window_watches_profiler(void);
 /* 1 while some activity kind is on (whole-run sessions: always). */
 int collect_window_recording(void);
 /* After the session runs: the first decisions (a window open from the start), the control
@@ -236,8 +255,13 @@ void collect_window_range_begin(const char *name, uint64_t key, int64_t tid);
 void collect_window_range_end(uint64_t key);
 void collect_window_profiler(int start);
 void collect_window_step(void);
-/* Whether an NVTX range of this name ends a step (--step-range). */
+/* Whether an NVTX range of this name ends a step (--step-range); whether the range window
+ * follows ranges of this name (lock-free: the settings do not change while a session runs). */
 int collect_window_is_step_range(const char *name);
+int collect_window_range_wanted(const char *name);
+/* From the environment alone (NVTX may start before the session): whether NVTX ranges open
+ * windows or end steps (--capture-range range:..., --step-range). */
+int collect_window_nvtx_wanted(void);
 /* C API start/stop inside a windowed session: open / close a window. */
 int collect_window_api(int open);
 void collect_window_summary(void);

@@ -3,12 +3,14 @@
  * limits, draining a closed window, flight recorder dumps), the trigger socket and the crash
  * handlers of the flight recorder. What goes into which file is collect_wwriter.c's.
  *
- * Cost outside a window: windows that need no CUPTI callback to open (on demand, time, and
- * --steps by the optimizer hook: one C call per optimizer.step()) leave CUPTI untouched until
- * the first one opens (collect_window_defers_cupti; collect.c attaches then). The others keep
- * CUPTI attached with no activity kind on, watching with a callback on the NVTX range calls
- * (range windows, --step-range) or on cudaProfilerStart/Stop (capture range
- * cuda-profiler-api). Devices, contexts and streams are dumped when a window opens.
+ * Cost outside a window: CUPTI's activity is left untouched until the first window opens
+ * (collect_window_defers_cupti; collect.c attaches then) for windows on demand, by time, by
+ * steps (the optimizer hook, or --step-range), and by NVTX range where NVTX hands its calls to
+ * this library (nvtx_watch.c follows them: one call per range call). A cudaProfilerStart/Stop
+ * window waits with CUPTI subscribed and only those calls' callbacks on. The ring, GPU metrics,
+ * and NVTX ranges that reach only CUPTI (NVTX_INJECTION64_PATH naming another library) keep
+ * CUPTI attached, watching with its callbacks. Devices, contexts and streams are dumped when a
+ * window opens.
  *
  * Threads: events arrive on application threads (CUPTI callbacks, cuptrace_step), the control
  * thread (trigger) and the flush thread (time); all take win.lock, decide with the tracker and
@@ -85,7 +87,6 @@ int collect_window_setup(void)
 	win.active = w->mode != CUPTRACE_WMODE_RUN && !win.ring;
 	win.per_file = sess.path && strstr(sess.path, "%n") != NULL;
 	win.slow_on = win.ring && w->ring_slow > 1;
-	win.steps_from_optimizer = !win.step_range[0];
 	win.kinds_on = win.gpu_kinds_on = !win.active; /* setup_cupti's choice, see defers */
 	cuptrace_wtracker_init(&win.tracker, w, sess.start_boot);
 	cuptrace_slowsteps_init(&win.slow, w->ring_slow, sess.start_boot);
@@ -101,9 +102,11 @@ int collect_window_defers(void)
 	return win.active;
 }
 
-int collect_window_defers_cupti(void)
+int collect_window_defers_cupti(int nvtx_ours)
 {
-	if (!win.active || win.step_range[0])
+	/* NVTX ranges (range windows, --step-range) are followed by nvtx_watch.c's handlers
+	 * where NVTX hands them to this library, with no CUPTI; otherwise by CUPTI's callbacks. */
+	if (!win.active || (win.step_range[0] && !nvtx_ours))
 		return 0;
 	struct cuptrace_setting_value v;
 	if (cuptrace_setting_env(CUPTRACE_SET_GPU_METRICS, &v) && v.i)
@@ -113,10 +116,19 @@ int collect_window_defers_cupti(void)
 	case CUPTRACE_WMODE_ON_DEMAND:
 		return 1;
 	case CUPTRACE_WMODE_STEPS:
-		return win.steps_from_optimizer; /* the Python hook calls cuptrace_step() */
+		return 1; /* the Python hook or an NVTX range calls cuptrace_step() */
+	case CUPTRACE_WMODE_RANGE:
+		return nvtx_ours;
+	case CUPTRACE_WMODE_PROFILER_API:
+		return 1; /* subscribed with only the profiler calls' callbacks (collect.c) */
 	default:
-		return 0; /* NVTX ranges or cudaProfilerStart/Stop: CUPTI's callbacks watch */
+		return 0;
 	}
+}
+
+int collect_window_watches_profiler(void)
+{
+	return win.active && win.spec.mode == CUPTRACE_WMODE_PROFILER_API;
 }
 
 int collect_window_recording(void)
@@ -378,6 +390,21 @@ void collect_window_step(void)
 int collect_window_is_step_range(const char *name)
 {
 	return win.step_range[0] && cuptrace_wname_matches(win.step_range, name);
+}
+
+int collect_window_range_wanted(const char *name)
+{
+	return win.active && win.spec.mode == CUPTRACE_WMODE_RANGE &&
+	       cuptrace_wname_matches(win.spec.range, name);
+}
+
+int collect_window_nvtx_wanted(void)
+{
+	struct cuptrace_setting_value v;
+	if (cuptrace_setting_env(CUPTRACE_SET_STEP_RANGE, &v) && v.s && *v.s)
+		return 1;
+	return cuptrace_setting_env(CUPTRACE_SET_CAPTURE_RANGE, &v) && v.s &&
+	       !strncmp(v.s, "range:", 6);
 }
 
 int collect_window_api(int open)

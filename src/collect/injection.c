@@ -2,8 +2,6 @@
  * CUDA_INJECTION64_PATH), the NVTX loader (InitializeInjectionNvtx2, through
  * NVTX_INJECTION64_PATH) and programs linking the library (the cuptrace.h C API). These are the
  * only symbols libcuptrace.so exports. */
-#define _GNU_SOURCE
-#include <dlfcn.h>
 #include <errno.h>
 #include <stddef.h>
 
@@ -23,22 +21,11 @@ EXPORT int InitializeInjection(void)
 }
 
 /* NVTX loads its tool from NVTX_INJECTION64_PATH; `cuptrace record` points that at this library
- * so NVTX ranges reach CUPTI. CUPTI implements the NVTX side: forward to libcupti's entry. */
+ * so NVTX ranges reach CUPTI (which implements the NVTX side) and, for capture windows, the
+ * range watcher (nvtx_watch.c). */
 EXPORT int InitializeInjectionNvtx2(const void *get_export_table)
 {
-	typedef int (*init_fn)(const void *);
-	init_fn f = (init_fn)dlsym(RTLD_NEXT, "InitializeInjectionNvtx2");
-	if (!f) {
-		void *h = dlopen("libcupti.so.13", RTLD_NOW | RTLD_NOLOAD);
-		if (!h)
-			h = dlopen("libcupti.so", RTLD_NOW | RTLD_NOLOAD);
-		f = h ? (init_fn)dlsym(h, "InitializeInjectionNvtx2") : NULL;
-	}
-	if (!f) {
-		cuptrace_warn("libcupti has no NVTX entry point: NVTX ranges are not recorded");
-		return 0;
-	}
-	return f(get_export_table);
+	return cuptrace_nvtx_inject(get_export_table);
 }
 
 /* In a session with capture windows (record --on-demand, --capture-range, ...), start and stop

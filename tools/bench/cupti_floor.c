@@ -160,6 +160,22 @@ __attribute__((visibility("default"))) int InitializeInjection(void)
 	/* Subscribed like cuptrace (which claims CUPTI's one subscriber slot), no callback on. */
 	CUpti_SubscriberHandle sub;
 	cuptiSubscribe(&sub, no_callback, NULL);
+	/* CUPTRACE_FLOOR_SUBONLY: subscribed and nothing more (no clock, no buffers, no kind);
+	 * "prof": with the callbacks on cudaProfilerStart/Stop a profiler-range window waits on. */
+	const char *subonly = getenv("CUPTRACE_FLOOR_SUBONLY");
+	if (subonly && *subonly) {
+		if (!strcmp(subonly, "prof")) {
+			cuptiEnableCallback(1, sub, CUPTI_CB_DOMAIN_RUNTIME_API,
+			                    CUPTI_RUNTIME_TRACE_CBID_cudaProfilerStart_v4000);
+			cuptiEnableCallback(1, sub, CUPTI_CB_DOMAIN_RUNTIME_API,
+			                    CUPTI_RUNTIME_TRACE_CBID_cudaProfilerStop_v4000);
+			cuptiEnableCallback(1, sub, CUPTI_CB_DOMAIN_DRIVER_API,
+			                    CUPTI_DRIVER_TRACE_CBID_cuProfilerStart);
+			cuptiEnableCallback(1, sub, CUPTI_CB_DOMAIN_DRIVER_API,
+			                    CUPTI_DRIVER_TRACE_CBID_cuProfilerStop);
+		}
+		return 1;
+	}
 	cuptiSetThreadIdType(CUPTI_ACTIVITY_THREAD_ID_TYPE_SYSTEM);
 	/* CUPTRACE_FLOOR_NO_TS: CUPTI's own clock instead of the BOOTTIME callback cuptrace sets */
 	const char *nots = getenv("CUPTRACE_FLOOR_NO_TS");

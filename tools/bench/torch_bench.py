@@ -69,6 +69,10 @@ FLOOR_VARIANTS = {
     # CUPTI loaded and subscribed, no kind enabled (no kind has number 999): what waiting for a
     # capture window can cost at best
     "floor_idle": {"CUPTRACE_FLOOR_KINDS": "999"},
+    # subscribed and nothing else (no clock or buffer callback), and with the four callbacks a
+    # profiler-range window (--capture-range cuda-profiler-api) waits on
+    "floor_sub": {"CUPTRACE_FLOOR_SUBONLY": "1"},
+    "floor_sub_prof": {"CUPTRACE_FLOOR_SUBONLY": "prof"},
     # injected with libcupti loaded, not one CUPTI call: a deferred window's best case
     "floor_loaded": {"CUPTRACE_FLOOR_NOTHING": "1"},
     # the floor's buffers walked record by record on CUPTI's thread, or handed to a thread that
@@ -79,10 +83,13 @@ FLOOR_VARIANTS = {
 
 
 def run_one(cfg, build, workload, tmp, cpus=None, steps=None, pin_main=None):
-    m = re.fullmatch(r"cgraph(\d+)", workload)
+    m = re.fullmatch(r"cgraph(\d+)(n?)", workload)
     if m:
-        # the C program (examples/graph_replay.cu): cudaGraphLaunch with no Python around it
+        # the C program (examples/graph_replay.cu): cudaGraphLaunch with no Python around it;
+        # cgraphNn: each replay in an NVTX range (what following ranges costs)
         cmd = [os.path.join(build, "examples", "graph_replay"), m.group(1), str(steps or 2000)]
+        if m.group(2):
+            cmd += ["5", "nvtx"]
         if cfg.startswith("tp_") or cfg == "cuptrace_pytorch":
             return {"skip": "%s needs PyTorch" % cfg}
     else:
@@ -106,6 +113,9 @@ def run_one(cfg, build, workload, tmp, cpus=None, steps=None, pin_main=None):
                  # capture windows, none open: what waiting for a window costs
                  "cuptrace_ondemand": ["--on-demand"],
                  "cuptrace_range": ["--capture-range", "range:never-seen"],
+                 "cuptrace_profapi": ["--capture-range", "cuda-profiler-api"],
+                 # steps ended by the NVTX range "replay" (cgraphNn), no window reached
+                 "cuptrace_steprange": ["--steps", "1000000", "--step-range", "replay"],
                  "cuptrace_steps": ["--steps", "1000000"],
                  # raw CUPTI records to the file: cuptrace's hand-off without the conversion
                  "cuptrace_capture": ["--capture"],
@@ -236,7 +246,7 @@ def cmd_report(a):
         for r in rows:
             if r["workload"] == wl:
                 by.setdefault((r.get("tag"), r["round"]), {})[r["config"]] = r
-        configs = [c for c in dict.fromkeys(CONFIGS + ["cuptrace_all", "cuptrace_cbid", "cuptrace_gpumetrics", "cuptrace_gpumetrics_1k", "cuptrace_ondemand", "cuptrace_range", "cuptrace_steps", "cuptrace_capture", "cuptrace_stacks_py", "cuptrace_stacks_all", "tp_cpu_cuda_stack"] + sorted(FLOOR_VARIANTS))
+        configs = [c for c in dict.fromkeys(CONFIGS + ["cuptrace_all", "cuptrace_cbid", "cuptrace_gpumetrics", "cuptrace_gpumetrics_1k", "cuptrace_ondemand", "cuptrace_range", "cuptrace_profapi", "cuptrace_steprange", "cuptrace_steps", "cuptrace_capture", "cuptrace_stacks_py", "cuptrace_stacks_all", "tp_cpu_cuda_stack"] + sorted(FLOOR_VARIANTS))
                    if any(c in v for v in by.values())]
         full = [v for v in by.values() if "none" in v]
         print("\n## %s: %d rounds (%d with an untraced run)\n" % (wl, len(by), len(full)))
