@@ -237,5 +237,19 @@ else
 	cat "$tmp/capi.log"; bad "window_capi"
 fi
 
+# 13. CUDA graphs in repeated windows (the kinds go off and on between windows, where CUPTI's
+# graph records must keep their correlation ids): graph_replay 10 2000 with each replay in a
+# range "replay" (after 200 warm-up replays outside any range); ranges 100-109, 600-609,
+# 1100-1109 and 1600-1609 are windows: 10 replays of 10 kernels each, every one with its arrow.
+gr=${CUPTRACE_BUILD_DIR:-$(dirname "$ct")}/examples/graph_replay
+"$ct" record --capture-range 'range:replay#100,10' --capture-repeat 500 -o "$tmp/gw-%n.pftrace" \
+	-- "$gr" 10 2000 5 nvtx >"$tmp/gw.log" 2>&1 || { cat "$tmp/gw.log"; bad "graph windows record"; }
+for n in 1 2 3 4; do
+	"$chk" "$tmp/gw-$n.pftrace" --clean --count kernel:scale=100 --count nvtx:replay=10 \
+		>"$tmp/chk.log" 2>&1 && say "ok graph window $n: 100 kernels, 10 ranges, all linked" ||
+		{ cat "$tmp/chk.log"; bad "graph window $n"; }
+done
+[ ! -e "$tmp/gw-5.pftrace" ] || bad "graph windows: a 5th window"
+
 [ $fail = 0 ] && echo "gpu_window: all passed" || echo "gpu_window: FAILED"
 exit $fail

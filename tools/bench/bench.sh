@@ -28,6 +28,11 @@ run_mode() { # mode -> prints ns
 	# the native call stack at every launch (issue 27)
 	stacks) CUDA_INJECTION64_PATH="$build/libcuptrace.so" CUPTRACE_SUMMARY=0 CUPTRACE_STACKS=native \
 		CUPTRACE_OUTPUT="$tmp/t.pftrace" "$ex" "$threads" "$launches" >/dev/null ;;
+	# the same with glibc's backtrace() where libunwind is installed too (the unwinder used
+	# where libunwind.so.8 is not)
+	stacks_glibc) CUDA_INJECTION64_PATH="$build/libcuptrace.so" CUPTRACE_SUMMARY=0 \
+		CUPTRACE_STACKS=native CUPTRACE_UNWINDER=glibc \
+		CUPTRACE_OUTPUT="$tmp/t.pftrace" "$ex" "$threads" "$launches" >/dev/null ;;
 	esac
 	t1=$(now)
 	echo $((t1 - t0))
@@ -48,11 +53,32 @@ for m in $modes; do
 	awk -v m="$m" -v ns="$ns" -v k="$kernels" -v p="$plain_ns" -v f="$floor_ns" -v t="$threads" \
 		'BEGIN {printf "%-10s %10.1f %14.3f %10.2f %10.2f\n", m, ns/1e6, ns/1e3/k*t, ns/p, ns/f}'
 done
+# Each mode's added time over plain against cuptrace's, paired by repetition (the modes of one
+# repetition ran back to back): median ratio and a 95% bootstrap interval over repetitions.
+if command -v python3 >/dev/null 2>&1 && [ -f "$tmp/cuptrace.times" ]; then
+	python3 - "$tmp" $modes <<'PY'
+import os, random, statistics, sys
+tmp, modes = sys.argv[1], sys.argv[2:]
+t = {m: [int(x) for x in open(os.path.join(tmp, m + ".times"))] for m in modes}
+def ratio(reps, m):
+    return statistics.median((t[m][i] - t["plain"][i]) / (t["cuptrace"][i] - t["plain"][i])
+                             for i in reps)
+n = len(t["plain"])
+reps = [i for i in range(n) if t["cuptrace"][i] > t["plain"][i]]
+rng = random.Random(1)
+for m in modes:
+    if m in ("plain", "cuptrace") or not reps:
+        continue
+    b = sorted(ratio([rng.choice(reps) for _ in reps], m) for _ in range(4000))
+    print("added time %s / cuptrace, paired by repetition (%d): %.2f [%.2f, %.2f]"
+          % (m, len(reps), ratio(reps, m), b[100], b[3899]))
+PY
+fi
 # How long finishing the trace took at exit (the summary line), for one run.
 CUDA_INJECTION64_PATH="$build/libcuptrace.so" CUPTRACE_OUTPUT="$tmp/s.pftrace" \
 	"$ex" "$threads" "$launches" 2>&1 >/dev/null | grep "at exit" | sed 's/^/summary: /'
 pf=$(wc -c <"$tmp/t.pftrace")
-cap=$(wc -c <"$tmp/t.cupti")
+cap=$(wc -c <"$tmp/t.cupti" 2>/dev/null || echo 0)
 "$build/cuptrace" convert "$tmp/t.cupti" -o "$tmp/t.json" >/dev/null 2>&1 || true
 "$build/cuptrace" convert "$tmp/t.cupti" -o "$tmp/t.json.gz" >/dev/null 2>&1 || true
 "$build/cuptrace" convert "$tmp/t.cupti" -o "$tmp/t.pftrace.gz" >/dev/null 2>&1 || true

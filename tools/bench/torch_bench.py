@@ -114,6 +114,9 @@ def run_one(cfg, build, workload, tmp, cpus=None, steps=None, pin_main=None):
                  "cuptrace_ondemand": ["--on-demand"],
                  "cuptrace_range": ["--capture-range", "range:never-seen"],
                  "cuptrace_profapi": ["--capture-range", "cuda-profiler-api"],
+                 # one time window over the whole run: tracing through the window machinery
+                 # (deferred attach, the filter that files records by window)
+                 "cuptrace_timewin": ["--duration", "1h"],
                  # steps ended by the NVTX range "replay" (cgraphNn), no window reached
                  "cuptrace_steprange": ["--steps", "1000000", "--step-range", "replay"],
                  "cuptrace_steps": ["--steps", "1000000"],
@@ -246,7 +249,7 @@ def cmd_report(a):
         for r in rows:
             if r["workload"] == wl:
                 by.setdefault((r.get("tag"), r["round"]), {})[r["config"]] = r
-        configs = [c for c in dict.fromkeys(CONFIGS + ["cuptrace_all", "cuptrace_cbid", "cuptrace_gpumetrics", "cuptrace_gpumetrics_1k", "cuptrace_ondemand", "cuptrace_range", "cuptrace_profapi", "cuptrace_steprange", "cuptrace_steps", "cuptrace_capture", "cuptrace_stacks_py", "cuptrace_stacks_all", "tp_cpu_cuda_stack"] + sorted(FLOOR_VARIANTS))
+        configs = [c for c in dict.fromkeys(CONFIGS + ["cuptrace_all", "cuptrace_cbid", "cuptrace_gpumetrics", "cuptrace_gpumetrics_1k", "cuptrace_ondemand", "cuptrace_range", "cuptrace_profapi", "cuptrace_timewin", "cuptrace_steprange", "cuptrace_steps", "cuptrace_capture", "cuptrace_stacks_py", "cuptrace_stacks_all", "tp_cpu_cuda_stack"] + sorted(FLOOR_VARIANTS))
                    if any(c in v for v in by.values())]
         full = [v for v in by.values() if "none" in v]
         print("\n## %s: %d rounds (%d with an untraced run)\n" % (wl, len(by), len(full)))
@@ -349,6 +352,9 @@ def cmd_report(a):
         ratio("cuptrace_gpumetrics", "cuptrace", "paired")
         ratio("cuptrace_gpumetrics_1k", "cuptrace", "paired")
         by_state(by, "cuptrace_gpumetrics", "cuptrace")
+        for c in ("cuptrace_ondemand", "cuptrace_range", "cuptrace_profapi", "cuptrace_steps",
+                  "cuptrace_steprange"):
+            by_state(by, c, "none")
         for c in ("cuptrace_gpumetrics", "cuptrace_gpumetrics_1k"):
             gm = [v[c] for v in by.values() if c in v and v[c].get("gm_samples")]
             if gm:
