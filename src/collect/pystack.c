@@ -84,23 +84,30 @@ size_t cuptrace_pystack_walk(struct cuptrace_pyframe *out, size_t max, int may_t
 	*took_gil = 0;
 	if (!py.ok || !py.is_init())
 		return 0;
-	/* This thread's state, without the fatal error PyThreadState_Get raises when it has none;
-	 * then whether it holds the GIL (PyGILState_Check alone answers 1 before Python runs). */
-	void *ts = py.ts_unchecked();
-	if (!ts || py.gil_check() != 1) {
+	/* Whether this thread holds the GIL: PyGILState_Check compares the thread's own state
+	 * with the running one (alone it answers 1 before Python runs, hence is_init). The
+	 * running state (PyThreadState_GetUnchecked) is per thread from 3.12 on, but before that
+	 * it is the process's: another thread's while that one holds the GIL. */
+	void *ts = NULL;
+	if (py.gil_check() == 1) {
+		ts = py.ts_unchecked();
+	} else {
 		/* A thread that released the GIL around its native call (PyTorch does so for every
 		 * op) still has its state and its frames, frozen while it is in here. Take the GIL
 		 * back for the walk, as a C++ callback into Python does (pybind11's
 		 * gil_scoped_acquire): only for a thread that has a Python state, and never while
-		 * the interpreter shuts down (a thread asking for the GIL then never gets it). */
-		if (ts || !may_take_gil || !py.can_take_gil || !py.this_ts() || py.finalizing())
+		 * the interpreter shuts down (a thread asking for the GIL then never gets it). A
+		 * thread whose own state runs though PyGILState_Check says no (a sub-interpreter's)
+		 * is left alone. */
+		void *mine = may_take_gil && py.can_take_gil ? py.this_ts() : NULL;
+		if (!mine || py.ts_unchecked() == mine || py.finalizing())
 			return 0;
 		gil_state = py.ensure();
 		*took_gil = 1;
 		ts = py.ts_unchecked();
-		if (!ts)
-			return 0; /* the caller releases */
 	}
+	if (!ts)
+		return 0; /* the caller releases */
 	size_t n = 0;
 	void *f = py.get_frame(ts);
 	while (f && n < max) {
