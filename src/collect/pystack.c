@@ -4,11 +4,13 @@
  * PyThreadState_GetFrame, PyFrame_GetBack, PyFrame_GetCode, PyFrame_GetLineNumber (each of the
  * three returns a new reference), Py_IncRef, Py_DecRef, PyObject_GetAttrString,
  * PyUnicode_AsUTF8, PyErr_Fetch/PyErr_Restore/PyErr_Clear; PyGILState_GetThisThreadState,
- * PyGILState_Ensure/Release, Py_IsFinalizing (3.13; _Py_IsFinalizing before it). */
+ * PyGILState_Ensure/Release, Py_IsFinalizing (3.13; _Py_IsFinalizing before it); and
+ * PyFrame_GetLasti (3.11+, not in the stable ABI) where present, for the line cache. */
 #define _GNU_SOURCE
 #include "collect/pystack.h"
 
 #include <dlfcn.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -24,6 +26,7 @@ static struct {
 	void *(*frame_back)(void *f);
 	void *(*frame_code)(void *f);
 	int (*frame_line)(void *f);
+	int (*frame_lasti)(void *f); /* PyFrame_GetLasti, 3.11+: the line cache's key */
 	void (*incref)(void *o);
 	void (*decref)(void *o);
 	void *(*getattr)(void *o, const char *name);
@@ -59,6 +62,7 @@ int cuptrace_pystack_init(void)
 	SYM(frame_back, "PyFrame_GetBack");
 	SYM(frame_code, "PyFrame_GetCode");
 	SYM(frame_line, "PyFrame_GetLineNumber");
+	SYM(frame_lasti, "PyFrame_GetLasti");
 	SYM(incref, "Py_IncRef");
 	SYM(decref, "Py_DecRef");
 	SYM(getattr, "PyObject_GetAttrString");
@@ -76,6 +80,50 @@ int cuptrace_pystack_init(void)
 	        py.frame_code && py.frame_line && py.incref && py.decref && py.getattr && py.utf8 &&
 	        py.err_fetch && py.err_restore && py.err_clear;
 	return py.ok;
+}
+
+/* ---- (code object, instruction offset) -> line, cached ----
+ * PyFrame_GetLineNumber decodes the code's line table from its start at every call: most of a
+ * walk's time on deep stacks. A frame's line is a function of its code and its instruction
+ * offset (PyFrame_GetLasti, 3.11+), so each pair is looked up once. The table keeps a reference
+ * to each code object it holds (never released, as the code cache below does): an address in
+ * it stays that code's. Walks run with the GIL held, but a free-threaded Python has none: the
+ * lock is taken once a walk. */
+#define LINE_MAX_ENTRIES (1u << 16)
+
+struct line_ent {
+	uint64_t code;
+	int32_t lasti, line;
+};
+
+static struct {
+	pthread_mutex_t lock;
+	struct line_ent *slots; /* 2 * LINE_MAX_ENTRIES, open addressing */
+	size_t n;
+} lc = {.lock = PTHREAD_MUTEX_INITIALIZER};
+
+/* Caller holds lc.lock. */
+static int frame_line(void *f, void *code)
+{
+	if (!py.frame_lasti)
+		return py.frame_line(f);
+	int lasti = py.frame_lasti(f);
+	if (!lc.slots && !(lc.slots = calloc(2 * LINE_MAX_ENTRIES, sizeof(*lc.slots))))
+		return py.frame_line(f);
+	uint64_t c = (uint64_t)(uintptr_t)code;
+	size_t mask = 2 * LINE_MAX_ENTRIES - 1;
+	size_t i =
+	    (size_t)cuptrace_hash64(c ^ (uint64_t)(uint32_t)lasti * 0x9e3779b97f4a7c15ull) & mask;
+	for (; lc.slots[i].code; i = (i + 1) & mask)
+		if (lc.slots[i].code == c && lc.slots[i].lasti == lasti)
+			return lc.slots[i].line;
+	int line = py.frame_line(f);
+	if (lc.n < LINE_MAX_ENTRIES) {
+		py.incref(code);
+		lc.slots[i] = (struct line_ent){c, lasti, line};
+		lc.n++;
+	}
+	return line;
 }
 
 size_t cuptrace_pystack_walk(struct cuptrace_pyframe *out, size_t max, int may_take_gil,
@@ -110,9 +158,10 @@ size_t cuptrace_pystack_walk(struct cuptrace_pyframe *out, size_t max, int may_t
 		return 0; /* the caller releases */
 	size_t n = 0;
 	void *f = py.get_frame(ts);
+	pthread_mutex_lock(&lc.lock);
 	while (f && n < max) {
 		void *code = py.frame_code(f);
-		int line = py.frame_line(f);
+		int line = frame_line(f, code);
 		/* The frame runs, so its code object lives on after this reference goes. */
 		out[n].code = (uint64_t)(uintptr_t)code;
 		out[n].line = line > 0 ? (uint32_t)line : 0;
@@ -122,6 +171,7 @@ size_t cuptrace_pystack_walk(struct cuptrace_pyframe *out, size_t max, int may_t
 		py.decref(f);
 		f = back;
 	}
+	pthread_mutex_unlock(&lc.lock);
 	if (f)
 		py.decref(f);
 	return n;
