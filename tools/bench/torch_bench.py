@@ -352,6 +352,7 @@ def cmd_report(a):
         ratio("cuptrace_gpumetrics", "cuptrace", "paired")
         ratio("cuptrace_gpumetrics_1k", "cuptrace", "paired")
         by_state(by, "cuptrace_gpumetrics", "cuptrace")
+        by_state(by, "cuptrace_stacks_py", "cuptrace")
         for c in ("cuptrace_ondemand", "cuptrace_range", "cuptrace_profapi", "cuptrace_steps",
                   "cuptrace_steprange"):
             by_state(by, c, "none")
