@@ -41,3 +41,17 @@ int cuptrace_enable_api(int driver_all, int runtime_all, int by_cbid)
 		cuptiActivityEnableRuntimeApi(ids[i], 0);
 	return -(int)first;
 }
+
+void cuptrace_enable_profiler_callbacks(void *sub, int on)
+{
+	CUpti_SubscriberHandle h = sub;
+	uint32_t e = on ? 1 : 0;
+	cuptiEnableCallback(e, h, CUPTI_CB_DOMAIN_RUNTIME_API,
+	                    CUPTI_RUNTIME_TRACE_CBID_cudaProfilerStart_v4000);
+	cuptiEnableCallback(e, h, CUPTI_CB_DOMAIN_RUNTIME_API,
+	                    CUPTI_RUNTIME_TRACE_CBID_cudaProfilerStop_v4000);
+	cuptiEnableCallback(e, h, CUPTI_CB_DOMAIN_DRIVER_API,
+	                    CUPTI_DRIVER_TRACE_CBID_cuProfilerStart);
+	cuptiEnableCallback(e, h, CUPTI_CB_DOMAIN_DRIVER_API,
+	                    CUPTI_DRIVER_TRACE_CBID_cuProfilerStop);
+}

@@ -7,6 +7,7 @@
 
 #include <generated_nvtx_meta.h>
 
+#include "collect/api_enable.h"
 #include "collect/collect_state.h"
 #include "collect/cupti_alarm.h"
 #include "collect/gpumetrics.h"
@@ -117,16 +118,8 @@ void collect_callbacks_windows(CUpti_SubscriberHandle sub)
 		for (size_t i = 0; i < sizeof(ids) / sizeof(ids[0]); i++)
 			cuptiEnableCallback(1, sub, CUPTI_CB_DOMAIN_NVTX, ids[i]);
 	}
-	if (watch_profiler) {
-		cuptiEnableCallback(1, sub, CUPTI_CB_DOMAIN_RUNTIME_API,
-		                    CUPTI_RUNTIME_TRACE_CBID_cudaProfilerStart_v4000);
-		cuptiEnableCallback(1, sub, CUPTI_CB_DOMAIN_RUNTIME_API,
-		                    CUPTI_RUNTIME_TRACE_CBID_cudaProfilerStop_v4000);
-		cuptiEnableCallback(1, sub, CUPTI_CB_DOMAIN_DRIVER_API,
-		                    CUPTI_DRIVER_TRACE_CBID_cuProfilerStart);
-		cuptiEnableCallback(1, sub, CUPTI_CB_DOMAIN_DRIVER_API,
-		                    CUPTI_DRIVER_TRACE_CBID_cuProfilerStop);
-	}
+	if (watch_profiler)
+		cuptrace_enable_profiler_callbacks(sub, 1);
 }
 
 /* cudaProfilerStart opens on its way out (what follows it is in), cudaProfilerStop closes on

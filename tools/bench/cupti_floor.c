@@ -164,16 +164,8 @@ __attribute__((visibility("default"))) int InitializeInjection(void)
 	 * "prof": with the callbacks on cudaProfilerStart/Stop a profiler-range window waits on. */
 	const char *subonly = getenv("CUPTRACE_FLOOR_SUBONLY");
 	if (subonly && *subonly) {
-		if (!strcmp(subonly, "prof")) {
-			cuptiEnableCallback(1, sub, CUPTI_CB_DOMAIN_RUNTIME_API,
-			                    CUPTI_RUNTIME_TRACE_CBID_cudaProfilerStart_v4000);
-			cuptiEnableCallback(1, sub, CUPTI_CB_DOMAIN_RUNTIME_API,
-			                    CUPTI_RUNTIME_TRACE_CBID_cudaProfilerStop_v4000);
-			cuptiEnableCallback(1, sub, CUPTI_CB_DOMAIN_DRIVER_API,
-			                    CUPTI_DRIVER_TRACE_CBID_cuProfilerStart);
-			cuptiEnableCallback(1, sub, CUPTI_CB_DOMAIN_DRIVER_API,
-			                    CUPTI_DRIVER_TRACE_CBID_cuProfilerStop);
-		}
+		if (!strcmp(subonly, "prof"))
+			cuptrace_enable_profiler_callbacks(sub, 1);
 		return 1;
 	}
 	cuptiSetThreadIdType(CUPTI_ACTIVITY_THREAD_ID_TYPE_SYSTEM);
