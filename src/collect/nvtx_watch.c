@@ -240,8 +240,8 @@ static int pop_seen(void)
 	return d <= 0 || d >= 64 || !(unseen_depths & (1ull << d));
 }
 
-/* A start/end range CUPTI gave no id (it hands out ids only when it records them): numbered
- * here, in a space CUPTI's counters do not reach, and never passed to CUPTI's end. */
+/* A start/end range CUPTI did not number (started before CUPTI was attached, or CUPTI gave 0):
+ * numbered here, in a space CUPTI's counters do not reach, and never passed to CUPTI's end. */
 static _Atomic uint64_t own_ids;
 #define OWN_ID_BIT ((uint64_t)1 << 62)
 
