@@ -8,10 +8,12 @@
 # read back from the JSON (pftrace -> json.gz -> pftrace). Every torch.profiler trace of
 # tests/data (*.kineto.json*) converted to Perfetto and JSON loads clean with the slices, flows
 # and counter values trace_processor reads from the original, and JSON -> Perfetto -> JSON
-# keeps its timeline. Skips where shared/tools/trace_processor_shell is not beside the checkout.
+# keeps its timeline. Call stacks (native, symbolized; Python-like) come back as the slices'
+# callstacks. Uses $TRACE_PROCESSOR_SHELL, trace_processor_shell on PATH, or
+# shared/tools/trace_processor_shell beside the checkout; skips where there is none.
 set -u
 src=${CUPTRACE_SRC:-$(cd "$(dirname "$0")/.." && pwd)}
-tp=${TRACE_PROCESSOR_SHELL:-$src/../shared/tools/trace_processor_shell}
+tp=${TRACE_PROCESSOR_SHELL:-$(command -v trace_processor_shell || echo "$src/../shared/tools/trace_processor_shell")}
 if [ ! -x "$tp" ]; then
 	echo "SKIP: $tp not found: traces not checked in Perfetto's trace processor"
 	exit 77
@@ -113,5 +115,81 @@ for f in "$CUPTRACE_TEST_DATA"/*.kineto.json*; do
 	fi
 done
 echo "$k torch.profiler traces converted to Perfetto and JSON as trace_processor reads them"
+
+# Call stacks (issue 27) as trace_processor imports them: each slice's interned callstack
+# (TrackEvent.callstack_iid) walked from the callsite to the root. A capture recorded on an H100
+# from a stripped C program, symbolized here: every memset and copy is c <- b <- a <- main at
+# the lines of tests/stacks_prog.c found by their text; and Python-like frames (function, file,
+# line) written from a JSON trace's "stack" argument (on the launch and its kernel, as cuptrace's
+# JSON has it).
+cp -r "$CUPTRACE_TEST_DATA/stacks_native" "$tmp/stacks_native"
+cat >"$tmp/py.json" <<'JSON'
+{"traceEvents": [
+ {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1, "ts": 10, "dur": 5,
+  "args": {"correlation": 7, "stack": "forward (/w/model.py:42)\n<lambda> (/w/train.py:9)\ntrain (/w/train.py:3)"}},
+ {"ph": "X", "cat": "kernel", "name": "k", "pid": 1, "tid": 100, "ts": 20, "dur": 5,
+  "args": {"correlation": 7, "stack": "forward (/w/model.py:42)\n<lambda> (/w/train.py:9)\ntrain (/w/train.py:3)"}}
+]}
+JSON
+cat >"$tmp/stacks.sql" <<'SQL'
+with recursive chain(slice_id, cid, depth) as (
+  select slice_id, callsite_id, 0 from __intrinsic_track_event_callstacks
+  union all
+  select chain.slice_id, c.parent_id, chain.depth + 1 from chain
+  join stack_profile_callsite c on c.id = chain.cid where c.parent_id is not null)
+select s.id, s.category, chain.depth, f.name, coalesce(sym.source_file, ''),
+  coalesce(sym.line_number, 0)
+from chain join slice s on s.id = chain.slice_id
+join stack_profile_callsite c on c.id = chain.cid join stack_profile_frame f on f.id = c.frame_id
+left join stack_profile_symbol sym on sym.symbol_set_id = f.symbol_set_id
+order by s.id, chain.depth;
+SQL
+if "$ct" convert --symbol-dir "$tmp/stacks_native" "$CUPTRACE_TEST_DATA/stacks_native.cupti" \
+	-o "$tmp/sn.pftrace" 2>"$tmp/sn.err" && "$ct" convert "$tmp/py.json" -o "$tmp/py.pftrace" 2>>"$tmp/sn.err" &&
+	"$tp" -q "$tmp/stacks.sql" "$tmp/sn.pftrace" >"$tmp/sn.csv" 2>"$tmp/tp.err" &&
+	"$tp" -q "$tmp/stacks.sql" "$tmp/py.pftrace" >"$tmp/py.csv" 2>>"$tmp/tp.err"; then
+	if grep -q "built without libdw" "$tmp/sn.err"; then
+		echo "note: this cuptrace was built without libdw: native frames not checked" >&2
+		: >"$tmp/sn.csv.skip"
+	fi
+	python3 - "$src/tests/stacks_prog.c" "$tmp/sn.csv" "$tmp/py.csv" <<'PY' || fail=1
+import csv, os, re, sys
+src, sn, py = sys.argv[1:]
+lines = open(src).read().splitlines()
+def line_of(pat):
+    hits = [i + 1 for i, l in enumerate(lines) if re.search(pat, l)]
+    assert len(hits) == 1, (pat, hits)
+    return hits[0]
+def stacks(path):
+    out = {}
+    for row in csv.reader(open(path)):
+        if len(row) == 6 and row[0].isdigit():
+            out.setdefault((int(row[0]), row[1]), []).append((row[3], row[4], int(row[5])))
+    return out
+fails = []
+want = {"memset": line_of(r"cudaMemset\("), "memcpy": line_of(r"cudaMemcpy\(")}
+outer = [("b", line_of(r"return c\(")), ("a", line_of(r"r \|= b\(")), ("main", line_of(r"int r = a\("))]
+seen = {"memset": 0, "memcpy": 0}
+for (sid, cat), frames in stacks(sn).items():
+    if cat not in seen:
+        continue
+    ours = [(f, ln) for f, path, ln in frames if path.endswith("stacks_prog.c")]
+    if ours != [("c", want[cat])] + outer:
+        fails.append("slice %d (%s): frames in stacks_prog.c %s" % (sid, cat, ours))
+    seen[cat] += 1
+if seen != {"memset": 3, "memcpy": 3} and not os.path.exists(sn + ".skip"):
+    fails.append("GPU slices with a callstack in trace_processor: %s, expected 3 and 3" % seen)
+pys = [f for (sid, cat), f in stacks(py).items()]
+exp = [("forward", "/w/model.py", 42), ("<lambda>", "/w/train.py", 9), ("train", "/w/train.py", 3)]
+if len(pys) != 2 or any(p != exp for p in pys):  # the launch and its kernel
+    fails.append("Python frames in trace_processor: %s" % pys)
+print("\n".join("FAIL: " + f for f in fails) if fails else
+      "ok call stacks in trace_processor: 3 memsets and 3 copies c <- b <- a <- main at the "
+      "source's lines; Python frames function/file/line on a launch and its kernel")
+sys.exit(1 if fails else 0)
+PY
+else
+	echo "FAIL call stacks: convert or trace_processor"; cat "$tmp/sn.err" "$tmp/tp.err"; fail=1
+fi
 [ $fail = 0 ] && rm -rf "$tmp"
 exit $fail
