@@ -56,6 +56,8 @@ static void record_usage(FILE *f)
 	       "                        back if it released it; native return addresses,\n"
 	       "                        symbolized after the run); python-held | all-held:\n"
 	       "                        Python frames only where the GIL is already held\n"
+	       "      --stacks-every N  a stack at one such call in N on average, picked at\n"
+	       "                        random (default 1: every call)\n"
 	       "      --pytorch         PyTorch operators (aten::*, autograd, nn.Module) as\n"
 	       "                        slices around the CUDA calls they make (Python programs;\n"
 	       "                        inherited by child processes, e.g. under torchrun)\n"
@@ -500,6 +502,7 @@ int cmd_record(int argc, char **argv)
 	    {"driver", required_argument, NULL, 'd'},
 	    {"runtime", required_argument, NULL, 'R'},
 	    {"stacks", required_argument, NULL, 'K'},
+	    {"stacks-every", required_argument, NULL, 'e'},
 	    {"pytorch", no_argument, NULL, 'P'},
 	    {"pytorch-shapes", no_argument, NULL, 'Q'},
 	    {"buffer-size", required_argument, NULL, 'b'},
@@ -532,7 +535,7 @@ int cmd_record(int argc, char **argv)
 	struct otlp_cli otlp = {0};
 	const char *output = NULL, *format = NULL, *compress = NULL, *driver = NULL;
 	const char *bufsz = NULL, *flushms = NULL, *lib = NULL, *runtime = NULL;
-	const char *stacks = NULL;
+	const char *stacks = NULL, *stacks_every = NULL;
 	int summary = 1, check = 1, pytorch = 0;
 	optind = 1;
 	int c;
@@ -558,6 +561,9 @@ int cmd_record(int argc, char **argv)
 			break;
 		case 'K':
 			stacks = optarg;
+			break;
+		case 'e':
+			stacks_every = optarg;
 			break;
 		case 'P':
 			pytorch = pytorch ? pytorch : 1;
@@ -626,7 +632,7 @@ int cmd_record(int argc, char **argv)
 	    [CUPTRACE_SET_BUFFER_SIZE] = bufsz, [CUPTRACE_SET_FLUSH_MS] = flushms,
 	    [CUPTRACE_SET_GPU_METRICS] = gm,    [CUPTRACE_SET_GPU_METRICS_RATE] = gm_rate,
 	    [CUPTRACE_SET_OUTPUT] = output,     [CUPTRACE_SET_LIB] = lib,
-	    [CUPTRACE_SET_STACKS] = stacks,
+	    [CUPTRACE_SET_STACKS] = stacks,     [CUPTRACE_SET_STACKS_EVERY] = stacks_every,
 	};
 	for (int i = 0; i < CUPTRACE_NSETTINGS; i++) {
 		if (wgiven[i])
@@ -729,6 +735,7 @@ int cmd_record(int argc, char **argv)
 	setenv_opt("CUPTRACE_DRIVER", driver);
 	setenv_opt("CUPTRACE_RUNTIME", runtime);
 	setenv_opt("CUPTRACE_STACKS", stacks);
+	setenv_opt("CUPTRACE_STACKS_EVERY", stacks_every);
 	if (pytorch && setup_pytorch(libpath, pytorch == 2))
 		return EXIT_FAIL;
 	if (step_hook && !pytorch && python_hook(libpath, "--steps"))

@@ -23,6 +23,35 @@
 
 static uint8_t rt_on[MAX_CBID], drv_on[MAX_CBID];
 static int stacks_mode;
+/* --stacks-every N: a stack at a launch-type call with probability 1/N (N = 1: every call).
+ * Random, not every N-th: a loop launching N calls an iteration would otherwise always sample
+ * the same call. A per-thread xorshift, seeded from the thread's address space slot. */
+static uint64_t stacks_every = 1;
+static __thread uint64_t rng_state;
+
+static int sampled(void)
+{
+	if (stacks_every <= 1)
+		return 1;
+	uint64_t x = rng_state;
+	if (!x)
+		x = (uint64_t)(uintptr_t)&rng_state * 0x9e3779b97f4a7c15ull | 1;
+	x ^= x << 13;
+	x ^= x >> 7;
+	x ^= x << 17;
+	rng_state = x;
+	return (x >> 11) % stacks_every == 0;
+}
+
+/* A stack for this call, if it is sampled; noted by its correlation id. */
+static void take_for(uint32_t correlation_id)
+{
+	if (!sampled())
+		return;
+	uint64_t s = cuptrace_stacks_take();
+	if (s)
+		cuptrace_stacks_note(correlation_id, s);
+}
 static __thread int in_runtime; /* depth of launch-type runtime calls on this thread */
 
 static int launch_like(const char *n, int runtime)
@@ -51,6 +80,8 @@ void collect_stacks_setup(CUpti_SubscriberHandle sub)
 	struct cuptrace_setting_value v;
 	cuptrace_setting_env(CUPTRACE_SET_STACKS, &v);
 	stacks_mode = (int)v.i;
+	cuptrace_setting_env(CUPTRACE_SET_STACKS_EVERY, &v);
+	stacks_every = v.i > 1 ? (uint64_t)v.i : 1;
 	cuptrace_stacks_reset();
 	if (!stacks_mode)
 		return;
@@ -83,22 +114,16 @@ int collect_stacks_callback(CUpti_CallbackDomain d, CUpti_CallbackId id, const v
 	const CUpti_CallbackData *cd = data;
 	if (d == CUPTI_CB_DOMAIN_RUNTIME_API && rt_on[id]) {
 		if (cd->callbackSite == CUPTI_API_ENTER) {
-			if (in_runtime++ == 0) {
-				uint64_t s = cuptrace_stacks_take();
-				if (s)
-					cuptrace_stacks_note(cd->correlationId, s);
-			}
+			if (in_runtime++ == 0)
+				take_for(cd->correlationId);
 		} else if (in_runtime > 0) {
 			in_runtime--;
 		}
 		return 1;
 	}
 	if (d == CUPTI_CB_DOMAIN_DRIVER_API && drv_on[id]) {
-		if (cd->callbackSite == CUPTI_API_ENTER && !in_runtime) {
-			uint64_t s = cuptrace_stacks_take();
-			if (s)
-				cuptrace_stacks_note(cd->correlationId, s);
-		}
+		if (cd->callbackSite == CUPTI_API_ENTER && !in_runtime)
+			take_for(cd->correlationId);
 		return 1;
 	}
 	return 0;
@@ -170,4 +195,6 @@ void collect_stacks_meta(void (*put)(void *ctx, const char *k, const char *v), v
 	put(ctx, "call_stacks_missed", v);
 	if (stacks_mode & CUPTRACE_STACKS_NATIVE)
 		put(ctx, "call_stacks_unwinder", cuptrace_nstack_unwinder());
+	snprintf(v, sizeof(v), "%llu", (unsigned long long)stacks_every);
+	put(ctx, "call_stacks_every", v);
 }

@@ -37,11 +37,14 @@ static const struct cuptrace_setting_name runtime_names[] = {
     {NULL, 0, 0},
 };
 static const struct cuptrace_setting_name stacks_names[] = {
-    {"none", CUPTRACE_STACKS_NONE, 0},     {"python", CUPTRACE_STACKS_PYTHON, 0},
-    {"native", CUPTRACE_STACKS_NATIVE, 0}, {"all", CUPTRACE_STACKS_ALL, 0},
+    {"none", CUPTRACE_STACKS_NONE, 0},
+    {"python", CUPTRACE_STACKS_PYTHON, 0},
+    {"native", CUPTRACE_STACKS_NATIVE, 0},
+    {"all", CUPTRACE_STACKS_ALL, 0},
     {"python-held", CUPTRACE_STACKS_PYTHON | CUPTRACE_STACKS_HELD_ONLY, 0},
     {"all-held", CUPTRACE_STACKS_ALL | CUPTRACE_STACKS_HELD_ONLY, 0},
-    {"0", CUPTRACE_STACKS_NONE, 1},        {NULL, 0, 0},
+    {"0", CUPTRACE_STACKS_NONE, 1},
+    {NULL, 0, 0},
 };
 static const struct cuptrace_setting_name clock_names[] = {
     {"auto", -1, 0},
@@ -205,6 +208,9 @@ static const struct cuptrace_setting settings[CUPTRACE_NSETTINGS] = {
     [CUPTRACE_SET_STACKS] = {CUPTRACE_SET_STACKS, "stacks", "CUPTRACE_STACKS",
                              CUPTRACE_SETTING_ENUM, stacks_names, 0, 0, 0, 0, 0, "none", NULL,
                              NULL},
+    [CUPTRACE_SET_STACKS_EVERY] = {CUPTRACE_SET_STACKS_EVERY, "stacks-every",
+                                   "CUPTRACE_STACKS_EVERY", CUPTRACE_SETTING_COUNT, NO_NAMES, 1,
+                                   1000000, 0, 0, 0, "1", "a count from 1 to 1000000", NULL},
 };
 
 const struct cuptrace_setting *cuptrace_setting_get(enum cuptrace_setting_id id)

@@ -33,6 +33,10 @@ run_mode() { # mode -> prints ns
 	stacks_glibc) CUDA_INJECTION64_PATH="$build/libcuptrace.so" CUPTRACE_SUMMARY=0 \
 		CUPTRACE_STACKS=native CUPTRACE_UNWINDER=glibc \
 		CUPTRACE_OUTPUT="$tmp/t.pftrace" "$ex" "$threads" "$launches" >/dev/null ;;
+	# a stack at one launch in 2 or 4 on average (--stacks-every)
+	stacks_e2 | stacks_e4) CUDA_INJECTION64_PATH="$build/libcuptrace.so" CUPTRACE_SUMMARY=0 \
+		CUPTRACE_STACKS=native CUPTRACE_STACKS_EVERY=${1#stacks_e} \
+		CUPTRACE_OUTPUT="$tmp/t.pftrace" "$ex" "$threads" "$launches" >/dev/null ;;
 	esac
 	t1=$(now)
 	echo $((t1 - t0))

@@ -124,7 +124,9 @@ def run_one(cfg, build, workload, tmp, cpus=None, steps=None, pin_main=None):
                  "cuptrace_capture": ["--capture"],
                  # call stacks at every launch (issue 27)
                  "cuptrace_stacks_py": ["--stacks", "python"],
-                 "cuptrace_stacks_all": ["--stacks", "all"]}[cfg]
+                 "cuptrace_stacks_all": ["--stacks", "all"],
+                 # a stack at one launch in 2 on average
+                 "cuptrace_stacks_py2": ["--stacks", "python", "--stacks-every", "2"]}[cfg]
         cmd = [os.path.join(build, "cuptrace"), "record", "--no-summary", "-o", trace] + \
             extra + ["--"] + cmd
     elif cfg.startswith("floor"):
@@ -249,7 +251,7 @@ def cmd_report(a):
         for r in rows:
             if r["workload"] == wl:
                 by.setdefault((r.get("tag"), r["round"]), {})[r["config"]] = r
-        configs = [c for c in dict.fromkeys(CONFIGS + ["cuptrace_all", "cuptrace_cbid", "cuptrace_gpumetrics", "cuptrace_gpumetrics_1k", "cuptrace_ondemand", "cuptrace_range", "cuptrace_profapi", "cuptrace_timewin", "cuptrace_steprange", "cuptrace_steps", "cuptrace_capture", "cuptrace_stacks_py", "cuptrace_stacks_all", "tp_cpu_cuda_stack"] + sorted(FLOOR_VARIANTS))
+        configs = [c for c in dict.fromkeys(CONFIGS + ["cuptrace_all", "cuptrace_cbid", "cuptrace_gpumetrics", "cuptrace_gpumetrics_1k", "cuptrace_ondemand", "cuptrace_range", "cuptrace_profapi", "cuptrace_timewin", "cuptrace_steprange", "cuptrace_steps", "cuptrace_capture", "cuptrace_stacks_py", "cuptrace_stacks_py2", "cuptrace_stacks_all", "tp_cpu_cuda_stack"] + sorted(FLOOR_VARIANTS))
                    if any(c in v for v in by.values())]
         full = [v for v in by.values() if "none" in v]
         print("\n## %s: %d rounds (%d with an untraced run)\n" % (wl, len(by), len(full)))
@@ -337,6 +339,7 @@ def cmd_report(a):
         ratio("cuptrace", "tp_cuda", "added")
         ratio("cuptrace_stacks_py", "tp_cpu_cuda_stack", "added")
         ratio("cuptrace_stacks_py", "cuptrace", "paired")
+        ratio("cuptrace_stacks_py2", "cuptrace", "paired")
         ratio("cuptrace_stacks_all", "cuptrace", "paired")
         ratio("cuptrace_watch", "tp_cuda", "added")
         ratio("cuptrace_pytorch", "tp_cpu_cuda", "added")
@@ -353,6 +356,7 @@ def cmd_report(a):
         ratio("cuptrace_gpumetrics_1k", "cuptrace", "paired")
         by_state(by, "cuptrace_gpumetrics", "cuptrace")
         by_state(by, "cuptrace_stacks_py", "cuptrace")
+        by_state(by, "cuptrace_stacks_py2", "cuptrace")
         for c in ("cuptrace_ondemand", "cuptrace_range", "cuptrace_profapi", "cuptrace_steps",
                   "cuptrace_steprange"):
             by_state(by, c, "none")
