@@ -129,6 +129,13 @@ static void test_numbers(void)
 	CHECK(*opt(CUPTRACE_SET_GPU_METRICS_RATE, "10k", NULL));
 	CHECK(*opt(CUPTRACE_SET_GPU_METRICS_RATE, "", NULL));
 	CHECK(*opt(CUPTRACE_SET_GPU_METRICS_RATE, "nan", NULL));
+	/* --stacks-every: 1 (every call) up to a million. */
+	CHECK_EQ_STR(opt(CUPTRACE_SET_STACKS_EVERY, "4", &v), "");
+	CHECK_EQ_INT(v.i, 4);
+	CHECK_EQ_STR(opt(CUPTRACE_SET_STACKS_EVERY, "0", NULL),
+	             "bad value for --stacks-every: '0' (a count from 1 to 1000000)");
+	CHECK(*opt(CUPTRACE_SET_STACKS_EVERY, "1000001", NULL));
+	CHECK(*opt(CUPTRACE_SET_STACKS_EVERY, "-2", NULL));
 }
 
 static void test_bools_lists(void)
