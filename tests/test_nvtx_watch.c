@@ -172,6 +172,48 @@ static const void *NVTX_API get_table(uint32_t id)
 /* The slots as NVTX's own functions would call them. */
 #define SLOT(tab, id, type) ((type)(*tab[id]))
 
+static int push(const char *m)
+{
+	return SLOT(core_tab, NVTX_CBID_CORE_RangePushA, nvtxRangePushA_impl_fntype)(m);
+}
+
+static int pop(void)
+{
+	return SLOT(core_tab, NVTX_CBID_CORE_RangePop, nvtxRangePop_impl_fntype)();
+}
+
+static int push_ex(const nvtxEventAttributes_t *a)
+{
+	return SLOT(core_tab, NVTX_CBID_CORE_RangePushEx, nvtxRangePushEx_impl_fntype)(a);
+}
+
+static nvtxRangeId_t start(const char *m)
+{
+	return SLOT(core_tab, NVTX_CBID_CORE_RangeStartA, nvtxRangeStartA_impl_fntype)(m);
+}
+
+static void end(nvtxRangeId_t id)
+{
+	SLOT(core_tab, NVTX_CBID_CORE_RangeEnd, nvtxRangeEnd_impl_fntype)(id);
+}
+
+static int dpush(nvtxDomainHandle_t d, const nvtxEventAttributes_t *a)
+{
+	return SLOT(core2_tab, NVTX_CBID_CORE2_DomainRangePushEx,
+	            nvtxDomainRangePushEx_impl_fntype)(d, a);
+}
+
+static int dpop(nvtxDomainHandle_t d)
+{
+	return SLOT(core2_tab, NVTX_CBID_CORE2_DomainRangePop, nvtxDomainRangePop_impl_fntype)(d);
+}
+
+static nvtxStringHandle_t reg(nvtxDomainHandle_t d, const char *text)
+{
+	return SLOT(core2_tab, NVTX_CBID_CORE2_DomainRegisterStringA,
+	            nvtxDomainRegisterStringA_impl_fntype)(d, text);
+}
+
 static int64_t my_tid(void)
 {
 	return (int64_t)syscall(SYS_gettid);
@@ -196,11 +238,7 @@ static void setup(void)
  * the pop of an "iter" range ends a step, CUPTI's handlers see every call. */
 static void test_push_pop(void)
 {
-	nvtxRangePushA_impl_fntype push =
-	    SLOT(core_tab, NVTX_CBID_CORE_RangePushA, nvtxRangePushA_impl_fntype);
-	nvtxRangePop_impl_fntype pop =
-	    SLOT(core_tab, NVTX_CBID_CORE_RangePop, nvtxRangePop_impl_fntype);
-	CHECK(push != f_push_a); /* ours is in front */
+	CHECK(core_slot[NVTX_CBID_CORE_RangePushA] != (NvtxFunctionPointer)f_push_a); /* ours */
 	nev = nsteps = 0;
 	int p0 = cupti_pushes, q0 = cupti_pops;
 	CHECK_EQ_INT(push("outer"), p0 + 1); /* depth 1 */
@@ -227,10 +265,6 @@ static void test_push_pop(void)
 /* A range reused at the same depth after a followed one: not followed (the flag is cleared). */
 static void test_depth_reuse(void)
 {
-	nvtxRangePushA_impl_fntype push =
-	    SLOT(core_tab, NVTX_CBID_CORE_RangePushA, nvtxRangePushA_impl_fntype);
-	nvtxRangePop_impl_fntype pop =
-	    SLOT(core_tab, NVTX_CBID_CORE_RangePop, nvtxRangePop_impl_fntype);
 	nev = nsteps = 0;
 	push("win");
 	pop();
@@ -244,10 +278,6 @@ static void test_depth_reuse(void)
  * none, the watcher numbers the range itself and keeps that id from CUPTI's end. */
 static void test_start_end(void)
 {
-	nvtxRangeStartA_impl_fntype start =
-	    SLOT(core_tab, NVTX_CBID_CORE_RangeStartA, nvtxRangeStartA_impl_fntype);
-	nvtxRangeEnd_impl_fntype end =
-	    SLOT(core_tab, NVTX_CBID_CORE_RangeEnd, nvtxRangeEnd_impl_fntype);
 	nev = 0;
 	cupti_next_id = 42;
 	nvtxRangeId_t a = start("win");
@@ -277,14 +307,7 @@ static void test_start_end(void)
  * left empty (DomainRangePop here) still counts the depth and returns NVTX's "no tracking". */
 static void test_domain_registered(void)
 {
-	nvtxDomainRegisterStringA_impl_fntype reg =
-	    SLOT(core2_tab, NVTX_CBID_CORE2_DomainRegisterStringA,
-	         nvtxDomainRegisterStringA_impl_fntype);
-	nvtxDomainRangePushEx_impl_fntype dpush =
-	    SLOT(core2_tab, NVTX_CBID_CORE2_DomainRangePushEx, nvtxDomainRangePushEx_impl_fntype);
-	nvtxDomainRangePop_impl_fntype dpop =
-	    SLOT(core2_tab, NVTX_CBID_CORE2_DomainRangePop, nvtxDomainRangePop_impl_fntype);
-	CHECK(dpop != NULL); /* wrapped though CUPTI had nothing there */
+	CHECK(core2_slot[NVTX_CBID_CORE2_DomainRangePop] != NULL); /* ours, CUPTI has none */
 	nvtxStringHandle_t h_win = reg(NULL, "win"), h_x = reg(NULL, "x");
 	CHECK(h_win && h_x && h_win != h_x);
 	nvtxEventAttributes_t a;
@@ -307,10 +330,6 @@ static void test_domain_registered(void)
 	CHECK(ev[1].end == 1 && ev[1].key == ev[0].key);
 
 	/* ASCII through the Ex form, whose slot CUPTI also left empty. */
-	nvtxRangePushEx_impl_fntype push_ex =
-	    SLOT(core_tab, NVTX_CBID_CORE_RangePushEx, nvtxRangePushEx_impl_fntype);
-	nvtxRangePop_impl_fntype pop =
-	    SLOT(core_tab, NVTX_CBID_CORE_RangePop, nvtxRangePop_impl_fntype);
 	a.messageType = NVTX_MESSAGE_TYPE_ASCII;
 	a.message.ascii = "win";
 	nev = 0;
@@ -324,10 +343,6 @@ static void test_domain_registered(void)
 static void *other_thread(void *arg)
 {
 	(void)arg;
-	nvtxRangePushA_impl_fntype push =
-	    SLOT(core_tab, NVTX_CBID_CORE_RangePushA, nvtxRangePushA_impl_fntype);
-	nvtxRangePop_impl_fntype pop =
-	    SLOT(core_tab, NVTX_CBID_CORE_RangePop, nvtxRangePop_impl_fntype);
 	push("win");
 	pop();
 	static int64_t tid;
@@ -337,10 +352,6 @@ static void *other_thread(void *arg)
 
 static void test_threads(void)
 {
-	nvtxRangePushA_impl_fntype push =
-	    SLOT(core_tab, NVTX_CBID_CORE_RangePushA, nvtxRangePushA_impl_fntype);
-	nvtxRangePop_impl_fntype pop =
-	    SLOT(core_tab, NVTX_CBID_CORE_RangePop, nvtxRangePop_impl_fntype);
 	push("outer"); /* this thread at depth 1 */
 	nev = 0;
 	pthread_t t;
@@ -360,21 +371,6 @@ static void test_threads(void)
  * held it. The window code hears of every range all the same. */
 static void test_unattached(void)
 {
-	nvtxRangePushA_impl_fntype push =
-	    SLOT(core_tab, NVTX_CBID_CORE_RangePushA, nvtxRangePushA_impl_fntype);
-	nvtxRangePop_impl_fntype pop =
-	    SLOT(core_tab, NVTX_CBID_CORE_RangePop, nvtxRangePop_impl_fntype);
-	nvtxRangeStartA_impl_fntype start =
-	    SLOT(core_tab, NVTX_CBID_CORE_RangeStartA, nvtxRangeStartA_impl_fntype);
-	nvtxRangeEnd_impl_fntype end =
-	    SLOT(core_tab, NVTX_CBID_CORE_RangeEnd, nvtxRangeEnd_impl_fntype);
-	nvtxDomainRegisterStringA_impl_fntype reg =
-	    SLOT(core2_tab, NVTX_CBID_CORE2_DomainRegisterStringA,
-	         nvtxDomainRegisterStringA_impl_fntype);
-	nvtxDomainRangePushEx_impl_fntype dpush =
-	    SLOT(core2_tab, NVTX_CBID_CORE2_DomainRangePushEx, nvtxDomainRangePushEx_impl_fntype);
-	nvtxDomainRangePop_impl_fntype dpop =
-	    SLOT(core2_tab, NVTX_CBID_CORE2_DomainRangePop, nvtxDomainRangePop_impl_fntype);
 	nvtxStringHandle_t early = reg(NULL, "early"); /* a handle of the watcher's own */
 	CHECK(early != NULL);
 	nev = 0;
