@@ -15,6 +15,9 @@ expect 2 "bad value for --compress: 'lz4' (takes chunks, gzip or none)" "$ct" re
 expect 2 "bad value for --buffer-size" "$ct" record --buffer-size 12 -- true
 expect 2 "bad value for --driver: 'some' (takes user or all)" "$ct" record --driver some -- true
 expect 2 "bad value for --runtime: 'some' (takes filtered, watch or all)" "$ct" record --runtime some -- true
+expect 2 "bad value for --stacks-every: '0' (a count from 1 to 1000000)" "$ct" record --stacks native --stacks-every 0 -- true
+expect 2 "--stacks-every samples the stacks of --stacks" "$ct" record --stacks-every 4 -- true
+expect 0 "no trace was written" env CUPTRACE_STACKS=native "$ct" record --stacks-every 4 --no-check -o "$tmp/x.pftrace" -- true
 expect 2 "bad value for --driver: 'some' (takes user or all)" "$ct" convert --driver some "$CUPTRACE_TEST_DATA/vector_add.cupti" -o "$tmp/o.pftrace"
 expect 2 "bad value for --runtime: 'some' (takes filtered, watch or all)" "$ct" convert --runtime some "$CUPTRACE_TEST_DATA/vector_add.cupti" -o "$tmp/o.pftrace"
 expect 2 "takes filtered or all" "$ct" convert --runtime watch "$CUPTRACE_TEST_DATA/vector_add.cupti" -o "$tmp/o.pftrace"

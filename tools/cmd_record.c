@@ -645,6 +645,12 @@ int cmd_record(int argc, char **argv)
 	int step_hook = 0;
 	if (record_windows(wgiven, &step_hook))
 		return EXIT_USAGE;
+	const char *stacks_env = getenv("CUPTRACE_STACKS");
+	if (stacks_every && !stacks && (!stacks_env || !*stacks_env)) {
+		fprintf(stderr, "cuptrace record: --stacks-every samples the stacks of --stacks "
+		                "python|native|all: give --stacks too\n");
+		return EXIT_USAGE;
+	}
 	if (gm_list)
 		return list_gpu_metrics(lib);
 	if (optind >= argc) {
