@@ -42,16 +42,15 @@ int cuptrace_enable_api(int driver_all, int runtime_all, int by_cbid)
 	return -(int)first;
 }
 
-void cuptrace_enable_profiler_callbacks(void *sub, int on)
+void cuptrace_enable_profiler_callbacks(void *sub)
 {
 	CUpti_SubscriberHandle h = sub;
-	uint32_t e = on ? 1 : 0;
-	cuptiEnableCallback(e, h, CUPTI_CB_DOMAIN_RUNTIME_API,
+	cuptiEnableCallback(1, h, CUPTI_CB_DOMAIN_RUNTIME_API,
 	                    CUPTI_RUNTIME_TRACE_CBID_cudaProfilerStart_v4000);
-	cuptiEnableCallback(e, h, CUPTI_CB_DOMAIN_RUNTIME_API,
+	cuptiEnableCallback(1, h, CUPTI_CB_DOMAIN_RUNTIME_API,
 	                    CUPTI_RUNTIME_TRACE_CBID_cudaProfilerStop_v4000);
-	cuptiEnableCallback(e, h, CUPTI_CB_DOMAIN_DRIVER_API,
+	cuptiEnableCallback(1, h, CUPTI_CB_DOMAIN_DRIVER_API,
 	                    CUPTI_DRIVER_TRACE_CBID_cuProfilerStart);
-	cuptiEnableCallback(e, h, CUPTI_CB_DOMAIN_DRIVER_API,
+	cuptiEnableCallback(1, h, CUPTI_CB_DOMAIN_DRIVER_API,
 	                    CUPTI_DRIVER_TRACE_CBID_cuProfilerStop);
 }

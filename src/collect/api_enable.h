@@ -10,9 +10,9 @@
  * Returns 0, or the first CUPTI error (as a negative number). */
 int cuptrace_enable_api(int driver_all, int runtime_all, int by_cbid);
 
-/* The callbacks of cudaProfilerStart/Stop and cuProfilerStart/Stop on (1) or off (0) for
- * subscriber sub (a void * for CUpti_SubscriberHandle): what a --capture-range
- * cuda-profiler-api window waits on, in libcuptrace and in the floor that measures it. */
-void cuptrace_enable_profiler_callbacks(void *sub, int on);
+/* Turns on the callbacks of cudaProfilerStart/Stop and cuProfilerStart/Stop for subscriber sub
+ * (a void * for CUpti_SubscriberHandle): what a --capture-range cuda-profiler-api window waits
+ * on, in libcuptrace and in the floor that measures it. */
+void cuptrace_enable_profiler_callbacks(void *sub);
 
 #endif

@@ -119,7 +119,7 @@ void collect_callbacks_windows(CUpti_SubscriberHandle sub)
 			cuptiEnableCallback(1, sub, CUPTI_CB_DOMAIN_NVTX, ids[i]);
 	}
 	if (watch_profiler)
-		cuptrace_enable_profiler_callbacks(sub, 1);
+		cuptrace_enable_profiler_callbacks(sub);
 }
 
 /* cudaProfilerStart opens on its way out (what follows it is in), cudaProfilerStop closes on

@@ -165,7 +165,7 @@ __attribute__((visibility("default"))) int InitializeInjection(void)
 	const char *subonly = getenv("CUPTRACE_FLOOR_SUBONLY");
 	if (subonly && *subonly) {
 		if (!strcmp(subonly, "prof"))
-			cuptrace_enable_profiler_callbacks(sub, 1);
+			cuptrace_enable_profiler_callbacks(sub);
 		return 1;
 	}
 	cuptiSetThreadIdType(CUPTI_ACTIVITY_THREAD_ID_TYPE_SYSTEM);
