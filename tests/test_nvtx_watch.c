@@ -26,6 +26,7 @@ static struct {
 	int end; /* 0: a begin, 1: an end */
 } ev[64];
 static int nev, nsteps;
+static int nbegins, nends; /* all of them, past ev[]'s room too */
 
 int collect_window_range_wanted(const char *name)
 {
@@ -44,6 +45,7 @@ int collect_window_nvtx_wanted(void)
 
 void collect_window_range_begin(const char *name, uint64_t key, int64_t tid)
 {
+	nbegins++;
 	if (nev < 64) {
 		snprintf(ev[nev].name, sizeof(ev[nev].name), "%s", name);
 		ev[nev].key = key;
@@ -54,6 +56,7 @@ void collect_window_range_begin(const char *name, uint64_t key, int64_t tid)
 
 void collect_window_range_end(uint64_t key)
 {
+	nends++;
 	if (nev < 64) {
 		ev[nev].name[0] = 0;
 		ev[nev].key = key;
@@ -411,14 +414,33 @@ static void test_unattached(void)
 	CHECK_EQ_INT(ev[2].end + ev[3].end, 2);
 }
 
+/* More followed start/end ranges at once than the watcher keeps ids of: every end still
+ * reaches the window code. Last: the watcher passes every end on from then on. */
+static void test_startend_many(void)
+{
+	nvtxRangeId_t ids[70];
+	nbegins = nends = 0;
+	for (int i = 0; i < 70; i++) {
+		cupti_next_id = 1000 + (nvtxRangeId_t)i;
+		ids[i] = start("win");
+	}
+	for (int i = 0; i < 70; i++)
+		end(ids[i]);
+	CHECK_EQ_INT(nbegins, 70);
+	CHECK_EQ_INT(nends, 70);
+}
+
 int main(void)
 {
 	setup();
 	static const struct check_test tests[] = {
 	    {"unattached", test_unattached}, /* first: CUPTI attaches in it */
-	    {"push_pop", test_push_pop},     {"depth_reuse", test_depth_reuse},
-	    {"start_end", test_start_end},   {"domain_registered", test_domain_registered},
+	    {"push_pop", test_push_pop},
+	    {"depth_reuse", test_depth_reuse},
+	    {"start_end", test_start_end},
+	    {"domain_registered", test_domain_registered},
 	    {"threads", test_threads},
+	    {"startend_many", test_startend_many}, /* last: see there */
 	};
 	return check_run(tests, sizeof(tests) / sizeof(tests[0]));
 }

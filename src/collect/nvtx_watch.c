@@ -1,22 +1,23 @@
 /* NVTX ranges followed for capture windows (--capture-range range:NAME) and steps
  * (--step-range) without CUPTI. `cuptrace record` points NVTX_INJECTION64_PATH at this library,
- * so NVTX hands its function table to InitializeInjectionNvtx2 (injection.c), which calls
- * cuptrace_nvtx_inject: CUPTI's NVTX handlers go in first (they record the ranges while a
- * window has CUPTI on), then, where the session watches ranges, a thin function in front of
- * each range call calls CUPTI's handler and then tells the window code. A process waiting for
- * its range can then leave CUPTI unsubscribed (collect.c defers the attach: a subscribed and
- * idle CUPTI costs 2-8% on a graph replay), and pays one call per NVTX range call. Until CUPTI
- * is attached its range handlers are not called at all: they have nothing to record then, and
- * they cost (measured on an H100: about 0.6 us a call, unsubscribed). A push CUPTI did not see
- * keeps its pop from CUPTI too, so CUPTI never sees an unmatched end.
+ * so NVTX hands its function tables to InitializeInjectionNvtx2 (injection.c), which calls
+ * cuptrace_nvtx_inject. Where CUPTI is attached already and no window follows ranges, CUPTI
+ * takes NVTX as it is. Otherwise the handlers here take NVTX's range slots (push/pop,
+ * start/end, their domain forms, string registration): they count the ranges, tell the window
+ * code of those it follows, and call CUPTI's handler behind them once CUPTI is attached. CUPTI
+ * itself is given NVTX only then (see "CUPTI's NVTX side" below: its NVTX setup alone costs an
+ * unsubscribed CUPTI), so a process waiting for its range leaves CUPTI untouched (collect.c
+ * defers the attach) and pays one call per NVTX range call. A push CUPTI did not see keeps its
+ * pop from CUPTI too, so CUPTI never sees an unmatched end.
  *
  * Where NVTX_INJECTION64_PATH names another library (the program chose libcupti itself), the
  * session falls back to CUPTI's NVTX callbacks (collect_callbacks.c), through the same
- * functions below.
+ * collect_nvtx_* functions below.
  *
- * Threads: range calls arrive on application threads; push/pop depth is per thread. The table
- * of CUPTI's handlers is written once, inside InitializeInjectionNvtx2, which NVTX runs once per
- * process before it calls any handler. */
+ * Threads: range calls arrive on application threads; push/pop depth is per thread. NVTX's
+ * tables and the slots taken are set once, in InitializeInjectionNvtx2; CUPTI's handlers are
+ * filled in once, under inject_lock, before sess.cupti_attached (which the handlers read with
+ * acquire) says CUPTI is attached. */
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <pthread.h>
@@ -92,11 +93,13 @@ void collect_nvtx_popped(void)
 }
 
 /* Start/end ranges may end on another thread: the ids of the followed ones (ranges of the
- * window's name, few) are kept here; an end of any other range costs one atomic load. */
+ * window's name, few) are kept here; an end of any other range costs one atomic load. Past 64
+ * at once, every end goes to the window code (which knows its own ranges' keys). */
 static struct {
 	pthread_mutex_t lock;
 	uint64_t ids[64];
 	_Atomic int n;
+	_Atomic int overflow;
 } startend_watched = {.lock = PTHREAD_MUTEX_INITIALIZER};
 
 void collect_nvtx_started(const char *name, uint64_t id)
@@ -108,6 +111,8 @@ void collect_nvtx_started(const char *name, uint64_t id)
 	if (n < 64) {
 		startend_watched.ids[n] = id;
 		atomic_store(&startend_watched.n, n + 1);
+	} else {
+		atomic_store(&startend_watched.overflow, 1);
 	}
 	pthread_mutex_unlock(&startend_watched.lock);
 	collect_window_range_begin(name, STARTEND_KEY(id), thread_id());
@@ -115,7 +120,8 @@ void collect_nvtx_started(const char *name, uint64_t id)
 
 void collect_nvtx_ended(uint64_t id)
 {
-	if (!atomic_load_explicit(&startend_watched.n, memory_order_relaxed))
+	int overflow = atomic_load_explicit(&startend_watched.overflow, memory_order_relaxed);
+	if (!overflow && !atomic_load_explicit(&startend_watched.n, memory_order_relaxed))
 		return;
 	int found = 0;
 	pthread_mutex_lock(&startend_watched.lock);
@@ -128,7 +134,7 @@ void collect_nvtx_ended(uint64_t id)
 			break;
 		}
 	pthread_mutex_unlock(&startend_watched.lock);
-	if (found)
+	if (found || overflow)
 		collect_window_range_end(STARTEND_KEY(id));
 }
 
@@ -209,15 +215,19 @@ static const char *attr_name(const nvtxEventAttributes_t *a)
 
 /* ---- the handlers put in front of CUPTI's ---- */
 
-/* CUPTI's handlers (NULL where it installed none), indexed by NVTX's callback ids. */
-static NvtxFunctionPointer core[NVTX_CBID_CORE_SIZE], core2[NVTX_CBID_CORE2_SIZE];
+/* CUPTI's handlers of the slots the handlers here took (NULL until CUPTI is given NVTX, or
+ * where it installed none), by NVTX module and callback id. */
+#define MAXSLOT 64
+static NvtxFunctionPointer behind[NVTX_CB_MODULE_SIZE][MAXSLOT];
 
 /* What NVTX returns for a push or pop when no tool handles it. */
 #define NO_TRACKING (-2)
 
 /* CUPTI's handler for a call, or NULL while CUPTI is not attached (nothing to record yet). */
-#define CUPTI_FN(table, id, type)                                                                  \
-	(atomic_load_explicit(&sess.cupti_attached, memory_order_acquire) ? (type)table[id] : NULL)
+#define CUPTI_FN(module, id, type)                                                                 \
+	(atomic_load_explicit(&sess.cupti_attached, memory_order_acquire)                          \
+	     ? (type)behind[NVTX_CB_MODULE_##module][id]                                           \
+	     : NULL)
 
 /* A push: CUPTI's handler if it is attached; otherwise the depth it would have is marked
  * unseen (after collect_nvtx_pushed has counted it). */
@@ -253,7 +263,7 @@ static nvtxRangeId_t own_id(nvtxRangeId_t cupti_id)
 static int w_push_a(const char *message)
 {
 	nvtxRangePushA_impl_fntype f =
-	    CUPTI_FN(core, NVTX_CBID_CORE_RangePushA, nvtxRangePushA_impl_fntype);
+	    CUPTI_FN(CORE, NVTX_CBID_CORE_RangePushA, nvtxRangePushA_impl_fntype);
 	int r = f ? f(message) : NO_TRACKING;
 	collect_nvtx_pushed(message);
 	return push_result(f != NULL, r);
@@ -262,7 +272,7 @@ static int w_push_a(const char *message)
 static int w_push_w(const wchar_t *message)
 {
 	nvtxRangePushW_impl_fntype f =
-	    CUPTI_FN(core, NVTX_CBID_CORE_RangePushW, nvtxRangePushW_impl_fntype);
+	    CUPTI_FN(CORE, NVTX_CBID_CORE_RangePushW, nvtxRangePushW_impl_fntype);
 	int r = f ? f(message) : NO_TRACKING;
 	collect_nvtx_pushed(NULL); /* wide names are not matched */
 	return push_result(f != NULL, r);
@@ -271,7 +281,7 @@ static int w_push_w(const wchar_t *message)
 static int w_push_ex(const nvtxEventAttributes_t *a)
 {
 	nvtxRangePushEx_impl_fntype f =
-	    CUPTI_FN(core, NVTX_CBID_CORE_RangePushEx, nvtxRangePushEx_impl_fntype);
+	    CUPTI_FN(CORE, NVTX_CBID_CORE_RangePushEx, nvtxRangePushEx_impl_fntype);
 	nvtxEventAttributes_t tmp;
 	int r = f ? f(for_cupti(a, &tmp)) : NO_TRACKING;
 	collect_nvtx_pushed(attr_name(a));
@@ -281,7 +291,7 @@ static int w_push_ex(const nvtxEventAttributes_t *a)
 static int w_pop(void)
 {
 	nvtxRangePop_impl_fntype f =
-	    pop_seen() ? CUPTI_FN(core, NVTX_CBID_CORE_RangePop, nvtxRangePop_impl_fntype) : NULL;
+	    pop_seen() ? CUPTI_FN(CORE, NVTX_CBID_CORE_RangePop, nvtxRangePop_impl_fntype) : NULL;
 	int r = f ? f() : NO_TRACKING;
 	collect_nvtx_popped();
 	return r;
@@ -290,7 +300,7 @@ static int w_pop(void)
 static nvtxRangeId_t w_start_a(const char *message)
 {
 	nvtxRangeStartA_impl_fntype f =
-	    CUPTI_FN(core, NVTX_CBID_CORE_RangeStartA, nvtxRangeStartA_impl_fntype);
+	    CUPTI_FN(CORE, NVTX_CBID_CORE_RangeStartA, nvtxRangeStartA_impl_fntype);
 	nvtxRangeId_t id = own_id(f ? f(message) : 0);
 	collect_nvtx_started(message, id);
 	return id;
@@ -299,14 +309,14 @@ static nvtxRangeId_t w_start_a(const char *message)
 static nvtxRangeId_t w_start_w(const wchar_t *message)
 {
 	nvtxRangeStartW_impl_fntype f =
-	    CUPTI_FN(core, NVTX_CBID_CORE_RangeStartW, nvtxRangeStartW_impl_fntype);
+	    CUPTI_FN(CORE, NVTX_CBID_CORE_RangeStartW, nvtxRangeStartW_impl_fntype);
 	return own_id(f ? f(message) : 0);
 }
 
 static nvtxRangeId_t w_start_ex(const nvtxEventAttributes_t *a)
 {
 	nvtxRangeStartEx_impl_fntype f =
-	    CUPTI_FN(core, NVTX_CBID_CORE_RangeStartEx, nvtxRangeStartEx_impl_fntype);
+	    CUPTI_FN(CORE, NVTX_CBID_CORE_RangeStartEx, nvtxRangeStartEx_impl_fntype);
 	nvtxEventAttributes_t tmp;
 	nvtxRangeId_t id = own_id(f ? f(for_cupti(a, &tmp)) : 0);
 	collect_nvtx_started(attr_name(a), id);
@@ -316,7 +326,7 @@ static nvtxRangeId_t w_start_ex(const nvtxEventAttributes_t *a)
 static void w_end(nvtxRangeId_t id)
 {
 	nvtxRangeEnd_impl_fntype f =
-	    CUPTI_FN(core, NVTX_CBID_CORE_RangeEnd, nvtxRangeEnd_impl_fntype);
+	    CUPTI_FN(CORE, NVTX_CBID_CORE_RangeEnd, nvtxRangeEnd_impl_fntype);
 	if (f && !(id & OWN_ID_BIT))
 		f(id);
 	collect_nvtx_ended(id);
@@ -325,7 +335,7 @@ static void w_end(nvtxRangeId_t id)
 static int w_dpush(nvtxDomainHandle_t d, const nvtxEventAttributes_t *a)
 {
 	nvtxDomainRangePushEx_impl_fntype f =
-	    CUPTI_FN(core2, NVTX_CBID_CORE2_DomainRangePushEx, nvtxDomainRangePushEx_impl_fntype);
+	    CUPTI_FN(CORE2, NVTX_CBID_CORE2_DomainRangePushEx, nvtxDomainRangePushEx_impl_fntype);
 	nvtxEventAttributes_t tmp;
 	int r = f ? f(d, for_cupti(a, &tmp)) : NO_TRACKING;
 	collect_nvtx_pushed(attr_name(a));
@@ -336,7 +346,7 @@ static int w_dpop(nvtxDomainHandle_t d)
 {
 	nvtxDomainRangePop_impl_fntype f =
 	    pop_seen()
-	        ? CUPTI_FN(core2, NVTX_CBID_CORE2_DomainRangePop, nvtxDomainRangePop_impl_fntype)
+	        ? CUPTI_FN(CORE2, NVTX_CBID_CORE2_DomainRangePop, nvtxDomainRangePop_impl_fntype)
 	        : NULL;
 	int r = f ? f(d) : NO_TRACKING;
 	collect_nvtx_popped();
@@ -346,7 +356,7 @@ static int w_dpop(nvtxDomainHandle_t d)
 static nvtxRangeId_t w_dstart(nvtxDomainHandle_t d, const nvtxEventAttributes_t *a)
 {
 	nvtxDomainRangeStartEx_impl_fntype f =
-	    CUPTI_FN(core2, NVTX_CBID_CORE2_DomainRangeStartEx, nvtxDomainRangeStartEx_impl_fntype);
+	    CUPTI_FN(CORE2, NVTX_CBID_CORE2_DomainRangeStartEx, nvtxDomainRangeStartEx_impl_fntype);
 	nvtxEventAttributes_t tmp;
 	nvtxRangeId_t id = own_id(f ? f(d, for_cupti(a, &tmp)) : 0);
 	collect_nvtx_started(attr_name(a), id);
@@ -356,7 +366,7 @@ static nvtxRangeId_t w_dstart(nvtxDomainHandle_t d, const nvtxEventAttributes_t 
 static void w_dend(nvtxDomainHandle_t d, nvtxRangeId_t id)
 {
 	nvtxDomainRangeEnd_impl_fntype f =
-	    CUPTI_FN(core2, NVTX_CBID_CORE2_DomainRangeEnd, nvtxDomainRangeEnd_impl_fntype);
+	    CUPTI_FN(CORE2, NVTX_CBID_CORE2_DomainRangeEnd, nvtxDomainRangeEnd_impl_fntype);
 	if (f && !(id & OWN_ID_BIT))
 		f(d, id);
 	collect_nvtx_ended(id);
@@ -364,8 +374,8 @@ static void w_dend(nvtxDomainHandle_t d, nvtxRangeId_t id)
 
 static nvtxStringHandle_t w_dregister(nvtxDomainHandle_t d, const char *s)
 {
-	nvtxDomainRegisterStringA_impl_fntype f =
-	    (nvtxDomainRegisterStringA_impl_fntype)core2[NVTX_CBID_CORE2_DomainRegisterStringA];
+	nvtxDomainRegisterStringA_impl_fntype f = (nvtxDomainRegisterStringA_impl_fntype)
+	    behind[NVTX_CB_MODULE_CORE2][NVTX_CBID_CORE2_DomainRegisterStringA];
 	return (nvtxStringHandle_t)reg_add(f ? f(d, s) : NULL, s);
 }
 
@@ -384,7 +394,6 @@ int collect_nvtx_watching(void)
  * handlers here count the ranges; when CUPTI attaches (collect.c), its NVTX init runs against
  * private copies of NVTX's tables, its range handlers go behind ours, and its other handlers
  * (marks, domains, names) into NVTX's live tables. */
-#define MAXSLOT 64
 static NvtxGetExportTableFunc_t real_get;
 static NvtxFunctionTable live[NVTX_CB_MODULE_SIZE];
 static unsigned live_n[NVTX_CB_MODULE_SIZE];
@@ -454,11 +463,8 @@ static void give_cupti_nvtx(void)
 			NvtxFunctionPointer fn = priv_slot[m][i];
 			if (!fn || !live[m][i])
 				continue;
-			if (wrapped[m][i] && m == NVTX_CB_MODULE_CORE && i < NVTX_CBID_CORE_SIZE)
-				core[i] = fn;
-			else if (wrapped[m][i] && m == NVTX_CB_MODULE_CORE2 &&
-			         i < NVTX_CBID_CORE2_SIZE)
-				core2[i] = fn;
+			if (wrapped[m][i])
+				behind[m][i] = fn;
 			else
 				*live[m][i] = fn;
 		}
