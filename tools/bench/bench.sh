@@ -81,8 +81,6 @@ fi
 # How long finishing the trace took at exit (the summary line), for one run.
 CUDA_INJECTION64_PATH="$build/libcuptrace.so" CUPTRACE_OUTPUT="$tmp/s.pftrace" \
 	"$ex" "$threads" "$launches" 2>&1 >/dev/null | grep "at exit" | sed 's/^/summary: /'
-pf=$(wc -c <"$tmp/t.pftrace")
-cap=$(wc -c <"$tmp/t.cupti" 2>/dev/null || echo 0)
 "$build/cuptrace" convert "$tmp/t.cupti" -o "$tmp/t.json" >/dev/null 2>&1 || true
 "$build/cuptrace" convert "$tmp/t.cupti" -o "$tmp/t.json.gz" >/dev/null 2>&1 || true
 "$build/cuptrace" convert "$tmp/t.cupti" -o "$tmp/t.pftrace.gz" >/dev/null 2>&1 || true
