@@ -120,6 +120,15 @@ CUPTRACE_API int cuptrace_stop(void);
  * when optimizer.step() returns); any other program can. Returns 0; a no-op outside tracing. */
 CUPTRACE_API int cuptrace_step(void);
 
+/* With call stacks (record --stacks, CUPTRACE_STACKS): on = 0 pauses them, from now on and for
+ * every thread, until cuptrace_stacks(1): launches made meanwhile carry no stack and cost what
+ * they cost without --stacks (CUPTI's callbacks for those calls are switched off, not just
+ * ignored). For code whose stacks you know already, or to measure what stacks cost in one
+ * process (tools/bench/torch_workload.py --ab-stacks). Callable before tracing starts (it starts
+ * paused) and before a capture window opens. Returns 0, or -ENOTSUP when the process takes no
+ * stacks. */
+CUPTRACE_API int cuptrace_stacks(int on);
+
 #ifdef __cplusplus
 }
 #endif

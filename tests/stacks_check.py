@@ -39,7 +39,21 @@ if mode == "python":
             seen.add(marks[line])
     if not with_stack:
         fail.append("no slice has a stack")
-    for m in ("direct", "helper", "lambda", "sync"):
+    want = ["direct", "helper", "lambda", "sync"]
+    if "cuptrace_stacks(0)" in open(src).read():
+        # launched while stacks were paused: four neg kernels, none with a stack
+        want.append("resumed")
+        neg = [e for e in gpu if "neg_kernel" in e["name"]]
+        if len(neg) != 4 or any(e.get("args", {}).get("stack") for e in neg):
+            fail.append(f"{len(neg)} neg kernels (4 expected), "
+                        f"{sum(1 for e in neg if e.get('args', {}).get('stack'))} with a stack (0 expected)")
+        # the trace's metadata: the args of its last "cuptrace: summary" instant
+        summ = [e.get("args", {}) for e in events if e.get("name") == "cuptrace: summary"]
+        paused = summ[-1].get("call_stacks_paused") if summ else None
+        if str(paused) != "1":
+            fail.append(f"metadata call_stacks_paused is {paused!r}, 1 expected")
+        print(f"paused: {len(neg)} neg kernels, call_stacks_paused {paused}")
+    for m in want:
         if m not in seen:
             fail.append(f"site {m} not seen (seen: {sorted(seen)})")
     gpu_with = sum(1 for e in gpu if e.get("args", {}).get("stack"))

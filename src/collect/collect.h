@@ -15,6 +15,9 @@ int cuptrace_collect_stop(void);
 int cuptrace_collect_window(int open);
 /* Whether the running session opens a window when the C API starts it (--on-demand). */
 int cuptrace_collect_on_demand(void);
+/* Call stacks (record --stacks) paused (on = 0) or resumed from now on, every thread. 0, or
+ * -ENOTSUP when the session takes no stacks (collect_stacks.c). */
+int cuptrace_collect_stacks(int on);
 /* A training step ended (cuptrace_step(): optimizer.step() through --steps's Python hook). */
 void cuptrace_collect_step(void);
 

@@ -8,10 +8,13 @@
  * at the runtime call, and the driver calls inside it are passed over; a driver call made by the
  * program itself gets its own. */
 #include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "collect/collect.h"
 #include "collect/collect_state.h"
 #include "collect/nstack.h"
 #include "collect/stacks.h"
@@ -23,6 +26,18 @@
 
 static uint8_t rt_on[MAX_CBID], drv_on[MAX_CBID];
 static int stacks_mode;
+/* cuptrace_stacks(0/1), from any application thread: paused, the callbacks of launch-type calls
+ * are switched off in CUPTI (a paused run costs what a run without --stacks costs). Set under
+ * toggle_lock; read without it by the callbacks (a callback already under way when stacks are
+ * paused is let through, its stack not taken). stacks_gen counts resumes: a thread whose
+ * runtime call was entered before a pause and left after it never saw the EXIT, so its depth
+ * from an older generation is stale and starts again from 0. */
+static pthread_mutex_t toggle_lock = PTHREAD_MUTEX_INITIALIZER;
+static CUpti_SubscriberHandle stacks_sub; /* the session's; NULL before setup */
+static atomic_int stacks_paused;
+static atomic_uint stacks_gen;
+static atomic_uint stacks_pauses; /* metadata: launches in a pause carry no stack */
+static __thread unsigned in_runtime_gen;
 /* --stacks-every N: a stack at a launch-type call with probability 1/N (N = 1: every call).
  * Random, not every N-th: a loop launching N calls an iteration would otherwise always sample
  * the same call. A per-thread xorshift, seeded from the thread's address space slot. */
@@ -46,13 +61,14 @@ static int sampled(void)
 /* A stack for this call, if it is sampled; noted by its correlation id. */
 static void take_for(uint32_t correlation_id)
 {
-	if (!sampled())
+	if (atomic_load_explicit(&stacks_paused, memory_order_relaxed) || !sampled())
 		return;
 	uint64_t s = cuptrace_stacks_take();
 	if (s)
 		cuptrace_stacks_note(correlation_id, s);
 }
 static __thread int in_runtime; /* depth of launch-type runtime calls on this thread */
+
 
 static int launch_like(const char *n, int runtime)
 {
@@ -75,36 +91,80 @@ static int launch_like(const char *n, int runtime)
 	return 0;
 }
 
+/* Switches the callbacks of the launch-type calls on or off in CUPTI; how many took. Under
+ * toggle_lock. */
+static size_t enable_calls(int on)
+{
+	size_t n = 0;
+	for (uint32_t id = 1; id < MAX_CBID; id++) {
+		if (rt_on[id] && cuptiEnableCallback((uint32_t)on, stacks_sub,
+		                                     CUPTI_CB_DOMAIN_RUNTIME_API,
+		                                     id) == CUPTI_SUCCESS)
+			n++;
+		if (drv_on[id] && cuptiEnableCallback((uint32_t)on, stacks_sub,
+		                                      CUPTI_CB_DOMAIN_DRIVER_API,
+		                                      id) == CUPTI_SUCCESS)
+			n++;
+	}
+	return n;
+}
+
 void collect_stacks_setup(CUpti_SubscriberHandle sub)
 {
 	struct cuptrace_setting_value v;
 	cuptrace_setting_env(CUPTRACE_SET_STACKS, &v);
+	pthread_mutex_lock(&toggle_lock);
 	stacks_mode = (int)v.i;
+	stacks_sub = NULL;
 	cuptrace_setting_env(CUPTRACE_SET_STACKS_EVERY, &v);
 	stacks_every = v.i > 1 ? (uint64_t)v.i : 1;
 	cuptrace_stacks_reset();
 	if (!stacks_mode)
-		return;
+		goto out;
 	if (cuptrace_stacks_init(stacks_mode)) {
 		cuptrace_warn("no call stacks: out of memory");
 		stacks_mode = 0;
-		return;
+		goto out;
 	}
 	char buf[64];
-	size_t n = 0;
 	for (uint32_t id = 1; id < MAX_CBID; id++) {
-		const char *rn =
-		    cuptrace_api_name(CUPTI_ACTIVITY_KIND_RUNTIME, id, buf, sizeof(buf));
-		if ((rt_on[id] = launch_like(rn, 1)) &&
-		    cuptiEnableCallback(1, sub, CUPTI_CB_DOMAIN_RUNTIME_API, id) == CUPTI_SUCCESS)
-			n++;
-		const char *dn =
-		    cuptrace_api_name(CUPTI_ACTIVITY_KIND_DRIVER, id, buf, sizeof(buf));
-		if ((drv_on[id] = launch_like(dn, 0)) &&
-		    cuptiEnableCallback(1, sub, CUPTI_CB_DOMAIN_DRIVER_API, id) == CUPTI_SUCCESS)
-			n++;
+		rt_on[id] = (uint8_t)launch_like(
+		    cuptrace_api_name(CUPTI_ACTIVITY_KIND_RUNTIME, id, buf, sizeof(buf)), 1);
+		drv_on[id] = (uint8_t)launch_like(
+		    cuptrace_api_name(CUPTI_ACTIVITY_KIND_DRIVER, id, buf, sizeof(buf)), 0);
 	}
+	stacks_sub = sub;
+	if (atomic_load(&stacks_paused)) {
+		cuptrace_debug("call stacks paused (cuptrace_stacks(0)) from the start");
+		goto out;
+	}
+	size_t n = enable_calls(1);
 	cuptrace_debug("call stacks at %zu kinds of API call", n);
+out:
+	pthread_mutex_unlock(&toggle_lock);
+}
+
+int cuptrace_collect_stacks(int on)
+{
+	struct cuptrace_setting_value v;
+	cuptrace_setting_env(CUPTRACE_SET_STACKS, &v);
+	if (!v.i)
+		return -ENOTSUP;
+	pthread_mutex_lock(&toggle_lock);
+	int was_paused = atomic_exchange(&stacks_paused, !on);
+	if (was_paused == !on) {
+		pthread_mutex_unlock(&toggle_lock);
+		return 0;
+	}
+	if (on)
+		atomic_fetch_add(&stacks_gen, 1);
+	else
+		atomic_fetch_add(&stacks_pauses, 1);
+	/* Before CUPTI is attached (a window not yet opened) setup reads stacks_paused. */
+	if (stacks_sub && stacks_mode && atomic_load(&sess.state) == ST_RUNNING)
+		enable_calls(on);
+	pthread_mutex_unlock(&toggle_lock);
+	return 0;
 }
 
 int collect_stacks_callback(CUpti_CallbackDomain d, CUpti_CallbackId id, const void *data)
@@ -114,6 +174,11 @@ int collect_stacks_callback(CUpti_CallbackDomain d, CUpti_CallbackId id, const v
 	const CUpti_CallbackData *cd = data;
 	if (d == CUPTI_CB_DOMAIN_RUNTIME_API && rt_on[id]) {
 		if (cd->callbackSite == CUPTI_API_ENTER) {
+			unsigned g = atomic_load_explicit(&stacks_gen, memory_order_relaxed);
+			if (in_runtime_gen != g) {
+				in_runtime = 0;
+				in_runtime_gen = g;
+			}
 			if (in_runtime++ == 0)
 				take_for(cd->correlationId);
 		} else if (in_runtime > 0) {
@@ -197,4 +262,9 @@ void collect_stacks_meta(void (*put)(void *ctx, const char *k, const char *v), v
 		put(ctx, "call_stacks_unwinder", cuptrace_nstack_unwinder());
 	snprintf(v, sizeof(v), "%llu", (unsigned long long)stacks_every);
 	put(ctx, "call_stacks_every", v);
+	unsigned pauses = atomic_load(&stacks_pauses);
+	if (pauses) {
+		snprintf(v, sizeof(v), "%u", pauses);
+		put(ctx, "call_stacks_paused", v);
+	}
 }

@@ -63,6 +63,11 @@ EXPORT int cuptrace_step(void)
 	return 0;
 }
 
+EXPORT int cuptrace_stacks(int on)
+{
+	return cuptrace_collect_stacks(on);
+}
+
 /* Not part of the C API: `cuptrace record --list-gpu-metrics` loads the library and calls this
  * to print the GPUs' PM sampling metrics (the command itself never loads CUPTI). */
 EXPORT int cuptrace_list_gpu_metrics(void)

@@ -37,6 +37,10 @@ Configurations:
   cuptrace_range     --capture-range range:never-seen: NVTX ranges watched, none matches
   cuptrace_steps     --steps 1000000: optimizer.step() followed, the window never reached
   cuptrace_stacks_py --stacks python: the Python call stack at every launch (issue 27)
+  cuptrace_stacks_ab --stacks python, stacks on and paused (cuptrace_stacks) in alternating
+                     blocks of one process (torch_workload.py --ab-stacks): report gives the
+                     on / paused ratio per process and over rounds, free of the machine's
+                     process-to-process spread (--ab-pairs, --ab-block)
   tp_cpu_cuda_stack  torch.profiler, CPU and CUDA activities, with_stack=True
   floor              libcupti_floor.so: CUPTI with the same kinds and settings as the default,
                      every buffer thrown away (the cost of CUPTI itself)
@@ -82,7 +86,7 @@ FLOOR_VARIANTS = {
 }
 
 
-def run_one(cfg, build, workload, tmp, cpus=None, steps=None, pin_main=None):
+def run_one(cfg, build, workload, tmp, cpus=None, steps=None, pin_main=None, ab=(40, 3)):
     m = re.fullmatch(r"cgraph(\d+)(n?)", workload)
     if m:
         # the C program (examples/graph_replay.cu): cudaGraphLaunch with no Python around it;
@@ -98,6 +102,8 @@ def run_one(cfg, build, workload, tmp, cpus=None, steps=None, pin_main=None):
             cmd += ["--steps", str(steps)]
         if pin_main is not None:
             cmd += ["--pin-main", str(pin_main)]
+        if cfg == "cuptrace_stacks_ab":
+            cmd += ["--ab-stacks", str(ab[0]), "--ab-block", str(ab[1])]
     env = dict(os.environ)
     trace = None
     if cfg.startswith("tp_"):
@@ -124,6 +130,7 @@ def run_one(cfg, build, workload, tmp, cpus=None, steps=None, pin_main=None):
                  "cuptrace_capture": ["--capture"],
                  # call stacks at every launch (issue 27)
                  "cuptrace_stacks_py": ["--stacks", "python"],
+                 "cuptrace_stacks_ab": ["--stacks", "python"],
                  "cuptrace_stacks_all": ["--stacks", "all"],
                  # a stack at one launch in 2 on average
                  "cuptrace_stacks_py2": ["--stacks", "python", "--stacks-every", "2"]}[cfg]
@@ -170,7 +177,8 @@ def cmd_run(a):
             k = r % len(configs)
             order = configs[k:] + configs[:k]
             for cfg in order:
-                res = run_one(cfg, a.build, a.workload, a.tmp, a.cpus, a.steps, a.pin_main)
+                res = run_one(cfg, a.build, a.workload, a.tmp, a.cpus, a.steps, a.pin_main,
+                              (a.ab_pairs, a.ab_block))
                 res.update({"round": r, "config": cfg, "workload": a.workload,
                             "tag": a.tag})
                 out.write(json.dumps(res) + "\n")
@@ -236,6 +244,25 @@ def by_state(by, num, den):
                   pmin * 1e3 * (1.25 if state == "fast" else 1.6), est, lo, hi, verdict))
 
 
+def ab_report(rows):
+    """cuptrace_stacks_ab: time per step with stacks on over paused, blocks adjacent in time in
+    one process. Per process the median of its pairs' ratios; over processes their median, the
+    interval resampling processes (the pairs of one process are not independent of each other:
+    they share its speed)."""
+    per = [statistics.median(on / off for on, off in r["ab"]) for r in rows if r.get("ab")]
+    if len(per) < 3:
+        return
+    npairs = sum(len(r["ab"]) for r in rows if r.get("ab"))
+    est = statistics.median(per)
+    lo, hi = boot(per, statistics.median)
+    on = statistics.median(x[0] for r in rows if r.get("ab") for x in r["ab"])
+    off = statistics.median(x[1] for r in rows if r.get("ab") for x in r["ab"])
+    print("- --stacks python on / paused, one process, adjacent blocks (%d processes, %d "
+          "pairs; steps %.2f / %.2f ms): %.3f [%.3f, %.3f] (%s); per process: %s" % (
+              len(per), npairs, on * 1e3, off * 1e3, est, lo, hi, tie_or(lo, hi),
+              " ".join("%.3f" % x for x in sorted(per))))
+
+
 def cmd_report(a):
     rows = []
     for f in a.files:
@@ -251,7 +278,7 @@ def cmd_report(a):
         for r in rows:
             if r["workload"] == wl:
                 by.setdefault((r.get("tag"), r["round"]), {})[r["config"]] = r
-        configs = [c for c in dict.fromkeys(CONFIGS + ["cuptrace_all", "cuptrace_cbid", "cuptrace_gpumetrics", "cuptrace_gpumetrics_1k", "cuptrace_ondemand", "cuptrace_range", "cuptrace_profapi", "cuptrace_timewin", "cuptrace_steprange", "cuptrace_steps", "cuptrace_capture", "cuptrace_stacks_py", "cuptrace_stacks_py2", "cuptrace_stacks_all", "tp_cpu_cuda_stack"] + sorted(FLOOR_VARIANTS))
+        configs = [c for c in dict.fromkeys(CONFIGS + ["cuptrace_all", "cuptrace_cbid", "cuptrace_gpumetrics", "cuptrace_gpumetrics_1k", "cuptrace_ondemand", "cuptrace_range", "cuptrace_profapi", "cuptrace_timewin", "cuptrace_steprange", "cuptrace_steps", "cuptrace_capture", "cuptrace_stacks_py", "cuptrace_stacks_py2", "cuptrace_stacks_ab", "cuptrace_stacks_all", "tp_cpu_cuda_stack"] + sorted(FLOOR_VARIANTS))
                    if any(c in v for v in by.values())]
         full = [v for v in by.values() if "none" in v]
         print("\n## %s: %d rounds (%d with an untraced run)\n" % (wl, len(by), len(full)))
@@ -357,6 +384,7 @@ def cmd_report(a):
         by_state(by, "cuptrace_gpumetrics", "cuptrace")
         by_state(by, "cuptrace_stacks_py", "cuptrace")
         by_state(by, "cuptrace_stacks_py2", "cuptrace")
+        ab_report([v["cuptrace_stacks_ab"] for v in by.values() if "cuptrace_stacks_ab" in v])
         for c in ("cuptrace_ondemand", "cuptrace_range", "cuptrace_profapi", "cuptrace_steps",
                   "cuptrace_steprange"):
             by_state(by, c, "none")
@@ -407,6 +435,10 @@ def main():
                    "for all configurations: fewer migrations, less spread")
     r.add_argument("--max-seconds", type=float, default=0,
                    help="stop after the round during which this much time has passed")
+    r.add_argument("--ab-pairs", type=int, default=40,
+                   help="cuptrace_stacks_ab: pairs of blocks per process (default 40)")
+    r.add_argument("--ab-block", type=int, default=3,
+                   help="cuptrace_stacks_ab: steps per block (default 3)")
     q = sub.add_parser("report")
     q.add_argument("files", nargs="+")
     a = p.parse_args()

@@ -2,10 +2,18 @@
 
   python3 torch_workload.py --workload add|transformer [--steps N] [--warmup N]
                             [--profile cuda|cpu_cuda --trace-out FILE.json]
+                            [--ab-stacks PAIRS [--ab-block STEPS]]
 
 Prints one JSON line: the time per step of the timed loop (after warm-up, GPU synchronized at
 both ends), and under torch.profiler the kernels it saw and its trace's size, raw and gzipped.
 Run by torch_bench.py; under cuptrace the tracer is outside (cuptrace record -- python3 ...).
+
+--ab-stacks (under `cuptrace record --stacks ...`): what stacks cost, measured inside one
+process, where the shared machine's process-to-process spread (±10-20%) cannot reach: PAIRS
+pairs of blocks of --ab-block steps, stacks on in one block of a pair and paused in the other
+(cuptrace_stacks(0), which switches CUPTI's callbacks for those calls off: a paused block costs
+what plain `record` costs), the order alternating pair by pair (on-off, off-on, ...) so a drift
+in the machine's speed favours neither. res["ab"]: per pair [on, off] seconds per step.
 
 Workloads:
   add          a = a + b on 4096 floats: one elementwise kernel per step, launch-bound
@@ -144,6 +152,37 @@ def timed(step, steps, warmup, blocks=5, res=None):
     return times[len(times) // 2]
 
 
+def timed_ab(step, pairs, per, warmup, res):
+    """--ab-stacks: the time per step with call stacks on and paused, in adjacent blocks."""
+    import ctypes
+    lib = ctypes.CDLL(os.environ["CUDA_INJECTION64_PATH"])  # the library record loaded
+    for _ in range(warmup):
+        step()
+    torch.cuda.synchronize()
+
+    def block(on):
+        if lib.cuptrace_stacks(1 if on else 0) != 0:
+            raise SystemExit("cuptrace_stacks failed: is this run under record --stacks?")
+        t0 = time.perf_counter()
+        for _ in range(per):
+            step()
+        torch.cuda.synchronize()
+        return (time.perf_counter() - t0) / per
+
+    ab = []
+    for i in range(pairs):
+        if i % 2 == 0:
+            on = block(True)
+            off = block(False)
+        else:
+            off = block(False)
+            on = block(True)
+        ab.append([on, off])
+    lib.cuptrace_stacks(1)
+    res["ab"] = ab
+    return sorted(x[1] for x in ab)[len(ab) // 2]
+
+
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("--workload", choices=sorted(WORKLOADS), required=True)
@@ -154,6 +193,10 @@ def main():
     p.add_argument("--pin-main", type=int, metavar="CPU",
                    help="after building the model, run this (the stepping) thread on CPU alone; "
                    "threads started earlier (the tracer's, CUDA's) keep the process's CPUs")
+    p.add_argument("--ab-stacks", type=int, metavar="PAIRS",
+                   help="under record --stacks: PAIRS pairs of blocks, stacks on and paused")
+    p.add_argument("--ab-block", type=int, default=3, metavar="STEPS",
+                   help="steps per block of --ab-stacks (default 3)")
     a = p.parse_args()
     make, steps, warmup = WORKLOADS[a.workload]
     steps = a.steps or steps
@@ -164,7 +207,10 @@ def main():
         step = make()
         if a.pin_main is not None:
             os.sched_setaffinity(0, {a.pin_main})  # 0: this thread only, on Linux
-        res["step_s"] = timed(step, steps, warmup, res=res)
+        if a.ab_stacks:
+            res["step_s"] = timed_ab(step, a.ab_stacks, a.ab_block, warmup, res)
+        else:
+            res["step_s"] = timed(step, steps, warmup, res=res)
 
     if not a.profile:
         run()
