@@ -188,6 +188,51 @@ print("\n".join("FAIL: " + f for f in fails) if fails else
       "source's lines; Python frames function/file/line on a launch and its kernel")
 sys.exit(1 if fails else 0)
 PY
+	# What ui.perfetto.dev shows when a slice is selected: its "Callstack" section (plugin
+	# dev.perfetto.TraceProcessorTrack) lists the frames that the stdlib macro
+	# _callstacks_for_stack_profile_samples gives for the slice's callsite, root first, each
+	# "name (file:line)". Asked here the same way for the first memset and the first copy.
+	# Names go through the trace processor's demangler: builds with LLVM's (the UI's) leave C
+	# names alone, builds with libstdc++'s turn one-letter ones into types ("c" -> "char"), so
+	# the check is on files and lines, and on names only for main and the CUDA call.
+	cat >"$tmp/ui.sql" <<'SQL'
+include perfetto module callstacks.stack_profile;
+select 'memset' as category, * from _callstacks_for_stack_profile_samples!((
+  select callsite_id from __intrinsic_track_event_callstacks
+  where slice_id = (select min(id) from slice where category = 'memset')))
+union all
+select 'memcpy' as category, * from _callstacks_for_stack_profile_samples!((
+  select callsite_id from __intrinsic_track_event_callstacks
+  where slice_id = (select min(id) from slice where category = 'memcpy')))
+order by category, id;
+SQL
+	if [ ! -e "$tmp/sn.csv.skip" ]; then
+		if "$tp" -q "$tmp/ui.sql" "$tmp/sn.pftrace" >"$tmp/ui.csv" 2>>"$tmp/tp.err"; then
+			python3 - "$src/tests/stacks_prog.c" "$tmp/ui.csv" <<'PY' || fail=1
+import csv, re, sys
+src, path = sys.argv[1:]
+lines = open(src).read().splitlines()
+def line_of(pat):
+    return [i + 1 for i, l in enumerate(lines) if re.search(pat, l)][0]
+outer = [line_of(r"int r = a\("), line_of(r"r \|= b\("), line_of(r"return c\(")]
+rows = [r for r in csv.DictReader(open(path))]
+fails = []
+for cat, call, pat in (("memset", "cudaMemset", r"cudaMemset\("), ("memcpy", "cudaMemcpy", r"cudaMemcpy\(")):
+    fr = [r for r in rows if r["category"] == cat]
+    ours = [int(r["line_number"]) for r in fr if r["source_file"].endswith("stacks_prog.c")]
+    names = [r["name"] for r in fr]
+    if ours != outer + [line_of(pat)] or "main" not in names or names[-1] != call:
+        fails.append("%s: the UI's callstack query gives %s" % (
+            cat, ["%s (%s:%s)" % (r["name"], r["source_file"], r["line_number"]) for r in fr]))
+print("\n".join("FAIL: " + f for f in fails) if fails else
+      "ok the UI's Callstack section (its query): main -> a -> b -> c -> cudaMemset/cudaMemcpy "
+      "at the source's lines")
+sys.exit(1 if fails else 0)
+PY
+		else
+			echo "FAIL the UI's callstack query"; cat "$tmp/tp.err"; fail=1
+		fi
+	fi
 else
 	echo "FAIL call stacks: convert or trace_processor"; cat "$tmp/sn.err" "$tmp/tp.err"; fail=1
 fi
