@@ -69,7 +69,6 @@ static void take_for(uint32_t correlation_id)
 }
 static __thread int in_runtime; /* depth of launch-type runtime calls on this thread */
 
-
 static int launch_like(const char *n, int runtime)
 {
 	static const char *const rt[] = {"cudaLaunch",
@@ -97,13 +96,13 @@ static size_t enable_calls(int on)
 {
 	size_t n = 0;
 	for (uint32_t id = 1; id < MAX_CBID; id++) {
-		if (rt_on[id] && cuptiEnableCallback((uint32_t)on, stacks_sub,
-		                                     CUPTI_CB_DOMAIN_RUNTIME_API,
-		                                     id) == CUPTI_SUCCESS)
+		if (rt_on[id] &&
+		    cuptiEnableCallback((uint32_t)on, stacks_sub, CUPTI_CB_DOMAIN_RUNTIME_API,
+		                        id) == CUPTI_SUCCESS)
 			n++;
-		if (drv_on[id] && cuptiEnableCallback((uint32_t)on, stacks_sub,
-		                                      CUPTI_CB_DOMAIN_DRIVER_API,
-		                                      id) == CUPTI_SUCCESS)
+		if (drv_on[id] &&
+		    cuptiEnableCallback((uint32_t)on, stacks_sub, CUPTI_CB_DOMAIN_DRIVER_API, id) ==
+		        CUPTI_SUCCESS)
 			n++;
 	}
 	return n;

@@ -211,6 +211,22 @@ __attribute__((visibility("default"))) int InitializeInjection(void)
 		size_t v = (size_t)strtoull(db, NULL, 10), vs = sizeof(v);
 		cuptiActivitySetAttribute(CUPTI_ACTIVITY_ATTR_DEVICE_BUFFER_SIZE, &vs, &v);
 	}
+	/* CUPTRACE_FLOOR_PINNED=1: CUPTI's profiling buffers in pinned host memory instead of
+	 * device memory; CUPTRACE_FLOOR_PER_THREAD=0: one activity buffer for all threads instead
+	 * of one per thread (both CUPTI's defaults otherwise): to see whether where the GPU writes
+	 * its timestamps, or how CUPTI hands out buffers, puts graph replays in their slow mode. */
+	const char *pin = getenv("CUPTRACE_FLOOR_PINNED");
+	if (pin && *pin == '1') {
+		uint8_t v = 1;
+		size_t vs = sizeof(v);
+		cuptiActivitySetAttribute(CUPTI_ACTIVITY_ATTR_MEM_ALLOCATION_TYPE_HOST_PINNED, &vs, &v);
+	}
+	const char *pt = getenv("CUPTRACE_FLOOR_PER_THREAD");
+	if (pt && *pt == '0') {
+		uint8_t v = 0;
+		size_t vs = sizeof(v);
+		cuptiActivitySetAttribute(CUPTI_ACTIVITY_ATTR_PER_THREAD_ACTIVITY_BUFFER, &vs, &v);
+	}
 	const char *hm = getenv("CUPTRACE_FLOOR_HANDLE");
 	handle_mode = hm && !strcmp(hm, "walk") ? 1 : hm && !strcmp(hm, "defer") ? 2 : 0;
 	if (handle_mode == 2 && start_thread(defer_main))

@@ -83,6 +83,11 @@ FLOOR_VARIANTS = {
     # walks them (cuptrace's hand-off, no conversion): where cuptrace's time beyond the floor goes
     "floor_walk": {"CUPTRACE_FLOOR_HANDLE": "walk"},
     "floor_defer": {"CUPTRACE_FLOOR_HANDLE": "defer"},
+    # where CUPTI keeps GPU timestamps (pinned host memory instead of device memory), one
+    # activity buffer for all threads, CUPTI's own clock: candidates for the graph slow mode
+    "floor_pinned": {"CUPTRACE_FLOOR_PINNED": "1"},
+    "floor_shared_buf": {"CUPTRACE_FLOOR_PER_THREAD": "0"},
+    "floor_nots": {"CUPTRACE_FLOOR_NO_TS": "1"},
 }
 
 
