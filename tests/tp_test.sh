@@ -144,17 +144,36 @@ join stack_profile_callsite c on c.id = chain.cid join stack_profile_frame f on 
 left join stack_profile_symbol sym on sym.symbol_set_id = f.symbol_set_id
 order by s.id, chain.depth;
 SQL
+# What ui.perfetto.dev shows when a slice is selected: its "Callstack" section (plugin
+# dev.perfetto.TraceProcessorTrack) lists the frames that the stdlib macro
+# _callstacks_for_stack_profile_samples gives for the slice's callsite, root first, each
+# "name (file:line)". Asked here the same way for the first memset and the first copy.
+# Names go through the trace processor's demangler: builds with LLVM's (the UI's) leave C
+# names alone, builds with libstdc++'s turn one-letter ones into types ("c" -> "char"), so
+# the check is on files and lines, and on names only for main and the CUDA call.
+cat >"$tmp/ui.sql" <<'SQL'
+include perfetto module callstacks.stack_profile;
+select 'memset' as category, * from _callstacks_for_stack_profile_samples!((
+  select callsite_id from __intrinsic_track_event_callstacks
+  where slice_id = (select min(id) from slice where category = 'memset')))
+union all
+select 'memcpy' as category, * from _callstacks_for_stack_profile_samples!((
+  select callsite_id from __intrinsic_track_event_callstacks
+  where slice_id = (select min(id) from slice where category = 'memcpy')))
+order by category, id;
+SQL
 if "$ct" convert --symbol-dir "$tmp/stacks_native" "$CUPTRACE_TEST_DATA/stacks_native.cupti" \
 	-o "$tmp/sn.pftrace" 2>"$tmp/sn.err" && "$ct" convert "$tmp/py.json" -o "$tmp/py.pftrace" 2>>"$tmp/sn.err" &&
 	"$tp" -q "$tmp/stacks.sql" "$tmp/sn.pftrace" >"$tmp/sn.csv" 2>"$tmp/tp.err" &&
-	"$tp" -q "$tmp/stacks.sql" "$tmp/py.pftrace" >"$tmp/py.csv" 2>>"$tmp/tp.err"; then
+	"$tp" -q "$tmp/stacks.sql" "$tmp/py.pftrace" >"$tmp/py.csv" 2>>"$tmp/tp.err" &&
+	"$tp" -q "$tmp/ui.sql" "$tmp/sn.pftrace" >"$tmp/ui.csv" 2>>"$tmp/tp.err"; then
 	if grep -q "built without libdw" "$tmp/sn.err"; then
 		echo "note: this cuptrace was built without libdw: native frames not checked" >&2
 		: >"$tmp/sn.csv.skip"
 	fi
-	python3 - "$src/tests/stacks_prog.c" "$tmp/sn.csv" "$tmp/py.csv" <<'PY' || fail=1
+	python3 - "$src/tests/stacks_prog.c" "$tmp/sn.csv" "$tmp/py.csv" "$tmp/ui.csv" <<'PY' || fail=1
 import csv, os, re, sys
-src, sn, py = sys.argv[1:]
+src, sn, py, ui = sys.argv[1:]
 lines = open(src).read().splitlines()
 def line_of(pat):
     hits = [i + 1 for i, l in enumerate(lines) if re.search(pat, l)]
@@ -179,60 +198,27 @@ for (sid, cat), frames in stacks(sn).items():
     seen[cat] += 1
 if seen != {"memset": 3, "memcpy": 3} and not os.path.exists(sn + ".skip"):
     fails.append("GPU slices with a callstack in trace_processor: %s, expected 3 and 3" % seen)
+if not os.path.exists(sn + ".skip"):
+    # the UI's query: root first, so the lines of main, a, b, then c's call
+    rows = list(csv.DictReader(open(ui)))
+    for cat, call in (("memset", "cudaMemset"), ("memcpy", "cudaMemcpy")):
+        fr = [r for r in rows if r["category"] == cat]
+        ours = [int(r["line_number"]) for r in fr if r["source_file"].endswith("stacks_prog.c")]
+        names = [r["name"] for r in fr]
+        if ours != [ln for _, ln in reversed(outer)] + [want[cat]] or "main" not in names \
+                or names[-1] != call:
+            fails.append("%s: the UI's callstack query gives %s" % (
+                cat, ["%s (%s:%s)" % (r["name"], r["source_file"], r["line_number"]) for r in fr]))
 pys = [f for (sid, cat), f in stacks(py).items()]
 exp = [("forward", "/w/model.py", 42), ("<lambda>", "/w/train.py", 9), ("train", "/w/train.py", 3)]
 if len(pys) != 2 or any(p != exp for p in pys):  # the launch and its kernel
     fails.append("Python frames in trace_processor: %s" % pys)
 print("\n".join("FAIL: " + f for f in fails) if fails else
       "ok call stacks in trace_processor: 3 memsets and 3 copies c <- b <- a <- main at the "
-      "source's lines; Python frames function/file/line on a launch and its kernel")
+      "source's lines, and so in the UI's Callstack section (its query); Python frames "
+      "function/file/line on a launch and its kernel")
 sys.exit(1 if fails else 0)
 PY
-	# What ui.perfetto.dev shows when a slice is selected: its "Callstack" section (plugin
-	# dev.perfetto.TraceProcessorTrack) lists the frames that the stdlib macro
-	# _callstacks_for_stack_profile_samples gives for the slice's callsite, root first, each
-	# "name (file:line)". Asked here the same way for the first memset and the first copy.
-	# Names go through the trace processor's demangler: builds with LLVM's (the UI's) leave C
-	# names alone, builds with libstdc++'s turn one-letter ones into types ("c" -> "char"), so
-	# the check is on files and lines, and on names only for main and the CUDA call.
-	cat >"$tmp/ui.sql" <<'SQL'
-include perfetto module callstacks.stack_profile;
-select 'memset' as category, * from _callstacks_for_stack_profile_samples!((
-  select callsite_id from __intrinsic_track_event_callstacks
-  where slice_id = (select min(id) from slice where category = 'memset')))
-union all
-select 'memcpy' as category, * from _callstacks_for_stack_profile_samples!((
-  select callsite_id from __intrinsic_track_event_callstacks
-  where slice_id = (select min(id) from slice where category = 'memcpy')))
-order by category, id;
-SQL
-	if [ ! -e "$tmp/sn.csv.skip" ]; then
-		if "$tp" -q "$tmp/ui.sql" "$tmp/sn.pftrace" >"$tmp/ui.csv" 2>>"$tmp/tp.err"; then
-			python3 - "$src/tests/stacks_prog.c" "$tmp/ui.csv" <<'PY' || fail=1
-import csv, re, sys
-src, path = sys.argv[1:]
-lines = open(src).read().splitlines()
-def line_of(pat):
-    return [i + 1 for i, l in enumerate(lines) if re.search(pat, l)][0]
-outer = [line_of(r"int r = a\("), line_of(r"r \|= b\("), line_of(r"return c\(")]
-rows = [r for r in csv.DictReader(open(path))]
-fails = []
-for cat, call, pat in (("memset", "cudaMemset", r"cudaMemset\("), ("memcpy", "cudaMemcpy", r"cudaMemcpy\(")):
-    fr = [r for r in rows if r["category"] == cat]
-    ours = [int(r["line_number"]) for r in fr if r["source_file"].endswith("stacks_prog.c")]
-    names = [r["name"] for r in fr]
-    if ours != outer + [line_of(pat)] or "main" not in names or names[-1] != call:
-        fails.append("%s: the UI's callstack query gives %s" % (
-            cat, ["%s (%s:%s)" % (r["name"], r["source_file"], r["line_number"]) for r in fr]))
-print("\n".join("FAIL: " + f for f in fails) if fails else
-      "ok the UI's Callstack section (its query): main -> a -> b -> c -> cudaMemset/cudaMemcpy "
-      "at the source's lines")
-sys.exit(1 if fails else 0)
-PY
-		else
-			echo "FAIL the UI's callstack query"; cat "$tmp/tp.err"; fail=1
-		fi
-	fi
 else
 	echo "FAIL call stacks: convert or trace_processor"; cat "$tmp/sn.err" "$tmp/tp.err"; fail=1
 fi

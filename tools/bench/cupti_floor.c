@@ -150,6 +150,16 @@ static int start_thread(void *(*fn)(void *))
 	return r;
 }
 
+/* A uint8_t CUPTI attribute set to v where the variable env is the digit v ("1" or "0"). */
+static void flag_attr(const char *env, CUpti_ActivityAttribute a, uint8_t v)
+{
+	const char *e = getenv(env);
+	if (e && *e == (char)('0' + v)) {
+		size_t vs = sizeof(v);
+		cuptiActivitySetAttribute(a, &vs, &v);
+	}
+}
+
 __attribute__((visibility("default"))) int InitializeInjection(void)
 {
 	/* CUPTRACE_FLOOR_NOTHING: injected, libcupti loaded (linked), no CUPTI call at all: what
@@ -215,18 +225,8 @@ __attribute__((visibility("default"))) int InitializeInjection(void)
 	 * device memory; CUPTRACE_FLOOR_PER_THREAD=0: one activity buffer for all threads instead
 	 * of one per thread (both CUPTI's defaults otherwise): to see whether where the GPU writes
 	 * its timestamps, or how CUPTI hands out buffers, puts graph replays in their slow mode. */
-	const char *pin = getenv("CUPTRACE_FLOOR_PINNED");
-	if (pin && *pin == '1') {
-		uint8_t v = 1;
-		size_t vs = sizeof(v);
-		cuptiActivitySetAttribute(CUPTI_ACTIVITY_ATTR_MEM_ALLOCATION_TYPE_HOST_PINNED, &vs, &v);
-	}
-	const char *pt = getenv("CUPTRACE_FLOOR_PER_THREAD");
-	if (pt && *pt == '0') {
-		uint8_t v = 0;
-		size_t vs = sizeof(v);
-		cuptiActivitySetAttribute(CUPTI_ACTIVITY_ATTR_PER_THREAD_ACTIVITY_BUFFER, &vs, &v);
-	}
+	flag_attr("CUPTRACE_FLOOR_PINNED", CUPTI_ACTIVITY_ATTR_MEM_ALLOCATION_TYPE_HOST_PINNED, 1);
+	flag_attr("CUPTRACE_FLOOR_PER_THREAD", CUPTI_ACTIVITY_ATTR_PER_THREAD_ACTIVITY_BUFFER, 0);
 	const char *hm = getenv("CUPTRACE_FLOOR_HANDLE");
 	handle_mode = hm && !strcmp(hm, "walk") ? 1 : hm && !strcmp(hm, "defer") ? 2 : 0;
 	if (handle_mode == 2 && start_thread(defer_main))

@@ -254,14 +254,16 @@ def ab_report(rows):
     one process. Per process the median of its pairs' ratios; over processes their median, the
     interval resampling processes (the pairs of one process are not independent of each other:
     they share its speed)."""
-    per = [statistics.median(on / off for on, off in r["ab"]) for r in rows if r.get("ab")]
-    if len(per) < 3:
+    procs = [r["ab"] for r in rows if r.get("ab")]
+    if len(procs) < 3:
         return
-    npairs = sum(len(r["ab"]) for r in rows if r.get("ab"))
+    per = [statistics.median(on / off for on, off in ab) for ab in procs]
+    pairs = [x for ab in procs for x in ab]
+    npairs = len(pairs)
     est = statistics.median(per)
     lo, hi = boot(per, statistics.median)
-    on = statistics.median(x[0] for r in rows if r.get("ab") for x in r["ab"])
-    off = statistics.median(x[1] for r in rows if r.get("ab") for x in r["ab"])
+    on = statistics.median(x[0] for x in pairs)
+    off = statistics.median(x[1] for x in pairs)
     print("- --stacks python on / paused, one process, adjacent blocks (%d processes, %d "
           "pairs; steps %.2f / %.2f ms): %.3f [%.3f, %.3f] (%s); per process: %s" % (
               len(per), npairs, on * 1e3, off * 1e3, est, lo, hi, tie_or(lo, hi),
