@@ -249,13 +249,16 @@ struct cuptrace_converter {
 	int32_t dims[6];
 	int dims_valid;
 	char dims_grid[48], dims_block[48];
-	struct gwork *work; /* this batch's, between conv_gpu_batch_begin and _end */
-	size_t nwork;
-	/* The reorder window: GPU work not yet drawn, a heap by start time; the drawn go just
-	 * past it in heap, for a moment. */
-	struct gwork *heap;
-	size_t nheap, heap_cap;
-	struct gpu_slot *slots; /* the records of work and heap */
+	struct gwork *work; /* this batch's, between conv_gpu_batch_begin and _end; kept */
+	size_t nwork, work_cap;
+	/* The reorder window: GPU work not yet drawn, win[win_head .. win_head + nwin) in drawing
+	 * order (start time; convert_gpu.c). A batch is merged in through spare, which then
+	 * changes places with win; spare is also the scratch of the batch's sorts. */
+	struct gwork *win, *spare;
+	size_t win_head, nwin, win_cap, spare_cap;
+	uint32_t *stream_at; /* per stream: a counting sort's bucket start (convert_gpu.c) */
+	size_t stream_at_cap;
+	struct gpu_slot *slots; /* the records of work and window */
 	uint32_t *slots_free;   /* free slots */
 	size_t slots_cap, nslots_free;
 	uint64_t gpu_seq;   /* GPU records taken so far */

@@ -1,7 +1,7 @@
 /* GPU work: kernels, memcpys and memsets on their streams' tracks, and synchronization records.
  *
  * A batch is one CUPTI buffer, and one stream's work can arrive out of time order across
- * buffers. So GPU work waits in a reorder window (a heap by start time, records copied) until
+ * buffers. So GPU work waits in a reorder window (in drawing order, records copied) until
  * the watermark passes it (no earlier record can still arrive: CONV_WATERMARK_NS behind the
  * newest end seen) or the window is full (then the earliest goes first), and is drawn in start
  * order: each slice goes on the stream's first lane whose last slice ended at or before it
@@ -50,7 +50,7 @@ struct gpu_slot {
 	struct pending_api api;
 };
 
-/* GPU records the window holds between batches (~350 bytes each with the heap entry: 2.8 MB):
+/* GPU records the window holds between batches (~350 bytes each with the window entry: 2.8 MB):
  * the kernel records of about four 1 MiB CUPTI buffers, the default size; records arrive out of
  * order by about one buffer's worth. */
 #define GPU_WINDOW (1u << 13)
@@ -166,7 +166,7 @@ static void launch_dims(struct cuptrace_converter *c, const CUpti_ActivityKernel
 }
 
 /* Drawn first on a stream: earlier start, then the longer (so the shorter nests), then the
- * first come. */
+ * first come. A total order (seq is unique), so every sort and merge below agrees on it. */
 static int gwork_before(const struct gwork *x, const struct gwork *y)
 {
 	if (x->ts != y->ts)
@@ -176,12 +176,9 @@ static int gwork_before(const struct gwork *x, const struct gwork *y)
 	return x->seq < y->seq;
 }
 
-/* Stream by stream, each in drawing order: runs of one track compress better. */
 static int gwork_cmp(const void *a, const void *b)
 {
 	const struct gwork *x = a, *y = b;
-	if (x->stream != y->stream)
-		return x->stream < y->stream ? -1 : 1;
 	return gwork_before(x, y) ? -1 : gwork_before(y, x);
 }
 
@@ -355,47 +352,133 @@ static int emit_gwork(struct cuptrace_converter *c, const struct gwork *w)
 	return conv_emit_slice(c, &sl);
 }
 
-/* ---- the reorder window: a binary min-heap by start time ---- */
+/* ---- ordering: drawing order, stream by stream ----
+ *
+ * CUPTI writes each stream's work in start order almost always, and a window's worth of it is
+ * already in drawing order, so the sorts here check before they sort, and merge what is sorted
+ * instead of sorting it again: a comparison sort of every record (twice, with the heap it
+ * replaced) was a sixth of the converter's time. */
 
-static void gwork_swap(struct gwork *h, size_t i, size_t j)
+/* Puts a[0..n) in drawing order: left as it is when it already is (the usual case). */
+static void sort_drawing(struct gwork *a, size_t n)
 {
-	struct gwork t = h[i];
-	h[i] = h[j];
-	h[j] = t;
+	for (size_t i = 1; i < n; i++)
+		if (gwork_before(&a[i], &a[i - 1])) {
+			qsort(a, n, sizeof(*a), gwork_cmp);
+			return;
+		}
 }
 
-static int heap_push(struct cuptrace_converter *c, const struct gwork *w)
+/* Merges the drawing-ordered runs x[0..nx) and y[0..ny) into out. */
+static void merge_drawing(struct gwork *out, const struct gwork *x, size_t nx,
+                          const struct gwork *y, size_t ny)
 {
-	struct gwork *h = cuptrace_grow(c->heap, &c->heap_cap, c->nheap + 1, sizeof(*h));
-	if (!h)
+	size_t i = 0, j = 0, k = 0;
+	while (i < nx && j < ny)
+		out[k++] = gwork_before(&y[j], &x[i]) ? y[j++] : x[i++];
+	memcpy(out + k, x + i, (nx - i) * sizeof(*x));
+	memcpy(out + k + (nx - i), y + j, (ny - j) * sizeof(*y));
+}
+
+/* Room for n entries in c->spare: 0 or -ENOMEM (in c->err). */
+static int spare_room(struct cuptrace_converter *c, size_t n)
+{
+	return CUPTRACE_GROW(c->spare, c->spare_cap, n ? n : 1) ? (c->err = -ENOMEM) : 0;
+}
+
+/* Groups a[0..n) stream by stream (by index into c->streams), keeping the order within each
+ * stream: a stable counting sort through c->spare. Leaves in c->stream_at[s] the start of
+ * stream s's run, for s up to c->nstreams (the end). */
+static int group_by_stream(struct cuptrace_converter *c, struct gwork *a, size_t n)
+{
+	size_t ns = c->nstreams;
+	if (CUPTRACE_GROW(c->stream_at, c->stream_at_cap, ns + 1) || spare_room(c, n))
 		return c->err = -ENOMEM;
-	c->heap = h;
-	size_t i = c->nheap++;
-	if (c->nheap > c->counts.window_peak)
-		c->counts.window_peak = c->nheap;
-	h[i] = *w;
-	for (; i > 0 && gwork_before(&h[i], &h[(i - 1) / 2]); i = (i - 1) / 2)
-		gwork_swap(h, i, (i - 1) / 2);
+	uint32_t *at = c->stream_at;
+	memset(at, 0, (ns + 1) * sizeof(*at));
+	int one = 1;
+	for (size_t i = 0; i < n; i++) {
+		at[a[i].stream + 1]++;
+		one &= a[i].stream == a[0].stream;
+	}
+	for (size_t s = 0; s < ns; s++)
+		at[s + 1] += at[s];
+	if (one || n < 2)
+		return 0;
+	uint32_t *next = at; /* each bucket's next free place; restored below */
+	for (size_t i = 0; i < n; i++)
+		c->spare[next[a[i].stream]++] = a[i];
+	for (size_t s = ns; s > 0; s--)
+		at[s] = at[s - 1];
+	at[0] = 0;
+	memcpy(a, c->spare, n * sizeof(*a));
 	return 0;
 }
 
-/* Moves the earliest entry to the end of the array, just past the heap. */
-static void heap_pop(struct cuptrace_converter *c)
+/* c->work, grouped by stream with each stream in drawing order (c->stream_at: the runs), back
+ * into one drawing order: runs merged two by two between c->work and c->spare (as many passes
+ * as the log of the streams in the batch). */
+static int merge_streams(struct cuptrace_converter *c)
 {
-	struct gwork *h = c->heap;
-	size_t n = --c->nheap;
-	gwork_swap(h, 0, n);
-	for (size_t i = 0;;) {
-		size_t l = 2 * i + 1, m = i;
-		if (l < n && gwork_before(&h[l], &h[m]))
-			m = l;
-		if (l + 1 < n && gwork_before(&h[l + 1], &h[m]))
-			m = l + 1;
-		if (m == i)
-			break;
-		gwork_swap(h, i, m);
-		i = m;
+	size_t n = c->nwork, ns = c->nstreams, nr = 0;
+	if (spare_room(c, n))
+		return c->err;
+	/* Run bounds, compacted in place in stream_at: empty streams dropped. */
+	uint32_t *b = c->stream_at;
+	for (size_t s = 0; s < ns; s++)
+		if (b[s + 1] > b[s])
+			b[nr++] = b[s];
+	b[nr] = (uint32_t)n;
+	struct gwork *src = c->work, *dst = c->spare;
+	while (nr > 1) {
+		size_t m = 0;
+		for (size_t r = 0; r < nr; r += 2) {
+			size_t lo = b[r], mid = b[r + 1], hi = r + 2 <= nr ? b[r + 2] : mid;
+			merge_drawing(dst + lo, src + lo, mid - lo, src + mid, hi - mid);
+			b[m++] = (uint32_t)lo;
+		}
+		b[m] = (uint32_t)n;
+		nr = m;
+		struct gwork *t = src;
+		src = dst;
+		dst = t;
 	}
+	if (src != c->work) { /* the result is in spare: the two change places */
+		size_t cap = c->work_cap;
+		c->work = c->spare, c->work_cap = c->spare_cap;
+		c->spare = dst, c->spare_cap = cap;
+	}
+	return 0;
+}
+
+/* Merges the batch (c->work, in drawing order) into the window. */
+static int window_add(struct cuptrace_converter *c)
+{
+	size_t n = c->nwork, total = c->nwin + n;
+	struct gwork *w = c->win + c->win_head;
+	if (!c->nwin || !gwork_before(&c->work[0], &w[c->nwin - 1])) {
+		/* All of it after the window (work arriving in order): appended. */
+		if (c->win_head && c->win_head + total > c->win_cap) {
+			memmove(c->win, w, c->nwin * sizeof(*w));
+			c->win_head = 0;
+		}
+		if (CUPTRACE_GROW(c->win, c->win_cap, c->win_head + total))
+			return c->err = -ENOMEM;
+		memcpy(c->win + c->win_head + c->nwin, c->work, n * sizeof(*w));
+	} else {
+		if (spare_room(c, total))
+			return c->err;
+		merge_drawing(c->spare, w, c->nwin, c->work, n);
+		struct gwork *t = c->win;
+		size_t cap = c->win_cap;
+		c->win = c->spare, c->win_cap = c->spare_cap;
+		c->spare = t, c->spare_cap = cap;
+		c->win_head = 0;
+	}
+	c->nwin = total;
+	if (total > c->counts.window_peak)
+		c->counts.window_peak = total;
+	return 0;
 }
 
 /* A free slot of c->slots (more when none is free), or UINT32_MAX. */
@@ -427,16 +510,19 @@ static uint32_t get_slot(struct cuptrace_converter *c)
  * at the end. What leaves together is drawn stream by stream, each in start order. */
 static int window_drain(struct cuptrace_converter *c, int all)
 {
-	if (!c->nheap)
+	if (!c->nwin)
 		return c->err;
 	int64_t now = c->latest_ts > c->gpu_latest ? c->latest_ts : c->gpu_latest;
 	int64_t mark = now - CONV_WATERMARK_NS;
-	size_t end = c->nheap;
-	while (c->nheap && (all || c->nheap > GPU_WINDOW || c->heap[0].ts <= mark))
-		heap_pop(c);
-	struct gwork *out = c->heap + c->nheap;
-	size_t n = end - c->nheap;
-	qsort(out, n, sizeof(*out), gwork_cmp);
+	struct gwork *out = c->win + c->win_head;
+	size_t n = 0;
+	while (n < c->nwin && (all || c->nwin - n > GPU_WINDOW || out[n].ts <= mark))
+		n++;
+	if (!n)
+		return c->err;
+	/* out is in drawing order: grouped by stream, each stream stays in it. On an error
+	 * (c->err) the loop below only frees. */
+	group_by_stream(c, out, n);
 	for (size_t i = 0; i < n; i++) {
 		/* The slots were last touched when their batch came in, a window ago, and are
 		 * read in an order of their own: fetched ahead, they are in cache when drawn. */
@@ -451,6 +537,8 @@ static int window_drain(struct cuptrace_converter *c, int all)
 		conv_corr_write_taken(c, &c->slots[out[i].slot].api); /* frees it after an error */
 		c->slots_free[c->nslots_free++] = out[i].slot;
 	}
+	c->nwin -= n;
+	c->win_head = c->nwin ? c->win_head + n : 0;
 	return c->err;
 }
 
@@ -458,9 +546,8 @@ static int window_drain(struct cuptrace_converter *c, int all)
 
 int conv_gpu_batch_begin(struct cuptrace_converter *c, size_t n)
 {
-	c->work = malloc((n ? n : 1) * sizeof(*c->work));
 	c->nwork = 0;
-	if (!c->work)
+	if (CUPTRACE_GROW(c->work, c->work_cap, n ? n : 1))
 		return c->err = -ENOMEM;
 	return 0;
 }
@@ -538,16 +625,27 @@ int conv_gpu_work(struct cuptrace_converter *c, const CUpti_Activity *r)
  * and flow ids are as if it were drawn at once. */
 int conv_gpu_batch_end(struct cuptrace_converter *c)
 {
-	qsort(c->work, c->nwork, sizeof(*c->work), gwork_cmp);
-	for (size_t i = 0; i < c->nwork && !c->err; i++) {
+	size_t n = c->nwork;
+	if (!n || c->err)
+		goto out;
+	if (group_by_stream(c, c->work, n))
+		goto out;
+	for (size_t s = 0; s < c->nstreams; s++)
+		sort_drawing(c->work + c->stream_at[s], c->stream_at[s + 1] - c->stream_at[s]);
+	for (size_t i = 0; i < n && !c->err; i++) {
 		struct gwork *w = &c->work[i];
-		struct pending_api *api = &c->slots[w->slot].api;
-		w->flow = conv_corr_flow_in(c, w->corr, api);
-		if (heap_push(c, w))
-			conv_corr_write_taken(c, api); /* only frees it: c->err is set */
+		w->flow = conv_corr_flow_in(c, w->corr, &c->slots[w->slot].api);
 	}
-	free(c->work);
-	c->work = NULL;
+	if (!c->err)
+		merge_streams(c);
+	if (!c->err && !window_add(c))
+		n = 0; /* in the window now */
+out:
+	/* What did not get into the window (an error) is only freed. */
+	for (size_t i = 0; i < n; i++) {
+		conv_corr_write_taken(c, &c->slots[c->work[i].slot].api);
+		c->slots_free[c->nslots_free++] = c->work[i].slot;
+	}
 	c->nwork = 0;
 	return window_drain(c, 0);
 }
@@ -585,10 +683,12 @@ void conv_gpu_init(struct cuptrace_converter *c)
 
 void conv_gpu_free(struct cuptrace_converter *c)
 {
+	for (size_t i = 0; i < c->nwin; i++)
+		free(c->slots[c->win[c->win_head + i].slot].api.flows);
 	free(c->work);
-	for (size_t i = 0; i < c->nheap; i++)
-		free(c->slots[c->heap[i].slot].api.flows);
-	free(c->heap);
+	free(c->win);
+	free(c->spare);
+	free(c->stream_at);
 	free(c->slots);
 	free(c->slots_free);
 	free(c->streams);
