@@ -89,12 +89,6 @@ struct corr_state {
 	uint32_t nsyncs, syncs_cap;
 };
 
-/* An entry of the index over the correlation states: 0 in slot is empty. */
-struct corr_ent {
-	uint32_t corr;
-	uint32_t slot; /* index + 1 in the ring */
-};
-
 /* An API call held back until its GPU work arrives (see convert.h). */
 struct pending_api {
 	int used;
@@ -224,9 +218,9 @@ struct cuptrace_converter {
 	struct cuptrace_arg args[24];
 
 	/* convert_corr.c */
-	struct corr_ent *corr_idx; /* corr -> slot + 1 in corr ring (convert_corr.c) */
-	struct corr_state *corr;   /* ring of states, oldest evicted */
-	size_t corr_cap, corr_head;
+	struct corr_state *corr; /* states by id mod corr_cap (convert_corr.c) */
+	size_t corr_cap;
+	struct corr_state corr_stray; /* for an id too late for its slot */
 	struct pending_api *pending;
 	size_t pending_cap, npending;
 	size_t *pending_free;

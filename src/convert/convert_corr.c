@@ -11,10 +11,14 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Correlation states kept (72 bytes each: 4.7 MB, and the index over them, 1 MB). A GPU record
- * comes at most the GPU's queue depth of launches (a few thousand) after its API call's; a state is
- * reused only after 65,536 later calls. */
+/* Correlation states kept (72 bytes each: 4.7 MB), direct-mapped: id i lives in slot i mod
+ * CORR_RING. CUPTI hands out ids in increasing order, one per API call, so a slot is reused
+ * only by a call 65,536 ids later (a GPU record comes at most the GPU's queue depth of launches,
+ * a few thousand, after its API call's), and consecutive calls use neighbouring slots, which the
+ * hardware fetches ahead: a hashed index over a ring (two cache misses a lookup) was an eighth
+ * of the converter's time. */
 #define CORR_RING (1u << 16)
+#define CORR_MASK (CORR_RING - 1)
 
 static struct corr_state *corr_get(struct cuptrace_converter *c, uint32_t corr, int create);
 static int emit_pending(struct cuptrace_converter *c, size_t idx, int forced);
@@ -27,69 +31,31 @@ static void corr_release(struct cuptrace_converter *c, struct corr_state *s)
 	s->pending = -1;
 }
 
-/* The index over the ring: open addressing with linear probing, twice the ring's size so at
- * most half full, entries of 8 bytes, one cache line per lookup. Deletion shifts the entries
- * after back instead of leaving tombstones, so a sliding window (a delete per insert) never
- * needs a rehash. It holds correlation ids only (0 is never stored). */
-#define CORR_IDX_BITS 17
-#define CORR_IDX_MASK ((1u << CORR_IDX_BITS) - 1)
-_Static_assert(2 * CORR_RING <= CORR_IDX_MASK + 1, "the index must stay at most half full");
-
-static uint32_t idx_home(uint32_t corr)
-{
-	/* Fibonacci hashing: consecutive ids land far apart and their runs do not cluster. */
-	return (corr * 2654435769u) >> (32 - CORR_IDX_BITS);
-}
-
-static struct corr_ent *idx_find(struct cuptrace_converter *c, uint32_t corr)
-{
-	for (uint32_t i = idx_home(corr);; i = (i + 1) & CORR_IDX_MASK) {
-		struct corr_ent *e = &c->corr_idx[i];
-		if (!e->slot || e->corr == corr)
-			return e;
-	}
-}
-
-static void idx_del(struct cuptrace_converter *c, uint32_t corr)
-{
-	struct corr_ent *t = c->corr_idx;
-	uint32_t i = (uint32_t)(idx_find(c, corr) - t);
-	if (!t[i].slot)
-		return;
-	/* Moves back each later entry of the run whose home does not lie in (i, j]. */
-	for (uint32_t j = (i + 1) & CORR_IDX_MASK; t[j].slot; j = (j + 1) & CORR_IDX_MASK) {
-		uint32_t k = idx_home(t[j].corr);
-		int stays = i <= j ? (i < k && k <= j) : (i < k || k <= j);
-		if (!stays) {
-			t[i] = t[j];
-			i = j;
-		}
-	}
-	t[i] = (struct corr_ent){0, 0};
-}
-
+/* The state of id corr (never 0), or NULL if there is none and !create. An id older than the
+ * one that holds its slot now (over 65,536 ids late) gets c->corr_stray, a state of its own
+ * that nothing finds again: its API call is written as it is, its GPU work left unlinked. */
 static struct corr_state *corr_get(struct cuptrace_converter *c, uint32_t corr, int create)
 {
-	struct corr_ent *e = idx_find(c, corr);
-	if (e->slot)
-		return &c->corr[e->slot - 1];
+	struct corr_state *s = &c->corr[corr & CORR_MASK];
+	if (s->corr == corr)
+		return s;
 	if (!create)
 		return NULL;
-	/* Reuse the oldest slot of the ring: its correlation id is 65,536 calls old. */
-	size_t i = c->corr_head;
-	c->corr_head = (c->corr_head + 1) % c->corr_cap;
-	struct corr_state *s = &c->corr[i];
+	if (s->corr && (int32_t)(corr - s->corr) < 0) {
+		c->counts.unlinked_gpu += c->corr_stray.norphans;
+		corr_release(c, &c->corr_stray);
+		c->corr_stray.corr = corr;
+		return &c->corr_stray;
+	}
 	if (s->corr || s->api_seen || s->norphans) {
+		/* The id 65,536 before: whatever it still holds goes as it is. */
 		if (s->pending >= 0)
 			emit_pending(c, (size_t)s->pending, 1);
 		c->counts.unlinked_gpu += s->norphans;
-		idx_del(c, s->corr);
 		corr_release(c, s);
-		e = idx_find(c, corr); /* the delete may have moved the free entry */
 	}
 	s->corr = corr;
 	s->pending = -1;
-	*e = (struct corr_ent){corr, (uint32_t)i + 1};
 	return s;
 }
 
@@ -359,6 +325,7 @@ int conv_corr_finish(struct cuptrace_converter *c)
 			emit_pending(c, i, 1);
 	for (size_t i = 0; i < c->corr_cap; i++)
 		c->counts.unlinked_gpu += c->corr[i].norphans;
+	c->counts.unlinked_gpu += c->corr_stray.norphans;
 	return c->err;
 }
 
@@ -368,14 +335,14 @@ int conv_corr_init(struct cuptrace_converter *c)
 {
 	c->corr_cap = CORR_RING;
 	c->corr = calloc(c->corr_cap, sizeof(*c->corr));
-	c->corr_idx = calloc((size_t)CORR_IDX_MASK + 1, sizeof(*c->corr_idx));
 	c->pending_cap = c->opts.max_pending;
 	c->pending = calloc(c->pending_cap, sizeof(*c->pending));
 	c->pending_free = malloc(c->pending_cap * sizeof(size_t));
-	if (!c->corr || !c->corr_idx || !c->pending || !c->pending_free)
+	if (!c->corr || !c->pending || !c->pending_free)
 		return -ENOMEM;
 	for (size_t i = 0; i < c->corr_cap; i++)
 		c->corr[i].pending = -1;
+	c->corr_stray.pending = -1;
 	for (size_t i = 0; i < c->pending_cap; i++)
 		c->pending_free[i] = c->pending_cap - 1 - i;
 	c->npending_free = c->pending_cap;
@@ -387,11 +354,11 @@ void conv_corr_free(struct cuptrace_converter *c)
 	if (c->corr)
 		for (size_t i = 0; i < c->corr_cap; i++)
 			corr_release(c, &c->corr[i]);
+	corr_release(c, &c->corr_stray);
 	if (c->pending)
 		for (size_t i = 0; i < c->pending_cap; i++)
 			free(c->pending[i].flows);
 	free(c->corr);
 	free(c->pending);
 	free(c->pending_free);
-	free(c->corr_idx);
 }

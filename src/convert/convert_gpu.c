@@ -36,16 +36,24 @@ struct gwork {
 	uint32_t name_id; /* a kernel's demangled name, interned; 0: none */
 };
 
-union gpu_rec {
-	CUpti_Activity any;
-	CUpti_ActivityKernel10 k;
-	CUpti_ActivityMemcpy6 m;
-	CUpti_ActivityMemcpyPtoP4 p;
-	CUpti_ActivityMemset4 s;
+/* What drawing a GPU activity needs of its record, copied out of the batch's buffer (which
+ * goes away): 88 bytes of a kernel record's 216, so the window's slots stay small. */
+struct gpu_rec {
+	uint8_t kind;
+	uint8_t copy_kind, src_kind, dst_kind, async; /* copies */
+	uint8_t mem_kind;                             /* memsets */
+	uint16_t regs;                                /* kernels, and below */
+	int32_t dims[6];                              /* grid x y z, block x y z */
+	int32_t smem_static, smem_dyn;
+	uint32_t local_mem, cluster[3];
+	uint32_t src_dev, dst_dev; /* peer copies */
+	uint32_t value;            /* memsets */
+	uint32_t graph_id;         /* all but peer copies */
+	uint64_t graph_node, bytes;
 };
 
 struct gpu_slot {
-	union gpu_rec r;
+	struct gpu_rec r;
 	/* The API call that was held back for this work, written just before it (api.used). */
 	struct pending_api api;
 };
@@ -151,12 +159,10 @@ static uint32_t demangle_cached(struct cuptrace_converter *c, const char *mangle
 }
 
 /* "(x, y, z)" for grid and block; launch loops repeat one shape, so the last is kept. */
-static void launch_dims(struct cuptrace_converter *c, const CUpti_ActivityKernel10 *k, char *grid,
-                        char *block)
+static void launch_dims(struct cuptrace_converter *c, const int32_t d[6], char *grid, char *block)
 {
-	int32_t d[6] = {k->gridX, k->gridY, k->gridZ, k->blockX, k->blockY, k->blockZ};
-	if (memcmp(d, c->dims, sizeof(d)) || !c->dims_valid) {
-		memcpy(c->dims, d, sizeof(d));
+	if (memcmp(d, c->dims, sizeof(c->dims)) || !c->dims_valid) {
+		memcpy(c->dims, d, sizeof(c->dims));
 		c->dims_valid = 1;
 		snprintf(c->dims_grid, sizeof(c->dims_grid), "(%d, %d, %d)", d[0], d[1], d[2]);
 		snprintf(c->dims_block, sizeof(c->dims_block), "(%d, %d, %d)", d[3], d[4], d[5]);
@@ -230,7 +236,7 @@ static size_t copy_args(struct cuptrace_arg *A, char *name, size_t n, uint8_t ki
 static int emit_gwork(struct cuptrace_converter *c, const struct gwork *w)
 {
 	struct gpu_slot *slot = &c->slots[w->slot];
-	const union gpu_rec *r = &slot->r;
+	const struct gpu_rec *r = &slot->r;
 	/* Its API call first, if it was held back for this work (c->args is free again after). */
 	conv_corr_write_taken(c, &slot->api);
 	struct stream *s = &c->streams[w->stream];
@@ -247,88 +253,77 @@ static int emit_gwork(struct cuptrace_converter *c, const struct gwork *w)
 	size_t na = 0;
 	struct cuptrace_arg *A = c->args;
 	double gbps = 0;
-	switch (r->any.kind) {
+	switch (r->kind) {
 	case CUPTI_ACTIVITY_KIND_KERNEL:
 	case CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL: {
-		const CUpti_ActivityKernel10 *k = &r->k;
 		nm = w->name_id ? conv_str(c, w->name_id) : "kernel";
-		launch_dims(c, k, grid, block);
+		launch_dims(c, r->dims, grid, block);
 		A[na++] =
 		    (struct cuptrace_arg){.key = "grid", .type = CUPTRACE_ARG_STRING, .v.s = grid};
 		A[na++] = (struct cuptrace_arg){
 		    .key = "block", .type = CUPTRACE_ARG_STRING, .v.s = block};
 		A[na++] = (struct cuptrace_arg){
-		    .key = "registers", .type = CUPTRACE_ARG_INT, .v.i = k->registersPerThread};
+		    .key = "registers", .type = CUPTRACE_ARG_INT, .v.i = r->regs};
 		A[na++] = (struct cuptrace_arg){.key = "shared_memory",
 		                                .type = CUPTRACE_ARG_INT,
-		                                .v.i = (int64_t)k->staticSharedMemory +
-		                                       k->dynamicSharedMemory};
-		if (k->dynamicSharedMemory)
+		                                .v.i = (int64_t)r->smem_static + r->smem_dyn};
+		if (r->smem_dyn)
 			A[na++] = (struct cuptrace_arg){.key = "dynamic_shared_memory",
 			                                .type = CUPTRACE_ARG_INT,
-			                                .v.i = k->dynamicSharedMemory};
-		if (k->localMemoryPerThread)
+			                                .v.i = r->smem_dyn};
+		if (r->local_mem)
 			A[na++] = (struct cuptrace_arg){.key = "local_memory_per_thread",
 			                                .type = CUPTRACE_ARG_INT,
-			                                .v.i = k->localMemoryPerThread};
-		if (k->clusterX * k->clusterY * k->clusterZ > 1) {
-			snprintf(cl, sizeof(cl), "(%u, %u, %u)", k->clusterX, k->clusterY,
-			         k->clusterZ);
+			                                .v.i = r->local_mem};
+		if (r->cluster[0] * r->cluster[1] * r->cluster[2] > 1) {
+			snprintf(cl, sizeof(cl), "(%u, %u, %u)", r->cluster[0], r->cluster[1],
+			         r->cluster[2]);
 			A[na++] = (struct cuptrace_arg){
 			    .key = "cluster", .type = CUPTRACE_ARG_STRING, .v.s = cl};
 		}
-		na = graph_args(A, na, k->graphId, k->graphNodeId);
+		na = graph_args(A, na, r->graph_id, r->graph_node);
 		na = nccl_args(A, na, nm, &nccl);
 		c->counts.kernels++;
 		break;
 	}
-	case CUPTI_ACTIVITY_KIND_MEMCPY: {
-		const CUpti_ActivityMemcpy6 *m = &r->m;
-		na =
-		    copy_args(A, name, sizeof(name), m->copyKind, m->srcKind, m->dstKind, m->bytes);
+	case CUPTI_ACTIVITY_KIND_MEMCPY:
+		na = copy_args(A, name, sizeof(name), r->copy_kind, r->src_kind, r->dst_kind,
+		               r->bytes);
 		cat = "memcpy";
 		A[na++] = (struct cuptrace_arg){.key = "src",
 		                                .type = CUPTRACE_ARG_STRING,
-		                                .v.s = conv_mem_kind_name(m->srcKind)};
+		                                .v.s = conv_mem_kind_name(r->src_kind)};
 		A[na++] = (struct cuptrace_arg){.key = "dst",
 		                                .type = CUPTRACE_ARG_STRING,
-		                                .v.s = conv_mem_kind_name(m->dstKind)};
-		A[na++] =
-		    (struct cuptrace_arg){.key = "async",
-		                          .type = CUPTRACE_ARG_BOOL,
-		                          .v.b = !!(m->flags & CUPTI_ACTIVITY_FLAG_MEMCPY_ASYNC)};
-		na = graph_args(A, na, m->graphId, m->graphNodeId);
-		gbps = w->dur > 0 ? (double)m->bytes / (double)w->dur : 0;
+		                                .v.s = conv_mem_kind_name(r->dst_kind)};
+		A[na++] = (struct cuptrace_arg){
+		    .key = "async", .type = CUPTRACE_ARG_BOOL, .v.b = r->async};
+		na = graph_args(A, na, r->graph_id, r->graph_node);
+		gbps = w->dur > 0 ? (double)r->bytes / (double)w->dur : 0;
 		c->counts.memcpys++;
 		break;
-	}
-	case CUPTI_ACTIVITY_KIND_MEMCPY2: {
-		const CUpti_ActivityMemcpyPtoP4 *m = &r->p;
-		na =
-		    copy_args(A, name, sizeof(name), m->copyKind, m->srcKind, m->dstKind, m->bytes);
+	case CUPTI_ACTIVITY_KIND_MEMCPY2:
+		na = copy_args(A, name, sizeof(name), r->copy_kind, r->src_kind, r->dst_kind,
+		               r->bytes);
 		cat = "memcpy";
 		A[na++] = (struct cuptrace_arg){
-		    .key = "src_device", .type = CUPTRACE_ARG_UINT, .v.u = m->srcDeviceId};
+		    .key = "src_device", .type = CUPTRACE_ARG_UINT, .v.u = r->src_dev};
 		A[na++] = (struct cuptrace_arg){
-		    .key = "dst_device", .type = CUPTRACE_ARG_UINT, .v.u = m->dstDeviceId};
-		gbps = w->dur > 0 ? (double)m->bytes / (double)w->dur : 0;
+		    .key = "dst_device", .type = CUPTRACE_ARG_UINT, .v.u = r->dst_dev};
+		gbps = w->dur > 0 ? (double)r->bytes / (double)w->dur : 0;
 		c->counts.memcpys++;
 		break;
-	}
-	case CUPTI_ACTIVITY_KIND_MEMSET: {
-		const CUpti_ActivityMemset4 *m = &r->s;
-		snprintf(name, sizeof(name), "Memset (%s)",
-		         conv_mem_kind_name((uint8_t)m->memoryKind));
+	case CUPTI_ACTIVITY_KIND_MEMSET:
+		snprintf(name, sizeof(name), "Memset (%s)", conv_mem_kind_name(r->mem_kind));
 		cat = "memset";
 		A[na++] = (struct cuptrace_arg){
-		    .key = "bytes", .type = CUPTRACE_ARG_UINT, .v.u = m->bytes};
+		    .key = "bytes", .type = CUPTRACE_ARG_UINT, .v.u = r->bytes};
 		A[na++] = (struct cuptrace_arg){
-		    .key = "value", .type = CUPTRACE_ARG_UINT, .v.u = m->value};
-		na = graph_args(A, na, m->graphId, m->graphNodeId);
-		gbps = w->dur > 0 ? (double)m->bytes / (double)w->dur : 0;
+		    .key = "value", .type = CUPTRACE_ARG_UINT, .v.u = r->value};
+		na = graph_args(A, na, r->graph_id, r->graph_node);
+		gbps = w->dur > 0 ? (double)r->bytes / (double)w->dur : 0;
 		c->counts.memsets++;
 		break;
-	}
 	default:
 		return 0;
 	}
@@ -556,30 +551,47 @@ int conv_gpu_work(struct cuptrace_converter *c, const CUpti_Activity *r)
 {
 	uint32_t dev = 0, ctx = 0, sid = 0, corr = 0;
 	uint64_t start = 0, end = 0;
+	const char *kname = NULL;
+	struct gpu_rec g = {.kind = (uint8_t)r->kind};
 	switch (r->kind) {
 	case CUPTI_ACTIVITY_KIND_KERNEL:
 	case CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL: {
 		const CUpti_ActivityKernel10 *k = (const CUpti_ActivityKernel10 *)r;
 		dev = k->deviceId, ctx = k->contextId, sid = k->streamId;
 		corr = k->correlationId, start = k->start, end = k->end;
+		g.dims[0] = k->gridX, g.dims[1] = k->gridY, g.dims[2] = k->gridZ;
+		g.dims[3] = k->blockX, g.dims[4] = k->blockY, g.dims[5] = k->blockZ;
+		g.regs = k->registersPerThread;
+		g.smem_static = k->staticSharedMemory, g.smem_dyn = k->dynamicSharedMemory;
+		g.local_mem = k->localMemoryPerThread;
+		g.cluster[0] = k->clusterX, g.cluster[1] = k->clusterY, g.cluster[2] = k->clusterZ;
+		g.graph_id = k->graphId, g.graph_node = k->graphNodeId;
+		kname = k->name;
 		break;
 	}
 	case CUPTI_ACTIVITY_KIND_MEMCPY: {
 		const CUpti_ActivityMemcpy6 *m = (const CUpti_ActivityMemcpy6 *)r;
 		dev = m->deviceId, ctx = m->contextId, sid = m->streamId;
 		corr = m->correlationId, start = m->start, end = m->end;
+		g.copy_kind = m->copyKind, g.src_kind = m->srcKind, g.dst_kind = m->dstKind;
+		g.async = !!(m->flags & CUPTI_ACTIVITY_FLAG_MEMCPY_ASYNC);
+		g.bytes = m->bytes, g.graph_id = m->graphId, g.graph_node = m->graphNodeId;
 		break;
 	}
 	case CUPTI_ACTIVITY_KIND_MEMCPY2: {
 		const CUpti_ActivityMemcpyPtoP4 *m = (const CUpti_ActivityMemcpyPtoP4 *)r;
 		dev = m->deviceId, ctx = m->contextId, sid = m->streamId;
 		corr = m->correlationId, start = m->start, end = m->end;
+		g.copy_kind = m->copyKind, g.src_kind = m->srcKind, g.dst_kind = m->dstKind;
+		g.bytes = m->bytes, g.src_dev = m->srcDeviceId, g.dst_dev = m->dstDeviceId;
 		break;
 	}
 	case CUPTI_ACTIVITY_KIND_MEMSET: {
 		const CUpti_ActivityMemset4 *m = (const CUpti_ActivityMemset4 *)r;
 		dev = m->deviceId, ctx = m->contextId, sid = m->streamId;
 		corr = m->correlationId, start = m->start, end = m->end;
+		g.mem_kind = (uint8_t)m->memoryKind, g.bytes = m->bytes, g.value = m->value;
+		g.graph_id = m->graphId, g.graph_node = m->graphNodeId;
 		break;
 	}
 	default:
@@ -594,16 +606,13 @@ int conv_gpu_work(struct cuptrace_converter *c, const CUpti_Activity *r)
 	if (!get_stream(c, dev, ctx, sid, &idx) || (slot = get_slot(c)) == UINT32_MAX)
 		return c->err;
 	struct gpu_slot *sl = &c->slots[slot];
-	size_t sz = cuptrace_record_min_size(r->kind);
-	memcpy(&sl->r, r, sz < sizeof(sl->r) ? sz : sizeof(sl->r));
+	sl->r = g;
 	memset(&sl->api, 0, sizeof(sl->api));
 	uint32_t name_id = 0;
-	if (r->kind == CUPTI_ACTIVITY_KIND_KERNEL ||
-	    r->kind == CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL) {
+	if (kname) {
 		/* The name pointer is good only while the batch is handled. */
-		const char *kn = conv_resolve(c, sl->r.k.name);
+		const char *kn = conv_resolve(c, kname);
 		name_id = kn ? demangle_cached(c, kn) : 0;
-		sl->r.k.name = NULL;
 	}
 	struct gwork *w = &c->work[c->nwork++];
 	*w = (struct gwork){
