@@ -2,7 +2,8 @@
 # Installs what cuptrace needs to build, on Debian or Ubuntu: cmake, gcc, pkg-config, protobuf-c
 # (protoc-c, and libprotobuf-c-dev: the shared runtime and its pkg-config file; the build copies
 # libprotobuf-c.so.1 into build/runtime-libs/ for GPU machines that lack it), zlib, python3
-# (tests), libdw-dev (elfutils headers: symbolizes native call stacks; libdw.so.1 is dlopened
+# (tests), libdeflate0 (dlopened: compresses .pftrace chunks; copied into build/runtime-libs/
+# too), libdw-dev (elfutils headers: symbolizes native call stacks; libdw.so.1 is dlopened
 # at run time), libunwind8 (dlopened for native call stacks), clang with libFuzzer
 # (tools/fuzz.sh; tools/test.sh also builds a Release with clang),
 # libcurl's headers (--otlp: the library itself is loaded at run time), Node.js and npm
@@ -17,6 +18,8 @@ command -v protoc-c >/dev/null 2>&1 || need="$need protobuf-c-compiler"
 [ -f /usr/include/protobuf-c/protobuf-c.h ] || need="$need libprotobuf-c-dev"
 [ -f /usr/include/zlib.h ] || need="$need zlib1g-dev"
 [ -f /usr/include/elfutils/libdwfl.h ] || need="$need libdw-dev" # symbolize native frames
+# libdeflate.so.0, dlopened to compress .pftrace chunks at half zlib's CPU (zlib does otherwise)
+ls /usr/lib/*/libdeflate.so.0 /lib/*/libdeflate.so.0 >/dev/null 2>&1 || need="$need libdeflate0"
 # libunwind.so.8, dlopened by the recorder for fast native stacks (else glibc's backtrace())
 ls /usr/lib/*/libunwind.so.8 /lib/*/libunwind.so.8 >/dev/null 2>&1 || need="$need libunwind8"
 command -v python3 >/dev/null 2>&1 || need="$need python3"

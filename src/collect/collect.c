@@ -574,6 +574,12 @@ static void print_cost(double finish_ms)
 	        "process %.1f ms (tracer %.1f%%)\n",
 	        own, c.writer_ms, c.compress_ms, c.flush_ms, c.callbacks_ms, finish_ms,
 	        c.process_ms, c.process_ms > 0 ? 100.0 * own / c.process_ms : 0.0);
+	/* zlib takes about twice libdeflate's CPU for the same chunks (README "Writer
+	 * throughput"): worth a line where the machine lacks it. */
+	if (c.by_zlib)
+		fprintf(stderr, "cuptrace: chunks compressed by zlib: libdeflate.so.0 (Debian's "
+		                "libdeflate0) was not found; with it they take about half the "
+		                "compressor CPU\n");
 	double mib = (double)c.buffer_size / (1024.0 * 1024.0);
 	char live[96] = "";
 	if (c.live_peak)

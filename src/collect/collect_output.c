@@ -247,6 +247,7 @@ void collect_cost(struct collect_cost *c)
 	    .flush_ms = ms_of(sess.flusher_cpu_ns),
 	    .callbacks_ms = ms_of(atomic_load(&sess.callbacks_cpu_ns)),
 	    .process_ms = proc,
+	    .by_zlib = !!(cuptrace_output_codecs() & CUPTRACE_CODEC_ZLIB),
 	    .requested = atomic_load(&sess.buffers_requested),
 	    .live_peak = !win.active && !win.ring && peak > 0 ? (uint64_t)peak : 0,
 	    .buffer_size = sess.buffer_size,

@@ -284,6 +284,7 @@ void collect_wwriter_thread(int64_t tid, const char *name);
 struct collect_cost {
 	double writer_ms, compress_ms, flush_ms, callbacks_ms;
 	double process_ms;             /* every thread of the process, the tracer's included */
+	int by_zlib;                   /* chunks were compressed by zlib: no libdeflate */
 	uint64_t requested, live_peak; /* CUPTI buffers; live_peak 0: not counted */
 	size_t buffer_size;
 	uint64_t queue_peak;

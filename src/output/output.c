@@ -109,6 +109,15 @@ uint64_t cuptrace_output_workers_cpu_ns(void)
 	return atomic_load(&workers_cpu_ns);
 }
 
+/* Which codecs compressed chunks so far, any output of the process: bit 1 libdeflate, bit 2
+ * zlib (cuptrace_output_codecs). */
+static atomic_uint codecs_used;
+
+unsigned cuptrace_output_codecs(void)
+{
+	return atomic_load(&codecs_used);
+}
+
 /* libdeflate's entry points (libdeflate.h, stable since 1.0), looked up once. */
 static struct {
 	void *(*alloc)(int level);
@@ -180,6 +189,8 @@ static int compress_chunk(int level, const uint8_t *buf, size_t len, struct zctx
 		z->ld[small] = ld_fn.alloc ? ld_fn.alloc(small ? SMALL_LEVEL : level) : NULL;
 	}
 	void *ld = z->ld[small];
+	if (!(atomic_load_explicit(&codecs_used, memory_order_relaxed) & (ld ? 1u : 2u)))
+		atomic_fetch_or(&codecs_used, ld ? 1u : 2u);
 	size_t bound = ld ? ld_fn.bound(ld, len) : compressBound(len);
 	if (CUPTRACE_GROW(z->zbuf, z->zcap, bound + 32))
 		return -ENOMEM;

@@ -47,6 +47,11 @@ uint64_t cuptrace_output_bytes(const struct cuptrace_output *out);
 /* CPU time (ns) the compressor threads of every output of the process have used so far, up to
  * their last chunk. Any thread. */
 uint64_t cuptrace_output_workers_cpu_ns(void);
+/* Which codecs have compressed chunks so far (any output of the process): bit 1 libdeflate
+ * (libdeflate.so.0 loaded), bit 2 zlib (it was not found). Any thread. */
+#define CUPTRACE_CODEC_LIBDEFLATE 1u
+#define CUPTRACE_CODEC_ZLIB       2u
+unsigned cuptrace_output_codecs(void);
 /* Parses "none", "gzip", "chunks"/"zlib"; -1 if unknown. */
 int cuptrace_compress_parse(const char *s);
 
