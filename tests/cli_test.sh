@@ -13,6 +13,9 @@ expect 2 "no command given" "$ct" record
 expect 2 "bad value for --format: 'xml' (takes perfetto, chrome or capture)" "$ct" record -f xml -- true
 expect 2 "bad value for --compress: 'lz4' (takes chunks, gzip or none)" "$ct" record --compress lz4 -- true
 expect 2 "bad value for --buffer-size" "$ct" record --buffer-size 12 -- true
+expect 2 "bad value for --compress-level: '13' (1 (least CPU) to 12 (smallest); zlib stops at 9)" "$ct" record --compress-level 13 -- true
+expect 2 "bad value for CUPTRACE_COMPRESS_LEVEL: '0'" env CUPTRACE_COMPRESS_LEVEL=0 "$ct" record --no-check -o "$tmp/x.pftrace" -- true
+expect 2 "bad value for --compress-level: 'x'" "$ct" convert --compress-level x "$CUPTRACE_TEST_DATA/vector_add.cupti" -o "$tmp/o.pftrace"
 expect 2 "bad value for --driver: 'some' (takes user or all)" "$ct" record --driver some -- true
 expect 2 "bad value for --runtime: 'some' (takes filtered, watch or all)" "$ct" record --runtime some -- true
 expect 2 "bad value for --stacks-every: '0' (a count from 1 to 1000000)" "$ct" record --stacks native --stacks-every 0 -- true

@@ -31,6 +31,15 @@ for f in ms.pftrace.gz plain.pftrace; do
 	check "$f: same packets" "$(sed -n 1p "$tmp/out" | sed 's/^[^:]*: //')" \
 		"$(python3 "$tool" "$tmp/$f" 2>&1 | sed -n 1p | sed 's/^[^:]*: //')"
 done
+# --compress-level: the same packets at every level; level 1 spends less CPU on a larger file.
+for l in 1 12; do
+	"$CUPTRACE_BIN" convert "$CUPTRACE_TEST_DATA/multi_stream.cupti" -o "$tmp/l$l.pftrace" \
+		--compress-level $l 2>/dev/null
+	check "level $l: same packets" "$(sed -n 1p "$tmp/out" | sed 's/^[^:]*: //')" \
+		"$(python3 "$tool" "$tmp/l$l.pftrace" 2>&1 | sed -n 1p | sed 's/^[^:]*: //')"
+done
+check "level 1 larger than the default 5" 1 \
+	"$([ "$(wc -c <"$tmp/l1.pftrace")" -gt "$(wc -c <"$tmp/ms.pftrace")" ] && echo 1 || echo 0)"
 # Bad input: a clear message and a non-zero exit.
 printf 'not a trace' >"$tmp/bad.pftrace"
 if python3 "$tool" "$tmp/bad.pftrace" >"$tmp/err" 2>&1; then

@@ -28,6 +28,7 @@ static void convert_usage(FILE *f)
 	        "  -o, --output PATH    output file (required unless --otlp)\n"
 	        "  -f, --format FMT     perfetto | chrome\n"
 	        "      --compress MODE  chunks | gzip | none\n"
+	        "      --compress-level N  1 (least CPU) to 12 (smallest); default 5\n"
 	        "      --driver MODE    captures: user (default) | all: keep the runtime's own\n"
 	        "                       driver calls\n"
 	        "      --runtime MODE   captures: filtered (default) | all: keep trivial runtime\n"
@@ -44,6 +45,7 @@ int cmd_convert(int argc, char **argv)
 	    {"output", required_argument, NULL, 'o'},
 	    {"format", required_argument, NULL, 'f'},
 	    {"compress", required_argument, NULL, 'z'},
+	    {"compress-level", required_argument, NULL, 0x5D2},
 	    {"driver", required_argument, NULL, 'd'},
 	    {"runtime", required_argument, NULL, 'R'},
 	    {"symbol-dir", required_argument, NULL, 0x5D1},
@@ -54,7 +56,7 @@ int cmd_convert(int argc, char **argv)
 	struct otlp_cli otlp = {0};
 	const char *out = NULL, *format = NULL, *compress = NULL, **dirs = NULL;
 	size_t ndirs = 0;
-	int flags = 0;
+	int flags = 0, level = 0;
 	struct cuptrace_setting_value v;
 	optind = 1;
 	int c;
@@ -93,6 +95,11 @@ int cmd_convert(int argc, char **argv)
 			if (v.i == CUPTRACE_RUNTIME_MODE_ALL)
 				flags |= CUPTRACE_READ_RUNTIME_ALL;
 			break;
+		case 0x5D2:
+			if (cmd_setting("convert", CUPTRACE_SET_COMPRESS_LEVEL, optarg, &v))
+				return EXIT_USAGE;
+			level = (int)v.i;
+			break;
 		case 0x5D1:
 			if (cmd_symbol_dir_take(&dirs, &ndirs, optarg))
 				return EXIT_FAIL;
@@ -120,7 +127,8 @@ int cmd_convert(int argc, char **argv)
 		fprintf(stderr, "cuptrace convert: cannot read %s: %s\n", in, strerror(errno));
 		return EXIT_FAIL;
 	}
-	struct cuptrace_sink *sink = out ? cuptrace_sink_open(out, format, compress) : NULL;
+	struct cuptrace_sink *sink =
+	    out ? cuptrace_sink_open_level(out, format, compress, level) : NULL;
 	if (out && !sink) {
 		fprintf(stderr, "cuptrace convert: cannot write %s: %s\n", out, strerror(errno));
 		return errno == EINVAL ? EXIT_USAGE : EXIT_FAIL;

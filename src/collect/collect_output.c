@@ -153,9 +153,10 @@ static size_t collect_meta(struct kv *m, size_t max)
 
 int collect_open_output(void)
 {
-	struct cuptrace_setting_value f, z;
+	struct cuptrace_setting_value f, z, zl;
 	cuptrace_setting_env(CUPTRACE_SET_FORMAT, &f);
 	cuptrace_setting_env(CUPTRACE_SET_COMPRESS, &z);
+	cuptrace_setting_env(CUPTRACE_SET_COMPRESS_LEVEL, &zl);
 	const char *fmt = f.s; /* NULL: from the extension */
 	sess.capture =
 	    f.i == CUPTRACE_OUTFMT_CAPTURE || (!fmt && cuptrace_ends_with(sess.path, ".cupti"));
@@ -176,7 +177,7 @@ int collect_open_output(void)
 	}
 	/* -o none: spans only. A collector that cannot be used costs the spans, not the file. */
 	int none = !strcmp(sess.path, "none");
-	sess.sink = none ? NULL : cuptrace_sink_open(sess.path, fmt, z.s);
+	sess.sink = none ? NULL : cuptrace_sink_open_level(sess.path, fmt, z.s, (int)zl.i);
 	if (!none && !sess.sink)
 		return -errno;
 	sess.otlp = cuptrace_collect_otlp_wanted() ? cuptrace_collect_otlp_open() : NULL;

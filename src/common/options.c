@@ -211,6 +211,10 @@ static const struct cuptrace_setting settings[CUPTRACE_NSETTINGS] = {
     [CUPTRACE_SET_STACKS_EVERY] = {CUPTRACE_SET_STACKS_EVERY, "stacks-every",
                                    "CUPTRACE_STACKS_EVERY", CUPTRACE_SETTING_COUNT, NO_NAMES, 1,
                                    1000000, 0, 0, 0, "1", "a count from 1 to 1000000", NULL},
+    [CUPTRACE_SET_COMPRESS_LEVEL] = {CUPTRACE_SET_COMPRESS_LEVEL, "compress-level",
+                                     "CUPTRACE_COMPRESS_LEVEL", CUPTRACE_SETTING_COUNT, NO_NAMES, 1,
+                                     12, 0, 0, 0, "5",
+                                     "1 (least CPU) to 12 (smallest); zlib stops at 9", NULL},
 };
 
 const struct cuptrace_setting *cuptrace_setting_get(enum cuptrace_setting_id id)

@@ -22,6 +22,9 @@ struct cuptrace_sink *cuptrace_chrome_sink_new(struct cuptrace_output *out);
  * Returns NULL and sets errno (EINVAL for a bad option) on failure. */
 struct cuptrace_sink *cuptrace_sink_open(const char *path, const char *format,
                                          const char *compress);
-
+/* The same, compressing at level (1 fastest to 12 smallest; 0: the default, 5). Levels above 9
+ * are libdeflate's: zlib (gzip outputs, or chunks where libdeflate is missing) stops at 9. */
+struct cuptrace_sink *cuptrace_sink_open_level(const char *path, const char *format,
+                                               const char *compress, int level);
 
 #endif

@@ -8,6 +8,12 @@
 
 struct cuptrace_sink *cuptrace_sink_open(const char *path, const char *format, const char *compress)
 {
+	return cuptrace_sink_open_level(path, format, compress, 0);
+}
+
+struct cuptrace_sink *cuptrace_sink_open_level(const char *path, const char *format,
+                                               const char *compress, int level)
+{
 	int chrome;
 	if (!format || !*format)
 		chrome = cuptrace_ends_with(path, ".json") || cuptrace_ends_with(path, ".json.gz");
@@ -37,8 +43,9 @@ struct cuptrace_sink *cuptrace_sink_open(const char *path, const char *format, c
 		 * an array without its closing bracket loads but a cut gzip stream does not. */
 		mode = chrome ? CUPTRACE_COMPRESS_NONE : CUPTRACE_COMPRESS_CHUNKS;
 	}
+	struct cuptrace_output_opts oo = {.sz = sizeof(oo), .level = level};
 	struct cuptrace_output *out =
-	    cuptrace_output_open(path, (enum cuptrace_compress)mode, NULL);
+	    cuptrace_output_open(path, (enum cuptrace_compress)mode, level ? &oo : NULL);
 	if (!out)
 		return NULL;
 	/* The sink owns out from here on, also when it fails to start (it closes it). */

@@ -202,7 +202,7 @@ static int compress_chunk(int level, const uint8_t *buf, size_t len, struct zctx
 			return -EIO;
 	} else {
 		uLongf zl = bound;
-		if (compress2(payload, &zl, buf, len, level) != Z_OK)
+		if (compress2(payload, &zl, buf, len, level > 9 ? 9 : level) != Z_OK)
 			return -EIO;
 		zlen = zl;
 	}
@@ -428,7 +428,7 @@ struct cuptrace_output *cuptrace_output_open(const char *path, enum cuptrace_com
 		if (opts->flush_ms)
 			o->flush_ms = opts->flush_ms;
 		if (opts->level)
-			o->level = opts->level;
+			o->level = opts->level < 1 ? 1 : opts->level > 12 ? 12 : opts->level;
 		if (opts->workers)
 			workers = opts->workers < 0 ? 0 : opts->workers;
 	}
@@ -443,8 +443,8 @@ struct cuptrace_output *cuptrace_output_open(const char *path, enum cuptrace_com
 	if (!o->buf)
 		goto fail_nomem;
 	if (mode == CUPTRACE_COMPRESS_GZIP) {
-		if (deflateInit2(&o->gz, o->level, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY) !=
-		    Z_OK)
+		if (deflateInit2(&o->gz, o->level > 9 ? 9 : o->level, Z_DEFLATED, 15 + 16, 8,
+		                 Z_DEFAULT_STRATEGY) != Z_OK)
 			goto fail_nomem;
 		o->gz_init = 1;
 	}

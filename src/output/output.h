@@ -24,7 +24,7 @@ struct cuptrace_output_opts {
 	size_t
 	    chunk_bytes; /* CHUNKS: uncompressed bytes per chunk (default 256 KiB, max 480 KiB) */
 	int flush_ms;    /* at most this long between writes to the file (default 1000; <0 off) */
-	int level;       /* zlib level (default 5) */
+	int level;       /* 1 to 12 (default 5); zlib's stop at 9, above is libdeflate's */
 	int workers;     /* CHUNKS: compressor threads (default 2, max 4; -1: none, inline) */
 };
 

@@ -3,6 +3,7 @@
  * times), in CUPTI-sized batches, and times the converter plus each output format.
  *   convert_bench [launches per thread] [threads] [out dir] [only this output, e.g. bench.json]
  *                 [compression: chunks, gzip or none; default: as the output's name says]
+ *                 [compression level: 1 to 12; default 5]
  * Prints records per second of wall time, records per CPU second (every thread of the process:
  * the converter's and the compressors'; "per core"), and bytes per kernel for each format. */
 #include <cupti_activity.h>
@@ -94,8 +95,8 @@ int main(int argc, char **argv)
 		struct timespec a, b;
 		clock_gettime(CLOCK_MONOTONIC, &a);
 		double cpu0 = cpu_seconds();
-		struct cuptrace_sink *sink =
-		    cuptrace_sink_open(path, NULL, argc > 5 ? argv[5] : NULL);
+		struct cuptrace_sink *sink = cuptrace_sink_open_level(
+		    path, NULL, argc > 5 ? argv[5] : NULL, argc > 6 ? atoi(argv[6]) : 0);
 		if (!sink) {
 			perror(path);
 			return 1;
