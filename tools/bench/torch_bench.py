@@ -249,6 +249,43 @@ def by_state(by, num, den):
                   pmin * 1e3 * (1.25 if state == "fast" else 1.6), est, lo, hi, verdict))
 
 
+def fast_mode(by, pairs):
+    """Graph replays under CUPTI run in a fast or a slow mode, per process and for stretches
+    within one (README "CUDA graphs"), whichever tracer holds CUPTI: a median over processes
+    then measures which mode each landed in as much as what the tracer adds. Each process's
+    fastest block measures its cost in the fast mode: num / den of those, as added time over the
+    untraced run's fastest block (the interval resamples rounds); and per configuration how many
+    processes had a block in the fast mode (within 3% of the fastest block of any traced run)."""
+    rs_all = [v for v in by.values() if "none" in v]
+    traced = [min(r["blocks_s"]) for v in rs_all for c, r in v.items()
+              if c != "none" and r.get("blocks_s")]
+    if len(rs_all) < 3 or not traced:
+        return
+    fastest = min(traced)
+    census = {}
+    for v in rs_all:
+        for c, r in v.items():
+            if c != "none" and r.get("blocks_s"):
+                n = census.setdefault(c, [0, 0])
+                n[0] += min(r["blocks_s"]) < 1.03 * fastest
+                n[1] += 1
+    print("- processes with a block in CUPTI's fast mode (within 3%% of %.2f µs): %s" % (
+        fastest * 1e6, ", ".join("%s %d/%d" % (c, n[0], n[1]) for c, n in sorted(census.items()))))
+    for num, den in pairs:
+        rs = [v for v in rs_all if num in v and den in v and v[num].get("blocks_s") and
+              v[den].get("blocks_s")]
+        if len(rs) < 3:
+            continue
+
+        def f(s):
+            a = statistics.median(min(v[num]["blocks_s"]) - min(v["none"]["blocks_s"]) for v in s)
+            d = statistics.median(min(v[den]["blocks_s"]) - min(v["none"]["blocks_s"]) for v in s)
+            return a / d if d > 0 else None
+        lo, hi = boot(rs, f)
+        print("- %s / %s, added time of each process's fastest block (%d rounds): %.3f "
+              "[%.3f, %.3f] (%s)" % (num, den, len(rs), f(rs) or 0, lo, hi, tie_or(lo, hi)))
+
+
 def ab_report(rows):
     """cuptrace_stacks_ab: time per step with stacks on over paused, blocks adjacent in time in
     one process. Per process the median of its pairs' ratios; over processes their median, the
@@ -371,6 +408,8 @@ def cmd_report(a):
                 "; launched %s" % ",".join(map(str, sorted(launched))) if launched else "",
                 "equal" if same else "DIFFERENT"))
         ratio("cuptrace", "tp_cuda", "added")
+        if wl.startswith(("graph", "cgraph", "compile")):
+            fast_mode(by, [("cuptrace", "tp_cuda"), ("cuptrace", "floor")])
         ratio("cuptrace_stacks_py", "tp_cpu_cuda_stack", "added")
         ratio("cuptrace_stacks_py", "cuptrace", "paired")
         ratio("cuptrace_stacks_py2", "cuptrace", "paired")
