@@ -104,6 +104,7 @@ struct pending_api {
 	uint64_t flow1;
 	uint64_t *flows;
 	uint32_t nflows, flows_cap;
+	uint32_t gpos; /* graph launches: place in conv->gpend + 1 */
 };
 
 /* An API call ready to be drawn, as convert_api.c hands it to convert_corr.c. */
@@ -225,7 +226,10 @@ struct cuptrace_converter {
 	size_t pending_cap, npending;
 	size_t *pending_free;
 	size_t npending_free;
-	size_t npending_graph; /* held back with expect < 0: only then has batch_end work */
+	/* The held-back graph launches (expect < 0: only they have batch_end work), by index into
+	 * pending, in no order; gcand is batch_end's scratch. */
+	uint32_t *gpend, *gcand;
+	size_t ngpend, gpend_cap, gcand_cap;
 
 	/* convert_api.c */
 	uint8_t driver_noise[1024];                   /* bitset over driver cbids */

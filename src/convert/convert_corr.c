@@ -135,8 +135,12 @@ static void take_pending(struct cuptrace_converter *c, size_t idx, struct pendin
 		st->pending = -1;
 		st->api_emitted = 1;
 	}
-	if (p->expect < 0)
-		c->npending_graph--;
+	if (p->expect < 0 && p->gpos) {
+		/* Out of the list of graph launches: the last entry takes its place. */
+		uint32_t last = c->gpend[--c->ngpend];
+		c->gpend[p->gpos - 1] = last;
+		c->pending[last].gpos = p->gpos;
+	}
 	*out = *p;
 	memset(p, 0, sizeof(*p));
 	c->npending--;
@@ -183,8 +187,13 @@ static int hold_api(struct cuptrace_converter *c, struct corr_state *st, const s
 	st->norphans = 0;
 	st->pending = (int32_t)idx;
 	c->npending++;
-	if (p->expect < 0)
-		c->npending_graph++;
+	if (p->expect < 0) {
+		if (CUPTRACE_GROW(c->gpend, c->gpend_cap, c->ngpend + 1))
+			return c->err =
+			           -ENOMEM; /* written at the end, or when its slot is reused */
+		c->gpend[c->ngpend++] = (uint32_t)idx;
+		p->gpos = (uint32_t)c->ngpend;
+	}
 	return 0;
 }
 
@@ -304,17 +313,31 @@ int conv_corr_sync(struct cuptrace_converter *c, uint32_t corr, const struct orp
 	return 0;
 }
 
+static int cmp_u32(const void *a, const void *b)
+{
+	uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+	return x < y ? -1 : x > y;
+}
+
 int conv_corr_batch_end(struct cuptrace_converter *c)
 {
 	/* Graph launches: their node count is unknown, so an API call with GPU work is written
-	 * once a later batch brought it nothing more. Only they are looked for, and only when
-	 * one is held: a scan of the whole table after each CUPTI buffer costs more than the
-	 * buffer's records. */
-	for (size_t i = 0; c->npending_graph && i < c->pending_cap && !c->err; i++) {
-		struct pending_api *p = &c->pending[i];
-		if (p->used && p->expect < 0 && p->nflows && p->batch_added < c->batch)
-			emit_pending(c, i, 0);
+	 * once a later batch brought it nothing more. Only they are looked at, through their
+	 * list: a scan of the whole table after each CUPTI buffer (5 MB) cost more than a small
+	 * buffer's records. Written in table order, as the scan wrote them. */
+	size_t n = 0;
+	if (!c->ngpend || c->err)
+		return c->err;
+	if (CUPTRACE_GROW(c->gcand, c->gcand_cap, c->ngpend))
+		return c->err = -ENOMEM;
+	for (size_t i = 0; i < c->ngpend; i++) {
+		const struct pending_api *p = &c->pending[c->gpend[i]];
+		if (p->used && p->nflows && p->batch_added < c->batch)
+			c->gcand[n++] = c->gpend[i];
 	}
+	qsort(c->gcand, n, sizeof(*c->gcand), cmp_u32);
+	for (size_t i = 0; i < n && !c->err; i++)
+		emit_pending(c, c->gcand[i], 0);
 	return c->err;
 }
 
@@ -361,4 +384,6 @@ void conv_corr_free(struct cuptrace_converter *c)
 	free(c->corr);
 	free(c->pending);
 	free(c->pending_free);
+	free(c->gpend);
+	free(c->gcand);
 }

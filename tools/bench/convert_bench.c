@@ -3,7 +3,9 @@
  * times), in CUPTI-sized batches, and times the converter plus each output format.
  *   convert_bench [launches per thread] [threads] [out dir] [only this output, e.g. bench.json]
  *                 [compression: chunks, gzip or none; default: as the output's name says]
- *                 [compression level: 1 to 12; default 5]
+ *                 [compression level: 1 to 12; default 5] [kernels per launch: G]
+ * With G > 1 each launch is a cudaGraphLaunch of a graph of G kernels (graph nodes share the
+ * launch's correlation id, as CUPTI reports them): the records of a graph replay loop.
  * Prints records per second of wall time, records per CPU second (every thread of the process:
  * the converter's and the compressors'; "per core"), and bytes per kernel for each format. */
 #include <cupti_activity.h>
@@ -41,8 +43,10 @@ int main(int argc, char **argv)
 	int launches = argc > 1 ? atoi(argv[1]) : 20000;
 	int threads = argc > 2 ? atoi(argv[2]) : 4;
 	const char *dir = argc > 3 ? argv[3] : "/tmp";
-	size_t n = (size_t)launches * threads;
-	CUpti_ActivityAPI *api = calloc(n, sizeof(*api));
+	int per = argc > 7 && atoi(argv[7]) > 1 ? atoi(argv[7]) : 1;
+	size_t n = (size_t)launches * threads * per; /* kernels */
+	size_t na = (size_t)launches * threads;      /* launches */
+	CUpti_ActivityAPI *api = calloc(na, sizeof(*api));
 	CUpti_ActivityKernel10 *k = calloc(n, sizeof(*k));
 	if (!api || !k)
 		return 1;
@@ -56,35 +60,43 @@ int main(int argc, char **argv)
 			uint64_t d = 4000 + rnd(3000);
 			api[j] = (CUpti_ActivityAPI){
 			    .kind = CUPTI_ACTIVITY_KIND_RUNTIME,
-			    .cbid = CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000,
+			    .cbid = per > 1 ? CUPTI_RUNTIME_TRACE_CBID_cudaGraphLaunch_v10000
+			                    : CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000,
 			    .start = s,
 			    .end = s + d,
 			    .processId = 1,
 			    .threadId = 100 + (uint32_t)t,
 			    .correlationId = corr};
 			host[t] = s + d - t0;
-			uint64_t ks = t0 + (gpu[t] > host[t] ? gpu[t] : host[t]) + 800 + rnd(200);
-			k[j].kind = CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL;
-			k[j].start = ks;
-			k[j].end = ks + 704 + rnd(3);
-			gpu[t] = k[j].end - t0;
-			k[j].deviceId = 0;
-			k[j].contextId = 1;
-			k[j].streamId = 13 + (uint32_t)t;
-			k[j].correlationId = corr++;
-			k[j].gridX = k[j].gridY = k[j].gridZ = 1;
-			k[j].blockX = 32, k[j].blockY = k[j].blockZ = 1;
-			k[j].registersPerThread = 16;
-			k[j].name = "_Z4tinyPi";
+			for (int g = 0; g < per; g++) {
+				CUpti_ActivityKernel10 *kk = &k[j * per + g];
+				uint64_t ks = t0 + (gpu[t] > host[t] ? gpu[t] : host[t]) +
+				              (g ? 300 : 800) + rnd(200);
+				kk->kind = CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL;
+				kk->start = ks;
+				kk->end = ks + 704 + rnd(3);
+				gpu[t] = kk->end - t0;
+				kk->deviceId = 0;
+				kk->contextId = 1;
+				kk->streamId = 13 + (uint32_t)t;
+				kk->correlationId = corr;
+				kk->gridX = kk->gridY = kk->gridZ = 1;
+				kk->blockX = 32, kk->blockY = kk->blockZ = 1;
+				kk->registersPerThread = 16;
+				kk->name = "_Z4tinyPi";
+				if (per > 1)
+					kk->graphId = 7, kk->graphNodeId = 1000 + (uint64_t)g;
+			}
+			corr++;
 		}
 	/* Batches like CUPTI's per-thread buffers: a run of one thread's API records, then the
 	 * kernels. */
-	const size_t batch = 20000;
-	const CUpti_Activity **recs = malloc(2 * batch * sizeof(*recs));
+	const size_t batch = 20000 / (size_t)per; /* launches: 20,000 kernels a batch */
+	const CUpti_Activity **recs = malloc(batch * (1 + (size_t)per) * sizeof(*recs));
 	static const char *const outs[] = {"bench.pftrace", "bench.pftrace.gz", "bench.json",
 	                                   "bench.json.gz"};
-	printf("convert_bench: %d threads x %d launches = %zu kernels, %zu records\n", threads,
-	       launches, n, 2 * n);
+	printf("convert_bench: %d threads x %d launches%s = %zu kernels, %zu records\n", threads,
+	       launches, per > 1 ? " of graphs" : "", n, n + na);
 	printf("%-18s %10s %14s %14s %12s\n", "output", "seconds", "records/s", "records/cpu-s",
 	       "bytes/kernel");
 	for (size_t o = 0; o < sizeof(outs) / sizeof(outs[0]); o++) {
@@ -104,11 +116,11 @@ int main(int argc, char **argv)
 		struct cuptrace_trace_info info = {
 		    .pid = 1, .process_name = "bench", .start_boottime_ns = (int64_t)t0};
 		struct cuptrace_converter *c = cuptrace_converter_new(sink, &info, NULL);
-		for (size_t i = 0; i < n; i += batch) {
-			size_t m = 0, end = i + batch < n ? i + batch : n;
+		for (size_t i = 0; i < na; i += batch) {
+			size_t m = 0, end = i + batch < na ? i + batch : na;
 			for (size_t j = i; j < end; j++)
 				recs[m++] = (const CUpti_Activity *)&api[j];
-			for (size_t j = i; j < end; j++)
+			for (size_t j = i * per; j < end * per; j++)
 				recs[m++] = (const CUpti_Activity *)&k[j];
 			cuptrace_converter_add(c, recs, m);
 		}
@@ -126,9 +138,9 @@ int main(int argc, char **argv)
 			size = ftell(f);
 			fclose(f);
 		}
-		printf("%-18s %10.3f %14.0f %14.0f %12.2f%s\n", outs[o], secs,
-		       2.0 * (double)n / secs, 2.0 * (double)n / cpu, (double)size / (double)n,
-		       r ? "  (write error)" : "");
+		double nrec = (double)(n + na);
+		printf("%-18s %10.3f %14.0f %14.0f %12.2f%s\n", outs[o], secs, nrec / secs,
+		       nrec / cpu, (double)size / (double)n, r ? "  (write error)" : "");
 	}
 	free(recs);
 	free(api);
