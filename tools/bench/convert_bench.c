@@ -4,6 +4,7 @@
  *   convert_bench [launches per thread] [threads] [out dir] [only this output, e.g. bench.json]
  *                 [compression: chunks, gzip or none; default: as the output's name says]
  *                 [compression level: 1 to 12; default 5] [kernels per launch: G]
+ *                 [kernels per batch: default 20000]
  * With G > 1 each launch is a cudaGraphLaunch of a graph of G kernels (graph nodes share the
  * launch's correlation id, as CUPTI reports them): the records of a graph replay loop.
  * Prints records per second of wall time, records per CPU second (every thread of the process:
@@ -91,7 +92,10 @@ int main(int argc, char **argv)
 		}
 	/* Batches like CUPTI's per-thread buffers: a run of one thread's API records, then the
 	 * kernels. */
-	const size_t batch = 20000 / (size_t)per; /* launches: 20,000 kernels a batch */
+	/* Launches a batch: 20,000 kernels' worth, or argv[8] kernels' (a 1 MiB CUPTI buffer holds
+	 * about 4,800 kernel records; a flush hands over fewer). */
+	size_t bk = argc > 8 && atoi(argv[8]) > 0 ? (size_t)atoi(argv[8]) : 20000;
+	const size_t batch = bk / (size_t)per ? bk / (size_t)per : 1;
 	const CUpti_Activity **recs = malloc(batch * (1 + (size_t)per) * sizeof(*recs));
 	static const char *const outs[] = {"bench.pftrace", "bench.pftrace.gz", "bench.json",
 	                                   "bench.json.gz"};
