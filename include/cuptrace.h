@@ -20,6 +20,9 @@
  *                         .pftrace.gz, .json, .json.gz (Chrome JSON), .cupti (raw capture).
  *   CUPTRACE_FORMAT       perfetto | chrome | capture
  *   CUPTRACE_COMPRESS     chunks | gzip | none (default: from the extension)
+ *   CUPTRACE_COMPRESS_LEVEL  1 (least CPU, files about 9% larger) to 12 (smallest); default 5.
+ *                         zlib (gzip outputs, or chunks where libdeflate.so.0 is missing) stops
+ *                         at 9
  *   CUPTRACE_BUFFER_SIZE  bytes per CUPTI activity buffer (default 1048576, 8192 to 1 GiB)
  *   CUPTRACE_QUEUE        completed buffers waiting for the writer before cuptrace drops one
  *                         (default 64; a dropped buffer's records are counted in the trace)

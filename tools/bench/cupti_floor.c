@@ -221,6 +221,15 @@ __attribute__((visibility("default"))) int InitializeInjection(void)
 		size_t v = (size_t)strtoull(db, NULL, 10), vs = sizeof(v);
 		cuptiActivitySetAttribute(CUPTI_ACTIVITY_ATTR_DEVICE_BUFFER_SIZE, &vs, &v);
 	}
+	/* CUPTRACE_FLOOR_PREALLOC: device buffers CUPTI allocates per context up front (its default
+	 * 3): CUPTI allocates any further one on the application's thread, inside a launch, which
+	 * its header names as a stall; a candidate for the graph replays' slow mode. */
+	const char *pa = getenv("CUPTRACE_FLOOR_PREALLOC");
+	if (pa && strtoull(pa, NULL, 10) > 0) {
+		size_t v = (size_t)strtoull(pa, NULL, 10), lim = v + 250, vs = sizeof(v);
+		cuptiActivitySetAttribute(CUPTI_ACTIVITY_ATTR_DEVICE_BUFFER_POOL_LIMIT, &vs, &lim);
+		cuptiActivitySetAttribute(CUPTI_ACTIVITY_ATTR_DEVICE_BUFFER_PRE_ALLOCATE_VALUE, &vs, &v);
+	}
 	/* CUPTRACE_FLOOR_PINNED=1: CUPTI's profiling buffers in pinned host memory instead of
 	 * device memory; CUPTRACE_FLOOR_PER_THREAD=0: one activity buffer for all threads instead
 	 * of one per thread (both CUPTI's defaults otherwise): to see whether where the GPU writes

@@ -73,6 +73,10 @@ FLOOR_VARIANTS = {
     # CUPTI loaded and subscribed, no kind enabled (no kind has number 999): what waiting for a
     # capture window can cost at best
     "floor_idle": {"CUPTRACE_FLOOR_KINDS": "999"},
+    # graph replays' slow mode: more device buffers up front (CUPTI's default 3), or CUPTI
+    # emptied ten times as often
+    "floor_prealloc": {"CUPTRACE_FLOOR_PREALLOC": "32"},
+    "floor_flush100": {"CUPTRACE_FLUSH_MS": "100"},
     # subscribed and nothing else (no clock or buffer callback), and with the four callbacks a
     # profiler-range window (--capture-range cuda-profiler-api) waits on
     "floor_sub": {"CUPTRACE_FLOOR_SUBONLY": "1"},
