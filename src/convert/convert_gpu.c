@@ -450,20 +450,20 @@ static int merge_streams(struct cuptrace_converter *c)
 static int window_add(struct cuptrace_converter *c)
 {
 	size_t n = c->nwork, total = c->nwin + n;
-	struct gwork *w = c->win + c->win_head;
-	if (!c->nwin || !gwork_before(&c->work[0], &w[c->nwin - 1])) {
+	/* c->win is NULL until the first batch: no pointer into it before it holds work. */
+	if (!c->nwin || !gwork_before(&c->work[0], &c->win[c->win_head + c->nwin - 1])) {
 		/* All of it after the window (work arriving in order): appended. */
 		if (c->win_head && c->win_head + total > c->win_cap) {
-			memmove(c->win, w, c->nwin * sizeof(*w));
+			memmove(c->win, c->win + c->win_head, c->nwin * sizeof(*c->win));
 			c->win_head = 0;
 		}
 		if (CUPTRACE_GROW(c->win, c->win_cap, c->win_head + total))
 			return c->err = -ENOMEM;
-		memcpy(c->win + c->win_head + c->nwin, c->work, n * sizeof(*w));
+		memcpy(c->win + c->win_head + c->nwin, c->work, n * sizeof(*c->win));
 	} else {
 		if (spare_room(c, total))
 			return c->err;
-		merge_drawing(c->spare, w, c->nwin, c->work, n);
+		merge_drawing(c->spare, c->win + c->win_head, c->nwin, c->work, n);
 		struct gwork *t = c->win;
 		size_t cap = c->win_cap;
 		c->win = c->spare, c->win_cap = c->spare_cap;
