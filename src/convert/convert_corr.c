@@ -188,9 +188,10 @@ static int hold_api(struct cuptrace_converter *c, struct corr_state *st, const s
 	st->pending = (int32_t)idx;
 	c->npending++;
 	if (p->expect < 0) {
+		/* Out of memory, the call is still held: written at the end, or when its
+		 * correlation slot is reused. */
 		if (CUPTRACE_GROW(c->gpend, c->gpend_cap, c->ngpend + 1))
-			return c->err =
-			           -ENOMEM; /* written at the end, or when its slot is reused */
+			return c->err = -ENOMEM;
 		c->gpend[c->ngpend++] = (uint32_t)idx;
 		p->gpos = (uint32_t)c->ngpend;
 	}

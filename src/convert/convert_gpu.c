@@ -58,7 +58,8 @@ struct gpu_slot {
 	struct pending_api api;
 };
 
-/* GPU records the window holds between batches (~350 bytes each with the window entry: 2.8 MB):
+/* GPU records the window holds between batches (about 280 bytes each: its 184-byte slot, and
+ * 48 bytes in the window and as many in the merge's spare array: 2.3 MB):
  * the kernel records of about four 1 MiB CUPTI buffers, the default size; records arrive out of
  * order by about one buffer's worth. */
 #define GPU_WINDOW (1u << 13)
