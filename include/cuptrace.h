@@ -34,6 +34,9 @@
  *                         fail, take 50 us or more, or change the device) | all
  *   CUPTRACE_API_ENABLE   kind (default) | cbid: switch API records on call by call instead of
  *                         by kind (an experiment: measured no faster)
+ *   CUPTRACE_CUDA_GRAPHS  node (default): each kernel, copy and memset of a CUDA graph launch |
+ *                         graph: one slice per launch, first node's start to last node's end
+ *                         (CUPTI's GRAPH_TRACE: no per-node cost, no per-node detail)
  *   CUPTRACE_PYTORCH      set by `record --pytorch` (1, or "shapes") for its Python hook, which
  *                         `record` puts first on PYTHONPATH; CUPTRACE_PYTORCH_MODULES=0 leaves
  *                         out the nn.Module ranges

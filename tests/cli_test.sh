@@ -17,6 +17,8 @@ expect 2 "bad value for --compress-level: '13' (1 (least CPU) to 12 (smallest); 
 expect 2 "bad value for CUPTRACE_COMPRESS_LEVEL: '0'" env CUPTRACE_COMPRESS_LEVEL=0 "$ct" record --no-check -o "$tmp/x.pftrace" -- true
 expect 2 "bad value for --compress-level: 'x'" "$ct" convert --compress-level x "$CUPTRACE_TEST_DATA/vector_add.cupti" -o "$tmp/o.pftrace"
 expect 2 "bad value for --driver: 'some' (takes user or all)" "$ct" record --driver some -- true
+expect 2 "bad value for --cuda-graphs: 'kernels' (takes node or graph)" "$ct" record --cuda-graphs kernels -- true
+expect 2 "bad value for CUPTRACE_CUDA_GRAPHS: 'x'" env CUPTRACE_CUDA_GRAPHS=x "$ct" record --no-check -o "$tmp/x.pftrace" -- true
 expect 2 "bad value for --runtime: 'some' (takes filtered, watch or all)" "$ct" record --runtime some -- true
 expect 2 "bad value for --stacks-every: '0' (a count from 1 to 1000000)" "$ct" record --stacks native --stacks-every 0 -- true
 expect 2 "--stacks-every samples the stacks of --stacks" "$ct" record --stacks-every 4 -- true

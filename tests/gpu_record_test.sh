@@ -47,6 +47,37 @@ rec driver_api da.pftrace "$ex/driver_api" &&
 		--count cuda_runtime=0
 rec graphs gr.pftrace "$ex/graphs" &&
 	check graphs gr.pftrace --count kernel=12 --count memset=3 --count memcpy=3 --flows 18
+# --cuda-graphs graph: each launch one slice "CUDA graph N" on its stream (CUPTI's GRAPH_TRACE),
+# linked to its cudaGraphLaunch; its nodes have no records. A slice spans its graph, so it is
+# at least as long as the longest node in the node-by-node trace above (another run: 10% slack).
+if timeout 90 "$ct" record --cuda-graphs graph -o "$tmp/grg.pftrace" -- "$ex/graphs" \
+	>"$tmp/grg.log" 2>&1 && grep "cuptrace: 3 CUDA graph launches" "$tmp/grg.log" &&
+	"$chk" "$tmp/grg.pftrace" --clean --count graph=3 --count kernel=0 --count memset=0 \
+		--count memcpy=0 --count cuda_runtime:cudaGraphLaunch=3 --flows 3 &&
+	tp_check "$tmp/grg.pftrace" --category graph=3 --category kernel=0 --flows 3 &&
+	"$ct" convert "$tmp/grg.pftrace" -o "$tmp/grg.json" && "$ct" convert "$tmp/gr.pftrace" -o "$tmp/gr.json" &&
+	python3 - "$tmp/grg.json" "$tmp/gr.json" <<'PY'
+import json, sys
+def x(p):
+    ev = json.load(open(p))
+    return [e for e in (ev["traceEvents"] if isinstance(ev, dict) else ev) if e.get("ph") == "X"]
+g = [e for e in x(sys.argv[1]) if e.get("cat") == "graph"]
+k = max(e["dur"] for e in x(sys.argv[2]) if e.get("cat") == "kernel")
+print("graph slices %s us, longest node %.1f us" % ([round(e["dur"], 1) for e in g], k))
+sys.exit(0 if len(g) == 3 and all(e["name"].startswith("CUDA graph ") and e["dur"] >= 0.9 * k
+                                  for e in g) else 1)
+PY
+then echo "ok graphs --cuda-graphs graph"; else echo "FAIL graphs --cuda-graphs graph"; cat "$tmp/grg.log"; fail=1; fi
+# The replay loop of the benchmark (50 kernels a graph): one slice per launch, none missed (and
+# the one memset before the loop).
+if timeout 90 "$ct" record --cuda-graphs graph -o "$tmp/grr.pftrace" -- "$ex/graph_replay" 50 200 \
+	>"$tmp/grr.log" 2>&1; then
+	launches=$(($(sed -n 's/.*"kernels_launched": \([0-9]*\).*/\1/p' "$tmp/grr.log") / 50))
+	check graph_replay_graph grr.pftrace --count graph="$launches" --count kernel=0 \
+		--count cuda_runtime:cudaGraphLaunch="$launches" --count memset=1 --flows $((launches + 1))
+else
+	echo "FAIL graph_replay --cuda-graphs graph"; cat "$tmp/grr.log"; fail=1
+fi
 # One GPU: 5 copies. Two: cudaMemcpyPeer without peer access is staged as two copies.
 ngpu=$(nvidia-smi -L 2>/dev/null | grep -c "^GPU")
 [ "$ngpu" -gt 8 ] && ngpu=8

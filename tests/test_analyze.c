@@ -288,6 +288,40 @@ static void test_startup(void)
 	cuptrace_analysis_free(&a);
 }
 
+/* --cuda-graphs graph: 120 whole graph launches of 5 us, 1 us apart. They are GPU work (busy
+ * time, computed here from the list) and counted as graph launches, not kernels; short as they
+ * are, they are no "flood of tiny kernels" (a graph is many kernels already). */
+static void test_graph_launches(void)
+{
+	struct cuptrace_analysis a;
+	struct cuptrace_sink *s = cuptrace_analyze_sink_new(&a, NULL);
+	CHECK(s != NULL);
+	if (!s)
+		return;
+	struct iv v[128];
+	size_t n = 0;
+	one_process(s);
+	for (int i = 0; i < 120; i++) {
+		int64_t t = 1000000 + (int64_t)i * 6000;
+		steps_slice(s, T_MAIN, t - 3000, 2000, "cuda_runtime", "cudaGraphLaunch", NULL, 0,
+		            (uint64_t)i + 1, 0);
+		steps_slice(s, T_STREAM, t, 5000, "graph", "CUDA graph 3", NULL, 0, 0,
+		            (uint64_t)i + 1);
+		v[n++] = (struct iv){t, t + 5000};
+	}
+	CHECK_EQ_INT(steps_err, 0);
+	CHECK_EQ_INT(s->ops->finish(s), 0);
+	cuptrace_sink_destroy(s);
+	CHECK_EQ_INT(a.graphs, 120);
+	CHECK_EQ_INT(a.kernels, 0);
+	CHECK_EQ_INT(a.linked, 120);
+	CHECK_EQ_INT(a.ngpus, 1);
+	if (a.ngpus == 1)
+		CHECK_EQ_INT(a.gpus[0].busy_ns, union_ns(v, n));
+	CHECK(!find(&a, "tiny_kernels"));
+	cuptrace_analysis_free(&a);
+}
+
 /* What the alloc loop should look like: a cudaMalloc and a cudaFree in every step (the caching
  * allocator emptied each step), and some at start-up and after the loop. alloc_steady counts
  * the calls from the end of the first step to the end of the last, computed here. */
@@ -489,8 +523,8 @@ int main(int argc, char **argv)
 {
 	if (argc == 4 && !strcmp(argv[1], "--gen"))
 		return gen(argv[2], atol(argv[3]));
-	static const struct check_test tests[] = {T(test_steps_loop), T(test_outlier_and_alloc),
-	                                          T(test_host_collectives), T(test_startup),
-	                                          T(test_alloc_each_step)};
+	static const struct check_test tests[] = {
+	    T(test_steps_loop), T(test_outlier_and_alloc), T(test_host_collectives),
+	    T(test_startup),    T(test_graph_launches),    T(test_alloc_each_step)};
 	return check_run(tests, sizeof(tests) / sizeof(tests[0]));
 }

@@ -9,6 +9,7 @@
 
 #include "common/log.h"
 #include "common/util.h"
+#include "convert/capture.h"
 #include "convert/convert.h"
 #include "format/event.h"
 #include "read/read.h"
@@ -47,7 +48,8 @@ static int64_t meta_int(struct rec_sink *s, const char *key)
 
 static int is_gpu_cat(const char *c)
 {
-	return !strcmp(c, "kernel") || !strcmp(c, "memcpy") || !strcmp(c, "memset");
+	return !strcmp(c, "kernel") || !strcmp(c, "memcpy") || !strcmp(c, "memset") ||
+	       !strcmp(c, "graph");
 }
 
 /* Invariants every conversion must hold. */
@@ -325,6 +327,121 @@ static struct rslice *slice_named(struct rec_sink *s, const char *name)
 		if (!strcmp(s->slices[i].name, name))
 			return &s->slices[i];
 	return NULL;
+}
+
+/* --cuda-graphs graph: CUPTI's GRAPH_TRACE records, one per graph launch. Each is a slice
+ * "CUDA graph <id>" on its stream, with the flow from its cudaGraphLaunch; one whose first node
+ * ran on the host takes the device and context where its last one ran; one with no GPU at all
+ * is not drawn. The same records through a capture file give the same trace. */
+static void graph_trace_records(CUpti_ActivityAPI *a, CUpti_ActivityGraphTrace2 *g,
+                                CUpti_ActivityKernel10 *k)
+{
+	memset(a, 0, 4 * sizeof(*a));
+	memset(g, 0, 3 * sizeof(*g));
+	memset(k, 0, sizeof(*k));
+	for (int i = 0; i < 4; i++) {
+		a[i].kind = CUPTI_ACTIVITY_KIND_RUNTIME;
+		a[i].cbid = i == 2 ? CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000
+		                   : CUPTI_RUNTIME_TRACE_CBID_cudaGraphLaunch_v10000;
+		a[i].start = 1500 + 200 * (uint64_t)i, a[i].end = a[i].start + 100;
+		a[i].processId = 42, a[i].threadId = 42, a[i].correlationId = 20 + (uint32_t)i;
+	}
+	for (int i = 0; i < 3; i++) {
+		g[i].kind = CUPTI_ACTIVITY_KIND_GRAPH_TRACE;
+		g[i].contextId = 1, g[i].streamId = 9, g[i].graphId = 3;
+		g[i].correlationId = i == 2 ? 23 : 20 + (uint32_t)i;
+	}
+	g[0].start = 3000, g[0].end = 3600;
+	/* started with a host node: device and context are INT_MAX, the end's are real */
+	g[1].deviceId = INT32_MAX, g[1].contextId = INT32_MAX, g[1].endContextId = 1;
+	g[1].start = 3700, g[1].end = 4100;
+	/* host nodes only */
+	g[2].deviceId = g[2].endDeviceId = INT32_MAX;
+	g[2].contextId = g[2].endContextId = INT32_MAX;
+	g[2].start = 4200, g[2].end = 4300;
+	k->kind = CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL;
+	k->contextId = 1, k->streamId = 9, k->correlationId = 22, k->name = "k";
+	k->start = 4400, k->end = 4500;
+}
+
+static void check_graph_trace(struct rec_sink *s)
+{
+	check_invariants(s); /* every graph slice linked to its API call */
+	CHECK_EQ_INT(count(s, "graph", NULL), 2);
+	CHECK_EQ_INT(count(s, "graph", "CUDA graph 3"), 2);
+	CHECK_EQ_INT(count(s, "kernel", NULL), 1);
+	CHECK_EQ_INT(meta_int(s, "graph_launches"), 2);
+	CHECK_EQ_INT(meta_int(s, "kernels"), 1);
+	size_t seen = 0;
+	for (size_t i = 0; i < s->nslices; i++) {
+		struct rslice *r = &s->slices[i];
+		if (!strcmp(r->cat, "graph")) {
+			/* times relative to the trace start (1000 ns) */
+			CHECK(r->ts == 2000 || r->ts == 2700);
+			CHECK_EQ_INT(r->dur, r->ts == 2000 ? 600 : 400);
+			CHECK_EQ_INT(r->corr, r->ts == 2000 ? 20 : 21);
+			CHECK_EQ_INT(r->nin, 1);
+			struct rtrack *t = find_track(s, r->track);
+			CHECK(t && !strcmp(t->name, "Stream 9"));
+			CHECK(strstr(r->args, "graph_id") != NULL);
+			seen++;
+		}
+		if (!strcmp(r->name, "cudaGraphLaunch"))
+			/* launches 20 and 21 have their graph; 23's ran on the host only */
+			CHECK_EQ_INT(r->nout, r->corr == 23 ? 0 : 1);
+	}
+	CHECK_EQ_INT(seen, 2);
+	CHECK_EQ_INT(count(s, NULL, "cudaGraphLaunch"), 3);
+}
+
+static void test_graph_trace(void)
+{
+	CUpti_ActivityAPI a[4];
+	CUpti_ActivityGraphTrace2 g[3];
+	CUpti_ActivityKernel10 k;
+	graph_trace_records(a, g, &k);
+	const CUpti_Activity *b1[] = {(CUpti_Activity *)&a[0], (CUpti_Activity *)&a[1],
+	                              (CUpti_Activity *)&a[2], (CUpti_Activity *)&a[3]};
+	const CUpti_Activity *b2[] = {(CUpti_Activity *)&g[0], (CUpti_Activity *)&g[1],
+	                              (CUpti_Activity *)&g[2], (CUpti_Activity *)&k};
+
+	/* Straight into the converter, API records first, the GPU's in a later batch. */
+	struct rec_sink *s = calloc(1, sizeof(*s));
+	s->base.ops = &rec_ops;
+	struct cuptrace_trace_info info = {
+	    .pid = 42, .process_name = "p", .start_boottime_ns = 1000};
+	struct cuptrace_converter *c = cuptrace_converter_new(&s->base, &info, NULL);
+	CHECK_EQ_INT(cuptrace_converter_add(c, b1, 4), 0);
+	CHECK_EQ_INT(cuptrace_converter_add(c, b2, 4), 0);
+	CHECK_EQ_INT(cuptrace_converter_finish(c), 0);
+	check_graph_trace(s);
+	cuptrace_converter_free(c);
+	r_destroy(&s->base);
+
+	/* Through a capture file (the record's size is known to the reader). */
+	char path[] = "/tmp/cuptrace-graph-trace-XXXXXX";
+	int fd = mkstemp(path);
+	CHECK(fd >= 0);
+	close(fd);
+	struct cuptrace_capture_writer *w = cuptrace_capture_writer_open(path);
+	CHECK(w != NULL);
+	if (!w)
+		return;
+	cuptrace_capture_meta(w, "pid", "42");
+	cuptrace_capture_meta(w, "process_name", "p");
+	cuptrace_capture_meta(w, "start_boottime_ns", "1000");
+	uint32_t sa[4], sg[4] = {sizeof(g[0]), sizeof(g[1]), sizeof(g[2]), sizeof(k)};
+	for (int i = 0; i < 4; i++)
+		sa[i] = sizeof(a[i]);
+	CHECK_EQ_INT(cuptrace_capture_records(w, b1, sa, 4), 0);
+	CHECK_EQ_INT(cuptrace_capture_records(w, b2, sg, 4), 0);
+	CHECK_EQ_INT(cuptrace_capture_close(w), 0);
+	s = calloc(1, sizeof(*s));
+	s->base.ops = &rec_ops;
+	CHECK_EQ_INT(cuptrace_read_trace(path, &s->base, 0), 0);
+	check_graph_trace(s);
+	r_destroy(&s->base);
+	unlink(path);
 }
 
 /* A kernel on stream 7 of [start, end) ns, relative to a trace start of 1000 ns. */
@@ -777,4 +894,5 @@ TEST_MAIN(T(test_fuzzed_captures), T(test_two_gpus), T(test_nvtx), T(test_memory
           T(test_vector_add), T(test_multi_stream), T(test_driver_api), T(test_graphs),
           T(test_all_captures_clean), T(test_torch), T(test_c_api), T(test_synthetic_order),
           T(test_stream_order_across_batches), T(test_stream_order_window_bound),
-          T(test_runtime_filter_capture), T(test_runtime_filter_rule), T(test_pytorch_op_ranges))
+          T(test_runtime_filter_capture), T(test_runtime_filter_rule), T(test_pytorch_op_ranges),
+          T(test_graph_trace))

@@ -51,6 +51,11 @@ static void record_usage(FILE *f)
 	       "                        left out, but counted, and kept when they fail, stall\n"
 	       "                        or change the device (costs a callback per call);\n"
 	       "                        all: every call\n"
+	       "      --cuda-graphs MODE  node (default): each kernel, copy and memset of a\n"
+	       "                        CUDA graph launch; graph: one slice per launch on its\n"
+	       "                        stream, from its first node's start to its last node's\n"
+	       "                        end (no per-node cost: CUPTI adds host time to every\n"
+	       "                        node of every cudaGraphLaunch)\n"
 	       "      --stacks WHAT     none (default) | python | native | all: the call stack\n"
 	       "                        at each launch, copy, memset and synchronizing call\n"
 	       "                        (Python frames of the calling thread, taking the GIL\n"
@@ -501,6 +506,7 @@ int cmd_record(int argc, char **argv)
 	    {"capture", no_argument, NULL, 'C'},
 	    {"compress", required_argument, NULL, 'z'},
 	    {"compress-level", required_argument, NULL, WOPT + CUPTRACE_SET_COMPRESS_LEVEL},
+	    {"cuda-graphs", required_argument, NULL, WOPT + CUPTRACE_SET_CUDA_GRAPHS},
 	    {"driver", required_argument, NULL, 'd'},
 	    {"runtime", required_argument, NULL, 'R'},
 	    {"stacks", required_argument, NULL, 'K'},
@@ -741,6 +747,7 @@ int cmd_record(int argc, char **argv)
 	setenv_opt("CUPTRACE_FORMAT", format);
 	setenv_opt("CUPTRACE_COMPRESS", compress);
 	setenv_opt("CUPTRACE_COMPRESS_LEVEL", wgiven[CUPTRACE_SET_COMPRESS_LEVEL]);
+	setenv_opt("CUPTRACE_CUDA_GRAPHS", wgiven[CUPTRACE_SET_CUDA_GRAPHS]);
 	setenv_opt("CUPTRACE_DRIVER", driver);
 	setenv_opt("CUPTRACE_RUNTIME", runtime);
 	setenv_opt("CUPTRACE_STACKS", stacks);

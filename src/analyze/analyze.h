@@ -153,6 +153,7 @@ struct cuptrace_analysis {
 	int64_t steady_from, steady_to;
 	int steady_steps;
 	uint64_t kernels, copies, memsets, launches;
+	uint64_t graphs;         /* whole CUDA graph launches (--cuda-graphs graph) */
 	uint64_t linked;         /* GPU work whose launch call was found */
 	const char *step_source; /* "ProfilerStep#", "--step NAME", "optimizer", or NULL */
 	struct cuptrace_an_step *steps;

@@ -27,7 +27,9 @@ static inline void an_sort(void *base, size_t n, size_t size,
 /* Host slice classes. */
 enum { H_RANGE = 0, H_API, H_SYNC, H_COPY_SYNC, H_ALLOC };
 /* GPU work kinds. */
-enum { W_KERNEL = 0, W_COPY, W_SET };
+/* W_GRAPH: a whole CUDA graph launch (--cuda-graphs graph): GPU time like a kernel's, left out
+ * of what is said of single kernels (tiny kernels, NCCL). */
+enum { W_KERNEL = 0, W_COPY, W_SET, W_GRAPH };
 /* GPU work flags. */
 enum { WF_PAGEABLE = 1, WF_DTOH = 2, WF_NCCL = 4 };
 /* Host slice flags (analyze_run.c): it launched a small DtoH copy (.item()) or a pageable copy;

@@ -215,12 +215,15 @@ static void print_findings(const struct cuptrace_analysis *a, FILE *f, int md)
 
 void cuptrace_analysis_print(const struct cuptrace_analysis *a, FILE *f, int md)
 {
+	char graphs[64] = "";
+	if (a->graphs)
+		snprintf(graphs, sizeof(graphs), ", %" PRIu64 " CUDA graph launches", a->graphs);
 	fprintf(f,
 	        "%scuptrace analyze: %.3f ms traced; %" PRIu64 " kernels, %" PRIu64
-	        " copies, %" PRIu64 " memsets; %" PRIu64 " launch calls; %" PRIu64
+	        " copies, %" PRIu64 " memsets%s; %" PRIu64 " launch calls; %" PRIu64
 	        " GPU work items linked to their launch.\n",
 	        md ? "## " : "", ms(a->max_ts - a->min_ts), a->kernels, a->copies, a->memsets,
-	        a->launches, a->linked);
+	        graphs, a->launches, a->linked);
 	print_steps(a, f, md);
 	print_gpus(a, f, md);
 	print_ops(a, f, md);
@@ -270,6 +273,8 @@ static void json_body(const struct cuptrace_analysis *a, struct cuptrace_json *w
 	cuptrace_json_int_field(w, "kernels", (int64_t)a->kernels);
 	cuptrace_json_int_field(w, "copies", (int64_t)a->copies);
 	cuptrace_json_int_field(w, "memsets", (int64_t)a->memsets);
+	if (a->graphs) /* only in traces of --cuda-graphs graph */
+		cuptrace_json_int_field(w, "graph_launches", (int64_t)a->graphs);
 	cuptrace_json_int_field(w, "launches", (int64_t)a->launches);
 	cuptrace_json_int_field(w, "linked", (int64_t)a->linked);
 	cuptrace_json_end_object(w);

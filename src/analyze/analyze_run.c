@@ -587,6 +587,7 @@ int an_compute(struct an *an)
 		o->kernels += an->work[i].kind == W_KERNEL;
 		o->copies += an->work[i].kind == W_COPY;
 		o->memsets += an->work[i].kind == W_SET;
+		o->graphs += an->work[i].kind == W_GRAPH;
 	}
 	for (size_t i = 0; i < an->nhost; i++)
 		o->launches += an->host[i].launched;

@@ -202,6 +202,8 @@ static int work_kind(const char *cat)
 		return -1;
 	if (!strcasecmp(cat, "kernel"))
 		return W_KERNEL;
+	if (!strcasecmp(cat, "graph"))
+		return W_GRAPH;
 	if (!strcasecmp(cat, "memcpy") || !strcasecmp(cat, "gpu_memcpy"))
 		return W_COPY;
 	if (!strcasecmp(cat, "memset") || !strcasecmp(cat, "gpu_memset"))

@@ -7,9 +7,10 @@
 
 int cuptrace_busy_is_work(const char *c)
 {
-	/* cuptrace: kernel, memcpy, memset. torch.profiler since 2022: kernel, gpu_memcpy,
-	 * gpu_memset; its 2021 format: Kernel, Memcpy, Memset. MTIA: mtia_ccp_events. */
-	static const char *const work[] = {"kernel",     "memcpy",     "memset",
+	/* cuptrace: kernel, memcpy, memset, graph (a whole CUDA graph launch, --cuda-graphs
+	 * graph). torch.profiler since 2022: kernel, gpu_memcpy, gpu_memset; its 2021 format:
+	 * Kernel, Memcpy, Memset. MTIA: mtia_ccp_events. */
+	static const char *const work[] = {"kernel",     "memcpy",     "memset",         "graph",
 	                                   "gpu_memcpy", "gpu_memset", "mtia_ccp_events"};
 	for (size_t i = 0; c && i < sizeof(work) / sizeof(work[0]); i++)
 		if (!strcasecmp(c, work[i]))

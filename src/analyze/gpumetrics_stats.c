@@ -114,7 +114,8 @@ static int gm_slice(struct cuptrace_sink *sk, const struct cuptrace_slice *e)
 	struct gm_sink *s = to_gm(sk);
 	const char *cat = e->category ? e->category : "";
 	uint64_t *g = cuptrace_u64map_get(&s->group_of, e->track_uuid);
-	if (g && (!strcmp(cat, "kernel") || !strcmp(cat, "memcpy") || !strcmp(cat, "memset"))) {
+	if (g && (!strcmp(cat, "kernel") || !strcmp(cat, "memcpy") || !strcmp(cat, "memset") ||
+	          !strcmp(cat, "graph"))) {
 		const char *name = e->name ? e->name : "";
 		uint32_t c = cuptrace_strtab_intern(&s->strs, cat, strlen(cat));
 		uint32_t n = cuptrace_strtab_intern(&s->strs, name, strlen(name));

@@ -197,7 +197,7 @@ static int work_kind(const char *cat)
 {
 	if (!cat)
 		return 0;
-	if (!strcmp(cat, "kernel"))
+	if (!strcmp(cat, "kernel") || !strcmp(cat, "graph")) /* graph: --cuda-graphs graph */
 		return 1;
 	if (!strcmp(cat, "memcpy") || !strcmp(cat, "memset") || !strcmp(cat, "gpu_memcpy") ||
 	    !strcmp(cat, "gpu_memset"))

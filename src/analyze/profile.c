@@ -113,6 +113,7 @@ static int is_range_category(const char *cat)
 	    "cuda_runtime",
 	    "cuda_driver",
 	    "kernel",
+	    "graph",
 	    "memcpy",
 	    "memset",
 	    "gpu_memcpy",
@@ -147,7 +148,7 @@ static int family_of(const struct cuptrace_slice *e, int host)
 {
 	const char *cat = e->category ? e->category : "", *name = e->name ? e->name : "";
 
-	if (!strcmp(cat, "kernel"))
+	if (!strcmp(cat, "kernel") || !strcmp(cat, "graph")) /* graph: --cuda-graphs graph */
 		return CUPTRACE_FAM_KERNEL;
 	if (!strcmp(cat, "cuda_runtime") || !strcmp(cat, "cuda_driver"))
 		return CUPTRACE_FAM_API;

@@ -92,7 +92,8 @@ static const char *const vocabulary[] = {
     "Runtime",
     "Memcpy",
     "Memset",
-    "cuda_profiler_range"};
+    "cuda_profiler_range",
+    "graph"}; /* --cuda-graphs graph: "CUDA graph N" */
 
 static int in_vocabulary(const char *cat)
 {

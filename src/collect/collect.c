@@ -623,6 +623,13 @@ static void print_summary(double finish_ms, double finish_cpu_ms)
 	/* The summary is asked for (CUPTRACE_SUMMARY=0 silences it), so it bypasses the log
 	 * level; stderr only, never stdout. */
 	fprintf(stderr, "cuptrace: %s\n", line);
+	/* --cuda-graphs graph: the launches stand for their nodes, which have no records. */
+	uint64_t graphs = c ? c->graph_launches : k[CUPTI_ACTIVITY_KIND_GRAPH_TRACE];
+	if (graphs)
+		fprintf(stderr,
+		        "cuptrace: %llu CUDA graph launches, each one slice (--cuda-graphs graph: "
+		        "their kernels, copies and memsets not recorded)\n",
+		        (unsigned long long)graphs);
 	if (cuptrace_runtime_watch_summary(line, sizeof(line)))
 		fprintf(stderr, "cuptrace: %s\n", line);
 	fprintf(stderr,
@@ -650,7 +657,8 @@ static int no_cuda_work(void)
 	    CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL, CUPTI_ACTIVITY_KIND_MEMCPY,
 	    CUPTI_ACTIVITY_KIND_MEMCPY2,           CUPTI_ACTIVITY_KIND_MEMSET,
 	    CUPTI_ACTIVITY_KIND_SYNCHRONIZATION,   CUPTI_ACTIVITY_KIND_MARKER,
-	    CUPTI_ACTIVITY_KIND_MEMORY2,           CUPTI_ACTIVITY_KIND_MEMORY_POOL};
+	    CUPTI_ACTIVITY_KIND_MEMORY2,           CUPTI_ACTIVITY_KIND_MEMORY_POOL,
+	    CUPTI_ACTIVITY_KIND_GRAPH_TRACE};
 	if (!sess.injected || sess.write_err || atomic_load(&sess.cupti_dropped) ||
 	    atomic_load(&sess.records_dropped))
 		return 0;

@@ -163,11 +163,13 @@ extern struct collect_windows win;
  * rest belong to whoever holds sess.lock (start, stop) or to the finishing thread. */
 extern struct collect_session sess;
 
-/* Whether activity kind k goes on with the others (at the start, when a window opens): all
- * but MEMCPY2 before a second device has a context (kinds.h; the flush thread switches it on
- * then). Notes MEMCPY2 on when it does. */
+/* Whether activity kind k goes on with the others (at the start, when a window opens): all but
+ * GRAPH_TRACE unless --cuda-graphs graph, and MEMCPY2 before a second device has a context
+ * (kinds.h; the flush thread switches it on then). Notes MEMCPY2 on when it does. */
 static inline int collect_kind_wanted(CUpti_ActivityKind k)
 {
+	if (!cuptrace_kind_by_setting(k))
+		return 0;
 	if (!cuptrace_kind_needs_two_gpus(k))
 		return 1;
 	if (!atomic_load(&sess.multi_gpu))

@@ -190,7 +190,7 @@ static struct wout *out_for(uint64_t number, int create)
 }
 
 /* What a window holds: its kernels (for the summary) and its GPU work (kernels, copies,
- * memsets: a window without any gets no file). */
+ * memsets, graph launches: a window without any gets no file). */
 static void count_kernels(uint64_t number, const CUpti_Activity *const *recs, size_t n)
 {
 	uint64_t k = 0, work = 0;
@@ -199,7 +199,8 @@ static void count_kernels(uint64_t number, const CUpti_Activity *const *recs, si
 		k += kind == CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL;
 		work += kind == CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL ||
 		        kind == CUPTI_ACTIVITY_KIND_MEMCPY || kind == CUPTI_ACTIVITY_KIND_MEMCPY2 ||
-		        kind == CUPTI_ACTIVITY_KIND_MEMSET;
+		        kind == CUPTI_ACTIVITY_KIND_MEMSET ||
+		        kind == CUPTI_ACTIVITY_KIND_GRAPH_TRACE;
 	}
 	if (!work)
 		return;

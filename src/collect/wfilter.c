@@ -117,6 +117,12 @@ int cuptrace_wrecord_place(const CUpti_Activity *r, int64_t *t, uint32_t *corr)
 		*corr = m->correlationId;
 		return 1;
 	}
+	case CUPTI_ACTIVITY_KIND_GRAPH_TRACE: {
+		const CUpti_ActivityGraphTrace2 *g = (const void *)r;
+		*t = (int64_t)g->start;
+		*corr = g->correlationId;
+		return 1;
+	}
 	case CUPTI_ACTIVITY_KIND_SYNCHRONIZATION: {
 		const CUpti_ActivitySynchronization2 *s = (const void *)r;
 		*t = (int64_t)s->start;

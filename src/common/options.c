@@ -61,6 +61,13 @@ static const struct cuptrace_setting_name log_names[] = {
     {"debug", CUPTRACE_LOG_DEBUG, 0},
     {NULL, 0, 0},
 };
+static const struct cuptrace_setting_name cuda_graphs_names[] = {
+    {"node", CUPTRACE_CUDA_GRAPHS_NODE, 0},
+    {"graph", CUPTRACE_CUDA_GRAPHS_GRAPH, 0},
+    {"nodes", CUPTRACE_CUDA_GRAPHS_NODE, 1},
+    {"graphs", CUPTRACE_CUDA_GRAPHS_GRAPH, 1},
+    {NULL, 0, 0},
+};
 static const struct cuptrace_setting_name api_enable_names[] = {
     {"kind", 0, 0},
     {"cbid", 1, 0},
@@ -215,6 +222,9 @@ static const struct cuptrace_setting settings[CUPTRACE_NSETTINGS] = {
                                      "CUPTRACE_COMPRESS_LEVEL", CUPTRACE_SETTING_COUNT, NO_NAMES, 1,
                                      12, 0, 0, 0, "5",
                                      "1 (least CPU) to 12 (smallest); zlib stops at 9", NULL},
+    [CUPTRACE_SET_CUDA_GRAPHS] = {CUPTRACE_SET_CUDA_GRAPHS, "cuda-graphs", "CUPTRACE_CUDA_GRAPHS",
+                                  CUPTRACE_SETTING_ENUM, cuda_graphs_names, 0, 0, 0, 0, 0, "node",
+                                  NULL, NULL},
 };
 
 const struct cuptrace_setting *cuptrace_setting_get(enum cuptrace_setting_id id)

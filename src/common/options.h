@@ -61,6 +61,7 @@ enum cuptrace_setting_id {
 	CUPTRACE_SET_STACKS,
 	CUPTRACE_SET_STACKS_EVERY,
 	CUPTRACE_SET_COMPRESS_LEVEL,
+	CUPTRACE_SET_CUDA_GRAPHS,
 	CUPTRACE_NSETTINGS
 };
 
@@ -83,6 +84,9 @@ enum {
 };
 /* CUPTRACE_SET_RUNTIME: enum cuptrace_runtime_mode's values (collect/runtime_watch.h). */
 enum { CUPTRACE_RUNTIME_MODE_FILTERED, CUPTRACE_RUNTIME_MODE_WATCH, CUPTRACE_RUNTIME_MODE_ALL };
+/* CUPTRACE_SET_CUDA_GRAPHS: a CUDA graph launch as its nodes (kernels, copies, memsets), or as
+ * one slice (CUPTI's GRAPH_TRACE kind; collect/kinds.h). */
+enum { CUPTRACE_CUDA_GRAPHS_NODE, CUPTRACE_CUDA_GRAPHS_GRAPH };
 /* CUPTRACE_SET_COMPRESS: enum cuptrace_compress's values (output/output.h); -1 = by extension. */
 /* CUPTRACE_SET_GPU_METRICS: i = 0 off, 1 the default set, 2 the list in s. */
 enum { CUPTRACE_GPU_METRICS_OFF, CUPTRACE_GPU_METRICS_DEFAULT, CUPTRACE_GPU_METRICS_LIST };

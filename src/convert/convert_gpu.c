@@ -1,4 +1,5 @@
-/* GPU work: kernels, memcpys and memsets on their streams' tracks, and synchronization records.
+/* GPU work: kernels, memcpys and memsets (or whole CUDA graph launches, --cuda-graphs graph) on
+ * their streams' tracks, and synchronization records.
  *
  * A batch is one CUPTI buffer, and one stream's work can arrive out of time order across
  * buffers. So GPU work waits in a reorder window (in drawing order, records copied) until
@@ -325,6 +326,15 @@ static int emit_gwork(struct cuptrace_converter *c, const struct gwork *w)
 		gbps = w->dur > 0 ? (double)r->bytes / (double)w->dur : 0;
 		c->counts.memsets++;
 		break;
+	case CUPTI_ACTIVITY_KIND_GRAPH_TRACE:
+		/* Named by graph, so that launches of one graph group together in the analyses
+		 * and in diff, as one kernel's do. */
+		snprintf(name, sizeof(name), "CUDA graph %u", r->graph_id);
+		cat = "graph";
+		A[na++] = (struct cuptrace_arg){
+		    .key = "graph_id", .type = CUPTRACE_ARG_UINT, .v.u = r->graph_id};
+		c->counts.graph_launches++;
+		break;
 	default:
 		return 0;
 	}
@@ -593,6 +603,22 @@ int conv_gpu_work(struct cuptrace_converter *c, const CUpti_Activity *r)
 		corr = m->correlationId, start = m->start, end = m->end;
 		g.mem_kind = (uint8_t)m->memoryKind, g.bytes = m->bytes, g.value = m->value;
 		g.graph_id = m->graphId, g.graph_node = m->graphNodeId;
+		break;
+	}
+	case CUPTI_ACTIVITY_KIND_GRAPH_TRACE: {
+		/* A whole graph launch (--cuda-graphs graph). Its device and context are where its
+		 * first node ran, INT_MAX when that was a host node: then where its last one ran.
+		 */
+		const CUpti_ActivityGraphTrace2 *t = (const CUpti_ActivityGraphTrace2 *)r;
+		dev = t->deviceId, ctx = t->contextId, sid = t->streamId;
+		if (dev >= INT32_MAX)
+			dev = t->endDeviceId, ctx = t->endContextId;
+		if (dev >= INT32_MAX) {
+			c->counts.other++; /* host nodes only: no GPU time to draw */
+			return 0;
+		}
+		corr = t->correlationId, start = t->start, end = t->end;
+		g.graph_id = t->graphId;
 		break;
 	}
 	default:

@@ -131,6 +131,8 @@ size_t cuptrace_record_min_size(CUpti_ActivityKind kind)
 		return sizeof(CUpti_ActivityMemcpyPtoP4);
 	case CUPTI_ACTIVITY_KIND_MEMSET:
 		return sizeof(CUpti_ActivityMemset4);
+	case CUPTI_ACTIVITY_KIND_GRAPH_TRACE:
+		return sizeof(CUpti_ActivityGraphTrace2);
 	case CUPTI_ACTIVITY_KIND_SYNCHRONIZATION:
 		return sizeof(CUpti_ActivitySynchronization2);
 	case CUPTI_ACTIVITY_KIND_DEVICE:

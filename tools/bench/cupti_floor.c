@@ -195,12 +195,25 @@ __attribute__((visibility("default"))) int InitializeInjection(void)
 		CUpti_ActivityKind k = cuptrace_kinds[i];
 		if (only && !has_kind(only, (int)k))
 			continue;
-		if (!only && cuptrace_kind_needs_two_gpus(k))
-			continue; /* as cuptrace in a one-GPU process (kinds.h) */
+		if (!only && (cuptrace_kind_needs_two_gpus(k) || !cuptrace_kind_by_setting(k)))
+			continue; /* as cuptrace in a one-GPU process, --cuda-graphs too (kinds.h)
+			           */
 		if (k == CUPTI_ACTIVITY_KIND_RUNTIME || k == CUPTI_ACTIVITY_KIND_DRIVER)
 			api = 1;
 		else
 			cuptiActivityEnable(k);
+	}
+	/* CUPTRACE_FLOOR_EXTRA_KINDS: kinds enabled besides, e.g. 51 (GRAPH_TRACE: one record per
+	 * graph launch instead of one per node), to measure what they change. */
+	const char *extra = getenv("CUPTRACE_FLOOR_EXTRA_KINDS");
+	for (const char *e = extra; e && *e;) {
+		char *end;
+		long k = strtol(e, &end, 10);
+		if (end == e)
+			break;
+		if (k > 0 && k < CUPTI_ACTIVITY_KIND_COUNT)
+			cuptiActivityEnable((CUpti_ActivityKind)k);
+		e = *end == ',' ? end + 1 : end;
 	}
 	const char *drv = getenv("CUPTRACE_DRIVER"), *rt = getenv("CUPTRACE_RUNTIME");
 	if (api)
@@ -228,7 +241,8 @@ __attribute__((visibility("default"))) int InitializeInjection(void)
 	if (pa && strtoull(pa, NULL, 10) > 0) {
 		size_t v = (size_t)strtoull(pa, NULL, 10), lim = v + 250, vs = sizeof(v);
 		cuptiActivitySetAttribute(CUPTI_ACTIVITY_ATTR_DEVICE_BUFFER_POOL_LIMIT, &vs, &lim);
-		cuptiActivitySetAttribute(CUPTI_ACTIVITY_ATTR_DEVICE_BUFFER_PRE_ALLOCATE_VALUE, &vs, &v);
+		cuptiActivitySetAttribute(CUPTI_ACTIVITY_ATTR_DEVICE_BUFFER_PRE_ALLOCATE_VALUE, &vs,
+		                          &v);
 	}
 	/* CUPTRACE_FLOOR_PINNED=1: CUPTI's profiling buffers in pinned host memory instead of
 	 * device memory; CUPTRACE_FLOOR_PER_THREAD=0: one activity buffer for all threads instead

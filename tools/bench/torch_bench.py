@@ -28,6 +28,8 @@ Configurations:
                      and device-changing trivial calls and counts the rest
   cuptrace_all       --runtime all: every runtime call recorded
   cuptrace_pytorch   --pytorch: PyTorch ops and modules as NVTX ranges
+  cuptrace_graphs    --cuda-graphs graph: a CUDA graph launch as one slice (CUPTI's
+                     GRAPH_TRACE); floor_graphs: the floor likewise
   cuptrace_gpumetrics  --gpu-metrics: the default set of GPU hardware metrics sampled at
                      10 kHz beside the default trace (not in the default list: ask for it,
                      e.g. --configs none,cuptrace,cuptrace_gpumetrics); the report gives its
@@ -77,6 +79,8 @@ FLOOR_VARIANTS = {
     # emptied ten times as often
     "floor_prealloc": {"CUPTRACE_FLOOR_PREALLOC": "32"},
     "floor_flush100": {"CUPTRACE_FLUSH_MS": "100"},
+    # --cuda-graphs graph on the floor: one GRAPH_TRACE record per launch instead of its nodes'
+    "floor_graphs": {"CUPTRACE_CUDA_GRAPHS": "graph"},
     # subscribed and nothing else (no clock or buffer callback), and with the four callbacks a
     # profiler-range window (--capture-range cuda-profiler-api) waits on
     "floor_sub": {"CUPTRACE_FLOOR_SUBONLY": "1"},
@@ -123,6 +127,8 @@ def run_one(cfg, build, workload, tmp, cpus=None, steps=None, pin_main=None, ab=
             env["CUPTRACE_API_ENABLE"] = "cbid"
         extra = {"cuptrace": [], "cuptrace_cbid": [], "cuptrace_watch": ["--runtime", "watch"],
                  "cuptrace_all": ["--runtime", "all"], "cuptrace_pytorch": ["--pytorch"],
+                 # a CUDA graph launch as one slice (CUPTI's GRAPH_TRACE), no per-node cost
+                 "cuptrace_graphs": ["--cuda-graphs", "graph"],
                  "cuptrace_gpumetrics": ["--gpu-metrics"],
                  "cuptrace_gpumetrics_1k": ["--gpu-metrics", "--gpu-metrics-rate", "1000"],
                  # capture windows, none open: what waiting for a window costs
@@ -167,6 +173,8 @@ def run_one(cfg, build, workload, tmp, cpus=None, steps=None, pin_main=None, ab=
         except (ValueError, KeyError):
             meta = {}
         res["kernels"] = int(meta.get("kernels", 0))
+        if "graph_launches" in meta:
+            res["graph_launches"] = int(meta["graph_launches"])
         # what GPU metrics sampling cost: the sampler thread's CPU time, and its samples
         if "gpu_metrics_sampler_cpu_ms" in meta:
             res["sampler_cpu_ms"] = float(meta["gpu_metrics_sampler_cpu_ms"])
@@ -254,15 +262,20 @@ def by_state(by, num, den):
 
 
 def fast_mode(by, pairs):
-    """Graph replays under CUPTI run in a fast or a slow mode, per process and for stretches
-    within one (README "CUDA graphs"), whichever tracer holds CUPTI: a median over processes
-    then measures which mode each landed in as much as what the tracer adds. Each process's
-    fastest block measures its cost in the fast mode: num / den of those, as added time over the
-    untraced run's fastest block (the interval resamples rounds); and per configuration how many
-    processes had a block in the fast mode (within 3% of the fastest block of any traced run)."""
+    """Graph replays traced node by node run GPU-bound (the "fast mode": the GPU's time per
+    replay, timestamps included) or host-bound where CUPTI's host work inside cudaGraphLaunch,
+    which varies from process to process and over time, takes longer (README "CUDA graphs"),
+    whichever tracer holds CUPTI: a median over processes then measures where each landed as
+    much as what the tracer adds. Each process's fastest block measures its cost in the fast
+    mode: num / den of those, as added time over the untraced run's fastest block (the interval
+    resamples rounds); and per configuration how many processes had a block in the fast mode
+    (within 3% of the fastest block of any run traced node by node: --cuda-graphs graph runs
+    are counted against that too, but do not set it)."""
+    def per_node(c):
+        return c != "none" and not c.endswith("_graphs")
     rs_all = [v for v in by.values() if "none" in v]
     traced = [min(r["blocks_s"]) for v in rs_all for c, r in v.items()
-              if c != "none" and r.get("blocks_s")]
+              if per_node(c) and r.get("blocks_s")]
     if len(rs_all) < 3 or not traced:
         return
     fastest = min(traced)
@@ -326,7 +339,7 @@ def cmd_report(a):
         for r in rows:
             if r["workload"] == wl:
                 by.setdefault((r.get("tag"), r["round"]), {})[r["config"]] = r
-        configs = [c for c in dict.fromkeys(CONFIGS + ["cuptrace_all", "cuptrace_cbid", "cuptrace_gpumetrics", "cuptrace_gpumetrics_1k", "cuptrace_ondemand", "cuptrace_range", "cuptrace_profapi", "cuptrace_timewin", "cuptrace_steprange", "cuptrace_steps", "cuptrace_capture", "cuptrace_stacks_py", "cuptrace_stacks_py2", "cuptrace_stacks_ab", "cuptrace_stacks_all", "tp_cpu_cuda_stack"] + sorted(FLOOR_VARIANTS))
+        configs = [c for c in dict.fromkeys(CONFIGS + ["cuptrace_all", "cuptrace_cbid", "cuptrace_gpumetrics", "cuptrace_gpumetrics_1k", "cuptrace_ondemand", "cuptrace_range", "cuptrace_profapi", "cuptrace_timewin", "cuptrace_steprange", "cuptrace_steps", "cuptrace_capture", "cuptrace_stacks_py", "cuptrace_stacks_py2", "cuptrace_stacks_ab", "cuptrace_stacks_all", "tp_cpu_cuda_stack", "cuptrace_graphs"] + sorted(FLOOR_VARIANTS))
                    if any(c in v for v in by.values())]
         full = [v for v in by.values() if "none" in v]
         print("\n## %s: %d rounds (%d with an untraced run)\n" % (wl, len(by), len(full)))
@@ -355,6 +368,11 @@ def cmd_report(a):
                 bpk = "%.1f raw, %.1f gzipped" % (
                     statistics.median(v[c]["bytes_raw"] / v[c]["kernels"] for v in rs),
                     statistics.median(v[c]["bytes_gz"] / v[c]["kernels"] for v in rs))
+            elif "bytes" in rs[0][c] and rs[0][c].get("graph_launches"):
+                # --cuda-graphs graph: launches, not kernels, and bytes per launch
+                kern = ", ".join(sorted({"%d launches" % v[c]["graph_launches"] for v in rs}))
+                bpk = "%.1f per launch" % statistics.median(
+                    v[c]["bytes"] / max(1, v[c]["graph_launches"]) for v in rs)
             elif "bytes" in rs[0][c]:
                 bpk = "%.1f" % statistics.median(v[c]["bytes"] / max(1, v[c]["kernels"])
                                                  for v in rs)
@@ -400,7 +418,8 @@ def cmd_report(a):
         for v in by.values():
             for c, r in v.items():
                 if r.get("kernels") is not None and (c.startswith("cuptrace") or
-                                                      c.startswith("tp_")):
+                                                      c.startswith("tp_")) and \
+                        c != "cuptrace_graphs":
                     counts.setdefault(c, set()).add(r["kernels"])
         launched = {r["kernels_launched"] for v in by.values() for r in v.values()
                     if "kernels_launched" in r}
@@ -411,7 +430,21 @@ def cmd_report(a):
                           for c, k in sorted(counts.items())),
                 "; launched %s" % ",".join(map(str, sorted(launched))) if launched else "",
                 "equal" if same else "DIFFERENT"))
+        # --cuda-graphs graph: launches, not kernels; the C program says how many it made.
+        gl = {r.get("graph_launches", 0) for v in by.values() for c, r in v.items()
+              if c == "cuptrace_graphs" and "kernels" in r}
+        if gl:
+            m = re.fullmatch(r"cgraph(\d+)n?", wl)
+            want = {k // int(m.group(1)) for k in launched} if m else set()
+            print("- cuptrace_graphs: graph launches %s%s" % (
+                ",".join(map(str, sorted(gl))),
+                (" (launched %s: %s)" % (",".join(map(str, sorted(want))),
+                                         "equal" if gl == want else "DIFFERENT")) if want
+                else ""))
         ratio("cuptrace", "tp_cuda", "added")
+        ratio("cuptrace_graphs", "tp_cuda", "added")
+        ratio("cuptrace_graphs", "floor", "added")
+        ratio("cuptrace_graphs", "floor_graphs", "added")
         if wl.startswith(("graph", "cgraph", "compile")):
             fast_mode(by, [("cuptrace", "tp_cuda"), ("cuptrace", "floor")])
         ratio("cuptrace_stacks_py", "tp_cpu_cuda_stack", "added")
