@@ -3,6 +3,7 @@
  * library only through the CUPTRACE_* variables listed in include/cuptrace.h. The tool itself
  * never loads CUDA or CUPTI: the device check runs in a short-lived child. */
 #define _GNU_SOURCE
+#include <dirent.h>
 #include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -498,6 +499,21 @@ static int list_gpu_metrics(const char *lib)
 	return list() ? EXIT_FAIL : 0;
 }
 
+/* Empties and removes the run's claims directory (names only, made by libcuptrace.so). */
+static void remove_claims(const char *dir)
+{
+	if (!dir[0])
+		return;
+	DIR *d = opendir(dir);
+	struct dirent *e;
+	while (d && (e = readdir(d)))
+		if (e->d_name[0] != '.')
+			unlinkat(dirfd(d), e->d_name, 0);
+	if (d)
+		closedir(d);
+	rmdir(dir);
+}
+
 int cmd_record(int argc, char **argv)
 {
 	static const struct option opts[] = {
@@ -822,6 +838,15 @@ int cmd_record(int argc, char **argv)
 	} else {
 		errfile[0] = 0;
 	}
+	/* The run's claims on trace names (collect.c, written_this_run): emptied and removed when
+	 * the command ends. */
+	char claims[PATH_MAX];
+	snprintf(claims, sizeof(claims), "%s/cuptrace-claims-XXXXXX",
+	         tdir && *tdir ? tdir : "/tmp");
+	if (mkdtemp(claims))
+		setenv("CUPTRACE_CLAIMS", claims, 1);
+	else
+		claims[0] = 0;
 	char startbuf[24];
 	struct timespec now;
 	clock_gettime(CLOCK_REALTIME, &now);
@@ -855,6 +880,7 @@ int cmd_record(int argc, char **argv)
 	int st = 0;
 	while (waitpid(child_pid, &st, 0) < 0 && errno == EINTR)
 		;
+	remove_claims(claims);
 	if (k == (ssize_t)sizeof(exec_errno)) {
 		if (errfile[0])
 			unlink(errfile);

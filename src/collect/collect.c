@@ -14,6 +14,7 @@
 #include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
@@ -174,13 +175,32 @@ static int path_taken(const char *path)
 
 static int path_claimed; /* written_this_run made sess.path's (empty) file */
 
-/* Under `cuptrace record` (CUPTRACE_RECORD_START: when it started, CLOCK_REALTIME ns): did another
- * process of this run already take path? Claims it with O_EXCL when free, so of two processes
+/* Under `cuptrace record`: did another process of this run already take path? Of two processes
  * that arrive at one name (ranks' own CUDA subprocesses share their rank, so "%r" repeats) only
- * one keeps it. A file from before the run is an old trace, to be written over. */
+ * one keeps it. `record` makes a directory for the run's claims (CUPTRACE_CLAIMS): a name is
+ * claimed by creating, with O_EXCL, the entry named by its hash there; a file from before the
+ * run is an old trace, to be written over. Without the directory (a process outliving
+ * `record`), the name itself is claimed with O_EXCL, and a file already there counts as this
+ * run's when its mtime is past CUPTRACE_RECORD_START (CLOCK_REALTIME ns); that fails on file
+ * systems whose mtime has a coarse granularity (seen on a GPU machine: two processes took one
+ * name), which is why the directory comes first. */
 static int written_this_run(const char *path)
 {
 	path_claimed = 0;
+	const char *cd = getenv("CUPTRACE_CLAIMS");
+	if (cd && *cd) {
+		char claim[PATH_MAX];
+		snprintf(claim, sizeof(claim), "%s/%016llx", cd,
+		         (unsigned long long)cuptrace_hash_bytes(path, strlen(path)));
+		int cfd = open(claim, O_CREAT | O_EXCL | O_WRONLY | O_CLOEXEC, 0600);
+		if (cfd >= 0) {
+			close(cfd);
+			return 0;
+		}
+		if (errno == EEXIST)
+			return 1;
+		/* The directory is gone or unusable: as without it. */
+	}
 	const char *rs = getenv("CUPTRACE_RECORD_START");
 	if (!rs || !*rs)
 		return 0;
