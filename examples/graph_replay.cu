@@ -7,6 +7,8 @@
 // `blocks` equal blocks (each synchronized at both ends), the blocks' times, a CPU probe per
 // block (how fast the shared machine runs just then), and the kernels launched, so that
 // torch_bench.py can time it beside the PyTorch workloads and check the tracers' counts.
+// GRAPH_REPLAY_DETAIL=1 adds each block's start (CLOCK_REALTIME, to line blocks up with GPU
+// clock samples taken beside it) and the host time spent inside cudaGraphLaunch per replay.
 #include <cuda_runtime.h>
 #include <nvtx3/nvToolsExt.h>
 #include <stdint.h>
@@ -73,19 +75,29 @@ int main(int argc, char **argv)
 		CK(cudaGraphLaunch(ge, s));
 	CK(cudaStreamSynchronize(s));
 	int per = replays / blocks > 0 ? replays / blocks : 1;
-	double t[64], probe[64];
+	const char *dv = getenv("GRAPH_REPLAY_DETAIL");
+	int detail = dv && *dv == '1';
+	double t[64], probe[64], at[64], in_launch[64];
 	for (int b = 0; b < blocks; b++) {
 		probe[b] = cpu_probe();
+		struct timespec rt;
+		clock_gettime(CLOCK_REALTIME, &rt);
+		at[b] = (double)rt.tv_sec + rt.tv_nsec * 1e-9;
+		in_launch[b] = 0;
 		double t0 = now_s();
 		for (int i = 0; i < per; i++) {
 			if (ranges)
 				nvtxRangePushA("replay");
+			double l0 = detail ? now_s() : 0;
 			CK(cudaGraphLaunch(ge, s));
+			if (detail)
+				in_launch[b] += now_s() - l0;
 			if (ranges)
 				nvtxRangePop();
 		}
 		CK(cudaStreamSynchronize(s));
 		t[b] = (now_s() - t0) / per;
+		in_launch[b] /= per;
 	}
 	printf("{\"workload\": \"cgraph%d%s\", \"steps\": %d, \"kernels_launched\": %lld, "
 	       "\"blocks_s\": [",
@@ -95,6 +107,14 @@ int main(int argc, char **argv)
 	printf("], \"probe_s\": [");
 	for (int b = 0; b < blocks; b++)
 		printf("%s%.9f", b ? ", " : "", probe[b]);
+	if (detail) {
+		printf("], \"block_at_unix_s\": [");
+		for (int b = 0; b < blocks; b++)
+			printf("%s%.6f", b ? ", " : "", at[b]);
+		printf("], \"in_launch_s\": [");
+		for (int b = 0; b < blocks; b++)
+			printf("%s%.9f", b ? ", " : "", in_launch[b]);
+	}
 	qsort(t, (size_t)blocks, sizeof(t[0]), cmp_d);
 	printf("], \"step_s\": %.9f}\n", t[blocks / 2]);
 	CK(cudaGraphExecDestroy(ge));
