@@ -78,6 +78,15 @@ if timeout 90 "$ct" record --cuda-graphs graph -o "$tmp/grr.pftrace" -- "$ex/gra
 else
 	echo "FAIL graph_replay --cuda-graphs graph"; cat "$tmp/grr.log"; fail=1
 fi
+# Node by node, a run that is mostly graph replays gets a hint towards --cuda-graphs graph, and
+# the trace says how much ran in graphs (440 launches of 50 kernels, and one memset outside).
+if timeout 90 "$ct" record -o "$tmp/grn.pftrace" -- "$ex/graph_replay" 50 400 >"$tmp/grn.log" 2>&1 &&
+	grep "cuptrace: 22000 of 22001 kernels, copies and memsets ran in CUDA graphs; .record --cuda-graphs graph." "$tmp/grn.log" &&
+	"$ct" stats "$tmp/grn.pftrace" | grep -E "^gpu_activities_in_graphs: *22000$"; then
+	echo "ok graph_replay hint"
+else
+	echo "FAIL graph_replay hint"; cat "$tmp/grn.log"; "$ct" stats "$tmp/grn.pftrace" | grep -i graph; fail=1
+fi
 # One GPU: 5 copies. Two: cudaMemcpyPeer without peer access is staged as two copies.
 ngpu=$(nvidia-smi -L 2>/dev/null | grep -c "^GPU")
 [ "$ngpu" -gt 8 ] && ngpu=8

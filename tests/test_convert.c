@@ -199,6 +199,8 @@ static void test_graphs(void)
 			CHECK_EQ_INT(s->slices[i].nout, 6);
 		}
 	CHECK_EQ_INT(launches, 3);
+	CHECK_EQ_INT(meta_int(s, "gpu_activities_in_graphs"), 18);
+	CHECK_EQ_INT(meta_int(s, "graph_launches"), -1); /* only with --cuda-graphs graph */
 	/* Graph nodes carry graph and node ids. */
 	for (size_t i = 0; i < s->nslices; i++)
 		if (!strcmp(s->slices[i].cat, "kernel"))

@@ -181,9 +181,9 @@ static int path_claimed; /* written_this_run made sess.path's (empty) file */
  * claimed by creating, with O_EXCL, the entry named by its hash there; a file from before the
  * run is an old trace, to be written over. Without the directory (a process outliving
  * `record`), the name itself is claimed with O_EXCL, and a file already there counts as this
- * run's when its mtime is past CUPTRACE_RECORD_START (CLOCK_REALTIME ns); that fails on file
- * systems whose mtime has a coarse granularity (seen on a GPU machine: two processes took one
- * name), which is why the directory comes first. */
+ * run's when its mtime is past CUPTRACE_RECORD_START (CLOCK_REALTIME ns). That check let two
+ * processes take one name on a GPU machine (2 runs in 3, cause not found), which is why the
+ * directory comes first. */
 static int written_this_run(const char *path)
 {
 	path_claimed = 0;
@@ -650,6 +650,15 @@ static void print_summary(double finish_ms, double finish_cpu_ms)
 		        "cuptrace: %llu CUDA graph launches, each one slice (--cuda-graphs graph: "
 		        "their kernels, copies and memsets not recorded)\n",
 		        (unsigned long long)graphs);
+	/* Node by node, CUPTI's host work at every node of every launch can make a loop of
+	 * short graphs host-bound (README "CUDA graphs"): say so where graphs are most of it. */
+	uint64_t work = c ? c->kernels + c->memcpys + c->memsets : 0;
+	if (c && !graphs && c->graph_nodes >= 10000 && 2 * c->graph_nodes >= work)
+		fprintf(stderr,
+		        "cuptrace: %llu of %llu kernels, copies and memsets ran in CUDA graphs; "
+		        "`record --cuda-graphs graph` records each graph launch as one slice "
+		        "instead, without CUPTI's cost at every node\n",
+		        (unsigned long long)c->graph_nodes, (unsigned long long)work);
 	if (cuptrace_runtime_watch_summary(line, sizeof(line)))
 		fprintf(stderr, "cuptrace: %s\n", line);
 	fprintf(stderr,

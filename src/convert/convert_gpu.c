@@ -338,6 +338,8 @@ static int emit_gwork(struct cuptrace_converter *c, const struct gwork *w)
 	default:
 		return 0;
 	}
+	if (r->kind != CUPTI_ACTIVITY_KIND_GRAPH_TRACE && r->graph_id)
+		c->counts.graph_nodes++;
 	if (gbps > 0)
 		A[na++] = (struct cuptrace_arg){
 		    .key = "bandwidth_gbps", .type = CUPTRACE_ARG_DOUBLE, .v.d = gbps};
