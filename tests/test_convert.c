@@ -446,6 +446,77 @@ static void test_graph_trace(void)
 	unlink(path);
 }
 
+/* Correlation ids over 65,536 apart share a state slot. A call whose kernel has not come when
+ * its slot goes to the id 65,536 later is written then, without its arrow (and counted), and
+ * the kernel, when it comes, is left unlinked; a call and its kernel that both come that late
+ * still get their arrow (the stray state). */
+static void add_launch(struct cuptrace_converter *c, CUpti_ActivityAPI *a,
+                       CUpti_ActivityKernel10 *k, uint32_t corr, int with_api, int with_kernel)
+{
+	memset(a, 0, sizeof(*a));
+	memset(k, 0, sizeof(*k));
+	a->kind = CUPTI_ACTIVITY_KIND_RUNTIME;
+	a->cbid = CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000;
+	a->start = 10000 + 1000 * (uint64_t)corr, a->end = a->start + 100;
+	a->processId = 42, a->threadId = 42, a->correlationId = corr;
+	k->kind = CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL;
+	k->contextId = 1, k->streamId = 7, k->correlationId = corr, k->name = "k";
+	k->start = a->start + 500, k->end = k->start + 300;
+	const CUpti_Activity *b[2];
+	size_t n = 0;
+	if (with_api)
+		b[n++] = (const CUpti_Activity *)a;
+	if (with_kernel)
+		b[n++] = (const CUpti_Activity *)k;
+	CHECK_EQ_INT(cuptrace_converter_add(c, b, n), 0);
+}
+
+static struct rslice *launch_slice(struct rec_sink *s, const char *name, uint64_t corr)
+{
+	for (size_t i = 0; i < s->nslices; i++)
+		if (s->slices[i].corr == corr && !strcmp(s->slices[i].name, name))
+			return &s->slices[i];
+	return NULL;
+}
+
+static void test_corr_wraparound(void)
+{
+	struct rec_sink *s = calloc(1, sizeof(*s));
+	s->base.ops = &rec_ops;
+	struct cuptrace_trace_info info = {.pid = 42, .process_name = "p", .start_boottime_ns = 1};
+	struct cuptrace_converter *c = cuptrace_converter_new(&s->base, &info, NULL);
+	CUpti_ActivityAPI a;
+	CUpti_ActivityKernel10 k;
+	const uint32_t last = 5 + 65536 + 10;
+	add_launch(c, &a, &k, 5, 1, 0); /* held for its kernel */
+	for (uint32_t id = 6; id <= last; id++)
+		if (id != 9)
+			add_launch(c, &a, &k, id, 1, 1);
+	/* Id 5's slot went to 65541: its call is out, without its arrow. */
+	struct rslice *call5 = launch_slice(s, "cudaLaunchKernel", 5);
+	CHECK(call5 && call5->nout == 0);
+	/* Id 9's call and kernel come after 65545 took their slot: linked all the same. */
+	add_launch(c, &a, &k, 9, 1, 0);
+	add_launch(c, &a, &k, 9, 0, 1);
+	/* Then 5's kernel: unlinked. */
+	add_launch(c, &a, &k, 5, 0, 1);
+	CHECK_EQ_INT(cuptrace_converter_finish(c), 0);
+	const struct cuptrace_convert_counts *n = cuptrace_converter_counts(c);
+	CHECK_EQ_INT(n->pending_forced, 1);
+	CHECK_EQ_INT(meta_int(s, "gpu_activities_without_api_record"), 1);
+	CHECK_EQ_INT(count(s, "kernel", NULL), last - 4);
+	struct rslice *call9 = launch_slice(s, "cudaLaunchKernel", 9);
+	struct rslice *k9 = launch_slice(s, "k", 9);
+	CHECK(call9 && k9 && call9->nout == 1 && k9->nin == 1 && call9->out[0] == k9->in);
+	/* Every other launch has its arrow. */
+	size_t linked = 0;
+	for (size_t i = 0; i < s->nslices; i++)
+		linked += !strcmp(s->slices[i].name, "cudaLaunchKernel") && s->slices[i].nout == 1;
+	CHECK_EQ_INT(linked, last - 5);
+	cuptrace_converter_free(c);
+	r_destroy(&s->base);
+}
+
 /* A kernel on stream 7 of [start, end) ns, relative to a trace start of 1000 ns. */
 static void stream7_kernel(CUpti_ActivityKernel10 *k, uint64_t start, uint64_t end,
                            const char *name)
@@ -897,4 +968,4 @@ TEST_MAIN(T(test_fuzzed_captures), T(test_two_gpus), T(test_nvtx), T(test_memory
           T(test_all_captures_clean), T(test_torch), T(test_c_api), T(test_synthetic_order),
           T(test_stream_order_across_batches), T(test_stream_order_window_bound),
           T(test_runtime_filter_capture), T(test_runtime_filter_rule), T(test_pytorch_op_ranges),
-          T(test_graph_trace))
+          T(test_graph_trace), T(test_corr_wraparound))

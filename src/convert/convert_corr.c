@@ -31,29 +31,36 @@ static void corr_release(struct cuptrace_converter *c, struct corr_state *s)
 	s->pending = -1;
 }
 
+/* A state given to another id: what it still holds goes as it is (its held API call written
+ * without the flows still to come, its early GPU work counted as unlinked). */
+static void corr_evict(struct cuptrace_converter *c, struct corr_state *s)
+{
+	if (s->pending >= 0)
+		emit_pending(c, (size_t)s->pending, 1);
+	c->counts.unlinked_gpu += s->norphans;
+	corr_release(c, s);
+}
+
 /* The state of id corr (never 0), or NULL if there is none and !create. An id older than the
  * one that holds its slot now (over 65,536 ids late) gets c->corr_stray, a state of its own
- * that nothing finds again: its API call is written as it is, its GPU work left unlinked. */
+ * that lasts until the next such id comes: its API call and GPU work are linked if they come
+ * before that, else the call is written as it is and the work left unlinked. */
 static struct corr_state *corr_get(struct cuptrace_converter *c, uint32_t corr, int create)
 {
 	struct corr_state *s = &c->corr[corr & CORR_MASK];
 	if (s->corr == corr)
 		return s;
+	if (c->corr_stray.corr == corr) /* slots only go to newer ids: never both */
+		return &c->corr_stray;
 	if (!create)
 		return NULL;
 	if (s->corr && (int32_t)(corr - s->corr) < 0) {
-		c->counts.unlinked_gpu += c->corr_stray.norphans;
-		corr_release(c, &c->corr_stray);
+		corr_evict(c, &c->corr_stray);
 		c->corr_stray.corr = corr;
 		return &c->corr_stray;
 	}
-	if (s->corr || s->api_seen || s->norphans) {
-		/* The id 65,536 before: whatever it still holds goes as it is. */
-		if (s->pending >= 0)
-			emit_pending(c, (size_t)s->pending, 1);
-		c->counts.unlinked_gpu += s->norphans;
-		corr_release(c, s);
-	}
+	if (s->corr || s->api_seen || s->norphans)
+		corr_evict(c, s); /* the id 65,536 before */
 	s->corr = corr;
 	s->pending = -1;
 	return s;
