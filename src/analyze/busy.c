@@ -1,8 +1,10 @@
 /* GPU busy time: the union of the GPU's work intervals (kernels, copies, memsets), so that
  * ranges drawn on GPU rows (annotations, syncs) and concurrent streams are not counted twice. */
 #include "analyze/busy.h"
+#include "analyze/diff.h"
 
 #include <stdlib.h>
+#include <string.h>
 #include <strings.h>
 
 int cuptrace_busy_is_work(const char *c)
@@ -16,6 +18,18 @@ int cuptrace_busy_is_work(const char *c)
 		if (!strcasecmp(c, work[i]))
 			return 1;
 	return 0;
+}
+
+int cuptrace_busy_family(const char *c)
+{
+	if (!c)
+		return -1;
+	if (!strcmp(c, "kernel") || !strcmp(c, "graph"))
+		return CUPTRACE_FAM_KERNEL;
+	if (!strcmp(c, "memcpy") || !strcmp(c, "memset") || !strcmp(c, "gpu_memcpy") ||
+	    !strcmp(c, "gpu_memset"))
+		return CUPTRACE_FAM_COPY;
+	return -1;
 }
 
 static int span_cmp(const void *pa, const void *pb)

@@ -16,6 +16,12 @@ struct cuptrace_busy_span {
  * 0 for anything else (gpu_user_annotation, cuda_sync, cuda_profiler_range, NVTX, ...). */
 int cuptrace_busy_is_work(const char *category);
 
+/* The diff family (analyze/diff.h) of GPU work named exactly as cuptrace and torch.profiler
+ * since 2022 name it: CUPTRACE_FAM_KERNEL for kernel and graph (a whole CUDA graph launch,
+ * --cuda-graphs graph), CUPTRACE_FAM_COPY for memcpy, memset, gpu_memcpy and gpu_memset; -1
+ * for anything else (NULL included). What diff, the profile and the lines file by. */
+int cuptrace_busy_family(const char *category);
+
 /* The length of the union of the intervals [ts, ts + dur). Sorts v in place (by ts). Saturates
  * at INT64_MAX. */
 int64_t cuptrace_busy_union(struct cuptrace_busy_span *v, size_t n);

@@ -2,6 +2,8 @@
  * forwarding sink that attributes each kernel, copy and memset to the user line of the stack at
  * its launch. Like every sink, used by one thread at a time. */
 #include "analyze/lines.h"
+#include "analyze/busy.h"
+#include "analyze/diff.h"
 #include "analyze/forward.h"
 #include "analyze/stats_internal.h"
 #include "common/util.h"
@@ -192,19 +194,6 @@ static int ln_stack(struct cuptrace_sink *sk, const struct cuptrace_stack *st)
 	return 0;
 }
 
-/* 1: a kernel, 2: a copy or memset, 0: neither (the families of diff.h). */
-static int work_kind(const char *cat)
-{
-	if (!cat)
-		return 0;
-	if (!strcmp(cat, "kernel") || !strcmp(cat, "graph")) /* graph: --cuda-graphs graph */
-		return 1;
-	if (!strcmp(cat, "memcpy") || !strcmp(cat, "memset") || !strcmp(cat, "gpu_memcpy") ||
-	    !strcmp(cat, "gpu_memset"))
-		return 2;
-	return 0;
-}
-
 static int ln_slice(struct cuptrace_sink *sk, const struct cuptrace_slice *e)
 {
 	struct lines_sink *s = to_lines(sk);
@@ -212,8 +201,8 @@ static int ln_slice(struct cuptrace_sink *sk, const struct cuptrace_slice *e)
 
 	if ((err = fwd_slice(sk, e)))
 		return err;
-	int kind = work_kind(e->category);
-	if (kind) {
+	int kind = cuptrace_busy_family(e->category);
+	if (kind >= 0) {
 		const char *name = e->name ? e->name : "";
 		uint32_t id = cuptrace_strtab_intern(&s->strs, name, strlen(name));
 		if (!id || CUPTRACE_GROW(s->works, s->workcap, s->nworks + 1))
@@ -224,7 +213,7 @@ static int ln_slice(struct cuptrace_sink *sk, const struct cuptrace_slice *e)
 		    .corr = e->correlation_id,
 		    .dur = e->dur > 0 ? e->dur : 0,
 		    .name = id,
-		    .copy = kind == 2,
+		    .copy = kind == CUPTRACE_FAM_COPY,
 		};
 		return 0;
 	}

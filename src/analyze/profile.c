@@ -3,6 +3,7 @@
  * sees every event too, so they are the numbers `cuptrace stats` shows. Like every sink, used by
  * one thread at a time. */
 #include "analyze/step_name.h"
+#include "analyze/busy.h"
 #include "analyze/diff.h"
 #include "analyze/forward.h"
 #include "analyze/lines.h"
@@ -148,13 +149,11 @@ static int family_of(const struct cuptrace_slice *e, int host)
 {
 	const char *cat = e->category ? e->category : "", *name = e->name ? e->name : "";
 
-	if (!strcmp(cat, "kernel") || !strcmp(cat, "graph")) /* graph: --cuda-graphs graph */
-		return CUPTRACE_FAM_KERNEL;
+	int gpu = cuptrace_busy_family(cat);
+	if (gpu >= 0)
+		return gpu;
 	if (!strcmp(cat, "cuda_runtime") || !strcmp(cat, "cuda_driver"))
 		return CUPTRACE_FAM_API;
-	if (!strcmp(cat, "memcpy") || !strcmp(cat, "memset") || !strcmp(cat, "gpu_memcpy") ||
-	    !strcmp(cat, "gpu_memset"))
-		return CUPTRACE_FAM_COPY;
 	if (!strcmp(cat, "cpu_op"))
 		return CUPTRACE_FAM_OP;
 	if (!host || !is_range_category(cat))

@@ -171,12 +171,12 @@ int conv_meta_finish(struct cuptrace_converter *c)
 	};
 	for (size_t i = 0; i < sizeof(m) / sizeof(m[0]); i++)
 		conv_meta_set(c, m[i].key, NULL, (int64_t)m[i].v, 1);
-	/* Only in traces with stacks: the others keep their metadata as before. */
-	/* Only in traces with CUDA graphs, likewise. */
+	/* Only in traces with CUDA graphs: the others keep their metadata as before. */
 	if (k->graph_launches)
 		conv_meta_set(c, "graph_launches", NULL, (int64_t)k->graph_launches, 1);
 	if (k->graph_nodes)
 		conv_meta_set(c, "gpu_activities_in_graphs", NULL, (int64_t)k->graph_nodes, 1);
+	/* Only in traces with stacks, likewise. */
 	if (k->stacks || k->stacks_bad) {
 		conv_meta_set(c, "call_stacks", NULL, (int64_t)k->stacks, 1);
 		conv_meta_set(c, "call_stack_records_bad", NULL, (int64_t)k->stacks_bad, 1);
