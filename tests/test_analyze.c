@@ -316,8 +316,11 @@ static void test_graph_launches(void)
 	CHECK_EQ_INT(a.kernels, 0);
 	CHECK_EQ_INT(a.linked, 120);
 	CHECK_EQ_INT(a.ngpus, 1);
-	if (a.ngpus == 1)
+	if (a.ngpus == 1) {
 		CHECK_EQ_INT(a.gpus[0].busy_ns, union_ns(v, n));
+		CHECK_EQ_INT(a.gpus[0].graphs, 120);
+		CHECK_EQ_INT(a.gpus[0].kernels, 0);
+	}
 	CHECK(!find(&a, "tiny_kernels"));
 	cuptrace_analysis_free(&a);
 }

@@ -69,6 +69,7 @@ struct cuptrace_an_gpu {
 	size_t file;
 	uint64_t group_key;                /* internal: the group track's key */
 	uint64_t kernels, copies, memsets; /* in the window below */
+	uint64_t graphs;                   /* whole CUDA graph launches, likewise */
 	/* The window of the figures below: its first work start, its last work end, inside its
 	 * process's steady state where that has steps (README); the whole trace otherwise. */
 	int64_t first_ts, last_end;

@@ -98,7 +98,7 @@ static void print_gpus(const struct cuptrace_analysis *a, FILE *f, int md)
 		const struct cuptrace_an_gpu *d = &a->gpus[g];
 		int64_t win = d->last_end - d->first_ts;
 		fprintf(f, "%s%s (pid %d)%s%" PRIu64 "%s%.3f%s%.1f%s%.3f", row0(md), d->name,
-		        d->pid, cell(md), d->kernels + d->copies + d->memsets, cell(md),
+		        d->pid, cell(md), d->kernels + d->copies + d->memsets + d->graphs, cell(md),
 		        ms(d->busy_ns), cell(md), pct(d->busy_ns, win), cell(md), ms(d->idle_ns));
 		for (int k = 0; k < CUPTRACE_IDLE_NCAUSES; k++)
 			fprintf(f, "%s%.3f", cell(md), ms(d->idle_by_cause[k]));
@@ -316,6 +316,8 @@ static void json_body(const struct cuptrace_analysis *a, struct cuptrace_json *w
 		cuptrace_json_int_field(w, "kernels", (int64_t)d->kernels);
 		cuptrace_json_int_field(w, "copies", (int64_t)d->copies);
 		cuptrace_json_int_field(w, "memsets", (int64_t)d->memsets);
+		if (d->graphs) /* only in traces of --cuda-graphs graph */
+			cuptrace_json_int_field(w, "graph_launches", (int64_t)d->graphs);
 		cuptrace_json_int_field(w, "first_ns", d->first_ts);
 		cuptrace_json_int_field(w, "last_end_ns", d->last_end);
 		cuptrace_json_int_field(w, "busy_ns", d->busy_ns);

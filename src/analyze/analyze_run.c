@@ -310,6 +310,7 @@ static int sweep(struct anx *x, int tables)
 		g->kernels += w->kind == W_KERNEL;
 		g->copies += w->kind == W_COPY;
 		g->memsets += w->kind == W_SET;
+		g->graphs += w->kind == W_GRAPH;
 		/* Communication (NCCL kernels) and compute unions, and their overlap: the two
 		 * unions are swept side by side, each in start order. */
 		int64_t *mine = w->flags & WF_NCCL ? &comm_end : &comp_end;
