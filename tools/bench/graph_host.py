@@ -22,21 +22,15 @@ import subprocess
 import sys
 import tempfile
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import torch_bench  # noqa: E402  (the tracer configurations, shared)
+
 
 def run_one(build, cfg, nodes, replays, blocks, tmp):
     cmd = [os.path.join(build, "examples", "graph_replay"), str(nodes), str(replays),
            str(blocks)]
     env = dict(os.environ, GRAPH_REPLAY_DETAIL="1")
-    if cfg.startswith("floor"):
-        env["CUDA_INJECTION64_PATH"] = os.path.join(build, "libcupti_floor.so")
-        if cfg == "floor_graphs":
-            env["CUPTRACE_CUDA_GRAPHS"] = "graph"
-    elif cfg.startswith("cuptrace"):
-        extra = ["--cuda-graphs", "graph"] if cfg == "cuptrace_graphs" else []
-        cmd = [os.path.join(build, "cuptrace"), "record", "--no-summary", "-o",
-               os.path.join(tmp, "g.pftrace")] + extra + ["--"] + cmd
-    elif cfg != "none":
-        raise SystemExit("unknown configuration " + cfg)
+    cmd, _ = torch_bench.under_tracer(cfg, build, cmd, env, tmp)
     p = subprocess.run(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     lines = [l for l in p.stdout.splitlines() if l.startswith("{")]
     if p.returncode or not lines:

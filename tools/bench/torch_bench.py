@@ -99,29 +99,11 @@ FLOOR_VARIANTS = {
 }
 
 
-def run_one(cfg, build, workload, tmp, cpus=None, steps=None, pin_main=None, ab=(40, 3)):
-    m = re.fullmatch(r"cgraph(\d+)(n?)", workload)
-    if m:
-        # the C program (examples/graph_replay.cu): cudaGraphLaunch with no Python around it;
-        # cgraphNn: each replay in an NVTX range (what following ranges costs)
-        cmd = [os.path.join(build, "examples", "graph_replay"), m.group(1), str(steps or 2000)]
-        if m.group(2):
-            cmd += ["5", "nvtx"]
-        if cfg.startswith("tp_") or cfg == "cuptrace_pytorch":
-            return {"skip": "%s needs PyTorch" % cfg}
-    else:
-        cmd = [sys.executable, WORKER, "--workload", workload]
-        if steps:
-            cmd += ["--steps", str(steps)]
-        if pin_main is not None:
-            cmd += ["--pin-main", str(pin_main)]
-        if cfg == "cuptrace_stacks_ab":
-            cmd += ["--ab-stacks", str(ab[0]), "--ab-block", str(ab[1])]
-    env = dict(os.environ)
+def under_tracer(cfg, build, cmd, env, tmp):
+    """cmd run under configuration cfg (none, floor*, cuptrace*; graph_host.py shares it):
+    returns the command and the trace it writes (None if none), and sets env."""
     trace = None
-    if cfg.startswith("tp_"):
-        cmd += ["--profile", cfg[3:], "--trace-out", os.path.join(tmp, "tp.json")]
-    elif cfg.startswith("cuptrace"):
+    if cfg.startswith("cuptrace"):
         trace = os.path.join(tmp, "run.cupti" if cfg == "cuptrace_capture" else "run.pftrace")
         if cfg == "cuptrace_cbid":
             env["CUPTRACE_API_ENABLE"] = "cbid"
@@ -156,6 +138,33 @@ def run_one(cfg, build, workload, tmp, cpus=None, steps=None, pin_main=None, ab=
         env.update(FLOOR_VARIANTS[cfg])
     elif cfg != "none":
         raise SystemExit("unknown configuration " + cfg)
+    return cmd, trace
+
+
+def run_one(cfg, build, workload, tmp, cpus=None, steps=None, pin_main=None, ab=(40, 3)):
+    m = re.fullmatch(r"cgraph(\d+)(n?)", workload)
+    if m:
+        # the C program (examples/graph_replay.cu): cudaGraphLaunch with no Python around it;
+        # cgraphNn: each replay in an NVTX range (what following ranges costs)
+        cmd = [os.path.join(build, "examples", "graph_replay"), m.group(1), str(steps or 2000)]
+        if m.group(2):
+            cmd += ["5", "nvtx"]
+        if cfg.startswith("tp_") or cfg == "cuptrace_pytorch":
+            return {"skip": "%s needs PyTorch" % cfg}
+    else:
+        cmd = [sys.executable, WORKER, "--workload", workload]
+        if steps:
+            cmd += ["--steps", str(steps)]
+        if pin_main is not None:
+            cmd += ["--pin-main", str(pin_main)]
+        if cfg == "cuptrace_stacks_ab":
+            cmd += ["--ab-stacks", str(ab[0]), "--ab-block", str(ab[1])]
+    env = dict(os.environ)
+    if cfg.startswith("tp_"):
+        cmd += ["--profile", cfg[3:], "--trace-out", os.path.join(tmp, "tp.json")]
+        trace = None
+    else:
+        cmd, trace = under_tracer(cfg, build, cmd, env, tmp)
     if cpus:
         cmd = ["taskset", "-c", cpus] + cmd
     p = subprocess.run(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
