@@ -87,8 +87,8 @@ int main(int argc, char **argv)
 	       (unsigned long long)st.flows, (unsigned long long)st.gpu_slices_with_flow_in,
 	       (unsigned long long)st.gpu_slices);
 	/* A program stopped by a signal while launching may lose the API record of its last
-	 * launch on each thread: --allow-unlinked N tolerates that many GPU slices without a flow.
-	 */
+	 * launch on each thread, and a graph launched from the GPU has no API call at all:
+	 * --allow-unlinked N tolerates that many GPU slices without a flow. */
 	long long allow_unlinked = 0;
 	for (int i = 2; i + 1 < argc; i++)
 		if (!strcmp(argv[i], "--allow-unlinked"))

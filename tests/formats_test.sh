@@ -17,7 +17,10 @@ for cap in "$CUPTRACE_TEST_DATA"/*.cupti; do
 	name=$(basename "$cap" .cupti)
 	"$ct" convert "$cap" -o "$tmp/$name.pftrace" && "$ct" convert "$cap" -o "$tmp/$name.json" || {
 		echo "FAIL $name: convert"; fail=1; continue; }
-	"$chk" "$tmp/$name.pftrace" --clean --dump-tracks >"$tmp/$name.tracks" || { echo "FAIL $name: check"; fail=1; continue; }
+	# graphs launched from the GPU: no API call launched them, so no flow comes in
+	unlinked=0 && [ "$name" = device_graph ] && unlinked=20
+	"$chk" "$tmp/$name.pftrace" --clean --allow-unlinked $unlinked --dump-tracks >"$tmp/$name.tracks" ||
+		{ echo "FAIL $name: check"; fail=1; continue; }
 	if python3 - "$tmp/$name.json" "$tmp/$name.tracks" <<'PY'
 import json, sys, collections
 def reject(x):

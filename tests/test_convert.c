@@ -446,6 +446,95 @@ static void test_graph_trace(void)
 	unlink(path);
 }
 
+/* Graphs launched from the GPU (--cuda-graphs graph), recorded on an H200 from
+ * examples/device_graph 4 20: 20 host launches of a one-kernel "launcher" graph whose kernel
+ * launches a 4-kernel "worker" graph (fire and forget). Each launch is one slice: the launcher's
+ * with its flow from cudaGraphLaunch on the stream, the worker's, which no host call launched,
+ * on a track of its own, saying which graph launched it and how, and starting while its
+ * launcher runs. */
+static void test_device_graphs(void)
+{
+	struct rec_sink *s = replay("device_graph.cupti", 0);
+	CHECK_EQ_INT(count(s, "graph", NULL), 40);
+	CHECK_EQ_INT(count(s, "kernel", NULL), 0); /* per graph: no node records */
+	CHECK_EQ_INT(count(s, "cuda_runtime", "cudaGraphLaunch"), 20);
+	CHECK_EQ_INT(meta_int(s, "graph_launches"), 40);
+	CHECK_EQ_INT(meta_int(s, "device_graph_launches"), 20);
+	struct rslice *host[20], *dev[20];
+	size_t nh = 0, nd = 0;
+	for (size_t i = 0; i < s->nslices; i++) {
+		struct rslice *r = &s->slices[i];
+		if (strcmp(r->cat, "graph"))
+			continue;
+		struct rtrack *t = find_track(s, r->track);
+		CHECK(t != NULL);
+		if (!t)
+			continue;
+		if (r->nin) {
+			CHECK(nh < 20);
+			if (nh < 20)
+				host[nh++] = r;
+			CHECK(!strncmp(t->name, "Stream ", 7));
+		} else {
+			CHECK(nd < 20);
+			if (nd < 20)
+				dev[nd++] = r;
+			CHECK_EQ_STR(t->name, "Graphs launched from the GPU");
+			CHECK(strstr(r->args, "device_launch=fire and forget;") != NULL);
+		}
+	}
+	CHECK_EQ_INT(nh, 20);
+	CHECK_EQ_INT(nd, 20);
+	if (nh != 20 || nd != 20) {
+		r_destroy(&s->base);
+		return;
+	}
+	/* One graph launches the other, in launch order (the program waits for each replay). */
+	char by[64];
+	snprintf(by, sizeof(by), "launched_by_graph=%s", strstr(host[0]->args, "graph_id=") + 9);
+	*strchr(by, ';') = 0;
+	CHECK(strcmp(host[0]->name, dev[0]->name) != 0);
+	for (size_t i = 0; i < 20; i++) {
+		CHECK_EQ_STR(host[i]->name, host[0]->name);
+		CHECK_EQ_STR(dev[i]->name, dev[0]->name);
+		CHECK(strstr(dev[i]->args, by) != NULL);
+		CHECK(dev[i]->ts >= host[i]->ts && dev[i]->ts <= host[i]->ts + host[i]->dur);
+		CHECK(dev[i]->dur > 0);
+	}
+	r_destroy(&s->base);
+}
+
+/* A tail launch reports the launching stream's id: then it goes on that stream's track. */
+static void test_device_graph_tail(void)
+{
+	CUpti_ActivityDeviceGraphTrace g;
+	memset(&g, 0, sizeof(g));
+	g.kind = CUPTI_ACTIVITY_KIND_DEVICE_GRAPH_TRACE;
+	g.contextId = 1, g.streamId = 13, g.graphId = 7, g.launcherGraphId = 6;
+	g.deviceLaunchMode = CUPTI_DEVICE_GRAPH_LAUNCH_MODE_TAIL;
+	g.start = 3000, g.end = 3500;
+	const CUpti_Activity *b[] = {(CUpti_Activity *)&g};
+	struct rec_sink *s = calloc(1, sizeof(*s));
+	s->base.ops = &rec_ops;
+	struct cuptrace_trace_info info = {
+	    .pid = 42, .process_name = "p", .start_boottime_ns = 1000};
+	struct cuptrace_converter *c = cuptrace_converter_new(&s->base, &info, NULL);
+	CHECK_EQ_INT(cuptrace_converter_add(c, b, 1), 0);
+	CHECK_EQ_INT(cuptrace_converter_finish(c), 0);
+	struct rslice *r = slice_named(s, "CUDA graph 7");
+	CHECK(r != NULL);
+	if (r) {
+		struct rtrack *t = find_track(s, r->track);
+		CHECK(t && !strcmp(t->name, "Stream 13"));
+		CHECK_EQ_INT(r->ts, 2000);
+		CHECK_EQ_INT(r->dur, 500);
+		CHECK(strstr(r->args, "launched_by_graph=6;device_launch=tail;") != NULL);
+	}
+	CHECK_EQ_INT(meta_int(s, "device_graph_launches"), 1);
+	cuptrace_converter_free(c);
+	r_destroy(&s->base);
+}
+
 /* Correlation ids over 65,536 apart share a state slot. A call whose kernel has not come when
  * its slot goes to the id 65,536 later is written then, without its arrow (and counted), and
  * the kernel, when it comes, is left unlinked; a call and its kernel that both come that late
@@ -968,4 +1057,5 @@ TEST_MAIN(T(test_fuzzed_captures), T(test_two_gpus), T(test_nvtx), T(test_memory
           T(test_all_captures_clean), T(test_torch), T(test_c_api), T(test_synthetic_order),
           T(test_stream_order_across_batches), T(test_stream_order_window_bound),
           T(test_runtime_filter_capture), T(test_runtime_filter_rule), T(test_pytorch_op_ranges),
-          T(test_graph_trace), T(test_corr_wraparound))
+          T(test_graph_trace), T(test_device_graphs), T(test_device_graph_tail),
+          T(test_corr_wraparound))

@@ -562,6 +562,31 @@ static void test_print_empty(void)
 	cuptrace_stats_free(&st);
 }
 
+/* A trace that says what CUPTI did not record (graphs launched from the GPU, node by node)
+ * has it in its header, beside the dropped records, in text and in Markdown; none, no line. */
+static void test_print_not_recorded(void)
+{
+	struct cuptrace_meta m[] = {
+	    {.key = "graphs_for_device_launch_unrecorded", .is_int = 1, .i = 2},
+	    {.key = "dropped_records", .is_int = 1, .i = 0}};
+	struct cuptrace_stats st;
+	char w[512];
+	memset(&st, 0, sizeof(st));
+	st.meta = m, st.nmeta = 2;
+	char *txt = print_to_string(&st, 0), *md = print_to_string(&st, 1);
+	CHECK_EQ_STR(words_of_line(txt, "Not recorded:", w, sizeof(w)),
+	             "Not recorded: what CUDA graphs launched from the GPU ran (2 instantiated for "
+	             "it; node by node CUPTI records none of it, `record --cuda-graphs graph` "
+	             "does)");
+	CHECK_CONTAINS(md, "- **Not recorded:** what CUDA graphs launched from the GPU ran (2 ");
+	free(txt);
+	free(md);
+	m[0].i = 0;
+	txt = print_to_string(&st, 0);
+	CHECK(txt && !strstr(txt, "Not recorded"));
+	free(txt);
+}
+
 /* Contract violations from a foreign trace are counted, not fatal. */
 static void test_bad_input(void)
 {
@@ -870,5 +895,5 @@ static void test_many_streams(void)
 }
 
 TEST_MAIN(T(test_numbers), T(test_print_markdown), T(test_print_text), T(test_print_empty),
-          T(test_bad_input), T(test_print_names_cleaned), T(test_sweep_random), T(test_print_top20),
-          T(test_print_json), T(test_many_streams))
+          T(test_print_not_recorded), T(test_bad_input), T(test_print_names_cleaned),
+          T(test_sweep_random), T(test_print_top20), T(test_print_json), T(test_many_streams))

@@ -193,9 +193,13 @@ static int ends_paren(const char *t, size_t n, size_t *open)
 static int track_tokens(struct cuptrace_share *sh, const char *t, int kind, int under_group,
                         struct share_buf *out)
 {
-	static const char *const fixed[] = {"NVTX ranges",    "Memory allocations",
-	                                    "CUPTI overhead", "PyTorch Profiler",
-	                                    "Spans",          "Device memory in use"};
+	static const char *const fixed[] = {"NVTX ranges",
+	                                    "Memory allocations",
+	                                    "CUPTI overhead",
+	                                    "PyTorch Profiler",
+	                                    "Spans",
+	                                    "Device memory in use",
+	                                    "Graphs launched from the GPU"};
 	size_t n = strlen(t), open = 0;
 	unsigned a, b;
 	int used = -1;

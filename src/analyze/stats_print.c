@@ -59,6 +59,19 @@ static void print_header(const struct cuptrace_stats *st, FILE *f, int md)
 		snprintf(buf, sizeof(buf), "%" PRId64 "%s", dropped,
 		         dropped ? " (the trace is incomplete)" : "");
 	report_kv(f, md, LABEL_W, "Dropped records", seen ? buf : "(not recorded)", 0);
+	/* Work CUPTI could not record as asked (collect_callbacks.c): also incomplete. */
+	int64_t dg = 0;
+	for (size_t i = 0; i < st->nmeta; i++)
+		if (st->meta[i].key &&
+		    !strcmp(st->meta[i].key, "graphs_for_device_launch_unrecorded") &&
+		    stats_meta_int(&st->meta[i], &dg) && dg > 0) {
+			snprintf(buf, sizeof(buf),
+			         "what CUDA graphs launched from the GPU ran (%" PRId64
+			         " instantiated for it; node by node CUPTI records none of it, "
+			         "`record --cuda-graphs graph` does)",
+			         dg);
+			report_kv(f, md, LABEL_W, "Not recorded", buf, 0);
+		}
 }
 
 /* Every other metadata entry, as it is, last: counts and details that a reader may want. */

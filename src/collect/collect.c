@@ -368,6 +368,14 @@ static int attach_cupti(int injected)
 		return -EIO;
 	}
 	cuptrace_gm_setup(sess.subscriber); /* fails soft: says why itself */
+	/* Per graph, graphs launched from a kernel (device graph launch) are records of their own
+	 * (DEVICE_GRAPH_TRACE, with GRAPH_TRACE on): without this they would leave no trace at all,
+	 * their nodes having none either. CUPTI wants it before CUDA initializes, i.e. here when
+	 * injected; the C API's late start can only warn. */
+	if (cuptrace_kind_by_setting(CUPTI_ACTIVITY_KIND_GRAPH_TRACE) &&
+	    (r = cuptiActivityEnableDeviceGraph(1)) != CUPTI_SUCCESS)
+		cuptrace_warn("graphs launched from the GPU will not be recorded: %s",
+		              cupti_err(r));
 	/* Capture windows: nothing until a window opens (collect_window.c switches the kinds on
 	 * and off; the devices, contexts and streams that exist by then are dumped). */
 	int defer = collect_window_defers();
@@ -400,6 +408,7 @@ static int attach_cupti(int injected)
 	if (e)
 		cuptrace_warn("API calls may not be recorded: %s", cupti_err((CUptiResult)-e));
 	collect_callbacks_windows(sess.subscriber);
+	collect_callbacks_graphs(sess.subscriber);
 	cuptrace_runtime_watch_setup(sess.subscriber,
 	                             (enum cuptrace_runtime_mode)sess.runtime_mode);
 	collect_stacks_setup(sess.subscriber);
@@ -644,7 +653,9 @@ static void print_summary(double finish_ms, double finish_cpu_ms)
 	 * level; stderr only, never stdout. */
 	fprintf(stderr, "cuptrace: %s\n", line);
 	/* --cuda-graphs graph: the launches stand for their nodes, which have no records. */
-	uint64_t graphs = c ? c->graph_launches : k[CUPTI_ACTIVITY_KIND_GRAPH_TRACE];
+	uint64_t graphs =
+	    c ? c->graph_launches
+	      : k[CUPTI_ACTIVITY_KIND_GRAPH_TRACE] + k[CUPTI_ACTIVITY_KIND_DEVICE_GRAPH_TRACE];
 	if (graphs)
 		fprintf(stderr,
 		        "cuptrace: %llu CUDA graph launches, each one slice (--cuda-graphs graph: "
@@ -659,6 +670,15 @@ static void print_summary(double finish_ms, double finish_cpu_ms)
 		        "`record --cuda-graphs graph` records each graph launch as one slice "
 		        "instead, without CUPTI's cost at every node\n",
 		        (unsigned long long)c->graph_nodes, (unsigned long long)work);
+	uint64_t dgraphs = atomic_load(&sess.device_launch_graphs);
+	if (dgraphs)
+		fprintf(
+		    stderr,
+		    "cuptrace: %llu CUDA graphs were instantiated for launch from the GPU: node by "
+		    "node, CUPTI records none of their work (not their launches, kernels, copies "
+		    "or memsets); `record --cuda-graphs graph` records each of their launches as "
+		    "one slice\n",
+		    (unsigned long long)dgraphs);
 	if (cuptrace_runtime_watch_summary(line, sizeof(line)))
 		fprintf(stderr, "cuptrace: %s\n", line);
 	fprintf(stderr,
@@ -687,7 +707,7 @@ static int no_cuda_work(void)
 	    CUPTI_ACTIVITY_KIND_MEMCPY2,           CUPTI_ACTIVITY_KIND_MEMSET,
 	    CUPTI_ACTIVITY_KIND_SYNCHRONIZATION,   CUPTI_ACTIVITY_KIND_MARKER,
 	    CUPTI_ACTIVITY_KIND_MEMORY2,           CUPTI_ACTIVITY_KIND_MEMORY_POOL,
-	    CUPTI_ACTIVITY_KIND_GRAPH_TRACE};
+	    CUPTI_ACTIVITY_KIND_GRAPH_TRACE,       CUPTI_ACTIVITY_KIND_DEVICE_GRAPH_TRACE};
 	if (!sess.injected || sess.write_err || atomic_load(&sess.cupti_dropped) ||
 	    atomic_load(&sess.records_dropped))
 		return 0;

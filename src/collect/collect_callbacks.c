@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <cuda.h>
 #include <generated_nvtx_meta.h>
 
 #include "collect/api_enable.h"
@@ -165,6 +166,64 @@ static void note_context_device(const void *data)
 	atomic_store(&sess.multi_gpu, 1);
 }
 
+/* Node by node, CUPTI 13.0 records nothing of a graph launched from the GPU: no launch, no
+ * kernel (examples/device_graph on an H200: 20 of 100 kernels, the launchers'). Such a graph
+ * must be instantiated with the device-launch flag, which every runtime instantiation passes
+ * down to the driver: watching the driver's instantiate calls (rare) tells the summary and
+ * the trace's metadata that work is missing. Per graph (GRAPH_TRACE) those launches are
+ * recorded, and nothing is watched. */
+static const CUpti_CallbackId instantiate_ids[] = {
+    CUPTI_DRIVER_TRACE_CBID_cuGraphInstantiateWithFlags,
+    CUPTI_DRIVER_TRACE_CBID_cuGraphInstantiateWithParams,
+    CUPTI_DRIVER_TRACE_CBID_cuGraphInstantiateWithParams_ptsz};
+
+void collect_callbacks_graphs(CUpti_SubscriberHandle sub)
+{
+	if (cuptrace_kind_by_setting(CUPTI_ACTIVITY_KIND_GRAPH_TRACE))
+		return;
+	for (size_t i = 0; i < sizeof(instantiate_ids) / sizeof(instantiate_ids[0]); i++)
+		cuptiEnableCallback(1, sub, CUPTI_CB_DOMAIN_DRIVER_API, instantiate_ids[i]);
+}
+
+/* The parameters of cuGraphInstantiateWithFlags and cuGraphInstantiateWithParams(_ptsz), laid
+ * out as generated_cuda_meta.h's structs (that header needs cuda.h's internal _v1 types). */
+struct instantiate_flags_params {
+	CUgraphExec *exec;
+	CUgraph graph;
+	unsigned long long flags;
+};
+struct instantiate_params_params {
+	CUgraphExec *exec;
+	CUgraph graph;
+	const CUDA_GRAPH_INSTANTIATE_PARAMS *params;
+};
+
+/* Returns 1 if the call was one of instantiate_ids. Application threads. */
+static int instantiate_call(CUpti_CallbackId id, const CUpti_CallbackData *cd)
+{
+	unsigned long long flags;
+	switch (id) {
+	case CUPTI_DRIVER_TRACE_CBID_cuGraphInstantiateWithFlags:
+		flags = ((const struct instantiate_flags_params *)cd->functionParams)->flags;
+		break;
+	case CUPTI_DRIVER_TRACE_CBID_cuGraphInstantiateWithParams:
+	case CUPTI_DRIVER_TRACE_CBID_cuGraphInstantiateWithParams_ptsz: {
+		const CUDA_GRAPH_INSTANTIATE_PARAMS *ip =
+		    ((const struct instantiate_params_params *)cd->functionParams)->params;
+		flags = ip ? ip->flags : 0;
+		break;
+	}
+	default:
+		return 0;
+	}
+	/* On the way out, and only if it worked: the graph exists. */
+	if (cd->callbackSite == CUPTI_API_EXIT && cd->functionReturnValue &&
+	    *(const CUresult *)cd->functionReturnValue == CUDA_SUCCESS &&
+	    (flags & CUDA_GRAPH_INSTANTIATE_FLAG_DEVICE_LAUNCH))
+		atomic_fetch_add(&sess.device_launch_graphs, 1);
+	return 1;
+}
+
 /* The one subscriber callback CUPTI allows: NVTX start calls, and the trivial runtime calls
  * watched while their records are off (runtime_watch.h). Application threads. */
 void CUPTIAPI collect_subscriber_callback(void *ud, CUpti_CallbackDomain d, CUpti_CallbackId id,
@@ -175,6 +234,8 @@ void CUPTIAPI collect_subscriber_callback(void *ud, CUpti_CallbackDomain d, CUpt
 	if (watch_profiler &&
 	    (d == CUPTI_CB_DOMAIN_RUNTIME_API || d == CUPTI_CB_DOMAIN_DRIVER_API) &&
 	    profiler_call(d, id, data))
+		return;
+	if (d == CUPTI_CB_DOMAIN_DRIVER_API && instantiate_call(id, data))
 		return;
 	if ((d == CUPTI_CB_DOMAIN_RUNTIME_API || d == CUPTI_CB_DOMAIN_DRIVER_API) &&
 	    collect_stacks_callback(d, id, data))

@@ -323,6 +323,13 @@ static void late_meta(void (*put)(void *ctx, const char *k, const char *v), void
 	const char *gm = cuptrace_gm_status();
 	if (gm)
 		put(ctx, "gpu_metrics", gm);
+	/* Node by node, the work of these graphs is missing from the trace (collect_callbacks.c).
+	 */
+	unsigned long long dg = atomic_load(&sess.device_launch_graphs);
+	if (dg) {
+		snprintf(v, sizeof(v), "%llu", dg);
+		put(ctx, "graphs_for_device_launch_unrecorded", v);
+	}
 	uint64_t samples;
 	int64_t cpu_ns;
 	if (cuptrace_gm_cost(&samples, &cpu_ns)) {

@@ -87,6 +87,9 @@ struct collect_session {
 	/* Contexts on two devices seen (or counted at a late start): MEMCPY2 wanted (kinds.h). */
 	_Atomic int multi_gpu;
 	_Atomic int two_gpu_kinds_on; /* MEMCPY2 is on now (set where it is enabled, cleared off) */
+	/* Graphs instantiated for launch from the GPU, counted node by node (application threads;
+	 * collect_callbacks.c): CUPTI records none of their work then. */
+	atomic_ullong device_launch_graphs;
 	/* collect.c's attach, for collect_window.c: a pointer rather than a call, so that the
 	 * window code does not depend on the life-cycle file that depends on it. */
 	int (*cupti_attach)(void);
@@ -184,6 +187,8 @@ void CUPTIAPI collect_subscriber_callback(void *ud, CUpti_CallbackDomain d, CUpt
                                           const void *data);
 /* Turns on the callbacks the capture windows watch (NVTX ranges, cudaProfilerStart/Stop). */
 void collect_callbacks_windows(CUpti_SubscriberHandle sub);
+/* Node by node: watch for graphs instantiated for launch from the GPU (collect_callbacks.c). */
+void collect_callbacks_graphs(CUpti_SubscriberHandle sub);
 /* Writer thread: hands the start/end range ids seen so far to the converter or capture. */
 void collect_startend_drain(void);
 /* A new session: forgets the ids of the last one. */

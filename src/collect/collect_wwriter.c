@@ -200,7 +200,8 @@ static void count_kernels(uint64_t number, const CUpti_Activity *const *recs, si
 		work += kind == CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL ||
 		        kind == CUPTI_ACTIVITY_KIND_MEMCPY || kind == CUPTI_ACTIVITY_KIND_MEMCPY2 ||
 		        kind == CUPTI_ACTIVITY_KIND_MEMSET ||
-		        kind == CUPTI_ACTIVITY_KIND_GRAPH_TRACE;
+		        kind == CUPTI_ACTIVITY_KIND_GRAPH_TRACE ||
+		        kind == CUPTI_ACTIVITY_KIND_DEVICE_GRAPH_TRACE;
 	}
 	if (!work)
 		return;

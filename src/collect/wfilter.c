@@ -123,6 +123,12 @@ int cuptrace_wrecord_place(const CUpti_Activity *r, int64_t *t, uint32_t *corr)
 		*corr = g->correlationId;
 		return 1;
 	}
+	case CUPTI_ACTIVITY_KIND_DEVICE_GRAPH_TRACE: {
+		/* Launched from a kernel: no API call, so by its start alone. */
+		const CUpti_ActivityDeviceGraphTrace *g = (const void *)r;
+		*t = (int64_t)g->start;
+		return 1;
+	}
 	case CUPTI_ACTIVITY_KIND_SYNCHRONIZATION: {
 		const CUpti_ActivitySynchronization2 *s = (const void *)r;
 		*t = (int64_t)s->start;

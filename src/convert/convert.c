@@ -54,6 +54,7 @@ int cuptrace_converter_add(struct cuptrace_converter *c, const CUpti_Activity *c
 		case CUPTI_ACTIVITY_KIND_MEMCPY2:
 		case CUPTI_ACTIVITY_KIND_MEMSET:
 		case CUPTI_ACTIVITY_KIND_GRAPH_TRACE:
+		case CUPTI_ACTIVITY_KIND_DEVICE_GRAPH_TRACE:
 			/* Collected here, drawn below once the batch's API calls are in. */
 			conv_gpu_work(c, r);
 			break;

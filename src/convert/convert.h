@@ -35,8 +35,9 @@ struct cuptrace_convert_counts {
 	uint64_t records;
 	uint64_t runtime, driver, driver_filtered, runtime_filtered, kernels, memcpys, memsets,
 	    syncs, markers;
-	uint64_t graph_launches; /* whole CUDA graph launches (--cuda-graphs graph) */
-	uint64_t graph_nodes;    /* kernels, copies and memsets drawn that ran as graph nodes */
+	uint64_t graph_launches;        /* whole CUDA graph launches (--cuda-graphs graph) */
+	uint64_t device_graph_launches; /* of those, launched from a kernel */
+	uint64_t graph_nodes; /* kernels, copies and memsets drawn that ran as graph nodes */
 	uint64_t memory, overheads, other;
 	uint64_t static_memory;  /* module globals reported as allocations: not drawn */
 	uint64_t nvtx_startend;  /* start/end range ids reported by the NVTX callbacks */

@@ -42,14 +42,15 @@ struct gwork {
 struct gpu_rec {
 	uint8_t kind;
 	uint8_t copy_kind, src_kind, dst_kind, async; /* copies */
-	uint8_t mem_kind;                             /* memsets */
-	uint16_t regs;                                /* kernels, and below */
-	int32_t dims[6];                              /* grid x y z, block x y z */
+	uint8_t mem_kind; /* memsets; a device graph launch's CUpti_DeviceGraphLaunchMode */
+	uint16_t regs;    /* kernels, and below */
+	int32_t dims[6];  /* grid x y z, block x y z */
 	int32_t smem_static, smem_dyn;
 	uint32_t local_mem, cluster[3];
-	uint32_t src_dev, dst_dev; /* peer copies */
-	uint32_t value;            /* memsets */
-	uint32_t graph_id;         /* all but peer copies */
+	uint32_t src_dev,
+	    dst_dev;       /* peer copies; src_dev: a device graph launch's launcher graph */
+	uint32_t value;    /* memsets */
+	uint32_t graph_id; /* all but peer copies */
 	uint64_t graph_node, bytes;
 };
 
@@ -64,6 +65,11 @@ struct gpu_slot {
  * the kernel records of about four 1 MiB CUPTI buffers, the default size; records arrive out of
  * order by about one buffer's worth. */
 #define GPU_WINDOW (1u << 13)
+
+/* Graphs launched from the GPU on a stream of the device runtime's own (fire and forget), which
+ * no host stream's id names, get a track of their own under their GPU. */
+#define DEVICE_LAUNCH_STREAM UINT32_MAX
+#define DEVICE_LAUNCH_TRACK  "Graphs launched from the GPU"
 
 static struct stream *get_stream(struct cuptrace_converter *c, uint32_t dev, uint32_t ctx,
                                  uint32_t id, uint32_t *idx_out)
@@ -101,7 +107,10 @@ static void name_stream(struct cuptrace_converter *c, struct stream *s)
 		if (c->streams[i].dev == s->dev && c->streams[i].ctx != s->ctx &&
 		    c->streams[i].declared)
 			other_ctx = 1;
-	if (nm)
+	if (s->id == DEVICE_LAUNCH_STREAM)
+		snprintf(s->name, sizeof(s->name), other_ctx ? "%s (context %u)" : "%s",
+		         DEVICE_LAUNCH_TRACK, s->ctx);
+	else if (nm)
 		snprintf(s->name, sizeof(s->name), "%s (stream %u)", conv_str(c, (uint32_t)*nm),
 		         s->id);
 	else if (other_ctx)
@@ -235,6 +244,20 @@ static size_t copy_args(struct cuptrace_arg *A, char *name, size_t n, uint8_t ki
 	return 2;
 }
 
+static const char *device_launch_mode(uint8_t mode)
+{
+	switch (mode) {
+	case CUPTI_DEVICE_GRAPH_LAUNCH_MODE_FIRE_AND_FORGET:
+		return "fire and forget";
+	case CUPTI_DEVICE_GRAPH_LAUNCH_MODE_TAIL:
+		return "tail";
+	case CUPTI_DEVICE_GRAPH_LAUNCH_MODE_FIRE_AND_FORGET_AS_SIBLING:
+		return "fire and forget, as sibling";
+	default:
+		return "unknown";
+	}
+}
+
 static int emit_gwork(struct cuptrace_converter *c, const struct gwork *w)
 {
 	struct gpu_slot *slot = &c->slots[w->slot];
@@ -335,10 +358,26 @@ static int emit_gwork(struct cuptrace_converter *c, const struct gwork *w)
 		    .key = "graph_id", .type = CUPTRACE_ARG_UINT, .v.u = r->graph_id};
 		c->counts.graph_launches++;
 		break;
+	case CUPTI_ACTIVITY_KIND_DEVICE_GRAPH_TRACE:
+		/* Launched by a kernel of another graph (no API call, so no flow in): named like
+		 * a host launch of the same graph, with who launched it and how. */
+		snprintf(name, sizeof(name), "CUDA graph %u", r->graph_id);
+		cat = "graph";
+		A[na++] = (struct cuptrace_arg){
+		    .key = "graph_id", .type = CUPTRACE_ARG_UINT, .v.u = r->graph_id};
+		A[na++] = (struct cuptrace_arg){
+		    .key = "launched_by_graph", .type = CUPTRACE_ARG_UINT, .v.u = r->src_dev};
+		A[na++] = (struct cuptrace_arg){.key = "device_launch",
+		                                .type = CUPTRACE_ARG_STRING,
+		                                .v.s = device_launch_mode(r->mem_kind)};
+		c->counts.graph_launches++;
+		c->counts.device_graph_launches++;
+		break;
 	default:
 		return 0;
 	}
-	if (r->kind != CUPTI_ACTIVITY_KIND_GRAPH_TRACE && r->graph_id)
+	if (r->kind != CUPTI_ACTIVITY_KIND_GRAPH_TRACE &&
+	    r->kind != CUPTI_ACTIVITY_KIND_DEVICE_GRAPH_TRACE && r->graph_id)
 		c->counts.graph_nodes++;
 	if (gbps > 0)
 		A[na++] = (struct cuptrace_arg){
@@ -621,6 +660,20 @@ int conv_gpu_work(struct cuptrace_converter *c, const CUpti_Activity *r)
 		}
 		corr = t->correlationId, start = t->start, end = t->end;
 		g.graph_id = t->graphId;
+		break;
+	}
+	case CUPTI_ACTIVITY_KIND_DEVICE_GRAPH_TRACE: {
+		/* A graph launched from a kernel (--cuda-graphs graph). Its stream id is 64 bits:
+		 * fire-and-forget launches came with 1 << 57 on an H200 (a stream of the device
+		 * runtime's, no host stream's id); one that fits 32 bits names a host stream. */
+		const CUpti_ActivityDeviceGraphTrace *t = (const CUpti_ActivityDeviceGraphTrace *)r;
+		dev = t->deviceId, ctx = t->contextId;
+		sid = t->streamId && t->streamId < UINT32_MAX ? (uint32_t)t->streamId
+		                                              : DEVICE_LAUNCH_STREAM;
+		start = t->start, end = t->end;
+		g.graph_id = t->graphId;
+		g.src_dev = t->launcherGraphId;
+		g.mem_kind = (uint8_t)t->deviceLaunchMode;
 		break;
 	}
 	default:

@@ -174,6 +174,9 @@ int conv_meta_finish(struct cuptrace_converter *c)
 	/* Only in traces with CUDA graphs: the others keep their metadata as before. */
 	if (k->graph_launches)
 		conv_meta_set(c, "graph_launches", NULL, (int64_t)k->graph_launches, 1);
+	if (k->device_graph_launches)
+		conv_meta_set(c, "device_graph_launches", NULL, (int64_t)k->device_graph_launches,
+		              1);
 	if (k->graph_nodes)
 		conv_meta_set(c, "gpu_activities_in_graphs", NULL, (int64_t)k->graph_nodes, 1);
 	/* Only in traces with stacks, likewise. */

@@ -133,6 +133,8 @@ size_t cuptrace_record_min_size(CUpti_ActivityKind kind)
 		return sizeof(CUpti_ActivityMemset4);
 	case CUPTI_ACTIVITY_KIND_GRAPH_TRACE:
 		return sizeof(CUpti_ActivityGraphTrace2);
+	case CUPTI_ACTIVITY_KIND_DEVICE_GRAPH_TRACE:
+		return sizeof(CUpti_ActivityDeviceGraphTrace);
 	case CUPTI_ACTIVITY_KIND_SYNCHRONIZATION:
 		return sizeof(CUpti_ActivitySynchronization2);
 	case CUPTI_ACTIVITY_KIND_DEVICE:

@@ -191,6 +191,9 @@ __attribute__((visibility("default"))) int InitializeInjection(void)
 	 * what each costs. */
 	const char *only = getenv("CUPTRACE_FLOOR_KINDS");
 	int api = 0;
+	/* Per graph, cuptrace asks for the records of graphs launched from the GPU too. */
+	if (!only && cuptrace_kind_by_setting(CUPTI_ACTIVITY_KIND_GRAPH_TRACE))
+		cuptiActivityEnableDeviceGraph(1);
 	for (size_t i = 0; i < CUPTRACE_NKINDS; i++) {
 		CUpti_ActivityKind k = cuptrace_kinds[i];
 		if (only && !has_kind(only, (int)k))
