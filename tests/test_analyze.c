@@ -325,6 +325,46 @@ static void test_graph_launches(void)
 	cuptrace_analysis_free(&a);
 }
 
+/* A per-node trace of a program with graphs launched from the GPU says in its metadata that
+ * their work is missing; analyze sums it over files (an int and a string here) and warns, in
+ * text and JSON. Other keys, and a value that is not a number, count for nothing. */
+static void test_unrecorded_device_graphs(void)
+{
+	struct cuptrace_analysis a;
+	struct cuptrace_sink *s = cuptrace_analyze_sink_new(&a, NULL);
+	CHECK(s != NULL);
+	if (!s)
+		return;
+	one_process(s);
+	steps_slice(s, T_MAIN, 1000, 2000, "cuda_runtime", "cudaLaunchKernel", NULL, 0, 1, 0);
+	steps_slice(s, T_STREAM, 4000, 5000, "kernel", "k", NULL, 0, 0, 1);
+	const struct cuptrace_meta m[] = {
+	    {.key = "graphs_for_device_launch_unrecorded", .is_int = 1, .i = 2},
+	    {.key = "graphs_for_device_launch_unrecorded", .s = "1"},
+	    {.key = "graphs_for_device_launch_unrecorded", .s = "x"},
+	    {.key = "graph_launches", .is_int = 1, .i = 7}};
+	CHECK_EQ_INT(s->ops->meta(s, m, 4), 0);
+	CHECK_EQ_INT(steps_err, 0);
+	CHECK_EQ_INT(s->ops->finish(s), 0);
+	cuptrace_sink_destroy(s);
+	CHECK_EQ_INT(a.unrecorded_device_graphs, 3);
+	CHECK_EQ_INT(a.kernels, 1);
+	char *buf = NULL;
+	size_t len = 0;
+	FILE *f = open_memstream(&buf, &len);
+	CHECK(f != NULL);
+	if (f) {
+		cuptrace_analysis_print(&a, f, 0);
+		cuptrace_analysis_print_json(&a, f);
+		fclose(f);
+		CHECK(buf && strstr(buf, "Not recorded: what 3 CUDA graphs instantiated for launch "
+		                         "from the GPU ran"));
+		CHECK(buf && strstr(buf, "\"unrecorded_device_graphs\":3"));
+	}
+	free(buf);
+	cuptrace_analysis_free(&a);
+}
+
 /* What the alloc loop should look like: a cudaMalloc and a cudaFree in every step (the caching
  * allocator emptied each step), and some at start-up and after the loop. alloc_steady counts
  * the calls from the end of the first step to the end of the last, computed here. */
@@ -527,7 +567,8 @@ int main(int argc, char **argv)
 	if (argc == 4 && !strcmp(argv[1], "--gen"))
 		return gen(argv[2], atol(argv[3]));
 	static const struct check_test tests[] = {
-	    T(test_steps_loop), T(test_outlier_and_alloc), T(test_host_collectives),
-	    T(test_startup),    T(test_graph_launches),    T(test_alloc_each_step)};
+	    T(test_steps_loop),     T(test_outlier_and_alloc), T(test_host_collectives),
+	    T(test_startup),        T(test_graph_launches),    T(test_unrecorded_device_graphs),
+	    T(test_alloc_each_step)};
 	return check_run(tests, sizeof(tests) / sizeof(tests[0]));
 }

@@ -154,7 +154,10 @@ struct cuptrace_analysis {
 	int64_t steady_from, steady_to;
 	int steady_steps;
 	uint64_t kernels, copies, memsets, launches;
-	uint64_t graphs;         /* whole CUDA graph launches (--cuda-graphs graph) */
+	uint64_t graphs; /* whole CUDA graph launches (--cuda-graphs graph) */
+	/* Graphs instantiated for launch from the GPU in a per-node trace (its metadata
+	 * graphs_for_device_launch_unrecorded, summed over the files): their work is missing. */
+	uint64_t unrecorded_device_graphs;
 	uint64_t linked;         /* GPU work whose launch call was found */
 	const char *step_source; /* "ProfilerStep#", "--step NAME", "optimizer", or NULL */
 	struct cuptrace_an_step *steps;

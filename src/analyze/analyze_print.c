@@ -224,6 +224,14 @@ void cuptrace_analysis_print(const struct cuptrace_analysis *a, FILE *f, int md)
 	        " GPU work items linked to their launch.\n",
 	        md ? "## " : "", ms(a->max_ts - a->min_ts), a->kernels, a->copies, a->memsets,
 	        graphs, a->launches, a->linked);
+	if (a->unrecorded_device_graphs)
+		fprintf(
+		    f,
+		    "%sNot recorded: what %" PRIu64 " CUDA graph%s instantiated for launch from "
+		    "the GPU ran (node by node CUPTI records none of it): the GPU was busier than "
+		    "below. `record --cuda-graphs graph` records those launches.\n",
+		    md ? "\n**Warning.** " : "", a->unrecorded_device_graphs,
+		    a->unrecorded_device_graphs == 1 ? "" : "s");
 	print_steps(a, f, md);
 	print_gpus(a, f, md);
 	print_ops(a, f, md);
@@ -275,6 +283,9 @@ static void json_body(const struct cuptrace_analysis *a, struct cuptrace_json *w
 	cuptrace_json_int_field(w, "memsets", (int64_t)a->memsets);
 	if (a->graphs) /* only in traces of --cuda-graphs graph */
 		cuptrace_json_int_field(w, "graph_launches", (int64_t)a->graphs);
+	if (a->unrecorded_device_graphs) /* their work is missing (per-node traces) */
+		cuptrace_json_int_field(w, "unrecorded_device_graphs",
+		                        (int64_t)a->unrecorded_device_graphs);
 	cuptrace_json_int_field(w, "launches", (int64_t)a->launches);
 	cuptrace_json_int_field(w, "linked", (int64_t)a->linked);
 	cuptrace_json_end_object(w);

@@ -306,9 +306,18 @@ static int an_counter(struct cuptrace_sink *s, const struct cuptrace_counter *e)
 
 static int an_meta(struct cuptrace_sink *s, const struct cuptrace_meta *m, size_t n)
 {
-	(void)m;
-	(void)n;
-	return an_of(s)->err;
+	struct an *an = an_of(s);
+	/* The one caveat the metadata carries for the analyses: GPU work CUPTI did not record. */
+	for (size_t i = 0; i < n; i++)
+		if (m[i].key && !strcmp(m[i].key, "graphs_for_device_launch_unrecorded")) {
+			char *end;
+			long long v = m[i].is_int ? m[i].i : m[i].s ? strtoll(m[i].s, &end, 10) : 0;
+			if (!m[i].is_int && (!m[i].s || *end))
+				v = 0;
+			if (v > 0)
+				an->out->unrecorded_device_graphs += (uint64_t)v;
+		}
+	return an->err;
 }
 
 static int an_finish(struct cuptrace_sink *s)

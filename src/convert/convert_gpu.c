@@ -38,19 +38,19 @@ struct gwork {
 };
 
 /* What drawing a GPU activity needs of its record, copied out of the batch's buffer (which
- * goes away): 88 bytes of a kernel record's 216, so the window's slots stay small. */
+ * goes away): 88 bytes of a kernel record's 216, so the window's slots stay small. A graph
+ * launched from the GPU keeps its launch mode in mem_kind and its launcher graph in src_dev. */
 struct gpu_rec {
 	uint8_t kind;
 	uint8_t copy_kind, src_kind, dst_kind, async; /* copies */
-	uint8_t mem_kind; /* memsets; a device graph launch's CUpti_DeviceGraphLaunchMode */
-	uint16_t regs;    /* kernels, and below */
-	int32_t dims[6];  /* grid x y z, block x y z */
+	uint8_t mem_kind;                             /* memsets */
+	uint16_t regs;                                /* kernels, and below */
+	int32_t dims[6];                              /* grid x y z, block x y z */
 	int32_t smem_static, smem_dyn;
 	uint32_t local_mem, cluster[3];
-	uint32_t src_dev,
-	    dst_dev;       /* peer copies; src_dev: a device graph launch's launcher graph */
-	uint32_t value;    /* memsets */
-	uint32_t graph_id; /* all but peer copies */
+	uint32_t src_dev, dst_dev; /* peer copies */
+	uint32_t value;            /* memsets */
+	uint32_t graph_id;         /* all but peer copies */
 	uint64_t graph_node, bytes;
 };
 
