@@ -732,12 +732,19 @@ static void finish_session(void)
 	 * and is counted, not drawn). */
 	if (atomic_load(&sess.cupti_attached)) {
 		cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
+		/* The program's threads may go on launching meanwhile (a signal's finish runs on
+		 * the flush thread). Off in reverse order, the GPU's kinds before the API calls':
+		 * a launch in between leaves a call without its kernel, never a kernel without its
+		 * call. Then once more everything: what came between the two flushes would
+		 * otherwise stay in CUPTI, or come in a buffer after the end and be freed, one
+		 * kind's records without the other's. */
+		for (size_t i = CUPTRACE_NKINDS; i-- > 0;)
+			cuptiActivityDisable(cuptrace_kinds[i]);
+		cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
 		size_t dropped = 0;
 		if (cuptiActivityGetNumDroppedRecords(NULL, 0, &dropped) == CUPTI_SUCCESS &&
 		    dropped)
 			atomic_fetch_add(&sess.cupti_dropped, dropped);
-		for (size_t i = 0; i < CUPTRACE_NKINDS; i++)
-			cuptiActivityDisable(cuptrace_kinds[i]);
 	}
 	/* After the activity flush: the last PM samples (where the exit handler has not taken
 	 * them). */
