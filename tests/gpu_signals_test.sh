@@ -32,7 +32,7 @@ for sig in TERM INT KILL; do
 		# The launching threads run on while the trace is finished: the last launch of each
 		# may have its kernel recorded but not its API call.
 		if ! "$chk" "$f" --clean --allow-unlinked 2 --at-least kernel=1000; then
-			# What the next look needs (seen twice in 18 runs on an H200, SIGINT, 2,395
+			# What the next look needs (seen in 2 of 6 runs on an H200, SIGINT, 2,395
 			# unlinked, cause not found): the summary and the converter's own counts.
 			echo "FAIL: SIG$sig trace"; fail=1
 			cat "$tmp/$sig.log"
