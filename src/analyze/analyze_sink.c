@@ -5,6 +5,7 @@
  * by the file's number. */
 #define _GNU_SOURCE /* strcasestr */
 #include "analyze/analyze_internal.h"
+#include "analyze/stats_internal.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -308,15 +309,12 @@ static int an_meta(struct cuptrace_sink *s, const struct cuptrace_meta *m, size_
 {
 	struct an *an = an_of(s);
 	/* The one caveat the metadata carries for the analyses: GPU work CUPTI did not record. */
-	for (size_t i = 0; i < n; i++)
-		if (m[i].key && !strcmp(m[i].key, "graphs_for_device_launch_unrecorded")) {
-			char *end;
-			long long v = m[i].is_int ? m[i].i : m[i].s ? strtoll(m[i].s, &end, 10) : 0;
-			if (!m[i].is_int && (!m[i].s || *end))
-				v = 0;
-			if (v > 0)
-				an->out->unrecorded_device_graphs += (uint64_t)v;
-		}
+	for (size_t i = 0; i < n; i++) {
+		int64_t v;
+		if (m[i].key && !strcmp(m[i].key, CUPTRACE_META_UNRECORDED_DEVICE_GRAPHS) &&
+		    stats_meta_int(&m[i], &v) && v > 0)
+			an->out->unrecorded_device_graphs += (uint64_t)v;
+	}
 	return an->err;
 }
 

@@ -60,18 +60,16 @@ static void print_header(const struct cuptrace_stats *st, FILE *f, int md)
 		         dropped ? " (the trace is incomplete)" : "");
 	report_kv(f, md, LABEL_W, "Dropped records", seen ? buf : "(not recorded)", 0);
 	/* Work CUPTI could not record as asked (collect_callbacks.c): also incomplete. */
+	const struct cuptrace_meta *um = stats_meta_get(st, CUPTRACE_META_UNRECORDED_DEVICE_GRAPHS);
 	int64_t dg = 0;
-	for (size_t i = 0; i < st->nmeta; i++)
-		if (st->meta[i].key &&
-		    !strcmp(st->meta[i].key, "graphs_for_device_launch_unrecorded") &&
-		    stats_meta_int(&st->meta[i], &dg) && dg > 0) {
-			snprintf(buf, sizeof(buf),
-			         "what CUDA graphs launched from the GPU ran (%" PRId64
-			         " instantiated for it; node by node CUPTI records none of it, "
-			         "`record --cuda-graphs graph` does)",
-			         dg);
-			report_kv(f, md, LABEL_W, "Not recorded", buf, 0);
-		}
+	if (um && stats_meta_int(um, &dg) && dg > 0) {
+		snprintf(buf, sizeof(buf),
+		         "what CUDA graphs launched from the GPU ran (%" PRId64
+		         " instantiated for it; node by node CUPTI records none of it, "
+		         "`record --cuda-graphs graph` does)",
+		         dg);
+		report_kv(f, md, LABEL_W, "Not recorded", buf, 0);
+	}
 }
 
 /* Every other metadata entry, as it is, last: counts and details that a reader may want. */

@@ -19,6 +19,7 @@
 #include "common/log.h"
 #include "common/options.h"
 #include "common/privacy.h"
+#include "format/event.h"
 #include "format/otlp.h"
 
 #ifndef CUPTRACE_VERSION
@@ -328,7 +329,7 @@ static void late_meta(void (*put)(void *ctx, const char *k, const char *v), void
 	unsigned long long dg = atomic_load(&sess.device_launch_graphs);
 	if (dg) {
 		snprintf(v, sizeof(v), "%llu", dg);
-		put(ctx, "graphs_for_device_launch_unrecorded", v);
+		put(ctx, CUPTRACE_META_UNRECORDED_DEVICE_GRAPHS, v);
 	}
 	uint64_t samples;
 	int64_t cpu_ns;

@@ -350,27 +350,23 @@ static int emit_gwork(struct cuptrace_converter *c, const struct gwork *w)
 		c->counts.memsets++;
 		break;
 	case CUPTI_ACTIVITY_KIND_GRAPH_TRACE:
+	case CUPTI_ACTIVITY_KIND_DEVICE_GRAPH_TRACE:
 		/* Named by graph, so that launches of one graph group together in the analyses
-		 * and in diff, as one kernel's do. */
+		 * and in diff, as one kernel's do; launched from the GPU or from the host alike. */
 		snprintf(name, sizeof(name), "CUDA graph %u", r->graph_id);
 		cat = "graph";
 		A[na++] = (struct cuptrace_arg){
 		    .key = "graph_id", .type = CUPTRACE_ARG_UINT, .v.u = r->graph_id};
 		c->counts.graph_launches++;
-		break;
-	case CUPTI_ACTIVITY_KIND_DEVICE_GRAPH_TRACE:
-		/* Launched by a kernel of another graph (no API call, so no flow in): named like
-		 * a host launch of the same graph, with who launched it and how. */
-		snprintf(name, sizeof(name), "CUDA graph %u", r->graph_id);
-		cat = "graph";
-		A[na++] = (struct cuptrace_arg){
-		    .key = "graph_id", .type = CUPTRACE_ARG_UINT, .v.u = r->graph_id};
+		if (r->kind == CUPTI_ACTIVITY_KIND_GRAPH_TRACE)
+			break;
+		/* Launched by a kernel of another graph (no API call, so no flow in): who
+		 * launched it and how. */
 		A[na++] = (struct cuptrace_arg){
 		    .key = "launched_by_graph", .type = CUPTRACE_ARG_UINT, .v.u = r->src_dev};
 		A[na++] = (struct cuptrace_arg){.key = "device_launch",
 		                                .type = CUPTRACE_ARG_STRING,
 		                                .v.s = device_launch_mode(r->mem_kind)};
-		c->counts.graph_launches++;
 		c->counts.device_graph_launches++;
 		break;
 	default:

@@ -163,8 +163,12 @@ struct cuptrace_trace_info {
  * writer: a copy that the UI shows). The readers recognize them and do not replay them as
  * instants: the info becomes begin()'s, the last summary meta()'s. */
 #define CUPTRACE_META_CATEGORY "cuptrace"
-#define CUPTRACE_META_INFO     "cuptrace: trace info"
-#define CUPTRACE_META_SUMMARY  "cuptrace: summary"
+/* Metadata key of a per-node trace whose process instantiated CUDA graphs for launch from the
+ * GPU (their count): CUPTI recorded none of their work (collect_callbacks.c); stats and analyze
+ * say so. */
+#define CUPTRACE_META_UNRECORDED_DEVICE_GRAPHS "graphs_for_device_launch_unrecorded"
+#define CUPTRACE_META_INFO                     "cuptrace: trace info"
+#define CUPTRACE_META_SUMMARY                  "cuptrace: summary"
 
 struct cuptrace_sink;
 
