@@ -746,6 +746,7 @@ static void finish_session(void)
 		    dropped)
 			atomic_fetch_add(&sess.cupti_dropped, dropped);
 	}
+	int64_t t_flushed = cuptrace_now_ns(CLOCK_MONOTONIC);
 	/* After the activity flush: the last PM samples (where the exit handler has not taken
 	 * them). */
 	cuptrace_gm_stop();
@@ -765,6 +766,7 @@ static void finish_session(void)
 		pthread_join(sess.writer, NULL);
 		sess.have_writer = 0;
 	}
+	int64_t t_drained = cuptrace_now_ns(CLOCK_MONOTONIC), t_converted = 0;
 	collect_window_free();
 	collect_note_write_err(cuptrace_gm_drain(sess.conv, sess.cap)); /* the last samples */
 	int err = sess.write_err;
@@ -776,9 +778,19 @@ static void finish_session(void)
 	} else if (sess.conv) {
 		int e = cuptrace_converter_finish(sess.conv);
 		err = err ? err : e;
+		t_converted = cuptrace_now_ns(CLOCK_MONOTONIC);
 		e = sess.sink->ops->finish(sess.sink);
 		err = err ? err : e;
 	}
+	int64_t t_written = cuptrace_now_ns(CLOCK_MONOTONIC);
+	if (!t_converted)
+		t_converted = t_written;
+	/* Where the time at exit goes (it is on the program's own exit path). */
+	cuptrace_info("finish: CUPTI flush %.2f ms, writer's last buffers %.2f ms, last records "
+	              "%.2f ms, last chunks %.2f ms",
+	              (double)(t_flushed - t0) / 1e6, (double)(t_drained - t_flushed) / 1e6,
+	              (double)(t_converted - t_drained) / 1e6,
+	              (double)(t_written - t_converted) / 1e6);
 	int to_file = strcmp(sess.path, "none") != 0; /* -o none: OTLP only */
 	/* A session whose capture windows never opened recorded nothing by design. */
 	int no_window = win.active && !win.nlog;

@@ -38,12 +38,16 @@ struct job {
 	uint8_t *buf;
 	size_t len;
 	uint64_t seq;
+	int small; /* at SMALL_LEVEL (small_chunk) */
 };
 
-/* Chunks smaller than this (a quiet program's once-a-second flush, a trace's last chunk) are
- * compressed by libdeflate at SMALL_LEVEL: at that size level 5 does worse than zlib's, level 10
- * better (tests/data: 1 to 2% smaller than zlib 5), and it costs about 6 ms per 64 KiB, at most
- * once per flush period. Full chunks, a busy program's, take the caller's level. */
+/* Chunks smaller than this (a quiet program's once-a-second flush, a small trace's only chunk)
+ * are compressed by libdeflate at SMALL_LEVEL: at that size level 5 does worse than zlib's,
+ * level 10 better (tests/data: 1 to 2% smaller than zlib 5), and it costs about 6 ms per 64 KiB,
+ * at most once per flush period. Full chunks, a busy program's, take the caller's level, and so
+ * does the last chunk of a trace that has others: it is compressed on the program's exit path,
+ * where those milliseconds are the program's (the launch loop of README "Overhead" is about
+ * 450 ms), for a few hundred bytes of a trace of megabytes. */
 #define SMALL_CHUNK (64u * 1024u)
 #define SMALL_LEVEL 10
 
@@ -88,8 +92,10 @@ struct cuptrace_output {
 	uint64_t next_seq;   /* seq of the next chunk handed over */
 	uint64_t next_write; /* seq of the next chunk to reach the file */
 	int stop;
+	int closing;     /* the last drain: set by cuptrace_output_close */
+	uint64_t chunks; /* chunks handed over or compressed inline (the caller's count) */
 	int async_err;
-	struct zctx inline_z; /* the caller's own compression (no pool, oversized records) */
+	struct zctx inline_z; /* the caller's own: no pool, oversized records, help in wait_idle */
 };
 
 /* CPU time of every compressor thread of the process (all outputs), updated after each chunk:
@@ -177,12 +183,17 @@ static int write_all(struct cuptrace_output *o, const void *p, size_t n)
 	return 0;
 }
 
+/* Whether a chunk of len bytes, handed over now, is compressed at SMALL_LEVEL (see there). */
+static int small_chunk(const struct cuptrace_output *o, size_t len)
+{
+	return len < SMALL_CHUNK && o->level >= 5 && !(o->closing && o->chunks > 0);
+}
+
 /* One chunk: TracePacket{compressed_packets(50) = zlib(records)}, framed as Trace.packet.
  * Compresses into z->zbuf (grown as needed); *out and *out_len give the framed bytes. */
-static int compress_chunk(int level, const uint8_t *buf, size_t len, struct zctx *z,
+static int compress_chunk(int level, int small, const uint8_t *buf, size_t len, struct zctx *z,
                           const uint8_t **out, size_t *out_len)
 {
-	int small = len < SMALL_CHUNK && level >= 5;
 	if (!z->ld_tried[small]) {
 		z->ld_tried[small] = 1;
 		pthread_once(&ld_once, ld_load);
@@ -221,6 +232,36 @@ static int compress_chunk(int level, const uint8_t *buf, size_t len, struct zctx
 	return 0;
 }
 
+/* Takes the oldest job off the queue and compresses and writes it with z's compressors: a
+ * worker's loop, and a waiting caller's help. Called and returns with o->lock held. */
+static void run_job(struct cuptrace_output *o, struct zctx *z)
+{
+	struct job j = o->queue[0];
+	memmove(o->queue, o->queue + 1, --o->nqueue * sizeof(o->queue[0]));
+	int failed = o->async_err;
+	pthread_mutex_unlock(&o->lock);
+
+	const uint8_t *out = NULL;
+	size_t out_len = 0;
+	int r =
+	    failed ? failed : compress_chunk(o->level, j.small, j.buf, j.len, z, &out, &out_len);
+
+	pthread_mutex_lock(&o->lock);
+	/* Chunks reach the file in the order they were handed over. */
+	while (o->next_write != j.seq)
+		pthread_cond_wait(&o->cond, &o->lock);
+	if (!r && !o->async_err) {
+		pthread_mutex_unlock(&o->lock);
+		r = write_all(o, out, out_len);
+		pthread_mutex_lock(&o->lock);
+	}
+	if (r && !o->async_err)
+		o->async_err = r;
+	o->next_write++;
+	o->free_bufs[o->nfree++] = j.buf;
+	pthread_cond_broadcast(&o->cond);
+}
+
 static void *worker_main(void *arg)
 {
 	struct worker *wk = arg;
@@ -232,30 +273,7 @@ static void *worker_main(void *arg)
 			pthread_cond_wait(&o->cond, &o->lock);
 		if (!o->nqueue)
 			break;
-		struct job j = o->queue[0];
-		memmove(o->queue, o->queue + 1, --o->nqueue * sizeof(o->queue[0]));
-		int failed = o->async_err;
-		pthread_mutex_unlock(&o->lock);
-
-		const uint8_t *out = NULL;
-		size_t out_len = 0;
-		int r = failed ? failed
-		               : compress_chunk(o->level, j.buf, j.len, &wk->z, &out, &out_len);
-
-		pthread_mutex_lock(&o->lock);
-		/* Chunks reach the file in the order they were handed over. */
-		while (o->next_write != j.seq)
-			pthread_cond_wait(&o->cond, &o->lock);
-		if (!r && !o->async_err) {
-			pthread_mutex_unlock(&o->lock);
-			r = write_all(o, out, out_len);
-			pthread_mutex_lock(&o->lock);
-		}
-		if (r && !o->async_err)
-			o->async_err = r;
-		o->next_write++;
-		o->free_bufs[o->nfree++] = j.buf;
-		pthread_cond_broadcast(&o->cond);
+		run_job(o, &wk->z);
 		uint64_t now = thread_cpu_ns();
 		atomic_fetch_add(&workers_cpu_ns, now - cpu);
 		cpu = now;
@@ -264,12 +282,18 @@ static void *worker_main(void *arg)
 	return NULL;
 }
 
-/* Waits until every chunk handed over is in the file. Returns the workers' sticky error. */
+/* Waits until every chunk handed over is in the file, compressing queued chunks itself
+ * meanwhile: at a flush or the close (the program's exit path) the caller has nothing else to
+ * do, and the last chunks are done by one more thread. Returns the workers' sticky error. */
 static int wait_idle(struct cuptrace_output *o)
 {
 	pthread_mutex_lock(&o->lock);
-	while (o->next_write != o->next_seq)
-		pthread_cond_wait(&o->cond, &o->lock);
+	while (o->next_write != o->next_seq) {
+		if (o->nqueue)
+			run_job(o, &o->inline_z);
+		else
+			pthread_cond_wait(&o->cond, &o->lock);
+	}
 	int e = o->async_err;
 	pthread_mutex_unlock(&o->lock);
 	return e;
@@ -285,8 +309,11 @@ static int hand_over(struct cuptrace_output *o)
 		pthread_cond_wait(&o->cond, &o->lock);
 	int e = o->async_err;
 	if (!e) {
-		o->queue[o->nqueue++] =
-		    (struct job){.buf = o->buf, .len = o->len, .seq = o->next_seq++};
+		o->queue[o->nqueue++] = (struct job){.buf = o->buf,
+		                                     .len = o->len,
+		                                     .small = small_chunk(o, o->len),
+		                                     .seq = o->next_seq++};
+		o->chunks++;
 		o->buf = o->free_bufs[--o->nfree];
 		o->len = 0;
 		pthread_cond_broadcast(&o->cond);
@@ -304,7 +331,9 @@ static int chunk_inline(struct cuptrace_output *o, const uint8_t *buf, size_t le
 	const uint8_t *out;
 	size_t out_len;
 	if (!e)
-		e = compress_chunk(o->level, buf, len, &o->inline_z, &out, &out_len);
+		e = compress_chunk(o->level, small_chunk(o, len), buf, len, &o->inline_z, &out,
+		                   &out_len);
+	o->chunks++;
 	if (!e)
 		e = write_all(o, out, out_len);
 	return e ? (o->err = e) : 0;
@@ -521,6 +550,7 @@ int cuptrace_output_close(struct cuptrace_output *o)
 	if (!o)
 		return 0;
 	if (o->fd >= 0) {
+		o->closing = 1;
 		if (!o->err)
 			drain(o);
 		if (o->nworkers) {

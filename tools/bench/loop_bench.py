@@ -2,13 +2,14 @@
 """The C launch loop against the CUPTI floor, with confidence intervals.
 
     tools/bench/loop_bench.py BUILD_DIR [--reps 20] [--threads 4] [--launches 20000]
-                              [--extra none,l1]
+                              [--extra none,l1] [--alt NAME=LIBCUPTRACE ...]
 
 Runs examples/multi_stream (each thread launching tiny kernels back to back on its own stream)
 untraced, under the CUPTI floor (libcupti_floor.so: the same activity kinds, settings, buffer
 size and flush period as cuptrace, every buffer thrown away), under cuptrace writing the default
 .pftrace, and under cuptrace --capture (--extra: also the .pftrace uncompressed, or compressed
-at level 1, to see what the compression's CPU costs the loop). One round runs each variant once, in an order rotated
+at level 1, to see what the compression's CPU costs the loop; --alt: also cuptrace's default
+.pftrace from another build's libcuptrace.so, to compare two builds in the same rounds). One round runs each variant once, in an order rotated
 every round; ratios are paired by round (shared machines drift), and their 95% confidence
 intervals bootstrap the rounds. A ratio whose interval holds the target's value is a tie."""
 import argparse
@@ -30,6 +31,8 @@ def main():
     ap.add_argument("--launches", type=int, default=20000)
     # where the writer's share goes: the default .pftrace uncompressed (none), or at level 1
     ap.add_argument("--extra", default="", help="also: none, l1 (comma-separated)")
+    ap.add_argument("--alt", action="append", default=[],
+                    help="NAME=path/to/libcuptrace.so: another build's recorder, as cuptrace")
     a = ap.parse_args()
     b = os.path.abspath(a.build)
     tmp = tempfile.mkdtemp()
@@ -49,6 +52,13 @@ def main():
             sys.exit(f"loop_bench: unknown extra variant {e} (none, l1)")
         variants["cuptrace_" + e] = dict(variants["cuptrace"], **extra[e],
                                          CUPTRACE_OUTPUT=os.path.join(tmp, e + ".pftrace"))
+    for alt in a.alt:
+        name, sep, path = alt.partition("=")
+        if not sep or not os.path.isfile(path):
+            sys.exit(f"loop_bench: --alt wants NAME=path/to/libcuptrace.so, got {alt}")
+        variants["cuptrace_" + name] = dict(variants["cuptrace"],
+                                            CUDA_INJECTION64_PATH=os.path.abspath(path),
+                                            CUPTRACE_OUTPUT=os.path.join(tmp, name + ".pftrace"))
     names = list(variants)
     times = {v: [] for v in names}
     subprocess.run(cmd, stdout=subprocess.DEVNULL, check=True)  # warm-up
@@ -69,12 +79,16 @@ def main():
         print(f"{v:14} {m * 1e3:10.1f} {m * 1e6 / a.launches:10.3f}")
     pairs = [("cuptrace", "floor"), ("capture", "floor"), ("floor", "untraced"),
              ("cuptrace", "untraced")] + [(v, "floor") for v in names if v.startswith("cuptrace_")]
+    pairs += [("cuptrace", "cuptrace_" + alt.partition("=")[0]) for alt in a.alt]
     for num, den in pairs:
         ratios = [x / y for x, y in zip(times[num], times[den])]
         lo, hi = boot(ratios, statistics.median)
         print(f"{num}/{den}: {statistics.median(ratios):.3f} [{lo:.3f}, {hi:.3f}]")
-    size = os.path.getsize(os.path.join(tmp, "t.pftrace"))
-    print(f"trace: {size} bytes, {size / k:.2f} bytes per kernel")
+    for v in names:
+        if v == "cuptrace" or v.startswith("cuptrace_"):
+            out = variants[v]["CUPTRACE_OUTPUT"]
+            size = os.path.getsize(out)
+            print(f"trace {v}: {size} bytes, {size / k:.2f} bytes per kernel")
 
 
 if __name__ == "__main__":
