@@ -1,8 +1,12 @@
 // device_graph: CUDA graphs launched from the GPU (device graph launch, CUDA 12+). A "worker"
 // graph of K small kernels is instantiated for device launch; a "launcher" graph holds one
-// kernel that launches the worker with cudaGraphLaunch(..., cudaStreamGraphFireAndForget).
+// kernel that launches the worker with cudaGraphLaunch(..., MODE's stream):
+//   fire     cudaStreamGraphFireAndForget: a child of the launcher's execution (the default)
+//   tail     cudaStreamGraphTailLaunch: runs once the launcher's graph has finished
+//   sibling  cudaStreamGraphFireAndForgetAsSibling: a child of the launcher's parent (the
+//            host launch's stream), not of the launcher
 // The host replays the launcher R times.
-//   device_graph [K=4] [R=20]
+//   device_graph [K=4] [R=20] [MODE=fire]
 // What a tracer must show: R host launches (cudaGraphLaunch of the launcher) and, per replay,
 // the launcher's kernel and the worker's K kernels, which no host call launched. Per node that
 // is R * (1 + K) kernels; with --cuda-graphs graph, R slices of the launcher graph and R of the
@@ -12,6 +16,7 @@
 #include <cuda_runtime.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include "common.h"
 
 __device__ unsigned long long ran; // kernels that ran, counted by the kernels themselves
@@ -27,11 +32,14 @@ __global__ void work(float *x, int n)
 
 // Runs as the launcher graph's only node: device launches are allowed only from a kernel that
 // itself runs in a graph.
-__global__ void launcher(cudaGraphExec_t worker)
+__global__ void launcher(cudaGraphExec_t worker, int mode)
 {
 	if (threadIdx.x == 0 && blockIdx.x == 0) {
 		atomicAdd(&ran, 1ull);
-		cudaError_t e = cudaGraphLaunch(worker, cudaStreamGraphFireAndForget);
+		cudaStream_t how = mode == 1   ? cudaStreamGraphTailLaunch
+		                   : mode == 2 ? cudaStreamGraphFireAndForgetAsSibling
+		                               : cudaStreamGraphFireAndForget;
+		cudaError_t e = cudaGraphLaunch(worker, how);
 		if (e != cudaSuccess)
 			printf("device_graph: device cudaGraphLaunch failed: %d\n", (int)e);
 	}
@@ -41,8 +49,14 @@ int main(int argc, char **argv)
 {
 	int k = argc > 1 ? atoi(argv[1]) : 4;
 	int r = argc > 2 ? atoi(argv[2]) : 20;
-	if (k < 1 || r < 1) {
-		fprintf(stderr, "usage: device_graph [kernels per worker graph] [replays]\n");
+	const char *how = argc > 3 ? argv[3] : "fire";
+	int mode = !strcmp(how, "fire")      ? 0
+	           : !strcmp(how, "tail")    ? 1
+	           : !strcmp(how, "sibling") ? 2
+	                                     : -1;
+	if (k < 1 || r < 1 || mode < 0) {
+		fprintf(stderr, "usage: device_graph [kernels per worker graph] [replays] "
+		                "[fire|tail|sibling]\n");
 		return 2;
 	}
 	const int n = 1 << 16;
@@ -75,7 +89,7 @@ int main(int argc, char **argv)
 	// The launcher: one kernel node that launches the worker.
 	cudaGraph_t lg;
 	CK(cudaGraphCreate(&lg, 0));
-	void *largs[] = {&wexec};
+	void *largs[] = {&wexec, &mode};
 	cudaKernelNodeParams lp = {};
 	lp.func = (void *)launcher;
 	lp.gridDim = dim3(1);
@@ -89,13 +103,15 @@ int main(int argc, char **argv)
 	for (int i = 0; i < r; i++) {
 		CK(cudaGraphLaunch(lexec, s));
 		// A fire-and-forget launch belongs to its launcher's execution, which ends only
-		// when the launched graph has: one replay at a time keeps the order simple to
-		// check.
+		// when the launched graph has (a tail launch runs after it, a sibling in the
+		// stream's): the stream's work is done when the worker is. One replay at a time
+		// keeps the order simple to check.
 		CK(cudaStreamSynchronize(s));
 	}
 	unsigned long long count = 0;
 	CK(cudaMemcpyFromSymbol(&count, ran, sizeof(count)));
-	printf("device_graph: worker kernels %d, replays %d, kernels ran %llu\n", k, r, count);
+	printf("device_graph: %s, worker kernels %d, replays %d, kernels ran %llu\n", how, k, r,
+	       count);
 	CK(cudaGraphExecDestroy(lexec));
 	CK(cudaGraphExecDestroy(wexec));
 	CK(cudaGraphDestroy(lg));

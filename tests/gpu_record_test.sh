@@ -87,41 +87,55 @@ if timeout 90 "$ct" record -o "$tmp/grn.pftrace" -- "$ex/graph_replay" 50 400 >"
 else
 	echo "FAIL graph_replay hint"; cat "$tmp/grn.log"; "$ct" stats "$tmp/grn.pftrace" | grep -i graph; fail=1
 fi
-# Graphs launched from the GPU (examples/device_graph 4 20: 20 host launches of a one-kernel
-# graph whose kernel launches a 4-kernel graph; the program counts the 100 kernels that ran).
-# Node by node CUPTI records none of the launched graph's work: only the 20 launcher kernels
-# (and a copy and a memset) are there, and the summary and the trace's metadata say what is
-# missing. Per graph, every launch is a slice: 20 linked to cudaGraphLaunch, and 20 on the
-# track "Graphs launched from the GPU" with no API call to link to.
-if timeout 90 "$ct" record -o "$tmp/dgn.pftrace" -- "$ex/device_graph" 4 20 >"$tmp/dgn.log" 2>&1 &&
-	grep "device_graph: worker kernels 4, replays 20, kernels ran 100" "$tmp/dgn.log" &&
+# Graphs launched from the GPU (examples/device_graph 4 20 MODE: 20 host launches of a
+# one-kernel graph whose kernel launches a 4-kernel graph, fire and forget, as a tail launch or
+# as a sibling; the program counts the 100 kernels that ran). Node by node CUPTI records none of
+# the launched graph's work: only the 20 launcher kernels (and a copy and a memset) are there,
+# and the summary and the trace's metadata say what is missing. Per graph, every launch is a
+# slice: 20 linked to cudaGraphLaunch, and 20 on the track "Graphs launched from the GPU" with
+# no API call to link to, each with its launch mode, starting once its launcher has started (a
+# tail launch: once its launcher has ended).
+for mode in fire tail sibling; do
+if timeout 90 "$ct" record -o "$tmp/dgn.pftrace" -- "$ex/device_graph" 4 20 $mode >"$tmp/dgn.log" 2>&1 &&
+	grep "device_graph: $mode, worker kernels 4, replays 20, kernels ran 100" "$tmp/dgn.log" &&
 	grep "cuptrace: 1 CUDA graphs were instantiated for launch from the GPU: node by node" "$tmp/dgn.log" &&
 	"$chk" "$tmp/dgn.pftrace" --clean --count kernel=20 --count kernel:launcher=20 --flows 22 &&
 	"$ct" stats "$tmp/dgn.pftrace" | grep -E "^graphs_for_device_launch_unrecorded: *1$"; then
-	echo "ok device_graph node by node"
+	echo "ok device_graph $mode node by node"
 else
-	echo "FAIL device_graph node by node"; cat "$tmp/dgn.log"; fail=1
+	echo "FAIL device_graph $mode node by node"; cat "$tmp/dgn.log"; fail=1
 fi
-if timeout 90 "$ct" record --cuda-graphs graph -o "$tmp/dgg.pftrace" -- "$ex/device_graph" 4 20 \
+if timeout 90 "$ct" record --cuda-graphs graph -o "$tmp/dgg.pftrace" -- "$ex/device_graph" 4 20 $mode \
 	>"$tmp/dgg.log" 2>&1 && grep "cuptrace: 40 CUDA graph launches" "$tmp/dgg.log" &&
+	grep "device_graph: $mode, worker kernels 4, replays 20, kernels ran 100" "$tmp/dgg.log" &&
 	! grep "instantiated for launch from the GPU" "$tmp/dgg.log" &&
 	"$chk" "$tmp/dgg.pftrace" --clean --allow-unlinked 20 --count graph=40 --count kernel=0 \
 		--count cuda_runtime:cudaGraphLaunch=20 --flows 22 &&
 	tp_check "$tmp/dgg.pftrace" --category graph=40 --category kernel=0 --flows 22 &&
 	"$ct" stats "$tmp/dgg.pftrace" | grep -E "^device_graph_launches: *20$" &&
-	"$ct" convert "$tmp/dgg.pftrace" -o "$tmp/dgg.json" && python3 - "$tmp/dgg.json" <<'PY'
+	"$ct" convert "$tmp/dgg.pftrace" -o "$tmp/dgg.json" && python3 - "$tmp/dgg.json" $mode <<'PY'
 import json, sys
 ev = json.load(open(sys.argv[1]))
 ev = ev["traceEvents"] if isinstance(ev, dict) else ev
+mode = {"fire": "fire and forget", "tail": "tail",
+        "sibling": "fire and forget, as sibling"}[sys.argv[2]]
 names = {(e["pid"], e["tid"]): e["args"]["name"] for e in ev
          if e.get("ph") == "M" and e.get("name") == "thread_name"}
 g = [e for e in ev if e.get("ph") == "X" and e.get("cat") == "graph"]
-dev = [e for e in g if names.get((e["pid"], e["tid"])) == "Graphs launched from the GPU"]
-print("graph slices %d, launched from the GPU %d" % (len(g), len(dev)))
-sys.exit(0 if len(g) == 40 and len(dev) == 20 and
-         all(e["args"].get("device_launch") == "fire and forget" for e in dev) else 1)
+dev = sorted((e for e in g if names.get((e["pid"], e["tid"])) == "Graphs launched from the GPU"),
+             key=lambda e: e["ts"])
+host = sorted((e for e in g if e not in dev), key=lambda e: e["ts"])
+# One replay at a time (the program synchronizes after each): the i-th launched graph belongs
+# to the i-th launcher.
+after = [d["ts"] - (h["ts"] + (h["dur"] if mode == "tail" else 0)) for h, d in zip(host, dev)]
+print("graph slices %d, launched from the GPU %d, modes %s, start after the launcher's %s: "
+      "min %.3f us" % (len(g), len(dev), sorted({e["args"].get("device_launch") for e in dev}),
+                       "end" if mode == "tail" else "start", min(after)))
+sys.exit(0 if len(g) == 40 and len(dev) == 20 and len(host) == 20 and
+         all(e["args"].get("device_launch") == mode for e in dev) and min(after) >= 0 else 1)
 PY
-then echo "ok device_graph --cuda-graphs graph"; else echo "FAIL device_graph --cuda-graphs graph"; cat "$tmp/dgg.log"; fail=1; fi
+then echo "ok device_graph $mode --cuda-graphs graph"; else echo "FAIL device_graph $mode --cuda-graphs graph"; cat "$tmp/dgg.log"; fail=1; fi
+done
 # One GPU: 5 copies. Two: cudaMemcpyPeer without peer access is staged as two copies.
 ngpu=$(nvidia-smi -L 2>/dev/null | grep -c "^GPU")
 [ "$ngpu" -gt 8 ] && ngpu=8
