@@ -36,7 +36,9 @@
  *                         by kind (an experiment: measured no faster)
  *   CUPTRACE_CUDA_GRAPHS  node (default): each kernel, copy and memset of a CUDA graph launch |
  *                         graph: one slice per launch, first node's start to last node's end
- *                         (CUPTI's GRAPH_TRACE: no per-node cost, no per-node detail)
+ *                         (CUPTI's GRAPH_TRACE: no per-node cost, no per-node detail; only
+ *                         from before CUDA starts: with capture windows, or cuptrace_start
+ *                         after the first CUDA call, graphs are recorded node by node)
  *   CUPTRACE_PYTORCH      set by `record --pytorch` (1, or "shapes") for its Python hook, which
  *                         `record` puts first on PYTHONPATH; CUPTRACE_PYTORCH_MODULES=0 leaves
  *                         out the nn.Module ranges

@@ -171,6 +171,16 @@ if LD_LIBRARY_PATH="$(dirname "$CUPTRACE_LIB")" "$ex/c_api" "$tmp/capi.pftrace" 
 else
 	echo "FAIL c_api"; cat "$tmp/capi.log"; fail=1
 fi
+# A C API start after CUDA started, asked for whole graphs: refused (CUPTI 13.0 crashes on graphs
+# made before), said once, and the 5 kernels recorded as usual.
+if LD_LIBRARY_PATH="$(dirname "$CUPTRACE_LIB")" CUPTRACE_CUDA_GRAPHS=graph "$ex/c_api" \
+	"$tmp/capig.pftrace" >"$tmp/capig.log" 2>&1 &&
+	[ "$(grep -c "cuda-graphs graph is not used by a start after CUDA did" "$tmp/capig.log")" = 1 ] &&
+	"$chk" "$tmp/capig.pftrace" --clean --count kernel=5; then
+	echo "ok c_api --cuda-graphs graph after CUDA started"
+else
+	echo "FAIL c_api --cuda-graphs graph after CUDA started"; cat "$tmp/capig.log"; fail=1
+fi
 # Every GPU gets its own group; with two, a peer-to-peer copy.
 if [ "$ngpu" -ge 2 ]; then peer='--count memcpy:Memcpy PtoP=1'; else peer='--count memcpy=0'; fi
 # shellcheck disable=SC2086

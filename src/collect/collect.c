@@ -249,6 +249,43 @@ static int attach_cupti(int injected);
 static int cupti_attach_late(void);
 static int subscribe_cupti(void);
 
+/* Whether CUDA has started in this process: a graph may exist. libcuda not loaded (cudart
+ * opens it out of the global scope: cuptrace_loaded_sym), or cuDeviceGetCount answering
+ * CUDA_ERROR_NOT_INITIALIZED (3): not yet. */
+static int cuda_started(void)
+{
+	typedef int (*count_fn)(int *);
+	count_fn f = (count_fn)cuptrace_loaded_sym("libcuda.so.1", "cuDeviceGetCount");
+	int n = 0;
+	return f && f(&n) != 3;
+}
+
+/* --cuda-graphs graph, where CUPTI can take it. CUPTI 13.0 crashes the program (a NULL
+ * dereference inside cuGraphLaunch, H200, driver 580) when whole-graph records (GRAPH_TRACE)
+ * are switched on after a graph was instantiated without them: mid-run, or when a capture
+ * window opened after the program had made its graphs. So GRAPH_TRACE is used only from
+ * before CUDA starts to the end: injected without capture windows, or a C API start before
+ * the first CUDA call; otherwise graphs are recorded node by node, and the user is told. */
+static int graph_trace_usable(int injected)
+{
+	if (!cuptrace_kind_by_setting(CUPTI_ACTIVITY_KIND_GRAPH_TRACE))
+		return 0;
+	const char *why = collect_window_defers()
+	                      ? "with capture windows (they would switch it on after the program "
+	                        "made its graphs)"
+	                  : !injected && cuda_started()
+	                      ? "by a start after CUDA did (the program may have made graphs "
+	                        "already)"
+	                      : NULL;
+	if (!why)
+		return 1;
+	cuptrace_warn("--cuda-graphs graph is not used %s: CUPTI 13.0 crashes the program when "
+	              "it starts recording whole graph launches after graphs exist. CUDA graphs "
+	              "are recorded node by node.",
+	              why);
+	return 0;
+}
+
 static int setup_cupti(int injected)
 {
 	/* A libcupti older than the API we were built for (LD_LIBRARY_PATH, an old toolkit first
@@ -263,6 +300,7 @@ static int setup_cupti(int injected)
 	}
 	sess.start_boot = cuptrace_now_ns(CLOCK_BOOTTIME);
 	sess.start_real = cuptrace_now_ns(CLOCK_REALTIME);
+	sess.graph_trace = graph_trace_usable(injected);
 	sess.cupti_deferred = collect_window_defers_cupti(collect_nvtx_ours());
 	sess.cupti_attach = cupti_attach_late;
 	atomic_store(&sess.cupti_attached, 0);
@@ -303,7 +341,7 @@ static int cupti_attach_late(void)
 static void count_devices_late(void)
 {
 	typedef int (*count_fn)(int *);
-	count_fn f = (count_fn)dlsym(RTLD_DEFAULT, "cuDeviceGetCount");
+	count_fn f = (count_fn)cuptrace_loaded_sym("libcuda.so.1", "cuDeviceGetCount");
 	int n = 0;
 	if (f && f(&n) == 0 && n > 1)
 		atomic_store(&sess.multi_gpu, 1);
@@ -372,8 +410,7 @@ static int attach_cupti(int injected)
 	 * (DEVICE_GRAPH_TRACE, with GRAPH_TRACE on): without this they would leave no trace at all,
 	 * their nodes having none either. CUPTI wants it before CUDA initializes, i.e. here when
 	 * injected; the C API's late start can only warn. */
-	if (cuptrace_kind_by_setting(CUPTI_ACTIVITY_KIND_GRAPH_TRACE) &&
-	    (r = cuptiActivityEnableDeviceGraph(1)) != CUPTI_SUCCESS)
+	if (sess.graph_trace && (r = cuptiActivityEnableDeviceGraph(1)) != CUPTI_SUCCESS)
 		cuptrace_warn("graphs launched from the GPU will not be recorded: %s",
 		              cupti_err(r));
 	/* Capture windows: nothing until a window opens (collect_window.c switches the kinds on

@@ -179,7 +179,7 @@ static const CUpti_CallbackId instantiate_ids[] = {
 
 void collect_callbacks_graphs(CUpti_SubscriberHandle sub)
 {
-	if (cuptrace_kind_by_setting(CUPTI_ACTIVITY_KIND_GRAPH_TRACE))
+	if (sess.graph_trace)
 		return;
 	for (size_t i = 0; i < sizeof(instantiate_ids) / sizeof(instantiate_ids[0]); i++)
 		cuptiEnableCallback(1, sub, CUPTI_CB_DOMAIN_DRIVER_API, instantiate_ids[i]);

@@ -84,6 +84,9 @@ struct collect_session {
 	 * win.lock after the start; read by the flush thread and at the end). */
 	int cupti_deferred;
 	_Atomic int cupti_attached;
+	/* Whole CUDA graph launches recorded (GRAPH_TRACE): --cuda-graphs graph where CUPTI can
+	 * take it (collect.c's graph_trace_usable), set once at the start. */
+	int graph_trace;
 	/* Contexts on two devices seen (or counted at a late start): MEMCPY2 wanted (kinds.h). */
 	_Atomic int multi_gpu;
 	_Atomic int two_gpu_kinds_on; /* MEMCPY2 is on now (set where it is enabled, cleared off) */
@@ -167,12 +170,12 @@ extern struct collect_windows win;
 extern struct collect_session sess;
 
 /* Whether activity kind k goes on with the others (at the start, when a window opens): all but
- * GRAPH_TRACE unless --cuda-graphs graph, and MEMCPY2 before a second device has a context
+ * GRAPH_TRACE unless sess.graph_trace, and MEMCPY2 before a second device has a context
  * (kinds.h; the flush thread switches it on then). Notes MEMCPY2 on when it does. */
 static inline int collect_kind_wanted(CUpti_ActivityKind k)
 {
-	if (!cuptrace_kind_by_setting(k))
-		return 0;
+	if (k == CUPTI_ACTIVITY_KIND_GRAPH_TRACE)
+		return sess.graph_trace;
 	if (!cuptrace_kind_needs_two_gpus(k))
 		return 1;
 	if (!atomic_load(&sess.multi_gpu))

@@ -567,9 +567,10 @@ int cuptrace_gm_setup(CUpti_SubscriberHandle sub)
 		return -EIO;
 	}
 	/* Started by the C API after CUDA initialized: the current context was created before
-	 * the callback was on. */
+	 * the callback was on. (cudart opens libcuda out of the global scope, so not dlsym's
+	 * default scope: cuptrace_loaded_sym.) */
 	typedef int (*cu_ctx_fn)(CUcontext *);
-	cu_ctx_fn cur = (cu_ctx_fn)dlsym(RTLD_DEFAULT, "cuCtxGetCurrent");
+	cu_ctx_fn cur = (cu_ctx_fn)cuptrace_loaded_sym("libcuda.so.1", "cuCtxGetCurrent");
 	CUcontext ctx = NULL;
 	if (cur && !cur(&ctx) && ctx)
 		want_context(ctx);
