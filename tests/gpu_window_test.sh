@@ -265,5 +265,15 @@ for n in 1 2 3 4; do
 		{ cat "$tmp/chk.log"; bad "--cuda-graphs graph window $n"; }
 done
 
+# 15. The flight recorder keeps its kinds on from the start, so --cuda-graphs graph works there:
+# graph_replay 10 2000 (about 0.2 s of replays) fits the 5 s ring whole, each launch one slice.
+"$ct" record --ring 5s --cuda-graphs graph -o "$tmp/rg.pftrace" -- "$gr" 10 2000 5 >"$tmp/rg.log" 2>&1 ||
+	{ cat "$tmp/rg.log"; bad "ring with --cuda-graphs graph: record"; }
+rgl=$(($(sed -n 's/.*"kernels_launched": \([0-9]*\).*/\1/p' "$tmp/rg.log") / 10))
+! grep -q "cuda-graphs graph is not used" "$tmp/rg.log" &&
+	"$chk" "$tmp/rg.pftrace" --clean --count graph="$rgl" --count kernel=0 >"$tmp/chk.log" 2>&1 &&
+	say "ok ring with --cuda-graphs graph: $rgl launches, each one slice" ||
+	{ cat "$tmp/rg.log" "$tmp/chk.log"; bad "ring with --cuda-graphs graph"; }
+
 [ $fail = 0 ] && echo "gpu_window: all passed" || echo "gpu_window: FAILED"
 exit $fail
