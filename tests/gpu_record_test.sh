@@ -181,6 +181,17 @@ if LD_LIBRARY_PATH="$(dirname "$CUPTRACE_LIB")" CUPTRACE_CUDA_GRAPHS=graph "$ex/
 else
 	echo "FAIL c_api --cuda-graphs graph after CUDA started"; cat "$tmp/capig.log"; fail=1
 fi
+# GPU metrics from a C API start after CUDA started: the context made before is found (through
+# the driver the runtime opened out of the global scope) and sampled.
+if LD_LIBRARY_PATH="$(dirname "$CUPTRACE_LIB")" CUPTRACE_GPU_METRICS=1 "$ex/c_api" \
+	"$tmp/capim.pftrace" >"$tmp/capim.log" 2>&1 &&
+	"$ct" stats "$tmp/capim.pftrace" >"$tmp/capim.stats" 2>&1 &&
+	grep -E "^gpu_metrics: *sampled" "$tmp/capim.stats" &&
+	"$chk" "$tmp/capim.pftrace" --clean --count kernel=5; then
+	echo "ok c_api --gpu-metrics after CUDA started"
+else
+	echo "FAIL c_api --gpu-metrics after CUDA started"; cat "$tmp/capim.log"; grep -i metric "$tmp/capim.stats"; fail=1
+fi
 # Every GPU gets its own group; with two, a peer-to-peer copy.
 if [ "$ngpu" -ge 2 ]; then peer='--count memcpy:Memcpy PtoP=1'; else peer='--count memcpy=0'; fi
 # shellcheck disable=SC2086
