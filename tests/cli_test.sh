@@ -35,6 +35,15 @@ expect 2 "bad value for CUPTRACE_BUFFER_SIZE: '12'" env CUPTRACE_BUFFER_SIZE=12 
 expect 0 "no trace was written" env CUPTRACE_DRIVER=some "$ct" record --driver all --no-check -o "$tmp/x.pftrace" -- true
 expect 0 "no trace was written" env CUPTRACE_RUNTIME=watch CUPTRACE_DRIVER=all "$ct" record --no-check -o "$tmp/x.pftrace" -- true
 expect 1 "cannot write" "$ct" record -o /nonexistent-dir/x.pftrace -- true
+# --cuda-graphs graph with capture windows: said once by record, and the program's processes get
+# node (CUPTI 13.0 crashes on whole-graph records switched on after graphs exist); the flight
+# recorder keeps it.
+expect 0 "cuda-graphs graph is not used with capture windows" "$ct" record --cuda-graphs graph \
+	--steps 5 --no-check -o "$tmp/x.pftrace" -- sh -c 'echo "graphs=$CUPTRACE_CUDA_GRAPHS"'
+grep -q "^graphs=node$" "$tmp/out" || { echo "FAIL: windows: CUPTRACE_CUDA_GRAPHS not node"; cat "$tmp/out"; fail=1; }
+expect 0 "graphs=graph" env CUPTRACE_CUDA_GRAPHS=graph "$ct" record --ring 5s --no-check \
+	-o "$tmp/x.pftrace" -- sh -c 'echo "graphs=$CUPTRACE_CUDA_GRAPHS"'
+! grep -q "is not used" "$tmp/err" || { echo "FAIL: the ring: --cuda-graphs graph refused"; fail=1; }
 expect 1 "not found" "$ct" record --lib /nonexistent/libcuptrace.so -- true
 # A library that does not load (here: not an ELF file) is a clear error, not an untraced run.
 printf 'not a library' >"$tmp/libbad.so"

@@ -353,7 +353,7 @@ static int setup_pytorch(const char *libpath, int shapes)
 
 /* The capture window options, checked together as the library will read them, and handed to
  * it in their variables. *step_hook: steps come from optimizer.step() (the Python hook). */
-static int record_windows(const char *const *given, int *step_hook)
+static int record_windows(const char *const *given, int *step_hook, int *windows)
 {
 	struct cuptrace_wspec w = {0};
 	char err[256] = "";
@@ -416,6 +416,9 @@ static int record_windows(const char *const *given, int *step_hook)
 	*step_hook = (w.mode == CUPTRACE_WMODE_STEPS || w.ring_slow > 1 ||
 	              w.mode == CUPTRACE_WMODE_ON_DEMAND) &&
 	             !(sr && *sr);
+	/* Capture windows (not the flight recorder, which records from the start), as the
+	 * library's window setup decides. */
+	*windows = w.mode != CUPTRACE_WMODE_RUN && w.ring_ns <= 0;
 	return 0;
 }
 
@@ -667,8 +670,8 @@ int cmd_record(int argc, char **argv)
 		             : cmd_setting_env("record", (enum cuptrace_setting_id)i))
 			return EXIT_USAGE;
 	}
-	int step_hook = 0;
-	if (record_windows(wgiven, &step_hook))
+	int step_hook = 0, capture_windows = 0;
+	if (record_windows(wgiven, &step_hook, &capture_windows))
 		return EXIT_USAGE;
 	const char *stacks_env = getenv("CUPTRACE_STACKS");
 	if (stacks_every && !stacks && (!stacks_env || !*stacks_env)) {
@@ -765,6 +768,18 @@ int cmd_record(int argc, char **argv)
 	setenv_opt("CUPTRACE_COMPRESS", compress);
 	setenv_opt("CUPTRACE_COMPRESS_LEVEL", wgiven[CUPTRACE_SET_COMPRESS_LEVEL]);
 	setenv_opt("CUPTRACE_CUDA_GRAPHS", wgiven[CUPTRACE_SET_CUDA_GRAPHS]);
+	/* Whole graph launches cannot be switched on when a window opens (CUPTI 13.0 crashes the
+	 * program on graphs made before; collect.c's graph_trace_usable): said here once for the
+	 * whole job, rather than by every process of it. */
+	struct cuptrace_setting_value cg;
+	if (capture_windows && cuptrace_setting_env(CUPTRACE_SET_CUDA_GRAPHS, &cg) &&
+	    cg.i == CUPTRACE_CUDA_GRAPHS_GRAPH) {
+		fprintf(stderr, "cuptrace record: --cuda-graphs graph is not used with capture "
+		                "windows: CUPTI 13.0 crashes the program when it starts recording "
+		                "whole graph launches after graphs exist. CUDA graphs are recorded "
+		                "node by node.\n");
+		setenv("CUPTRACE_CUDA_GRAPHS", "node", 1);
+	}
 	setenv_opt("CUPTRACE_DRIVER", driver);
 	setenv_opt("CUPTRACE_RUNTIME", runtime);
 	setenv_opt("CUPTRACE_STACKS", stacks);
