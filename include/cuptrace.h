@@ -39,6 +39,9 @@
  *                         (CUPTI's GRAPH_TRACE: no per-node cost, no per-node detail; only
  *                         from before CUDA starts: with capture windows, or cuptrace_start
  *                         after the first CUDA call, graphs are recorded node by node)
+ *   CUPTRACE_CUPTI_EARLY  1: with capture windows, keep CUPTI subscribed while waiting (costs a
+ *                         subscription; needed by programs that launch CUDA graphs from the
+ *                         GPU: CUPTI 13.0 makes those launches fail when it starts later)
  *   CUPTRACE_PYTORCH      set by `record --pytorch` (1, or "shapes") for its Python hook, which
  *                         `record` puts first on PYTHONPATH; CUPTRACE_PYTORCH_MODULES=0 leaves
  *                         out the nn.Module ranges

@@ -44,6 +44,8 @@ grep -q "^graphs=node$" "$tmp/out" || { echo "FAIL: windows: CUPTRACE_CUDA_GRAPH
 expect 0 "graphs=graph" env CUPTRACE_CUDA_GRAPHS=graph "$ct" record --ring 5s --no-check \
 	-o "$tmp/x.pftrace" -- sh -c 'echo "graphs=$CUPTRACE_CUDA_GRAPHS"'
 ! grep -q "is not used" "$tmp/err" || { echo "FAIL: the ring: --cuda-graphs graph refused"; fail=1; }
+expect 0 "early=1" "$ct" record --cupti-early --steps 5 --no-check -o "$tmp/x.pftrace" -- \
+	sh -c 'echo "early=$CUPTRACE_CUPTI_EARLY"'
 expect 1 "not found" "$ct" record --lib /nonexistent/libcuptrace.so -- true
 # A library that does not load (here: not an ELF file) is a clear error, not an untraced run.
 printf 'not a library' >"$tmp/libbad.so"

@@ -275,5 +275,19 @@ rgl=$(($(sed -n 's/.*"kernels_launched": \([0-9]*\).*/\1/p' "$tmp/rg.log") / 10)
 	say "ok ring with --cuda-graphs graph: $rgl launches, each one slice" ||
 	{ cat "$tmp/rg.log" "$tmp/chk.log"; bad "ring with --cuda-graphs graph"; }
 
+# 16. Graphs launched from the GPU under a time window, with --cupti-early (CUPTI subscribed from
+# the start): without it CUPTI 13.0, first subscribed when the window opens, made the program's
+# device launches fail ("unspecified launch failure", H200). The program must run its 500,000
+# kernels, the window hold launcher kernels (and none of the launched graphs': CUPTI records
+# none node by node), and the summary count the graph made for launch from the GPU.
+dg=${CUPTRACE_BUILD_DIR:-$(dirname "$ct")}/examples/device_graph
+"$ct" record --cupti-early --delay 100ms --duration 50ms -o "$tmp/dgw-%n.pftrace" -- "$dg" 4 100000 \
+	>"$tmp/dgw.log" 2>&1 && grep -q "kernels ran 500000" "$tmp/dgw.log" &&
+	grep -q "1 CUDA graphs were instantiated for launch from the GPU" "$tmp/dgw.log" &&
+	"$chk" "$tmp/dgw-1.pftrace" --clean --count kernel:work=0 >"$tmp/chk.log" 2>&1 &&
+	"$ct" stats "$tmp/dgw-1.pftrace" | grep -E "^launcher" >"$tmp/dgw.stats" &&
+	say "ok device graphs in a time window with --cupti-early: $(cat "$tmp/dgw.stats" | cut -c1-60)" ||
+	{ cat "$tmp/dgw.log" "$tmp/chk.log"; bad "device graphs in a time window with --cupti-early"; }
+
 [ $fail = 0 ] && echo "gpu_window: all passed" || echo "gpu_window: FAILED"
 exit $fail

@@ -97,6 +97,11 @@ static void record_usage(FILE *f)
 	       "      --capture-repeat N|all  the window comes back: every N-th occurrence\n"
 	       "      --on-demand       off until `cuptrace trigger` (or cuptrace_start()) opens\n"
 	       "                        a window in the running processes\n"
+	       "      --cupti-early     while waiting for a window, keep CUPTI subscribed (a\n"
+	       "                        graph replay loop ran 13%% slower so): needed by programs\n"
+	       "                        that launch CUDA graphs from the GPU, whose launches\n"
+	       "                        CUPTI 13.0 makes fail when it starts after such a graph\n"
+	       "                        was made\n"
 	       "      --ring T          flight recorder: keep the last T, written at exit, on\n"
 	       "                        SIGINT/SIGTERM, on a crash and on `cuptrace trigger`\n"
 	       "      --ring-slow X     with --ring: write out each step slower than X times\n"
@@ -527,6 +532,7 @@ int cmd_record(int argc, char **argv)
 	    {"compress", required_argument, NULL, 'z'},
 	    {"compress-level", required_argument, NULL, WOPT + CUPTRACE_SET_COMPRESS_LEVEL},
 	    {"cuda-graphs", required_argument, NULL, WOPT + CUPTRACE_SET_CUDA_GRAPHS},
+	    {"cupti-early", no_argument, NULL, WOPT + CUPTRACE_SET_CUPTI_EARLY},
 	    {"driver", required_argument, NULL, 'd'},
 	    {"runtime", required_argument, NULL, 'R'},
 	    {"stacks", required_argument, NULL, 'K'},
@@ -768,6 +774,7 @@ int cmd_record(int argc, char **argv)
 	setenv_opt("CUPTRACE_COMPRESS", compress);
 	setenv_opt("CUPTRACE_COMPRESS_LEVEL", wgiven[CUPTRACE_SET_COMPRESS_LEVEL]);
 	setenv_opt("CUPTRACE_CUDA_GRAPHS", wgiven[CUPTRACE_SET_CUDA_GRAPHS]);
+	setenv_opt("CUPTRACE_CUPTI_EARLY", wgiven[CUPTRACE_SET_CUPTI_EARLY]);
 	/* Whole graph launches cannot be switched on when a window opens (CUPTI 13.0 crashes the
 	 * program on graphs made before; collect.c's graph_trace_usable): said here once for the
 	 * whole job, rather than by every process of it. */

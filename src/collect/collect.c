@@ -309,14 +309,23 @@ static int setup_cupti(int injected)
 	if (!sess.cupti_deferred)
 		return attach_cupti(injected);
 	/* cupti_attach_late, when the first window opens. A profiler-range window watches
-	 * cudaProfilerStart/Stop meanwhile with CUPTI subscribed and four callbacks on: no
-	 * clock or buffer callback, no kind (what a subscription alone costs is measured by
-	 * torch_bench's floor_sub). */
-	if (collect_window_watches_profiler()) {
+	 * cudaProfilerStart/Stop meanwhile with CUPTI subscribed and four callbacks on: no clock
+	 * or buffer callback, no kind. With --cupti-early every deferred window does the same,
+	 * watching the driver's graph-instantiate calls instead: CUPTI 13.0 breaks graphs
+	 * launched from the GPU when it is first subscribed after such a graph was made (their
+	 * launches fail, "unspecified launch failure": H200, a time window over
+	 * examples/device_graph), while subscribed before the same window records and the program
+	 * runs to its end. Not the default: a subscription alone made a graph replay loop 13%
+	 * slower while waiting (H200, torch_bench floor_sub; README "Tracing part of a run"). */
+	struct cuptrace_setting_value early;
+	cuptrace_setting_env(CUPTRACE_SET_CUPTI_EARLY, &early);
+	if (early.i || collect_window_watches_profiler()) {
 		int e = subscribe_cupti();
 		if (e)
 			return e;
-		collect_callbacks_windows(sess.subscriber);
+		collect_callbacks_graphs(sess.subscriber);
+		if (collect_window_watches_profiler())
+			collect_callbacks_windows(sess.subscriber);
 	}
 	return 0;
 }

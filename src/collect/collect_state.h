@@ -79,9 +79,10 @@ struct collect_session {
 
 	CUpti_SubscriberHandle subscriber;
 	/* Capture windows that need no CUPTI callback to open (on demand, time, optimizer steps):
-	 * CUPTI is not touched until the first window opens (collect.c's cupti_attach_late), so
-	 * waiting for a window costs what an untraced run costs. cupti_attached: it has been (under
-	 * win.lock after the start; read by the flush thread and at the end). */
+	 * CUPTI is not touched until the first window opens (collect.c's cupti_attach_late;
+	 * --cupti-early: only subscribed meanwhile), so waiting for a window costs what an
+	 * untraced run costs. cupti_attached: it has been (under win.lock after the start; read
+	 * by the flush thread and at the end). */
 	int cupti_deferred;
 	_Atomic int cupti_attached;
 	/* Whole CUDA graph launches recorded (GRAPH_TRACE): --cuda-graphs graph where CUPTI can

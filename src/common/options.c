@@ -225,6 +225,8 @@ static const struct cuptrace_setting settings[CUPTRACE_NSETTINGS] = {
     [CUPTRACE_SET_CUDA_GRAPHS] = {CUPTRACE_SET_CUDA_GRAPHS, "cuda-graphs", "CUPTRACE_CUDA_GRAPHS",
                                   CUPTRACE_SETTING_ENUM, cuda_graphs_names, 0, 0, 0, 0, 0, "node",
                                   NULL, NULL},
+    [CUPTRACE_SET_CUPTI_EARLY] = {CUPTRACE_SET_CUPTI_EARLY, "cupti-early", "CUPTRACE_CUPTI_EARLY",
+                                  CUPTRACE_SETTING_BOOL, NO_NAMES, 0, 0, 0, 0, 0, "0", NULL, NULL},
 };
 
 const struct cuptrace_setting *cuptrace_setting_get(enum cuptrace_setting_id id)
