@@ -710,7 +710,9 @@ static void print_summary(double finish_ms, double finish_cpu_ms)
 	/* Node by node, CUPTI's host work at every node of every launch can make a loop of
 	 * short graphs host-bound (README "CUDA graphs"): say so where graphs are most of it. */
 	uint64_t work = c ? c->kernels + c->memcpys + c->memsets : 0;
-	if (c && !graphs && c->graph_nodes >= 10000 && 2 * c->graph_nodes >= work)
+	/* Not with capture windows, where graph mode is not available (graph_trace_usable). */
+	int windows = collect_window_defers();
+	if (c && !graphs && !windows && c->graph_nodes >= 10000 && 2 * c->graph_nodes >= work)
 		fprintf(stderr,
 		        "cuptrace: %llu of %llu kernels, copies and memsets ran in CUDA graphs; "
 		        "`record --cuda-graphs graph` records each graph launch as one slice "
@@ -722,9 +724,11 @@ static void print_summary(double finish_ms, double finish_cpu_ms)
 		    stderr,
 		    "cuptrace: %llu CUDA graphs were instantiated for launch from the GPU: node by "
 		    "node, CUPTI records none of their work (not their launches, kernels, copies "
-		    "or memsets); `record --cuda-graphs graph` records each of their launches as "
-		    "one slice\n",
-		    (unsigned long long)dgraphs);
+		    "or memsets)%s\n",
+		    (unsigned long long)dgraphs,
+		    windows ? ""
+		            : "; `record --cuda-graphs graph` records each of their launches as "
+		              "one slice");
 	if (cuptrace_runtime_watch_summary(line, sizeof(line)))
 		fprintf(stderr, "cuptrace: %s\n", line);
 	fprintf(stderr,
