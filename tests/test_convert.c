@@ -17,8 +17,7 @@
 
 static struct rec_sink *replay(const char *name, int driver_all)
 {
-	struct rec_sink *s = calloc(1, sizeof(*s));
-	s->base.ops = &rec_ops;
+	struct rec_sink *s = rec_sink_new();
 	char path[1024];
 	const char *dir = getenv("CUPTRACE_TEST_DATA");
 	snprintf(path, sizeof(path), "%s/%s", dir ? dir : "tests/data", name);
@@ -261,8 +260,7 @@ static void test_c_api(void)
  * work on one stream. */
 static void test_synthetic_order(void)
 {
-	struct rec_sink *s = calloc(1, sizeof(*s));
-	s->base.ops = &rec_ops;
+	struct rec_sink *s = rec_sink_new();
 	struct cuptrace_trace_info info = {
 	    .pid = 42, .process_name = "p", .start_boottime_ns = 1000};
 	struct cuptrace_converter *c = cuptrace_converter_new(&s->base, &info, NULL);
@@ -408,8 +406,7 @@ static void test_graph_trace(void)
 	                              (CUpti_Activity *)&g[2], (CUpti_Activity *)&k};
 
 	/* Straight into the converter, API records first, the GPU's in a later batch. */
-	struct rec_sink *s = calloc(1, sizeof(*s));
-	s->base.ops = &rec_ops;
+	struct rec_sink *s = rec_sink_new();
 	struct cuptrace_trace_info info = {
 	    .pid = 42, .process_name = "p", .start_boottime_ns = 1000};
 	struct cuptrace_converter *c = cuptrace_converter_new(&s->base, &info, NULL);
@@ -438,8 +435,7 @@ static void test_graph_trace(void)
 	CHECK_EQ_INT(cuptrace_capture_records(w, b1, sa, 4), 0);
 	CHECK_EQ_INT(cuptrace_capture_records(w, b2, sg, 4), 0);
 	CHECK_EQ_INT(cuptrace_capture_close(w), 0);
-	s = calloc(1, sizeof(*s));
-	s->base.ops = &rec_ops;
+	s = rec_sink_new();
 	CHECK_EQ_INT(cuptrace_read_trace(path, &s->base, 0), 0);
 	check_graph_trace(s);
 	r_destroy(&s->base);
@@ -514,8 +510,7 @@ static void test_device_graph_tail(void)
 	g.deviceLaunchMode = CUPTI_DEVICE_GRAPH_LAUNCH_MODE_TAIL;
 	g.start = 3000, g.end = 3500;
 	const CUpti_Activity *b[] = {(CUpti_Activity *)&g};
-	struct rec_sink *s = calloc(1, sizeof(*s));
-	s->base.ops = &rec_ops;
+	struct rec_sink *s = rec_sink_new();
 	struct cuptrace_trace_info info = {
 	    .pid = 42, .process_name = "p", .start_boottime_ns = 1000};
 	struct cuptrace_converter *c = cuptrace_converter_new(&s->base, &info, NULL);
@@ -570,8 +565,7 @@ static struct rslice *launch_slice(struct rec_sink *s, const char *name, uint64_
 
 static void test_corr_wraparound(void)
 {
-	struct rec_sink *s = calloc(1, sizeof(*s));
-	s->base.ops = &rec_ops;
+	struct rec_sink *s = rec_sink_new();
 	struct cuptrace_trace_info info = {.pid = 42, .process_name = "p", .start_boottime_ns = 1};
 	struct cuptrace_converter *c = cuptrace_converter_new(&s->base, &info, NULL);
 	CUpti_ActivityAPI a;
@@ -627,8 +621,7 @@ struct kspan {
 };
 static size_t stream7_lanes(const struct kspan *ks, size_t n, int nbatches)
 {
-	struct rec_sink *s = calloc(1, sizeof(*s));
-	s->base.ops = &rec_ops;
+	struct rec_sink *s = rec_sink_new();
 	struct cuptrace_trace_info info = {
 	    .pid = 42, .process_name = "p", .start_boottime_ns = 1000};
 	struct cuptrace_converter *c = cuptrace_converter_new(&s->base, &info, NULL);
@@ -696,8 +689,7 @@ static void test_stream_order_across_batches(void)
 static void test_stream_order_window_bound(void)
 {
 	const size_t n = 40000;
-	struct rec_sink *s = calloc(1, sizeof(*s));
-	s->base.ops = &rec_ops;
+	struct rec_sink *s = rec_sink_new();
 	struct cuptrace_trace_info info = {
 	    .pid = 42, .process_name = "p", .start_boottime_ns = 1000};
 	struct cuptrace_converter *c = cuptrace_converter_new(&s->base, &info, NULL);
@@ -854,8 +846,7 @@ static void test_fuzzed_captures(void)
 			FILE *o = fopen(out, "wb");
 			fwrite(buf, 1, len, o);
 			fclose(o);
-			struct rec_sink *s = calloc(1, sizeof(*s));
-			s->base.ops = &rec_ops;
+			struct rec_sink *s = rec_sink_new();
 			int r = cuptrace_read_trace(out, &s->base, round & 1);
 			if (r)
 				errors++;
@@ -962,8 +953,7 @@ static void test_runtime_filter_capture(void)
 static void test_runtime_filter_rule(void)
 {
 	for (int all = 0; all < 2; all++) {
-		struct rec_sink *s = calloc(1, sizeof(*s));
-		s->base.ops = &rec_ops;
+		struct rec_sink *s = rec_sink_new();
 		struct cuptrace_trace_info info = {
 		    .pid = 42, .process_name = "p", .start_boottime_ns = 1000};
 		struct cuptrace_convert_opts o = {.sz = sizeof(o), .runtime_all = all};
@@ -1003,8 +993,7 @@ static void test_runtime_filter_rule(void)
  * NVTX names stay as they are. */
 static void test_pytorch_op_ranges(void)
 {
-	struct rec_sink *s = calloc(1, sizeof(*s));
-	s->base.ops = &rec_ops;
+	struct rec_sink *s = rec_sink_new();
 	struct cuptrace_trace_info info = {
 	    .pid = 42, .process_name = "p", .start_boottime_ns = 1000};
 	struct cuptrace_converter *c = cuptrace_converter_new(&s->base, &info, NULL);

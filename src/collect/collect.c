@@ -249,15 +249,22 @@ static int attach_cupti(int injected);
 static int cupti_attach_late(void);
 static int subscribe_cupti(void);
 
-/* Whether CUDA has started in this process: a graph may exist. libcuda not loaded (cudart
- * opens it out of the global scope: cuptrace_loaded_sym), or cuDeviceGetCount answering
- * CUDA_ERROR_NOT_INITIALIZED (3): not yet. */
-static int cuda_started(void)
+/* The driver's cuDeviceGetCount: its CUresult (3: CUDA_ERROR_NOT_INITIALIZED), or -1 where
+ * libcuda is not loaded (cudart opens it out of the global scope: cuptrace_loaded_sym). */
+static int driver_device_count(int *n)
 {
 	typedef int (*count_fn)(int *);
 	count_fn f = (count_fn)cuptrace_loaded_sym("libcuda.so.1", "cuDeviceGetCount");
-	int n = 0;
-	return f && f(&n) != 3;
+	*n = 0;
+	return f ? f(n) : -1;
+}
+
+/* Whether CUDA has started in this process: a graph may exist. libcuda not loaded, or not
+ * initialized: not yet. */
+static int cuda_started(void)
+{
+	int n, r = driver_device_count(&n);
+	return r != -1 && r != 3;
 }
 
 /* --cuda-graphs graph, where CUPTI can take it. CUPTI 13.0 crashes the program (a NULL
@@ -349,10 +356,8 @@ static int cupti_attach_late(void)
  * were created unseen, so ask the driver how many devices there are. */
 static void count_devices_late(void)
 {
-	typedef int (*count_fn)(int *);
-	count_fn f = (count_fn)cuptrace_loaded_sym("libcuda.so.1", "cuDeviceGetCount");
-	int n = 0;
-	if (f && f(&n) == 0 && n > 1)
+	int n;
+	if (driver_device_count(&n) == 0 && n > 1)
 		atomic_store(&sess.multi_gpu, 1);
 }
 

@@ -9,9 +9,9 @@ untraced, under the CUPTI floor (libcupti_floor.so: the same activity kinds, set
 size and flush period as cuptrace, every buffer thrown away), under cuptrace writing the default
 .pftrace, and under cuptrace --capture (--extra: also the .pftrace uncompressed, or compressed
 at level 1, to see what the compression's CPU costs the loop; --alt: also cuptrace's default
-.pftrace from another build's libcuptrace.so, to compare two builds in the same rounds). One round runs each variant once, in an order rotated
-every round; ratios are paired by round (shared machines drift), and their 95% confidence
-intervals bootstrap the rounds. A ratio whose interval holds the target's value is a tie."""
+.pftrace from another build's libcuptrace.so, to compare two builds in the same rounds). One
+round runs each variant once, in an order rotated every round; ratios are paired by round
+(shared machines drift), and their 95% confidence intervals bootstrap the rounds. A ratio whose interval holds the target's value is a tie."""
 import argparse
 import os
 import statistics
