@@ -600,6 +600,44 @@ static void test_corr_wraparound(void)
 	r_destroy(&s->base);
 }
 
+/* The held-back calls' table full (max_pending 4): the lowest ids go out without their arrows,
+ * entries freed by arriving kernels are used again, and the end writes what is still held. */
+static void test_pending_full(void)
+{
+	struct rec_sink *s = rec_sink_new();
+	struct cuptrace_trace_info info = {.pid = 42, .process_name = "p", .start_boottime_ns = 1};
+	struct cuptrace_convert_opts o = {.sz = sizeof(o), .max_pending = 4};
+	struct cuptrace_converter *c = cuptrace_converter_new(&s->base, &info, &o);
+	CUpti_ActivityAPI a;
+	CUpti_ActivityKernel10 k;
+	for (uint32_t id = 1; id <= 6; id++)
+		add_launch(c, &a, &k, id, 1, 0); /* 5 pushes 1 out, 6 pushes 2 */
+	for (uint32_t id = 3; id <= 6; id++)
+		add_launch(c, &a, &k, id, 0, 1); /* linked: the table empties */
+	for (uint32_t id = 7; id <= 10; id++)
+		add_launch(c, &a, &k, id, 1, 0); /* four reused entries, no eviction */
+	for (uint32_t id = 7; id <= 9; id++)
+		add_launch(c, &a, &k, id, 0, 1);
+	add_launch(c, &a, &k, 1, 0, 1);                /* after its call went out: unlinked */
+	CHECK_EQ_INT(cuptrace_converter_finish(c), 0); /* 10 still held: written, no arrow */
+	const struct cuptrace_convert_counts *n = cuptrace_converter_counts(c);
+	CHECK_EQ_INT(n->pending_forced, 3);
+	CHECK_EQ_INT(count(s, NULL, "cudaLaunchKernel"), 10);
+	CHECK_EQ_INT(count(s, "kernel", NULL), 8);
+	for (uint32_t id = 1; id <= 10; id++) {
+		struct rslice *call = launch_slice(s, "cudaLaunchKernel", id);
+		struct rslice *kern = launch_slice(s, "k", id);
+		int linked = id >= 3 && id <= 9;
+		CHECK(call != NULL);
+		if (call)
+			CHECK_EQ_INT(call->nout, linked);
+		if (linked)
+			CHECK(kern && kern->nin == 1 && call && call->out[0] == kern->in);
+	}
+	cuptrace_converter_free(c);
+	r_destroy(&s->base);
+}
+
 /* A kernel on stream 7 of [start, end) ns, relative to a trace start of 1000 ns. */
 static void stream7_kernel(CUpti_ActivityKernel10 *k, uint64_t start, uint64_t end,
                            const char *name)
@@ -1047,4 +1085,4 @@ TEST_MAIN(T(test_fuzzed_captures), T(test_two_gpus), T(test_nvtx), T(test_memory
           T(test_stream_order_across_batches), T(test_stream_order_window_bound),
           T(test_runtime_filter_capture), T(test_runtime_filter_rule), T(test_pytorch_op_ranges),
           T(test_graph_trace), T(test_device_graphs), T(test_device_graph_tail),
-          T(test_corr_wraparound))
+          T(test_corr_wraparound), T(test_pending_full))

@@ -221,11 +221,13 @@ struct cuptrace_converter {
 	/* convert_corr.c */
 	struct corr_state *corr; /* states by id mod corr_cap (convert_corr.c) */
 	size_t corr_cap;
+	uint64_t *corr_used; /* a bit per slot ever given an id: what finish and free visit */
 	struct corr_state corr_stray; /* for an id too late for its slot */
 	struct pending_api *pending;
 	size_t pending_cap, npending;
-	size_t *pending_free;
+	size_t *pending_free; /* released entries, reused first (last released first) */
 	size_t npending_free;
+	size_t pending_fresh; /* entries [0, pending_fresh) have been used: the rest never were */
 	/* The held-back graph launches (expect < 0: only they have batch_end work), by index into
 	 * pending, in no order; gcand is batch_end's scratch. */
 	uint32_t *gpend, *gcand;

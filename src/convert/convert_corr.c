@@ -11,7 +11,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Correlation states kept (72 bytes each: 4.7 MB), direct-mapped: id i lives in slot i mod
+/* Correlation states kept (72 bytes each: 4.7 MB, left as calloc's untouched zero pages until
+ * used, and only the slots used are visited at the end), direct-mapped: id i lives in slot i mod
  * CORR_RING. CUPTI hands out ids in increasing order, one per API call, so a slot is reused
  * only by a call 65,536 ids later (a GPU record comes at most the GPU's queue depth of launches,
  * a few thousand, after its API call's), and consecutive calls use neighbouring slots, which the
@@ -63,6 +64,8 @@ static struct corr_state *corr_get(struct cuptrace_converter *c, uint32_t corr, 
 		corr_evict(c, s); /* the id 65,536 before */
 	s->corr = corr;
 	s->pending = -1;
+	size_t slot = (size_t)(corr & CORR_MASK);
+	c->corr_used[slot / 64] |= 1ull << (slot % 64);
 	return s;
 }
 
@@ -167,7 +170,7 @@ static int emit_pending(struct cuptrace_converter *c, size_t idx, int forced)
 
 static int hold_api(struct cuptrace_converter *c, struct corr_state *st, const struct api_call *a)
 {
-	if (!c->npending_free) {
+	if (!c->npending_free && c->pending_fresh == c->pending_cap) {
 		/* Full: write the oldest-looking entry (lowest correlation id) as it is. */
 		size_t victim = 0;
 		for (size_t i = 1; i < c->pending_cap; i++)
@@ -175,7 +178,9 @@ static int hold_api(struct cuptrace_converter *c, struct corr_state *st, const s
 				victim = i;
 		emit_pending(c, victim, 1);
 	}
-	size_t idx = c->pending_free[--c->npending_free];
+	/* A released entry, else one never used: the order in which a stack of every index
+	 * filled at the start would hand them out, without writing that stack up front. */
+	size_t idx = c->npending_free ? c->pending_free[--c->npending_free] : c->pending_fresh++;
 	struct pending_api *p = &c->pending[idx];
 	*p = (struct pending_api){
 	    .used = 1,
@@ -349,47 +354,70 @@ int conv_corr_batch_end(struct cuptrace_converter *c)
 	return c->err;
 }
 
+/* Calls fn on every slot that was ever given an id, in slot order. */
+static void corr_each_used(struct cuptrace_converter *c,
+                           void (*fn)(struct cuptrace_converter *, struct corr_state *))
+{
+	for (size_t w = 0; w < c->corr_cap / 64; w++)
+		for (uint64_t bits = c->corr_used[w]; bits; bits &= bits - 1)
+			fn(c, &c->corr[w * 64 + (size_t)__builtin_ctzll(bits)]);
+}
+
+static void count_orphans(struct cuptrace_converter *c, struct corr_state *s)
+{
+	c->counts.unlinked_gpu += s->norphans;
+}
+
+static void free_slot(struct cuptrace_converter *c, struct corr_state *s)
+{
+	(void)c;
+	free(s->orphans);
+	free(s->syncs);
+}
+
 int conv_corr_finish(struct cuptrace_converter *c)
 {
-	for (size_t i = 0; i < c->pending_cap; i++)
+	for (size_t i = 0; i < c->pending_fresh; i++)
 		if (c->pending[i].used)
 			emit_pending(c, i, 1);
-	for (size_t i = 0; i < c->corr_cap; i++)
-		c->counts.unlinked_gpu += c->corr[i].norphans;
+	corr_each_used(c, count_orphans);
 	c->counts.unlinked_gpu += c->corr_stray.norphans;
 	return c->err;
 }
 
 /* ---- life cycle ---- */
 
+/* Nothing here is written at the start: the tables (about 10 MB) stay calloc's zero pages
+ * until ids use them, and finish and free visit only what was used. Writing them up front and
+ * walking them at the end cost every converter about 3 ms, on the traced program's start and
+ * exit paths (a one-launch conversion took 3 to 5 ms, most of it in these three functions). A
+ * slot's pending field is only read once corr_get has given it an id, which sets it. */
 int conv_corr_init(struct cuptrace_converter *c)
 {
 	c->corr_cap = CORR_RING;
 	c->corr = calloc(c->corr_cap, sizeof(*c->corr));
+	c->corr_used = calloc(c->corr_cap / 64, sizeof(uint64_t));
 	c->pending_cap = c->opts.max_pending;
 	c->pending = calloc(c->pending_cap, sizeof(*c->pending));
 	c->pending_free = malloc(c->pending_cap * sizeof(size_t));
-	if (!c->corr || !c->pending || !c->pending_free)
+	if (!c->corr || !c->corr_used || !c->pending || !c->pending_free)
 		return -ENOMEM;
-	for (size_t i = 0; i < c->corr_cap; i++)
-		c->corr[i].pending = -1;
 	c->corr_stray.pending = -1;
-	for (size_t i = 0; i < c->pending_cap; i++)
-		c->pending_free[i] = c->pending_cap - 1 - i;
-	c->npending_free = c->pending_cap;
+	c->npending_free = 0;
+	c->pending_fresh = 0;
 	return 0;
 }
 
 void conv_corr_free(struct cuptrace_converter *c)
 {
-	if (c->corr)
-		for (size_t i = 0; i < c->corr_cap; i++)
-			corr_release(c, &c->corr[i]);
+	if (c->corr && c->corr_used)
+		corr_each_used(c, free_slot);
 	corr_release(c, &c->corr_stray);
 	if (c->pending)
-		for (size_t i = 0; i < c->pending_cap; i++)
+		for (size_t i = 0; i < c->pending_fresh; i++)
 			free(c->pending[i].flows);
 	free(c->corr);
+	free(c->corr_used);
 	free(c->pending);
 	free(c->pending_free);
 	free(c->gpend);
