@@ -54,6 +54,11 @@ expect 127 "command not found" "$ct" record --no-check -o "$tmp/x.pftrace" -- /n
 # A program that never uses CUDA: it runs, there is no trace to show, and the exit status is
 # the program's own (record is a prefix to a command line; scripts test that status).
 expect 0 "no trace was written" "$ct" record --no-check -o "$tmp/x.pftrace" -- true
+# Capture windows that never opened, whether set by an option or a variable; --step-range alone
+# only says what a step is (the whole run is traced), so it is not a window.
+expect 0 "no capture window opened" "$ct" record --steps 5 --no-check -o "$tmp/x.pftrace" -- true
+expect 0 "no capture window opened" env CUPTRACE_STEPS=5 "$ct" record --no-check -o "$tmp/x.pftrace" -- true
+expect 0 "no trace was written" "$ct" record --step-range step --no-check -o "$tmp/x.pftrace" -- true
 expect 3 "no trace was written" "$ct" record --no-check -o "$tmp/x.pftrace" -- sh -c 'exit 3'
 # libcuptrace_preload.so goes first in the program's LD_PRELOAD, before the program's own.
 expect 0 "libcuptrace_preload.so:/x.so" env LD_PRELOAD=/x.so "$ct" record --no-check \

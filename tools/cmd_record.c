@@ -922,11 +922,9 @@ int cmd_record(int argc, char **argv)
 		/* Children of the command that used CUDA, and exec'd images: their traces are
 		 * NAME-<pid>.EXT, or the pattern's %p / %h filled in. */
 		size_t found = list_other_traces(outabs, expected, started);
-		int windows = 0; /* a run whose windows never opened wrote nothing, as asked */
-		for (int i = CUPTRACE_SET_DELAY; i <= CUPTRACE_SET_STEP_RANGE; i++)
-			windows |= wgiven[i] != NULL && i != CUPTRACE_SET_RING &&
-			           i != CUPTRACE_SET_RING_SLOW && i != CUPTRACE_SET_RING_MAX;
-		if (!found && !have_main && windows)
+		/* A run whose windows (from options or CUPTRACE_* variables alike) never opened
+		 * wrote nothing, as asked. */
+		if (!found && !have_main && capture_windows)
 			fprintf(stderr,
 			        "cuptrace record: no capture window opened: no trace written\n");
 		else if (!found && !have_main)
