@@ -319,11 +319,13 @@ static int setup_cupti(int injected)
 	 * cudaProfilerStart/Stop meanwhile with CUPTI subscribed and four callbacks on: no clock
 	 * or buffer callback, no kind. With --cupti-early every deferred window does the same,
 	 * watching the driver's graph-instantiate calls instead: CUPTI 13.0 breaks graphs
-	 * launched from the GPU when it is first subscribed after such a graph was made (their
-	 * launches fail, "unspecified launch failure": H200, a time window over
+	 * launched from the GPU when it starts after such a graph was instantiated (their
+	 * launches fail, "unspecified launch failure": H100 and H200, a time window over
 	 * examples/device_graph), while subscribed before the same window records and the program
-	 * runs to its end. Not the default: a subscription alone made a graph replay loop 13%
-	 * slower while waiting (H200, torch_bench floor_sub; README "Tracing part of a run"). */
+	 * runs to its end. Any start does it, a subscription alone or only registering buffers
+	 * (README "Tracing part of a run"), so waiting cannot be cheaper and safe at once. Not the
+	 * default: a subscription alone made a graph replay loop 13% slower while waiting (H200,
+	 * torch_bench floor_sub and cuptrace_ondemand_early; README "Tracing part of a run"). */
 	struct cuptrace_setting_value early;
 	cuptrace_setting_env(CUPTRACE_SET_CUPTI_EARLY, &early);
 	if (early.i || collect_window_watches_profiler()) {

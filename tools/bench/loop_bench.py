@@ -2,16 +2,20 @@
 """The C launch loop against the CUPTI floor, with confidence intervals.
 
     tools/bench/loop_bench.py BUILD_DIR [--reps 20] [--threads 4] [--launches 20000]
-                              [--extra none,l1] [--alt NAME=LIBCUPTRACE ...]
+                              [--extra none,l1,wait,wait_early,loaded]
+                              [--alt NAME=LIBCUPTRACE ...]
 
 Runs examples/multi_stream (each thread launching tiny kernels back to back on its own stream)
 untraced, under the CUPTI floor (libcupti_floor.so: the same activity kinds, settings, buffer
-size and flush period as cuptrace, every buffer thrown away), under cuptrace writing the default
-.pftrace, and under cuptrace --capture (--extra: also the .pftrace uncompressed, or compressed
-at level 1, to see what the compression's CPU costs the loop; --alt: also cuptrace's default
-.pftrace from another build's libcuptrace.so, to compare two builds in the same rounds). One
-round runs each variant once, in an order rotated every round; ratios are paired by round
-(shared machines drift), and their 95% confidence intervals bootstrap the rounds. A ratio whose interval holds the target's value is a tie."""
+size and flush period as cuptrace, every buffer thrown away), under cuptrace writing the
+default .pftrace, and under cuptrace --capture. --extra adds: none and l1, the .pftrace
+uncompressed or at level 1 (what the compression's CPU costs the loop); wait and wait_early,
+an on-demand window that never opens, by default and with --cupti-early (against untraced);
+loaded, the floor's library injected with no CUPTI call, and with only cuptiGetVersion.
+--alt adds cuptrace's default .pftrace from another build's libcuptrace.so, to compare two
+builds in the same rounds. One round runs each variant once, in an order rotated every round;
+ratios are paired by round (shared machines drift), and their 95% confidence intervals
+bootstrap the rounds. A ratio whose interval holds the target's value is a tie."""
 import argparse
 import os
 import statistics
@@ -30,7 +34,8 @@ def main():
     ap.add_argument("--threads", type=int, default=4)
     ap.add_argument("--launches", type=int, default=20000)
     # where the writer's share goes: the default .pftrace uncompressed (none), or at level 1
-    ap.add_argument("--extra", default="", help="also: none, l1 (comma-separated)")
+    ap.add_argument("--extra", default="",
+                    help="also: none, l1, wait, wait_early, loaded (comma-separated)")
     ap.add_argument("--alt", action="append", default=[],
                     help="NAME=path/to/libcuptrace.so: another build's recorder, as cuptrace")
     a = ap.parse_args()
@@ -46,10 +51,20 @@ def main():
         "capture": {"CUDA_INJECTION64_PATH": lib, "CUPTRACE_SUMMARY": "0",
                     "CUPTRACE_OUTPUT": os.path.join(tmp, "t.cupti")},
     }
-    extra = {"none": {"CUPTRACE_COMPRESS": "none"}, "l1": {"CUPTRACE_COMPRESS_LEVEL": "1"}}
+    # wait, wait_early: an on-demand window that never opens, with CUPTI attached only when one
+    # would (the default) or from the start (--cupti-early): what waiting costs, against untraced
+    extra = {"none": {"CUPTRACE_COMPRESS": "none"}, "l1": {"CUPTRACE_COMPRESS_LEVEL": "1"},
+             "wait": {"CUPTRACE_ON_DEMAND": "1", "CUPTRACE_CUPTI_EARLY": "0"},
+             "wait_early": {"CUPTRACE_ON_DEMAND": "1", "CUPTRACE_CUPTI_EARLY": "1"},
+             # the floor's library injected with no CUPTI call: what waiting costs at best
+             "loaded": {}}
     for e in filter(None, a.extra.split(",")):
         if e not in extra:
-            sys.exit(f"loop_bench: unknown extra variant {e} (none, l1)")
+            sys.exit(f"loop_bench: unknown extra variant {e} ({', '.join(extra)})")
+        if e == "loaded":
+            variants["floor_loaded"] = dict(variants["floor"], CUPTRACE_FLOOR_NOTHING="1")
+            variants["floor_version"] = dict(variants["floor"], CUPTRACE_FLOOR_NOTHING="version")
+            continue
         variants["cuptrace_" + e] = dict(variants["cuptrace"], **extra[e],
                                          CUPTRACE_OUTPUT=os.path.join(tmp, e + ".pftrace"))
     for alt in a.alt:
@@ -78,7 +93,10 @@ def main():
         m = statistics.median(times[v])
         print(f"{v:14} {m * 1e3:10.1f} {m * 1e6 / a.launches:10.3f}")
     pairs = [("cuptrace", "floor"), ("capture", "floor"), ("floor", "untraced"),
-             ("cuptrace", "untraced")] + [(v, "floor") for v in names if v.startswith("cuptrace_")]
+             ("cuptrace", "untraced")]
+    pairs += [(v, "untraced" if v.startswith("cuptrace_wait") else "floor")
+              for v in names if v.startswith("cuptrace_")]
+    pairs += [(v, "untraced") for v in ("floor_loaded", "floor_version") if v in names]
     pairs += [("cuptrace", "cuptrace_" + alt.partition("=")[0]) for alt in a.alt]
     for num, den in pairs:
         ratios = [x / y for x, y in zip(times[num], times[den])]
@@ -87,6 +105,8 @@ def main():
     for v in names:
         if v == "cuptrace" or v.startswith("cuptrace_"):
             out = variants[v]["CUPTRACE_OUTPUT"]
+            if not os.path.exists(out):
+                continue  # a window that never opened writes nothing
             size = os.path.getsize(out)
             print(f"trace {v}: {size} bytes, {size / k:.2f} bytes per kernel")
 

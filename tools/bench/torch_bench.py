@@ -115,6 +115,7 @@ def under_tracer(cfg, build, cmd, env, tmp):
                  "cuptrace_gpumetrics_1k": ["--gpu-metrics", "--gpu-metrics-rate", "1000"],
                  # capture windows, none open: what waiting for a window costs
                  "cuptrace_ondemand": ["--on-demand"],
+                 "cuptrace_ondemand_early": ["--on-demand", "--cupti-early"],
                  "cuptrace_range": ["--capture-range", "range:never-seen"],
                  "cuptrace_profapi": ["--capture-range", "cuda-profiler-api"],
                  # one time window over the whole run: tracing through the window machinery
@@ -348,7 +349,9 @@ def cmd_report(a):
         for r in rows:
             if r["workload"] == wl:
                 by.setdefault((r.get("tag"), r["round"]), {})[r["config"]] = r
-        configs = [c for c in dict.fromkeys(CONFIGS + ["cuptrace_all", "cuptrace_cbid", "cuptrace_gpumetrics", "cuptrace_gpumetrics_1k", "cuptrace_ondemand", "cuptrace_range", "cuptrace_profapi", "cuptrace_timewin", "cuptrace_steprange", "cuptrace_steps", "cuptrace_capture", "cuptrace_stacks_py", "cuptrace_stacks_py2", "cuptrace_stacks_ab", "cuptrace_stacks_all", "tp_cpu_cuda_stack", "cuptrace_graphs"] + sorted(FLOOR_VARIANTS))
+        configs = [c for c in dict.fromkeys(CONFIGS + ["cuptrace_all", "cuptrace_cbid", "cuptrace_gpumetrics", "cuptrace_gpumetrics_1k", "cuptrace_ondemand", "cuptrace_range", "cuptrace_profapi", "cuptrace_timewin", "cuptrace_steprange", "cuptrace_steps", "cuptrace_capture", "cuptrace_stacks_py", "cuptrace_stacks_py2", "cuptrace_stacks_ab", "cuptrace_stacks_all", "tp_cpu_cuda_stack", "cuptrace_graphs"] + sorted(FLOOR_VARIANTS)
+                                           # and any other configuration the rows have
+                                           + sorted({c for v in by.values() for c in v}))
                    if any(c in v for v in by.values())]
         full = [v for v in by.values() if "none" in v]
         print("\n## %s: %d rounds (%d with an untraced run)\n" % (wl, len(by), len(full)))
