@@ -782,9 +782,7 @@ int cmd_record(int argc, char **argv)
 	if (capture_windows && cuptrace_setting_env(CUPTRACE_SET_CUDA_GRAPHS, &cg) &&
 	    cg.i == CUPTRACE_CUDA_GRAPHS_GRAPH) {
 		fprintf(stderr, "cuptrace record: --cuda-graphs graph is not used with capture "
-		                "windows: CUPTI 13.0 crashes the program when it starts recording "
-		                "whole graph launches after graphs exist. CUDA graphs are recorded "
-		                "node by node.\n");
+		                "windows: " CUPTRACE_GRAPH_TRACE_LATE_WHY "\n");
 		setenv("CUPTRACE_CUDA_GRAPHS", "node", 1);
 	}
 	setenv_opt("CUPTRACE_DRIVER", driver);

@@ -249,8 +249,8 @@ static int attach_cupti(int injected);
 static int cupti_attach_late(void);
 static int subscribe_cupti(void);
 
-/* The driver's cuDeviceGetCount: its CUresult (3: CUDA_ERROR_NOT_INITIALIZED), or -1 where
- * libcuda is not loaded (cudart opens it out of the global scope: cuptrace_loaded_sym). */
+/* The driver's cuDeviceGetCount: its CUresult, or -1 where libcuda is not loaded (cudart opens
+ * it out of the global scope: cuptrace_loaded_sym). */
 static int driver_device_count(int *n)
 {
 	typedef int (*count_fn)(int *);
@@ -264,7 +264,7 @@ static int driver_device_count(int *n)
 static int cuda_started(void)
 {
 	int n, r = driver_device_count(&n);
-	return r != -1 && r != 3;
+	return r != -1 && r != CUDA_ERROR_NOT_INITIALIZED;
 }
 
 /* --cuda-graphs graph, where CUPTI can take it. CUPTI 13.0 crashes the program (a NULL
@@ -286,10 +286,7 @@ static int graph_trace_usable(int injected)
 	                      : NULL;
 	if (!why)
 		return 1;
-	cuptrace_warn("--cuda-graphs graph is not used %s: CUPTI 13.0 crashes the program when "
-	              "it starts recording whole graph launches after graphs exist. CUDA graphs "
-	              "are recorded node by node.",
-	              why);
+	cuptrace_warn("--cuda-graphs graph is not used %s: " CUPTRACE_GRAPH_TRACE_LATE_WHY, why);
 	return 0;
 }
 

@@ -88,6 +88,11 @@ enum { CUPTRACE_RUNTIME_MODE_FILTERED, CUPTRACE_RUNTIME_MODE_WATCH, CUPTRACE_RUN
 /* CUPTRACE_SET_CUDA_GRAPHS: a CUDA graph launch as its nodes (kernels, copies, memsets), or as
  * one slice (CUPTI's GRAPH_TRACE kind; collect/kinds.h). */
 enum { CUPTRACE_CUDA_GRAPHS_NODE, CUPTRACE_CUDA_GRAPHS_GRAPH };
+/* Why graph falls back to node with capture windows or a late C API start: said by `record`
+ * (once for the job) and by the library (collect.c's graph_trace_usable), in the same words. */
+#define CUPTRACE_GRAPH_TRACE_LATE_WHY                                                              \
+	"CUPTI 13.0 crashes the program when it starts recording whole graph launches after "      \
+	"graphs exist. CUDA graphs are recorded node by node."
 /* CUPTRACE_SET_COMPRESS: enum cuptrace_compress's values (output/output.h); -1 = by extension. */
 /* CUPTRACE_SET_GPU_METRICS: i = 0 off, 1 the default set, 2 the list in s. */
 enum { CUPTRACE_GPU_METRICS_OFF, CUPTRACE_GPU_METRICS_DEFAULT, CUPTRACE_GPU_METRICS_LIST };
