@@ -125,6 +125,18 @@ static int start_cupti(const char *calls)
 		}                                                                                  \
 	} while (0)
 
+/* Adds a kernel node of grid x block threads running func(args) to g, after dep (NULL: none). */
+static cudaError_t add_kernel(cudaGraphNode_t *node, cudaGraph_t g, cudaGraphNode_t dep, void *func,
+                              unsigned grid, unsigned block, void **args)
+{
+	cudaKernelNodeParams p = {};
+	p.func = func;
+	p.gridDim = dim3(grid);
+	p.blockDim = dim3(block);
+	p.kernelParams = args;
+	return cudaGraphAddKernelNode(node, g, dep ? &dep : NULL, dep ? 1 : 0, &p);
+}
+
 int main(int argc, char **argv)
 {
 	const char *what = argc > 1 ? argv[1] : "";
@@ -160,17 +172,8 @@ int main(int argc, char **argv)
 		CK(cudaGraphCreate(&wg, 0));
 		cudaGraphNode_t prev = NULL;
 		void *wargs[] = {&x, (void *)&n};
-		for (int k = 0; k < 4; k++) {
-			cudaKernelNodeParams p = {};
-			p.func = (void *)work;
-			p.gridDim = dim3(n / 256);
-			p.blockDim = dim3(256);
-			p.kernelParams = wargs;
-			cudaGraphNode_t node;
-			CK(cudaGraphAddKernelNode(&node, wg, prev ? &prev : NULL, prev ? 1 : 0,
-			                          &p));
-			prev = node;
-		}
+		for (int k = 0; k < 4; k++)
+			CK(add_kernel(&prev, wg, prev, (void *)work, n / 256, 256, wargs));
 		cudaGraphExec_t wexec;
 		CK(cudaGraphInstantiate(&wexec, wg, cudaGraphInstantiateFlagDeviceLaunch));
 		CK(cudaGraphUpload(wexec, s));
@@ -178,13 +181,8 @@ int main(int argc, char **argv)
 		cudaGraph_t lg;
 		CK(cudaGraphCreate(&lg, 0));
 		void *largs[] = {&wexec};
-		cudaKernelNodeParams lp = {};
-		lp.func = (void *)launcher;
-		lp.gridDim = dim3(1);
-		lp.blockDim = dim3(32);
-		lp.kernelParams = largs;
 		cudaGraphNode_t lnode;
-		CK(cudaGraphAddKernelNode(&lnode, lg, NULL, 0, &lp));
+		CK(add_kernel(&lnode, lg, NULL, (void *)launcher, 1, 32, largs));
 		CK(cudaGraphInstantiate(&exec, lg, 0));
 		per_replay = 5;
 	} else if (loop) {
@@ -193,14 +191,9 @@ int main(int argc, char **argv)
 		CK(cudaGraphCreate(&g, 0));
 		cudaGraphConditionalHandle h;
 		CK(cudaGraphConditionalHandleCreate(&h, g, 1, cudaGraphCondAssignDefault));
-		cudaKernelNodeParams p = {};
 		void *a0[] = {&count};
-		p.func = (void *)set_count;
-		p.gridDim = dim3(1);
-		p.blockDim = dim3(1);
-		p.kernelParams = a0;
 		cudaGraphNode_t first;
-		CK(cudaGraphAddKernelNode(&first, g, NULL, 0, &p));
+		CK(add_kernel(&first, g, NULL, (void *)set_count, 1, 1, a0));
 		cudaGraphNodeParams cp = {};
 		cp.type = cudaGraphNodeTypeConditional;
 		cp.conditional.handle = h;
@@ -209,13 +202,8 @@ int main(int argc, char **argv)
 		cudaGraphNode_t cond;
 		CK(cudaGraphAddNode(&cond, g, &first, NULL, 1, &cp));
 		void *a1[] = {&h, &count};
-		cudaKernelNodeParams bp = {};
-		bp.func = (void *)body;
-		bp.gridDim = dim3(1);
-		bp.blockDim = dim3(1);
-		bp.kernelParams = a1;
 		cudaGraphNode_t bnode;
-		CK(cudaGraphAddKernelNode(&bnode, cp.conditional.phGraph_out[0], NULL, 0, &bp));
+		CK(add_kernel(&bnode, cp.conditional.phGraph_out[0], NULL, (void *)body, 1, 1, a1));
 		CK(cudaGraphInstantiate(&exec, g, 0));
 		per_replay = 4;
 	}
