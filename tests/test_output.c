@@ -211,22 +211,28 @@ static void test_round_trips(void)
 	round_trip(CUPTRACE_COMPRESS_CHUNKS, 4);
 }
 
+/* The chunk at f[*i]: its zlib stream (*zlen bytes); *i moves to the next chunk. */
+static const uint8_t *next_chunk(const uint8_t *f, size_t n, size_t *i, size_t *zlen)
+{
+	(*i)++; /* Trace.packet tag */
+	size_t end = (size_t)varint(f, n, i);
+	end += *i;
+	*i += 2; /* compressed_packets tag */
+	*zlen = (size_t)varint(f, n, i);
+	const uint8_t *z = f + *i;
+	*i = end;
+	return z;
+}
+
 /* The FLEVEL bits of each chunk's zlib header (RFC 1950: 1 for levels 2 to 5, 3 for 7 and up,
  * zlib's and libdeflate's alike), in file order. */
 static int chunk_levels(const char *path, int *lv, int max)
 {
-	size_t n, i = 0;
+	size_t n, i = 0, zlen;
 	uint8_t *f = slurp(path, &n);
 	int k = 0;
-	while (f && i < n && k < max) {
-		i++; /* Trace.packet tag */
-		size_t end = (size_t)varint(f, n, &i);
-		end += i;
-		i += 2; /* compressed_packets tag */
-		varint(f, n, &i);
-		lv[k++] = f[i + 1] >> 6;
-		i = end;
-	}
+	while (f && i < n && k < max)
+		lv[k++] = next_chunk(f, n, &i, &zlen)[1] >> 6;
 	free(f);
 	return k;
 }
@@ -268,6 +274,87 @@ static void test_last_chunk_level(void)
 	}
 	if (!(cuptrace_output_codecs() & 1u))
 		printf("note: libdeflate.so.0 not found: small chunks checked at zlib's level 5\n");
+}
+
+/* Walks a CHUNKS file chunk by chunk: each zlib stream must hold whole records (framed
+ * TracePackets, as make_record writes them). Returns the chunk count; *inner gets the chunks'
+ * uncompressed sizes (up to max). */
+static int whole_record_chunks(const char *path, size_t *inner, int max)
+{
+	size_t n, i = 0;
+	uint8_t *f = slurp(path, &n);
+	uint8_t *z = malloc(1 << 20);
+	int k = 0;
+	while (f && z && i < n) {
+		size_t zlen;
+		const uint8_t *c = next_chunk(f, n, &i, &zlen);
+		uLongf room = 1 << 20;
+		CHECK_EQ_INT(uncompress(z, &room, c, zlen), Z_OK);
+		size_t j = 0;
+		while (j < room) { /* records end exactly at the stream's end */
+			CHECK_EQ_INT(z[j], 0x0A);
+			j++;
+			size_t rl = (size_t)varint(z, room, &j);
+			j += rl;
+		}
+		CHECK_EQ_INT(j, room);
+		if (k < max)
+			inner[k] = room;
+		k++;
+	}
+	free(z);
+	free(f);
+	return k;
+}
+
+/* The last chunk of a trace that has others is cut between records into one piece per
+ * compressor (the workers and the caller), compressed at once on the program's exit path.
+ * 256 KiB chunks, 203-byte records: 256 KiB and 192 KiB more make a full chunk and a last one
+ * of about 192 KiB, cut in three (2 workers) or five (4) near equal parts; without a pool, with
+ * no chunk before it, or not asked to (split_last 0: `cuptrace convert`), the last chunk stays
+ * whole, and one under 64 KiB is cut in one piece per 32 KiB. The bytes read back are the bytes
+ * written. */
+static void test_last_chunk_pieces(void)
+{
+	char path[512];
+	snprintf(path, sizeof(path), "%s/out_pieces.bin", tmpdir());
+	uint8_t rec[300];
+	static const struct {
+		int workers;
+		size_t total;
+		int chunks, split;
+	} cases[] = {{2, 262144 + 196608, 4, 1},  {4, 262144 + 196608, 6, 1},
+	             {-1, 262144 + 196608, 2, 1}, {2, 196608, 1, 1},
+	             {2, 262144 + 40000, 2, 1},   {2, 262144 + 70000, 3, 1},
+	             {2, 262144 + 196608, 2, 0}};
+	for (size_t c = 0; c < sizeof(cases) / sizeof(cases[0]); c++) {
+		struct cuptrace_output_opts o = {
+		    .sz = sizeof(o), .workers = cases[c].workers, .split_last = cases[c].split};
+		struct cuptrace_output *out =
+		    cuptrace_output_open(path, CUPTRACE_COMPRESS_CHUNKS, &o);
+		CHECK(out != NULL);
+		if (!out)
+			return;
+		size_t len = 0, rl = make_record(rec, 0, 200);
+		for (uint32_t k = 0; len + rl <= cases[c].total; k++) {
+			size_t m = make_record(rec, k, 200);
+			CHECK_EQ_INT(cuptrace_output_write(out, rec, m), 0);
+			len += m;
+		}
+		CHECK_EQ_INT(cuptrace_output_close(out), 0);
+		size_t inner[8] = {0}, sum = 0;
+		int k = whole_record_chunks(path, inner, 8);
+		CHECK_EQ_INT(k, cases[c].chunks);
+		for (int i = 0; i < k && i < 8; i++)
+			sum += inner[i];
+		CHECK_EQ_INT(sum, len);
+		/* the pieces: about equal, a record and a 16 KiB mark apart at most */
+		size_t last = len - (k > 1 ? inner[0] : 0),
+		       share = last / (size_t)(k > 1 ? k - 1 : 1);
+		for (int i = 1; i < k && k > 2 && i < 8; i++)
+			CHECK(inner[i] + 16384 + rl >= share && inner[i] <= share + 16384 + rl);
+		unlink(path);
+	}
 }
 
 static void test_flush_reaches_file(void)
@@ -420,6 +507,6 @@ static void test_loaded_sym(void)
 		CHECK(dlopen("libresolv.so.2", RTLD_LAZY | RTLD_NOLOAD) == NULL);
 }
 
-TEST_MAIN(T(test_grow), T(test_round_trips), T(test_last_chunk_level), T(test_flush_reaches_file),
-          T(test_write_error_is_sticky), T(test_open_errors), T(test_path_ranks),
-          T(test_thread_signals), T(test_loaded_sym))
+TEST_MAIN(T(test_grow), T(test_round_trips), T(test_last_chunk_level), T(test_last_chunk_pieces),
+          T(test_flush_reaches_file), T(test_write_error_is_sticky), T(test_open_errors),
+          T(test_path_ranks), T(test_thread_signals), T(test_loaded_sym))

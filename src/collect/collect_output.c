@@ -178,7 +178,7 @@ int collect_open_output(void)
 	}
 	/* -o none: spans only. A collector that cannot be used costs the spans, not the file. */
 	int none = !strcmp(sess.path, "none");
-	sess.sink = none ? NULL : cuptrace_sink_open_level(sess.path, fmt, z.s, (int)zl.i);
+	sess.sink = none ? NULL : cuptrace_sink_open_recorder(sess.path, fmt, z.s, (int)zl.i);
 	if (!none && !sess.sink)
 		return -errno;
 	sess.otlp = cuptrace_collect_otlp_wanted() ? cuptrace_collect_otlp_open() : NULL;

@@ -26,5 +26,9 @@ struct cuptrace_sink *cuptrace_sink_open(const char *path, const char *format,
  * are libdeflate's: zlib (gzip outputs, or chunks where libdeflate is missing) stops at 9. */
 struct cuptrace_sink *cuptrace_sink_open_level(const char *path, const char *format,
                                                const char *compress, int level);
+/* The same for the recorder, whose sink is finished on the traced program's exit path: the
+ * last chunk is compressed by all the compressor threads at once (output.h split_last). */
+struct cuptrace_sink *cuptrace_sink_open_recorder(const char *path, const char *format,
+                                                  const char *compress, int level);
 
 #endif

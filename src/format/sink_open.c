@@ -6,13 +6,8 @@
 #include "common/util.h"
 #include "format/formats.h"
 
-struct cuptrace_sink *cuptrace_sink_open(const char *path, const char *format, const char *compress)
-{
-	return cuptrace_sink_open_level(path, format, compress, 0);
-}
-
-struct cuptrace_sink *cuptrace_sink_open_level(const char *path, const char *format,
-                                               const char *compress, int level)
+static struct cuptrace_sink *sink_open(const char *path, const char *format, const char *compress,
+                                       int level, int split_last)
 {
 	int chrome;
 	if (!format || !*format)
@@ -43,11 +38,28 @@ struct cuptrace_sink *cuptrace_sink_open_level(const char *path, const char *for
 		 * an array without its closing bracket loads but a cut gzip stream does not. */
 		mode = chrome ? CUPTRACE_COMPRESS_NONE : CUPTRACE_COMPRESS_CHUNKS;
 	}
-	struct cuptrace_output_opts oo = {.sz = sizeof(oo), .level = level};
-	struct cuptrace_output *out =
-	    cuptrace_output_open(path, (enum cuptrace_compress)mode, level ? &oo : NULL);
+	struct cuptrace_output_opts oo = {
+	    .sz = sizeof(oo), .level = level, .split_last = split_last};
+	struct cuptrace_output *out = cuptrace_output_open(path, (enum cuptrace_compress)mode, &oo);
 	if (!out)
 		return NULL;
 	/* The sink owns out from here on, also when it fails to start (it closes it). */
 	return chrome ? cuptrace_chrome_sink_new(out) : cuptrace_perfetto_sink_new(out);
+}
+
+struct cuptrace_sink *cuptrace_sink_open_level(const char *path, const char *format,
+                                               const char *compress, int level)
+{
+	return sink_open(path, format, compress, level, 0);
+}
+
+struct cuptrace_sink *cuptrace_sink_open_recorder(const char *path, const char *format,
+                                                  const char *compress, int level)
+{
+	return sink_open(path, format, compress, level, 1);
+}
+
+struct cuptrace_sink *cuptrace_sink_open(const char *path, const char *format, const char *compress)
+{
+	return sink_open(path, format, compress, 0, 0);
 }

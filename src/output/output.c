@@ -35,11 +35,20 @@
 #define NBUFS       (MAX_WORKERS + 2)
 
 struct job {
-	uint8_t *buf;
+	uint8_t *buf; /* the bytes to compress */
 	size_t len;
 	uint64_t seq;
 	int small; /* at SMALL_LEVEL (small_chunk) */
+	/* The chunk buffer that goes back to the free list once this job is written (NULL: a
+	 * piece of the last chunk whose buffer a later piece gives back; see hand_over_last). */
+	uint8_t *owned;
 };
+
+/* The last chunk is cut, between records, into pieces about this far apart at least
+ * (hand_over_last); its records' offsets are noted every MARK_STEP bytes to find the cuts. */
+#define MARK_STEP (16u * 1024u)
+#define MAX_MARKS ((MAX_CHUNK + MARK_STEP - 1) / MARK_STEP + 1)
+#define MIN_PIECE (32u * 1024u)
 
 /* Chunks smaller than this (a quiet program's once-a-second flush, a small trace's only chunk)
  * are compressed by libdeflate at SMALL_LEVEL: at that size level 5 does worse than zlib's,
@@ -80,12 +89,17 @@ struct cuptrace_output {
 	_Atomic uint64_t written; /* advanced by workers, read by the caller */
 	uint64_t last_flush_ms;
 	unsigned writes_since_check;
+	/* CHUNKS with a pool: where records start in buf, about every MARK_STEP bytes (the
+	 * caller's, reset with len) */
+	uint32_t marks[MAX_MARKS];
+	size_t nmarks, next_mark;
 	/* CHUNKS: compressor pool; everything below is guarded by lock */
 	struct worker workers[MAX_WORKERS];
 	int nworkers;
 	pthread_mutex_t lock;
 	pthread_cond_t cond;
-	struct job queue[NBUFS]; /* handed over, not yet taken by a worker */
+	/* handed over, not yet taken by a worker: a job per buffer, and the last chunk's pieces */
+	struct job queue[2 * NBUFS];
 	size_t nqueue;
 	uint8_t *free_bufs[NBUFS];
 	size_t nfree;
@@ -93,6 +107,7 @@ struct cuptrace_output {
 	uint64_t next_write; /* seq of the next chunk to reach the file */
 	int stop;
 	int closing;     /* the last drain: set by cuptrace_output_close */
+	int split_last;  /* opts.split_last */
 	uint64_t chunks; /* chunks handed over or compressed inline (the caller's count) */
 	int async_err;
 	struct zctx inline_z; /* the caller's own: no pool, oversized records, help in wait_idle */
@@ -258,7 +273,8 @@ static void run_job(struct cuptrace_output *o, struct zctx *z)
 	if (r && !o->async_err)
 		o->async_err = r;
 	o->next_write++;
-	o->free_bufs[o->nfree++] = j.buf;
+	if (j.owned)
+		o->free_bufs[o->nfree++] = j.owned;
 	pthread_cond_broadcast(&o->cond);
 }
 
@@ -310,11 +326,55 @@ static int hand_over(struct cuptrace_output *o)
 	int e = o->async_err;
 	if (!e) {
 		o->queue[o->nqueue++] = (struct job){.buf = o->buf,
+		                                     .owned = o->buf,
 		                                     .len = o->len,
 		                                     .small = small_chunk(o, o->len),
 		                                     .seq = o->next_seq++};
 		o->chunks++;
 		o->buf = o->free_bufs[--o->nfree];
+		o->len = 0;
+		pthread_cond_broadcast(&o->cond);
+	}
+	pthread_mutex_unlock(&o->lock);
+	return e ? (o->err = e) : 0;
+}
+
+/* The last chunk of a trace that has others: compressed on the program's exit path, where the
+ * caller would wait for one thread to do it. Cut between records into up to one piece per
+ * worker and one for the caller, each its own zlib stream (a chunk of its own in the file), so
+ * that they are compressed at once (a few hundred bytes more for a trace of megabytes). A small
+ * chunk, or a trace with no other chunk (its size matters there), goes whole. */
+static int hand_over_last(struct cuptrace_output *o)
+{
+	size_t k = (size_t)o->nworkers + 1;
+	if (o->len / MIN_PIECE < k)
+		k = o->len / MIN_PIECE;
+	if (!o->split_last || !o->chunks || k < 2)
+		return hand_over(o);
+	/* cuts[i]: the first mark at or after i/k of the chunk */
+	size_t cuts[MAX_WORKERS + 2], nc = 0, m = 0;
+	cuts[nc++] = 0;
+	for (size_t i = 1; i < k; i++) {
+		size_t want = o->len * i / k;
+		while (m < o->nmarks && o->marks[m] < want)
+			m++;
+		if (m == o->nmarks)
+			break;
+		if (o->marks[m] > cuts[nc - 1])
+			cuts[nc++] = o->marks[m];
+	}
+	cuts[nc] = o->len;
+	pthread_mutex_lock(&o->lock);
+	int e = o->async_err;
+	if (!e) {
+		for (size_t i = 0; i < nc; i++)
+			o->queue[o->nqueue++] =
+			    (struct job){.buf = o->buf + cuts[i],
+			                 .owned = i + 1 == nc ? o->buf : NULL, /* written last */
+			                 .len = cuts[i + 1] - cuts[i],
+			                 .seq = o->next_seq++};
+		o->chunks++;
+		o->buf = NULL; /* the last piece gives it back to the free list */
 		o->len = 0;
 		pthread_cond_broadcast(&o->cond);
 	}
@@ -365,8 +425,12 @@ static int drain(struct cuptrace_output *o)
 	int r = 0;
 	switch (o->mode) {
 	case CUPTRACE_COMPRESS_CHUNKS:
-		r = o->nworkers ? hand_over(o) : chunk_inline(o, o->buf, o->len);
+		r = !o->nworkers ? chunk_inline(o, o->buf, o->len)
+		    : o->closing ? hand_over_last(o)
+		                 : hand_over(o);
 		o->len = 0;
+		o->nmarks = 0;
+		o->next_mark = 0;
 		break;
 	case CUPTRACE_COMPRESS_NONE:
 		r = write_all(o, o->buf, o->len);
@@ -460,6 +524,7 @@ struct cuptrace_output *cuptrace_output_open(const char *path, enum cuptrace_com
 			o->level = opts->level < 1 ? 1 : opts->level > 12 ? 12 : opts->level;
 		if (opts->workers)
 			workers = opts->workers < 0 ? 0 : opts->workers;
+		o->split_last = opts->split_last;
 	}
 	if (workers > MAX_WORKERS)
 		workers = MAX_WORKERS;
@@ -511,6 +576,10 @@ int cuptrace_output_write(struct cuptrace_output *o, const void *data, size_t le
 			int e = write_all(o, data, len);
 			return e ? (o->err = e) : 0;
 		}
+	}
+	if (o->len >= o->next_mark && o->nmarks < MAX_MARKS) {
+		o->marks[o->nmarks++] = (uint32_t)o->len; /* a record starts here */
+		o->next_mark = o->len + MARK_STEP;
 	}
 	memcpy(o->buf + o->len, data, len);
 	o->len += len;

@@ -26,6 +26,10 @@ struct cuptrace_output_opts {
 	int flush_ms;    /* at most this long between writes to the file (default 1000; <0 off) */
 	int level;       /* 1 to 12 (default 5); zlib's stop at 9, above is libdeflate's */
 	int workers;     /* CHUNKS: compressor threads (default 2, max 4; -1: none, inline) */
+	/* CHUNKS with compressor threads: the last chunk of a trace that has others is cut
+	 * between records into a piece per thread, compressed at once (the recorder's: its close
+	 * is on the traced program's exit path; a few hundred bytes more per trace) */
+	int split_last;
 };
 
 struct cuptrace_output;

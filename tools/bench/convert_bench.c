@@ -111,7 +111,7 @@ int main(int argc, char **argv)
 		struct timespec a, b;
 		clock_gettime(CLOCK_MONOTONIC, &a);
 		double cpu0 = cpu_seconds();
-		struct cuptrace_sink *sink = cuptrace_sink_open_level(
+		struct cuptrace_sink *sink = cuptrace_sink_open_recorder(
 		    path, NULL, argc > 5 ? argv[5] : NULL, argc > 6 ? atoi(argv[6]) : 0);
 		if (!sink) {
 			perror(path);
