@@ -3,7 +3,8 @@
 
     tools/bench/loop_bench.py BUILD_DIR [--reps 20] [--threads 4] [--launches 20000]
                               [--extra none,l1,wait,wait_early,loaded]
-                              [--alt NAME=LIBCUPTRACE ...]
+                              [--alt NAME=LIBCUPTRACE ...] [--seconds S] [--raw FILE]
+                              [--pool FILE ...]
 
 Runs examples/multi_stream (each thread launching tiny kernels back to back on its own stream)
 untraced, under the CUPTI floor (libcupti_floor.so: the same activity kinds, settings, buffer
@@ -15,7 +16,12 @@ loaded, the floor's library injected with no CUPTI call, and with only cuptiGetV
 --alt adds cuptrace's default .pftrace from another build's libcuptrace.so, to compare two
 builds in the same rounds. One round runs each variant once, in an order rotated every round;
 ratios are paired by round (shared machines drift), and their 95% confidence intervals
-bootstrap the rounds. A ratio whose interval holds the target's value is a tie."""
+bootstrap the rounds. A ratio whose interval holds the target's value is a tie.
+--seconds stops starting rounds after that many seconds (to fit a time limit); --raw appends
+each round's times as one JSON line to FILE; --pool reads such files (same variants, same
+threads and launches) and reports their rounds with this run's, so rounds taken in several
+sessions on one machine kind make one interval."""
+import json
 import argparse
 import os
 import statistics
@@ -38,6 +44,14 @@ def main():
                     help="also: none, l1, wait, wait_early, loaded (comma-separated)")
     ap.add_argument("--alt", action="append", default=[],
                     help="NAME=path/to/libcuptrace.so: another build's recorder, as cuptrace")
+    ap.add_argument("--seconds", type=float, default=0,
+                    help="start no round after this many seconds (0: run all --reps)")
+    ap.add_argument("--raw", help="append each round's times to this file (JSON lines)")
+    ap.add_argument("--phases", action="store_true",
+                    help="also split each variant's time at the program's last line (run under "
+                    "stdbuf -oL): before it the launches, after it the exit's work")
+    ap.add_argument("--pool", action="append", default=[],
+                    help="a --raw file of earlier rounds to report with these")
     a = ap.parse_args()
     b = os.path.abspath(a.build)
     tmp = tempfile.mkdtemp()
@@ -76,22 +90,62 @@ def main():
                                             CUPTRACE_OUTPUT=os.path.join(tmp, name + ".pftrace"))
     names = list(variants)
     times = {v: [] for v in names}
+    tails = {v: [] for v in names}  # --phases: seconds from the program's last line to its end
+    # earlier rounds (--pool): only those that ran the same loop and every variant of this run
+    pooled = 0
+    for path in a.pool:
+        with open(path) as f:
+            for line in f:
+                row = json.loads(line)
+                if (row.get("threads"), row.get("launches")) != (a.threads, a.launches) or \
+                        any(v not in row["times"] for v in names):
+                    sys.exit(f"loop_bench: {path}: a round of another loop or other variants")
+                for v in names:
+                    times[v].append(row["times"][v])
+                pooled += 1
     subprocess.run(cmd, stdout=subprocess.DEVNULL, check=True)  # warm-up
+    began = time.monotonic()
+    rounds = 0
     for r in range(a.reps):
+        if a.seconds and time.monotonic() - began > a.seconds:
+            break
+        row = {}
         for v in names[r % len(names):] + names[:r % len(names)]:
             t0 = time.monotonic()
-            p = subprocess.run(cmd, env=dict(os.environ, **variants[v]), stdout=subprocess.DEVNULL,
-                               stderr=subprocess.PIPE)
+            if a.phases:
+                # the line comes when main has done its work, before exit handlers (cuptrace's
+                # finish among them) run
+                p = subprocess.Popen(["stdbuf", "-oL"] + cmd, env=dict(os.environ, **variants[v]),
+                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+                p.stdout.readline()
+                t_line = time.monotonic()
+                p.stdout.read()
+                err = p.stderr.read()
+                p.wait()
+                tails[v].append(time.monotonic() - t_line)
+            else:
+                p = subprocess.run(cmd, env=dict(os.environ, **variants[v]),
+                                   stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+                err = p.stderr
             if p.returncode:
-                sys.exit(f"loop_bench: {v} failed:\n{p.stderr.decode(errors='replace')}")
-            times[v].append(time.monotonic() - t0)
+                sys.exit(f"loop_bench: {v} failed:\n{err.decode(errors='replace')}")
+            row[v] = time.monotonic() - t0
+        for v in names:
+            times[v].append(row[v])
+        rounds += 1
+        if a.raw:  # one line a round, written as it ends, so a run cut short keeps its rounds
+            with open(a.raw, "a") as f:
+                f.write(json.dumps({"threads": a.threads, "launches": a.launches,
+                                    "times": row}) + "\n")
     k = a.threads * a.launches
     print(f"loop_bench: multi_stream {a.threads} threads x {a.launches} launches = {k} kernels, "
-          f"{a.reps} rounds")
-    print(f"{'variant':14} {'median ms':>10} {'us/launch':>10}")
+          f"{rounds} rounds" + (f" and {pooled} pooled" if pooled else ""))
+    print(f"{'variant':14} {'median ms':>10} {'us/launch':>10}" +
+          (f" {'exit ms':>8}" if a.phases else ""))
     for v in names:
         m = statistics.median(times[v])
-        print(f"{v:14} {m * 1e3:10.1f} {m * 1e6 / a.launches:10.3f}")
+        print(f"{v:14} {m * 1e3:10.1f} {m * 1e6 / a.launches:10.3f}" +
+              (f" {statistics.median(tails[v]) * 1e3:8.1f}" if a.phases else ""))
     pairs = [("cuptrace", "floor"), ("capture", "floor"), ("floor", "untraced"),
              ("cuptrace", "untraced")]
     pairs += [(v, "untraced" if v.startswith("cuptrace_wait") else "floor")
@@ -102,6 +156,15 @@ def main():
         ratios = [x / y for x, y in zip(times[num], times[den])]
         lo, hi = boot(ratios, statistics.median)
         print(f"{num}/{den}: {statistics.median(ratios):.3f} [{lo:.3f}, {hi:.3f}]")
+        if a.phases:  # this run's rounds (pooled ones have no split): launches, then exit
+            run = [(x - tx, y - ty, tx - ty) for x, tx, y, ty in
+                   zip(times[num][pooled:], tails[num], times[den][pooled:], tails[den])]
+            ratios = [x / y for x, y, _ in run]
+            lo, hi = boot(ratios, statistics.median)
+            d = [e * 1e3 for _, _, e in run]
+            dlo, dhi = boot(d, statistics.median)
+            print(f"  before the last line {statistics.median(ratios):.3f} [{lo:.3f}, {hi:.3f}]; "
+                  f"exit {statistics.median(d):+.1f} ms [{dlo:+.1f}, {dhi:+.1f}]")
     for v in names:
         if v == "cuptrace" or v.startswith("cuptrace_"):
             out = variants[v]["CUPTRACE_OUTPUT"]
