@@ -311,4 +311,32 @@ static void test_clean(void)
 	cuptrace_analysis_free(&a);
 }
 
-TEST_MAIN(T(test_pageable), T(test_item), T(test_tiny), T(test_alloc), T(test_clean))
+/* Each 6.6 ms step: 20 kernels of 15 us launched 30 us apart (the GPU waits 15 us for each),
+ * then a 6 ms GEMM launched on the same cadence, behind which the host queues the next step.
+ * Each step is one launch-bound stretch, from its first kernel to the GEMM's start: the GEMM
+ * itself, though it also waited for its launch, is not launch-bound time. */
+static void test_launch_bound(void)
+{
+	static struct feed f;
+	struct cuptrace_analysis a;
+	begin(&f, &a);
+	int64_t runs = 0;
+	for (int i = 0; i < 10; i++) {
+		int64_t t = 5000 * US + 6600 * US * i;
+		step(&f, t, 6600 * US);
+		size_t first = f.nw;
+		for (int k = 0; k <= 20; k++)
+			launch(&f, "cudaLaunchKernel", t + k * 30 * US, 5 * US, "kernel",
+			       k < 20 ? "add" : "gemm", t + k * 30 * US + 10 * US,
+			       k < 20 ? 15 * US : 6000 * US, 0, 0);
+		runs += f.w[f.nw - 1].ts - f.w[first].ts; /* first kernel to the GEMM's start */
+	}
+	finish(&f);
+	const struct cuptrace_an_finding *lb = find(&a, "launch_bound");
+	CHECK(lb && lb->count == 10 && lb->total_ns == runs);
+	one_severe(&f, &a, "launch_bound");
+	cuptrace_analysis_free(&a);
+}
+
+TEST_MAIN(T(test_pageable), T(test_item), T(test_tiny), T(test_alloc), T(test_clean),
+          T(test_launch_bound))

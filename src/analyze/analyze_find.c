@@ -300,6 +300,7 @@ static int host_findings(struct anx *x, struct fset *fs)
 struct run {
 	size_t first, last; /* work indices */
 	size_t n;
+	int64_t maxdur; /* launch-bound: the longest kernel before the last */
 };
 
 /* The time spans of the reported runs (tiny kernels, launch-bound), per GPU: a GPU gap inside one
@@ -329,7 +330,11 @@ static int close_run(struct anx *x, struct fset *fs, struct spans *sp, struct ru
 			          "kernels finish faster than the host launches them: batch work, "
 			          "use CUDA graphs, or move Python overhead off the hot loop");
 		const struct an_work *a = &an->work[r->first], *b = &an->work[r->last];
-		int64_t wall = b->ts + b->dur - a->ts;
+		/* A launch-bound run's last kernel started late, like the others, but only they are
+		 * known to have been shorter than the host's launch cadence: a long one (a GEMM the
+		 * host then queued work behind) ends the stretch at its start. */
+		int64_t end = b->ts + (tiny || b->dur <= r->maxdur ? b->dur : 0);
+		int64_t wall = end - a->ts;
 		struct cuptrace_an_instance in = host_inst(x, a->launch, a->ts, wall, NULL, 0);
 		in.what = tiny ? "run of tiny kernels" : "run of launch-bound kernels";
 		add(f, &in, wall);
@@ -337,7 +342,7 @@ static int close_run(struct anx *x, struct fset *fs, struct spans *sp, struct ru
 		if (!v)
 			return -ENOMEM;
 		sp->v = v;
-		v[sp->n++] = (struct span){a->ts, b->ts + b->dur, 0, an->streams[a->stream].gpu};
+		v[sp->n++] = (struct span){a->ts, end, 0, an->streams[a->stream].gpu};
 		/* The tiny run's kernels are its own: no launch-bound run counts them again. */
 		for (size_t i = r->first; mark && i <= r->last; i++)
 			if (an->work[i].stream == a->stream)
@@ -397,7 +402,10 @@ static int stream_findings(struct anx *x, struct fset *fs, struct spans *sp)
 				if (!lb[s].n) {
 					lb[s].first = prev[s] - 1;
 					lb[s].n = 1;
+					lb[s].maxdur = 0;
 				}
+				if (p->dur > lb[s].maxdur)
+					lb[s].maxdur = p->dur;
 				lb[s].last = i;
 				lb[s].n++;
 			} else if ((err = close_run(x, fs, sp, &lb[s], 0, NULL))) {
