@@ -44,8 +44,8 @@ struct job {
 	uint8_t *owned;
 };
 
-/* The last chunk is cut, between records, into pieces about this far apart at least
- * (hand_over_last); its records' offsets are noted every MARK_STEP bytes to find the cuts. */
+/* The recorder's last chunk is cut between records into pieces of MIN_PIECE bytes or more
+ * (hand_over_last); where records start is noted about every MARK_STEP bytes to find the cuts. */
 #define MARK_STEP (16u * 1024u)
 #define MAX_MARKS ((MAX_CHUNK + MARK_STEP - 1) / MARK_STEP + 1)
 #define MIN_PIECE (32u * 1024u)
