@@ -315,28 +315,39 @@ static int wait_idle(struct cuptrace_output *o)
 	return e;
 }
 
-/* Hands the current chunk to the pool and takes a free buffer (waiting for one if needed). */
-static int hand_over(struct cuptrace_output *o)
+/* Hands the current chunk to the pool as n jobs, the pieces [cuts[i], cuts[i + 1]) (n = 1: the
+ * whole chunk); the last piece gives the buffer back once written, after the others. Then takes
+ * a free buffer (waiting for one if needed), except at the close, which writes no more. */
+static int hand_over_pieces(struct cuptrace_output *o, const size_t *cuts, size_t n)
 {
 	if (!o->len)
 		return 0;
 	pthread_mutex_lock(&o->lock);
-	while (!o->nfree && !o->async_err)
+	while (!o->closing && !o->nfree && !o->async_err)
 		pthread_cond_wait(&o->cond, &o->lock);
 	int e = o->async_err;
 	if (!e) {
-		o->queue[o->nqueue++] = (struct job){.buf = o->buf,
-		                                     .owned = o->buf,
-		                                     .len = o->len,
-		                                     .small = small_chunk(o, o->len),
-		                                     .seq = o->next_seq++};
+		int small = n == 1 && small_chunk(o, o->len);
+		for (size_t i = 0; i < n; i++)
+			o->queue[o->nqueue++] =
+			    (struct job){.buf = o->buf + cuts[i],
+			                 .owned = i + 1 == n ? o->buf : NULL, /* written last */
+			                 .len = cuts[i + 1] - cuts[i],
+			                 .small = small,
+			                 .seq = o->next_seq++};
 		o->chunks++;
-		o->buf = o->free_bufs[--o->nfree];
+		o->buf = o->closing ? NULL : o->free_bufs[--o->nfree];
 		o->len = 0;
 		pthread_cond_broadcast(&o->cond);
 	}
 	pthread_mutex_unlock(&o->lock);
 	return e ? (o->err = e) : 0;
+}
+
+static int hand_over(struct cuptrace_output *o)
+{
+	const size_t whole[2] = {0, o->len};
+	return hand_over_pieces(o, whole, 1);
 }
 
 /* The last chunk of a trace that has others: compressed on the program's exit path, where the
@@ -364,22 +375,7 @@ static int hand_over_last(struct cuptrace_output *o)
 			cuts[nc++] = o->marks[m];
 	}
 	cuts[nc] = o->len;
-	pthread_mutex_lock(&o->lock);
-	int e = o->async_err;
-	if (!e) {
-		for (size_t i = 0; i < nc; i++)
-			o->queue[o->nqueue++] =
-			    (struct job){.buf = o->buf + cuts[i],
-			                 .owned = i + 1 == nc ? o->buf : NULL, /* written last */
-			                 .len = cuts[i + 1] - cuts[i],
-			                 .seq = o->next_seq++};
-		o->chunks++;
-		o->buf = NULL; /* the last piece gives it back to the free list */
-		o->len = 0;
-		pthread_cond_broadcast(&o->cond);
-	}
-	pthread_mutex_unlock(&o->lock);
-	return e ? (o->err = e) : 0;
+	return hand_over_pieces(o, cuts, nc);
 }
 
 /* Compresses and writes a chunk on the caller's thread (no pool, or an oversized record). */
@@ -430,7 +426,7 @@ static int drain(struct cuptrace_output *o)
 		                 : hand_over(o);
 		o->len = 0;
 		o->nmarks = 0;
-		o->next_mark = 0;
+		o->next_mark = o->split_last ? 0 : SIZE_MAX; /* marks serve only hand_over_last */
 		break;
 	case CUPTRACE_COMPRESS_NONE:
 		r = write_all(o, o->buf, o->len);
@@ -526,6 +522,8 @@ struct cuptrace_output *cuptrace_output_open(const char *path, enum cuptrace_com
 			workers = opts->workers < 0 ? 0 : opts->workers;
 		o->split_last = opts->split_last;
 	}
+	if (!o->split_last || mode != CUPTRACE_COMPRESS_CHUNKS)
+		o->next_mark = SIZE_MAX; /* no marks: nothing cuts a chunk */
 	if (workers > MAX_WORKERS)
 		workers = MAX_WORKERS;
 	if (o->chunk_bytes > MAX_CHUNK)
