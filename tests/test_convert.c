@@ -600,6 +600,46 @@ static void test_corr_wraparound(void)
 	r_destroy(&s->base);
 }
 
+/* What finish counts and free releases, once every slot of the correlation table has had an
+ * id (a program past 65,536 calls): kernels whose call never came are counted as unlinked
+ * (three here), a kernel whose call came later is not, and syncs whose call never came are
+ * neither drawn nor leaked (ASan's leak check runs with this test). */
+static void test_orphans_at_finish(void)
+{
+	struct rec_sink *s = rec_sink_new();
+	struct cuptrace_trace_info info = {.pid = 42, .process_name = "p", .start_boottime_ns = 1};
+	struct cuptrace_converter *c = cuptrace_converter_new(&s->base, &info, NULL);
+	CUpti_ActivityAPI a;
+	CUpti_ActivityKernel10 k;
+	const uint32_t last = 70000;
+	for (uint32_t id = 1; id <= last; id++)
+		add_launch(c, &a, &k, id, 1, 1);
+	for (uint32_t id = last + 1; id <= last + 3; id++)
+		add_launch(c, &a, &k, id, 0, 1); /* kernels only: their calls never come */
+	add_launch(c, &a, &k, last + 4, 0, 1);   /* its kernel first, then its call */
+	add_launch(c, &a, &k, last + 4, 1, 0);
+	CUpti_ActivitySynchronization2 y = {
+	    .kind = CUPTI_ACTIVITY_KIND_SYNCHRONIZATION,
+	    .type = CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_STREAM_SYNCHRONIZE,
+	    .start = 10000 + 1000 * (uint64_t)(last + 9),
+	    .end = 10000 + 1000 * (uint64_t)(last + 9) + 50,
+	    .correlationId = last + 9, /* its cudaStreamSynchronize never comes */
+	    .contextId = 1,
+	    .streamId = 7,
+	    .cudaEventId = CUPTI_SYNCHRONIZATION_INVALID_VALUE};
+	const CUpti_Activity *b[2] = {(const CUpti_Activity *)&y, (const CUpti_Activity *)&y};
+	CHECK_EQ_INT(cuptrace_converter_add(c, b, 2), 0);
+	CHECK_EQ_INT(cuptrace_converter_finish(c), 0);
+	CHECK_EQ_INT(meta_int(s, "gpu_activities_without_api_record"), 3);
+	CHECK_EQ_INT(count(s, "kernel", NULL), last + 4);
+	CHECK_EQ_INT(count(s, "sync", NULL), 0);
+	struct rslice *call = launch_slice(s, "cudaLaunchKernel", last + 4);
+	struct rslice *kern = launch_slice(s, "k", last + 4);
+	CHECK(call && kern && call->nout == 1 && kern->nin == 1 && call->out[0] == kern->in);
+	cuptrace_converter_free(c);
+	r_destroy(&s->base);
+}
+
 /* The held-back calls' table full (max_pending 4): the lowest ids go out without their arrows,
  * entries freed by arriving kernels are used again, and the end writes what is still held. */
 static void test_pending_full(void)
@@ -1085,4 +1125,4 @@ TEST_MAIN(T(test_fuzzed_captures), T(test_two_gpus), T(test_nvtx), T(test_memory
           T(test_stream_order_across_batches), T(test_stream_order_window_bound),
           T(test_runtime_filter_capture), T(test_runtime_filter_rule), T(test_pytorch_op_ranges),
           T(test_graph_trace), T(test_device_graphs), T(test_device_graph_tail),
-          T(test_corr_wraparound), T(test_pending_full))
+          T(test_corr_wraparound), T(test_orphans_at_finish), T(test_pending_full))

@@ -221,7 +221,8 @@ struct cuptrace_converter {
 	/* convert_corr.c */
 	struct corr_state *corr; /* states by id mod corr_cap (convert_corr.c) */
 	size_t corr_cap;
-	uint64_t *corr_used; /* a bit per slot ever given an id: what finish and free visit */
+	uint64_t *corr_held;          /* a bit per slot that ever held orphans or syncs: what finish
+	                               * and free visit */
 	struct corr_state corr_stray; /* for an id too late for its slot */
 	struct pending_api *pending;
 	size_t pending_cap, npending;

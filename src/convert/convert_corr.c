@@ -64,9 +64,16 @@ static struct corr_state *corr_get(struct cuptrace_converter *c, uint32_t corr, 
 		corr_evict(c, s); /* the id 65,536 before */
 	s->corr = corr;
 	s->pending = -1;
-	size_t slot = (size_t)(corr & CORR_MASK);
-	c->corr_used[slot / 64] |= 1ull << (slot % 64);
 	return s;
+}
+
+/* Notes that s (a table slot or c->corr_stray) holds arrays, for finish and free to visit. */
+static void corr_note_held(struct cuptrace_converter *c, const struct corr_state *s)
+{
+	if (s == &c->corr_stray)
+		return; /* finish and free look at it anyway */
+	size_t slot = (size_t)(s - c->corr);
+	c->corr_held[slot / 64] |= 1ull << (slot % 64);
 }
 
 /* Room for one more element in an array counted in uint32_t (corr_state and pending_api keep
@@ -309,6 +316,8 @@ uint64_t conv_corr_flow_in(struct cuptrace_converter *c, uint32_t corr, struct p
 		flow = 0;
 	} else if (push_u64(&st->orphans, &st->norphans, &st->orphans_cap, flow)) {
 		c->err = -ENOMEM;
+	} else {
+		corr_note_held(c, st);
 	}
 	return flow;
 }
@@ -322,6 +331,7 @@ int conv_corr_sync(struct cuptrace_converter *c, uint32_t corr, const struct orp
 		return emit_sync_child(c, st, o);
 	if (GROW_U32(st->syncs, st->nsyncs, st->syncs_cap))
 		return c->err = -ENOMEM;
+	corr_note_held(c, st);
 	st->syncs[st->nsyncs++] = *o;
 	return 0;
 }
@@ -354,12 +364,15 @@ int conv_corr_batch_end(struct cuptrace_converter *c)
 	return c->err;
 }
 
-/* Calls fn on every slot that was ever given an id, in slot order. */
-static void corr_each_used(struct cuptrace_converter *c,
+/* Calls fn on every slot that ever held orphans or syncs, in slot order: the only ones with
+ * anything to count or free (orphans are counted while held, so a slot without arrays has
+ * none). Once a program has made 65,536 calls every slot has had an id, and visiting them all
+ * read the whole 4.7 MB table twice on the exit path, with 131,072 calls to free(NULL). */
+static void corr_each_held(struct cuptrace_converter *c,
                            void (*fn)(struct cuptrace_converter *, struct corr_state *))
 {
 	for (size_t w = 0; w < c->corr_cap / 64; w++)
-		for (uint64_t bits = c->corr_used[w]; bits; bits &= bits - 1)
+		for (uint64_t bits = c->corr_held[w]; bits; bits &= bits - 1)
 			fn(c, &c->corr[w * 64 + (size_t)__builtin_ctzll(bits)]);
 }
 
@@ -377,10 +390,12 @@ static void free_slot(struct cuptrace_converter *c, struct corr_state *s)
 
 int conv_corr_finish(struct cuptrace_converter *c)
 {
-	for (size_t i = 0; i < c->pending_fresh; i++)
+	/* In table order, as before; the walk ends with the last call still held (the table's
+	 * used part can be a few thousand entries, cold by now). */
+	for (size_t i = 0; i < c->pending_fresh && c->npending; i++)
 		if (c->pending[i].used)
 			emit_pending(c, i, 1);
-	corr_each_used(c, count_orphans);
+	corr_each_held(c, count_orphans);
 	c->counts.unlinked_gpu += c->corr_stray.norphans;
 	return c->err;
 }
@@ -388,19 +403,19 @@ int conv_corr_finish(struct cuptrace_converter *c)
 /* ---- life cycle ---- */
 
 /* Nothing here is written at the start: the tables (about 10 MB) stay calloc's zero pages
- * until ids use them, and finish and free visit only what was used. Writing them up front and
- * walking them at the end cost every converter about 3 ms, on the traced program's start and
- * exit paths (a one-launch conversion took 3 to 5 ms, most of it in these three functions). A
+ * until ids use them, and finish and free visit only the slots that held arrays. Writing them up
+ * front and walking them at the end cost every converter about 3 ms, on the traced program's start
+ * and exit paths (a one-launch conversion took 3 to 5 ms, most of it in these three functions). A
  * slot's pending field is only read once corr_get has given it an id, which sets it. */
 int conv_corr_init(struct cuptrace_converter *c)
 {
 	c->corr_cap = CORR_RING;
 	c->corr = calloc(c->corr_cap, sizeof(*c->corr));
-	c->corr_used = calloc(c->corr_cap / 64, sizeof(uint64_t));
+	c->corr_held = calloc(c->corr_cap / 64, sizeof(uint64_t));
 	c->pending_cap = c->opts.max_pending;
 	c->pending = calloc(c->pending_cap, sizeof(*c->pending));
 	c->pending_free = malloc(c->pending_cap * sizeof(size_t));
-	if (!c->corr || !c->corr_used || !c->pending || !c->pending_free)
+	if (!c->corr || !c->corr_held || !c->pending || !c->pending_free)
 		return -ENOMEM;
 	c->corr_stray.pending = -1;
 	c->npending_free = 0;
@@ -410,14 +425,19 @@ int conv_corr_init(struct cuptrace_converter *c)
 
 void conv_corr_free(struct cuptrace_converter *c)
 {
-	if (c->corr && c->corr_used)
-		corr_each_used(c, free_slot);
+	if (c->corr && c->corr_held)
+		corr_each_held(c, free_slot);
 	corr_release(c, &c->corr_stray);
+	/* Only a held call owns flows (a taken one is cleared): none left after a finish. */
 	if (c->pending)
-		for (size_t i = 0; i < c->pending_fresh; i++)
-			free(c->pending[i].flows);
+		for (size_t i = 0; i < c->pending_fresh && c->npending; i++)
+			if (c->pending[i].used) {
+				free(c->pending[i].flows);
+				c->pending[i].used = 0;
+				c->npending--;
+			}
 	free(c->corr);
-	free(c->corr_used);
+	free(c->corr_held);
 	free(c->pending);
 	free(c->pending_free);
 	free(c->gpend);
