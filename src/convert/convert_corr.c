@@ -428,14 +428,10 @@ void conv_corr_free(struct cuptrace_converter *c)
 	if (c->corr && c->corr_held)
 		corr_each_held(c, free_slot);
 	corr_release(c, &c->corr_stray);
-	/* Only a held call owns flows (a taken one is cleared): none left after a finish. */
-	if (c->pending)
-		for (size_t i = 0; i < c->pending_fresh && c->npending; i++)
-			if (c->pending[i].used) {
-				free(c->pending[i].flows);
-				c->pending[i].used = 0;
-				c->npending--;
-			}
+	/* Only a held call owns flows (a taken one is cleared): none are left after a finish. */
+	if (c->pending && c->npending)
+		for (size_t i = 0; i < c->pending_fresh; i++)
+			free(c->pending[i].flows);
 	free(c->corr);
 	free(c->corr_held);
 	free(c->pending);
