@@ -9,7 +9,8 @@ gpu_test=sig
 set -m
 fail=0
 for sig in TERM INT KILL; do
-	timeout 90 "$ct" record -o "$tmp/$sig.pftrace" -- "$ex/multi_stream" 2 100000000 >"$tmp/$sig.log" 2>&1 &
+	# CUPTRACE_LOG=info: the finish's phases and the converter's correlation counts, in the log
+	CUPTRACE_LOG=info timeout 90 "$ct" record -o "$tmp/$sig.pftrace" -- "$ex/multi_stream" 2 100000000 >"$tmp/$sig.log" 2>&1 &
 	rec=$!
 	sleep 4
 	# The traced program is the tool's child.
@@ -30,10 +31,19 @@ for sig in TERM INT KILL; do
 	else
 		grep -q "trace written" "$tmp/$sig.log" || { echo "FAIL: no summary after SIG$sig"; fail=1; }
 		# The launching threads run on while the trace is finished: the last launch of each
-		# may have its kernel recorded but not its API call.
-		if ! "$chk" "$f" --clean --allow-unlinked 2 --at-least kernel=1000; then
-			# What the next look needs (seen in 2 of 6 runs on an H200, SIGINT, 2,395
-			# unlinked, cause not found): the summary and the converter's own counts.
+		# may have its kernel recorded but not its API call. And while the finish turns
+		# CUPTI's kinds off under them, CUPTI now and then stamps a few kernels with the id
+		# of a later launch (H100: 3 kernels with one id, over 96 us before that launch
+		# began, in 1 of 14 and 1 of 36 finishes): the converter leaves such work unlinked
+		# and counts it (tests/test_convert.c test_gpu_before_its_call checks the rule).
+		grep "correlation:" "$tmp/$sig.log"
+		early=$(sed -n 's/.* \([0-9][0-9]*\) over before their call began.*/\1/p' "$tmp/$sig.log")
+		if [ -z "$early" ]; then
+			echo "FAIL: SIG$sig: no correlation counts in the log"; fail=1; early=0
+		fi
+		if ! "$chk" "$f" --clean --allow-unlinked $((2 + early)) --at-least kernel=1000; then
+			# What the next look needs (once seen in 2 of 6 runs on an H200, SIGINT,
+			# 2,395 unlinked, cause not found): the summary and the converter's own counts.
 			echo "FAIL: SIG$sig trace"; fail=1
 			cat "$tmp/$sig.log"
 			"$ct" stats "$f" | grep -E "without_api|dropped|unlinked|no_timestamp|flows"

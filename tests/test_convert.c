@@ -640,6 +640,67 @@ static void test_orphans_at_finish(void)
 	r_destroy(&s->base);
 }
 
+/* GPU work that was over before the call with its id began (CUPTI stamped three kernels with
+ * a later launch's id while a finish turned its kinds off, seen on an H100) gets no flow: the
+ * arrow would point back in time and take the call's one expected kernel. Work that ends the
+ * moment its call begins, or later, is linked. */
+static void test_gpu_before_its_call(void)
+{
+	struct rec_sink *s = rec_sink_new();
+	struct cuptrace_trace_info info = {.pid = 42, .process_name = "p", .start_boottime_ns = 1};
+	struct cuptrace_converter *c = cuptrace_converter_new(&s->base, &info, NULL);
+	CUpti_ActivityAPI a[4];
+	CUpti_ActivityKernel10 k[4], own;
+	const CUpti_Activity *b[8];
+	size_t n = 0;
+	for (uint32_t id = 1; id <= 4; id++) {
+		add_launch(c, &a[id - 1], &own, id + 100, 0, 0); /* fills the records only */
+		a[id - 1].correlationId = id;
+		k[id - 1] = own;
+		k[id - 1].correlationId = 4; /* the stale id: calls 1 to 3 launched them */
+		k[id - 1].start = 10000 + 1000 * (uint64_t)id + 500;
+		k[id - 1].end = k[id - 1].start + 300;
+		b[n++] = (const CUpti_Activity *)&a[id - 1];
+	}
+	for (int i = 0; i < 3; i++)
+		b[n++] = (const CUpti_Activity *)&k[i];
+	CHECK_EQ_INT(cuptrace_converter_add(c, b, n), 0);
+	/* Call 5's kernel ends the very nanosecond the call began: still its own. */
+	add_launch(c, &a[0], &own, 5, 1, 0);
+	own.start = a[0].start - 300;
+	own.end = a[0].start;
+	b[0] = (const CUpti_Activity *)&own;
+	CHECK_EQ_INT(cuptrace_converter_add(c, b, 1), 0);
+	add_launch(c, &a[0], &own, 6, 1, 1); /* an ordinary launch after it */
+	CHECK_EQ_INT(cuptrace_converter_finish(c), 0);
+	const struct cuptrace_convert_counts *cnt = cuptrace_converter_counts(c);
+	CHECK_EQ_INT(cnt->unlinked_gpu, 3);
+	CHECK_EQ_INT(cnt->unlinked_before_call, 3);
+	CHECK_EQ_INT(cnt->flows, 2);
+	CHECK_EQ_INT(cnt->pending_forced, 4); /* calls 1 to 4 never got a kernel of their own */
+	CHECK_EQ_INT(meta_int(s, "gpu_activities_without_api_record"), 3);
+	CHECK_EQ_INT(count(s, "kernel", NULL), 5);
+	size_t no_in = 0;
+	for (size_t i = 0; i < s->nslices; i++)
+		if (!strcmp(s->slices[i].name, "k") && s->slices[i].corr == 4) {
+			no_in += s->slices[i].nin == 0;
+			CHECK_EQ_INT(s->slices[i].nin, 0);
+		}
+	CHECK_EQ_INT(no_in, 3);
+	for (uint32_t id = 1; id <= 6; id++) {
+		struct rslice *call = launch_slice(s, "cudaLaunchKernel", id);
+		struct rslice *kern = launch_slice(s, "k", id);
+		CHECK(call != NULL);
+		if (!call)
+			continue;
+		CHECK_EQ_INT(call->nout, id >= 5);
+		if (id >= 5)
+			CHECK(kern && kern->nin == 1 && call->out[0] == kern->in);
+	}
+	cuptrace_converter_free(c);
+	r_destroy(&s->base);
+}
+
 /* The held-back calls' table full (max_pending 4): the lowest ids go out without their arrows,
  * entries freed by arriving kernels are used again, and the end writes what is still held. */
 static void test_pending_full(void)
@@ -1125,4 +1186,5 @@ TEST_MAIN(T(test_fuzzed_captures), T(test_two_gpus), T(test_nvtx), T(test_memory
           T(test_stream_order_across_batches), T(test_stream_order_window_bound),
           T(test_runtime_filter_capture), T(test_runtime_filter_rule), T(test_pytorch_op_ranges),
           T(test_graph_trace), T(test_device_graphs), T(test_device_graph_tail),
-          T(test_corr_wraparound), T(test_orphans_at_finish), T(test_pending_full))
+          T(test_corr_wraparound), T(test_orphans_at_finish), T(test_pending_full),
+          T(test_gpu_before_its_call))

@@ -877,15 +877,34 @@ static void finish_session(void)
 	/* Where the tracer's memory went, for CUPTRACE_LOG=info (tools/bench/rss_bench.py). */
 	cuptrace_info("writer queue: at most %llu of %zu buffers of %zu bytes waiting",
 	              (unsigned long long)sess.queue.high_water, sess.queue.cap, sess.buffer_size);
-	if (sess.conv)
+	if (sess.conv) {
+		const struct cuptrace_convert_counts *k = cuptrace_converter_counts(sess.conv);
+		cuptrace_info("reorder window: at most %llu GPU records held",
+		              (unsigned long long)k->window_peak);
+		/* What a trace with GPU work left without its launch needs looked at first. */
 		cuptrace_info(
-		    "reorder window: at most %llu GPU records held",
-		    (unsigned long long)cuptrace_converter_counts(sess.conv)->window_peak);
+		    "correlation: %llu flows; %llu API calls written before all their GPU "
+		    "work came; %llu GPU records unlinked (%llu whose slot went to a newer "
+		    "id, %llu after their call was written, %llu over before their call "
+		    "began, %llu still waiting at the end)",
+		    (unsigned long long)k->flows, (unsigned long long)k->pending_forced,
+		    (unsigned long long)k->unlinked_gpu, (unsigned long long)k->unlinked_evicted,
+		    (unsigned long long)k->unlinked_late,
+		    (unsigned long long)k->unlinked_before_call,
+		    (unsigned long long)k->unlinked_at_finish);
+	}
+	int64_t t_summed = cuptrace_now_ns(CLOCK_MONOTONIC);
 	collect_release_output();
+	int64_t t_released = cuptrace_now_ns(CLOCK_MONOTONIC);
 	if (sess.subscriber) {
 		cuptiUnsubscribe(sess.subscriber);
 		sess.subscriber = NULL;
 	}
+	/* The rest of the exit path, after the trace is closed: on the program's exit too. */
+	cuptrace_info("finish after the trace: summary %.2f ms, freeing the converter and sink "
+	              "%.2f ms, unsubscribing %.2f ms",
+	              (double)(t_summed - t_written) / 1e6, (double)(t_released - t_summed) / 1e6,
+	              (double)(cuptrace_now_ns(CLOCK_MONOTONIC) - t_released) / 1e6);
 	if (!sess.dying_signal)
 		remove_signal_handlers();
 	free(sess.recs);

@@ -362,7 +362,8 @@ int conv_corr_api(struct cuptrace_converter *c, const struct api_call *a);
  * call held back that now has all its GPU work moves to *done (done->used set), for the caller
  * to write with conv_corr_write_taken when it draws that work, so the two lie side by side in
  * the trace (which compresses better: they share the ids). */
-uint64_t conv_corr_flow_in(struct cuptrace_converter *c, uint32_t corr, struct pending_api *done);
+uint64_t conv_corr_flow_in(struct cuptrace_converter *c, uint32_t corr, int64_t gpu_end,
+                           struct pending_api *done);
 /* Writes a call conv_corr_flow_in handed out (if p->used) and frees what it holds. */
 int conv_corr_write_taken(struct cuptrace_converter *c, struct pending_api *p);
 /* Draws a synchronization as a child of its API call, or keeps it until the call arrives. */

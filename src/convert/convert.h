@@ -50,6 +50,10 @@ struct cuptrace_convert_counts {
 	uint64_t window_peak;    /* most GPU records the reorder window held at once */
 	uint64_t stacks;         /* distinct call stacks received (convert/stackrec.h) */
 	uint64_t stacks_bad;     /* malformed stack records, or ones naming an unknown stack */
+	/* Of unlinked_gpu, why (CUPTRACE_LOG=info): their correlation slot went to an id 65,536
+	 * later; their API call was already written; they ended before the call with their id
+	 * began (an id CUPTI got wrong); still waiting at the finish. */
+	uint64_t unlinked_evicted, unlinked_late, unlinked_before_call, unlinked_at_finish;
 };
 
 struct cuptrace_converter;

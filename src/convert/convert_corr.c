@@ -39,6 +39,7 @@ static void corr_evict(struct cuptrace_converter *c, struct corr_state *s)
 	if (s->pending >= 0)
 		emit_pending(c, (size_t)s->pending, 1);
 	c->counts.unlinked_gpu += s->norphans;
+	c->counts.unlinked_evicted += s->norphans;
 	corr_release(c, s);
 }
 
@@ -290,13 +291,26 @@ int conv_corr_write_taken(struct cuptrace_converter *c, struct pending_api *p)
 	return r;
 }
 
-uint64_t conv_corr_flow_in(struct cuptrace_converter *c, uint32_t corr, struct pending_api *done)
+uint64_t conv_corr_flow_in(struct cuptrace_converter *c, uint32_t corr, int64_t gpu_end,
+                           struct pending_api *done)
 {
 	if (!corr)
 		return 0;
 	struct corr_state *st = corr_get(c, corr, 1);
 	if (!st)
 		return 0;
+	if (st->api_seen && gpu_end < st->api_ts) {
+		/* Work that was over before its call began was not launched by it. CUPTI gives
+		 * such ids while a finish turns its kinds off under a program that launches on
+		 * (SIGINT, H100: three kernels on one stream, 5 us apart, all with the id of a
+		 * launch that began 96 us after they ended; that launch's own kernel, and those of
+		 * the calls that launched them, never came). A flow would point back in time and
+		 * take the call's one expected arrow, so the work stays unlinked. (Work that
+		 * comes before its call is linked when the call comes: its times are not kept.) */
+		c->counts.unlinked_gpu++;
+		c->counts.unlinked_before_call++;
+		return 0;
+	}
 	uint64_t flow = ((uint64_t)corr << 16) | st->nflows;
 	if (st->nflows < 0xFFFF)
 		st->nflows++;
@@ -312,6 +326,7 @@ uint64_t conv_corr_flow_in(struct cuptrace_converter *c, uint32_t corr, struct p
 		/* The API slice is already written: more GPU work than expected (e.g. a copy
 		 * split in two). No arrow can be added any more. */
 		c->counts.unlinked_gpu++;
+		c->counts.unlinked_late++;
 		c->counts.flows--;
 		flow = 0;
 	} else if (push_u64(&st->orphans, &st->norphans, &st->orphans_cap, flow)) {
@@ -379,6 +394,7 @@ static void corr_each_held(struct cuptrace_converter *c,
 static void count_orphans(struct cuptrace_converter *c, struct corr_state *s)
 {
 	c->counts.unlinked_gpu += s->norphans;
+	c->counts.unlinked_at_finish += s->norphans;
 }
 
 static void free_slot(struct cuptrace_converter *c, struct corr_state *s)
@@ -397,6 +413,7 @@ int conv_corr_finish(struct cuptrace_converter *c)
 			emit_pending(c, i, 1);
 	corr_each_held(c, count_orphans);
 	c->counts.unlinked_gpu += c->corr_stray.norphans;
+	c->counts.unlinked_at_finish += c->corr_stray.norphans;
 	return c->err;
 }
 

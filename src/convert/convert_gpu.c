@@ -721,7 +721,7 @@ int conv_gpu_batch_end(struct cuptrace_converter *c)
 		sort_drawing(c->work + c->stream_at[s], c->stream_at[s + 1] - c->stream_at[s]);
 	for (size_t i = 0; i < n && !c->err; i++) {
 		struct gwork *w = &c->work[i];
-		w->flow = conv_corr_flow_in(c, w->corr, &c->slots[w->slot].api);
+		w->flow = conv_corr_flow_in(c, w->corr, w->ts + w->dur, &c->slots[w->slot].api);
 	}
 	if (!c->err)
 		merge_streams(c);
