@@ -130,9 +130,20 @@ static void *flusher(void *arg)
 	return NULL;
 }
 
+/* CUPTRACE_FLOOR_EXIT_OFF=1: at exit, also what cuptrace's finish does to CUPTI besides
+ * flushing (every kind off, a second flush, unsubscribing), to see whether the process's end
+ * in the kernel takes longer after it. */
+static CUpti_SubscriberHandle floor_sub;
 static void at_exit(void)
 {
 	cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
+	const char *off = getenv("CUPTRACE_FLOOR_EXIT_OFF");
+	if (!off || *off != '1')
+		return;
+	for (size_t i = CUPTRACE_NKINDS; i-- > 0;)
+		cuptiActivityDisable(cuptrace_kinds[i]);
+	cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
+	cuptiUnsubscribe(floor_sub);
 }
 
 /* A detached thread of ours with every signal blocked (the program's handlers stay its own);
@@ -176,6 +187,7 @@ __attribute__((visibility("default"))) int InitializeInjection(void)
 	/* Subscribed like cuptrace (which claims CUPTI's one subscriber slot), no callback on. */
 	CUpti_SubscriberHandle sub;
 	cuptiSubscribe(&sub, no_callback, NULL);
+	floor_sub = sub;
 	/* CUPTRACE_FLOOR_SUBONLY: subscribed and nothing more (no clock, no buffers, no kind);
 	 * "prof": with the callbacks on cudaProfilerStart/Stop a profiler-range window waits on. */
 	const char *subonly = getenv("CUPTRACE_FLOOR_SUBONLY");
