@@ -643,35 +643,46 @@ static void test_orphans_at_finish(void)
 /* GPU work that was over before the call with its id began (CUPTI stamped three kernels with
  * a later launch's id while a finish turned its kinds off, seen on an H100) gets no flow: the
  * arrow would point back in time and take the call's one expected kernel. Work that ends the
- * moment its call begins, or later, is linked. */
-static void test_gpu_before_its_call(void)
+ * moment its call begins, or later, is linked. Both orders: the calls' buffer first (as seen),
+ * and the kernels' first (held as orphans until the call comes). */
+static void check_gpu_before_its_call(int kernels_first)
 {
 	struct rec_sink *s = rec_sink_new();
 	struct cuptrace_trace_info info = {.pid = 42, .process_name = "p", .start_boottime_ns = 1};
 	struct cuptrace_converter *c = cuptrace_converter_new(&s->base, &info, NULL);
 	CUpti_ActivityAPI a[4];
 	CUpti_ActivityKernel10 k[4], own;
-	const CUpti_Activity *b[8];
-	size_t n = 0;
+	const CUpti_Activity *calls[4], *kerns[3];
 	for (uint32_t id = 1; id <= 4; id++) {
 		add_launch(c, &a[id - 1], &own, id + 100, 0, 0); /* fills the records only */
 		a[id - 1].correlationId = id;
+		calls[id - 1] = (const CUpti_Activity *)&a[id - 1];
 		k[id - 1] = own;
 		k[id - 1].correlationId = 4; /* the stale id: calls 1 to 3 launched them */
 		k[id - 1].start = 10000 + 1000 * (uint64_t)id + 500;
 		k[id - 1].end = k[id - 1].start + 300;
-		b[n++] = (const CUpti_Activity *)&a[id - 1];
+		if (id <= 3)
+			kerns[id - 1] = (const CUpti_Activity *)&k[id - 1];
 	}
-	for (int i = 0; i < 3; i++)
-		b[n++] = (const CUpti_Activity *)&k[i];
-	CHECK_EQ_INT(cuptrace_converter_add(c, b, n), 0);
-	/* Call 5's kernel ends the very nanosecond the call began: still its own. */
-	add_launch(c, &a[0], &own, 5, 1, 0);
+	if (kernels_first) {
+		CHECK_EQ_INT(cuptrace_converter_add(c, kerns, 3), 0);
+		CHECK_EQ_INT(cuptrace_converter_add(c, calls, 4), 0);
+	} else {
+		const CUpti_Activity *b[7];
+		memcpy(b, calls, sizeof(calls));
+		memcpy(b + 4, kerns, sizeof(kerns));
+		CHECK_EQ_INT(cuptrace_converter_add(c, b, 7), 0);
+	}
+	/* Call 5's kernel ends the very nanosecond the call began: still its own (delivered in
+	 * the order under test). */
+	add_launch(c, &a[0], &own, 5, 0, 0);
 	own.start = a[0].start - 300;
 	own.end = a[0].start;
-	b[0] = (const CUpti_Activity *)&own;
-	CHECK_EQ_INT(cuptrace_converter_add(c, b, 1), 0);
-	add_launch(c, &a[0], &own, 6, 1, 1); /* an ordinary launch after it */
+	const CUpti_Activity *call5 = (const CUpti_Activity *)&a[0],
+	                     *kern5 = (const CUpti_Activity *)&own;
+	CHECK_EQ_INT(cuptrace_converter_add(c, kernels_first ? &kern5 : &call5, 1), 0);
+	CHECK_EQ_INT(cuptrace_converter_add(c, kernels_first ? &call5 : &kern5, 1), 0);
+	add_launch(c, &a[1], &own, 6, 1, 1); /* an ordinary launch after it */
 	CHECK_EQ_INT(cuptrace_converter_finish(c), 0);
 	const struct cuptrace_convert_counts *cnt = cuptrace_converter_counts(c);
 	CHECK_EQ_INT(cnt->unlinked_gpu, 3);
@@ -680,13 +691,18 @@ static void test_gpu_before_its_call(void)
 	CHECK_EQ_INT(cnt->pending_forced, 4); /* calls 1 to 4 never got a kernel of their own */
 	CHECK_EQ_INT(meta_int(s, "gpu_activities_without_api_record"), 3);
 	CHECK_EQ_INT(count(s, "kernel", NULL), 5);
-	size_t no_in = 0;
+	size_t stale = 0;
 	for (size_t i = 0; i < s->nslices; i++)
 		if (!strcmp(s->slices[i].name, "k") && s->slices[i].corr == 4) {
-			no_in += s->slices[i].nin == 0;
-			CHECK_EQ_INT(s->slices[i].nin, 0);
+			stale++;
+			/* Kernels first: each keeps the flow id it was handed, which no call names.
+			 */
+			CHECK_EQ_INT(s->slices[i].nin, kernels_first);
+			for (size_t j = 0; s->slices[i].nin && j < s->nslices; j++)
+				for (size_t o = 0; o < s->slices[j].nout; o++)
+					CHECK(s->slices[j].out[o] != s->slices[i].in);
 		}
-	CHECK_EQ_INT(no_in, 3);
+	CHECK_EQ_INT(stale, 3);
 	for (uint32_t id = 1; id <= 6; id++) {
 		struct rslice *call = launch_slice(s, "cudaLaunchKernel", id);
 		struct rslice *kern = launch_slice(s, "k", id);
@@ -699,6 +715,12 @@ static void test_gpu_before_its_call(void)
 	}
 	cuptrace_converter_free(c);
 	r_destroy(&s->base);
+}
+
+static void test_gpu_before_its_call(void)
+{
+	check_gpu_before_its_call(0);
+	check_gpu_before_its_call(1);
 }
 
 /* The held-back calls' table full (max_pending 4): the lowest ids go out without their arrows,

@@ -75,6 +75,13 @@ struct orphan_sync {
 
 /* Per correlation id: the API call (once seen), flows handed out to its GPU work, GPU work and
  * synchronization records that arrived before the API record. */
+/* GPU work that came before its API record: its flow id, and its end (conv_rel's time), which
+ * decides whether the call can have launched it. */
+struct orphan {
+	uint64_t flow;
+	int64_t end;
+};
+
 struct corr_state {
 	uint32_t corr;
 	uint16_t nflows; /* flow ids handed out: (corr << 16 | k) */
@@ -83,7 +90,7 @@ struct corr_state {
 	int32_t pending;    /* index into conv->pending, -1 if none */
 	uint64_t api_track; /* once seen */
 	int64_t api_ts, api_end;
-	uint64_t *orphans; /* flow ids of GPU work that came before the API record */
+	struct orphan *orphans; /* GPU work that came before the API record */
 	uint32_t norphans, orphans_cap;
 	struct orphan_sync *syncs;
 	uint32_t nsyncs, syncs_cap;
@@ -233,6 +240,8 @@ struct cuptrace_converter {
 	 * pending, in no order; gcand is batch_end's scratch. */
 	uint32_t *gpend, *gcand;
 	size_t ngpend, gpend_cap, gcand_cap;
+	uint64_t *oflows; /* conv_corr_api's scratch: the flows of a call's orphans */
+	size_t oflows_cap;
 
 	/* convert_api.c */
 	uint8_t driver_noise[1024];                   /* bitset over driver cbids */

@@ -203,7 +203,7 @@ static int hold_api(struct cuptrace_converter *c, struct corr_state *st, const s
 	    .ret = a->ret,
 	};
 	for (uint32_t i = 0; i < st->norphans; i++)
-		pending_add_flow(p, st->orphans[i]);
+		pending_add_flow(p, st->orphans[i].flow);
 	st->norphans = 0;
 	st->pending = (int32_t)idx;
 	c->npending++;
@@ -253,6 +253,24 @@ static int emit_sync_child(struct cuptrace_converter *c, struct corr_state *st,
 
 /* ---- what convert_api.c and convert_gpu.c hand over ---- */
 
+/* Drops the orphans that were over before the call with their id began (st->api_ts): not
+ * its work (see conv_corr_flow_in). Their slices keep a flow id that no call names, which draws
+ * no arrow. */
+static void drop_early_orphans(struct cuptrace_converter *c, struct corr_state *st)
+{
+	uint32_t k = 0;
+	for (uint32_t i = 0; i < st->norphans; i++) {
+		if (st->orphans[i].end < st->api_ts) {
+			c->counts.unlinked_gpu++;
+			c->counts.unlinked_before_call++;
+			c->counts.flows--;
+		} else {
+			st->orphans[k++] = st->orphans[i];
+		}
+	}
+	st->norphans = k;
+}
+
 int conv_corr_api(struct cuptrace_converter *c, const struct api_call *a)
 {
 	if (!a->corr)
@@ -265,13 +283,19 @@ int conv_corr_api(struct cuptrace_converter *c, const struct api_call *a)
 	st->api_track = a->track;
 	st->api_ts = a->ts;
 	st->api_end = a->ts + a->dur;
+	if (st->norphans)
+		drop_early_orphans(c, st);
 	int r;
 	if (a->ret == 0 && a->expect != 0 &&
 	    (a->expect < 0 || st->norphans < (uint32_t)a->expect)) {
 		r = hold_api(c, st, a);
 	} else {
+		if (st->norphans && CUPTRACE_GROW(c->oflows, c->oflows_cap, st->norphans))
+			return c->err = -ENOMEM;
+		for (uint32_t i = 0; i < st->norphans; i++)
+			c->oflows[i] = st->orphans[i].flow;
 		r = emit_api(c, a->track, a->ts, a->dur, a->name_id, a->cat_id, a->corr, a->ret,
-		             st->orphans, st->norphans);
+		             c->oflows, st->norphans);
 		st->norphans = 0;
 		st->api_emitted = 1;
 	}
@@ -305,8 +329,8 @@ uint64_t conv_corr_flow_in(struct cuptrace_converter *c, uint32_t corr, int64_t 
 		 * (SIGINT, H100: three kernels on one stream, 5 us apart, all with the id of a
 		 * launch that began 96 us after they ended; that launch's own kernel, and those of
 		 * the calls that launched them, never came). A flow would point back in time and
-		 * take the call's one expected arrow, so the work stays unlinked. (Work that
-		 * comes before its call is linked when the call comes: its times are not kept.) */
+		 * take the call's one expected arrow, so the work stays unlinked. Work that comes
+		 * before its call is checked when the call comes (drop_early_orphans). */
 		c->counts.unlinked_gpu++;
 		c->counts.unlinked_before_call++;
 		return 0;
@@ -329,9 +353,10 @@ uint64_t conv_corr_flow_in(struct cuptrace_converter *c, uint32_t corr, int64_t 
 		c->counts.unlinked_late++;
 		c->counts.flows--;
 		flow = 0;
-	} else if (push_u64(&st->orphans, &st->norphans, &st->orphans_cap, flow)) {
+	} else if (GROW_U32(st->orphans, st->norphans, st->orphans_cap)) {
 		c->err = -ENOMEM;
 	} else {
+		st->orphans[st->norphans++] = (struct orphan){.flow = flow, .end = gpu_end};
 		corr_note_held(c, st);
 	}
 	return flow;
@@ -455,4 +480,5 @@ void conv_corr_free(struct cuptrace_converter *c)
 	free(c->pending_free);
 	free(c->gpend);
 	free(c->gcand);
+	free(c->oflows);
 }
