@@ -73,8 +73,6 @@ struct orphan_sync {
 	uint32_t type, stream, event;
 };
 
-/* Per correlation id: the API call (once seen), flows handed out to its GPU work, GPU work and
- * synchronization records that arrived before the API record. */
 /* GPU work that came before its API record: its flow id, and its end (conv_rel's time), which
  * decides whether the call can have launched it. */
 struct orphan {
@@ -82,6 +80,8 @@ struct orphan {
 	int64_t end;
 };
 
+/* Per correlation id: the API call (once seen), flows handed out to its GPU work, GPU work and
+ * synchronization records that arrived before the API record. */
 struct corr_state {
 	uint32_t corr;
 	uint16_t nflows; /* flow ids handed out: (corr << 16 | k) */
