@@ -651,18 +651,17 @@ static void check_gpu_before_its_call(int kernels_first)
 	struct cuptrace_trace_info info = {.pid = 42, .process_name = "p", .start_boottime_ns = 1};
 	struct cuptrace_converter *c = cuptrace_converter_new(&s->base, &info, NULL);
 	CUpti_ActivityAPI a[4];
-	CUpti_ActivityKernel10 k[4], own;
+	CUpti_ActivityKernel10 k[3], own;
 	const CUpti_Activity *calls[4], *kerns[3];
 	for (uint32_t id = 1; id <= 4; id++) {
-		add_launch(c, &a[id - 1], &own, id + 100, 0, 0); /* fills the records only */
-		a[id - 1].correlationId = id;
+		add_launch(c, &a[id - 1], &own, id, 0, 0); /* fills the records only */
 		calls[id - 1] = (const CUpti_Activity *)&a[id - 1];
-		k[id - 1] = own;
-		k[id - 1].correlationId = 4; /* the stale id: calls 1 to 3 launched them */
-		k[id - 1].start = 10000 + 1000 * (uint64_t)id + 500;
-		k[id - 1].end = k[id - 1].start + 300;
-		if (id <= 3)
+		if (id <= 3) {
+			/* call id's kernel (500 ns after the call began), with the stale id */
+			k[id - 1] = own;
+			k[id - 1].correlationId = 4;
 			kerns[id - 1] = (const CUpti_Activity *)&k[id - 1];
+		}
 	}
 	if (kernels_first) {
 		CHECK_EQ_INT(cuptrace_converter_add(c, kerns, 3), 0);
@@ -695,8 +694,7 @@ static void check_gpu_before_its_call(int kernels_first)
 	for (size_t i = 0; i < s->nslices; i++)
 		if (!strcmp(s->slices[i].name, "k") && s->slices[i].corr == 4) {
 			stale++;
-			/* Kernels first: each keeps the flow id it was handed, which no call names.
-			 */
+			/* Kernels first: each keeps the flow id it got, which no call names. */
 			CHECK_EQ_INT(s->slices[i].nin, kernels_first);
 			for (size_t j = 0; s->slices[i].nin && j < s->nslices; j++)
 				for (size_t o = 0; o < s->slices[j].nout; o++)

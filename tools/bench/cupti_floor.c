@@ -185,15 +185,13 @@ __attribute__((visibility("default"))) int InitializeInjection(void)
 		return 1;
 	}
 	/* Subscribed like cuptrace (which claims CUPTI's one subscriber slot), no callback on. */
-	CUpti_SubscriberHandle sub;
-	cuptiSubscribe(&sub, no_callback, NULL);
-	floor_sub = sub;
+	cuptiSubscribe(&floor_sub, no_callback, NULL);
 	/* CUPTRACE_FLOOR_SUBONLY: subscribed and nothing more (no clock, no buffers, no kind);
 	 * "prof": with the callbacks on cudaProfilerStart/Stop a profiler-range window waits on. */
 	const char *subonly = getenv("CUPTRACE_FLOOR_SUBONLY");
 	if (subonly && *subonly) {
 		if (!strcmp(subonly, "prof"))
-			cuptrace_enable_profiler_callbacks(sub);
+			cuptrace_enable_profiler_callbacks(floor_sub);
 		return 1;
 	}
 	cuptiSetThreadIdType(CUPTI_ACTIVITY_THREAD_ID_TYPE_SYSTEM);
