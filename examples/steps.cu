@@ -85,7 +85,8 @@ int main(int argc, char **argv)
 		CK(cudaStreamSynchronize(0));
 		nvtxRangePop();
 	}
-	printf("steps: %d steps%s%s\n", steps, slow ? ", slow add" : "", extra ? ", extra kernel" : "");
+	printf("steps: %d steps%s%s\n", steps, slow ? ", slow add" : "",
+	       extra ? ", extra kernel" : "");
 	CK(cudaFreeHost(h));
 	CK(cudaFree(x));
 	CK(cudaFree(y));

@@ -67,14 +67,16 @@ int main(int argc, char **argv)
 		snprintf(path, sizeof(path), "%s/cycle-%d.pftrace", dir, i);
 		int r = cuptrace_start(path);
 		if (r) {
-			fprintf(stderr, "capi_cycles: cuptrace_start failed in cycle %d: %d\n", i, r);
+			fprintf(stderr, "capi_cycles: cuptrace_start failed in cycle %d: %d\n", i,
+			        r);
 			return 1;
 		}
 		for (int k = 0; k < 3; k++)
 			bump<<<1, 256>>>(d);
 		CK(cudaDeviceSynchronize());
 		if ((r = cuptrace_stop())) {
-			fprintf(stderr, "capi_cycles: cuptrace_stop failed in cycle %d: %d\n", i, r);
+			fprintf(stderr, "capi_cycles: cuptrace_stop failed in cycle %d: %d\n", i,
+			        r);
 			return 1;
 		}
 		// The first cycles load what CUPTI keeps for the process's life; compare from 10.
@@ -85,10 +87,11 @@ int main(int argc, char **argv)
 	}
 	last = measure();
 	CK(cudaFree(d));
-	printf("capi_cycles: %d cycles; after cycle %d / %d / %d: fds %ld / %ld / %ld, threads %ld / "
-	       "%ld / %ld, heap %zu / %zu / %zu bytes, rss %ld / %ld / %ld kB\n",
-	       cycles, cycles >= 20 ? 10 : 1, cycles / 2, cycles, first.fds, mid.fds, last.fds,
-	       first.threads, mid.threads, last.threads, first.heap, mid.heap, last.heap,
-	       first.rss_kb, mid.rss_kb, last.rss_kb);
+	printf(
+	    "capi_cycles: %d cycles; after cycle %d / %d / %d: fds %ld / %ld / %ld, threads %ld / "
+	    "%ld / %ld, heap %zu / %zu / %zu bytes, rss %ld / %ld / %ld kB\n",
+	    cycles, cycles >= 20 ? 10 : 1, cycles / 2, cycles, first.fds, mid.fds, last.fds,
+	    first.threads, mid.threads, last.threads, first.heap, mid.heap, last.heap, first.rss_kb,
+	    mid.rss_kb, last.rss_kb);
 	return 0;
 }

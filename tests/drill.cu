@@ -140,8 +140,10 @@ int main(int argc, char **argv)
 		work(1);
 		fflush(stdout);
 		pid_t p = fork();
-		if (p == 0)
-			exit(0); // runs the inherited atexit handlers: they must leave the trace alone
+		if (p == 0) {
+			// runs the inherited atexit handlers: they must leave the trace alone
+			exit(0);
+		}
 		int r = wait_all();
 		work(1);
 		printf("drill fork-after: %s\n", r ? "FAILED" : "ok");

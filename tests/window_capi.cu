@@ -6,8 +6,14 @@
 
 #include "cuptrace.h"
 
-__global__ void inside_kernel(float *x) { x[threadIdx.x] += 1.0f; }
-__global__ void between_kernel(float *x) { x[threadIdx.x] -= 1.0f; }
+__global__ void inside_kernel(float *x)
+{
+	x[threadIdx.x] += 1.0f;
+}
+__global__ void between_kernel(float *x)
+{
+	x[threadIdx.x] -= 1.0f;
+}
 
 static void launch(int n, int inside, float *d)
 {

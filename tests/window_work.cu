@@ -130,9 +130,10 @@ int main(int argc, char **argv)
 			// A page of a file of size 0: touching it is SIGBUS, a real fault.
 			char path[] = "/tmp/window_work_busXXXXXX";
 			int fd = mkstemp(path);
-			volatile char *m = fd < 0 ? NULL
-			                          : (volatile char *)mmap(NULL, 4096, PROT_READ | PROT_WRITE,
-			                                                  MAP_SHARED, fd, 0);
+			volatile char *m =
+			    fd < 0 ? NULL
+			           : (volatile char *)mmap(NULL, 4096, PROT_READ | PROT_WRITE,
+			                                   MAP_SHARED, fd, 0);
 			unlink(path);
 			if (m && m != MAP_FAILED)
 				m[0] = 1;

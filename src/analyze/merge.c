@@ -609,8 +609,9 @@ static int sh_track(struct cuptrace_sink *sk, const struct cuptrace_track *t)
 		d.sort_rank = (int32_t)((s->index + 1) * RANK_STEP +
 		                        (s->nprocs < RANK_STEP - 1 ? s->nprocs : RANK_STEP - 1));
 		s->nprocs++;
-		desc = t->description && *t->description ? cuptrace_str_join3(t->description, "\n", s->in->note)
-		                                         : strdup(s->in->note);
+		desc = t->description && *t->description
+		           ? cuptrace_str_join3(t->description, "\n", s->in->note)
+		           : strdup(s->in->note);
 		if (!desc)
 			return sh_fail(s, -ENOMEM);
 		d.description = desc;
@@ -895,8 +896,8 @@ static int merge_write(struct cuptrace_merge *m, cuptrace_replay_fn replay, void
 	int64_t realtime = 0;
 	if (rt)
 		stats_meta_int(rt, &realtime);
-	if (!(pname =
-	          cuptrace_str_join3(m->in[0].label, ": ", pn && !pn->is_int && pn->s ? pn->s : "process"))) {
+	if (!(pname = cuptrace_str_join3(m->in[0].label, ": ",
+	                                 pn && !pn->is_int && pn->s ? pn->s : "process"))) {
 		err = -ENOMEM;
 		goto out;
 	}

@@ -373,13 +373,15 @@ static void take_stack(struct jr *r, struct jr_ev *e)
 	for (uint32_t i = e->arg0; i < e->arg0 + e->nargs; i++) {
 		const struct jr_arg *a = &r->args[i];
 		const char *k = jr_s(r, a->key), *v;
-		if (!k || strcmp(k, "stack") || a->type != CUPTRACE_ARG_STRING || !(v = jr_s(r, a->v.s)))
+		if (!k || strcmp(k, "stack") || a->type != CUPTRACE_ARG_STRING ||
+		    !(v = jr_s(r, a->v.s)))
 			continue;
 		if (!(e->stack = cuptrace_stacktab_add_text(&r->stk, v, strlen(v)))) {
 			r->err = -ENOMEM;
 			return;
 		}
-		memmove(&r->args[i], &r->args[i + 1], (e->arg0 + e->nargs - i - 1) * sizeof(r->args[0]));
+		memmove(&r->args[i], &r->args[i + 1],
+		        (e->arg0 + e->nargs - i - 1) * sizeof(r->args[0]));
 		e->nargs--;
 		r->nargs--;
 		return;

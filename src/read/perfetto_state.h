@@ -151,7 +151,7 @@ struct reader {
 	struct rframe *frames;
 	size_t nframes, framecap;
 	struct cuptrace_stacktab stk; /* every distinct stack of the trace */
-	uint8_t *zbuf; /* inflated chunk */
+	uint8_t *zbuf;                /* inflated chunk */
 	size_t zcap;
 };
 

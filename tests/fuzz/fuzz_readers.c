@@ -4,8 +4,8 @@
  * torch.profiler's Chrome JSON, plain or gzip, as `cuptrace stats x.json` does); otherwise to
  * the Perfetto reader (as `cuptrace stats x.pftrace` does). All replay into the stats sink, so
  * what a reader lets through is also aggregated, through the --group-by line sink, so every call
- * stack a reader decodes is walked and its frames' strings read. A crash, hang, leak or sanitizer report is a
- * finding; error returns are fine. */
+ * stack a reader decodes is walked and its frames' strings read. A crash, hang, leak or sanitizer
+ * report is a finding; error returns are fine. */
 #define _GNU_SOURCE
 #include <stddef.h>
 #include <stdint.h>

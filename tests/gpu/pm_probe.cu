@@ -63,7 +63,10 @@ static unsigned long long cupti_now(void)
 	return t;
 }
 
-static uint64_t CUPTIAPI boottime_ns(void) { return clk(CLOCK_BOOTTIME); }
+static uint64_t CUPTIAPI boottime_ns(void)
+{
+	return clk(CLOCK_BOOTTIME);
+}
 
 static FILE *clock_f, *marks_f;
 
@@ -389,7 +392,8 @@ static void *sampler(void *arg)
 		sampler_state = 2;
 		return NULL;
 	}
-	uint32_t max_samples = getenv("PM_PROBE_MAXS") ? (uint32_t)atoi(getenv("PM_PROBE_MAXS")) : 4000;
+	uint32_t max_samples =
+	    getenv("PM_PROBE_MAXS") ? (uint32_t)atoi(getenv("PM_PROBE_MAXS")) : 4000;
 	CUpti_PmSampling_GetCounterDataSize_Params ds;
 	memset(&ds, 0, sizeof ds);
 	ds.structSize = CUpti_PmSampling_GetCounterDataSize_Params_STRUCT_SIZE;
@@ -575,7 +579,8 @@ int main(void)
 	CUpti_SubscriberHandle sub;
 	if (CUPTI_OK(cuptiSubscribe(&sub, on_cb, NULL)))
 		CUPTI_OK(cuptiEnableDomain(1, sub, CUPTI_CB_DOMAIN_RESOURCE));
-	// PM_PROBE_TSCB=1: CUPTI's clock from a BOOTTIME timestamp callback, as libcuptrace sets it.
+	// PM_PROBE_TSCB=1: CUPTI's clock from a BOOTTIME timestamp callback, as libcuptrace
+	// sets it.
 	if (getenv("PM_PROBE_TSCB"))
 		CUPTI_OK(cuptiActivityRegisterTimestampCallback(boottime_ns));
 	CUPTI_OK(cuptiActivityRegisterCallbacks(buf_req, buf_done));
