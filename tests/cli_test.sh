@@ -93,7 +93,7 @@ expect 1 "failed" "$ct" convert "$tmp/garbage.bin" -o "$tmp/o.pftrace"
 printf 'CUPTCAP\000\001\000\000\000\001\374\001\000' >"$tmp/short.cupti"
 head -c 3000 /dev/urandom >>"$tmp/short.cupti"
 expect 1 "corrupt capture" "$ct" convert "$tmp/short.cupti" -o "$tmp/o.json"
-expect 2 "bad value for --format: 'xml'" "$ct" convert "$CUPTRACE_TEST_DATA/vector_add.cupti" -o "$tmp/o.x" -f xml
+expect 2 "unknown format 'xml'" "$ct" convert "$CUPTRACE_TEST_DATA/vector_add.cupti" -o "$tmp/o.x" -f xml
 expect 1 "cannot write" "$ct" convert "$CUPTRACE_TEST_DATA/vector_add.cupti" -o /nonexistent-dir/o.pftrace
 # A capture cut short (the traced program was killed) converts up to where it ends.
 full=$(wc -c <"$CUPTRACE_TEST_DATA/multi_stream.cupti")

@@ -206,7 +206,7 @@ SQL
 		python3 "$src/tests/tp_check.py" --tp "$tp" "$tmp/st.tar" --slices "$(sums "$tmp/st.pftrace" | cut -d' ' -f1)" \
 			>"$tmp/tp.out" && ok || { bad "trace_processor on st.tar"; cat "$tmp/tp.out"; }
 	fi
-	expect_none 2 "no --format or --compress" "$ct" merge --side-by-side -f chrome "$d/steps_base.cupti" \
+	expect_none 2 "named like another format than -f chrome" "$ct" merge --side-by-side -f chrome "$d/steps_base.cupti" \
 		"$d/steps_changed.cupti" -o "$tmp/x.tar"
 	[ -e "$tmp/x.tar" ] && bad "a refused merge left x.tar"
 else
@@ -229,7 +229,7 @@ head -c 3000 /dev/urandom >"$tmp/garbage.bin"
 expect_none 1 "cannot read $tmp/garbage.bin" "$ct" merge --side-by-side "$b" "$tmp/garbage.bin" -o "$o"
 expect_none 1 "cannot write /nonexistent-dir/x.pftrace" "$ct" merge --side-by-side "$b" "$s" -o /nonexistent-dir/x.pftrace
 cp "$b" "$tmp/keep.pftrace"
-expect_none 1 "the output $b is input $b" "$ct" merge --side-by-side "$s" "$b" -o "$b"
+expect_none 2 "the output $b is also an input" "$ct" merge --side-by-side "$s" "$b" -o "$b"
 cmp -s "$b" "$tmp/keep.pftrace" && ok || bad "merging into an input changed it"
 "$ct" merge --help | grep -q "^usage: cuptrace merge" && ok || bad "merge --help"
 

@@ -259,7 +259,7 @@ expect 2 "bad value for --window" "$ct" share "$tmp/secret.cupti" -o "$tmp/x.pft
 expect 2 "ends before it starts" "$ct" share "$tmp/secret.cupti" -o "$tmp/x.pftrace" --window 2s:1s
 expect 2 "bad value for --max-size" "$ct" share "$tmp/secret.cupti" -o "$tmp/x.pftrace" --max-size 10X
 expect 2 "--salt needs --redact-names" "$ct" share "$tmp/secret.cupti" -o "$tmp/x.pftrace" --salt s
-expect 2 "must not be TRACE itself" "$ct" share "$tmp/secret.pftrace" -o "$tmp/secret.pftrace"
+expect 2 "is also an input" "$ct" share "$tmp/secret.pftrace" -o "$tmp/secret.pftrace"
 expect 1 "no range #9 named 'step 1'" "$ct" share "$tmp/secret.cupti" -o "$tmp/x.pftrace" --window "step 1#9"
 expect 1 "cannot read" "$ct" share /nonexistent.cupti -o "$tmp/x.pftrace"
 expect 1 "cannot write" "$ct" share "$tmp/secret.cupti" -o /nonexistent-dir/x.pftrace

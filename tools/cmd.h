@@ -72,6 +72,27 @@ int cmd_setting(const char *cmd, enum cuptrace_setting_id id, const char *text,
                 struct cuptrace_setting_value *v);
 int cmd_setting_env(const char *cmd, enum cuptrace_setting_id id);
 
+/* Outputs and inputs (tools/cmd_out.c). */
+struct cuptrace_outfile;
+/* Refuses an output that is one of inputs (same file: path, symbolic or hard link), then starts
+ * writing it aside (output/outfile.h). 0, or an exit code after one line on stderr. */
+int cmd_out_begin(struct cuptrace_outfile *of, const char *cmd, const char *out,
+                  const char *const *inputs, size_t nin);
+/* ok: the output replaces what was there; else it is dropped and the old file stays. 0, or an
+ * exit code after one line on stderr. */
+int cmd_out_end(struct cuptrace_outfile *of, const char *cmd, int ok);
+/* A trace writer (Perfetto or Chrome JSON, from format or out's name) for out, written aside
+ * through of; inputs are refused as outputs. NULL with *status an exit code after one line on
+ * stderr. Finish and destroy the sink, then cmd_out_end. */
+struct cuptrace_sink *cmd_sink_open(struct cuptrace_outfile *of, const char *cmd, const char *out,
+                                    const char *format, const char *compress, int level,
+                                    const char *const *inputs, size_t nin, int *status);
+/* An input the command can read: "-" is standard input unless twice says why it must be read
+ * twice (then refused). 0, or an exit code after one line on stderr. */
+int cmd_input(const char *cmd, const char *path, const char *twice);
+/* Handlers of SIGINT, SIGTERM and SIGHUP that remove unfinished outputs' temporary files. */
+void cmd_out_signals(void);
+
 /* Exit codes shared by the subcommands (record returns the traced command's status instead). */
 #define EXIT_USAGE 2
 #define EXIT_FAIL  1

@@ -8,6 +8,7 @@
 #include "analyze/analyze.h"
 #include "analyze/lines.h"
 #include "cmd.h"
+#include "output/outfile.h"
 #include "format/formats.h"
 
 static void analyze_usage(FILE *f)
@@ -31,10 +32,16 @@ static void analyze_usage(FILE *f)
 
 static int annotate(const char *in, const char *out, const struct cuptrace_analysis *a)
 {
-	struct cuptrace_sink *w = cuptrace_sink_open(out, NULL, NULL);
-	struct cuptrace_sink *s = w ? cuptrace_annotate_sink_new(w, a) : NULL;
+	struct cuptrace_outfile of;
+	int status;
+	struct cuptrace_sink *w =
+	    cmd_sink_open(&of, "analyze", out, NULL, NULL, 0, &in, 1, &status);
+	if (!w)
+		return status;
+	struct cuptrace_sink *s = cuptrace_annotate_sink_new(w, a);
 	if (!s) {
-		fprintf(stderr, "cuptrace analyze: cannot write %s\n", out);
+		fprintf(stderr, "cuptrace analyze: cannot write %s: out of memory\n", out);
+		cuptrace_outfile_abort(&of);
 		return EXIT_FAIL;
 	}
 	int r = cmd_replay(in, s);
@@ -42,11 +49,11 @@ static int annotate(const char *in, const char *out, const struct cuptrace_analy
 		r = s->ops->finish(s);
 	cuptrace_sink_destroy(s);
 	if (r) {
-		fprintf(stderr, "cuptrace analyze: writing %s failed\n", out);
-		remove(out);
+		fprintf(stderr, "cuptrace analyze: writing %s failed; what was there stays\n", out);
+		cuptrace_outfile_abort(&of);
 		return EXIT_FAIL;
 	}
-	return 0;
+	return cmd_out_end(&of, "analyze", 1);
 }
 
 static int print_analysis_json(const void *a, FILE *f)
@@ -135,6 +142,20 @@ static int analyze_main(int argc, char **argv, struct cmd_lines *lines)
 		analyze_usage(stderr);
 		return EXIT_USAGE;
 	}
+	for (int i = optind; i < argc; i++) {
+		int e =
+		    cmd_input("analyze", argv[i], ann ? "--annotate reads the trace twice" : NULL);
+		if (e)
+			return e;
+	}
+	/* Refused before the analysis, which may take a while, and before anything is written. */
+	if (ann && cuptrace_same_file(ann, argv[optind])) {
+		fprintf(stderr,
+		        "cuptrace analyze: --annotate %s is the input %s: give another output "
+		        "name; nothing was written\n",
+		        ann, argv[optind]);
+		return EXIT_USAGE;
+	}
 	struct cuptrace_analysis a;
 	struct cuptrace_lines ln = {0};
 	struct cuptrace_lines_opts lo = cmd_lines_opts(lines);
@@ -164,6 +185,17 @@ static int analyze_main(int argc, char **argv, struct cmd_lines *lines)
 	if (r) {
 		cuptrace_analysis_free(&a);
 		cuptrace_lines_free(&ln);
+		return EXIT_FAIL;
+	}
+	if (!a.kernels && !a.copies && !a.memsets) {
+		/* No false all-clear: with no GPU work there is nothing to judge. */
+		fprintf(stderr, "cuptrace analyze: no GPU work in ");
+		for (int i = optind; i < argc; i++)
+			fprintf(stderr, "%s%s", i > optind ? (i + 1 < argc ? ", " : " or ") : "",
+			        argv[i]);
+		fprintf(stderr, ": nothing to analyze (no kernel, copy or memset was recorded)\n");
+		cuptrace_lines_free(&ln);
+		cuptrace_analysis_free(&a);
 		return EXIT_FAIL;
 	}
 	if (json && by_line) {

@@ -12,6 +12,7 @@
 #include "common/log.h"
 #include "format/formats.h"
 #include "format/otlp.h"
+#include "output/outfile.h"
 #include "otlp_cli.h"
 #include "read/read.h"
 
@@ -22,11 +23,15 @@ static void convert_usage(FILE *f)
 	        "       cuptrace convert INPUT --otlp URL [-o OUTPUT] [options]\n\n"
 	        "INPUT is a raw capture (.cupti, from 'cuptrace record --capture'), a\n"
 	        "Perfetto trace (.pftrace, any compression) or a Chrome JSON trace (.json,\n"
-	        ".json.gz): cuptrace's own or torch.profiler's (export_chrome_trace). Its\n"
-	        "format is told from its content. The output format follows OUTPUT's\n"
-	        "extension (.pftrace, .pftrace.gz, .json, .json.gz) unless -f says otherwise.\n\n"
+	        ".json.gz): cuptrace's own or torch.profiler's (export_chrome_trace); '-'\n"
+	        "reads standard input. Its format is told from its content. The output\n"
+	        "format follows OUTPUT's extension: perfetto (.pftrace, .pftrace.gz,\n"
+	        ".perfetto-trace, .perfetto-trace.gz) or chrome (.json, .json.gz); another\n"
+	        "extension is refused unless -f names the format. '-o -' writes standard\n"
+	        "output (Perfetto unless -f chrome). OUTPUT is written aside and renamed into\n"
+	        "place when complete: a failed convert leaves what was there.\n\n"
 	        "  -o, --output PATH    output file (required unless --otlp)\n"
-	        "  -f, --format FMT     perfetto | chrome\n"
+	        "  -f, --format FMT     perfetto | chrome (or json)\n"
 	        "      --compress MODE  chunks | gzip | none\n"
 	        "      --compress-level N  1 (least CPU) to 12 (smallest); default 5\n"
 	        "      --driver MODE    captures: user (default) | all: keep the runtime's own\n"
@@ -68,9 +73,7 @@ int cmd_convert(int argc, char **argv)
 			out = optarg;
 			break;
 		case 'f':
-			if (cmd_setting("convert", CUPTRACE_SET_FORMAT, optarg, &v))
-				return EXIT_USAGE;
-			format = optarg;
+			format = optarg; /* checked with OUTPUT's name below */
 			break;
 		case 'z':
 			if (cmd_setting("convert", CUPTRACE_SET_COMPRESS, optarg, &v))
@@ -123,16 +126,14 @@ int cmd_convert(int argc, char **argv)
 		return EXIT_USAGE;
 	}
 	const char *in = argv[optind];
-	if (access(in, R_OK)) {
-		fprintf(stderr, "cuptrace convert: cannot read %s: %s\n", in, strerror(errno));
-		return EXIT_FAIL;
-	}
-	struct cuptrace_sink *sink =
-	    out ? cuptrace_sink_open_level(out, format, compress, level) : NULL;
-	if (out && !sink) {
-		fprintf(stderr, "cuptrace convert: cannot write %s: %s\n", out, strerror(errno));
-		return errno == EINVAL ? EXIT_USAGE : EXIT_FAIL;
-	}
+	int e = cmd_input("convert", in, NULL);
+	if (e)
+		return e;
+	struct cuptrace_outfile of = {0};
+	struct cuptrace_sink *sink = NULL;
+	if (out &&
+	    !(sink = cmd_sink_open(&of, "convert", out, format, compress, level, &in, 1, &e)))
+		return e;
 	struct cuptrace_sink *spans = NULL;
 	if (otlp.v[0]) {
 		/* Nothing waits on convert: a full queue waits for room rather than dropping. */
@@ -142,13 +143,14 @@ int cmd_convert(int argc, char **argv)
 		spans = cuptrace_otlp_sink_new(&o);
 		if (!spans) {
 			cuptrace_sink_destroy(sink);
-			if (out)
-				unlink(out);
+			cuptrace_outfile_abort(&of);
 			return errno == EINVAL ? EXIT_USAGE : EXIT_FAIL;
 		}
 		sink = sink ? cuptrace_tee_sink_new(sink, spans) : spans;
-		if (!sink)
+		if (!sink) {
+			cuptrace_outfile_abort(&of);
 			return EXIT_FAIL;
+		}
 	}
 	/* Native frames are symbolized on the way (nothing to do for a trace without stacks). */
 	struct cuptrace_symbolizer *sym = cuptrace_symbolizer_new(dirs, ndirs);
@@ -156,6 +158,7 @@ int cmd_convert(int argc, char **argv)
 	if (!sym || !(sink = cuptrace_symbolize_sink_new(sym, sink))) {
 		cuptrace_symbolizer_free(sym);
 		cuptrace_sink_destroy(sym ? NULL : sink);
+		cuptrace_outfile_abort(&of);
 		return EXIT_FAIL;
 	}
 	int r = cuptrace_read_trace(in, sink, flags);
@@ -177,11 +180,13 @@ int cmd_convert(int argc, char **argv)
 	cuptrace_sink_destroy(sink);
 	cuptrace_symbolizer_free(sym);
 	if (r || f) {
-		fprintf(stderr, "cuptrace convert: %s -> %s failed: %s\n", in,
-		        out ? out : otlp.v[0], strerror(-(r ? r : f)));
-		if (out)
-			unlink(out);
+		fprintf(stderr, "cuptrace convert: %s -> %s failed: %s%s\n", in,
+		        out ? out : otlp.v[0], strerror(-(r ? r : f)),
+		        out && strcmp(out, "-") ? "; nothing was written" : "");
+		cuptrace_outfile_abort(&of);
 		return EXIT_FAIL;
 	}
+	if (out && (e = cmd_out_end(&of, "convert", 1)))
+		return e;
 	return status;
 }

@@ -50,10 +50,9 @@ static int load(const char *path, const struct cuptrace_profile_opts *o, struct 
 	int r;
 
 	memset(p, 0, sizeof(*p));
-	if (access(path, R_OK)) {
-		fprintf(stderr, "cuptrace diff: cannot read %s: %s\n", path, strerror(errno));
-		return EXIT_FAIL;
-	}
+	int e = cmd_input("diff", path, NULL);
+	if (e)
+		return e;
 	sink = cuptrace_profile_sink_new(p, o);
 	if (sink && o->group_by_line)
 		sink = cmd_lines_symbolize(lines, sink);
@@ -169,6 +168,11 @@ static int diff_main(int argc, char **argv, struct cmd_lines *lines)
 	o.base_path = argv[optind];
 	o.new_path = argv[optind + 1];
 
+	if (!strcmp(o.base_path, "-") && !strcmp(o.new_path, "-")) {
+		fprintf(stderr, "cuptrace diff: '-' (standard input) can be one of the two traces, "
+		                "not both\n");
+		return EXIT_USAGE;
+	}
 	struct cuptrace_lines_opts lo = cmd_lines_opts(lines);
 	struct cuptrace_profile_opts po = {.sz = sizeof(po),
 	                                   .group_by_base = o.group_by_base,
@@ -186,6 +190,19 @@ static int diff_main(int argc, char **argv, struct cmd_lines *lines)
 		return ret;
 	}
 	int r = cuptrace_diff_compute(&a, &b, &o, &d);
+	/* No false all-clear: a run without GPU work has nothing to compare on the GPU. */
+	if (!r && (!d.kernels.base || !d.kernels.new_)) {
+		int none_a = !d.kernels.base && !d.bytes_copied.base,
+		    none_b = !d.kernels.new_ && !d.bytes_copied.new_;
+		if (none_a && none_b)
+			fprintf(stderr,
+			        "cuptrace diff: no GPU work in %s or %s: nothing to "
+			        "compare on the GPU (host calls only)\n",
+			        o.base_path, o.new_path);
+		else if (none_a || none_b)
+			fprintf(stderr, "cuptrace diff: no GPU work in %s: its GPU side is empty\n",
+			        none_a ? o.base_path : o.new_path);
+	}
 	for (int i = 0; r == -ENOENT && i < 2; i++)
 		if (!(i ? b : a).per_count)
 			fprintf(

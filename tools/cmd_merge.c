@@ -11,6 +11,7 @@
 
 #include "analyze/merge.h"
 #include "cmd.h"
+#include "output/outfile.h"
 #include "common/util.h"
 #include "format/formats.h"
 #include "format/json_writer.h"
@@ -285,12 +286,6 @@ static void report_ranks(const struct cuptrace_merge *m, enum cuptrace_align_mod
 		        g->machines, g->machines == 1 ? "" : "s");
 }
 
-static int same_file(const char *a, const char *b)
-{
-	struct stat sa, sb;
-	return !stat(a, &sa) && !stat(b, &sb) && sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
-}
-
 int cmd_merge(int argc, char **argv)
 {
 	static const struct option opts[] = {
@@ -312,6 +307,8 @@ int cmd_merge(int argc, char **argv)
 	struct cuptrace_merge_opts mo = {.sz = sizeof(mo)};
 	struct cuptrace_merge m = {0};
 	struct cuptrace_sink *sink = NULL;
+	struct cuptrace_outfile of = {0};
+	const char **paths = NULL;
 	size_t nlabels = 0, n = 0;
 	int side = 0, ranks = 0, c, ret = EXIT_USAGE;
 	const char *align_mode = NULL;
@@ -419,25 +416,35 @@ int cmd_merge(int argc, char **argv)
 		        align);
 		goto out;
 	}
+	char why[512];
+	unsigned kind = cuptrace_out_kind(
+	    out, format, CUPTRACE_OUT_PERFETTO | CUPTRACE_OUT_CHROME | CUPTRACE_OUT_TAR, why,
+	    sizeof(why));
+	if (!kind) {
+		fprintf(stderr, "cuptrace merge: %s\n", why);
+		goto out;
+	}
+	if (kind == CUPTRACE_OUT_TAR && !cuptrace_ends_with(out, ".tar")) {
+		fprintf(stderr,
+		        "cuptrace merge: a tar output needs a file named *.tar (its members "
+		        "are written first)\n");
+		goto out;
+	}
 	ret = EXIT_FAIL;
-	if (!(in = calloc(n, sizeof(*in)))) {
+	if (!(in = calloc(n, sizeof(*in))) || !(paths = calloc(n, sizeof(*paths)))) {
 		fprintf(stderr, "cuptrace merge: out of memory\n");
 		goto out;
 	}
 	for (size_t i = 0; i < n; i++) {
 		in[i] =
 		    (struct cuptrace_merge_input){argv[optind + i], i < nlabels ? labels[i] : NULL};
-		if (access(in[i].path, R_OK)) {
-			fprintf(stderr, "cuptrace merge: cannot read %s: %s\n", in[i].path,
-			        strerror(errno));
+		if ((ret = cmd_input("merge", in[i].path, "merge reads each input twice")))
 			goto out;
-		}
-		if (same_file(in[i].path, out)) {
-			fprintf(stderr, "cuptrace merge: the output %s is input %s\n", out,
-			        in[i].path);
-			goto out;
-		}
+		paths[i] = in[i].path;
 	}
+	if ((ret = cmd_out_begin(&of, "merge", out, paths, n)))
+		goto out;
+	ret = EXIT_FAIL;
 
 	int r = cuptrace_merge_plan(&m, in, n, &mo, cmd_replay_cb, NULL);
 	if (r == -ENOENT) {
@@ -463,9 +470,9 @@ int cmd_merge(int argc, char **argv)
 			goto out;
 		}
 		m.native_clocks = ranks;
-		r = write_tar(&m, out, mo.ranks_align == CUPTRACE_ALIGN_NONE);
+		r = write_tar(&m, of.tmp, mo.ranks_align == CUPTRACE_ALIGN_NONE);
 	} else {
-		if (!(sink = cuptrace_sink_open(out, format, compress))) {
+		if (!(sink = cuptrace_sink_open_as(out, of.tmp, format, compress, 0))) {
 			fprintf(stderr, "cuptrace merge: cannot write %s: %s\n", out,
 			        strerror(errno));
 			ret = errno == EINVAL ? EXIT_USAGE : EXIT_FAIL;
@@ -477,9 +484,13 @@ int cmd_merge(int argc, char **argv)
 	if (r || f) {
 		fprintf(stderr, "cuptrace merge: writing %s failed (at %s): %s\n", out,
 		        in[m.bad].path, strerror(-(r ? r : f)));
-		unlink(out);
 		goto out;
 	}
+	cuptrace_sink_destroy(sink);
+	sink = NULL;
+	if ((ret = cmd_out_end(&of, "merge", 1)))
+		goto out;
+	ret = EXIT_FAIL;
 	if (ranks) {
 		report_ranks(&m, mo.ranks_align);
 		ret = 0;
@@ -506,6 +517,8 @@ int cmd_merge(int argc, char **argv)
 	ret = 0;
 out:
 	cuptrace_sink_destroy(sink);
+	cuptrace_outfile_abort(&of);
+	free(paths);
 	cuptrace_merge_free(&m);
 	free((char *)mo.align_name);
 	free(in);

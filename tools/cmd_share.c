@@ -16,6 +16,7 @@
 #include "analyze/share.h"
 #include "analyze/stats.h"
 #include "cmd.h"
+#include "output/outfile.h"
 #include "format/formats.h"
 
 static void share_usage(FILE *f)
@@ -176,11 +177,12 @@ static void fmt_time(int64_t ns, char *buf, size_t cap)
 
 static int open_failed; /* the last write_pass could not create its file */
 
-/* One rewrite of in into path. Returns 0 or a negative errno; *size the file's bytes. */
-static int write_pass(struct cuptrace_share *sh, const char *in, const char *path,
+/* One rewrite of in into path, in the format that name (the user's OUTPUT) says. Returns 0 or a
+ * negative errno; *size the file's bytes. */
+static int write_pass(struct cuptrace_share *sh, const char *in, const char *name, const char *path,
                       const struct cuptrace_share_window *w, uint64_t *size)
 {
-	struct cuptrace_sink *wr = cuptrace_sink_open(path, NULL, NULL);
+	struct cuptrace_sink *wr = cuptrace_sink_open_as(name, path, NULL, NULL, 0);
 	if (!wr) {
 		open_failed = 1;
 		return -errno;
@@ -202,7 +204,8 @@ static int write_pass(struct cuptrace_share *sh, const char *in, const char *pat
 	return 0;
 }
 
-/* OUT.md: `stats --markdown` of what was written, read back. */
+/* OUT.md (into its outfile's temporary file md): `stats --markdown` of what was written (out,
+ * the output's temporary file), read back. */
 static int write_md(const char *out, const char *md)
 {
 	struct cuptrace_stats st;
@@ -238,10 +241,11 @@ struct search {
  * keeping the best as out. The first candidate is everything; then the count of events is
  * scaled by the size it gave, inside the bracket of counts known to fit and not to fit. */
 static int search_size(struct cuptrace_share *sh, const struct cuptrace_share_scan *sc,
-                       const char *in, const char *out, const char *tmp, struct search *s)
+                       const char *in, const char *name, const char *out, const char *tmp,
+                       struct search *s)
 {
 	uint64_t size = 0;
-	int r = write_pass(sh, in, tmp, s->user.on ? &s->user : NULL, &size);
+	int r = write_pass(sh, in, name, tmp, s->user.on ? &s->user : NULL, &size);
 	if (r)
 		return r;
 	if (size <= s->max) {
@@ -273,7 +277,7 @@ static int search_size(struct cuptrace_share *sh, const struct cuptrace_share_sc
 		struct cuptrace_share_window w;
 		if (cuptrace_share_busiest(sc, k, lo, hi, &w))
 			break;
-		if ((r = write_pass(sh, in, tmp, &w, &size)))
+		if ((r = write_pass(sh, in, name, tmp, &w, &size)))
 			return r;
 		last_size = size;
 		if (size <= s->max) {
@@ -358,20 +362,34 @@ int cmd_share(int argc, char **argv)
 		return EXIT_USAGE;
 	}
 	const char *in = argv[optind];
-	char rin[PATH_MAX], rout[PATH_MAX];
+	struct cuptrace_outfile of = {0}, ofmd = {0};
 	int ret = EXIT_FAIL;
 	struct cuptrace_share_scan *sc = NULL;
 	struct cuptrace_share *sh = NULL;
 	char *md = NULL, *tmp = NULL;
-	if (access(in, R_OK)) {
-		fprintf(stderr, "cuptrace share: cannot read %s: %s\n", in, strerror(errno));
+	char kind_why[512];
+	if ((ret = cmd_input("share", in, "share reads its trace more than once")))
+		goto out;
+	ret = EXIT_USAGE;
+	if (!strcmp(out, "-")) {
+		fprintf(stderr, "cuptrace share: -o needs a file (OUTPUT.md is written beside it, "
+		                "from OUTPUT read back)\n");
 		goto out;
 	}
-	if (realpath(in, rin) && realpath(out, rout) && !strcmp(rin, rout)) {
-		fprintf(stderr, "cuptrace share: OUTPUT must not be TRACE itself\n");
-		ret = EXIT_USAGE;
+	if (!cuptrace_out_kind(out, NULL, CUPTRACE_OUT_PERFETTO | CUPTRACE_OUT_CHROME, kind_why,
+	                       sizeof(kind_why))) {
+		fprintf(stderr, "cuptrace share: %s\n", kind_why);
 		goto out;
 	}
+	if (!(md = malloc(strlen(out) + 4))) {
+		fprintf(stderr, "cuptrace share: out of memory\n");
+		goto out;
+	}
+	sprintf(md, "%s.md", out);
+	if ((ret = cmd_out_begin(&of, "share", out, &in, 1)) ||
+	    (ret = cmd_out_begin(&ofmd, "share", md, &in, 1)))
+		goto out;
+	ret = EXIT_FAIL;
 	/* Each end's NAME and its whole "NAME#K" (torch.profiler's step names carry the #K). */
 	const char *names[4];
 	char whole[2][512];
@@ -427,41 +445,41 @@ int cmd_share(int argc, char **argv)
 			goto out;
 		}
 	}
-	if (!(sh = cuptrace_share_new(&o, sc)) || !(md = malloc(strlen(out) + 4)) ||
-	    !(tmp = malloc(strlen(out) + 16))) {
+	if (!(sh = cuptrace_share_new(&o, sc)) || !(tmp = malloc(strlen(of.tmp) + 16))) {
 		fprintf(stderr, "cuptrace share: out of memory\n");
 		goto out;
 	}
-	sprintf(md, "%s.md", out);
-	/* Beside OUTPUT and with its extension, which picks the format whose size counts. */
-	const char *base = strrchr(out, '/');
-	base = base ? base + 1 : out;
-	sprintf(tmp, "%.*s.partial-%s", (int)(base - out), out, base);
+	/* Candidates beside the output's temporary file (one file system for the renames); the
+	 * format whose size counts is OUTPUT's. */
+	sprintf(tmp, "%s.partial", of.tmp);
 
 	uint64_t size = 0;
 	if (max) {
 		struct search s = {.max = max, .user = w};
-		if ((r = search_size(sh, sc, in, out, tmp, &s)))
+		if ((r = search_size(sh, sc, in, out, of.tmp, tmp, &s)))
 			goto failed;
 		if (!s.found) {
 			fprintf(stderr,
 			        "cuptrace share: no window of %s fits in %" PRIu64
 			        " bytes (its metadata and tracks alone may not)\n",
 			        in, max);
-			unlink(out);
 			goto out;
 		}
 		w = s.best;
 		/* Once more, the window kept: the report below is of what was written. */
-		if ((r = write_pass(sh, in, out, w.on ? &w : NULL, &size)))
+		if ((r = write_pass(sh, in, out, of.tmp, w.on ? &w : NULL, &size)))
 			goto failed;
-	} else if ((r = write_pass(sh, in, out, w.on ? &w : NULL, &size))) {
+	} else if ((r = write_pass(sh, in, out, of.tmp, w.on ? &w : NULL, &size))) {
 		goto failed;
 	}
-	if ((r = write_md(out, md))) {
+	if ((r = write_md(of.tmp, ofmd.tmp))) {
 		fprintf(stderr, "cuptrace share: cannot write %s: %s\n", md, strerror(-r));
 		goto out;
 	}
+	/* Both whole: the trace first, so that a report never describes a trace not there. */
+	if ((ret = cmd_out_end(&of, "share", 1)) || (ret = cmd_out_end(&ofmd, "share", 1)))
+		goto out;
+	ret = EXIT_FAIL;
 
 	cuptrace_share_report(sh, stderr, "cuptrace share: ");
 	if (w.on) {
@@ -500,6 +518,8 @@ failed:
 out:
 	if (tmp)
 		unlink(tmp);
+	cuptrace_outfile_abort(&of);
+	cuptrace_outfile_abort(&ofmd);
 	free(tmp);
 	free(md);
 	free(from.name);

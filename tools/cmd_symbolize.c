@@ -10,20 +10,23 @@
 #include "analyze/symbolize.h"
 #include "cmd.h"
 #include "format/formats.h"
+#include "output/outfile.h"
 #include "read/read.h"
 
 static void symbolize_usage(FILE *f)
 {
 	fprintf(f,
 	        "usage: cuptrace symbolize INPUT -o OUTPUT [--symbol-dir DIR]...\n\n"
-	        "Writes INPUT (any trace cuptrace reads) to OUTPUT (format from its extension,\n"
-	        "as convert) with the native frames of its call stacks symbolized.\n\n"
+	        "Writes INPUT (any trace cuptrace reads; '-' is standard input) to OUTPUT\n"
+	        "(format from its extension, as convert; '-' is standard output) with the\n"
+	        "native frames of its call stacks symbolized. OUTPUT must not be INPUT.\n\n"
 	        "  -o, --output PATH     output file (required)\n"
-	        "  -f, --format FMT      perfetto | chrome\n"
+	        "  -f, --format FMT      perfetto | chrome (or json)\n"
 	        "  -s, --symbol-dir DIR  where to look for binaries and debug files (repeatable;\n"
 	        "                        also CUPTRACE_SYMBOL_PATH, a colon list): DIR/.build-id/\n"
 	        "                        xx/rest[.debug], DIR/<module's name>, DIR/<debuglink>\n"
-	        "  -h, --help            this help\n");
+	        "  -h, --help            this help\n\n"
+	        "exit status: 0 written; 1 failed (what was at OUTPUT stays); 2 bad usage\n");
 }
 
 int cmd_symbol_dir_take(const char ***dirs, size_t *n, const char *dir)
@@ -78,16 +81,18 @@ int cmd_symbolize(int argc, char **argv)
 		goto done;
 	}
 	const char *in = argv[optind];
-	if (access(in, R_OK)) {
-		fprintf(stderr, "cuptrace symbolize: cannot read %s: %s\n", in, strerror(errno));
+	if ((status = cmd_input("symbolize", in, NULL)))
 		goto done;
-	}
+	struct cuptrace_outfile of = {0};
+	struct cuptrace_sink *sink =
+	    cmd_sink_open(&of, "symbolize", out, format, NULL, 0, &in, 1, &status);
+	if (!sink)
+		goto done;
+	status = EXIT_FAIL;
 	struct cuptrace_symbolizer *sym = cuptrace_symbolizer_new(dirs, ndirs);
-	struct cuptrace_sink *sink = sym ? cuptrace_sink_open(out, format, NULL) : NULL;
-	if (!sink) {
-		fprintf(stderr, "cuptrace symbolize: cannot write %s: %s\n", out, strerror(errno));
-		cuptrace_symbolizer_free(sym);
-		status = errno == EINVAL ? EXIT_USAGE : EXIT_FAIL;
+	if (!sym) {
+		cuptrace_sink_destroy(sink);
+		cuptrace_outfile_abort(&of);
 		goto done;
 	}
 	sink = cuptrace_symbolize_sink_new(sym, sink);
@@ -98,10 +103,10 @@ int cmd_symbolize(int argc, char **argv)
 	if (r || f) {
 		fprintf(stderr, "cuptrace symbolize: %s -> %s failed: %s\n", in, out,
 		        strerror(-(r ? r : f)));
-		unlink(out);
+		cuptrace_outfile_abort(&of);
 		goto done;
 	}
-	status = 0;
+	status = cmd_out_end(&of, "symbolize", 1);
 done:
 	free(dirs);
 	return status;

@@ -84,8 +84,12 @@ int main(int argc, char **argv)
 		return 0;
 	}
 	for (size_t i = 0; i < sizeof(cmds) / sizeof(cmds[0]); i++)
-		if (!strcmp(argv[1], cmds[i].name))
+		if (!strcmp(argv[1], cmds[i].name)) {
+			/* record handles its program's signals itself, and writes no outfile. */
+			if (strcmp(argv[1], "record"))
+				cmd_out_signals();
 			return cmds[i].fn(argc - 1, argv + 1);
+		}
 	fprintf(stderr, "cuptrace: unknown command '%s'\n\n", argv[1]);
 	usage(stderr);
 	return EXIT_USAGE;

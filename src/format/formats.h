@@ -15,6 +15,20 @@ struct cuptrace_sink *cuptrace_perfetto_sink_new(struct cuptrace_output *out);
 /* Chrome Trace Event Format (JSON array form) sink. Takes ownership of out, like the above. */
 struct cuptrace_sink *cuptrace_chrome_sink_new(struct cuptrace_output *out);
 
+/* The output formats, as a mask of what a command writes. */
+#define CUPTRACE_OUT_PERFETTO 1u /* .pftrace, .perfetto-trace (and .gz) */
+#define CUPTRACE_OUT_CHROME   2u /* .json, .json.gz (-f chrome or json) */
+#define CUPTRACE_OUT_CAPTURE  4u /* .cupti: record's raw capture */
+#define CUPTRACE_OUT_TAR      8u /* .tar: merge's members */
+/* The format that path (its extension; "-" is standard output) and format (-f: NULL or empty if
+ * not given) ask for, among allowed. Returns one CUPTRACE_OUT_*, or 0 with a one-line reason in
+ * err: an unknown or unwritable format, an extension that is not one of allowed's, a name
+ * that contradicts -f. */
+unsigned cuptrace_out_kind(const char *path, const char *format, unsigned allowed, char *err,
+                           size_t n);
+/* "perfetto (.pftrace .pftrace.gz ...), chrome (.json .json.gz)" for a mask: help and errors. */
+void cuptrace_out_kinds_text(unsigned allowed, char *buf, size_t n);
+
 /* Picks the format and compression from the path and the options:
  *   format: "perfetto", "chrome" or NULL (from the name: .json / .json.gz -> chrome, else perfetto)
  *   compress: "none", "gzip", "chunks" or NULL (from the name: *.gz -> gzip; .pftrace -> chunks;
@@ -26,6 +40,10 @@ struct cuptrace_sink *cuptrace_sink_open(const char *path, const char *format,
  * are libdeflate's: zlib (gzip outputs, or chunks where libdeflate is missing) stops at 9. */
 struct cuptrace_sink *cuptrace_sink_open_level(const char *path, const char *format,
                                                const char *compress, int level);
+/* The same, deciding from name but writing to write_path (an outfile's temporary file, see
+ * output/outfile.h, or "-" for standard output). */
+struct cuptrace_sink *cuptrace_sink_open_as(const char *name, const char *write_path,
+                                            const char *format, const char *compress, int level);
 /* The same for the recorder, whose sink is finished on the traced program's exit path: the
  * last chunk is compressed by all the compressor threads at once (output.h split_last). */
 struct cuptrace_sink *cuptrace_sink_open_recorder(const char *path, const char *format,

@@ -22,7 +22,7 @@ enum cuptrace_compress {
 struct cuptrace_output_opts {
 	size_t sz; /* sizeof(struct cuptrace_output_opts) */
 	size_t
-	    chunk_bytes; /* CHUNKS: uncompressed bytes per chunk (default 256 KiB, max 480 KiB) */
+	    chunk_bytes; /* CHUNKS: uncompressed bytes per chunk (default 128 KiB, max 480 KiB) */
 	int flush_ms;    /* at most this long between writes to the file (default 1000; <0 off) */
 	int level;       /* 1 to 12 (default 5); zlib's stop at 9, above is libdeflate's */
 	int workers;     /* CHUNKS: compressor threads (default 2, max 4; -1: none, inline) */
@@ -34,7 +34,8 @@ struct cuptrace_output_opts {
 
 struct cuptrace_output;
 
-/* Opens (creates or truncates) path. Returns NULL and sets errno on failure. opts may be NULL. */
+/* Opens (creates or truncates) path; "-" is standard output. Returns NULL and sets errno on
+ * failure. opts may be NULL. */
 struct cuptrace_output *cuptrace_output_open(const char *path, enum cuptrace_compress mode,
                                              const struct cuptrace_output_opts *opts);
 /* Appends one record. Returns 0 or a negative errno; the first error sticks. */
