@@ -17,7 +17,17 @@ def load(p):
     d = json.loads(raw, parse_float=Decimal, parse_int=Decimal)
     return d["traceEvents"] if isinstance(d, dict) else d
 
+def no_gpu(path):
+    """--no-gpu TRACE: 0 if the trace holds no GPU work (what `analyze` then refuses)."""
+    evs = load(path)
+    n = sum(1 for e in evs if isinstance(e, dict) and e.get("ph") == "X" and
+            e.get("cat") in WORK | OLD)
+    print(f"{n} GPU work events")
+    return 0 if n == 0 else 1
+
 def main():
+    if sys.argv[1] == "--no-gpu":
+        return no_gpu(sys.argv[2])
     evs = load(sys.argv[1])
     got = json.load(open(sys.argv[2]))
     if any(e.get("cat") in OLD for e in evs if isinstance(e, dict)):

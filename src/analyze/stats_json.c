@@ -65,6 +65,10 @@ static void header(struct cuptrace_json *w, const struct cuptrace_stats *st)
 		cuptrace_json_int(w, v);
 	else
 		cuptrace_json_null(w);
+	/* What a damaged input lost (read/read.c): null for a whole file. */
+	m = stats_meta_get(st, CUPTRACE_META_READ_DAMAGE);
+	cuptrace_json_name(w, "damage");
+	cuptrace_json_string(w, m && !m->is_int ? m->s : NULL);
 	cuptrace_json_end_object(w);
 }
 

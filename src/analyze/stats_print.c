@@ -59,6 +59,10 @@ static void print_header(const struct cuptrace_stats *st, FILE *f, int md)
 		snprintf(buf, sizeof(buf), "%" PRId64 "%s", dropped,
 		         dropped ? " (the trace is incomplete)" : "");
 	report_kv(f, md, LABEL_W, "Dropped records", seen ? buf : "(not recorded)", 0);
+	/* A damaged input read up to its damage (read/read.c): the trace is incomplete. */
+	const struct cuptrace_meta *dm = stats_meta_get(st, CUPTRACE_META_READ_DAMAGE);
+	if (dm && !dm->is_int && dm->s)
+		report_kv(f, md, LABEL_W, "Damaged", dm->s, 1);
 	/* Work CUPTI could not record as asked (collect_callbacks.c): also incomplete. */
 	const struct cuptrace_meta *um = stats_meta_get(st, CUPTRACE_META_UNRECORDED_DEVICE_GRAPHS);
 	int64_t dg = 0;

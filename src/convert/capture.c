@@ -239,6 +239,8 @@ struct cuptrace_capture_reader {
 	uint32_t cupti_version;
 	struct cuptrace_u64map strings; /* pointer -> offset of the text in data */
 	const char *path;
+	size_t bad_at;        /* the corrupt item's offset (see corrupt) */
+	const char *bad_what; /* ... and what is wrong with it */
 };
 
 struct cuptrace_capture_reader *cuptrace_capture_reader_open(const char *path)
@@ -299,10 +301,12 @@ fail:
 	return NULL;
 }
 
+/* A corrupt item ends the replay there, as a cut would: what came before it is whole. */
 static int corrupt(struct cuptrace_capture_reader *r, size_t off, const char *what)
 {
-	cuptrace_err("%s: corrupt capture at byte %zu: %s", r->path, off, what);
-	return -EINVAL;
+	r->bad_at = off;
+	r->bad_what = what;
+	return -EBADMSG;
 }
 
 static int replay_records(struct cuptrace_capture_reader *r, const uint8_t *p, uint64_t len,
@@ -378,15 +382,15 @@ static int replay_gpu_metrics(struct cuptrace_capture_reader *r, const uint8_t *
 	return ops->gpu_metrics ? ops->gpu_metrics(ops->ctx, &cfg) : 0;
 }
 
-int cuptrace_capture_replay(struct cuptrace_capture_reader *r,
-                            const struct cuptrace_capture_ops *ops, int *truncated)
+static int replay_items(struct cuptrace_capture_reader *r, const struct cuptrace_capture_ops *ops,
+                        uint64_t *cut_at)
 {
 	size_t off = 16;
-	*truncated = 0;
+	*cut_at = 0;
 	int ended = 0;
 	while (off < r->len) {
 		if (r->len - off < 16) {
-			*truncated = 1;
+			*cut_at = off;
 			break;
 		}
 		uint32_t h[2];
@@ -397,7 +401,7 @@ int cuptrace_capture_replay(struct cuptrace_capture_reader *r,
 			return corrupt(r, off, "unknown item type");
 		uint64_t padded = (len + 7u) & ~(uint64_t)7u;
 		if (padded < len || padded > r->len - off - 16) {
-			*truncated = 1;
+			*cut_at = off;
 			break;
 		}
 		/* data is malloc'd (16-aligned) and items are 8-padded: payloads are 8-aligned. */
@@ -486,8 +490,26 @@ int cuptrace_capture_replay(struct cuptrace_capture_reader *r,
 		if (ended)
 			break;
 	}
-	if (!ended)
-		*truncated = 1;
+	if (!ended && !*cut_at)
+		*cut_at = off; /* whole items, but not the one that ends a capture */
+	return 0;
+}
+
+size_t cuptrace_capture_size(const struct cuptrace_capture_reader *r)
+{
+	return r->len;
+}
+
+int cuptrace_capture_replay(struct cuptrace_capture_reader *r,
+                            const struct cuptrace_capture_ops *ops, uint64_t *cut_at,
+                            const char **corrupt_what)
+{
+	*corrupt_what = NULL;
+	int ret = replay_items(r, ops, cut_at);
+	if (ret != -EBADMSG)
+		return ret;
+	*cut_at = r->bad_at;
+	*corrupt_what = r->bad_what;
 	return 0;
 }
 

@@ -86,10 +86,15 @@ struct cuptrace_capture_ops {
 struct cuptrace_capture_reader;
 /* Opens and validates the header. NULL + errno (EINVAL: not a capture; a message is logged). */
 struct cuptrace_capture_reader *cuptrace_capture_reader_open(const char *path);
-/* Replays every item. A file cut short ends at its last complete item (*truncated set). Returns
- * 0, the first non-zero callback result, or -EINVAL for a corrupt file (message logged). */
+/* Replays every item. A file cut short, or with a corrupt item, ends at the last complete item
+ * before: *cut_at is the byte where the damage starts (0 for a whole file) and *corrupt_what,
+ * for a corrupt item, what is wrong with it (NULL for a cut). Returns 0 or the first non-zero
+ * callback result. */
 int cuptrace_capture_replay(struct cuptrace_capture_reader *r,
-                            const struct cuptrace_capture_ops *ops, int *truncated);
+                            const struct cuptrace_capture_ops *ops, uint64_t *cut_at,
+                            const char **corrupt_what);
+/* The capture file's size in bytes. */
+size_t cuptrace_capture_size(const struct cuptrace_capture_reader *r);
 /* A cuptrace_resolve_fn for the converter: ctx is the reader. Unknown pointers give NULL. */
 const char *cuptrace_capture_resolve(void *reader, const char *ptr);
 uint32_t cuptrace_capture_cupti_version(const struct cuptrace_capture_reader *r);

@@ -167,8 +167,11 @@ struct cuptrace_trace_info {
  * GPU (their count): CUPTI recorded none of their work (collect_callbacks.c); stats and analyze
  * say so. */
 #define CUPTRACE_META_UNRECORDED_DEVICE_GRAPHS "graphs_for_device_launch_unrecorded"
-#define CUPTRACE_META_INFO                     "cuptrace: trace info"
-#define CUPTRACE_META_SUMMARY                  "cuptrace: summary"
+/* Metadata key of a trace read from a damaged file: what could not be read, with the file's
+ * name and the byte offset (read/read.c); stats shows it in its header. */
+#define CUPTRACE_META_READ_DAMAGE "read_damage"
+#define CUPTRACE_META_INFO        "cuptrace: trace info"
+#define CUPTRACE_META_SUMMARY     "cuptrace: summary"
 
 struct cuptrace_sink;
 

@@ -644,6 +644,7 @@ static int parse_events(struct jr *r, int top_level)
 		uint32_t last_x = r->last_x;
 		uint64_t elements = r->elements, ph_seen = r->ph_seen;
 		struct cuptrace_json_check ck = r->ck;
+		size_t at = (size_t)(j->p - j->base); /* where a cut last event starts */
 		int rc = jp_array_next(j);
 		if (!rc)
 			return 0;
@@ -660,10 +661,8 @@ static int parse_events(struct jr *r, int top_level)
 		r->ph_seen = ph_seen;
 		r->ck = ck;
 		r->ck.truncated = 1;
-		j->failed = 0; /* taken as the end of the document */
-		cuptrace_warn("%s: the JSON array ends early (a cut file?): read its %" PRIu64
-		              " whole events",
-		              r->name, elements);
+		r->ck.truncated_at = at;
+		j->failed = 0; /* taken as the end of the document (cuptrace_read_trace says so) */
 		return 0;
 	}
 }

@@ -501,6 +501,7 @@ int cuptrace_json_read_mem(const void *data, size_t len, const char *name,
 		len -= 3;
 	}
 	jp_init(&r->jp, b, len, r->name);
+	r->ck.bytes = len;
 	if (!(err = jr_parse(r)) && !(err = jr_build(r)))
 		err = replay(r, sink, b, len);
 	if (err == -ENOMEM)

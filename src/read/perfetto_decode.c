@@ -249,6 +249,13 @@ static int packet_time(struct reader *r, struct rseq *q, int has_clock, uint32_t
 
 /* ---- packets and streams ---- */
 
+/* The first damage is the one reported: what comes before it is whole. */
+static void damaged(struct reader *r, uint64_t at)
+{
+	if (!r->ck.corrupt && !r->ck.truncated_bytes)
+		r->ck.damage_at = at;
+}
+
 static int parse_stream(struct reader *r, const uint8_t *b, size_t n, int depth, size_t *used);
 
 static int inflate_chunk(struct reader *r, const uint8_t *b, size_t n, size_t *outn)
@@ -356,18 +363,22 @@ static int do_packet(struct reader *r, const uint8_t *b, size_t n, int depth)
 		/* The outer packet's other fields are ignored, as TP does. */
 		size_t zn, used;
 		if (depth) {
+			damaged(r, r->pkt_off);
 			r->ck.corrupt++; /* no chunks inside chunks */
 			return 0;
 		}
 		r->ck.chunks++;
 		if (inflate_chunk(r, k.payload.b, k.payload.n, &zn)) {
+			damaged(r, r->pkt_off);
 			r->ck.corrupt++;
 			return 0;
 		}
 		/* r->zbuf is reused by the next chunk; packets inside cannot be chunks, so nothing
 		 * touches it while its packets are parsed. */
-		if (parse_stream(r, r->zbuf, zn, depth + 1, &used) || used != zn)
+		if (parse_stream(r, r->zbuf, zn, depth + 1, &used) || used != zn) {
+			damaged(r, r->pkt_off);
 			r->ck.corrupt++;
+		}
 		return 0;
 	}
 	r->ck.packets++;
@@ -465,8 +476,12 @@ static int parse_stream(struct reader *r, const uint8_t *b, size_t n, int depth,
 				return -1;
 			if (len > (uint64_t)(end - q))
 				return 0;
-			if (tag == PACKET_KEY && len && do_packet(r, q, (size_t)len, depth))
+			if (!depth)
+				r->pkt_off = r->base_off + (uint64_t)(p - b);
+			if (tag == PACKET_KEY && len && do_packet(r, q, (size_t)len, depth)) {
+				damaged(r, r->pkt_off);
 				r->ck.corrupt++; /* the framing holds: skip just this packet */
+			}
 			q += len;
 			break;
 		default:
@@ -530,7 +545,9 @@ static int read_gzip(struct reader *r, const uint8_t *data, size_t len)
 				break;
 			}
 		}
+		r->base_off = total - have; /* where buf starts in the inflated trace */
 		if (parse_stream(r, buf, have, 0, &used)) {
+			damaged(r, r->base_off + used);
 			bad = 1;
 			have = 0;
 			break;
@@ -549,8 +566,7 @@ static int read_gzip(struct reader *r, const uint8_t *data, size_t len)
 				inflateReset(&z); /* the next member */
 				continue;
 			}
-			cuptrace_warn("%zu bytes of garbage after the gzip stream", left);
-			ended = bad = 1;
+			ended = bad = 1; /* garbage after the gzip stream */
 			break;
 		}
 		if (rc == Z_BUF_ERROR && z.avail_out)
@@ -560,19 +576,15 @@ static int read_gzip(struct reader *r, const uint8_t *data, size_t len)
 			break;
 		}
 		if (rc != Z_OK && rc != Z_BUF_ERROR) {
-			cuptrace_warn("gzip data is corrupt after %llu bytes of trace",
-			              (unsigned long long)total);
-			bad = 1;
+			bad = 1; /* corrupt deflate data */
 			break;
 		}
 	}
-	if (bad) {
-		r->ck.corrupt++;
-	} else if (!err && !r->err && !ended) {
-		r->ck.corrupt++;
-		cuptrace_warn("gzip stream is incomplete (the file was cut?): read up to the last "
-		              "complete packet; ui.perfetto.dev refuses such a file");
-	}
+	/* Offsets into the inflated trace: the compressed file has no packet boundaries. */
+	if (bad || (!err && !r->err && !ended) || have)
+		damaged(r, total - have);
+	if (bad || (!err && !r->err && !ended))
+		r->ck.corrupt++; /* ui.perfetto.dev refuses a cut gzip stream */
 	r->ck.truncated_bytes += have;
 	inflateEnd(&z);
 	free(buf);
@@ -618,17 +630,20 @@ int pf_decode(struct reader *r, const void *data, size_t len)
 	memset(r, 0, sizeof(*r));
 	cuptrace_strtab_init(&r->strs);
 	cuptrace_stacktab_init(&r->stk);
+	r->ck.file_bytes = len;
 	if (!len) {
 		cuptrace_info("empty trace file");
 	} else if (len >= 2 && b[0] == 0x1f && b[1] == 0x8b) {
+		r->ck.damage_in_gzip = 1;
 		err = read_gzip(r, b, len);
 	} else if (b[0] == PACKET_KEY) {
 		size_t used;
 		if (parse_stream(r, b, len, 0, &used)) {
-			r->ck.corrupt++;
-			cuptrace_warn("corrupt data at byte %zu of the trace: the rest is ignored",
-			              used);
-		} else {
+			damaged(r, used);
+			r->ck.corrupt++; /* bytes that cannot be a Trace: the rest is not read */
+			r->ck.truncated_bytes += len - used;
+		} else if (used < len) {
+			damaged(r, used);
 			r->ck.truncated_bytes += len - used;
 		}
 	} else if (len >= 4 && !memcmp(b, "\x28\xb5\x2f\xfd", 4)) {
@@ -648,9 +663,6 @@ int pf_decode(struct reader *r, const void *data, size_t len)
 	}
 	if (err)
 		return err;
-	if (r->ck.truncated_bytes)
-		cuptrace_info("trace ends with %llu bytes of an incomplete packet (cut file?)",
-		              (unsigned long long)r->ck.truncated_bytes);
 
 	for (size_t i = 0; i < r->nevs; i++)
 		if (to_rel(r, &r->evs[i])) {

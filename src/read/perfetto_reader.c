@@ -8,6 +8,7 @@
 #include "read/read_file.h"
 
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -684,9 +685,47 @@ int cuptrace_perfetto_read(const char *path, struct cuptrace_sink *sink,
 {
 	uint8_t *buf = NULL;
 	size_t len;
+	struct cuptrace_pf_check ck = {0};
 	int err = cuptrace_read_file_all(path, &buf, &len);
-	if (!err && (err = cuptrace_perfetto_read_mem(buf, len, sink, check)) == -EINVAL)
+	if (!err && (err = cuptrace_perfetto_read_mem(buf, len, sink, &ck)) == -EINVAL)
 		cuptrace_err("%s: cannot read this file as a Perfetto trace", path);
+	char why[512];
+	if (!err && cuptrace_pf_damage_text(&ck, why, sizeof(why)))
+		cuptrace_warn("%s: %s", path, why);
+	if (check)
+		*check = ck;
 	free(buf);
 	return err;
+}
+
+int cuptrace_pf_damage_text(const struct cuptrace_pf_check *ck, char *buf, size_t n)
+{
+	unsigned long long at = ck->damage_at, size = ck->file_bytes, lost = ck->truncated_bytes,
+	                   bad = ck->corrupt, packets = ck->packets;
+	buf[0] = 0;
+	if (!bad && !lost)
+		return 0;
+	if (ck->damage_in_gzip)
+		snprintf(buf, n,
+		         "the gzip stream is cut or corrupt after %llu bytes of trace (inflated): "
+		         "%llu packets before that were read, nothing after",
+		         at, packets);
+	else if (!bad)
+		snprintf(buf, n,
+		         "cut at byte %llu of %llu: the last %llu bytes (an incomplete packet or "
+		         "chunk) could not be read; the %llu packets before it were",
+		         at, size, lost, packets);
+	else {
+		char tail[64] = "";
+		if (lost)
+			snprintf(tail, sizeof(tail), ", nor the last %llu bytes", lost);
+		snprintf(buf, n,
+		         "corrupt at byte %llu of %llu: %llu packet%s or chunk%s could not be "
+		         "read%s; the %llu packets %s were",
+		         at, size, bad, bad == 1 ? "" : "s", bad == 1 ? "" : "s", tail, packets,
+		         lost       ? "before the damage"
+		         : bad == 1 ? "around it"
+		                    : "around them");
+	}
+	return 1;
 }

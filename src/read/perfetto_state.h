@@ -117,7 +117,9 @@ struct rframe { /* string ids; map is an index + 1 in r->maps, 0 if none */
 
 struct reader {
 	struct cuptrace_pf_check ck;
-	int err; /* first hard error (ENOMEM), sticky */
+	int err;           /* first hard error (ENOMEM), sticky */
+	uint64_t pkt_off;  /* where the top-level packet being parsed starts (see damage_at) */
+	uint64_t base_off; /* where the buffer parse_stream reads starts in the trace */
 	struct cuptrace_strtab strs;
 	struct rseq *seqs;
 	size_t nseqs, seqcap;

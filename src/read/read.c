@@ -2,6 +2,7 @@
  * through the reader of that format; a raw capture goes through the converter. */
 #include <errno.h>
 #include <fcntl.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -138,7 +139,21 @@ static int cap_gpu_samples(void *ctx, uint32_t dev, size_t nmetrics, const uint6
 	return r ? r : cuptrace_converter_gpu_samples(c->conv, dev, nmetrics, times, values, n);
 }
 
-static int read_capture(const char *path, struct cuptrace_sink *sink, int flags)
+/* A damaged file read up to its damage: one warning naming it, and the same words in the
+ * output's metadata (CUPTRACE_META_READ_DAMAGE), so that stats, the JSON outputs and a
+ * converted trace carry them. Returns 0, or the sink's error. */
+static int damage(const char *name, struct cuptrace_sink *sink, const char *what)
+{
+	char v[768];
+	snprintf(v, sizeof(v), "%s: %s", name, what);
+	cuptrace_warn("%s", v);
+	if (!sink)
+		return 0;
+	struct cuptrace_meta m = {.key = CUPTRACE_META_READ_DAMAGE, .s = v};
+	return sink->ops->meta(sink, &m, 1);
+}
+
+static int read_capture(const char *path, const char *name, struct cuptrace_sink *sink, int flags)
 {
 	struct cap_ctx c = {.sink = sink, .flags = flags};
 	c.reader = cuptrace_capture_reader_open(path);
@@ -154,14 +169,34 @@ static int read_capture(const char *path, struct cuptrace_sink *sink, int flags)
 	    .gpu_metrics = cap_gpu_metrics,
 	    .gpu_samples = cap_gpu_samples,
 	};
-	int truncated = 0;
-	int r = cuptrace_capture_replay(c.reader, &ops, &truncated);
+	uint64_t cut_at = 0;
+	const char *bad = NULL;
+	int r = cuptrace_capture_replay(c.reader, &ops, &cut_at, &bad);
 	if (!r)
 		r = start_converter(&c);
-	if (truncated)
-		cuptrace_warn(
-		    "%s ends early (the traced process was killed?): converted what it holds",
-		    path);
+	if (cut_at && cut_at <= 16 && !r) {
+		/* Not one item whole past the header: nothing to convert. */
+		cuptrace_err("%s: nothing could be read: %s capture at byte %llu of %llu%s%s", name,
+		             bad ? "corrupt" : "cut", (unsigned long long)cut_at,
+		             (unsigned long long)cuptrace_capture_size(c.reader), bad ? ": " : "",
+		             bad ? bad : "");
+		r = -EINVAL;
+	} else if (cut_at && !r) {
+		char why[512];
+		unsigned long long size = cuptrace_capture_size(c.reader);
+		if (bad)
+			snprintf(why, sizeof(why),
+			         "corrupt capture at byte %llu of %llu (%s): converted the records "
+			         "before it, not the %llu bytes from there",
+			         (unsigned long long)cut_at, size, bad, size - cut_at);
+		else
+			snprintf(
+			    why, sizeof(why),
+			    "the capture ends early at byte %llu of %llu (the traced process "
+			    "was killed, or the file was cut): converted the records before it",
+			    (unsigned long long)cut_at, size);
+		r = damage(name, sink, why);
+	}
 	if (c.conv) {
 		int f = cuptrace_converter_finish(c.conv);
 		r = r ? r : f;
@@ -218,40 +253,54 @@ enum cuptrace_trace_format cuptrace_sniff(const void *data, size_t len)
 	return CUPTRACE_FORMAT_UNKNOWN;
 }
 
-int cuptrace_read_trace(const char *path, struct cuptrace_sink *sink, int flags)
+/* A trace in memory (not a capture), named name in messages. */
+static int read_mem(const char *name, const uint8_t *buf, size_t len, struct cuptrace_sink *sink)
 {
-	int cap = cuptrace_is_capture_file(path);
-	if (cap < 0) {
-		int err = -errno;
-		cuptrace_err("cannot read %s: %s", path, strerror(errno));
-		return err;
-	}
-	if (cap)
-		return read_capture(path, sink, flags);
-
-	uint8_t *buf;
-	size_t len;
-	int err = cuptrace_read_file_all(path, &buf, &len);
-	if (err)
-		return err;
+	char why[512];
+	int err;
 	if (!len) {
 		/* No format to take it for: refused, whatever its name says (a crashed writer, a
 		 * failed copy). */
 		cuptrace_err("%s: the file is empty: not a Perfetto, JSON (Chrome, torch.profiler) "
 		             "or capture trace",
-		             path);
-		free(buf);
+		             name);
 		return -EINVAL;
 	}
 	switch (cuptrace_sniff(buf, len)) {
-	case CUPTRACE_FORMAT_JSON:
-		err = cuptrace_json_read_mem(buf, len, path, sink, NULL);
+	case CUPTRACE_FORMAT_JSON: {
+		struct cuptrace_json_check jc = {0};
+		err = cuptrace_json_read_mem(buf, len, name, sink, &jc);
+		if (!err && jc.truncated) {
+			snprintf(why, sizeof(why),
+			         "cut at byte %llu of %llu%s: the JSON array ends inside an event; "
+			         "its %llu whole events before it were read",
+			         (unsigned long long)jc.truncated_at, (unsigned long long)jc.bytes,
+			         len != jc.bytes ? " (inflated)" : "",
+			         (unsigned long long)jc.events);
+			err = damage(name, sink, why);
+		}
 		break;
+	}
 	case CUPTRACE_FORMAT_PERFETTO: {
 		struct cuptrace_pf_check chk = {0};
 		err = cuptrace_perfetto_read_mem(buf, len, sink, &chk);
-		if (err == -EINVAL)
-			cuptrace_err("%s: cannot read this file as a Perfetto trace", path);
+		if (err == -EINVAL) {
+			cuptrace_err(
+			    "%s: cannot read this file as a Perfetto trace (the format its "
+			    "first bytes say; not JSON or a capture either)",
+			    name);
+		} else if (!err && cuptrace_pf_damage_text(&chk, why, sizeof(why))) {
+			if (!chk.packets) {
+				/* Nothing whole before the damage: not a trace anyone can use. */
+				cuptrace_err(
+				    "%s: nothing could be read: %s; tried it as a Perfetto "
+				    "trace (its first bytes say so), not JSON or a capture",
+				    name, why);
+				err = -EINVAL;
+			} else {
+				err = damage(name, sink, why);
+			}
+		}
 		break;
 	}
 	default:
@@ -259,10 +308,72 @@ int cuptrace_read_trace(const char *path, struct cuptrace_sink *sink, int flags)
 		    "%s: not a trace cuptrace can read: it starts with bytes %02x %02x %02x "
 		    "%02x; expected a Perfetto trace (.pftrace), a Chrome or torch.profiler "
 		    "JSON trace (.json, .json.gz) or a capture (.cupti)",
-		    path, buf[0], len > 1 ? buf[1] : 0, len > 2 ? buf[2] : 0, len > 3 ? buf[3] : 0);
+		    name, buf[0], len > 1 ? buf[1] : 0, len > 2 ? buf[2] : 0, len > 3 ? buf[3] : 0);
 		err = -EINVAL;
 		break;
 	}
+	return err;
+}
+
+/* "-": standard input, read whole. A capture goes through a temporary file, which the capture
+ * reader needs (it reads the string table at the end first). */
+static int read_stdin(struct cuptrace_sink *sink, int flags)
+{
+	static const char name[] = "standard input";
+	uint8_t *buf;
+	size_t len;
+	int err = cuptrace_read_file_all("-", &buf, &len);
+	if (err)
+		return err;
+	if (cuptrace_sniff(buf, len) != CUPTRACE_FORMAT_CAPTURE) {
+		err = read_mem(name, buf, len, sink);
+		free(buf);
+		return err;
+	}
+	const char *dir = getenv("TMPDIR");
+	char tmp[4096];
+	snprintf(tmp, sizeof(tmp), "%s/cuptrace-stdin-XXXXXX", dir && *dir ? dir : "/tmp");
+	int fd = mkstemp(tmp);
+	err = fd < 0 ? -errno : 0;
+	for (size_t off = 0; !err && off < len;) {
+		ssize_t k = write(fd, buf + off, len - off);
+		if (k < 0 && errno != EINTR)
+			err = -errno;
+		else if (k > 0)
+			off += (size_t)k;
+	}
+	free(buf);
+	if (fd >= 0)
+		close(fd);
+	if (!err)
+		err = read_capture(tmp, name, sink, flags);
+	else
+		cuptrace_err("standard input: cannot keep the capture in %s: %s", tmp,
+		             strerror(-err));
+	if (fd >= 0)
+		unlink(tmp);
+	return err;
+}
+
+int cuptrace_read_trace(const char *path, struct cuptrace_sink *sink, int flags)
+{
+	if (!strcmp(path, "-"))
+		return read_stdin(sink, flags);
+	int cap = cuptrace_is_capture_file(path);
+	if (cap < 0) {
+		int err = -errno;
+		cuptrace_err("cannot read %s: %s", path, strerror(errno));
+		return err;
+	}
+	if (cap)
+		return read_capture(path, path, sink, flags);
+
+	uint8_t *buf;
+	size_t len;
+	int err = cuptrace_read_file_all(path, &buf, &len);
+	if (err)
+		return err;
+	err = read_mem(path, buf, len, sink);
 	free(buf);
 	return err;
 }

@@ -35,7 +35,17 @@ struct cuptrace_pf_check {
 	uint64_t clock_errors;           /* timestamp on a clock with no snapshot path */
 	uint64_t truncated_bytes;        /* bytes after the last complete packet/chunk */
 	uint64_t corrupt;                /* undecodable packets or chunks */
+	/* Where the first damage (a cut, a corrupt packet or chunk) starts: a byte offset into
+	 * the file, or, for whole-file gzip (damage_in_gzip), into the inflated trace. Valid when
+	 * truncated_bytes or corrupt is not 0. */
+	uint64_t damage_at;
+	int damage_in_gzip;
+	uint64_t file_bytes; /* the file's size, for the reports */
 };
+
+/* One line on what a damaged Perfetto trace lost ("cut at byte 3000 of 17353: ..."), from what
+ * the reader counted; 0 and an empty buf when nothing was lost. */
+int cuptrace_pf_damage_text(const struct cuptrace_pf_check *ck, char *buf, size_t n);
 
 /* What the JSON reader found and did, for the tests (the trace's metadata carries the nonzero
  * problem counts too, as "json_*" entries). */
@@ -52,6 +62,8 @@ struct cuptrace_json_check {
 	uint64_t flows_dangling;   /* flow starts never ended, ends never started */
 	uint64_t meta_left_out;    /* metadata keys past the first 1024 (top-level or info) */
 	int truncated;             /* an array cut at its end: read up to its last whole event */
+	uint64_t truncated_at;     /* ... which ends at this byte of the (inflated) document */
+	uint64_t bytes;            /* the (inflated) document's size */
 };
 
 #endif

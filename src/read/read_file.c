@@ -20,7 +20,12 @@ int cuptrace_read_file_all(const char *path, uint8_t **out, size_t *outlen)
 
 	*out = NULL;
 	*outlen = 0;
-	if ((fd = open(path, O_RDONLY | O_CLOEXEC)) < 0) {
+	/* "-": standard input, left open for whoever else reads it. */
+	if (!strcmp(path, "-"))
+		fd = dup(0);
+	else
+		fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0) {
 		err = -errno;
 		cuptrace_err("%s: %s", path, strerror(errno));
 		return err;
