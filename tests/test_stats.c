@@ -747,7 +747,7 @@ static void test_print_json(void)
 	                    "\"command_line\":\"./app --steps 3\","
 	                    "\"start_realtime_ns\":1763703060123456789,"
 	                    "\"start_utc\":\"2025-11-21 05:31:00.123456789 UTC\","
-	                    "\"dropped_records\":15}");
+	                    "\"dropped_records\":15,\"damage\":null}");
 	CHECK_CONTAINS(buf, "\"records\":4000,");
 	CHECK_CONTAINS(buf, "\"span\":{\"start_ns\":-50,\"end_ns\":13600,\"duration_ns\":13650}");
 	CHECK_CONTAINS(buf, "\"events\":{\"tracks\":10,\"slices\":22,\"gpu_slices\":8,"
@@ -787,7 +787,7 @@ static void test_print_json(void)
 	fclose(f);
 	CHECK_CONTAINS(buf, "\"driver\":null,");
 	CHECK_CONTAINS(buf, "\"command_line\":null,\"start_realtime_ns\":null,\"start_utc\":null,"
-	                    "\"dropped_records\":null}");
+	                    "\"dropped_records\":null,\"damage\":null}");
 	CHECK_CONTAINS(buf, "\"metadata\":{},\"span\":null,");
 	CHECK_CONTAINS(buf, "\"names\":[],\"gpu_busy_ns\":0,\"devices\":[],\"gpu_tracks\":[]}");
 	free(buf);
