@@ -5,9 +5,17 @@ if [ ! -e /dev/nvidia0 ] && [ ! -e /dev/nvidiactl ]; then
 	echo "SKIP: no NVIDIA GPU on this machine (/dev/nvidia0 missing): GPU tests not run"
 	exit 77
 fi
-ct=$CUPTRACE_BIN
-ex=$CUPTRACE_EXAMPLES
-chk=$CHECK_TRACE
+# ctest sets these; run by hand (sh tests/gpu_ranks_test.sh), they default to the build directory
+# beside the checkout (CUPTRACE_BUILD_DIR, else ./build), so that `set -u` does not stop a test
+# at a variable it may not even use.
+gpu_build=${CUPTRACE_BUILD_DIR:-$(cd "$(dirname "$0")/.." && pwd)/build}
+ct=${CUPTRACE_BIN:-$gpu_build/cuptrace}
+ex=${CUPTRACE_EXAMPLES:-$gpu_build/examples}
+chk=${CHECK_TRACE:-$gpu_build/tests/check_trace}
+if [ ! -x "$ct" ]; then
+	echo "FAIL: $ct is not built (set CUPTRACE_BIN, or CUPTRACE_BUILD_DIR to the build directory)"
+	exit 1
+fi
 tmp=$(mktemp -d "${CUPTRACE_TMP:-/tmp}/${gpu_test:-gpu}.XXXXXX") || {
 	echo "FAIL: cannot make a temporary directory under ${CUPTRACE_TMP:-/tmp}"
 	exit 1

@@ -3,9 +3,12 @@
 # cuptrace around torchrun (-o 'job-%r.pftrace'), and torchrun around cuptrace (--no-python).
 # Each gives exactly one trace per rank and none for the launcher, with the rank metadata, each
 # rank's kernels as many as CUPTI delivered, and `merge --ranks` of them holds every rank
-# (tests/gpu/check_ranks.py). With 2 GPUs or more the job is DDP over NCCL: NCCL kernels carry
-# their collective, and in the merged trace the k-th all-reduce of each rank overlaps the other
-# ranks'. With one GPU the ranks share it and all-reduce over gloo (NCCL needs a GPU per rank).
+# (tests/gpu/check_ranks.py), each rank names the GPU it used (gpus_used, its UUID and PCI bus
+# id). With 2 GPUs or more the job is DDP over NCCL: each rank on a GPU of its own, NCCL kernels
+# carry their collective, and in the merged trace each rank's GPU group is labelled with its GPU,
+# the k-th all-reduce of each rank overlaps the other ranks', and the symmetric collectives end
+# together. With one GPU the ranks share it and all-reduce over gloo (NCCL needs a GPU per rank).
+# Run by hand: sh tests/gpu_ranks_test.sh (paths default to ./build, see gpu_common.sh).
 # Skips without a GPU, PyTorch or torchrun. NVLink multicast stays off in every process.
 set -u
 gpu_test=gpu_ranks
@@ -20,6 +23,7 @@ src=$(cd "$(dirname "$0")" && pwd)
 fail=0
 steps=20
 ngpu=$(python3 -c "import torch; print(torch.cuda.device_count())")
+export RANKS_NGPU=$ngpu # check_ranks.py: rank r uses CUDA device r % ngpu (ddp_train.py)
 backend=gloo
 [ "$ngpu" -ge 2 ] && backend=nccl
 echo "GPUs: $ngpu, backend $backend"

@@ -10,7 +10,12 @@
  * Stream 7 "gemm" from T_i + 100 us for 2 ms + 300 us r (rank 1 twice as long on every 5th step:
  * a straggler); on Stream 13 "ncclDevKernel_AllReduce_Sum_f32_RING_LL(...)" from the gemm's
  * end + 5 us until E_i = (the last gemm end) + 150 us + jitter_r,i, jitter in [0, jitter_ns)
- * (a rank cannot leave the all-reduce before the last one joined it). */
+ * (a rank cannot leave the all-reduce before the last one joined it). With p2p_ns, each step
+ * also a pipeline's "ncclDevKernel_SendRecv(...)" on Stream 13 after it, which rank r leaves
+ * p2p_ns r after rank 0 (the sender is done when its data left: not a symmetric collective).
+ * With gpu_local, each rank sees every GPU of its machine in its metadata (gpuK, gpuK_uuid
+ * "GPU-HHHHKKKK-...", gpuK_pci_bus_id) and names the one it used (gpus_used), as `record`
+ * writes it. */
 #ifndef CUPTRACE_TESTS_RANKS_H
 #define CUPTRACE_TESTS_RANKS_H
 
@@ -20,8 +25,10 @@
 #include "format/event.h"
 
 #define RANKS_MAX_HOSTS 8
+#define RANKS_MAX_GPUS  8                     /* per machine (per_host) */
 #define RANKS_R0        1795000000000000000ll /* REALTIME at T = 0: 2026-11-18 */
 #define RANKS_NCCL_NAME "ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevKernelArgsStorage<4096ul>)"
+#define RANKS_P2P_NAME  "ncclDevKernel_SendRecv(ncclDevKernelArgsStorage<4096ul>)"
 
 struct ranks_job {
 	int world, per_host, steps;
@@ -29,7 +36,8 @@ struct ranks_job {
 	int64_t skew_ns[RANKS_MAX_HOSTS]; /* REALTIME error of each machine */
 	double drift_ppm[RANKS_MAX_HOSTS];
 	int64_t boot_ns[RANKS_MAX_HOSTS]; /* BOOTTIME at T = 0 */
-	int gpu_local; /* 1: each rank on "GPU <local rank>" (torchrun's way), else all on GPU 0 */
+	int gpu_local;  /* 1: each rank on "GPU <local rank>" (torchrun's way), else all on GPU 0 */
+	int64_t p2p_ns; /* > 0: a SendRecv per step, rank r's ending p2p_ns r after rank 0's */
 };
 
 #define RANKS_JOB_DEFAULT                                                                          \
@@ -82,6 +90,7 @@ static inline int64_t ranks_gemm_ns(int r, int i)
 /* True times of rank r's step i: gemm start and end, all-reduce start and end. */
 struct ranks_step {
 	int64_t gemm, gemm_end, ar, ar_end;
+	int64_t p2p, p2p_end; /* with p2p_ns */
 };
 
 static inline struct ranks_step ranks_truth(const struct ranks_job *j, int r, int i)
@@ -90,9 +99,11 @@ static inline struct ranks_step ranks_truth(const struct ranks_job *j, int r, in
 	for (int q = 0; q < j->world; q++)
 		if (t + ranks_gemm_ns(q, i) > last)
 			last = t + ranks_gemm_ns(q, i);
-	struct ranks_step s = {t, t + ranks_gemm_ns(r, i), 0, 0};
+	struct ranks_step s = {t, t + ranks_gemm_ns(r, i), 0, 0, 0, 0};
 	s.ar = s.gemm_end + 5000;
 	s.ar_end = last + 150000 + ranks_jitter(j, r, i);
+	s.p2p = s.ar_end + 5000;
+	s.p2p_end = last + 150000 + j->jitter_ns + 30000 + j->p2p_ns * r;
 	return s;
 }
 
@@ -121,26 +132,49 @@ static inline int ranks_feed(struct cuptrace_sink *s, const struct ranks_job *j,
 {
 	int h = ranks_host(j, r);
 	int64_t t0 = ranks_start(r);
-	char host[32], boot[64], rank[16], local[16], world[16], uuid[64], gpu[48];
+	char host[32], boot[64], rank[16], local[16], world[16], gpu[48];
+	char keys[RANKS_MAX_GPUS][3][24], vals[RANKS_MAX_GPUS][2][64], used[16];
+	int lr = j->per_host > 0 ? r % j->per_host : 0;
 	snprintf(host, sizeof(host), "node%d", h);
 	snprintf(boot, sizeof(boot), "0b0070%02d-1111-2222-3333-444455556666", h);
 	snprintf(rank, sizeof(rank), "%d", r);
-	snprintf(local, sizeof(local), "%d", j->per_host > 0 ? r % j->per_host : 0);
+	snprintf(local, sizeof(local), "%d", lr);
 	snprintf(world, sizeof(world), "%d", j->world);
-	snprintf(uuid, sizeof(uuid), "GPU-%08d-aaaa-bbbb-cccc-ddddeeeeffff", r);
-	snprintf(gpu, sizeof(gpu), "GPU %d: NVIDIA H200",
-	         j->gpu_local && j->per_host > 0 ? r % j->per_host : 0);
-	const struct cuptrace_meta meta[] = {
+	snprintf(gpu, sizeof(gpu), "GPU %d: NVIDIA H200", j->gpu_local ? lr : 0);
+	struct cuptrace_meta meta[9 + 3 * RANKS_MAX_GPUS + 1] = {
 	    {.key = "rank", .s = rank},
 	    {.key = "local_rank", .s = local},
 	    {.key = "world_size", .s = world},
 	    {.key = "launcher", .s = "torchrun"},
 	    {.key = "hostname", .s = host},
 	    {.key = "boot_id", .s = boot},
-	    {.key = "gpu0", .s = "NVIDIA H200, compute capability 9.0, 132 SMs, 139.8 GiB"},
-	    {.key = "gpu0_uuid", .s = uuid},
 	    {.key = "nccl_version", .s = "2.27.5"},
 	};
+	size_t nmeta = 7;
+	/* Every GPU of the machine with gpu_local; else the rank's own GPU 0 only. */
+	int ngpu = j->gpu_local && j->per_host > 0 ? j->per_host : 1;
+	for (int k = 0; k < ngpu && k < RANKS_MAX_GPUS; k++) {
+		snprintf(keys[k][0], sizeof(keys[k][0]), "gpu%d", k);
+		snprintf(keys[k][1], sizeof(keys[k][1]), "gpu%d_uuid", k);
+		snprintf(keys[k][2], sizeof(keys[k][2]), "gpu%d_pci_bus_id", k);
+		if (j->gpu_local)
+			snprintf(vals[k][0], sizeof(vals[k][0]),
+			         "GPU-%04d%04d-aaaa-bbbb-cccc-ddddeeeeffff", h, k);
+		else
+			snprintf(vals[k][0], sizeof(vals[k][0]),
+			         "GPU-%08d-aaaa-bbbb-cccc-ddddeeeeffff", r);
+		snprintf(vals[k][1], sizeof(vals[k][1]), "0000:%02x:00.0", 0x10 + k);
+		meta[nmeta++] = (struct cuptrace_meta){
+		    .key = keys[k][0],
+		    .s = "NVIDIA H200, compute capability 9.0, 132 SMs, 139.8 GiB"};
+		meta[nmeta++] = (struct cuptrace_meta){.key = keys[k][1], .s = vals[k][0]};
+		if (j->gpu_local)
+			meta[nmeta++] = (struct cuptrace_meta){.key = keys[k][2], .s = vals[k][1]};
+	}
+	if (j->gpu_local) {
+		snprintf(used, sizeof(used), "%d", lr);
+		meta[nmeta++] = (struct cuptrace_meta){.key = "gpus_used", .s = used};
+	}
 	int32_t pid = 1000 + r;
 	struct cuptrace_trace_info info = {
 	    .pid = pid,
@@ -152,7 +186,7 @@ static inline int ranks_feed(struct cuptrace_sink *s, const struct ranks_job *j,
 	    .trace_uuid_hi = 77,
 	    .trace_uuid_lo = (uint64_t)r + 1,
 	    .meta = meta,
-	    .nmeta = sizeof(meta) / sizeof(meta[0]),
+	    .nmeta = nmeta,
 	};
 	ranks_err = s->ops->begin(s, &info);
 	const struct cuptrace_track tracks[] = {
@@ -200,6 +234,9 @@ static inline int ranks_feed(struct cuptrace_sink *s, const struct ranks_job *j,
 		ranks_slice(s, 5, ranks_rel(j, r, t.ar), ranks_rel(j, r, t.ar_end), "kernel",
 		            RANKS_NCCL_NAME, 0, flow);
 		flow++;
+		if (j->p2p_ns > 0)
+			ranks_slice(s, 5, ranks_rel(j, r, t.p2p), ranks_rel(j, r, t.p2p_end),
+			            "kernel", RANKS_P2P_NAME, 0, 0);
 	}
 	return ranks_err;
 }

@@ -4,7 +4,8 @@
  *               [--drift H:PPM] [--jitter NS] [--gpu-local]
  *
  * Defaults as RANKS_JOB_DEFAULT (2 ranks, one per machine, 40 steps of 100 ms, no skew or
- * drift, 3 us jitter, every rank on GPU 0; --gpu-local: on GPU <local rank>). The format follows
+ * drift, 3 us jitter, every rank on GPU 0; --gpu-local: on GPU <local rank>, seeing every GPU of
+ * its machine and naming the one it used in its metadata). The format follows
  * OUT's name. Exit status 0, or 1 with a message. */
 #include <stdio.h>
 #include <stdlib.h>

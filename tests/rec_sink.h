@@ -9,9 +9,12 @@
 
 #include "format/event.h"
 
+#define REC_META_MAX 256 /* metadata entries kept as text (a merge of ranks has many) */
+
 struct rtrack {
-	struct cuptrace_track t;
+	struct cuptrace_track t; /* its name and description: the copies below */
 	char name[200];
+	char desc[400];
 };
 struct rslice {
 	uint64_t track;
@@ -50,18 +53,18 @@ struct rec_sink {
 	char process_name[64], hostname[64];
 	int64_t start_realtime_ns;
 	uint64_t uuid_hi, uuid_lo;
-	char meta_text[64][2][96];
+	char meta_text[REC_META_MAX][2][160];
 	size_t nmeta_text;
 };
 
 static void rec_meta_text(struct rec_sink *s, const struct cuptrace_meta *m, size_t n)
 {
-	for (size_t i = 0; i < n && s->nmeta_text < 64; i++) {
-		snprintf(s->meta_text[s->nmeta_text][0], 96, "%s", m[i].key);
+	for (size_t i = 0; i < n && s->nmeta_text < REC_META_MAX; i++) {
+		snprintf(s->meta_text[s->nmeta_text][0], 160, "%s", m[i].key);
 		if (m[i].is_int)
-			snprintf(s->meta_text[s->nmeta_text][1], 96, "%lld", (long long)m[i].i);
+			snprintf(s->meta_text[s->nmeta_text][1], 160, "%lld", (long long)m[i].i);
 		else
-			snprintf(s->meta_text[s->nmeta_text][1], 96, "%s", m[i].s ? m[i].s : "");
+			snprintf(s->meta_text[s->nmeta_text][1], 160, "%s", m[i].s ? m[i].s : "");
 		s->nmeta_text++;
 	}
 }
@@ -107,7 +110,9 @@ static int r_track(struct cuptrace_sink *b, const struct cuptrace_track *t)
 	struct rtrack *r = &s->tracks[s->ntracks++];
 	r->t = *t;
 	snprintf(r->name, sizeof(r->name), "%s", t->name);
+	snprintf(r->desc, sizeof(r->desc), "%s", t->description ? t->description : "");
 	r->t.name = NULL;
+	r->t.description = NULL;
 	return 0;
 }
 static int r_slice(struct cuptrace_sink *b, const struct cuptrace_slice *e)

@@ -49,6 +49,7 @@ h = j["header"]
 for g in h["gpus"]:
     label = "GPU" + (" " + g["key"][3:] if g["key"][3:] else "")
     eq(label, head.get(label), str(g["value"]))
+eq("GPUs used", head.get("GPUs used"), h["gpus_used_text"])
 for label, key in (("Driver", "driver"), ("CUDA", "cuda"), ("CUPTI", "cupti"), ("Host", "host")):
     eq(label, head.get(label), "(not recorded)" if h[key] is None else str(h[key]))
 eq("Process", head.get("Process"), f"{h['process_name']} (pid {h['pid']})")

@@ -1061,6 +1061,75 @@ static void test_two_gpus(void)
 	r_destroy(&s->base);
 }
 
+/* The GPUs a process used, told from those it saw (issue 41): DEVICE records come for every
+ * visible GPU; a context, GPU work or an allocation on one means the process used it, module
+ * globals CUPTI reports on another GPU (as a PyTorch rank on GPU 1 showed on GPU 0) do not. */
+static void gpus_used(int with_work)
+{
+	struct rec_sink *s = rec_sink_new();
+	struct cuptrace_trace_info info = {
+	    .pid = 42, .process_name = "p", .start_boottime_ns = 1000};
+	struct cuptrace_converter *c = cuptrace_converter_new(&s->base, &info, NULL);
+	CUpti_ActivityDevice5 d[3];
+	CUpti_ActivityContext3 x;
+	CUpti_ActivityMemory4 m[2];
+	CUpti_ActivityKernel10 k;
+	memset(d, 0, sizeof(d));
+	memset(&x, 0, sizeof(x));
+	memset(m, 0, sizeof(m));
+	memset(&k, 0, sizeof(k));
+	for (uint32_t i = 0; i < 3; i++) {
+		d[i].kind = CUPTI_ACTIVITY_KIND_DEVICE;
+		d[i].id = i;
+		d[i].name = "NVIDIA H200";
+	}
+	x.kind = CUPTI_ACTIVITY_KIND_CONTEXT;
+	x.contextId = 1;
+	x.deviceId = 2;
+	for (int i = 0; i < 2; i++) {
+		m[i].kind = CUPTI_ACTIVITY_KIND_MEMORY2;
+		m[i].memoryOperationType = CUPTI_ACTIVITY_MEMORY_OPERATION_TYPE_ALLOCATION;
+		m[i].timestamp = 1500;
+		m[i].bytes = 64;
+	}
+	m[0].memoryKind = CUPTI_ACTIVITY_MEMORY_KIND_DEVICE_STATIC;
+	m[0].deviceId = 0; /* a module global: not a use of GPU 0 */
+	m[1].memoryKind = CUPTI_ACTIVITY_MEMORY_KIND_DEVICE;
+	m[1].deviceId = 2;
+	k.kind = CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL;
+	k.deviceId = 1; /* work on GPU 1 with no context record: a capture that started late */
+	k.contextId = 5;
+	k.streamId = 7;
+	k.start = 2000, k.end = 3000;
+	k.name = "k";
+	const CUpti_Activity *b[] = {(CUpti_Activity *)&d[0], (CUpti_Activity *)&d[1],
+	                             (CUpti_Activity *)&d[2], (CUpti_Activity *)&x,
+	                             (CUpti_Activity *)&m[0], (CUpti_Activity *)&m[1],
+	                             (CUpti_Activity *)&k};
+	CHECK_EQ_INT(cuptrace_converter_add(c, b, with_work ? 7 : 3), 0);
+	CHECK_EQ_INT(cuptrace_converter_finish(c), 0);
+	CHECK_EQ_STR(rec_meta(s, "gpus_used"), with_work ? "1,2" : "");
+	CHECK(rec_meta(s, "gpu0_uuid") && rec_meta(s, "gpu2_uuid")); /* every visible GPU */
+	cuptrace_converter_free(c);
+	r_destroy(&s->base);
+}
+
+static void test_gpus_used(void)
+{
+	gpus_used(1);
+	gpus_used(0); /* saw three GPUs, used none */
+	/* The real job: two GPUs seen by each rank, one used, a different one each. */
+	for (int r = 0; r < 2; r++) {
+		char name[32], want[4];
+		snprintf(name, sizeof(name), "ddp2_rank%d.cupti", r);
+		snprintf(want, sizeof(want), "%d", r);
+		struct rec_sink *s = replay(name, 0);
+		CHECK_EQ_STR(rec_meta(s, "gpus_used"), want);
+		CHECK(rec_meta(s, "gpu0_uuid") && rec_meta(s, "gpu1_uuid"));
+		r_destroy(&s->base);
+	}
+}
+
 static size_t count_named(struct rec_sink *s, const char *name)
 {
 	size_t n = 0;
@@ -1200,11 +1269,11 @@ static void test_pytorch_op_ranges(void)
 	r_destroy(&s->base);
 }
 
-TEST_MAIN(T(test_fuzzed_captures), T(test_two_gpus), T(test_nvtx), T(test_memory),
-          T(test_vector_add), T(test_multi_stream), T(test_driver_api), T(test_graphs),
-          T(test_all_captures_clean), T(test_torch), T(test_c_api), T(test_synthetic_order),
-          T(test_stream_order_across_batches), T(test_stream_order_window_bound),
-          T(test_runtime_filter_capture), T(test_runtime_filter_rule), T(test_pytorch_op_ranges),
-          T(test_graph_trace), T(test_device_graphs), T(test_device_graph_tail),
-          T(test_corr_wraparound), T(test_orphans_at_finish), T(test_pending_full),
-          T(test_gpu_before_its_call))
+TEST_MAIN(T(test_fuzzed_captures), T(test_two_gpus), T(test_gpus_used), T(test_nvtx),
+          T(test_memory), T(test_vector_add), T(test_multi_stream), T(test_driver_api),
+          T(test_graphs), T(test_all_captures_clean), T(test_torch), T(test_c_api),
+          T(test_synthetic_order), T(test_stream_order_across_batches),
+          T(test_stream_order_window_bound), T(test_runtime_filter_capture),
+          T(test_runtime_filter_rule), T(test_pytorch_op_ranges), T(test_graph_trace),
+          T(test_device_graphs), T(test_device_graph_tail), T(test_corr_wraparound),
+          T(test_orphans_at_finish), T(test_pending_full), T(test_gpu_before_its_call))

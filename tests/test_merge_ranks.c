@@ -112,8 +112,8 @@ static void two_machines_seconds_apart(void)
 	CHECK(o.err_span <= 10000);
 	CHECK(o.ar_spread <= j.jitter_ns + 2000);
 	CHECK_EQ_INT(o.m.align.machines, 2);
-	CHECK_EQ_INT(o.m.align.collectives, 40);
-	CHECK(o.m.align.spread_max <= j.jitter_ns + 2000);
+	CHECK_EQ_INT(o.m.align.symmetric.collectives, 40);
+	CHECK(o.m.align.symmetric.max <= j.jitter_ns + 2000);
 	CHECK_EQ_STR(o.m.in[0].label, "rank 0 @ node0");
 	CHECK_EQ_STR(o.m.in[1].label, "rank 1 @ node1");
 	CHECK_EQ_STR(rec_meta(o.out, "rank 1 @ node1: merge_clock"), "nccl");
@@ -230,6 +230,96 @@ static void none_starts_each_at_zero(void)
 	done(&o);
 }
 
+/* A pipeline's send/recv every step (rank 1 leaves it 2 ms after rank 0, as a receiver after its
+ * sender): as many asymmetric ends as all-reduces, which would pull a fit over all of them 2 ms
+ * off (their lower median is a send/recv's). The fit goes by the all-reduces; the send/recv
+ * spread is reported apart, where it shows the 2 ms. */
+static void asymmetric_apart(void)
+{
+	struct ranks_job j = RANKS_JOB_DEFAULT;
+	j.skew_ns[1] = 3200000000ll;
+	j.p2p_ns = 2000000;
+	const char *names[] = {"rank:0", "rank:1"};
+	struct outcome o;
+	run(&j, CUPTRACE_ALIGN_NCCL, names, 2, &o);
+	CHECK(o.ok);
+	CHECK_EQ_INT(o.m.in[1].map.clock, CUPTRACE_CLOCK_NCCL);
+	CHECK_EQ_INT(o.m.in[1].map.matched, 40); /* the all-reduces only */
+	CHECK(o.err_span <= 10000);
+	CHECK(fabs(o.m.in[1].map.drift) < 1e-6);
+	CHECK_EQ_INT(o.m.align.symmetric.collectives, 40);
+	CHECK(o.m.align.symmetric.max <= j.jitter_ns + 2000);
+	CHECK_EQ_INT(o.m.align.other.collectives, 40);
+	/* every send/recv: rank 1 ends 2 ms after rank 0, up to the alignment's error */
+	CHECK(llabs(o.m.align.other.median - j.p2p_ns) <= 10000);
+	CHECK(llabs(o.m.align.other.max - j.p2p_ns) <= 10000);
+	CHECK_EQ_STR(rec_meta(o.out, "merge_collectives_matched"), "40");
+	CHECK_EQ_STR(rec_meta(o.out, "merge_other_collectives_matched"), "40");
+	const char *mx = rec_meta(o.out, "merge_other_collective_end_spread_max_ns");
+	CHECK(mx && llabs(atoll(mx) - j.p2p_ns) <= 10000);
+	fprintf(stderr,
+	        "send/recv apart: error span %lld ns, all-reduce spread max %lld ns, "
+	        "send/recv spread median %lld ns\n",
+	        (long long)o.err_span, (long long)o.m.align.symmetric.max,
+	        (long long)o.m.align.other.median);
+	done(&o);
+}
+
+/* The merged track of a GPU group, by name; NULL if none. */
+static const struct rtrack *group_named(const struct rec_sink *s, const char *name)
+{
+	for (size_t k = 0; k < s->ntracks; k++)
+		if (s->tracks[k].t.kind == CUPTRACE_TRACK_GROUP && !strcmp(s->tracks[k].name, name))
+			return &s->tracks[k];
+	return NULL;
+}
+
+/* Two ranks of one machine, each on a GPU of its own, each seeing both (torchrun's way): each
+ * rank says which it used, and the merge labels each rank's GPU group with it. */
+static void gpus_labelled(void)
+{
+	struct ranks_job j = RANKS_JOB_DEFAULT;
+	j.world = 4;
+	j.per_host = 2;
+	j.gpu_local = 1;
+	const char *names[] = {"rank:1", "rank:0", "rank:3", "rank:2"};
+	struct outcome o;
+	run(&j, CUPTRACE_ALIGN_NCCL, names, 4, &o);
+	CHECK(o.ok);
+	char want[160], name[160];
+	for (int r = 0; r < 4; r++) {
+		int h = r / 2, k = r % 2;
+		snprintf(want, sizeof(want),
+		         "GPU %d: NVIDIA H200 (GPU-%04d%04d-aaaa-bbbb-cccc-ddddeeeeffff, PCI "
+		         "0000:%02x:00.0)",
+		         k, h, k, 0x10 + k);
+		CHECK_EQ_STR(o.m.in[r].gpus, want);
+		snprintf(name, sizeof(name), "rank %d @ node%d: merge_gpus_used", r, h);
+		CHECK_EQ_STR(rec_meta(o.out, name), want);
+		/* "rank 3 \u00b7 GPU 1: NVIDIA H200 (GPU-00010001)", the whole UUID in its
+		 * description */
+		snprintf(name, sizeof(name), "rank %d \u00b7 GPU %d: NVIDIA H200 (GPU-%04d%04d)", r,
+		         k, h, k);
+		const struct rtrack *g = group_named(o.out, name);
+		CHECK(g != NULL);
+		snprintf(want, sizeof(want),
+		         "GPU-%04d%04d-aaaa-bbbb-cccc-ddddeeeeffff, PCI bus id 0000:%02x:00.0", h,
+		         k, 0x10 + k);
+		CHECK(g && strstr(g->desc, want));
+	}
+	done(&o);
+	/* A trace that does not say which GPU it used (an older cuptrace's): its GPU groups do. */
+	j.gpu_local = 0;
+	j.world = 2;
+	j.per_host = 1;
+	const char *two[] = {"rank:0", "rank:1"};
+	run(&j, CUPTRACE_ALIGN_NCCL, two, 2, &o);
+	CHECK_EQ_STR(o.m.in[1].gpus,
+	             "GPU 0: NVIDIA H200 (GPU-00000001-aaaa-bbbb-cccc-ddddeeeeffff)");
+	CHECK(group_named(o.out, "rank 1 \u00b7 GPU 0: NVIDIA H200 (GPU-00000001)") != NULL);
+	done(&o);
+}
+
 static void nccl_names(void)
 {
 	struct cuptrace_nccl_kernel k;
@@ -262,8 +352,29 @@ static void nccl_names(void)
 	CHECK(!cuptrace_nccl_parse("void gemm<float>(float*)", &k));
 	CHECK(!cuptrace_nccl_parse("ncclDevKernel_", &k));
 	CHECK(!cuptrace_nccl_parse(NULL, &k));
+	/* which end together on every rank (align.h) */
+	static const struct {
+		const char *name;
+		int symmetric;
+	} sym[] = {
+	    {RANKS_NCCL_NAME, 1},
+	    {"ncclDevKernel_AllGather_RING_LL(ncclDevKernelArgsStorage<4096ul>)", 1},
+	    {"ncclDevKernel_ReduceScatter_Sum_bf16_NVLS_TREE_SIMPLE", 1},
+	    {"ncclDevKernel_AlltoAll_RING_SIMPLE", 1},
+	    {"ncclKernel_AllReduce_RING_LL_Sum_uint8_t", 1},
+	    {"ncclDevKernel_Broadcast_RING_LL(ncclDevKernelArgsStorage<4096ul>)", 0},
+	    {"ncclDevKernel_Reduce_Sum_f32_RING_LL", 0},
+	    {RANKS_P2P_NAME, 0},
+	    {"ncclDevKernel_Generic_4(ncclDevKernelArgsStorage<4096ul>)", 0},
+	};
+	for (size_t i = 0; i < sizeof(sym) / sizeof(sym[0]); i++) {
+		CHECK(cuptrace_nccl_parse(sym[i].name, &k));
+		if (cuptrace_nccl_symmetric(&k) != sym[i].symmetric)
+			fprintf(stderr, "symmetric(%s) != %d\n", sym[i].name, sym[i].symmetric);
+		CHECK_EQ_INT(cuptrace_nccl_symmetric(&k), sym[i].symmetric);
+	}
 }
 
 TEST_MAIN(T(two_machines_seconds_apart), T(realtime_only_is_off_by_the_skew), T(drift_is_fitted),
           T(four_ranks_two_machines), T(one_machine_is_exact), T(none_starts_each_at_zero),
-          T(nccl_names))
+          T(asymmetric_apart), T(gpus_labelled), T(nccl_names))

@@ -164,9 +164,9 @@ static int write_manifest(const struct cuptrace_merge *m, char *const *names, co
 	cuptrace_json_name(w, "cuptrace.merge");
 	cuptrace_json_string(w, "ranks");
 	cuptrace_json_name(w, "cuptrace.collective_end_spread_median_ns");
-	cuptrace_json_int(w, m->align.spread_median);
+	cuptrace_json_int(w, m->align.symmetric.median);
 	cuptrace_json_name(w, "cuptrace.collective_end_spread_max_ns");
-	cuptrace_json_int(w, m->align.spread_max);
+	cuptrace_json_int(w, m->align.symmetric.max);
 	cuptrace_json_end_object(w);
 	cuptrace_json_end_object(w);
 	cuptrace_json_end_object(w);
@@ -256,6 +256,8 @@ static void report_ranks(const struct cuptrace_merge *m, enum cuptrace_align_mod
 			        a->drift * 1e6, (double)a->realtime_error_ns / 1e3, a->matched);
 		if (x->pid != x->orig_pid)
 			fprintf(stderr, ", pid %" PRId32 " (was %" PRId32 ")", x->pid, x->orig_pid);
+		if (x->gpus)
+			fprintf(stderr, "; %s", x->gpus);
 		fputc('\n', stderr);
 		if (x->rank < 0 && !warned_rank++)
 			fprintf(
@@ -269,21 +271,32 @@ static void report_ranks(const struct cuptrace_merge *m, enum cuptrace_align_mod
 			        "placed by REALTIME only, as good as the machines' clock sync\n",
 			        x->label, m->in[0].label);
 	}
+	/* The spread judged is the symmetric collectives'; a broadcast's root may finish long
+	 * before a late receiver, so the others are told apart (align.h). */
 	const struct cuptrace_align_summary *g = &m->align;
-	if (g->collectives)
+	const struct cuptrace_align_spread *y = &g->symmetric, *o = &g->other;
+	if (y->collectives)
 		fprintf(
 		    stderr,
-		    "cuptrace merge: %zu machine%s; %zu collectives on two ranks or more; their "
-		    "ends after alignment spread by %.1f us (median), %.1f us (p99), %.1f us "
-		    "(max)\n",
-		    g->machines, g->machines == 1 ? "" : "s", g->collectives,
-		    (double)g->spread_median / 1e3, (double)g->spread_p99 / 1e3,
-		    (double)g->spread_max / 1e3);
+		    "cuptrace merge: %zu machine%s; %zu symmetric collectives (all-reduce, "
+		    "all-gather, reduce-scatter, all-to-all) on two ranks or more; their ends "
+		    "after alignment spread by %.1f us (median), %.1f us (p99), %.1f us (max)\n",
+		    g->machines, g->machines == 1 ? "" : "s", y->collectives,
+		    (double)y->median / 1e3, (double)y->p99 / 1e3, (double)y->max / 1e3);
 	else
 		fprintf(stderr,
-		        "cuptrace merge: %zu machine%s; no NCCL collective found in the "
+		        "cuptrace merge: %zu machine%s; no %sNCCL collective found in the "
 		        "traces\n",
-		        g->machines, g->machines == 1 ? "" : "s");
+		        g->machines, g->machines == 1 ? "" : "s",
+		        o->collectives ? "symmetric " : "");
+	if (o->collectives)
+		fprintf(
+		    stderr,
+		    "cuptrace merge: apart, %zu other collectives (broadcast, reduce, send/recv: "
+		    "one rank may finish before another joined) end spread by %.1f us (median), "
+		    "%.1f us (p99), %.1f us (max)\n",
+		    o->collectives, (double)o->median / 1e3, (double)o->p99 / 1e3,
+		    (double)o->max / 1e3);
 }
 
 int cmd_merge(int argc, char **argv)

@@ -37,6 +37,7 @@ struct end {
 	size_t input;
 	int64_t t;    /* after steps 1 and 2 */
 	int64_t orig; /* as the rank recorded it */
+	int symmetric;
 };
 
 static int end_cmp(const void *pa, const void *pb)
@@ -110,6 +111,70 @@ static void fit(struct pair *p, size_t n, double *a, double *b, double *tmid)
 	free(tmp);
 }
 
+/* Step 3's pairs for machine m against the reference machine ref, key by key (ends sorted by
+ * key, then machine): a machine's end of a key is the median over its ranks (they share one
+ * clock already). Only symmetric keys unless any. tmp holds nends values. Returns how many. */
+static size_t machine_pairs(const struct end *ends, size_t nends, size_t ref, size_t m, int any,
+                            int64_t *tmp, struct pair *pairs)
+{
+	size_t np = 0;
+	for (size_t a = 0; a < nends;) {
+		size_t b = a;
+		while (b < nends && ends[b].key == ends[a].key)
+			b++;
+		/* [a, b): one key; find the reference machine's and m's runs in it */
+		int64_t r = 0, mine = 0;
+		int have_ref = 0, have_mine = 0;
+		for (size_t x = a; x < b && (any || ends[a].symmetric);) {
+			size_t y = x, k = 0;
+			while (y < b && ends[y].machine == ends[x].machine)
+				tmp[k++] = ends[y++].t;
+			if (ends[x].machine == ref) {
+				r = median(tmp, k);
+				have_ref = 1;
+			} else if (ends[x].machine == m) {
+				mine = median(tmp, k);
+				have_mine = 1;
+			}
+			x = y;
+		}
+		/* against this machine's own (placed) time: the map applies the drift to that */
+		if (have_ref && have_mine)
+			pairs[np++] = (struct pair){(double)mine, (double)(r - mine)};
+		a = b;
+	}
+	return np;
+}
+
+/* The spread of the ends, per key seen on two ranks or more, of the keys of one kind. spread
+ * holds nends values. */
+static void spread_of(const struct end *ends, size_t nends, int symmetric,
+                      const struct cuptrace_align_out *out, int64_t *spread,
+                      struct cuptrace_align_spread *s)
+{
+	size_t ns = 0;
+	for (size_t a = 0; a < nends;) {
+		size_t b = a;
+		int64_t hi = INT64_MIN, lo = INT64_MAX;
+		for (; b < nends && ends[b].key == ends[a].key; b++) {
+			int64_t t = cuptrace_align_apply(&out[ends[b].input], ends[b].orig);
+			hi = t > hi ? t : hi;
+			lo = t < lo ? t : lo;
+		}
+		if (b - a >= 2 && !ends[a].symmetric == !symmetric)
+			spread[ns++] = sat_sub(hi, lo);
+		a = b;
+	}
+	memset(s, 0, sizeof(*s));
+	s->collectives = ns;
+	if (ns) {
+		qsort(spread, ns, sizeof(*spread), i64_cmp);
+		s->median = spread[(ns - 1) / 2];
+		s->p99 = spread[(size_t)((double)(ns - 1) * 0.99)];
+		s->max = spread[ns - 1];
+	}
+}
+
 int cuptrace_align(const struct cuptrace_align_in *in, size_t n, enum cuptrace_align_mode mode,
                    struct cuptrace_align_out *out, struct cuptrace_align_summary *sum)
 {
@@ -173,9 +238,12 @@ int cuptrace_align(const struct cuptrace_align_in *in, size_t n, enum cuptrace_a
 		goto done;
 	for (size_t i = 0; i < n; i++)
 		for (size_t k = 0; k < in[i].ncoll; k++)
-			ends[nends++] = (struct end){in[i].coll[k].key, mach[i], i,
+			ends[nends++] = (struct end){in[i].coll[k].key,
+			                             mach[i],
+			                             i,
 			                             sat_add(in[i].coll[k].end, out[i].offset_ns),
-			                             in[i].coll[k].end};
+			                             in[i].coll[k].end,
+			                             !!in[i].coll[k].symmetric};
 	if (nends) /* ends is NULL without collectives, and qsort's pointer must not be */
 		qsort(ends, nends, sizeof(*ends), end_cmp);
 	/* Step 3, per machine: its ends against the reference machine's, key by key. A machine's
@@ -189,35 +257,11 @@ int cuptrace_align(const struct cuptrace_align_in *in, size_t n, enum cuptrace_a
 		for (size_t m = 1; m < n; m++) {
 			if (mach[m] != m || mach[m] == mach[0])
 				continue;
+			/* The symmetric collectives first; the others only where there is none
+			 * in common (align.h). */
 			size_t np = 0;
-			for (size_t a = 0; a < nends;) {
-				size_t b = a;
-				while (b < nends && ends[b].key == ends[a].key)
-					b++;
-				/* [a, b): one key; find the reference machine's and m's runs in it
-				 */
-				int64_t ref = 0, mine = 0;
-				int have_ref = 0, have_mine = 0;
-				for (size_t x = a; x < b;) {
-					size_t y = x, k = 0;
-					while (y < b && ends[y].machine == ends[x].machine)
-						tmp[k++] = ends[y++].t;
-					if (ends[x].machine == mach[0]) {
-						ref = median(tmp, k);
-						have_ref = 1;
-					} else if (ends[x].machine == m) {
-						mine = median(tmp, k);
-						have_mine = 1;
-					}
-					x = y;
-				}
-				/* against this machine's own (placed) time: the map applies the
-				 * drift to that */
-				if (have_ref && have_mine)
-					pairs[np++] =
-					    (struct pair){(double)mine, (double)(ref - mine)};
-				a = b;
-			}
+			for (int any = 0; any < 2 && !np; any++)
+				np = machine_pairs(ends, nends, mach[0], m, any, tmp, pairs);
 			if (!np)
 				continue; /* nothing in common: REALTIME only */
 			double fa, fb, tmid;
@@ -247,29 +291,11 @@ int cuptrace_align(const struct cuptrace_align_in *in, size_t n, enum cuptrace_a
 	for (size_t i = 0; i < n && lo != INT64_MAX; i++) {
 		out[i].offset_ns = sat_sub(out[i].offset_ns, lo);
 	}
-	/* What is left: per key seen on two ranks or more, the spread of its ends. */
+	/* What is left: per key seen on two ranks or more, the spread of its ends, of each kind. */
 	if (nends && !(spread = malloc(nends * sizeof(*spread))))
 		goto done;
-	size_t ns = 0;
-	for (size_t a = 0; a < nends;) {
-		size_t b = a;
-		int64_t hi = INT64_MIN, lo2 = INT64_MAX;
-		for (; b < nends && ends[b].key == ends[a].key; b++) {
-			int64_t t = cuptrace_align_apply(&out[ends[b].input], ends[b].orig);
-			hi = t > hi ? t : hi;
-			lo2 = t < lo2 ? t : lo2;
-		}
-		if (b - a >= 2)
-			spread[ns++] = sat_sub(hi, lo2);
-		a = b;
-	}
-	sum->collectives = ns;
-	if (ns) {
-		qsort(spread, ns, sizeof(*spread), i64_cmp);
-		sum->spread_median = spread[(ns - 1) / 2];
-		sum->spread_p99 = spread[(size_t)((double)(ns - 1) * 0.99)];
-		sum->spread_max = spread[ns - 1];
-	}
+	spread_of(ends, nends, 1, out, spread, &sum->symmetric);
+	spread_of(ends, nends, 0, out, spread, &sum->other);
 	err = 0;
 done:
 	free(mach);

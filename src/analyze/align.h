@@ -7,11 +7,16 @@
  *  2. other machines' ranks are placed through REALTIME, which is as good as the machines' time
  *     synchronisation (NTP: milliseconds; a bad one: seconds);
  *  3. then refined with the collectives: the k-th NCCL kernel of a given name ends at the same
- *     moment on every rank that runs it, up to the link latency (a collective cannot finish on
- *     one rank before every rank contributed). Per machine, the differences between its ranks'
- *     ends and the reference machine's give the offset (their median) and, over a long enough
- *     run, a drift (a least-squares line, outliers dropped): the two machines' clocks may run at
- *     rates a few parts per million apart.
+ *     moment on every rank that runs it, up to the link latency, when it is symmetric
+ *     (all-reduce, all-gather, reduce-scatter, all-to-all: no rank can finish before every rank
+ *     contributed; common/nccl.h). Per machine, the differences between its ranks' ends and the
+ *     reference machine's give the offset (their median) and, over a long enough run, a drift
+ *     (a least-squares line, outliers dropped): the two machines' clocks may run at rates a few
+ *     parts per million apart. The other collectives (broadcast, reduce, send/recv), whose root
+ *     or sender may finish long before a late receiver, are used only where a machine shares no
+ *     symmetric one with the reference's.
+ * What is left is measured apart for the two kinds: the end spread of the symmetric
+ * collectives says how well the ranks line up; that of the others says how the job behaved.
  * Matching by occurrence assumes that every rank's trace holds the job's collectives from the
  * first on (tracing started before the first collective everywhere), as `record` does.
  *
@@ -39,10 +44,12 @@ enum cuptrace_align_clock {
 };
 
 /* One collective kernel of one rank: key says which (name and occurrence), end when it ended
- * (relative to the rank's start). */
+ * (relative to the rank's start), symmetric what kind (cuptrace_nccl_symmetric: the same for
+ * every occurrence of a name). */
 struct cuptrace_align_coll {
 	uint64_t key;
 	int64_t end;
+	int symmetric;
 };
 
 struct cuptrace_align_in {
@@ -70,12 +77,17 @@ struct cuptrace_align_out {
 	int64_t realtime_error_ns; /* NCCL: how far the REALTIME placement was off at the anchor */
 };
 
+/* Over collectives seen on at least two ranks: how many, and the spread of their ends after
+ * alignment (latest end - earliest end): median, 99th percentile, max. All 0 without any. */
+struct cuptrace_align_spread {
+	size_t collectives;
+	int64_t median, p99, max;
+};
+
 struct cuptrace_align_summary {
 	size_t machines;
-	size_t collectives;    /* collectives seen on at least two ranks */
-	int64_t spread_median; /* over those, of (latest end - earliest end) after alignment */
-	int64_t spread_max;
-	int64_t spread_p99;
+	struct cuptrace_align_spread symmetric; /* what the alignment is judged by */
+	struct cuptrace_align_spread other;     /* broadcast, reduce, send/recv, generic */
 };
 
 /* in[0] is the reference. Fills out[0..n) and *sum; the output axis has the earliest event of

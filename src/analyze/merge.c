@@ -35,10 +35,12 @@ struct in_state {
 	struct nccl_end {
 		uint64_t name; /* hash of the kernel's name */
 		int64_t start, end;
+		int symmetric; /* cuptrace_nccl_symmetric */
 	} * nccl;
 	size_t nnccl, ncclcap;
 	struct cuptrace_align_coll *coll;
 	char *machine, *host;
+	char *gpus; /* the GPUs the rank used, as stats_gpus_used_text says them; NULL if unsaid */
 };
 
 struct merge_state {
@@ -82,8 +84,9 @@ static int probe_slice(struct cuptrace_sink *sk, const struct cuptrace_slice *e)
 		if (!v)
 			return fwd_fail(&s->fwd, -ENOMEM);
 		in->nccl = v;
-		v[in->nnccl++] = (struct nccl_end){cuptrace_hash_bytes(e->name, strlen(e->name)),
-		                                   e->ts, sat_add(e->ts, e->dur)};
+		v[in->nnccl++] =
+		    (struct nccl_end){cuptrace_hash_bytes(e->name, strlen(e->name)), e->ts,
+		                      sat_add(e->ts, e->dur), cuptrace_nccl_symmetric(&k)};
 	}
 	if (!err && !s->ranks)
 		merge_marks_note(&in->marks, e);
@@ -268,6 +271,8 @@ static int make_note(struct cuptrace_merge *m, size_t i)
 		stats_meta_str(g, v, sizeof(v));
 		len += (size_t)snprintf(buf + len, sizeof(buf) - len, "; host %s", v);
 	}
+	if (m->st->ranks && in->gpus && len < sizeof(buf))
+		len += (size_t)snprintf(buf + len, sizeof(buf) - len, "; GPUs used: %s", in->gpus);
 	for (g = stats_next_gpu(&in->st, NULL); g && len < sizeof(buf);
 	     g = stats_next_gpu(&in->st, g)) {
 		stats_meta_str(g, v, sizeof(v));
@@ -297,7 +302,8 @@ static int nccl_keys(struct in_state *in)
 	for (size_t i = 0; i < in->nnccl; i++) {
 		k = i && in->nccl[i].name == in->nccl[i - 1].name ? k + 1 : 0;
 		in->coll[i] = (struct cuptrace_align_coll){
-		    cuptrace_hash64(in->nccl[i].name ^ cuptrace_hash64(k + 1)), in->nccl[i].end};
+		    cuptrace_hash64(in->nccl[i].name ^ cuptrace_hash64(k + 1)), in->nccl[i].end,
+		    in->nccl[i].symmetric};
 	}
 	return 0;
 }
@@ -328,6 +334,13 @@ static int rank_info(struct in_state *in, struct cuptrace_merge_result *r)
 		snprintf(in->machine, len, "%s@%s", boot ? boot : "", in->host ? in->host : "");
 		free(boot);
 	}
+	/* The GPUs it used: the "gpus_used" metadata, else its GPU groups (a trace of an older
+	 * cuptrace). Every rank sees every GPU of its node, so gpu0_uuid says nothing of its own.
+	 */
+	char gpus[1024];
+	if (stats_gpus_used_text(&in->st, 1, gpus, sizeof(gpus)) && !(in->gpus = strdup(gpus)))
+		return -ENOMEM;
+	r->gpus = in->gpus;
 	r->host = in->host;
 	r->collectives = in->nnccl;
 	r->start_boottime_ns = in->start_boottime_ns;
@@ -591,6 +604,55 @@ static int64_t shifted(const struct shift_sink *s, int64_t ts)
 	return s->native ? ts : cuptrace_align_apply(&s->r->map, ts);
 }
 
+/* --ranks: a GPU group "GPU N: model" of rank R becomes "rank R · GPU N: model (GPU-xxxxxxxx)",
+ * the GPU's UUID cut to its first group (the CUDA index N is the process's own: under
+ * CUDA_VISIBLE_DEVICES every rank may have a "GPU 0"), with the whole UUID and the PCI bus id
+ * in its description. *name and *desc are malloc'd (NULL: not a GPU group, the track keeps
+ * its own); 0 or -ENOMEM. */
+static int rank_gpu_group(const struct shift_sink *s, const struct cuptrace_track *t, char **name,
+                          char **desc)
+{
+	char *end;
+	*name = *desc = NULL;
+	if (!s->ms->ranks || t->kind != CUPTRACE_TRACK_GROUP || !t->name ||
+	    strncmp(t->name, "GPU ", 4))
+		return 0;
+	long d = strtol(t->name + 4, &end, 10);
+	if (end == t->name + 4 || (*end && *end != ':') || d < 0 || d > INT32_MAX)
+		return 0;
+	const struct cuptrace_meta *um = stats_gpu_meta(&s->in->st, (int)d, "_uuid"),
+	                           *pm = stats_gpu_meta(&s->in->st, (int)d, "_pci_bus_id");
+	char uuid[128] = "", pci[64] = "", who[64], shrt[32] = "";
+	if (um)
+		stats_meta_str(um, uuid, sizeof(uuid));
+	if (pm)
+		stats_meta_str(pm, pci, sizeof(pci));
+	if (*uuid) {
+		const char *dash = strchr(uuid, '-');
+		dash = dash ? strchr(dash + 1, '-') : NULL;
+		snprintf(shrt, sizeof(shrt), "%.*s", dash ? (int)(dash - uuid) : (int)strlen(uuid),
+		         uuid);
+	}
+	if (s->r->rank >= 0)
+		snprintf(who, sizeof(who), "rank %d", s->r->rank);
+	else
+		snprintf(who, sizeof(who), "%.60s", s->r->label);
+	size_t nl = strlen(who) + strlen(t->name) + strlen(shrt) + 16;
+	size_t dl = strlen(s->r->label) + strlen(uuid) + strlen(pci) + 96 +
+	            (t->description ? strlen(t->description) + 1 : 0);
+	if (!(*name = malloc(nl)) || !(*desc = malloc(dl))) {
+		free(*name);
+		*name = NULL;
+		return -ENOMEM;
+	}
+	snprintf(*name, nl, "%s \u00b7 %s%s%s%s", who, t->name, *shrt ? " (" : "", shrt,
+	         *shrt ? ")" : "");
+	snprintf(*desc, dl, "%s%s%s: CUDA device %ld of this rank's process%s%s%s%s",
+	         t->description ? t->description : "", t->description ? "\n" : "", s->r->label, d,
+	         *uuid ? ", UUID " : "", uuid, *pci ? ", PCI bus id " : "", pci);
+	return 0;
+}
+
 static int sh_track(struct cuptrace_sink *sk, const struct cuptrace_track *t)
 {
 	struct shift_sink *s = (struct shift_sink *)sk;
@@ -616,8 +678,13 @@ static int sh_track(struct cuptrace_sink *sk, const struct cuptrace_track *t)
 			return sh_fail(s, -ENOMEM);
 		d.description = desc;
 	}
-	if (t->kind == CUPTRACE_TRACK_PROCESS ||
-	    (!t->parent_uuid && t->kind != CUPTRACE_TRACK_THREAD)) {
+	if (t->kind == CUPTRACE_TRACK_GROUP && (err = rank_gpu_group(s, t, &name, &desc)))
+		return sh_fail(s, err);
+	if (name) {
+		d.name = name;
+		d.description = desc;
+	} else if (t->kind == CUPTRACE_TRACK_PROCESS ||
+	           (!t->parent_uuid && t->kind != CUPTRACE_TRACK_THREAD)) {
 		if (!(name = cuptrace_str_join3(s->r->label, ": ", t->name ? t->name : ""))) {
 			free(desc);
 			return sh_fail(s, -ENOMEM);
@@ -752,9 +819,9 @@ static const struct cuptrace_sink_ops shift_ops = {
 static int merged_meta(struct cuptrace_merge *m, struct cuptrace_meta **out, size_t *nout,
                        char ***strs, size_t *nstrs)
 {
-	size_t cap = 8, ns = 0, n = 0;
+	size_t cap = 16, ns = 0, n = 0;
 	for (size_t i = 0; i < m->n; i++)
-		cap += m->st->in[i].st.nmeta + 6;
+		cap += m->st->in[i].st.nmeta + 8;
 	struct cuptrace_meta *meta = calloc(cap, sizeof(*meta));
 	char **keep = calloc(2 * cap, sizeof(*keep)); /* the strings made here, to free */
 	char buf[64];
@@ -798,6 +865,11 @@ static int merged_meta(struct cuptrace_merge *m, struct cuptrace_meta **out, siz
 		    .key = keep[ns - 1], .is_int = 1, .i = m->in[i].offset_ns};
 		if (!m->st->ranks)
 			continue;
+		if (m->in[i].gpus) {
+			if (!(keep[ns++] = cuptrace_str_join3(label, ": ", "merge_gpus_used")))
+				goto oom;
+			meta[n++] = (struct cuptrace_meta){.key = keep[ns - 1], .s = m->in[i].gpus};
+		}
 		const struct cuptrace_align_out *a = &m->in[i].map;
 		if (!(keep[ns++] = cuptrace_str_join3(label, ": ", "merge_clock")))
 			goto oom;
@@ -820,18 +892,25 @@ static int merged_meta(struct cuptrace_merge *m, struct cuptrace_meta **out, siz
 		    .key = keep[ns - 1], .is_int = 1, .i = (int64_t)a->matched};
 	}
 	if (m->st->ranks) {
+		/* The spread is the symmetric collectives' (align.h); the others' apart. */
 		const struct cuptrace_align_summary *g = &m->align;
-		meta[n++] = (struct cuptrace_meta){
-		    .key = "merge_ranks_machines", .is_int = 1, .i = (int64_t)g->machines};
-		meta[n++] = (struct cuptrace_meta){
-		    .key = "merge_collectives_matched", .is_int = 1, .i = (int64_t)g->collectives};
-		meta[n++] = (struct cuptrace_meta){.key = "merge_collective_end_spread_median_ns",
-		                                   .is_int = 1,
-		                                   .i = g->spread_median};
-		meta[n++] = (struct cuptrace_meta){
-		    .key = "merge_collective_end_spread_p99_ns", .is_int = 1, .i = g->spread_p99};
-		meta[n++] = (struct cuptrace_meta){
-		    .key = "merge_collective_end_spread_max_ns", .is_int = 1, .i = g->spread_max};
+		const struct {
+			const char *key;
+			int64_t v;
+		} sp[] = {
+		    {"merge_ranks_machines", (int64_t)g->machines},
+		    {"merge_collectives_matched", (int64_t)g->symmetric.collectives},
+		    {"merge_collective_end_spread_median_ns", g->symmetric.median},
+		    {"merge_collective_end_spread_p99_ns", g->symmetric.p99},
+		    {"merge_collective_end_spread_max_ns", g->symmetric.max},
+		    {"merge_other_collectives_matched", (int64_t)g->other.collectives},
+		    {"merge_other_collective_end_spread_median_ns", g->other.median},
+		    {"merge_other_collective_end_spread_p99_ns", g->other.p99},
+		    {"merge_other_collective_end_spread_max_ns", g->other.max},
+		};
+		for (size_t k = 0; k < sizeof(sp) / sizeof(sp[0]); k++)
+			meta[n++] =
+			    (struct cuptrace_meta){.key = sp[k].key, .is_int = 1, .i = sp[k].v};
 	}
 	*nout = n;
 	*nstrs = ns;
@@ -989,6 +1068,7 @@ void cuptrace_merge_free(struct cuptrace_merge *m)
 			free(in->coll);
 			free(in->machine);
 			free(in->host);
+			free(in->gpus);
 		}
 		free(m->st->in);
 		free(m->st->align_name);

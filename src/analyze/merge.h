@@ -85,6 +85,10 @@ struct cuptrace_merge_result {
 	int rank;
 	int world;        /* the job's world size where the trace says it, else -1 */
 	const char *host; /* owned by the merge */
+	/* The GPUs its process used, "GPU 1: NVIDIA H200 (GPU-5865b8d5-..., PCI 0000:00:07.0)"
+	 * (several joined by "; "), from its "gpus_used" metadata or else its GPU groups; NULL
+	 * where the trace says neither. Owned by the merge. */
+	const char *gpus;
 	size_t collectives;
 	int64_t start_boottime_ns, start_realtime_ns;
 };

@@ -38,7 +38,7 @@ struct rep {
 	const char *time[MAX_KEYS];
 	size_t ntime;
 	int clock_zeroed;
-	uint64_t paths, urls, hosts, users, tokens;
+	uint64_t paths, urls, hosts, users, gpus, tokens;
 	struct cuptrace_share_kept kept;
 };
 
@@ -273,6 +273,7 @@ static void count(struct cuptrace_share *sh, struct entry *e)
 	sh->rep.urls += !!(e->flags & SHARE_URL);
 	sh->rep.hosts += !!(e->flags & SHARE_HOST);
 	sh->rep.users += !!(e->flags & SHARE_USER);
+	sh->rep.gpus += !!(e->flags & SHARE_GPU);
 	sh->rep.tokens += !!(e->flags & SHARE_TOKEN);
 }
 
@@ -393,6 +394,9 @@ void cuptrace_share_report(const struct cuptrace_share *sh, FILE *f, const char 
 	if (r->users)
 		fprintf(f, "%suser names: replaced in %" PRIu64 " string%s\n", p, r->users,
 		        r->users == 1 ? "" : "s");
+	if (r->gpus)
+		fprintf(f, "%sGPU UUIDs: replaced in %" PRIu64 " string%s\n", p, r->gpus,
+		        r->gpus == 1 ? "" : "s");
 	if (r->paths)
 		fprintf(f, "%spaths: reduced to base names in %" PRIu64 " string%s\n", p, r->paths,
 		        r->paths == 1 ? "" : "s");

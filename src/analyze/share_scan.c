@@ -70,6 +70,11 @@ static int meta_users(struct cuptrace_share_scan *sc, const struct cuptrace_meta
 		int err = 0;
 		size_t n0;
 		const char *b;
+		/* A GPU's UUID: dropped from the metadata, and from every string that repeats it (a
+		 * rank's GPU in a merged trace's track names and descriptions). */
+		if (cuptrace_meta_is_gpu_uuid(m[i].key) &&
+		    (err = share_secret_gpu(&sc->secrets, m[i].s)))
+			return fail(sc, err);
 		switch (m[i].key ? cuptrace_meta_identity(m[i].key) : CUPTRACE_ID_NONE) {
 		case CUPTRACE_ID_HOST:
 			err = share_secret_host(&sc->secrets, m[i].s);

@@ -62,6 +62,20 @@ int share_secret_host(struct share_secrets *s, const char *host)
 	return err;
 }
 
+int share_secret_gpu(struct share_secrets *s, const char *uuid)
+{
+	if (!uuid)
+		return 0;
+	size_t n = strlen(uuid);
+	const char *d = strchr(uuid, '-');
+	d = d ? strchr(d + 1, '-') : NULL;
+	int err = share_secret_add(s, uuid, n, SHARE_SECRET_GPU);
+	/* the short form only where it is one: "GPU-" and 8 hex digits, not a bare "GPU" */
+	if (!err && d && d - uuid >= 12)
+		err = share_secret_add(s, uuid, (size_t)(d - uuid), SHARE_SECRET_GPU);
+	return err;
+}
+
 static int name_char(char c)
 {
 	return c && c != '/' && c != '\\' && !strchr(" \t\r\n\"'`<>|;,:()[]{}=", c);
@@ -195,18 +209,19 @@ static int replace_secrets(const struct share_secrets *s, const char *t, size_t 
 	size_t i = 0, copied = 0;
 	while (i < n) {
 		size_t hit = 0;
-		int kind = 0;
+		int kind = SHARE_SECRET_USER;
 		if (!i || !alnum(t[i - 1])) {
-			/* The longest that matches: a full host name before its first label. */
+			/* The longest that matches: a full host name before its first label, a
+			 * whole UUID before its short form. */
 			for (size_t k = 0; k < s->n; k++) {
 				size_t l = s->len[k];
 				if (l <= hit || l > n - i || (i + l < n && alnum(t[i + l])))
 					continue;
-				int host = s->kind[k] == SHARE_SECRET_HOST;
-				if (host ? !strncasecmp(t + i, s->word[k], l)
-				         : !strncmp(t + i, s->word[k], l)) {
+				int anycase = s->kind[k] != SHARE_SECRET_USER; /* host names, hex */
+				if (anycase ? !strncasecmp(t + i, s->word[k], l)
+				            : !strncmp(t + i, s->word[k], l)) {
 					hit = l;
-					kind = host;
+					kind = s->kind[k];
 				}
 			}
 		}
@@ -214,10 +229,14 @@ static int replace_secrets(const struct share_secrets *s, const char *t, size_t 
 			i++;
 			continue;
 		}
-		const char *r = kind ? "[host]" : "[user]";
+		const char *r = kind == SHARE_SECRET_HOST  ? "[host]"
+		                : kind == SHARE_SECRET_GPU ? "[gpu]"
+		                                           : "[user]";
 		if (share_buf_add(out, t + copied, i - copied) || share_buf_add(out, r, strlen(r)))
 			return -ENOMEM;
-		*flags |= kind ? SHARE_HOST : SHARE_USER;
+		*flags |= kind == SHARE_SECRET_HOST  ? SHARE_HOST
+		          : kind == SHARE_SECRET_GPU ? SHARE_GPU
+		                                     : SHARE_USER;
 		i += hit;
 		copied = i;
 	}

@@ -64,15 +64,19 @@ void cuptrace_stats_free(struct cuptrace_stats *st);
 /* A summary for humans and bug reports: metadata, time span, counts, per-category totals, the
  * top 20 names by total time, GPU track busy time. markdown: GitHub tables, else aligned text.
  * Output depends only on st. Metadata keys it labels (others are listed as they are): "gpu<N>"
- * (or "gpu"), "driver_version", "cuda_version" (else "cuda_driver_api_version"),
- * "cupti_version", "hostname", "process_name", "pid", "cmdline", "start_realtime_ns" (int or
- * decimal string); every int key containing "dropped" adds to "Dropped records". */
+ * (or "gpu"), "gpus_used" (with "gpu<N>_uuid", "gpu<N>_pci_bus_id": "GPUs used"), "driver_version",
+ * "cuda_version" (else "cuda_driver_api_version"), "cupti_version", "hostname", "process_name",
+ * "pid", "cmdline", "start_realtime_ns" (int or decimal string); every int key containing "dropped"
+ * adds to "Dropped records". */
 void cuptrace_stats_print(const struct cuptrace_stats *st, FILE *f, int markdown);
 /* The same summary as one strict JSON object and a newline (`cuptrace stats --json`). Times are
  * integer nanoseconds; a value that is not recorded is null. Keys:
  *   schema        "cuptrace-stats/1"
- *   header        the header lines: gpus [{key, value}] in GPU order, driver, cuda, cupti, host,
- *                 process_name, pid, command_line, start_realtime_ns, start_utc,
+ *   header        the header lines: gpus [{key, value}] in GPU order, gpus_used [{index, name,
+ *                 uuid, pci_bus_id}] (the GPUs the process used, by CUDA index; null when the
+ *                 trace does not say), gpus_used_text (the "GPUs used" line, or null),
+ *                 driver, cuda, cupti, host, process_name, pid, command_line,
+ *                 start_realtime_ns, start_utc,
  *                 dropped_records (the sum of every int metadata key containing "dropped")
  *   metadata      every metadata entry, {key: value} in first-seen order (ints as numbers)
  *   span          {start_ns, end_ns, duration_ns}, null without events

@@ -79,6 +79,20 @@ int stats_meta_is_known(const char *key);
  * the first), NULL after the last. */
 const struct cuptrace_meta *stats_next_gpu(const struct cuptrace_stats *st,
                                            const struct cuptrace_meta *prev);
+/* The CUDA indices of the GPUs the trace's process used (a context, GPU work: convert_meta.c),
+ * ascending, into idx[0..cap): from the "gpus_used" metadata, else, with from_tracks, from the
+ * trace's GPU groups (tracks "GPU N..." of the converter: the devices with work drawn). Returns
+ * how many there are (0: none used; more than cap: only cap are stored), or -1 when the trace
+ * does not say. */
+int stats_gpus_used(const struct cuptrace_stats *st, int from_tracks, int *idx, int cap);
+/* GPU n's "<key>" metadata ("gpu%d", "gpu%d_uuid", "gpu%d_pci_bus_id": what = "", "_uuid",
+ * "_pci_bus_id"), or NULL. */
+const struct cuptrace_meta *stats_gpu_meta(const struct cuptrace_stats *st, int n,
+                                           const char *what);
+/* Those GPUs as text, "GPU 1: NVIDIA H200 (GPU-5865b8d5-..., PCI 0000:00:07.0)", several
+ * joined by "; ", "none" when none was used; what is not recorded is left out. Returns 0 (buf
+ * empty) when the trace does not say, else 1. */
+int stats_gpus_used_text(const struct cuptrace_stats *st, int from_tracks, char *buf, size_t cap);
 /* The command line: from metadata, else from the first process track; NULL if neither. */
 const char *stats_cmdline(const struct cuptrace_stats *st, char *buf, size_t cap);
 /* "2025-11-21 05:31:00.123456789 UTC" from start_realtime_ns; 0 if there is none. */

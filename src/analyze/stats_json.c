@@ -39,6 +39,29 @@ static void header(struct cuptrace_json *w, const struct cuptrace_stats *st)
 		cuptrace_json_end_object(w);
 	}
 	cuptrace_json_end_array(w);
+	/* The GPUs the process used, as the text's "GPUs used" line: null when not recorded. */
+	int used[64];
+	int nused = stats_gpus_used(st, 0, used, 64);
+	cuptrace_json_name(w, "gpus_used");
+	if (nused < 0) {
+		cuptrace_json_null(w);
+	} else {
+		cuptrace_json_start_array(w);
+		for (int k = 0; k < nused && k < 64; k++) {
+			cuptrace_json_start_object(w);
+			cuptrace_json_int_field(w, "index", used[k]);
+			cuptrace_json_name(w, "name");
+			meta_value(w, stats_gpu_meta(st, used[k], ""));
+			cuptrace_json_name(w, "uuid");
+			meta_value(w, stats_gpu_meta(st, used[k], "_uuid"));
+			cuptrace_json_name(w, "pci_bus_id");
+			meta_value(w, stats_gpu_meta(st, used[k], "_pci_bus_id"));
+			cuptrace_json_end_object(w);
+		}
+		cuptrace_json_end_array(w);
+	}
+	cuptrace_json_name(w, "gpus_used_text");
+	cuptrace_json_string(w, stats_gpus_used_text(st, 0, buf, sizeof(buf)) ? buf : NULL);
 	for (size_t i = 0; i < stats_nknown_lines; i++) {
 		m = NULL;
 		for (size_t k = 0; k < 2 && !m && stats_known_lines[i].keys[k]; k++)

@@ -26,6 +26,9 @@ static void print_header(const struct cuptrace_stats *st, FILE *f, int md)
 	}
 	if (!gpus)
 		report_kv(f, md, LABEL_W, "GPU", "(not recorded)", 0);
+	/* Which of them the process used: a rank of a job sees every GPU of its node. */
+	if (stats_gpus_used_text(st, 0, buf, sizeof(buf)))
+		report_kv(f, md, LABEL_W, "GPUs used", buf, 0);
 	for (size_t i = 0; i < stats_nknown_lines; i++) {
 		m = NULL;
 		for (size_t k = 0; k < 2 && !m && stats_known_lines[i].keys[k]; k++)

@@ -168,7 +168,8 @@ const struct stats_known_line stats_known_lines[] = {
 const size_t stats_nknown_lines = sizeof(stats_known_lines) / sizeof(stats_known_lines[0]);
 
 /* Keys composed into other lines (Process, Command line, Start). */
-static const char *const composed_keys[] = {"process_name", "pid", "cmdline", "start_realtime_ns"};
+static const char *const composed_keys[] = {"process_name", "pid", "cmdline", "start_realtime_ns",
+                                            "gpus_used"};
 
 const struct cuptrace_meta *stats_meta_get(const struct cuptrace_stats *st, const char *key)
 {
@@ -256,6 +257,104 @@ const struct cuptrace_meta *stats_next_gpu(const struct cuptrace_stats *st,
 			next = g;
 	}
 	return next;
+}
+
+static void add_used(int *idx, int cap, int *n, long d)
+{
+	if (d < 0 || d > INT32_MAX)
+		return;
+	for (int k = 0; k < *n && k < cap; k++)
+		if (idx[k] == d)
+			return;
+	/* kept ascending: a trace lists few GPUs */
+	int k = *n < cap ? *n : cap;
+	while (k > 0 && idx[k - 1] > d) {
+		if (k < cap)
+			idx[k] = idx[k - 1];
+		k--;
+	}
+	if (k < cap)
+		idx[k] = (int)d;
+	(*n)++;
+}
+
+int stats_gpus_used(const struct cuptrace_stats *st, int from_tracks, int *idx, int cap)
+{
+	const struct cuptrace_meta *m = stats_meta_get(st, "gpus_used");
+	int n = 0;
+
+	if (m && m->is_int) {
+		add_used(idx, cap, &n, (long)m->i); /* a reader that took "1" for a number */
+		return n;
+	}
+	if (m && m->s) {
+		for (const char *p = m->s; *p;) {
+			char *end;
+			long d = strtol(p, &end, 10);
+			if (end == p)
+				break;
+			add_used(idx, cap, &n, d);
+			p = *end == ',' ? end + 1 : end;
+		}
+		return n;
+	}
+	if (!from_tracks)
+		return -1;
+	int any = 0;
+	for (size_t i = 0; i < st->ntrk; i++) {
+		const struct cuptrace_stats_track *t = &st->trk[i];
+		long d;
+		char *end;
+		if (t->kind != CUPTRACE_TRACK_GROUP || !t->name || strncmp(t->name, "GPU ", 4))
+			continue;
+		d = strtol(t->name + 4, &end, 10);
+		if (end == t->name + 4 || (*end && *end != ':'))
+			continue;
+		add_used(idx, cap, &n, d);
+		any = 1;
+	}
+	return any ? n : -1;
+}
+
+const struct cuptrace_meta *stats_gpu_meta(const struct cuptrace_stats *st, int n, const char *what)
+{
+	char key[48];
+	snprintf(key, sizeof(key), "gpu%d%s", n, what);
+	return stats_meta_get(st, key);
+}
+
+int stats_gpus_used_text(const struct cuptrace_stats *st, int from_tracks, char *buf, size_t cap)
+{
+	int idx[64];
+	int n = stats_gpus_used(st, from_tracks, idx, 64);
+	size_t len = 0;
+
+	if (cap)
+		*buf = 0;
+	if (n < 0 || !cap)
+		return 0;
+	if (!n)
+		snprintf(buf, cap, "none");
+	for (int k = 0; k < n && k < 64 && len < cap; k++) {
+		const struct cuptrace_meta *model = stats_gpu_meta(st, idx[k], ""),
+		                           *uuid = stats_gpu_meta(st, idx[k], "_uuid"),
+		                           *pci = stats_gpu_meta(st, idx[k], "_pci_bus_id");
+		char mv[256] = "", uv[128] = "", pv[64] = "";
+		if (model)
+			stats_meta_str(model, mv, sizeof(mv));
+		mv[strcspn(mv, ",")] =
+		    0; /* "NVIDIA H200, compute capability 9.0, ...": the model */
+		if (uuid)
+			stats_meta_str(uuid, uv, sizeof(uv));
+		if (pci)
+			stats_meta_str(pci, pv, sizeof(pv));
+		len += (size_t)snprintf(buf + len, cap - len, "%sGPU %d%s%s", k ? "; " : "", idx[k],
+		                        *mv ? ": " : "", mv);
+		if ((*uv || *pv) && len < cap)
+			len += (size_t)snprintf(buf + len, cap - len, " (%s%s%s%s)", uv,
+			                        *uv && *pv ? ", " : "", *pv ? "PCI " : "", pv);
+	}
+	return 1;
 }
 
 const char *stats_cmdline(const struct cuptrace_stats *st, char *buf, size_t cap)

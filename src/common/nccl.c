@@ -5,6 +5,7 @@
 
 #include <stdio.h>
 #include <string.h>
+#include <strings.h>
 
 static int in(const char *w, const char *const *set)
 {
@@ -80,4 +81,15 @@ int cuptrace_nccl_parse(const char *name, struct cuptrace_nccl_kernel *k)
 		put(prev, sizeof(prev), w);
 	}
 	return 1;
+}
+
+int cuptrace_nccl_symmetric(const struct cuptrace_nccl_kernel *k)
+{
+	/* NCCL spells all-to-all "AllToAll" in some versions, "AlltoAll" in others */
+	static const char *const sym[] = {"AllReduce", "AllGather", "ReduceScatter", "AllToAll",
+	                                  NULL};
+	for (const char *const *p = sym; *p; p++)
+		if (!strcasecmp(k->collective, *p))
+			return 1;
+	return 0;
 }

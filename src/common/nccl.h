@@ -26,4 +26,12 @@ struct cuptrace_nccl_kernel {
 /* 1 and *k filled when name is an NCCL kernel's, 0 otherwise (k zeroed). */
 int cuptrace_nccl_parse(const char *name, struct cuptrace_nccl_kernel *k);
 
+/* 1 for a symmetric collective: all-reduce, all-gather, reduce-scatter, all-to-all. Every rank
+ * sends and receives its share, so none can finish before the last rank joined: their ends
+ * line up across ranks to the link latency. 0 for the others: broadcast and reduce (the root
+ * of a broadcast, or a rank that only sends, may finish as soon as its data left, while a rank
+ * that joined late is still receiving: at start-up, tens of milliseconds apart), send/recv, and
+ * the generic kernel (which runs whatever the host queued). */
+int cuptrace_nccl_symmetric(const struct cuptrace_nccl_kernel *k);
+
 #endif

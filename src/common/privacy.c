@@ -25,6 +25,11 @@ const char *cuptrace_meta_base_key(const char *key)
 	return colon && colon[1] == ' ' ? colon + 2 : key;
 }
 
+int cuptrace_meta_is_gpu_uuid(const char *key)
+{
+	return key && is_gpu_key_with(cuptrace_meta_base_key(key), "_uuid");
+}
+
 static int word_in(const char *w, size_t n, const char *const *list)
 {
 	for (; *list; list++)

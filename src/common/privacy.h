@@ -31,6 +31,8 @@ enum cuptrace_identity cuptrace_meta_identity(const char *key);
 /* The key a metadata entry has in the trace it came from: a merged trace keeps each input's as
  * "<label>: <key>" (analyze/merge.h). NULL for NULL. */
 const char *cuptrace_meta_base_key(const char *key);
+/* 1 if key (its base key) is a GPU's UUID, "gpuN_uuid": a serial number of the machine. */
+int cuptrace_meta_is_gpu_uuid(const char *key);
 
 /* CUPTRACE_PRIVATE is set to anything but "" or "0". */
 int cuptrace_private_env(void);

@@ -219,6 +219,11 @@ struct cuptrace_converter {
 	 * NAME records, read by convert_gpu.c when the stream's track is declared */
 	struct cuptrace_u64map stream_names;
 	struct gpu gpus[MAX_GPUS]; /* its fields say which other files write them */
+	/* Bit d: the process used CUDA device d (a context on it, GPU work, an allocation), as
+	 * opposed to only seeing it (DEVICE records come for every visible GPU). Set through
+	 * conv_gpu_used by convert_meta.c, convert_gpu.c and convert_memory.c; written as the
+	 * "gpus_used" metadata by conv_meta_finish. */
+	uint64_t gpus_used;
 	uint64_t next_lane_idx;
 	struct cuptrace_meta *meta; /* trace metadata, handed to the sink at the end */
 	size_t nmeta, meta_cap;
@@ -357,6 +362,8 @@ void conv_meta_set(struct cuptrace_converter *c, const char *key, const char *s,
 int conv_thread_name(struct cuptrace_converter *c, int64_t tid, const char *name);
 uint64_t conv_thread_track(struct cuptrace_converter *c, int64_t tid);
 int conv_declare_gpu(struct cuptrace_converter *c, uint32_t dev);
+/* The process used device dev (see gpus_used). */
+void conv_gpu_used(struct cuptrace_converter *c, uint32_t dev);
 uint64_t conv_lane_assign(struct cuptrace_converter *c, struct lane *lanes, size_t *nlanes,
                           int64_t *ts, int64_t *dur, const char *name, uint64_t parent,
                           int32_t rank);

@@ -130,6 +130,12 @@ uint64_t conv_thread_track(struct cuptrace_converter *c, int64_t tid)
 	return t.uuid;
 }
 
+void conv_gpu_used(struct cuptrace_converter *c, uint32_t dev)
+{
+	if (dev < 64) /* a device id past the mask names no GPU a process can have */
+		c->gpus_used |= (uint64_t)1 << dev;
+}
+
 int conv_declare_gpu(struct cuptrace_converter *c, uint32_t dev)
 {
 	struct gpu *g = &c->gpus[dev % MAX_GPUS];

@@ -92,6 +92,7 @@ static struct stream *get_stream(struct cuptrace_converter *c, uint32_t dev, uin
 		s->ctx = ctx;
 		s->id = id;
 		*slot = ++c->nstreams;
+		conv_gpu_used(c, dev); /* work on it, drawn or not (a capture window) */
 	}
 	*idx_out = (uint32_t)(*slot - 1);
 	return &c->streams[*slot - 1];

@@ -68,6 +68,9 @@ int conv_memory(struct cuptrace_converter *c, const CUpti_Activity *r)
 	}
 	int64_t ts = conv_rel(c, m->timestamp);
 	uint32_t dev = m->deviceId;
+	/* Not the static ones above: a PyTorch rank on GPU 1 reported module globals on GPU 0 too
+	 * (tests/data/ddp2_rank1.cupti), where it had no context. */
+	conv_gpu_used(c, dev);
 	uint64_t track = gpu_child(c, dev, 0);
 	size_t na = 0;
 	struct cuptrace_arg *A = c->args;

@@ -66,6 +66,7 @@ void conv_context(struct cuptrace_converter *c, const CUpti_ActivityContext3 *x)
 	uint64_t *slot = cuptrace_u64map_put(&c->ctx_dev, x->contextId, NULL);
 	if (slot)
 		*slot = (uint64_t)x->deviceId + 1;
+	conv_gpu_used(c, x->deviceId);
 }
 
 /* ---- CUPTI's own overhead ---- */
@@ -171,6 +172,16 @@ int conv_meta_finish(struct cuptrace_converter *c)
 	};
 	for (size_t i = 0; i < sizeof(m) / sizeof(m[0]); i++)
 		conv_meta_set(c, m[i].key, NULL, (int64_t)m[i].v, 1);
+	/* The GPUs this process used, by CUDA index ("1", "0,2"): gpuN, gpuN_uuid and
+	 * gpuN_pci_bus_id name every GPU it could see, and a rank of a job sees them all. Empty
+	 * when it used none (a process that only loaded CUDA). */
+	char used[64 * 3 + 1] = "";
+	size_t ul = 0;
+	for (unsigned d = 0; d < 64; d++)
+		if (c->gpus_used >> d & 1)
+			ul += (size_t)snprintf(used + ul, sizeof(used) - ul, "%s%u", ul ? "," : "",
+			                       d);
+	conv_meta_set(c, "gpus_used", used, 0, 0);
 	/* Only in traces with CUDA graphs: the others keep their metadata as before. */
 	if (k->graph_launches)
 		conv_meta_set(c, "graph_launches", NULL, (int64_t)k->graph_launches, 1);

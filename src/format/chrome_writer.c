@@ -398,7 +398,14 @@ static int chrome_begin(struct cuptrace_sink *sink, const struct cuptrace_trace_
 	r |= meta_set(s, "process_name", 0, 0, info->process_name);
 	r |= meta_set(s, "hostname", 0, 0, info->hostname);
 	r |= meta_set(s, "start_realtime_ns", 1, info->start_realtime_ns, NULL);
-	r |= meta_set(s, "start_boottime_ns", 1, info->start_boottime_ns, NULL);
+	/* Where the metadata holds it too (a capture's), it goes where the metadata puts it: a
+	 * reader lists the metadata in the order it reads it, and a Perfetto trace keeps that. */
+	int boot_in_meta = 0;
+	for (size_t i = 0; i < info->nmeta; i++)
+		boot_in_meta |=
+		    info->meta[i].key && !strcmp(info->meta[i].key, "start_boottime_ns");
+	if (!boot_in_meta)
+		r |= meta_set(s, "start_boottime_ns", 1, info->start_boottime_ns, NULL);
 	r |= meta_set(s, "trace_uuid", 0, 0, uuid);
 	for (size_t i = 0; i < info->nmeta; i++) {
 		const struct cuptrace_meta *m = &info->meta[i];
