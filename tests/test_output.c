@@ -246,12 +246,14 @@ static void test_last_chunk_level(void)
 	snprintf(path, sizeof(path), "%s/out_levels.bin", tmpdir());
 	uint8_t rec[300];
 	for (int big = 0; big < 2; big++) {
+		/* The cases are laid out for 256 KiB chunks (the default is 128 KiB). */
+		struct cuptrace_output_opts o = {.sz = sizeof(o), .chunk_bytes = 256u * 1024u};
 		struct cuptrace_output *out =
-		    cuptrace_output_open(path, CUPTRACE_COMPRESS_CHUNKS, NULL);
+		    cuptrace_output_open(path, CUPTRACE_COMPRESS_CHUNKS, &o);
 		CHECK(out != NULL);
 		if (!out)
 			return;
-		/* 256 KiB chunks (the default): 300,000 bytes are a full chunk and a last one of
+		/* 256 KiB chunks: 300,000 bytes are a full chunk and a last one of
 		 * about 38 KiB; 20,000 bytes are one small chunk. */
 		size_t total = big ? 300000 : 20000, len = 0;
 		for (uint32_t k = 0; len < total; k++) {
@@ -328,8 +330,10 @@ static void test_last_chunk_pieces(void)
 	             {2, 262144 + 40000, 2, 1},   {2, 262144 + 70000, 3, 1},
 	             {2, 262144 + 196608, 2, 0}};
 	for (size_t c = 0; c < sizeof(cases) / sizeof(cases[0]); c++) {
-		struct cuptrace_output_opts o = {
-		    .sz = sizeof(o), .workers = cases[c].workers, .split_last = cases[c].split};
+		struct cuptrace_output_opts o = {.sz = sizeof(o),
+		                                 .chunk_bytes = 256u * 1024u,
+		                                 .workers = cases[c].workers,
+		                                 .split_last = cases[c].split};
 		struct cuptrace_output *out =
 		    cuptrace_output_open(path, CUPTRACE_COMPRESS_CHUNKS, &o);
 		CHECK(out != NULL);

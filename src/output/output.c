@@ -507,10 +507,11 @@ struct cuptrace_output *cuptrace_output_open(const char *path, enum cuptrace_com
 	}
 	o->fd = -1;
 	o->mode = mode;
-	/* 256 KiB. 128 KiB would lose half as much to a cut for 0.4% more bytes on tests/data
-	 * and 0.9% on convert_bench (README, "Size"), but tests/test_output.c encodes 256 KiB:
-	 * not switched yet. The recorder also closes a chunk every second (flush_ms). */
-	o->chunk_bytes = 256u * 1024u;
+	/* 128 KiB: a cut or a corrupt byte loses at most one chunk of records (about 8,000
+	 * kernels, 20 to 40 KB of file), for 0.4% more bytes on tests/data and 0.9% on
+	 * convert_bench than 256 KiB chunks; 64 KiB chunks cost 2.5% there (README, "Size").
+	 * The recorder also closes a chunk every second (flush_ms). */
+	o->chunk_bytes = 128u * 1024u;
 	o->flush_ms = 1000;
 	/* Level 5: on trace data as small as level 6 (16.3 vs 16.4 bytes per kernel in
 	 * convert_bench) and a third faster. */

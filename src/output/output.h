@@ -22,7 +22,7 @@ enum cuptrace_compress {
 struct cuptrace_output_opts {
 	size_t sz; /* sizeof(struct cuptrace_output_opts) */
 	size_t
-	    chunk_bytes; /* CHUNKS: uncompressed bytes per chunk (default 256 KiB, max 480 KiB) */
+	    chunk_bytes; /* CHUNKS: uncompressed bytes per chunk (default 128 KiB, max 480 KiB) */
 	int flush_ms;    /* at most this long between writes to the file (default 1000; <0 off) */
 	int level;       /* 1 to 12 (default 5); zlib's stop at 9, above is libdeflate's */
 	int workers;     /* CHUNKS: compressor threads (default 2, max 4; -1: none, inline) */

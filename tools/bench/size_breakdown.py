@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Where the bytes of a .pftrace go: strip one kind of field at a time and recompress.
 
-    tools/bench/size_breakdown.py TRACE.pftrace [--level 5] [--chunk 262144]
+    tools/bench/size_breakdown.py TRACE.pftrace [--level 5] [--chunk 131072]
 
 Reads a trace written by cuptrace (zlib compressed_packets chunks, .gz or plain), takes out its
 packets, and writes them again the way cuptrace's default output does (zlib streams at --level,
@@ -154,15 +154,16 @@ def rewrite(packets, drop_event=(), const_time=False, drop_end=False):
     return out
 
 
-# As src/output/output.c: chunks under SMALL_CHUNK bytes take libdeflate's SMALL_LEVEL.
+# As src/output/output.c: chunks under SMALL_CHUNK bytes that are not full (under 7/8 of the
+# chunk size) take libdeflate's SMALL_LEVEL.
 SMALL_CHUNK, SMALL_LEVEL = 64 * 1024, 10
 
 
 class Compressor:
     """zlib streams as cuptrace makes them: libdeflate.so.0 if it loads, else zlib."""
 
-    def __init__(self, level):
-        self.level, self.ld, self.comp = level, None, {}
+    def __init__(self, level, chunk=128 * 1024):
+        self.level, self.ld, self.comp, self.chunk = level, None, {}, chunk
         try:
             ld = ctypes.CDLL("libdeflate.so.0")
             ld.libdeflate_alloc_compressor.restype = ctypes.c_void_p
@@ -178,10 +179,13 @@ class Compressor:
             pass
         self.name = "libdeflate" if self.ld else "zlib"
 
-    def __call__(self, data):
+    def __call__(self, data, last_of_many=False):
         if not self.ld:
             return zlib.compress(data, self.level)
-        lv = SMALL_LEVEL if len(data) < SMALL_CHUNK and self.level >= 5 else self.level
+        # The last chunk of a trace that has others takes the trace's level (output.c).
+        small = (len(data) < SMALL_CHUNK and len(data) < self.chunk - self.chunk // 8 and
+                 not last_of_many)
+        lv = SMALL_LEVEL if small and self.level >= 5 else self.level
         if lv not in self.comp:
             self.comp[lv] = self.ld.libdeflate_alloc_compressor(lv)
         c = self.comp[lv]
@@ -193,12 +197,13 @@ class Compressor:
 
 def compressed_size(packets, compress, chunk):
     """Bytes of the trace written as cuptrace writes it: Trace.packet{compressed_packets}."""
-    total, cur = 0, bytearray()
+    total, cur, n = 0, bytearray(), 0
 
-    def flush():
-        nonlocal total, cur
+    def flush(last=False):
+        nonlocal total, cur, n
         if cur:
-            z = compress(bytes(cur))
+            z = compress(bytes(cur), last and n > 0)
+            n += 1
             body = field(P_COMPRESSED, 2, z)
             total += len(field(TRACE_PACKET, 2, body))
             cur = bytearray()
@@ -208,7 +213,7 @@ def compressed_size(packets, compress, chunk):
         if cur and len(cur) + len(framed) > chunk:
             flush()
         cur += framed
-    flush()
+    flush(True)
     return total
 
 
@@ -229,7 +234,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("trace")
     ap.add_argument("--level", type=int, default=5, help="zlib level (cuptrace's: 5)")
-    ap.add_argument("--chunk", type=int, default=256 * 1024, help="bytes of packets per chunk")
+    ap.add_argument("--chunk", type=int, default=128 * 1024, help="bytes of packets per chunk")
     a = ap.parse_args()
     try:
         packets = load_packets(a.trace)
@@ -241,7 +246,7 @@ def main():
     raw = sum(len(field(TRACE_PACKET, 2, p)) for p in packets)
     print("%s: %d packets, %d kernels, %d bytes before compression (%.1f per kernel)"
           % (a.trace, len(packets), kernels, raw, raw / kernels))
-    compress = Compressor(a.level)
+    compress = Compressor(a.level, a.chunk)
     print("recompressed with %s level %d in chunks of %d bytes:" % (compress.name, a.level, a.chunk))
     base = None
     for name, kind, kw in VARIANTS:
