@@ -89,6 +89,17 @@ expect 1 "no GPU work in $tmp/cpu.json: nothing to analyze" "$ct" analyze "$tmp/
 grep -q "clean bill" "$tmp/out" && bad "analyze of a CPU-only trace says 'a clean bill'"
 expect 0 "no GPU work in $tmp/cpu.json" "$ct" diff "$tmp/cpu.json" "$tmp/in.pftrace"
 
+# ---- 4b. every JSON output carries the damage: analyze and diff of a cut trace
+"$ct" convert "$data/ddp2_rank0.cupti" -o "$tmp/r0.pftrace" 2>/dev/null || bad "convert ddp2_rank0"
+size=$(wc -c <"$tmp/r0.pftrace")
+head -c $((size * 9 / 10)) "$tmp/r0.pftrace" >"$tmp/r0cut.pftrace"
+"$ct" analyze --json "$tmp/r0cut.pftrace" >"$tmp/out" 2>"$tmp/err" || bad "analyze of a cut trace failed"
+grep -q '"damage":"[^"]*r0cut.pftrace: cut at byte' "$tmp/out" && ok || bad "analyze --json: no damage"
+"$ct" analyze "$tmp/r0cut.pftrace" 2>/dev/null | grep -q "Damaged input, analyzed up to the damage" && ok ||
+	bad "analyze: no damage line"
+"$ct" diff --json "$tmp/r0cut.pftrace" "$tmp/r0.pftrace" >"$tmp/out" 2>"$tmp/err" || bad "diff of a cut trace failed"
+grep -q '"base_damage":"[^"]*cut at byte[^"]*","new_damage":null' "$tmp/out" && ok || bad "diff --json: no damage"
+
 # ---- 5. damage: every file of tests/data cut at every 5%, and with a flipped byte
 mkdir -p "$tmp/cut"
 for f in "$data"/*.cupti "$data"/*.json "$data"/*.json.gz "$tmp/in.pftrace"; do

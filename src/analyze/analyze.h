@@ -158,6 +158,9 @@ struct cuptrace_analysis {
 	/* Graphs instantiated for launch from the GPU in a per-node trace (its metadata
 	 * graphs_for_device_launch_unrecorded, summed over the files): their work is missing. */
 	uint64_t unrecorded_device_graphs;
+	/* What damaged inputs lost (their read_damage metadata, "; " between files); NULL for
+	 * whole files. Owned. */
+	char *damage;
 	uint64_t linked;         /* GPU work whose launch call was found */
 	const char *step_source; /* "ProfilerStep#", "--step NAME", "optimizer", or NULL */
 	struct cuptrace_an_step *steps;

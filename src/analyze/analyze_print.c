@@ -232,6 +232,9 @@ void cuptrace_analysis_print(const struct cuptrace_analysis *a, FILE *f, int md)
 		    "below. `record --cuda-graphs graph` records those launches.\n",
 		    md ? "\n**Warning.** " : "", a->unrecorded_device_graphs,
 		    a->unrecorded_device_graphs == 1 ? "" : "s");
+	if (a->damage)
+		fprintf(f, "%sDamaged input, analyzed up to the damage: %s\n",
+		        md ? "\n**Warning.** " : "", a->damage);
 	print_steps(a, f, md);
 	print_gpus(a, f, md);
 	print_ops(a, f, md);
@@ -286,6 +289,8 @@ static void json_body(const struct cuptrace_analysis *a, struct cuptrace_json *w
 	if (a->unrecorded_device_graphs) /* their work is missing (per-node traces) */
 		cuptrace_json_int_field(w, "unrecorded_device_graphs",
 		                        (int64_t)a->unrecorded_device_graphs);
+	if (a->damage) /* what damaged inputs lost (read_damage) */
+		cuptrace_json_string_field(w, "damage", a->damage);
 	cuptrace_json_int_field(w, "launches", (int64_t)a->launches);
 	cuptrace_json_int_field(w, "linked", (int64_t)a->linked);
 	cuptrace_json_end_object(w);

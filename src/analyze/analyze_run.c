@@ -610,6 +610,7 @@ void cuptrace_analysis_free(struct cuptrace_analysis *a)
 {
 	if (!a)
 		return;
+	free(a->damage);
 	free(a->steps);
 	free(a->gpus);
 	free(a->streams);

@@ -314,6 +314,19 @@ static int an_meta(struct cuptrace_sink *s, const struct cuptrace_meta *m, size_
 		if (m[i].key && !strcmp(m[i].key, CUPTRACE_META_UNRECORDED_DEVICE_GRAPHS) &&
 		    stats_meta_int(&m[i], &v) && v > 0)
 			an->out->unrecorded_device_graphs += (uint64_t)v;
+		/* A damaged input: the answer is over what could be read, and says so. */
+		if (m[i].key && !strcmp(m[i].key, CUPTRACE_META_READ_DAMAGE) && !m[i].is_int &&
+		    m[i].s) {
+			char *old = an->out->damage;
+			size_t n0 = old ? strlen(old) + 2 : 0, n1 = strlen(m[i].s);
+			char *d = realloc(old, n0 + n1 + 1);
+			if (!d)
+				return fail(an, -ENOMEM);
+			if (n0)
+				memcpy(d + n0 - 2, "; ", 2);
+			memcpy(d + n0, m[i].s, n1 + 1);
+			an->out->damage = d;
+		}
 	}
 	return an->err;
 }

@@ -242,6 +242,9 @@ int cuptrace_diff_compute(const struct cuptrace_profile *a, const struct cuptrac
 	d->bytes_copied = value((double)a->bytes_copied, (double)b->bytes_copied, pa, pb);
 	d->base_rank = a->has_rank ? a->rank : -1;
 	d->new_rank = b->has_rank ? b->rank : -1;
+	if ((a->damage && !(d->base_damage = strdup(a->damage))) ||
+	    (b->damage && !(d->new_damage = strdup(b->damage))))
+		return -ENOMEM;
 	if ((err = diff_devices(a, b, pa, pb, d)))
 		return err;
 	for (int f = 0; f < CUPTRACE_FAM_N; f++)
@@ -256,6 +259,8 @@ void cuptrace_diff_free(struct cuptrace_diff *d)
 		return;
 	free(d->base_path);
 	free(d->new_path);
+	free(d->base_damage);
+	free(d->new_damage);
 	free(d->per_name);
 	for (size_t i = 0; d->dev && i < d->ndev; i++) {
 		free(d->dev[i].name);

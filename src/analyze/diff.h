@@ -61,6 +61,7 @@ struct cuptrace_profile {
 	uint64_t bytes_copied; /* the "bytes" arguments of memcpy slices, summed */
 	uint64_t per_count;    /* slices on host tracks named opts->per_name */
 	int has_rank;          /* the trace's "rank" metadata, where it says one */
+	char *damage;          /* what a damaged input lost (read_damage metadata), or NULL */
 	int64_t rank;
 	struct cuptrace_profile_device *dev; /* declaration order */
 	size_t ndev;
@@ -145,6 +146,7 @@ struct cuptrace_diff {
 	 * added). The ranks, -1 where a run does not say. */
 	int dev_by_position;
 	int64_t base_rank, new_rank;
+	char *base_damage, *new_damage; /* the runs' read_damage, or NULL (whole files) */
 	/* Per family, every name of either run, by |change in total| desc, then the larger
 	 * total desc, then name. */
 	struct cuptrace_diff_row *rows[CUPTRACE_FAM_N];

@@ -107,6 +107,10 @@ static void print_header(const struct cuptrace_diff *d, FILE *f, int md)
 
 	report_kv(f, md, 7, "Base", d->base_path ? d->base_path : "?", 1);
 	report_kv(f, md, 7, "New", d->new_path ? d->new_path : "?", 1);
+	if (d->base_damage) /* compared up to the damage (read/read.c) */
+		report_kv(f, md, 7, "Damaged", d->base_damage, 0);
+	if (d->new_damage)
+		report_kv(f, md, 7, "Damaged", d->new_damage, 0);
 	if (d->group_by_base)
 		report_kv(f, md, 7, "Names",
 		          "grouped by base name (no template arguments or "
@@ -349,6 +353,8 @@ int cuptrace_diff_print_json(const struct cuptrace_diff *d, FILE *f)
 		return -ENOMEM;
 	cuptrace_json_string_field(w, "base", d->base_path);
 	cuptrace_json_string_field(w, "new", d->new_path);
+	cuptrace_json_string_field(w, "base_damage", d->base_damage);
+	cuptrace_json_string_field(w, "new_damage", d->new_damage);
 	cuptrace_json_string_field(w, "group_by",
 	                           d->group_by_line   ? "line"
 	                           : d->group_by_op   ? "op"

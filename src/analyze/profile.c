@@ -447,6 +447,11 @@ static int pr_finish(struct cuptrace_sink *sk)
 	/* The rank, as `merge --ranks` reads it (record's metadata, torch's distributedInfo). */
 	const struct cuptrace_meta *rk = stats_meta_get(&s->st, "rank");
 	r.has_rank = rk && stats_meta_int(rk, &r.rank) && r.rank >= 0;
+	const struct cuptrace_meta *dm = stats_meta_get(&s->st, CUPTRACE_META_READ_DAMAGE);
+	if (dm && !dm->is_int && dm->s && !(r.damage = strdup(dm->s))) {
+		err = -ENOMEM;
+		goto out;
+	}
 	cuptrace_profile_free(s->out);
 	*s->out = r;
 	memset(&r, 0, sizeof(r));
@@ -534,6 +539,7 @@ void cuptrace_profile_free(struct cuptrace_profile *p)
 {
 	if (!p)
 		return;
+	free(p->damage);
 	for (size_t i = 0; p->dev && i < p->ndev; i++)
 		free(p->dev[i].name);
 	free(p->dev);
