@@ -85,7 +85,7 @@ size=$(wc -c <"$tmp/va.json.gz")
 head -c $((size / 2)) "$tmp/va.json.gz" >"$tmp/cut.json.gz"
 for c in "text.json:not a trace cuptrace can read" "object.json:without \"traceEvents\"" \
 	"numbers.json:none of the 3 elements" "comma.json:line 1, column 49 (byte 48): trailing comma" \
-	"deep.json:nested deeper than 64" "ctl.json:control character" "cut.json.gz:ends early"; do
+	"deep.json:nested deeper than 64" "ctl.json:control character"; do
 	f=${c%%:*} msg=${c#*:}
 	expect 1 "$f" "$ct" stats "$tmp/$f"
 	expect 1 "$msg" "$ct" stats "$tmp/$f"
@@ -94,6 +94,8 @@ for c in "text.json:not a trace cuptrace can read" "object.json:without \"traceE
 		echo "FAIL: convert $f left $tmp/out.pftrace"; fail=1; rm -f "$tmp/out.pftrace"
 	fi
 done
+# A cut .json.gz is read as far as it inflates, with one warning naming it.
+expect 0 "cut.json.gz: the gzip stream ends early" "$ct" stats "$tmp/cut.json.gz"
 # Huge and odd numbers are no crash: the events whose times do not fit are counted, not read.
 printf '[{"ph":"X","ts":1e400,"dur":1,"pid":1,"tid":1,"name":"a"},{"ph":"X","ts":5,"dur":1,"pid":1,"tid":1,"name":"b","args":{"n":123456789012345678901234567890,"m":-1e999}}]' >"$tmp/huge.json"
 expect 0 "json_dropped_events: *1" "$ct" stats "$tmp/huge.json"

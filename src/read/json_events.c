@@ -652,7 +652,10 @@ static int parse_events(struct jr *r, int top_level)
 			return jp_fail(j, "more than %u events", UINT32_MAX - 2);
 		if (rc > 0 && !parse_event(r, (uint32_t)r->elements))
 			continue;
-		if (!top_level || r->err || !jp_cut(j) || !elements)
+		/* A cut inside the events array, whether the document is the array or an object
+		 * holding it ("traceEvents": torch.profiler's), keeps the whole events before. */
+		(void)top_level;
+		if (r->err || !jp_cut(j) || !elements)
 			return -1;
 		r->nevs = nevs;
 		r->nargs = nargs;
@@ -800,6 +803,8 @@ int jr_parse(struct jr *r)
 					break;
 				}
 				rc = parse_events(r, 0);
+				if (!rc && r->ck.truncated)
+					break; /* the document ends inside its events */
 			} else if (!strcmp(k, "deviceProperties") ||
 			           !strcmp(k, "computeProperties")) {
 				rc = parse_devices(r);
@@ -809,7 +814,7 @@ int jr_parse(struct jr *r)
 			if (rc)
 				break;
 		}
-		if (!rc)
+		if (!rc && !r->ck.truncated)
 			rc = jp_finish(j);
 		break;
 	case JT_NONE:

@@ -477,20 +477,18 @@ int cuptrace_json_read_mem(const void *data, size_t len, const char *name,
 			cuptrace_err("%s: out of memory inflating it", r->name);
 			goto out;
 		}
-		if (end != CUPTRACE_GZ_COMPLETE) {
+		if ((end == CUPTRACE_GZ_CUT || end == CUPTRACE_GZ_CORRUPT) && n) {
+			/* Read what inflated, as a JSON document cut there (read.c reports it). */
+			r->ck.gz_damaged = end == CUPTRACE_GZ_CUT ? 1 : 2;
+		} else if (end != CUPTRACE_GZ_COMPLETE) {
 			err = -EINVAL;
-			if (end == CUPTRACE_GZ_CUT)
-				cuptrace_err(
-				    "%s: the gzip data ends early (a cut file?) after %zu bytes of "
-				    "JSON: a cut .gz cannot be read",
-				    r->name, n);
+			if (end == CUPTRACE_GZ_CUT || end == CUPTRACE_GZ_CORRUPT)
+				cuptrace_err("%s: the gzip data is %s before any JSON", r->name,
+				             end == CUPTRACE_GZ_CUT ? "cut" : "corrupt");
 			else if (end == CUPTRACE_GZ_LIMIT)
 				cuptrace_err(
 				    "%s: inflates to more than %zu bytes: too large to read",
 				    r->name, MAX_INFLATED);
-			else
-				cuptrace_err("%s: corrupt gzip data after %zu bytes of JSON",
-				             r->name, n);
 			goto out;
 		}
 		b = inflated;

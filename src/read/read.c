@@ -271,12 +271,24 @@ static int read_mem(const char *name, const uint8_t *buf, size_t len, struct cup
 		struct cuptrace_json_check jc = {0};
 		err = cuptrace_json_read_mem(buf, len, name, sink, &jc);
 		if (!err && jc.truncated) {
-			snprintf(why, sizeof(why),
-			         "cut at byte %llu of %llu%s: the JSON array ends inside an event; "
-			         "its %llu whole events before it were read",
-			         (unsigned long long)jc.truncated_at, (unsigned long long)jc.bytes,
-			         len != jc.bytes ? " (inflated)" : "",
-			         (unsigned long long)jc.events);
+			snprintf(
+			    why, sizeof(why),
+			    "%scut at byte %llu of %llu%s: the JSON events end inside an event; "
+			    "its %llu whole events before it were read",
+			    jc.gz_damaged == 1   ? "the gzip stream ends early: "
+			    : jc.gz_damaged == 2 ? "the gzip stream is corrupt: "
+			                         : "",
+			    (unsigned long long)jc.truncated_at, (unsigned long long)jc.bytes,
+			    jc.gz_damaged ? " of the inflated JSON" : "",
+			    (unsigned long long)jc.events);
+			err = damage(name, sink, why);
+		} else if (!err && jc.gz_damaged) {
+			snprintf(
+			    why, sizeof(why),
+			    "the gzip stream %s after %llu bytes of JSON, which were whole: all "
+			    "%llu events read",
+			    jc.gz_damaged == 1 ? "ends early" : "is corrupt",
+			    (unsigned long long)jc.bytes, (unsigned long long)jc.events);
 			err = damage(name, sink, why);
 		}
 		break;

@@ -64,6 +64,8 @@ struct cuptrace_json_check {
 	int truncated;             /* an array cut at its end: read up to its last whole event */
 	uint64_t truncated_at;     /* ... which ends at this byte of the (inflated) document */
 	uint64_t bytes;            /* the (inflated) document's size */
+	int gz_damaged;            /* a .json.gz whose gzip stream is cut (1) or corrupt (2): read
+	                            * as far as it inflates */
 };
 
 #endif
