@@ -1632,6 +1632,46 @@ static void test_trace_time(void)
 	free(b);
 }
 
+/* The writer, given a BOOTTIME reading below 0 (event.h promises none; a reader of a damaged
+ * file or a merge of old gave one): every event must still be at a time Perfetto keeps. */
+static void test_negative_boottime_written(void)
+{
+	char path[512];
+	struct cuptrace_pf_check ck;
+	struct rec r;
+
+	snprintf(path, sizeof(path), "%s/test_perfetto_negboot_%d.pftrace", tmpdir(),
+	         (int)getpid());
+	struct cuptrace_sink *s =
+	    cuptrace_perfetto_sink_new(cuptrace_output_open(path, CUPTRACE_COMPRESS_NONE, NULL));
+	CHECK(s != NULL);
+	if (!s)
+		return;
+	struct cuptrace_trace_info info = {
+	    .pid = 1, .start_boottime_ns = -10591000, .start_realtime_ns = 1661203462574176000ll};
+	struct cuptrace_track t = {
+	    .uuid = 5, .kind = CUPTRACE_TRACK_THREAD, .pid = 1, .tid = 1, .name = "t"};
+	CHECK_EQ_INT(s->ops->begin(s, &info), 0);
+	CHECK_EQ_INT(s->ops->track(s, &t), 0);
+	for (int i = 0; i < 4; i++) {
+		/* 0 and 10590999 were below BOOTTIME 0; the last two write the same track back
+		 * in time, on BOOTTIME itself rather than the sequence's clock. */
+		static const int64_t at[] = {0, 10590999, 20000000, 5};
+		struct cuptrace_slice e = {.track_uuid = 5, .ts = at[i], .dur = 1, .name = "s"};
+		CHECK_EQ_INT(s->ops->slice(s, &e), 0);
+	}
+	CHECK_EQ_INT(s->ops->finish(s), 0);
+	cuptrace_sink_destroy(s);
+	rec_init(&r);
+	CHECK_EQ_INT(cuptrace_perfetto_read(path, &r.base, &ck), 0);
+	check_clean(&ck);
+	CHECK_EQ_INT(r.slices, 4);
+	CHECK_EQ_INT(r.info.start_boottime_ns, 0);
+	CHECK_EQ_INT(r.info.start_realtime_ns, 1661203462574176000ll); /* still at relative 0 */
+	rec_free(&r);
+	unlink(path);
+}
+
 /* More distinct strings than one interning generation holds: the writer clears the sequence's
  * incremental state and starts over, and every value must still resolve. */
 static void test_generation_rollover(void)
@@ -2513,5 +2553,6 @@ static void test_field_names(void)
 TEST_MAIN(T(test_round_trip_none), T(test_round_trip_gzip), T(test_round_trip_chunks),
           T(test_gzip_members), T(test_wire_rules), T(test_truncation), T(test_truncated_gzip),
           T(test_foreign_and_random), T(test_bit_flips), T(test_bad_packets), T(test_trace_time),
-          T(test_generation_rollover), T(test_real_captures), T(test_bytes_per_kernel),
-          T(test_canonical_encoding), T(test_system_info), T(test_field_names))
+          T(test_negative_boottime_written), T(test_generation_rollover), T(test_real_captures),
+          T(test_bytes_per_kernel), T(test_canonical_encoding), T(test_system_info),
+          T(test_field_names))
