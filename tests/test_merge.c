@@ -49,6 +49,7 @@ struct seen {
 		int64_t pid, dropped, ts;
 	} mi[16];
 	size_t nmi;
+	int64_t boottime, realtime; /* the clocks at relative 0, as read back */
 };
 
 static size_t pid_slot(struct seen *s, uint64_t track)
@@ -75,6 +76,8 @@ static void seen_at(struct seen *s, uint64_t track, int64_t ts)
 static int sn_begin(struct cuptrace_sink *sk, const struct cuptrace_trace_info *info)
 {
 	struct seen *s = (struct seen *)sk;
+	s->boottime = info->start_boottime_ns;
+	s->realtime = info->start_realtime_ns;
 	return s->stats->ops->begin(s->stats, info);
 }
 
@@ -367,6 +370,80 @@ static void test_align(void)
 	cuptrace_merge_free(&m);
 }
 
+/* Issue 42: the merged trace's clocks are the first input's moved by its shift. Here that shift
+ * (6 s: the second run's first step comes 6 s after its first event) is more than the first
+ * input's BOOTTIME at its start (5 s, steps.h), which used to give a snapshot at BOOTTIME -1 s:
+ * trace_processor's time is the BOOTTIME reading, and every event of the first second (the
+ * second run's cudaMalloc, each input's trace info) was at a negative time, dropped. A BOOTTIME
+ * that cannot be below 0 is not known: 0; REALTIME moves with the shift. The same in the
+ * one-file-per-input form (.tar), whose files all begin with the merged trace's clocks. */
+struct each_ctx {
+	char path[2][512];
+};
+
+static struct cuptrace_sink *each_open(void *octx, size_t i)
+{
+	struct each_ctx *c = octx;
+	return i < 2 ? cuptrace_sink_open(c->path[i], "perfetto", NULL) : NULL;
+}
+
+static int each_close(void *octx, size_t i, struct cuptrace_sink *sink)
+{
+	(void)octx;
+	(void)i;
+	int r = sink->ops->finish(sink);
+	cuptrace_sink_destroy(sink);
+	return r;
+}
+
+static void test_clock_below_zero(void)
+{
+	struct steps_spec specs[2] = {STEPS_DEFAULT, STEPS_DEFAULT};
+	specs[1].start_ns = 6000001000ll;
+	specs[1].lead_ns = 6000000000ll; /* its cudaMalloc at 1000, 6 s before its first step */
+	specs[1].pid = 77;
+	struct inputs ctx = {specs, 0};
+	struct cuptrace_merge_input in[] = {{"steps:0", "a"}, {"steps:1", "b"}};
+	struct cuptrace_merge m;
+	struct cuptrace_stats st;
+	struct seen sn;
+	struct cuptrace_pf_check chk;
+	struct each_ctx each;
+	char path[512];
+
+	tmp_path("test_merge_clock.pftrace", path, sizeof(path));
+	struct cuptrace_merge_opts o = {.sz = sizeof(o), .align_name = "step", .align_k = 1};
+	CHECK_EQ_INT(merge_to(path, in, 2, &o, &ctx, &m), 0);
+	CHECK_EQ_INT(m.in[0].offset_ns, 6000000000ll - 1000);
+	CHECK_EQ_INT(m.in[1].offset_ns, -1000);
+	CHECK_EQ_INT(read_back(path, &st, &sn, &chk), 0);
+	CHECK_EQ_INT(chk.negative_timestamps + chk.before_snapshot + chk.clock_errors, 0);
+	CHECK_EQ_INT(chk.end_without_begin + chk.unterminated_slices, 0);
+	CHECK_EQ_INT(st.slices, 27 + 27 + 1); /* 9 per step, and b's cudaMalloc */
+	CHECK_EQ_INT(st.counters, 3 + 3);
+	CHECK_EQ_INT(sn.nmi, 2); /* each input's trace info, at its first event */
+	CHECK_EQ_INT(st.min_ts, 0);
+	CHECK_EQ_INT(sn.boottime, 0);
+	CHECK_EQ_INT(sn.realtime, 1763703060000000000ll - (6000000000ll - 1000));
+	cuptrace_stats_free(&st);
+	unlink(path);
+
+	tmp_path("test_merge_clock_1.pftrace", each.path[0], sizeof(each.path[0]));
+	tmp_path("test_merge_clock_2.pftrace", each.path[1], sizeof(each.path[1]));
+	CHECK_EQ_INT(cuptrace_merge_write_each(&m, replay, &ctx, each_open, each_close, &each), 0);
+	for (int i = 0; i < 2; i++) {
+		CHECK_EQ_INT(read_back(each.path[i], &st, &sn, &chk), 0);
+		CHECK_EQ_INT(chk.negative_timestamps + chk.before_snapshot + chk.clock_errors, 0);
+		CHECK_EQ_INT(chk.end_without_begin + chk.unterminated_slices, 0);
+		CHECK_EQ_INT(st.slices, i ? 28 : 27);
+		CHECK_EQ_INT(sn.nmi, 1);
+		CHECK_EQ_INT(sn.boottime, 0);
+		cuptrace_stats_free(&st);
+		unlink(each.path[i]);
+	}
+	cuptrace_merge_free(&m);
+}
+
 /* Real captures: the merged trace holds the sum of what each holds. */
 static void test_captures(void)
 {
@@ -618,4 +695,4 @@ static void test_meta_per_input(void)
 }
 
 TEST_MAIN(T(test_side_by_side), T(test_meta_per_input), T(test_align), T(test_auto_align),
-          T(test_captures), T(test_errors))
+          T(test_clock_below_zero), T(test_captures), T(test_errors))

@@ -711,6 +711,8 @@ static void check_clean(const struct cuptrace_pf_check *c)
 	CHECK_EQ_INT(c->depth_exceeded, 0);
 	CHECK_EQ_INT(c->flows_dangling, 0);
 	CHECK_EQ_INT(c->negative_timestamps, 0);
+	CHECK_EQ_INT(c->negative_packet_timestamps, 0);
+	CHECK_EQ_INT(c->before_snapshot, 0);
 	CHECK_EQ_INT(c->duplicate_thread_uuid, 0);
 	CHECK_EQ_INT(c->duplicate_process_uuid, 0);
 	CHECK_EQ_INT(c->clock_errors, 0);
@@ -1485,6 +1487,189 @@ static void test_bad_packets(void)
 	}
 	rec_free(&r);
 	free(b);
+}
+
+/* Issue 42: what trace_processor drops for time, counted as it counts it. TP converts each
+ * TrackEvent's timestamp to its trace clock (here BOOTTIME, the snapshot's primary: the snapshot's
+ * reading plus the time since it on the event's clock) and drops the event where that is
+ * negative (track_event_invalid_timestamp), before it looks at the event's track; a track
+ * descriptor at a negative time is dropped by its sorter. An event before the snapshot at a
+ * time >= 0 is kept by TP: not a negative timestamp, but before our model's start. */
+static void add_instant(uint8_t *b, size_t *n, uint32_t seq, uint32_t flags, int clock, uint64_t ts,
+                        int type)
+{
+	Cuptrace__Pb__TracePacket p = CUPTRACE__PB__TRACE_PACKET__INIT;
+	Cuptrace__Pb__TrackEvent te = CUPTRACE__PB__TRACK_EVENT__INIT;
+	te.has_type = 1;
+	te.type = (uint32_t)type;
+	te.has_track_uuid = 1;
+	te.track_uuid = type == 4 ? 99 : 10; /* a counter on a track never described */
+	te.name = type == 4 ? NULL : "i";
+	te.has_counter_value = type == 4;
+	te.counter_value = 1;
+	p.track_event = &te;
+	p.has_timestamp = 1;
+	p.timestamp = ts;
+	p.has_timestamp_clock_id = clock > 0;
+	p.timestamp_clock_id = clock > 0 ? (uint32_t)clock : 0;
+	p.has_trusted_packet_sequence_id = 1;
+	p.trusted_packet_sequence_id = seq;
+	p.has_sequence_flags = flags != 0;
+	p.sequence_flags = flags;
+	*n += pack_packet(b + *n, &p);
+}
+
+static void add_snapshot(uint8_t *b, size_t *n, uint32_t seq, uint32_t id0, uint64_t v0, int incr,
+                         uint32_t id1, uint64_t v1, int primary)
+{
+	Cuptrace__Pb__TracePacket p = CUPTRACE__PB__TRACE_PACKET__INIT;
+	Cuptrace__Pb__ClockSnapshot cs = CUPTRACE__PB__CLOCK_SNAPSHOT__INIT;
+	Cuptrace__Pb__ClockSnapshot__Clock c0 = CUPTRACE__PB__CLOCK_SNAPSHOT__CLOCK__INIT;
+	Cuptrace__Pb__ClockSnapshot__Clock c1 = CUPTRACE__PB__CLOCK_SNAPSHOT__CLOCK__INIT;
+	Cuptrace__Pb__ClockSnapshot__Clock *cl[2] = {&c0, &c1};
+	c0.has_clock_id = c0.has_timestamp = c1.has_clock_id = c1.has_timestamp = 1;
+	c0.clock_id = id0;
+	c0.timestamp = v0;
+	c0.has_is_incremental = c0.is_incremental = incr;
+	c1.clock_id = id1;
+	c1.timestamp = v1;
+	cs.n_clocks = 2;
+	cs.clocks = cl;
+	cs.has_primary_trace_clock = primary;
+	cs.primary_trace_clock = primary ? 6 : 0;
+	p.clock_snapshot = &cs;
+	p.has_trusted_packet_sequence_id = 1;
+	p.trusted_packet_sequence_id = seq;
+	*n += pack_packet(b + *n, &p);
+}
+
+static void test_trace_time(void)
+{
+	uint8_t *b = malloc(1 << 16);
+	size_t n = 0;
+	struct cuptrace_pf_check ck;
+	struct rec r;
+	const uint64_t wrap = 0; /* 0 - x: the uint64 that TP reads as -x */
+
+	/* Sequence 1: track 10, then an event on REALTIME whose snapshot comes only later (TP
+	 * defers it to the end of the file): 998999 on REALTIME is BOOTTIME -1. */
+	Cuptrace__Pb__TracePacket d = CUPTRACE__PB__TRACE_PACKET__INIT;
+	Cuptrace__Pb__TrackDescriptor td = CUPTRACE__PB__TRACK_DESCRIPTOR__INIT;
+	td.has_uuid = 1;
+	td.uuid = 10;
+	td.name = "t";
+	d.track_descriptor = &td;
+	d.has_trusted_packet_sequence_id = d.has_sequence_flags = 1;
+	d.trusted_packet_sequence_id = 1;
+	d.sequence_flags = 3;
+	n += pack_packet(b + n, &d);
+	add_instant(b, &n, 1, 0, 1, 998999, 3);
+	/* The trace's snapshot: BOOTTIME 1000 = REALTIME 1000000, BOOTTIME the trace clock. */
+	add_snapshot(b, &n, 1, 6, 1000, 0, 1, 1000000, 1);
+	add_instant(b, &n, 1, 0, 0, 2000, 3);           /* 2000: kept, at 1000 */
+	add_instant(b, &n, 1, 0, 0, 500, 3);            /* 500: kept by TP, before ours */
+	add_instant(b, &n, 1, 0, 0, wrap - 5, 3);       /* -5: dropped */
+	add_instant(b, &n, 1, 0, 1, 1000000 - 2000, 3); /* REALTIME: -1000, dropped */
+	add_instant(b, &n, 1, 0, 1, 1000000 - 500, 3);  /* REALTIME: 500, before ours */
+	add_instant(b, &n, 1, 0, 1, 1000000 + 7, 3);    /* REALTIME: 1007, kept at 7 */
+	add_instant(b, &n, 1, 0, 0, wrap - 1, 4);       /* -1: dropped before its track */
+	/* Sequence 2 on an incremental clock 64 whose snapshot pairs it with BOOTTIME -100. */
+	Cuptrace__Pb__TracePacket a = CUPTRACE__PB__TRACE_PACKET__INIT;
+	Cuptrace__Pb__TracePacketDefaults df = CUPTRACE__PB__TRACE_PACKET_DEFAULTS__INIT;
+	df.has_timestamp_clock_id = 1;
+	df.timestamp_clock_id = 64;
+	a.trace_packet_defaults = &df;
+	a.has_trusted_packet_sequence_id = a.has_sequence_flags = 1;
+	a.trusted_packet_sequence_id = 2;
+	a.sequence_flags = 3;
+	n += pack_packet(b + n, &a);
+	add_snapshot(b, &n, 2, 64, 0, 1, 6, wrap - 100, 0);
+	add_instant(b, &n, 2, 0, 0, 40, 3);   /* -60: dropped */
+	add_instant(b, &n, 2, 0, 0, 100, 3);  /* 40: before ours */
+	add_instant(b, &n, 2, 0, 0, 2000, 3); /* 2040: kept at 1040 */
+	/* A descriptor at -1: its track stays, TP's sorter drops the packet. */
+	td.uuid = 11;
+	td.name = "late";
+	d.has_sequence_flags = 0;
+	d.has_timestamp = 1;
+	d.timestamp = wrap - 1;
+	n += pack_packet(b + n, &d);
+
+	rec_init(&r);
+	CHECK_EQ_INT(cuptrace_perfetto_read_mem(b, n, &r.base, &ck), 0);
+	CHECK_EQ_INT(ck.negative_timestamps, 5);
+	CHECK_EQ_INT(ck.negative_packet_timestamps, 1);
+	CHECK_EQ_INT(ck.before_snapshot, 3);
+	CHECK_EQ_INT(ck.counter_before_descriptor, 0);
+	CHECK_EQ_INT(ck.clock_errors, 0);
+	CHECK_EQ_INT(r.nev, 3);
+	CHECK_EQ_INT(r.info.start_boottime_ns, 1000);
+	int64_t want[3] = {7, 1000, 1040}; /* in time order */
+	for (size_t i = 0; i < r.nev && i < 3; i++)
+		CHECK_EQ_INT(r.ev[i].ts, want[i]);
+	rec_free(&r);
+
+	/* A snapshot whose BOOTTIME is negative (what merge wrote before issue 42's fix): the
+	 * events before BOOTTIME 0 are dropped, and the info says no BOOTTIME rather than the
+	 * reading that would make a writer drop them again. */
+	n = 0;
+	d.has_timestamp = 0;
+	d.has_sequence_flags = 1;
+	td.uuid = 10;
+	n += pack_packet(b + n, &d);
+	add_snapshot(b, &n, 1, 6, wrap - 10591000, 0, 1, 1661203462574176000ull, 1);
+	add_instant(b, &n, 1, 0, 0, wrap - 10591000, 3); /* relative 0 */
+	add_instant(b, &n, 1, 0, 0, wrap - 1, 3);        /* relative 10590999 */
+	add_instant(b, &n, 1, 0, 0, 0, 3);               /* relative 10591000: the first kept */
+	rec_init(&r);
+	CHECK_EQ_INT(cuptrace_perfetto_read_mem(b, n, &r.base, &ck), 0);
+	CHECK_EQ_INT(ck.negative_timestamps, 2);
+	CHECK_EQ_INT(ck.before_snapshot, 0);
+	CHECK_EQ_INT(r.nev, 1);
+	CHECK_EQ_INT(r.nev ? r.ev[0].ts : -1, 10591000);
+	CHECK_EQ_INT(r.info.start_boottime_ns, 0);
+	rec_free(&r);
+	free(b);
+}
+
+/* The writer, given a BOOTTIME reading below 0 (event.h promises none; a reader of a damaged
+ * file or a merge of old gave one): every event must still be at a time Perfetto keeps. */
+static void test_negative_boottime_written(void)
+{
+	char path[512];
+	struct cuptrace_pf_check ck;
+	struct rec r;
+
+	snprintf(path, sizeof(path), "%s/test_perfetto_negboot_%d.pftrace", tmpdir(),
+	         (int)getpid());
+	struct cuptrace_sink *s =
+	    cuptrace_perfetto_sink_new(cuptrace_output_open(path, CUPTRACE_COMPRESS_NONE, NULL));
+	CHECK(s != NULL);
+	if (!s)
+		return;
+	struct cuptrace_trace_info info = {
+	    .pid = 1, .start_boottime_ns = -10591000, .start_realtime_ns = 1661203462574176000ll};
+	struct cuptrace_track t = {
+	    .uuid = 5, .kind = CUPTRACE_TRACK_THREAD, .pid = 1, .tid = 1, .name = "t"};
+	CHECK_EQ_INT(s->ops->begin(s, &info), 0);
+	CHECK_EQ_INT(s->ops->track(s, &t), 0);
+	for (int i = 0; i < 4; i++) {
+		/* 0 and 10590999 were below BOOTTIME 0; the last two write the same track back
+		 * in time, on BOOTTIME itself rather than the sequence's clock. */
+		static const int64_t at[] = {0, 10590999, 20000000, 5};
+		struct cuptrace_slice e = {.track_uuid = 5, .ts = at[i], .dur = 1, .name = "s"};
+		CHECK_EQ_INT(s->ops->slice(s, &e), 0);
+	}
+	CHECK_EQ_INT(s->ops->finish(s), 0);
+	cuptrace_sink_destroy(s);
+	rec_init(&r);
+	CHECK_EQ_INT(cuptrace_perfetto_read(path, &r.base, &ck), 0);
+	check_clean(&ck);
+	CHECK_EQ_INT(r.slices, 4);
+	CHECK_EQ_INT(r.info.start_boottime_ns, 0);
+	CHECK_EQ_INT(r.info.start_realtime_ns, 1661203462574176000ll); /* still at relative 0 */
+	rec_free(&r);
+	unlink(path);
 }
 
 /* More distinct strings than one interning generation holds: the writer clears the sequence's
@@ -2367,6 +2552,7 @@ static void test_field_names(void)
 
 TEST_MAIN(T(test_round_trip_none), T(test_round_trip_gzip), T(test_round_trip_chunks),
           T(test_gzip_members), T(test_wire_rules), T(test_truncation), T(test_truncated_gzip),
-          T(test_foreign_and_random), T(test_bit_flips), T(test_bad_packets),
-          T(test_generation_rollover), T(test_real_captures), T(test_bytes_per_kernel),
-          T(test_canonical_encoding), T(test_system_info), T(test_field_names))
+          T(test_foreign_and_random), T(test_bit_flips), T(test_bad_packets), T(test_trace_time),
+          T(test_negative_boottime_written), T(test_generation_rollover), T(test_real_captures),
+          T(test_bytes_per_kernel), T(test_canonical_encoding), T(test_system_info),
+          T(test_field_names))

@@ -949,6 +949,18 @@ static int write_input(struct cuptrace_merge *m, size_t i, cuptrace_replay_fn re
 	return err;
 }
 
+/* A clock's reading at the output's relative 0, from the first input's reading at its own 0 and
+ * the shift that input got (the output's t is the input's t - offset). 0 says "unknown" in the
+ * event model, and stays so: a torch.profiler trace has no BOOTTIME, and moving its 0 would make
+ * up a reading. A reading that the shift takes below 0 is unknown too: no clock reads less than
+ * 0, and trace_processor's time is the BOOTTIME reading, so a negative one would put every event
+ * before -value at a negative time, which it drops (track_event_invalid_timestamp). */
+static int64_t clock_at_zero(int64_t at_input_zero, int64_t offset_ns)
+{
+	int64_t v = at_input_zero > 0 ? sat_sub(at_input_zero, offset_ns) : 0;
+	return v > 0 ? v : 0;
+}
+
 /* Both write paths: one output for all inputs (open == NULL, out given), or one per input
  * (open gives input i's sink, which close finishes and destroys). Every output begins with the
  * same trace info (the first input's clocks, shifted), so the files of an archive share one time
@@ -967,7 +979,7 @@ static int merge_write(struct cuptrace_merge *m, cuptrace_replay_fn replay, void
 	m->bad = 0;
 	if ((err = merged_meta(m, &meta, &nmeta, &strs, &nstrs)))
 		goto out;
-	/* The output's clocks are the first input's, moved by its shift. */
+	/* The output's clocks are the first input's, moved by its shift (clock_at_zero). */
 	const struct cuptrace_stats *st0 = &m->st->in[0].st;
 	const struct cuptrace_meta *rt = stats_meta_get(st0, "start_realtime_ns"),
 	                           *pn = stats_meta_get(st0, "process_name"),
@@ -989,8 +1001,8 @@ static int merge_write(struct cuptrace_merge *m, cuptrace_replay_fn replay, void
 	    .pid = m->in[0].pid,
 	    .process_name = pname,
 	    .hostname = host && !host->is_int ? host->s : NULL,
-	    .start_realtime_ns = sat_sub(realtime, m->in[0].offset_ns),
-	    .start_boottime_ns = sat_sub(m->st->in[0].start_boottime_ns, m->in[0].offset_ns),
+	    .start_realtime_ns = clock_at_zero(realtime, m->in[0].offset_ns),
+	    .start_boottime_ns = clock_at_zero(m->st->in[0].start_boottime_ns, m->in[0].offset_ns),
 	    .trace_uuid_hi = hi,
 	    .trace_uuid_lo = lo,
 	    .meta = meta,
@@ -1014,8 +1026,8 @@ static int merge_write(struct cuptrace_merge *m, cuptrace_replay_fn replay, void
 		struct cuptrace_trace_info own = info;
 		if (m->native_clocks) {
 			/* Its own clocks: the archive's manifest says how they relate. */
-			own.start_boottime_ns = m->st->in[i].start_boottime_ns;
-			own.start_realtime_ns = m->st->in[i].start_realtime_ns;
+			own.start_boottime_ns = clock_at_zero(m->st->in[i].start_boottime_ns, 0);
+			own.start_realtime_ns = clock_at_zero(m->st->in[i].start_realtime_ns, 0);
 			own.hostname = m->st->in[i].host ? m->st->in[i].host : info.hostname;
 			own.pid = m->in[i].pid;
 		}

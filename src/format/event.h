@@ -12,7 +12,9 @@
  *    producer puts truly overlapping work on lane tracks that share a name);
  *  - events may otherwise arrive in any time order (CUPTI delivers buffers late and out of order);
  *  - every timestamp is in nanoseconds relative to the trace's start (info->start_boottime_ns is
- *    the CLOCK_BOOTTIME value at relative 0) and is >= 0; dur >= 0.
+ *    the CLOCK_BOOTTIME value at relative 0) and is >= 0; dur >= 0;
+ *  - the clock readings at relative 0 are >= 0, and 0 means "not known" (a torch.profiler trace
+ *    has no BOOTTIME): Perfetto's time is start_boottime_ns + ts and must not be negative.
  */
 #ifndef CUPTRACE_FORMAT_EVENT_H
 #define CUPTRACE_FORMAT_EVENT_H
@@ -151,8 +153,8 @@ struct cuptrace_trace_info {
 	int32_t pid;
 	const char *process_name;
 	const char *hostname;
-	int64_t start_realtime_ns; /* CLOCK_REALTIME at relative time 0 */
-	int64_t start_boottime_ns; /* CLOCK_BOOTTIME at relative time 0 */
+	int64_t start_realtime_ns; /* CLOCK_REALTIME at relative time 0; 0 if not known */
+	int64_t start_boottime_ns; /* CLOCK_BOOTTIME at relative time 0; 0 if not known */
 	uint64_t trace_uuid_hi, trace_uuid_lo;
 	const struct cuptrace_meta *meta;
 	size_t nmeta;

@@ -164,7 +164,16 @@ static int pf_begin(struct cuptrace_sink *sk, const struct cuptrace_trace_info *
 	if (s->begun)
 		return fail(s, -EINVAL);
 	s->begun = 1;
-	s->start_boottime = info->start_boottime_ns;
+	/* trace_processor's time is the BOOTTIME reading, start_boottime + ts, and it drops every
+	 * TrackEvent whose time is negative (track_event_invalid_timestamp). event.h promises a
+	 * reading >= 0 (0: none known); one below breaks that promise (a reader of a damaged file,
+	 * a merge of old), and writing it would lose every event before -start_boottime. 0 keeps
+	 * them all: relative times, and REALTIME at relative 0, stay as they are. */
+	s->start_boottime = info->start_boottime_ns > 0 ? info->start_boottime_ns : 0;
+	if (info->start_boottime_ns < 0)
+		cuptrace_warn("trace start's BOOTTIME reading is negative (%lld ns): written as 0, "
+		              "so that Perfetto keeps every event",
+		              (long long)info->start_boottime_ns);
 
 	if (info->trace_uuid_hi || info->trace_uuid_lo) {
 		/* Without one trace_processor derives a uuid; a constant one would make the UI's
@@ -227,7 +236,7 @@ static int pf_begin(struct cuptrace_sink *sk, const struct cuptrace_trace_info *
 	Cuptrace__Pb__ClockSnapshot__Clock *clocks[2] = {&bt, &rt};
 	bt.has_clock_id = bt.has_timestamp = 1;
 	bt.clock_id = CLOCK_BOOTTIME_ID;
-	bt.timestamp = (uint64_t)info->start_boottime_ns;
+	bt.timestamp = (uint64_t)s->start_boottime;
 	rt.has_clock_id = rt.has_timestamp = 1;
 	rt.clock_id = CLOCK_REALTIME_ID;
 	rt.timestamp = (uint64_t)info->start_realtime_ns;

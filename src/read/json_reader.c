@@ -146,6 +146,16 @@ static int64_t add_sat(int64_t a, int64_t b)
 	return b > 0 ? INT64_MAX : INT64_MIN;
 }
 
+/* BOOTTIME's reading at relative 0: one below 0 is none (event.h: 0, not known), which a writer
+ * would otherwise put in a Perfetto clock snapshot and lose the events before it. REALTIME is
+ * left as the file says: a torch.profiler file's axis may be anything, and merge --ranks places
+ * ranks by its differences. */
+static int64_t boottime_reading(int64_t at_file_zero, int64_t base)
+{
+	int64_t v = add_sat(at_file_zero, base);
+	return v > 0 ? v : 0;
+}
+
 static int make_info(struct jr *r, struct cuptrace_trace_info *info, struct info_buf *b,
                      const void *data, size_t len)
 {
@@ -159,7 +169,7 @@ static int make_info(struct jr *r, struct cuptrace_trace_info *info, struct info
 		info->process_name = jr_s(r, r->info_process);
 		info->hostname = jr_s(r, r->info_host);
 		info->start_realtime_ns = add_sat(r->info_realtime, r->base);
-		info->start_boottime_ns = add_sat(r->info_boottime, r->base);
+		info->start_boottime_ns = boottime_reading(r->info_boottime, r->base);
 		parse_uuid(jr_s(r, r->info_uuid), &info->trace_uuid_hi, &info->trace_uuid_lo);
 		/* pid, process_name, ... too: a capture's info carries them as meta. */
 		for (size_t i = 0; i < r->meta0.n; i++)

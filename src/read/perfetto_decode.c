@@ -432,8 +432,15 @@ static int do_packet(struct reader *r, const uint8_t *b, size_t n, int depth)
 		return pf_parse_event(r, q, &k);
 	case PF_PACKET_SYSTEM_INFO:
 		return pf_parse_sysinfo(r, k.payload.b, k.payload.n);
-	case PF_PACKET_TRACK_DESCRIPTOR:
+	case PF_PACKET_TRACK_DESCRIPTOR: {
+		/* TP reserves the track when it reads the packet, but its sorter drops a packet
+		 * with a negative time (trace_sorter_negative_timestamp_dropped), and with it what
+		 * the parser would take from it: the process's or thread's name. */
+		int64_t t;
+		if (k.has_ts && !k.time_err && !pf_trace_time(r, k.abs_ts, k.dom, &t) && t < 0)
+			r->ck.negative_packet_timestamps++;
 		return pf_parse_track(r, k.payload.b, k.payload.n);
+	}
 	case PF_PACKET_TRACE_UUID:
 		return pf_parse_uuid(r, k.payload.b, k.payload.n);
 	}
@@ -664,11 +671,20 @@ int pf_decode(struct reader *r, const void *data, size_t len)
 	if (err)
 		return err;
 
-	for (size_t i = 0; i < r->nevs; i++)
-		if (to_rel(r, &r->evs[i])) {
-			r->evs[i].dropped = 1;
+	/* Now that the snapshot is known: the events whose clock could not be converted when
+	 * they were read (TP defers those to the end of the file too) are checked against
+	 * trace_processor's rule; the others passed it in pf_parse_event already. */
+	for (size_t i = 0; i < r->nevs; i++) {
+		struct rev *e = &r->evs[i];
+		int64_t t;
+		if (!pf_trace_time(r, (uint64_t)e->ts, e->dom, &t) && t < 0) {
+			e->dropped = 1;
+			r->ck.negative_timestamps++;
+		} else if (to_rel(r, e)) {
+			e->dropped = 1;
 			r->ck.clock_errors++;
 		}
+	}
 	return 0;
 }
 

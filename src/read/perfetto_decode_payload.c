@@ -372,6 +372,21 @@ int pf_parse_event(struct reader *r, struct rseq *q, const struct pkt *k)
 		r->ck.missing_timestamp++;
 		return 0;
 	}
+	/* Then, still before the event is looked at, its time: TP converts it to the trace clock
+	 * (a packet whose clock has no path is dropped first), and drops a TrackEvent whose time
+	 * is negative there (track_event_invalid_timestamp, track_event_tokenizer.cc). A time on
+	 * a clock that no snapshot relates yet is checked at the end (pf_decode), as TP defers
+	 * such packets to the end of the file. The deprecated TrackEvent.timestamp_delta_us and
+	 * timestamp_absolute_us, which TP would take instead, are not read. */
+	int64_t trace_ts;
+	if (k->time_err) {
+		r->ck.clock_errors++;
+		return 0;
+	}
+	if (!pf_trace_time(r, k->abs_ts, k->dom, &trace_ts) && trace_ts < 0) {
+		r->ck.negative_timestamps++;
+		return 0;
+	}
 	ev.arg0 = (uint32_t)arg0;
 	ev.flow0 = (uint32_t)flow0;
 	m = pb_of(k->payload.b, k->payload.n);
@@ -483,14 +498,6 @@ int pf_parse_event(struct reader *r, struct rseq *q, const struct pkt *k)
 		r->nargs = arg0;
 		r->nflows = flow0;
 		ev.nargs = ev.nflows = ev.nterm = 0;
-	}
-	if (k->time_err) {
-		r->ck.clock_errors++;
-		goto drop;
-	}
-	if (k->abs_ts > INT64_MAX) {
-		r->ck.negative_timestamps++; /* TP: track_event_invalid_timestamp */
-		goto drop;
 	}
 	if (ev.type != TE_COUNTER)
 		ev.val.corr = corr;

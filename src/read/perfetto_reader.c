@@ -44,6 +44,16 @@ static uint64_t snap_value(const struct reader *r, uint32_t clock)
 	return 0;
 }
 
+/* BOOTTIME's reading at relative 0 for the trace info: trace_processor reads the snapshot's
+ * uint64 as int64, and a negative reading (a merge of old wrote some) is no reading at all, so
+ * "not known" (event.h), not a value that a writer would carry on and lose events with. REALTIME
+ * goes as the file says (merge --ranks places files without BOOTTIME by its differences). */
+static int64_t info_boottime(const struct reader *r)
+{
+	uint64_t v = snap_value(r, CLOCK_BOOTTIME_ID);
+	return v <= INT64_MAX ? (int64_t)v : 0;
+}
+
 /* A sort key: the event's time and its index in file order (evs is filled in file order). */
 struct skey {
 	int64_t ts;
@@ -531,7 +541,7 @@ static int replay(struct reader *r, struct replay *p, struct cuptrace_sink *sink
 	    .process_name = proc ? str(r, proc->name) : NULL,
 	    .hostname = str(r, r->hostname),
 	    .start_realtime_ns = (int64_t)snap_value(r, CLOCK_REALTIME_ID),
-	    .start_boottime_ns = (int64_t)snap_value(r, CLOCK_BOOTTIME_ID),
+	    .start_boottime_ns = info_boottime(r),
 	    .trace_uuid_hi = r->uuid_hi,
 	    .trace_uuid_lo = r->uuid_lo,
 	    .meta = meta,
@@ -548,7 +558,7 @@ static int replay(struct reader *r, struct replay *p, struct cuptrace_sink *sink
 		if (e->type == TE_BEGIN && p->sl[e->slice - 1].dur < 0)
 			continue; /* never ended: counted in unterminated_slices */
 		if (e->ts < 0) {
-			r->ck.negative_timestamps++;
+			r->ck.before_snapshot++;
 			continue;
 		}
 		t = track_of(r, e->track);
@@ -672,6 +682,17 @@ int cuptrace_perfetto_read_mem(const void *data, size_t len, struct cuptrace_sin
 	p.nfl = p.flcap = 0;
 	flow_table_free(&p.active);
 	err = replay(&r, &p, sink); /* with no sink, only counts */
+	/* Said, not only counted: a reader of the trace would not see these either. */
+	if (!err && r.ck.negative_timestamps)
+		cuptrace_warn("%llu events at a negative time on Perfetto's trace clock: "
+		              "ui.perfetto.dev drops them (track_event_invalid_timestamp), and so "
+		              "does this reader",
+		              (unsigned long long)r.ck.negative_timestamps);
+	if (!err && r.ck.before_snapshot)
+		cuptrace_warn(
+		    "%llu events before the trace's clock snapshot, where its time starts: "
+		    "not read",
+		    (unsigned long long)r.ck.before_snapshot);
 out:
 	if (check)
 		*check = r.ck;

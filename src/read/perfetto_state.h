@@ -202,6 +202,44 @@ static inline struct rtrack *track_of(struct reader *r, uint64_t uuid)
 int pf_decode(struct reader *r, const void *data, size_t len);
 void pf_reader_free(struct reader *r);
 
+/* ---- trace time: what trace_processor drops (inline: both decoders use it) ---- */
+
+static inline int pf_snap_find(const struct reader *r, uint32_t clock, uint64_t *v)
+{
+	for (size_t i = 0; i < r->nsnap; i++)
+		if (r->snap_id[i] == clock) {
+			*v = r->snap_val[i];
+			return 1;
+		}
+	return 0;
+}
+
+/* The time trace_processor gives abs, a time on builtin clock dom (0: no clock given): converted
+ * to its trace clock through the first global snapshot seen so far. 0 and *t, or -1 where that
+ * cannot be told yet (dom is another clock and no snapshot has it). A negative *t is what TP
+ * drops. Its trace clock is the snapshot's primary_trace_clock, else BOOTTIME (inferred from a
+ * snapshot that has it, and what a trace without one is taken to be on). */
+static inline int pf_trace_time(const struct reader *r, uint64_t abs, uint32_t dom, int64_t *t)
+{
+	uint32_t tc = r->have_snap && r->snap_primary ? r->snap_primary : CLOCK_BOOTTIME_ID;
+	uint64_t from, to = 0;
+
+	/* No clock id anywhere: the trace's default clock, which is the trace clock, or no
+	 * conversion at all where no snapshot set one. Either way the value as it is. */
+	if (!dom || dom == tc) {
+		*t = (int64_t)abs; /* TP casts the uint64 to int64 */
+		return 0;
+	}
+	if (!r->have_snap || !pf_snap_find(r, dom, &from))
+		return -1;
+	/* The snapshot ties dom to the trace clock; a snapshot without the trace clock (no
+	 * BOOTTIME, no primary) is taken to start trace time at 0. Unsigned: wraps, never traps,
+	 * like TP's int64 arithmetic on the same bits. */
+	pf_snap_find(r, tc, &to);
+	*t = (int64_t)(abs - from + to);
+	return 0;
+}
+
 /* ---- perfetto_decode_payload.c ----
  * Each parses one packet payload into r. 0, or -1 for a malformed message (the caller counts
  * the packet as corrupt); an allocation failure sets r->err instead. */

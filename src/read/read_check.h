@@ -29,7 +29,16 @@ struct cuptrace_pf_check {
 	                            * not match the innermost open slice) */
 	uint64_t depth_exceeded;   /* BEGINs dropped past trace_processor's depth of 512 */
 	uint64_t flows_dangling;   /* flow ids found on one slice only: no arrow */
+	/* TrackEvents trace_processor drops (track_event_invalid_timestamp): their time,
+	 * converted to its trace clock (BOOTTIME or the snapshot's primary clock: the snapshot's
+	 * reading plus the time since it), is negative. Not replayed. */
 	uint64_t negative_timestamps;
+	/* TrackDescriptors with such a time: TP's sorter drops them, and the names they carry
+	 * (trace_sorter_negative_timestamp_dropped). */
+	uint64_t negative_packet_timestamps;
+	/* Events before the first clock snapshot at a time TP keeps: time in our model starts at
+	 * the snapshot (event.h), so they are not replayed. */
+	uint64_t before_snapshot;
 	uint64_t duplicate_thread_uuid;  /* two uuids for one (pid, tid) */
 	uint64_t duplicate_process_uuid; /* two uuids for one pid */
 	uint64_t clock_errors;           /* timestamp on a clock with no snapshot path */
