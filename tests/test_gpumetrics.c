@@ -396,7 +396,9 @@ static void test_capture_to_counters_and_stats(void)
 	fclose(f);
 	s = calloc(1, sizeof(*s));
 	s->base.ops = &t_ops;
-	CHECK(cuptrace_read_trace(cap, &s->base, 0) != 0);
+	/* A corrupt item ends the read there, like a cut: what came before is kept (read.c
+	 * warns with its offset), not an error. */
+	CHECK_EQ_INT(cuptrace_read_trace(cap, &s->base, 0), 0);
 	cuptrace_sink_destroy(&s->base);
 	unlink(cap);
 	unlink(json);
