@@ -194,7 +194,8 @@ static int gm_finish(struct cuptrace_sink *sk)
 	if (!nm)
 		return 0; /* no GPU metrics: nothing to report */
 	for (size_t i = 0; i < s->nmt; i++)
-		qsort(s->mt[i].p, s->mt[i].n, sizeof(struct point), point_cmp);
+		if (s->mt[i].n) /* a metric with no sample (a trace cut before them) has no array */
+			qsort(s->mt[i].p, s->mt[i].n, sizeof(struct point), point_cmp);
 	o->metrics = calloc(nm, sizeof(char *));
 	o->rows = calloc(s->nrows ? s->nrows : 1, sizeof(*o->rows));
 	double *sum = calloc(s->nrows * nm + 1, sizeof(double));
