@@ -22,22 +22,15 @@ process of its pid.
      "boottime": BOOTTIME of the first snapshot or null}"""
 import gzip
 import json
+import os
 import sys
 import zlib
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from trace_bytes import varint  # noqa: E402  (the tests' one varint reader)
+
 BOOTTIME = 6
 MASK = (1 << 64) - 1
-
-
-def varint(b, i):
-    v = shift = 0
-    while True:
-        c = b[i]
-        i += 1
-        v |= (c & 0x7F) << shift
-        shift += 7
-        if c < 0x80:
-            return v, i
 
 
 def fields(b):
