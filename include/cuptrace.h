@@ -69,6 +69,10 @@
  *   CUPTRACE_RECORD_START set by `cuptrace record` (Unix ns): a process whose trace name
  *                         another process of the run already took (two CUDA processes of one
  *                         rank with "%r", say) writes NAME-<pid>.EXT instead
+ *   CUPTRACE_CLAIMS       set by `cuptrace record`: the run's directory, where processes claim
+ *                         trace names and note the partial files their traces are written to
+ *                         until finished (.NAME.cuptrace-PID.partial beside NAME), so that
+ *                         record can rename into place what a killed process left
  *   CUPTRACE_ERROR_FILE   set by `cuptrace record`: a process where tracing cannot start
  *                         appends a line there, so record exits non-zero
  *   CUPTRACE_FAULT_BUFFERS  N > 0: refuse every N-th buffer CUPTI asks for (a drill: CUPTI
