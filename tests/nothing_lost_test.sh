@@ -240,7 +240,7 @@ printf 'still writing' >"$part"
 printf '%s\0%s\0\0' "$part" "$1/$2" >"$CUPTRACE_CLAIMS/partial-$!-1"
 echo $! >"$1/sleeper"
 EOF
-expect 0 "pid [0-9]* outlived the command and is still writing its trace: it goes in place as $rd/run.pftrace when that process ends" \
+expect 0 "pid [0-9]* outlived the command and is still writing its trace ($rd/.run.pftrace.cuptrace-[0-9]*.partial): it goes in place as $rd/run.pftrace when that process finishes it" \
 	rec -o "$rd/run.pftrace" -- sh "$tmp/outlive.sh" "$rd" run.pftrace
 kill "$(cat "$rd/sleeper")" 2>/dev/null
 cmp -s "$rd/run.pftrace" "$tmp/keep.pftrace" || bad "a trace still being written replaced the old one"

@@ -88,6 +88,9 @@ static const struct cuptrace_sink_ops count_ops = {
     .destroy = c_destroy,
 };
 
+/* Partial files larger than this are put in place without reading them. */
+#define BIG (64ll << 20)
+
 /* The reader's first warning or error (what the damage is), said again here under the trace's
  * own name: the partial name it read means nothing to the user. Only this thread reads. */
 static char said[1024];
@@ -104,9 +107,9 @@ static void settle(const struct cuptrace_recfile_left *l, void *ctx)
 	if (l->alive) {
 		fprintf(
 		    stderr,
-		    "cuptrace record: pid %d outlived the command and is still writing its trace: "
-		    "it goes in place as %s when that process ends\n",
-		    l->pid, l->target);
+		    "cuptrace record: pid %d outlived the command and is still writing its trace "
+		    "(%s): it goes in place as %s when that process finishes it\n",
+		    l->pid, l->tmp, l->target);
 		return;
 	}
 	struct stat st;
@@ -115,7 +118,13 @@ static void settle(const struct cuptrace_recfile_left *l, void *ctx)
 	struct count_sink cs = {.base = {.ops = &count_ops}};
 	int r = 0;
 	said[0] = 0;
-	if (size > 0) {
+	if (size > BIG) {
+		/* Read whole, as every reader does, it would cost its size in memory; metadata
+		 * alone is a few KiB, so a file this size holds events. */
+		cs.events = 1;
+		snprintf(said, sizeof(said), "cut where it stopped (%lld bytes; not read here)",
+		         (long long)size);
+	} else if (size > 0) {
 		cuptrace_log_fn prev = cuptrace_log_set(catch_log);
 		r = cuptrace_read_trace(l->tmp, &cs.base, 0);
 		cuptrace_log_set(prev);
@@ -126,6 +135,10 @@ static void settle(const struct cuptrace_recfile_left *l, void *ctx)
 	if (!strncmp(what, l->tmp, tl) && what[tl] == ':')
 		what += tl + 1 + (what[tl + 1] == ' ');
 	if (cs.events) {
+		char n[64] = "";
+		if (size <= BIG)
+			snprintf(n, sizeof(n), " (%llu events readable)",
+			         (unsigned long long)cs.events);
 		if (rename(l->tmp, l->target)) {
 			fprintf(
 			    stderr,
@@ -135,10 +148,8 @@ static void settle(const struct cuptrace_recfile_left *l, void *ctx)
 		} else {
 			fprintf(stderr,
 			        "cuptrace record: pid %d did not finish its trace (killed, or "
-			        "crashed): "
-			        "%s holds it as far as it was written (%llu events readable)%s%s\n",
-			        l->pid, l->target, (unsigned long long)cs.events,
-			        what[0] ? ": " : "", what);
+			        "crashed): %s holds it as far as it was written%s%s%s\n",
+			        l->pid, l->target, n, what[0] ? ": " : "", what);
 		}
 	} else if (r && size > 0) {
 		/* Not a trace the readers know: kept for whoever looks, the name untouched. */
