@@ -5,6 +5,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <ftw.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -476,5 +477,21 @@ static void test_no_new_file(void)
 	chmod(d, 0755);
 }
 
+static int remove_one(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+	(void)st;
+	(void)flag;
+	(void)ftw;
+	return remove(path);
+}
+
+/* Last: the test's directory goes (after a failure too, so that runs do not pile up). */
+static void test_cleanup(void)
+{
+	if (dir[0])
+		CHECK_EQ_INT(nftw(dir, remove_one, 16, FTW_DEPTH | FTW_PHYS), 0);
+}
+
 TEST_MAIN(T(test_names), T(test_claims), T(test_claims_by_file), T(test_commit_and_discard),
-          T(test_write_failed), T(test_links_and_modes), T(test_notes), T(test_no_new_file))
+          T(test_write_failed), T(test_links_and_modes), T(test_notes), T(test_no_new_file),
+          T(test_cleanup))
