@@ -69,6 +69,10 @@
  *   CUPTRACE_RECORD_START set by `cuptrace record` (Unix ns): a process whose trace name
  *                         another process of the run already took (two CUDA processes of one
  *                         rank with "%r", say) writes NAME-<pid>.EXT instead
+ *   CUPTRACE_CLAIMS       set by `cuptrace record`: the run's directory, where processes claim
+ *                         trace names and note the partial files their traces are written to
+ *                         until finished (.NAME.cuptrace-PID.partial beside NAME), so that
+ *                         record can rename into place what a killed process left
  *   CUPTRACE_ERROR_FILE   set by `cuptrace record`: a process where tracing cannot start
  *                         appends a line there, so record exits non-zero
  *   CUPTRACE_FAULT_BUFFERS  N > 0: refuse every N-th buffer CUPTI asks for (a drill: CUPTI
@@ -108,22 +112,25 @@ extern "C" {
 
 /* Starts tracing into `path` (NULL: CUPTRACE_OUTPUT or its default). Returns 0, -EALREADY if
  * tracing is already running (for instance through injection), or a negative errno; a message
- * goes to stderr. Options come from the environment variables above. */
+ * goes to stderr. Options come from the environment variables above. The trace is written to
+ * .NAME.cuptrace-PID.partial beside path and renamed onto path when finished: a file already
+ * there stays until then. */
 CUPTRACE_API int cuptrace_start(const char *path);
 
 /* Pulls every record out of CUPTI and hands it to the writer thread; returns once the writer
- * has taken it. It reaches the file within CUPTRACE_FLUSH_MS (cuptrace_stop() writes everything
- * before it returns). Does not synchronize the GPU: call cudaDeviceSynchronize() first for work
- * still running, whose records CUPTI would otherwise report without times. */
+ * has taken it. It reaches the partial file within CUPTRACE_FLUSH_MS (cuptrace_stop() writes
+ * everything and puts the file in place before it returns). Does not synchronize the GPU: call
+ * cudaDeviceSynchronize() first for work still running, whose records CUPTI would otherwise report
+ * without times. */
 CUPTRACE_API int cuptrace_flush(void);
 
 /* With capture windows (record --on-demand, --capture-range, ...; CUPTRACE_ON_DEMAND=1 and the
  * other variables below), cuptrace_start() opens a window and cuptrace_stop() closes it, as
  * `cuptrace trigger` would: the session itself ends with the program. Otherwise: */
-/* Flushes, finishes the file, prints the summary (unless CUPTRACE_SUMMARY=0) and stops
- * tracing. Returns 0 or the first error seen while writing. A later cuptrace_start() begins a
- * new session into a new file (tested: 100 start/stop cycles in one process, each file
- * complete, no descriptor, thread or memory left behind). */
+/* Flushes, finishes the file and renames it onto its name, prints the summary (unless
+ * CUPTRACE_SUMMARY=0) and stops tracing. Returns 0 or the first error seen while writing. A later
+ * cuptrace_start() begins a new session into a new file (tested: 100 start/stop cycles in one
+ * process, each file complete, no descriptor, thread or memory left behind). */
 CUPTRACE_API int cuptrace_stop(void);
 
 /* Marks the end of a training step: `record --steps`, `--ring-slow` and `cuptrace trigger

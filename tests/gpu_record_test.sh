@@ -243,5 +243,72 @@ if "$ct" record -o "$tmp/mp/mp.pftrace" -- "$ex/multi_process" 2 >"$tmp/mp.log" 
 else
 	echo "FAIL multi_process: record failed"; cat "$tmp/mp.log"; fail=1
 fi
+# Nothing lost (issue 41): the trace is written under a partial name beside its target
+# (.NAME.cuptrace-PID.partial) and renamed onto it only when complete, so an older trace of
+# that name is never destroyed by a run that failed or recorded nothing. (gpu_signals_test.sh:
+# SIGKILL; nothing_lost_test.sh: record's side, without a GPU.)
+nl=$tmp/nl
+mkdir -p "$nl"
+partials() { ls -a "$1" | grep '\.partial$'; }
+"$ct" convert "${CUPTRACE_TEST_DATA:-$(dirname "$0")/data}/vector_add.cupti" -o "$nl/keep.pftrace" 2>/dev/null ||
+	{ echo "FAIL: convert tests/data/vector_add.cupti"; fail=1; }
+old() { # NAME: an earlier run's trace (an hour old) as $nl/NAME
+	cp "$nl/keep.pftrace" "$nl/$1" && touch -d "@$(($(date +%s) - 3600))" "$nl/$1"
+}
+# A command that fails before CUDA starts, and one that starts CUDA (the driver injects the
+# library, which opens its partial file) but does no work: the old trace byte for byte.
+old run.pftrace
+timeout 60 "$ct" record -o "$nl/run.pftrace" -- sh -c 'exit 3' >"$nl/a.log" 2>&1
+st=$?
+if [ "$st" = 3 ] && cmp -s "$nl/run.pftrace" "$nl/keep.pftrace" && [ -z "$(partials "$nl")" ]; then
+	echo "ok nothing lost: a command failing before CUDA leaves the old trace"
+else
+	echo "FAIL nothing lost: failing command (exit $st)"; cat "$nl/a.log"; ls -la "$nl"; fail=1
+fi
+timeout 60 "$ct" record -o "$nl/run.pftrace" -- python3 -c \
+	'import ctypes, sys; assert ctypes.CDLL("libcuda.so.1").cuInit(0) == 0; sys.exit(3)' >"$nl/b.log" 2>&1
+st=$?
+if [ "$st" = 3 ] && grep -q "did no CUDA work" "$nl/b.log" && cmp -s "$nl/run.pftrace" "$nl/keep.pftrace" &&
+	[ -z "$(partials "$nl")" ]; then
+	echo "ok nothing lost: cuInit and exit 3 leaves the old trace: $(grep "did no CUDA work" "$nl/b.log")"
+else
+	echo "FAIL nothing lost: cuInit and exit (exit $st)"; cat "$nl/b.log"; ls -la "$nl"; fail=1
+fi
+# A normal run over an old trace, named through a symbolic link: while the program runs the old
+# trace is there as it was and the new one is in one partial file beside it; at the end the new
+# one replaces it, whole, the link stays a link, and no partial file is left.
+ww=$(dirname "$chk")/window_work
+old real.pftrace
+ln -s real.pftrace "$nl/link.pftrace"
+timeout 90 "$ct" record -o "$nl/link.pftrace" -- "$ww" spin 6 >"$nl/c.log" 2>&1 &
+rec=$!
+k=0
+while ! grep -q ready "$nl/c.log" && [ $k -lt 60 ]; do sleep 1; k=$((k + 1)); done
+sleep 2
+during=$(partials "$nl")
+cmp -s "$nl/real.pftrace" "$nl/keep.pftrace" && same=1 || same=0
+wait "$rec"
+st=$?
+echo "during the run: old trace unchanged: $same; partial files: ${during:-none}"
+if [ "$st" = 0 ] && [ "$same" = 1 ] && [ "$(echo "$during" | grep -c "^\.real\.pftrace\.cuptrace-[0-9]*\.partial$")" = 1 ] &&
+	[ -L "$nl/link.pftrace" ] && [ -z "$(partials "$nl")" ] &&
+	"$chk" "$nl/real.pftrace" --clean --at-least kernel:step_kernel=100 &&
+	grep -q "trace written to $nl/link.pftrace" "$nl/c.log"; then
+	echo "ok nothing lost: written aside, renamed over the old trace at the end, through the link"
+else
+	echo "FAIL nothing lost: normal run over an old trace (exit $st)"; cat "$nl/c.log"; ls -la "$nl"; fail=1
+fi
+# Every format and a file per process: no partial file left after normal runs.
+for out in va.pftrace.gz va.json.gz va.cupti; do
+	old "$out"
+	if timeout 90 "$ct" record -o "$nl/$out" -- "$ex/vector_add" >"$nl/d.log" 2>&1 &&
+		"$chk" "$nl/$out" --count kernel=1 >/dev/null && ! cmp -s "$nl/$out" "$nl/keep.pftrace" &&
+		[ -z "$(partials "$nl")" ]; then
+		echo "ok nothing lost: $out replaced whole"
+	else
+		echo "FAIL nothing lost: $out"; cat "$nl/d.log"; ls -la "$nl"; fail=1
+	fi
+done
+[ -z "$(partials "$tmp")$(partials "$tmp/mp")" ] || { echo "FAIL: partial files left: $(partials "$tmp") $(partials "$tmp/mp")"; fail=1; }
 rm -rf "$tmp"
 exit $fail

@@ -1,6 +1,9 @@
 #!/bin/sh
 # GPU test: a traced program stopped by SIGTERM/SIGINT finishes its trace and still dies of
-# the signal; one killed by SIGKILL leaves a .pftrace that loads up to its last chunk.
+# the signal; one killed by SIGKILL leaves a .pftrace that loads up to its last chunk. Each
+# replaces an older trace of its name: the library writes a partial file beside it and renames
+# it at the finish; after a SIGKILL, `record` renames what the program wrote (output/recfile.h),
+# and a flight recorder killed before it wrote anything leaves the older trace as it was.
 set -u
 # shellcheck source=tests/gpu_common.sh
 gpu_test=sig
@@ -8,7 +11,10 @@ gpu_test=sig
 # Job control on: a non-interactive shell otherwise starts background jobs with SIGINT ignored.
 set -m
 fail=0
+partials() { ls -a "$tmp" | grep '\.partial$'; }
+printf 'an older trace' >"$tmp/older"
 for sig in TERM INT KILL; do
+	cp "$tmp/older" "$tmp/$sig.pftrace"
 	# CUPTRACE_LOG=info: the finish's phases and the converter's correlation counts, in the log
 	CUPTRACE_LOG=info timeout 90 "$ct" record -o "$tmp/$sig.pftrace" -- "$ex/multi_stream" 2 100000000 >"$tmp/$sig.log" 2>&1 &
 	rec=$!
@@ -25,8 +31,14 @@ for sig in TERM INT KILL; do
 	if [ -z "$f" ]; then
 		echo "FAIL: SIG$sig left no trace"; fail=1; continue
 	fi
+	cmp -s "$f" "$tmp/older" && { echo "FAIL: SIG$sig: the older trace is still there"; fail=1; }
+	[ -z "$(partials)" ] || { echo "FAIL: SIG$sig: partial files left: $(partials)"; fail=1; }
 	if [ "$sig" = KILL ]; then
-		# Cut short: whatever was flushed (once a second) loads, with kernels in it.
+		# Cut short: whatever was flushed (once a second) loads, with kernels in it; record
+		# put it in place and said so.
+		grep "did not finish its trace" "$tmp/$sig.log"
+		grep -q "did not finish its trace (killed, or crashed): $tmp/KILL.pftrace holds it as far as it was written" "$tmp/$sig.log" ||
+			{ echo "FAIL: SIGKILL: record did not say it put the cut trace in place"; fail=1; }
 		"$chk" "$f" --at-least kernel=1000 || { echo "FAIL: SIGKILL trace"; fail=1; }
 	else
 		grep -q "trace written" "$tmp/$sig.log" || { echo "FAIL: no summary after SIG$sig"; fail=1; }
@@ -76,5 +88,26 @@ print(f"killed JSON: {whole} whole events, {kernels} kernels")
 assert kernels > 1000
 PY
 then echo "ok SIGKILL json"; else echo "FAIL: SIGKILL json"; fail=1; fi
+[ -z "$(partials)" ] || { echo "FAIL: SIGKILL json: partial files left: $(partials)"; fail=1; }
+# The flight recorder killed by SIGKILL before it wrote anything (it writes at exit, on
+# SIGINT/SIGTERM, a crash or a trigger): its partial file holds no event, so the older trace
+# (a real one, converted from tests/data) stays byte for byte and record says why.
+ww=$(dirname "$chk")/window_work
+"$ct" convert "${CUPTRACE_TEST_DATA:-$(dirname "$0")/data}/vector_add.cupti" -o "$tmp/keep.pftrace" 2>/dev/null
+cp "$tmp/keep.pftrace" "$tmp/ring.pftrace"
+timeout 90 "$ct" record --ring 2s -o "$tmp/ring.pftrace" -- "$ww" spin 60 >"$tmp/ring.log" 2>&1 &
+rec=$!
+k=0
+while ! grep -q ready "$tmp/ring.log" && [ $k -lt 60 ]; do sleep 1; k=$((k + 1)); done
+sleep 3
+kill -s KILL "$(pgrep -n -x window_work)"
+wait "$rec"
+st=$?
+if [ "$st" = 137 ] && cmp -s "$tmp/ring.pftrace" "$tmp/keep.pftrace" && [ -z "$(partials)" ] &&
+	grep -q "ended before its trace recorded anything (killed, or crashed): $tmp/ring.pftrace, from before, is kept as it was" "$tmp/ring.log"; then
+	echo "ok ring + SIGKILL: the older trace kept: $(grep "from before" "$tmp/ring.log")"
+else
+	echo "FAIL: ring + SIGKILL (exit $st)"; cat "$tmp/ring.log"; ls -la "$tmp"; fail=1
+fi
 rm -rf "$tmp"
 exit $fail

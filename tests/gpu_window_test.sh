@@ -289,5 +289,19 @@ dg=${CUPTRACE_BUILD_DIR:-$(dirname "$ct")}/examples/device_graph
 	say "ok device graphs in a time window with --cupti-early: $(cat "$tmp/dgw.stats" | cut -c1-60)" ||
 	{ cat "$tmp/dgw.log" "$tmp/chk.log"; bad "device graphs in a time window with --cupti-early"; }
 
+# 17. Window files are written aside and renamed into place as each window is written
+# (output/recfile.h): over older files of their names, the window written replaces its file and
+# a name no window took keeps its older file byte for byte; and no run above left a partial file.
+printf 'an older trace' >"$tmp/older"
+cp "$tmp/older" "$tmp/ov-1.pftrace"
+cp "$tmp/older" "$tmp/ov-2.pftrace"
+"$ct" record --capture-range 'range:step#3,2' -o "$tmp/ov-%n.pftrace" -- "$ww" nvtx 12 \
+	>"$tmp/ov.log" 2>&1 || bad "windows over older files: record (exit $?)"
+set -- $(expect_nvtx 3 4)
+check_window "$tmp/ov-1.pftrace" "$1" "$2" "window over an older file"
+cmp -s "$tmp/ov-2.pftrace" "$tmp/older" || bad "a name no window took lost its older file"
+left=$(ls -a "$tmp" | grep '\.partial$')
+[ -z "$left" ] && say "ok no partial file left by any run" || bad "partial files left: $left"
+
 [ $fail = 0 ] && echo "gpu_window: all passed" || echo "gpu_window: FAILED"
 exit $fail

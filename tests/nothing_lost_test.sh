@@ -9,7 +9,11 @@
 #    middle, is read up to the damage with one warning naming the file and the byte (the
 #    packets kept counted independently by tests/damage_check.py), or refused non-zero when
 #    nothing is readable; never a crash (this runs under ASan and UBSan in tools/test.sh);
-#  - analyze and diff of a trace with no GPU work say so.
+#  - analyze and diff of a trace with no GPU work say so;
+#  - record never destroys the trace it replaces: a command that fails before CUDA starts leaves
+#    it byte for byte, and `record` puts in place what a process killed mid-run left in its
+#    partial file (output/recfile.h; here a fake child leaves one as the library does, then dies
+#    of SIGKILL) only where that holds events (gpu_record_test.sh does it with real programs).
 set -u
 ct=$CUPTRACE_BIN
 data=$CUPTRACE_TEST_DATA
@@ -152,6 +156,97 @@ for f in "$data"/*.cupti "$data"/*.json "$data"/*.json.gz "$tmp/in.pftrace"; do
 		ok
 	done
 done
+
+# ---- 6. record: the partial files a killed process leaves (output/recfile.h), as the library
+# writes and notes them; fake.sh SRC DIR NAME leaves SRC ("-": nothing) as the partial trace of
+# DIR/NAME and dies of SIGKILL, as a traced program killed mid-run does.
+rd="$tmp/rec"
+mkdir -p "$rd/t"
+cat >"$tmp/fake.sh" <<'EOF'
+part="$2/.$3.cuptrace-$$.partial"
+if [ "$1" = - ]; then : >"$part"; else cp "$1" "$part"; fi
+printf '%s\0%s\0\0' "$part" "$2/$3" >"$CUPTRACE_CLAIMS/partial-$$-1"
+kill -KILL $$
+EOF
+rec() { env TMPDIR="$rd/t" "$ct" record --no-check "$@"; }
+left() { # what record must not leave: partial files, its run directory
+	ls -a "$rd" | grep -q "partial" && bad "$1: a partial file was left: $(ls -a "$rd")"
+	[ -z "$(ls -A "$rd/t")" ] || bad "$1: record left $(ls -A "$rd/t")"
+}
+"$ct" convert "$data/gm_h100.cupti" -o "$tmp/ms.pftrace" 2>/dev/null || bad "convert gm_h100"
+# gm_h100: many chunks (a one-chunk trace cut anywhere holds nothing readable).
+size=$(($(wc -c <"$tmp/ms.pftrace") * 6 / 10))
+head -c $size "$tmp/ms.pftrace" >"$tmp/ms_cut.pftrace"
+# A trace of metadata alone (what a process killed before its first records leaves): the
+# capture's leading META items, converted.
+python3 - "$data/vector_add.cupti" "$tmp/meta.cupti" <<'PY'
+import struct, sys
+b = open(sys.argv[1], "rb").read()
+at = 16  # header; then items: u32 type, u32 0, u64 length, the payload padded to 8
+while at + 16 <= len(b) and struct.unpack_from("<I", b, at)[0] == 1:
+    at += 16 + (struct.unpack_from("<Q", b, at + 8)[0] + 7) // 8 * 8
+open(sys.argv[2], "wb").write(b[:at])
+PY
+"$ct" convert "$tmp/meta.cupti" -o "$tmp/meta.pftrace" 2>/dev/null || bad "convert the metadata"
+"$ct" stats --json "$tmp/meta.pftrace" 2>/dev/null | python3 -c "
+import json, sys
+d = json.load(sys.stdin)
+assert not d['categories'], d['categories']" || bad "meta.pftrace should hold no events"
+cp "$tmp/in.pftrace" "$tmp/keep.pftrace"
+# The old trace is an hour old, as an earlier run's would be (record takes a file written since
+# it started for this run's).
+old() { cp "$tmp/in.pftrace" "$rd/run.pftrace" && touch -d "@$(($(date +%s) - 3600))" "$rd/run.pftrace"; }
+old
+# 6a. A command that fails before CUDA starts: the old trace byte for byte.
+expect 3 "no trace was written" rec -o "$rd/run.pftrace" -- sh -c 'exit 3'
+cmp -s "$rd/run.pftrace" "$tmp/keep.pftrace" || bad "record of a failing command changed the old trace"
+left "failing command"
+# 6b. Killed mid-run: what it wrote replaces the old trace, cut, and reads up to the cut (the
+# packets before it counted by damage_check.py).
+want=$(python3 "$src/damage_check.py" "$tmp/ms.pftrace" "$size")
+expect 137 "pid [0-9]* did not finish its trace (killed, or crashed): $rd/run.pftrace holds it as far as it was written ([0-9]* events readable): cut at byte [0-9]* of $size: .* the $want packets before it were" \
+	rec -o "$rd/run.pftrace" -- sh "$tmp/fake.sh" "$tmp/ms_cut.pftrace" "$rd" run.pftrace
+cmp -s "$rd/run.pftrace" "$tmp/ms_cut.pftrace" || bad "the killed run's trace is not what it wrote"
+left "killed"
+expect 0 "warning: $rd/run.pftrace: cut at byte" "$ct" stats "$rd/run.pftrace"
+grep -q "cudaMalloc" "$tmp/out" || bad "the killed run's trace holds no cudaMalloc"
+# 6c. Killed before it recorded anything (an empty partial file, or metadata alone): the old
+# trace stays; with none, no file.
+for what in - "$tmp/meta.pftrace"; do
+	old
+	expect 137 "ended before its trace recorded anything (killed, or crashed): $rd/run.pftrace, from before, is kept as it was" \
+		rec -o "$rd/run.pftrace" -- sh "$tmp/fake.sh" "$what" "$rd" run.pftrace
+	cmp -s "$rd/run.pftrace" "$tmp/keep.pftrace" || bad "$what: a run that recorded nothing replaced the old trace"
+	left "nothing recorded ($what)"
+	expect 137 "ended before its trace recorded anything (killed, or crashed): no trace written to $rd/new.pftrace" \
+		rec -o "$rd/new.pftrace" -- sh "$tmp/fake.sh" "$what" "$rd" new.pftrace
+	[ -e "$rd/new.pftrace" ] && bad "$what: a run that recorded nothing left new.pftrace"
+	left "nothing recorded, no old trace ($what)"
+done
+# 6d. What no reader can read: left under its partial name, named; the old trace stays.
+printf 'not a trace at all' >"$tmp/junk"
+expect 137 "what it wrote cannot be read (.*): left as $rd/.run.pftrace.cuptrace-[0-9]*.partial; $rd/run.pftrace is as it was" \
+	rec -o "$rd/run.pftrace" -- sh "$tmp/fake.sh" "$tmp/junk" "$rd" run.pftrace
+cmp -s "$rd/run.pftrace" "$tmp/keep.pftrace" || bad "an unreadable partial trace replaced the old one"
+[ "$(cat "$rd"/.run.pftrace.cuptrace-*.partial)" = "not a trace at all" ] || bad "the unreadable partial trace was not kept"
+rm -f "$rd"/.run.pftrace.cuptrace-*.partial
+left "unreadable"
+# 6e. A process that outlives the command (here a sleep the command started): its partial file
+# is still its own, not touched.
+cat >"$tmp/outlive.sh" <<'EOF'
+sleep 30 &
+part="$1/.$2.cuptrace-$!.partial"
+printf 'still writing' >"$part"
+printf '%s\0%s\0\0' "$part" "$1/$2" >"$CUPTRACE_CLAIMS/partial-$!-1"
+echo $! >"$1/sleeper"
+EOF
+expect 0 "pid [0-9]* outlived the command and is still writing its trace ($rd/.run.pftrace.cuptrace-[0-9]*.partial): it goes in place as $rd/run.pftrace when that process finishes it" \
+	rec -o "$rd/run.pftrace" -- sh "$tmp/outlive.sh" "$rd" run.pftrace
+kill "$(cat "$rd/sleeper")" 2>/dev/null
+cmp -s "$rd/run.pftrace" "$tmp/keep.pftrace" || bad "a trace still being written replaced the old one"
+[ "$(cat "$rd"/.run.pftrace.cuptrace-*.partial)" = "still writing" ] || bad "a trace still being written was touched"
+rm -f "$rd"/.run.pftrace.cuptrace-*.partial "$rd/sleeper"
+left "outlived"
 
 echo "nothing lost: $n checks"
 [ $fail = 0 ] && echo "ok: outputs never destroy inputs, damage is reported" && rm -rf "$tmp"

@@ -15,6 +15,11 @@ int cmd_trigger(int argc, char **argv);
 int cmd_analyze(int argc, char **argv);
 int cmd_symbolize(int argc, char **argv);
 
+/* record: puts in place the traces that processes of the run left unfinished in their partial
+ * files (noted in run_dir, the run's CUPTRACE_CLAIMS), one line on stderr each; an unfinished
+ * trace that holds nothing leaves an older file as it was. Returns how many it found. */
+int record_leftovers(const char *run_dir);
+
 /* --symbol-dir: appends dir (borrowed) to the malloc'd *dirs. 0 or -ENOMEM. */
 int cmd_symbol_dir_take(const char ***dirs, size_t *n, const char *dir);
 

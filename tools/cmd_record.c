@@ -37,7 +37,9 @@ static void record_usage(FILE *f)
 	       "                        %%h = host name, %%r / %%l = global / local rank from\n"
 	       "                        torchrun, mpirun or srun (the pid without a launcher).\n"
 	       "                        No two processes write one file: a later one adds\n"
-	       "                        -PID to the name. The extension picks the format:\n"
+	       "                        -PID to the name. An older file is replaced only by a\n"
+	       "                        finished trace (or one cut by SIGKILL that holds\n"
+	       "                        events). The extension picks the format:\n"
 	       "                        .pftrace, .pftrace.gz, .json, .json.gz, .cupti;\n"
 	       "                        none: no file (with --otlp)\n"
 	       "  -f, --format FMT      perfetto | chrome | capture\n"
@@ -508,7 +510,7 @@ static int list_gpu_metrics(const char *lib)
 	return list() ? EXIT_FAIL : 0;
 }
 
-/* Empties and removes the run's claims directory (names only, made by libcuptrace.so). */
+/* Empties and removes the run's directory (claims and notes, made by libcuptrace.so). */
 static void remove_claims(const char *dir)
 {
 	if (!dir[0])
@@ -859,8 +861,8 @@ int cmd_record(int argc, char **argv)
 	} else {
 		errfile[0] = 0;
 	}
-	/* The run's claims on trace names (collect.c, written_this_run): emptied and removed when
-	 * the command ends. */
+	/* The run's directory (output/recfile.h): claims on trace names, and notes of the partial
+	 * files traces are written to until complete. Emptied and removed when the command ends. */
 	char claims[PATH_MAX];
 	snprintf(claims, sizeof(claims), "%s/cuptrace-claims-XXXXXX",
 	         tdir && *tdir ? tdir : "/tmp");
@@ -901,6 +903,9 @@ int cmd_record(int argc, char **argv)
 	int st = 0;
 	while (waitpid(child_pid, &st, 0) < 0 && errno == EINTR)
 		;
+	/* Traces that processes of the command left unfinished (SIGKILL, a crash) go in place,
+	 * before the run's directory, which notes them, is removed. */
+	record_leftovers(claims);
 	remove_claims(claims);
 	if (k == (ssize_t)sizeof(exec_errno)) {
 		if (errfile[0])

@@ -38,6 +38,7 @@
 #include "common/log.h"
 #include "common/options.h"
 #include "common/util.h"
+#include "output/recfile.h"
 
 static uint64_t CUPTIAPI boottime_now(void)
 {
@@ -158,63 +159,7 @@ static void preload_hook(int why, char *path, size_t n)
 	finish_session();
 }
 
-/* Is path among the names earlier images of this process wrote (CUPTRACE_TAKEN)? */
-static int path_taken(const char *path)
-{
-	const char *t = getenv(CUPTRACE_TAKEN_ENV);
-	size_t n = strlen(path);
-	while (t && *t) {
-		const char *end = strchr(t, ':');
-		size_t len = end ? (size_t)(end - t) : strlen(t);
-		if (len == n && !memcmp(t, path, n))
-			return 1;
-		t = end ? end + 1 : NULL;
-	}
-	return 0;
-}
-
-static int path_claimed; /* written_this_run made sess.path's (empty) file */
-
-/* Under `cuptrace record`: did another process of this run already take path? Of two processes
- * that arrive at one name (ranks' own CUDA subprocesses share their rank, so "%r" repeats) only
- * one keeps it. `record` makes a directory for the run's claims (CUPTRACE_CLAIMS): a name is
- * claimed by creating, with O_EXCL, the entry named by its hash there; a file from before the
- * run is an old trace, to be written over. Without the directory (a process outliving
- * `record`), the name itself is claimed with O_EXCL, and a file already there counts as this
- * run's when its mtime is past CUPTRACE_RECORD_START (CLOCK_REALTIME ns). That check let two
- * processes take one name on a GPU machine (2 runs in 3, cause not found), which is why the
- * directory comes first. */
-static int written_this_run(const char *path)
-{
-	path_claimed = 0;
-	const char *cd = getenv("CUPTRACE_CLAIMS");
-	if (cd && *cd) {
-		char claim[PATH_MAX];
-		snprintf(claim, sizeof(claim), "%s/%016llx", cd,
-		         (unsigned long long)cuptrace_hash_bytes(path, strlen(path)));
-		int cfd = open(claim, O_CREAT | O_EXCL | O_WRONLY | O_CLOEXEC, 0600);
-		if (cfd >= 0) {
-			close(cfd);
-			return 0;
-		}
-		if (errno == EEXIST)
-			return 1;
-		/* The directory is gone or unusable: as without it. */
-	}
-	const char *rs = getenv("CUPTRACE_RECORD_START");
-	if (!rs || !*rs)
-		return 0;
-	int fd = open(path, O_CREAT | O_EXCL | O_WRONLY | O_CLOEXEC, 0644);
-	if (fd >= 0) {
-		close(fd);
-		path_claimed = 1;
-		return 0;
-	}
-	struct stat sb;
-	/* Nanoseconds: a quick rerun within one second must still write over the last run's. */
-	return errno == EEXIST && !stat(path, &sb) &&
-	       (long long)sb.st_mtim.tv_sec * 1000000000LL + sb.st_mtim.tv_nsec >= atoll(rs);
-}
+static int path_claimed; /* the name was claimed by making sess.path's (empty) file */
 
 /* Everything a session counts starts from zero (the C API may run many sessions). */
 static void reset_counters(void)
@@ -503,34 +448,9 @@ int cuptrace_collect_start(const char *path, int injected)
 	const char *tmpl = path ? path : v.s;
 	if (!tmpl || !*tmpl)
 		tmpl = "cuptrace-%p.pftrace";
-	/* Children of the traced command (a launcher's workers, subprocesses) write traces of
-	 * their own: without %p in the name they would overwrite the command's trace. */
-	char *own = NULL;
-	const char *root = getenv("CUPTRACE_ROOT_PID");
-	int none = !strcmp(tmpl, "none"); /* no file (--otlp only): no name to claim */
-	if (root && !none && atoi(root) != (int)sess.pid && !strstr(tmpl, "%p") &&
-	    !strstr(tmpl, "%r"))
-		own = cuptrace_path_with_tag(tmpl, "%p");
-	sess.path = cuptrace_path_expand(own ? own : tmpl, (int)sess.pid);
-	free(own);
-	/* An exec'd image has its predecessor's pid, so its predecessor's name: pick the first
-	 * of NAME-<pid>.EXT, NAME-<pid>-2.EXT, ... that no earlier image wrote. */
-	int per_window = sess.path && strstr(sess.path, "%n") != NULL; /* names claimed later */
-	for (int k = 1; sess.path && !none && !per_window &&
-	                (path_taken(sess.path) || written_this_run(sess.path)) && k < 1000;
-	     k++) {
-		char tag[48];
-		if (k == 1)
-			snprintf(tag, sizeof(tag), "%d", (int)sess.pid);
-		else
-			snprintf(tag, sizeof(tag), "%d-%d", (int)sess.pid, k);
-		own = cuptrace_path_with_tag(tmpl, tag);
-		char *next = own ? cuptrace_path_expand(own, (int)sess.pid) : NULL;
-		free(own);
-		own = NULL;
-		free(sess.path);
-		sess.path = next;
-	}
+	/* No two processes of a run write one file (output/recfile.h). */
+	struct cuptrace_recname_env names = cuptrace_recname_env_get();
+	sess.path = cuptrace_recfile_name(tmpl, (int)sess.pid, &names, &path_claimed);
 	cuptrace_setting_env(CUPTRACE_SET_BUFFER_SIZE, &v);
 	sess.buffer_size = (size_t)v.i & ~(size_t)7;
 	cuptrace_setting_env(CUPTRACE_SET_FLUSH_MS, &v);
@@ -672,7 +592,7 @@ static void print_cost(double finish_ms)
 	        c.queue_cap, mib, (double)c.queue_cap * mib);
 }
 
-static void print_summary(double finish_ms, double finish_cpu_ms)
+static void print_summary(double finish_ms, double finish_cpu_ms, const char *where)
 {
 	const struct cuptrace_convert_counts *c =
 	    sess.conv ? cuptrace_converter_counts(sess.conv) : NULL;
@@ -745,8 +665,8 @@ static void print_summary(double finish_ms, double finish_cpu_ms)
 	print_cost(finish_cpu_ms);
 	if (sess.otlp)
 		cuptrace_collect_otlp_summary(sess.otlp);
-	if (strcmp(sess.path, "none") && !win.per_file)
-		fprintf(stderr, "cuptrace: trace written to %s\n", sess.path);
+	if (where && !win.per_file)
+		fprintf(stderr, "cuptrace: trace written to %s\n", where);
 }
 
 /* An injected session that saw no CUDA work: no runtime call, no context, no GPU activity, no
@@ -845,15 +765,17 @@ static void finish_session(void)
 	              (double)(t_flushed - t0) / 1e6, (double)(t_drained - t_flushed) / 1e6,
 	              (double)(t_converted - t_drained) / 1e6,
 	              (double)(t_written - t_converted) / 1e6);
-	int to_file = strcmp(sess.path, "none") != 0; /* -o none: OTLP only */
 	/* A session whose capture windows never opened recorded nothing by design. */
 	int no_window = win.active && !win.nlog;
 	int idle = !err && (no_cuda_work() || no_window);
-	if (idle && to_file && !win.per_file)
-		unlink(sess.path);
-	sess.bytes_written = idle || !to_file ? 0 : collect_file_size(sess.path);
-	double ms = (double)(cuptrace_now_ns(CLOCK_MONOTONIC) - t0) / 1e6;
 	collect_note_write_err(err);
+	/* The trace replaces the old file only now, complete; a session that recorded nothing
+	 * leaves it as it was (the empty file that claimed the name goes too). */
+	const char *where = collect_settle_output(!idle, err);
+	if (idle && path_claimed && !win.per_file)
+		unlink(sess.path);
+	sess.bytes_written = where ? collect_file_size(where) : 0;
+	double ms = (double)(cuptrace_now_ns(CLOCK_MONOTONIC) - t0) / 1e6;
 	if (!no_window && cuptrace_cupti_alarm(&(struct cuptrace_cupti_evidence){
 	                      .records = sess.records,
 	                      .buffers = atomic_load(&sess.buffers),
@@ -871,7 +793,7 @@ static void finish_session(void)
 		        (int)sess.pid,
 		        (unsigned long long)sess.kind_counts[CUPTI_ACTIVITY_KIND_DRIVER]);
 	else if (sess.summary)
-		print_summary(ms, (double)(collect_thread_cpu_ns() - cpu0) / 1e6);
+		print_summary(ms, (double)(collect_thread_cpu_ns() - cpu0) / 1e6, where);
 	if (sess.summary && !idle)
 		collect_window_summary();
 	/* Where the tracer's memory went, for CUPTRACE_LOG=info (tools/bench/rss_bench.py). */

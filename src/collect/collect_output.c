@@ -21,6 +21,7 @@
 #include "common/privacy.h"
 #include "format/event.h"
 #include "format/otlp.h"
+#include "output/recfile.h"
 
 #ifndef CUPTRACE_VERSION
 #define CUPTRACE_VERSION "0.1.0"
@@ -152,7 +153,28 @@ static size_t collect_meta(struct kv *m, size_t max)
 	return n;
 }
 
-int collect_open_output(void)
+/* The partial file the trace is written to until it is complete (output/recfile.h), noted in
+ * the run's directory where `record` made one. 0 or a negative errno. */
+static int begin_file(void)
+{
+	sess.rf = calloc(1, sizeof(*sess.rf));
+	if (!sess.rf)
+		return -ENOMEM;
+	int in_place = 0;
+	int e = cuptrace_recfile_begin(sess.rf, sess.path, getenv("CUPTRACE_CLAIMS"), &in_place);
+	if (e) {
+		free(sess.rf);
+		sess.rf = NULL;
+		return e;
+	}
+	if (in_place)
+		cuptrace_warn("%s: its directory takes no new file: the trace is written in place, "
+		              "over the old one (a killed program leaves it cut)",
+		              sess.path);
+	return 0;
+}
+
+static int open_writers(void)
 {
 	struct cuptrace_setting_value f, z, zl;
 	cuptrace_setting_env(CUPTRACE_SET_FORMAT, &f);
@@ -161,6 +183,12 @@ int collect_open_output(void)
 	const char *fmt = f.s; /* NULL: from the extension */
 	sess.capture =
 	    f.i == CUPTRACE_OUTFMT_CAPTURE || (!fmt && cuptrace_ends_with(sess.path, ".cupti"));
+	/* -o none: spans only. A collector that cannot be used costs the spans, not the file. */
+	int none = !strcmp(sess.path, "none");
+	int e = none ? 0 : begin_file();
+	if (e)
+		return e;
+	const char *wpath = sess.rf ? sess.rf->tmp : sess.path; /* the format: sess.path's */
 	struct kv meta[32];
 	size_t nmeta = collect_meta(meta, 32);
 	if (sess.capture) {
@@ -169,16 +197,15 @@ int collect_open_output(void)
 			    "OTLP needs a converted trace, not a raw capture: no spans are "
 			    "sent (cuptrace convert %s --otlp URL sends them later)",
 			    sess.path);
-		sess.cap = cuptrace_capture_writer_open(sess.path);
+		sess.cap = cuptrace_capture_writer_open(wpath);
 		if (!sess.cap)
 			return -errno;
 		for (size_t i = 0; i < nmeta; i++)
 			cuptrace_capture_meta(sess.cap, meta[i].key, meta[i].val);
 		return cuptrace_capture_flush(sess.cap);
 	}
-	/* -o none: spans only. A collector that cannot be used costs the spans, not the file. */
-	int none = !strcmp(sess.path, "none");
-	sess.sink = none ? NULL : cuptrace_sink_open_recorder(sess.path, fmt, z.s, (int)zl.i);
+	sess.sink =
+	    none ? NULL : cuptrace_sink_open_recorder(sess.path, wpath, fmt, z.s, (int)zl.i);
 	if (!none && !sess.sink)
 		return -errno;
 	sess.otlp = cuptrace_collect_otlp_wanted() ? cuptrace_collect_otlp_open() : NULL;
@@ -217,6 +244,34 @@ int collect_open_output(void)
 	if (!sess.conv)
 		return -ENOMEM;
 	return 0;
+}
+
+int collect_open_output(void)
+{
+	int e = open_writers();
+	if (e)
+		collect_discard_output(); /* the partial file too: the old file stays as it was */
+	return e;
+}
+
+const char *collect_settle_output(int keep, int write_err)
+{
+	struct cuptrace_recfile *rf = sess.rf;
+	if (!rf)
+		return NULL; /* -o none, or a file per window (each settled by its own) */
+	if (!keep) {
+		cuptrace_recfile_discard(rf);
+		return NULL;
+	}
+	int r = cuptrace_recfile_commit(rf, write_err != 0);
+	if (r == 1)
+		cuptrace_err("%s is kept as it was: this run's trace, cut where writing failed, is "
+		             "%s",
+		             sess.path, rf->tmp);
+	else if (r < 0)
+		cuptrace_err("cannot put the trace in place as %s (%s): it is %s", sess.path,
+		             strerror(-r), rf->tmp);
+	return r ? rf->tmp : sess.path;
 }
 
 uint64_t collect_file_size(const char *path)
@@ -365,6 +420,9 @@ void collect_late_meta(void)
 
 void collect_release_output(void)
 {
+	/* Settled already (collect_settle_output); a file still live is left where it is. */
+	free(sess.rf);
+	sess.rf = NULL;
 	if (sess.conv) {
 		cuptrace_converter_free(sess.conv);
 		sess.conv = NULL;
@@ -380,9 +438,9 @@ void collect_discard_output(void)
 		cuptrace_capture_close(sess.cap);
 		sess.cap = NULL;
 	}
+	if (sess.rf)
+		cuptrace_recfile_discard(sess.rf);
 	collect_release_output();
-	if (sess.path && strcmp(sess.path, "none"))
-		unlink(sess.path);
 }
 
 /* The first write error is the one reported, once, whenever it shows (a full disk shows at a

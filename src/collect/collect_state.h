@@ -68,6 +68,9 @@ struct collect_session {
 	struct cuptrace_sink *otlp; /* --otlp: inside sink (a tee with the file, or alone) */
 	struct cuptrace_converter *conv;
 	struct cuptrace_capture_writer *cap;
+	/* The file they write: a partial file until the trace is complete (output/recfile.h);
+	 * NULL with -o none and before the output is opened. */
+	struct cuptrace_recfile *rf;
 	struct cuptrace_u64map tids;
 	const CUpti_Activity **recs;
 	uint32_t *sizes;
@@ -305,9 +308,15 @@ struct collect_cost {
 void collect_cost(struct collect_cost *c);
 /* The first line of a small /proc file into out ("?" if unreadable). */
 void collect_read_comm(const char *path, char *out, size_t n);
-/* Opens the capture, or the sink (file, OTLP or both) and the converter, for sess.path. 0 or a
- * negative errno. */
+/* Opens the capture, or the sink (file, OTLP or both) and the converter, for sess.path: the file
+ * is written under a partial name beside it (output/recfile.h). 0 or a negative errno (nothing
+ * left open or made). */
 int collect_open_output(void);
+/* After the writers closed the file: keep puts it in place under sess.path (an older file stays
+ * where write_err says the trace was cut by a failed write: said once); else it is removed and
+ * sess.path is as it was. Returns where the trace is now (sess.path, or its partial name when
+ * it could not go in place), or NULL (removed, or no file opened). */
+const char *collect_settle_output(int keep, int write_err);
 /* Start failed after collect_open_output: frees the writers and removes what they wrote. */
 void collect_discard_output(void);
 /* Frees the converter and the sink (after they finished, or to give up on them). */

@@ -546,8 +546,8 @@ static void reply_window(int fd, uint64_t number, int waited)
 		                       number);
 	else
 		cuptrace_control_reply(fd,
-		                       "written into %s (complete when the program ends; %%n in "
-		                       "the output name gives a file per window)",
+		                       "written into %s when the program ends "
+		                       "(%%n in the output name gives a file per window)",
 		                       sess.path);
 }
 

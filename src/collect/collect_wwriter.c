@@ -19,6 +19,7 @@
 #include "collect/ring.h"
 #include "collect/wfilter.h"
 #include "common/log.h"
+#include "output/recfile.h"
 
 /* One window's own file (a name with %n). */
 struct wout {
@@ -27,6 +28,7 @@ struct wout {
 	struct cuptrace_sink *sink, *otlp;
 	struct cuptrace_converter *conv;
 	struct cuptrace_capture_writer *cap;
+	struct cuptrace_recfile *rf; /* its partial file until the window is written */
 	int err;
 };
 
@@ -111,6 +113,9 @@ static void swap_out(struct wout *o)
 	struct cuptrace_capture_writer *w = sess.cap;
 	sess.cap = o->cap;
 	o->cap = w;
+	struct cuptrace_recfile *f = sess.rf;
+	sess.rf = o->rf;
+	o->rf = f;
 }
 
 /* Records into the session's current output. */
@@ -444,8 +449,11 @@ static void put_meta(const char *k, const char *v)
 }
 
 /* Writes what a finished output holds and closes it (its converter's held calls, the late
- * metadata), as the session's finish does for the trace file. */
-static int close_current(void)
+ * metadata), as the session's finish does for the trace file; then the file goes in place
+ * (keep; an older file stays where a write failed: prior_err or one now), or is removed and its
+ * name left as it was. Where the trace now is goes into file (n bytes; "" if nowhere), if given.
+ * Returns the first error of closing it. */
+static int close_current(int keep, int prior_err, char *file, size_t n)
 {
 	int err = 0;
 	collect_late_meta();
@@ -457,6 +465,9 @@ static int close_current(void)
 		int e = sess.sink->ops->finish(sess.sink);
 		err = err ? err : e;
 	}
+	const char *where = collect_settle_output(keep, prior_err ? prior_err : err);
+	if (file)
+		snprintf(file, n, "%s", where ? where : "");
 	collect_release_output();
 	return err;
 }
@@ -484,12 +495,7 @@ static void finish_window(uint64_t number)
 			mark_window(&copy);
 			put_meta(key, val);
 			put_meta("capture_window", val);
-			int e = close_current();
-			snprintf(file, sizeof(file), "%s", sess.path);
-			if (!copy.records) {
-				unlink(sess.path);
-				file[0] = 0;
-			}
+			int e = close_current(copy.records > 0, o->err, file, sizeof(file));
 			swap_out(o);
 			if (e || o->err)
 				cuptrace_err("capture window %" PRIu64 ": %s is incomplete: %s",
@@ -598,7 +604,7 @@ static void dump_ring(struct collect_dump *d)
 	snprintf(d->file, sizeof(d->file), "%s", sess.path ? sess.path : "");
 	if (win.per_file) {
 		put_meta("flight_recorder_dump", val);
-		int e = close_current();
+		int e = close_current(1, 0, d->file, sizeof(d->file));
 		if (e)
 			cuptrace_err("flight recorder: %s is incomplete: %s", sess.path,
 			             strerror(-e));
@@ -648,7 +654,7 @@ void collect_wwriter_poll(uint64_t taken)
 			/* The program is dying of a fault: its one file is finished now, as the
 			 * session's finish would (it will not run). */
 			if (!strcmp(dump->why, "crash") && !win.per_file)
-				collect_note_write_err(close_current());
+				collect_note_write_err(close_current(1, sess.write_err, NULL, 0));
 			pthread_mutex_lock(&win.lock);
 			dump->done = 1;
 			pthread_cond_broadcast(&win.changed);
@@ -694,7 +700,7 @@ void collect_wwriter_end(void)
 		cuptrace_ring_free(&ww.ring);
 	for (size_t i = 0; i < ww.nouts; i++) {
 		swap_out(&ww.outs[i]);
-		close_current();
+		close_current(1, ww.outs[i].err, NULL, 0);
 		swap_out(&ww.outs[i]);
 		free(ww.outs[i].path);
 	}

@@ -45,8 +45,10 @@ struct cuptrace_sink *cuptrace_sink_open_level(const char *path, const char *for
 struct cuptrace_sink *cuptrace_sink_open_as(const char *name, const char *write_path,
                                             const char *format, const char *compress, int level);
 /* The same for the recorder, whose sink is finished on the traced program's exit path: the
- * last chunk is compressed by all the compressor threads at once (output.h split_last). */
-struct cuptrace_sink *cuptrace_sink_open_recorder(const char *path, const char *format,
-                                                  const char *compress, int level);
+ * last chunk is compressed by all the compressor threads at once (output.h split_last). Writes
+ * to write_path (its partial file, output/recfile.h). */
+struct cuptrace_sink *cuptrace_sink_open_recorder(const char *path, const char *write_path,
+                                                  const char *format, const char *compress,
+                                                  int level);
 
 #endif

@@ -143,10 +143,11 @@ struct cuptrace_sink *cuptrace_sink_open_as(const char *name, const char *write_
 	return sink_open(name, write_path, format, compress, level, 0);
 }
 
-struct cuptrace_sink *cuptrace_sink_open_recorder(const char *path, const char *format,
-                                                  const char *compress, int level)
+struct cuptrace_sink *cuptrace_sink_open_recorder(const char *path, const char *write_path,
+                                                  const char *format, const char *compress,
+                                                  int level)
 {
-	return sink_open(path, path, format, compress, level, 1);
+	return sink_open(path, write_path, format, compress, level, 1);
 }
 
 struct cuptrace_sink *cuptrace_sink_open(const char *path, const char *format, const char *compress)

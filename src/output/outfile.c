@@ -40,9 +40,7 @@ int cuptrace_output_is_input(const char *path, const char *const *inputs, size_t
 	return -1;
 }
 
-/* Follows path's symbolic links (at most 40, as the kernel does) to the name of the file they
- * lead to, which need not exist yet: the output goes there and the links stay links. */
-static int resolve(const char *path, char *out, size_t n)
+int cuptrace_path_resolve(const char *path, char *out, size_t n)
 {
 	char cur[PATH_MAX], link[PATH_MAX];
 	if ((size_t)snprintf(cur, sizeof(cur), "%s", path) >= sizeof(cur))
@@ -80,7 +78,7 @@ int cuptrace_outfile_begin(struct cuptrace_outfile *o, const char *path)
 		strcpy(o->target, "-");
 		return 0;
 	}
-	int r = resolve(path, o->target, sizeof(o->target));
+	int r = cuptrace_path_resolve(path, o->target, sizeof(o->target));
 	if (r)
 		return r;
 	struct stat st;

@@ -4,9 +4,9 @@
  * inputs (the same path, a symbolic or a hard link) is refused before anything is opened.
  *
  * Used by the command line's writers (convert, symbolize, analyze --annotate, merge, share),
- * which read whole traces before they decide whether the output is good. The recorder does not
- * use it: it writes while the program runs, so that a killed program leaves a loadable file
- * under the name the user gave.
+ * which read whole traces before they decide whether the output is good. The recorder writes
+ * aside too, through output/recfile.h (its own names, and `record` puts in place what a killed
+ * program left).
  *
  * Threading: one thread per outfile; cuptrace_outfile_abort_all may run in a signal handler. */
 #ifndef CUPTRACE_OUTPUT_OUTFILE_H
@@ -28,6 +28,11 @@ int cuptrace_same_file(const char *a, const char *b);
 
 /* Is path one of inputs[0..n)? Returns the index of the first it is, or -1. */
 int cuptrace_output_is_input(const char *path, const char *const *inputs, size_t n);
+
+/* Follows path's symbolic links (at most 40, as the kernel does) to the name of the file they
+ * lead to, which need not exist yet: an output goes there and the links stay links. 0 or a
+ * negative errno. */
+int cuptrace_path_resolve(const char *path, char *out, size_t n);
 
 /* Prepares o for path: follows symbolic links to the file they name (the link stays a link),
  * creates an empty temporary file beside it. "-" means standard output: no temporary file, and

@@ -112,7 +112,7 @@ int main(int argc, char **argv)
 		clock_gettime(CLOCK_MONOTONIC, &a);
 		double cpu0 = cpu_seconds();
 		struct cuptrace_sink *sink = cuptrace_sink_open_recorder(
-		    path, NULL, argc > 5 ? argv[5] : NULL, argc > 6 ? atoi(argv[6]) : 0);
+		    path, path, NULL, argc > 5 ? argv[5] : NULL, argc > 6 ? atoi(argv[6]) : 0);
 		if (!sink) {
 			perror(path);
 			return 1;
