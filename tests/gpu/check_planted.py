@@ -6,8 +6,10 @@ the table in README ("Why is it slow: checked on real runs"):
 What each case must give (tests/gpu/planted.py, planted_ddp.py and trainers.py say why):
   - steps found (any source), and start-up never severe;
   - the planted finding is the top severe one and no other finding is severe (clean loops,
-    the CUDA-graph loop, the slow-step cases and the trainers: none severe but the gap a slow
-    step's stall leaves);
+    the CUDA-graph loop and the slow-step cases: none severe but the gap a slow step's stall
+    leaves); the third-party trainers are not ours to judge (Lightning's loader does copy from
+    pageable memory): their steps must be found (most of their 40 optimizer steps) and their
+    start-up (model build, compile) kept out, their findings are only listed;
   - slowhost / slowgpu: the slow step is the only outlier, about 80 / 60 ms longer than the
     median, and its cause is named (host / GPU);
   - ddp: rank 1 is named the straggler, in the steps it was slow in.
@@ -42,8 +44,20 @@ if not rows:
     problems.append("no steps found")
 if any(f["id"] in ("startup", "outside_steady") and f.get("severe") for f in findings):
     problems.append("start-up is severe")
+# Nor is start-up inside a severe finding: each of its worst instances is in the steady state.
+ss = j.get("steady_state", {})
+for f in findings:
+    if f.get("severe") and f["id"] != "straggler":
+        early = [w for w in f.get("worst", []) if w["start_ns"] + w["dur_ns"] < ss.get("start_ns", 0)]
+        if early:
+            problems.append(f"{f['id']} counts start-up: {len(early)} of its worst before the "
+                            f"steady state")
 
-if case in PLANTED:
+TRAINERS = {"gpt2", "lightning", "timm"}
+if case in TRAINERS:
+    if len(rows) < 30:
+        problems.append(f"{len(rows)} steps found, want most of the 40 optimizer steps")
+elif case in PLANTED:
     if not severe or severe[0] not in PLANTED[case]:
         problems.append(f"top severe finding {severe[:1]}, want one of {sorted(PLANTED[case])}")
     elif len(severe) > 1:
@@ -74,11 +88,8 @@ if case in ("slowhost", "slowgpu"):
         if ("host" if case == "slowhost" else "gpu") not in cause.lower():
             problems.append(f"the outlier's cause {cause} does not name the "
                             f"{'host' if case == 'slowhost' else 'GPU work'}")
-elif case not in ("ddp",) and outliers:
-    # A loop with a problem every step has no outlier; stragglers of a few % may be.
-    big = [r for r in outliers if period(r) > 1.5 * max(steps.get("median_ns", 1), 1)]
-    if big:
-        problems.append(f"{len(big)} outliers over 1.5x the median in a loop with none planted")
+# Elsewhere outliers are listed, not judged: a real run has slow steps of its own (in one run
+# of `item`, 10 steps whose host took 4-7 ms longer, the GPU idle meanwhile: analyze was right).
 
 if case == "ddp":
     st = [f for f in findings if f["id"] == "straggler"]
