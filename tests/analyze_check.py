@@ -61,9 +61,10 @@ def main():
             c = e.get("args", {}).get("correlation") if isinstance(e.get("args"), dict) else None
             work.append((ts, end, launch.get(c), e.get("pid")))
     # Steps (README, Steps): ProfilerStep#N ranges, else optimizer steps ("Optimizer.step#"),
-    # the outermost per thread. A step's period runs from where the previous one of its thread
-    # ended (or the next began, if earlier) to that point of the next; the last one's to the end
-    # of the GPU work launched inside it where that is later.
+    # the outermost per thread. A step's host part runs from where the previous one's range
+    # ended (or its own began, if earlier) to its range's end; it completes at the later of its
+    # range's end and the end of the GPU work launched in its host part, never before the
+    # previous one; its period runs from the previous completion (its own start for the first).
     marks = ranges("ProfilerStep#") or ranges("Optimizer.step#")
     kind = got["steps"].get("kind")
     if not marks and kind not in (None, "gpu_period"):
@@ -75,16 +76,15 @@ def main():
         for m in mine:
             if not outer or m[0] >= outer[-1][1]:
                 outer.append(m)
-        b = outer[0][0]
+        h, done = outer[0][0], None
         for i, (ts, end, p, _) in enumerate(outer):
-            if i + 1 < len(outer):
-                nxt = max(min(end, outer[i + 1][0]), b)
-                steps.append((b, nxt, p))
-                b = nxt
-            else:
-                last = max([end] + [we for _, we, lt, _ in work
-                                    if lt is not None and b <= lt <= end])
-                steps.append((b, last, p))
+            last = i + 1 == len(outer)
+            hend = end if last else max(min(end, outer[i + 1][0]), h)
+            c = max([end] + [we for _, we, lt, _ in work if lt is not None and h <= lt and
+                             (lt <= hend if last else lt < hend)])
+            c = c if done is None else max(c, done)
+            steps.append((outer[0][0] if done is None else done, c, p))
+            h, done = hend, c
     lo, hi = None, None
     if steps:
         if len({p for _, _, p in steps}) > 1:

@@ -100,10 +100,15 @@ struct cuptrace_an_step {
 	int32_t pid;
 	size_t file;
 	int64_t tid; /* the thread whose marks (or launches) delimit it */
-	/* Its period (README): from where the previous step of its thread ended (its own mark's
-	 * start for the first) to where the next begins; the last one to the end of its GPU work.
-	 */
+	/* Its period (README): from the previous step's completion on its thread (its own mark's
+	 * start for the first) to its own completion: the later of its mark's end and the end of
+	 * the GPU work launched in it. In an async loop that is when the GPU finished it, so a
+	 * step slowed by its own GPU work or a host stall is the one that takes longer, not the
+	 * later step whose host waits for it. */
 	int64_t ts, dur;
+	int64_t host_ts, host_dur; /* its host part: from the previous step's mark's end (its own
+	                            * mark's start for the first) to its own mark's end; what
+	                            * was launched in it is the step's */
 	int64_t mark_ts, mark_dur; /* its mark: the range, optimizer.step(), or the iteration's
 	                            * launches (first start to last end) */
 	int64_t gpu_ts, gpu_end;   /* GPU extent: first start, last end of the work launched in it
@@ -112,8 +117,8 @@ struct cuptrace_an_step {
 	int64_t idle_ns;           /* dur - busy_ns */
 	int64_t gpu_work_ns;       /* GPU time of the work launched in it, NCCL kernels left out */
 	int64_t comm_ns;           /* GPU time of the NCCL kernels launched in it */
-	int64_t host_gap_ts, host_gap_ns; /* the longest stretch of the period in which no thread
-	                                   * of the process began a launch call */
+	int64_t host_gap_ts, host_gap_ns; /* the longest stretch of its host part in which no
+	                                   * launch call of the process ran */
 	int64_t host_gap_blocked_ns;      /* of it, the step's thread in blocking CUDA calls
 	                                   * (synchronize, synchronous copies, allocations) */
 	uint64_t kernels;                 /* GPU work launched from inside the step */
@@ -123,7 +128,7 @@ struct cuptrace_an_step {
 	              * its mark: measured unlike the others, not judged */
 	int outlier; /* period beyond its process's median + max(20% median, 5 MAD) */
 	enum cuptrace_step_cause cause; /* outliers: what grew most */
-	int64_t cause_ns;               /* by how much over the process's median */
+	int64_t cause_ns;               /* by how much that part grew over the process's median */
 };
 
 struct cuptrace_an_kernel_share {

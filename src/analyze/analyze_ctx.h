@@ -33,8 +33,11 @@ struct anx_proc {
 	size_t nwork_launch, wlcap;
 	int64_t *launch; /* start times of its API calls that launched work */
 	size_t nlaunch, lcap;
-	/* Without steps: where its start-up ends (steps_find.c: after the last long one-off GPU
-	 * idle), 0 if it has none; with steps unused. */
+	/* Its steady state (steps_find.c): with steps (steps 1), from the end of its start-up
+	 * steps to its last step's completion; without, startup_end is where its start-up ends
+	 * (after the last long one-off GPU idle), 0 if none was found. */
+	int steps;
+	int64_t steady_from, steady_to;
 	int64_t startup_end;
 };
 

@@ -202,32 +202,24 @@ static struct cuptrace_an_instance host_inst(const struct anx *x, uint32_t h, in
 
 /* ---- the steady state ---- */
 
-/* A process's steady state, what the findings look at: from the end of its first step to the
- * end of its last (with one step, that step); without steps, from the end of its start-up (or
- * its first GPU work) on.
+/* A process's steady state, what the findings look at: with steps, steps_find.c's (from the
+ * end of its start-up steps to its last step's completion; with one step, that step); without
+ * steps, from the end of its start-up (or its first GPU work) on.
  * alloc_steady starts there with steps, else after the first fifth of the traced span: the
  * caching allocators grow through the first iterations, and the first GPU work is too early. */
 static struct anx_win steady_of(const struct anx *x, size_t file, int32_t pid)
 {
 	const struct cuptrace_analysis *o = x->out;
 	struct anx_win w = {INT64_MIN, INT64_MAX, o->min_ts + (o->max_ts - o->min_ts) / 5, 0, 0};
-	size_t first = SIZE_MAX, last = 0;
-	for (size_t s = 0; s < o->nsteps; s++) /* sorted by file, pid, start */
-		if (o->steps[s].file == file && o->steps[s].pid == pid) {
-			if (first == SIZE_MAX)
-				first = s;
-			last = s;
-		}
-	if (first != SIZE_MAX) {
-		const struct cuptrace_an_step *a = &o->steps[first], *b = &o->steps[last];
-		w.from = first == last ? a->ts : a->ts + a->dur;
-		w.to = b->ts + b->dur;
+	const struct anx_proc *p = anx_proc_find(x, file, pid);
+	if (p && p->steps) { /* steps_find.c's window */
+		w.from = p->steady_from;
+		w.to = p->steady_to;
 		w.alloc_from = w.from;
 		w.steps = 1;
 		return w;
 	}
 	/* Without steps, from the end of its start-up where one was found (steps_find.c). */
-	const struct anx_proc *p = anx_proc_find(x, file, pid);
 	if (p && p->niv)
 		w.from = p->startup_end ? p->startup_end : p->iv[0].ts;
 	w.startup = p && p->startup_end;
@@ -245,17 +237,14 @@ int anx_steady_windows(struct anx *x)
 	struct cuptrace_analysis *o = x->out;
 	o->steady_from = o->startup_end && !o->nsteps ? o->startup_end : o->min_ts;
 	o->steady_to = o->max_ts;
-	for (size_t s = 0, e; s < o->nsteps; s = e) { /* steps: by file, pid, start */
-		const struct cuptrace_an_step *a = &o->steps[s];
-		for (e = s + 1;
-		     e < o->nsteps && o->steps[e].file == a->file && o->steps[e].pid == a->pid; e++)
-			;
-		const struct cuptrace_an_step *b = &o->steps[e - 1];
-		int64_t from = e - s == 1 ? a->ts : a->ts + a->dur, to = b->ts + b->dur;
-		if (!o->steady_steps || from < o->steady_from)
-			o->steady_from = from;
-		if (!o->steady_steps || to > o->steady_to)
-			o->steady_to = to;
+	for (size_t i = 0; i < x->nprocs; i++) {
+		const struct anx_proc *p = &x->procs[i];
+		if (!p->steps)
+			continue;
+		if (!o->steady_steps || p->steady_from < o->steady_from)
+			o->steady_from = p->steady_from;
+		if (!o->steady_steps || p->steady_to > o->steady_to)
+			o->steady_to = p->steady_to;
 		o->steady_steps = 1;
 	}
 	if ((an->ngpus && !(x->win_gpu = malloc(an->ngpus * sizeof(*x->win_gpu)))) ||

@@ -84,13 +84,15 @@ static void step_cause(const struct cuptrace_an_step *s, FILE *f)
 		break;
 	case CUPTRACE_STEP_CAUSE_HOST_GAP:
 	case CUPTRACE_STEP_CAUSE_HOST_SYNC:
-		fprintf(f, "host gap of %.3f ms %s (%.3f ms over the median; host %s)",
-		        ms(s->host_gap_ns),
-		        s->host_gap_ts <= s->ts && s->launches ? "before its first launch"
-		                                               : "inside it",
+		fprintf(f,
+		        "GPU idle %.3f ms over the median, the host %s (its longest launch-free "
+		        "stretch %.3f ms, %s)",
 		        ms(s->cause_ns),
 		        s->cause == CUPTRACE_STEP_CAUSE_HOST_GAP ? "busy outside CUDA"
-		                                                 : "in blocking CUDA calls");
+		                                                 : "in blocking CUDA calls",
+		        ms(s->host_gap_ns),
+		        s->host_gap_ts <= s->host_ts && s->launches ? "before its first launch"
+		                                                    : "inside it");
 		break;
 	case CUPTRACE_STEP_CAUSE_COLLECTIVE:
 		fprintf(f, "collectives %.3f ms over the median (a wait for another rank)",
@@ -127,9 +129,10 @@ static void print_steps(const struct cuptrace_analysis *a, FILE *f, int md)
 	}
 	hdr(f, md, "Steps");
 	step_source(a, f);
-	fputs("A step's period runs from the end of the previous step on its thread to the end of "
-	      "its own (the last: to the end of its GPU work); GPU extent: its first launched "
-	      "work's start to that work's last end; busy % over the period.\n\n",
+	fputs("A step's period runs from the previous step's completion to its own: the later of "
+	      "its mark's end and the end of the GPU work launched in it (in an async loop, when "
+	      "the GPU finished it). GPU extent: that work's first start to its last end; busy % "
+	      "over the period.\n\n",
 	      f);
 	fprintf(f,
 	        "%sstep%speriod ms%sGPU extent ms%sGPU busy %%%sidle ms%skernels%slaunches%snote%s",
@@ -159,8 +162,6 @@ static void print_steps(const struct cuptrace_analysis *a, FILE *f, int md)
 		        ms(s->idle_ns), cell(md), s->kernels, cell(md), s->launches, cell(md));
 		if (s->startup)
 			fputs("start-up", f);
-		else if (s->tail)
-			fputs("last: to the end of its GPU work", f);
 		else if (s->outlier) {
 			fputs("slow: ", f);
 			step_cause(s, f);
@@ -447,6 +448,8 @@ static void json_body(const struct cuptrace_analysis *a, struct cuptrace_json *w
 		cuptrace_json_int_field(w, "start_ns", s->ts);
 		cuptrace_json_int_field(w, "period_ns", s->dur);
 		cuptrace_json_int_field(w, "wall_ns", s->dur);
+		cuptrace_json_int_field(w, "host_start_ns", s->host_ts);
+		cuptrace_json_int_field(w, "host_dur_ns", s->host_dur);
 		cuptrace_json_int_field(w, "mark_start_ns", s->mark_ts);
 		cuptrace_json_int_field(w, "mark_dur_ns", s->mark_dur);
 		cuptrace_json_int_field(w, "gpu_start_ns", s->gpu_ts);
@@ -462,8 +465,6 @@ static void json_body(const struct cuptrace_analysis *a, struct cuptrace_json *w
 		cuptrace_json_int_field(w, "launches", (int64_t)s->launches);
 		cuptrace_json_name(w, "startup");
 		cuptrace_json_bool(w, s->startup);
-		cuptrace_json_name(w, "tail");
-		cuptrace_json_bool(w, s->tail);
 		cuptrace_json_name(w, "outlier");
 		cuptrace_json_bool(w, s->outlier);
 		str_or_null(w, "cause", cuptrace_step_cause_names[s->cause]);

@@ -54,6 +54,11 @@ struct fam {
 	int ok;
 };
 
+/* A launch call's start and end. */
+struct launch_at {
+	int64_t ts, end;
+};
+
 /* GPU work of a process by launch time, for the steps' figures. */
 struct pw {
 	int64_t lts, ts, end;
@@ -76,13 +81,17 @@ struct st {
 	uint8_t *src;                   /* per process: the source chosen */
 	size_t *fam_pick;               /* per process: the family chosen (S_FAMILY) */
 	struct pwl *work;               /* per process */
-	uint32_t iteration;             /* the string "iteration" */
-	double conf_steps;              /* the period finder's, lowest over processes it found */
-	double conf_try;                /* its best try anywhere */
+	uint32_t *proc_of;              /* per thread: its process (index in x->procs), or
+	                                 * UINT32_MAX */
+	struct launch_at *lat;          /* launch calls by process, then start (launch_lists) */
+	size_t *lat_first;
+	uint32_t iteration; /* the string "iteration" */
+	double conf_steps;  /* the period finder's, lowest over processes it found */
+	double conf_try;    /* its best try anywhere */
 	size_t stepcap;
 };
 
-static uint32_t proc_of_thread(const struct anx *x, uint32_t t)
+static uint32_t find_proc(const struct anx *x, uint32_t t)
 {
 	const struct an_thread *th = &x->an->threads[t];
 	const struct anx_proc *p = anx_proc_find(x, th->file, th->pid);
@@ -132,7 +141,7 @@ static int collect(struct st *s)
 			continue;
 		if (h->thread != thr) {
 			thr = h->thread;
-			proc = proc_of_thread(x, thr);
+			proc = s->proc_of[thr];
 			for (int k = 0; k < S_N; k++)
 				last_end[k] = INT64_MIN;
 		}
@@ -252,10 +261,6 @@ static size_t pick_family(const struct st *s, uint32_t proc)
 
 /* ---- iterations from the GPU work (processes without marks) ---- */
 
-struct launch_at {
-	int64_t ts, end;
-};
-
 /* Per launch call: the name of its earliest work (the token), whether it launched compute
  * (a kernel or graph), and its work's GPU time. */
 struct call_tok {
@@ -298,6 +303,7 @@ static int thread_period(struct st *s, uint32_t t, const struct call_tok *ct,
 		goto out;
 	memset(dense, 0xff, nstr * sizeof(*dense));
 	uint32_t ntok = 0;
+	size_t lo = 0;
 	for (size_t i = th->first; i < th->first + th->n; i++) {
 		const struct an_host *h = &an->host[i];
 		if (!h->launched || !ct[i].name)
@@ -305,15 +311,10 @@ static int thread_period(struct st *s, uint32_t t, const struct call_tok *ct,
 		uint32_t nm = ct[i].name < nstr ? ct[i].name : 0;
 		if (dense[nm] == UINT32_MAX)
 			dense[nm] = ntok++;
-		/* The host time before it in which no launch call of the process ran. */
-		size_t lo = 0, hi = npl;
-		while (lo < hi) {
-			size_t mid = lo + (hi - lo) / 2;
-			if (pl[mid].ts < h->ts)
-				lo = mid + 1;
-			else
-				hi = mid;
-		}
+		/* The host time before it in which no launch call of the process ran (the
+		 * thread's calls come in time order: the position only moves on). */
+		while (lo < npl && pl[lo].ts < h->ts)
+			lo++;
 		int64_t g = lo ? h->ts - pl[lo - 1].end : 0;
 		idx[k] = i;
 		tok[k] = dense[nm];
@@ -409,20 +410,56 @@ out:
 	return err;
 }
 
-struct plat {
-	uint32_t proc;
-	struct launch_at at;
-};
-
-static int plat_cmp(const void *pa, const void *pb)
+static int lat_cmp(const void *pa, const void *pb)
 {
-	const struct plat *a = pa, *b = pb;
-	if (a->proc != b->proc)
-		return a->proc < b->proc ? -1 : 1;
-	return a->at.ts < b->at.ts ? -1 : a->at.ts > b->at.ts;
+	const struct launch_at *a = pa, *b = pb;
+	return a->ts < b->ts ? -1 : a->ts > b->ts;
 }
 
-/* The launch calls' tokens, and per process its launch calls' times, for period_marks. */
+/* Every process's launch calls by start, their ends a running maximum (so "no launch call ran
+ * between" is the stretch from one's end to the next's start): s->lat, process p's from
+ * s->lat_first[p] to s->lat_first[p + 1]. */
+static int launch_lists(struct st *s)
+{
+	struct anx *x = s->x;
+	const struct an *an = x->an;
+	size_t *fill = NULL;
+	if (!(s->lat_first = calloc(x->nprocs + 2, sizeof(*s->lat_first))))
+		return -ENOMEM;
+	for (size_t i = 0; i < an->nhost; i++) {
+		uint32_t p = s->proc_of[an->host[i].thread];
+		if (an->host[i].launched && p != UINT32_MAX)
+			s->lat_first[p + 1]++;
+	}
+	for (size_t p = 0; p < x->nprocs; p++)
+		s->lat_first[p + 1] += s->lat_first[p];
+	size_t n = s->lat_first[x->nprocs];
+	if (!(fill = malloc((x->nprocs + 1) * sizeof(*fill))) ||
+	    (n && !(s->lat = malloc(n * sizeof(*s->lat))))) {
+		free(fill);
+		return -ENOMEM;
+	}
+	memcpy(fill, s->lat_first, (x->nprocs + 1) * sizeof(*fill));
+	for (size_t i = 0; i < an->nhost; i++) {
+		const struct an_host *h = &an->host[i];
+		uint32_t p = s->proc_of[h->thread];
+		if (h->launched && p != UINT32_MAX)
+			s->lat[fill[p]++] = (struct launch_at){h->ts, h->ts + h->dur};
+	}
+	free(fill);
+	for (size_t p = 0; p < x->nprocs; p++) {
+		struct launch_at *l = s->lat + s->lat_first[p];
+		size_t m = s->lat_first[p + 1] - s->lat_first[p];
+		if (m) /* in order already where the process has one launching thread */
+			an_sort(l, m, sizeof(*l), lat_cmp);
+		for (size_t i = 1; i < m; i++)
+			if (l[i].end < l[i - 1].end)
+				l[i].end = l[i - 1].end;
+	}
+	return 0;
+}
+
+/* The launch calls' tokens, then period_marks for each process without marks. */
 static int periods(struct st *s)
 {
 	struct anx *x = s->x;
@@ -433,10 +470,7 @@ static int periods(struct st *s)
 	if (!need || an->opts.step_name)
 		return 0;
 	struct call_tok *ct = calloc(an->nhost + 1, sizeof(*ct));
-	struct plat *all = NULL;
-	struct launch_at *pl = NULL;
-	size_t nall = 0, allcap = 0;
-	int err = -ENOMEM;
+	int err = 0;
 	if (!ct)
 		return -ENOMEM;
 	for (size_t i = 0; i < an->nwork; i++) {
@@ -451,40 +485,16 @@ static int periods(struct st *s)
 		c->compute |= w->kind == W_KERNEL || w->kind == W_GRAPH;
 		c->w += w->dur;
 	}
-	for (size_t i = 0; i < an->nhost; i++) {
-		const struct an_host *h = &an->host[i];
-		if (!h->launched)
+	for (size_t p = 0; p < x->nprocs && !err; p++) {
+		size_t a = s->lat_first[p], n = s->lat_first[p + 1] - a;
+		if (s->src[p] != S_NONE || !n)
 			continue;
-		uint32_t p = proc_of_thread(x, h->thread);
-		if (p == UINT32_MAX || s->src[p] != S_NONE)
-			continue;
-		if (CUPTRACE_GROW(all, allcap, nall + 1))
-			goto out;
-		all[nall++] = (struct plat){p, {h->ts, h->ts + h->dur}};
-	}
-	if (nall)
-		qsort(all, nall, sizeof(*all), plat_cmp);
-	if (nall && !(pl = malloc(nall * sizeof(*pl))))
-		goto out;
-	for (size_t i = 0, j; i < nall; i = j) {
-		uint32_t p = all[i].proc;
-		for (j = i; j < nall && all[j].proc == p; j++)
-			pl[j - i] = all[j].at;
-		/* Ends as a running maximum: "no launch call ran" since the latest end. */
-		for (size_t k = 1; k < j - i; k++)
-			if (pl[k].end < pl[k - 1].end)
-				pl[k].end = pl[k - 1].end;
 		size_t before = s->cat[S_PERIOD].n;
-		if ((err = period_marks(s, p, ct, pl, j - i)))
-			goto out;
-		if (s->cat[S_PERIOD].n > before)
+		err = period_marks(s, (uint32_t)p, ct, s->lat + a, n);
+		if (!err && s->cat[S_PERIOD].n > before)
 			s->src[p] = S_PERIOD;
 	}
-	err = 0;
-out:
 	free(ct);
-	free(all);
-	free(pl);
 	return err;
 }
 
@@ -508,7 +518,7 @@ static int work_lists(struct st *s)
 		if (!w->launch)
 			continue;
 		const struct an_host *h = &an->host[w->launch - 1];
-		uint32_t p = proc_of_thread(x, h->thread);
+		uint32_t p = s->proc_of[h->thread];
 		if (p == UINT32_MAX)
 			continue;
 		struct pwl *l = &s->work[p];
@@ -522,33 +532,38 @@ static int work_lists(struct st *s)
 	return 0;
 }
 
-/* The longest stretch of [a, b) in which process p began no launch call: into st's host_gap. */
-static void host_gap(const struct anx_proc *p, int64_t a, int64_t b, struct cuptrace_an_step *st)
+/* The longest stretch of [a, b) in which no launch call of the process ran (l[0..n): its
+ * launch calls, ends a running maximum; a launch call blocked on a full queue is the GPU's time,
+ * not the host's), into st's host gap. */
+static void host_gap(const struct launch_at *l, size_t n, int64_t a, int64_t b,
+                     struct cuptrace_an_step *st)
 {
-	size_t lo = 0, hi = p->nlaunch;
+	size_t lo = 0, hi = n;
 	while (lo < hi) {
 		size_t mid = lo + (hi - lo) / 2;
-		if (p->launch[mid] < a)
+		if (l[mid].ts < a)
 			lo = mid + 1;
 		else
 			hi = mid;
 	}
-	int64_t prev = a;
+	int64_t prev = lo && l[lo - 1].end > a ? l[lo - 1].end : a;
 	st->host_gap_ns = 0;
 	st->host_gap_ts = a;
-	for (size_t i = lo; i <= p->nlaunch; i++) {
-		int64_t t = i < p->nlaunch && p->launch[i] < b ? p->launch[i] : b;
-		if (t - prev > st->host_gap_ns) {
+	for (size_t i = lo;; i++) {
+		int64_t t = i < n && l[i].ts < b ? l[i].ts : b;
+		if (prev < b && t - prev > st->host_gap_ns) {
 			st->host_gap_ns = t - prev;
 			st->host_gap_ts = prev;
 		}
 		if (t == b)
 			break;
-		prev = t;
+		if (l[i].end > prev)
+			prev = l[i].end;
 	}
 }
 
-/* The steps of one thread's marks m[0..n), of source k: periods (README), then figures. */
+/* The steps of one thread's marks m[0..n), of source k: host parts, completions, periods
+ * (README), then figures. */
 static int add_steps(struct st *s, const struct mark *m, size_t n, int k)
 {
 	struct anx *x = s->x;
@@ -556,18 +571,22 @@ static int add_steps(struct st *s, const struct mark *m, size_t n, int k)
 	const struct an_thread *th = &x->an->threads[m[0].thread];
 	const struct anx_proc *p = &x->procs[m[0].proc];
 	const struct pwl *wl = &s->work[m[0].proc];
+	const struct launch_at *lat = s->lat + s->lat_first[m[0].proc];
+	size_t nlat = s->lat_first[m[0].proc + 1] - s->lat_first[m[0].proc];
 	if (CUPTRACE_GROW(o->steps, s->stepcap, o->nsteps + n))
 		return -ENOMEM;
-	/* A step runs from where the previous one ended on this thread (the host left it) to
-	 * where the next one begins. */
-	int64_t b = m[0].ts;
+	/* A step's host part runs from where the previous one's mark ended on this thread (the
+	 * host left it) to the end of its own; it completes when that has ended and the GPU work
+	 * launched in it has too; its period runs from the previous completion to its own. */
+	int64_t h = m[0].ts, done = m[0].ts;
 	for (size_t i = 0; i < n; i++) {
-		int64_t next = i + 1 < n ? (m[i].end < m[i + 1].ts ? m[i].end : m[i + 1].ts) : 0;
-		if (i + 1 < n && next < b)
-			next = b; /* overlapping marks: an empty period, never a negative one */
-		/* Work launched inside: from b to the next step's start (the last: its mark's
-		 * end). */
-		int64_t wend = i + 1 < n ? next : m[i].end + 1;
+		int64_t hend =
+		    i + 1 < n ? (m[i].end < m[i + 1].ts ? m[i].end : m[i + 1].ts) : m[i].end;
+		if (hend < h)
+			hend = h; /* overlapping marks: an empty host part, never a negative one */
+		/* Work launched inside: before the next step's host part (the last: up to its
+		 * mark's end). */
+		int64_t wend = i + 1 < n ? hend : m[i].end + 1;
 		struct cuptrace_an_step *st = &o->steps[o->nsteps++];
 		*st = (struct cuptrace_an_step){
 		    .name = anx_str(x, m[i].name),
@@ -575,14 +594,15 @@ static int add_steps(struct st *s, const struct mark *m, size_t n, int k)
 		    .pid = th->pid,
 		    .file = th->file,
 		    .tid = th->tid,
-		    .ts = b,
+		    .host_ts = h,
+		    .host_dur = hend - h,
 		    .mark_ts = m[i].ts,
 		    .mark_dur = m[i].end - m[i].ts,
 		    .startup = i == 0};
 		size_t lo = 0, hi = wl->n;
 		while (lo < hi) {
 			size_t mid = lo + (hi - lo) / 2;
-			if (wl->v[mid].lts < b)
+			if (wl->v[mid].lts < h)
 				lo = mid + 1;
 			else
 				hi = mid;
@@ -596,18 +616,17 @@ static int add_steps(struct st *s, const struct mark *m, size_t n, int k)
 			*(w->nccl ? &st->comm_ns : &st->gpu_work_ns) += w->end - w->ts;
 			st->kernels++;
 		}
-		int64_t end = i + 1 < n ? next : m[i].end;
-		if (i + 1 == n && st->kernels && st->gpu_end > end) {
-			end = st->gpu_end; /* the last one: to the end of its GPU work */
-			st->tail = 1;
-		}
-		st->dur = end - b;
-		st->busy_ns = anx_busy_in(p, b, end);
+		int64_t end = m[i].end > hend ? m[i].end : hend;
+		if (st->kernels && st->gpu_end > end)
+			end = st->gpu_end;
+		if (end < done)
+			end = done; /* completions in order: never a negative period */
+		st->ts = i ? done : m[0].ts;
+		st->dur = end - st->ts;
+		st->busy_ns = anx_busy_in(p, st->ts, end);
 		st->idle_ns = st->dur - st->busy_ns;
-		st->launches = anx_count_in(p->launch, p->nlaunch, b, wend);
-		/* The host's part: the longest launch-free stretch (the last step: up to its
-		 * mark's end, not the wait for its GPU work after the host was done). */
-		host_gap(p, b, i + 1 < n ? end : m[i].end, st);
+		st->launches = anx_count_in(p->launch, p->nlaunch, h, wend);
+		host_gap(lat, nlat, h, hend, st);
 		int64_t by[B_N] = {0};
 		if (st->host_gap_ns > 0)
 			anx_blocked(x, m[i].thread, st->host_gap_ts,
@@ -615,7 +634,8 @@ static int add_steps(struct st *s, const struct mark *m, size_t n, int k)
 		st->host_gap_blocked_ns = by[B_SYNC] + by[B_ITEM] + by[B_SYNC_COPY] + by[B_ALLOC];
 		if (st->host_gap_blocked_ns > st->host_gap_ns)
 			st->host_gap_blocked_ns = st->host_gap_ns;
-		b = next;
+		h = hend;
+		done = end;
 	}
 	return 0;
 }
@@ -664,78 +684,105 @@ static int step_cmp(const void *pa, const void *pb)
 	return a->tid < b->tid ? -1 : a->tid > b->tid;
 }
 
-/* Outliers per process, over its steps but the start-up ones (and a last one whose period runs
- * on to the end of its GPU work, unlike the others): a period beyond the median by
+/* Warm-up: on each thread, the slow steps right after its first (outliers by the limit lim,
+ * at most 3 or a tenth of its steps) are start-up too: the first iterations that allocate,
+ * autotune or compile are no slow step of the loop. */
+static void warmup(struct cuptrace_an_step *st, size_t a, size_t b, int64_t lim)
+{
+	for (size_t i = a; i < b; i++) {
+		int first = 1;
+		for (size_t j = a; j < i && first; j++)
+			first = st[j].tid != st[i].tid;
+		if (!first || !st[i].startup)
+			continue;
+		size_t n = 0, max, left = 0;
+		for (size_t j = i + 1; j < b; j++)
+			n += st[j].tid == st[i].tid;
+		max = n / 10 > 3 ? n / 10 : 3;
+		for (size_t j = i + 1; j < b && left < max; j++) {
+			if (st[j].tid != st[i].tid)
+				continue;
+			if (st[j].dur <= lim)
+				break;
+			st[j].startup = 1;
+			left++;
+		}
+	}
+}
+
+/* Outliers per process, over its steps but the start-up ones: a period beyond the median by
  * more than 20% of it and 5 MADs (jitter of +-10% is no outlier), with 3 such steps or more.
- * The cause: the part of the step that grew most over its process's median (GPU work; the host
- * gap, outside CUDA or in blocking calls; the collectives), a blocked host counted only where
- * the GPU work and the collectives do not explain the growth (a host that waited for the GPU
- * is not the cause). */
+ * The cause: what of the period grew most over its process's median: the GPU work launched in
+ * it, its collectives (NCCL kernels: a wait for another rank), or the GPU's idle time, which is
+ * the host's (busy outside CUDA, or in blocking calls where those hold most of its longest
+ * launch-free stretch; a host that waited for its own GPU work leaves no GPU idle). */
 static int judge(struct anx *x, size_t a, size_t b)
 {
 	struct cuptrace_an_step *st = x->out->steps;
 	size_t n = 0;
 	for (size_t i = a; i < b; i++)
-		n += !st[i].startup && !st[i].tail;
+		n += !st[i].startup;
 	if (n < 3)
 		return 0;
 	int64_t *v = malloc(n * sizeof(*v));
 	if (!v)
 		return -ENOMEM;
-	int64_t med[5];
-	for (int f = 0; f < 5; f++) {
+	int64_t med[4];
+	for (int f = 0; f < 4; f++) {
 		size_t k = 0;
 		for (size_t i = a; i < b; i++) {
 			const struct cuptrace_an_step *s = &st[i];
-			if (s->startup || s->tail)
+			if (s->startup)
 				continue;
 			v[k++] = f == 0   ? s->dur
 			         : f == 1 ? s->gpu_work_ns
-			         : f == 2 ? s->host_gap_ns - s->host_gap_blocked_ns
-			         : f == 3 ? s->host_gap_blocked_ns
+			         : f == 2 ? s->idle_ns
 			                  : s->comm_ns;
 		}
 		med[f] = median(v, n);
 	}
 	size_t k = 0;
 	for (size_t i = a; i < b; i++)
-		if (!st[i].startup && !st[i].tail)
+		if (!st[i].startup)
 			v[k++] = st[i].dur > med[0] ? st[i].dur - med[0] : med[0] - st[i].dur;
 	int64_t mad = median(v, n);
 	free(v);
 	int64_t lim = med[0] / 5 > 5 * mad ? med[0] / 5 : 5 * mad;
+	warmup(st, a, b, med[0] + lim);
 	for (size_t i = a; i < b; i++) {
 		struct cuptrace_an_step *s = &st[i];
-		if (s->startup || s->tail || s->dur <= med[0] + lim)
+		if (s->startup || s->dur <= med[0] + lim)
 			continue;
 		s->outlier = 1;
-		int64_t d[CUPTRACE_STEP_NCAUSES] = {0};
-		d[CUPTRACE_STEP_CAUSE_GPU_WORK] = s->gpu_work_ns - med[1];
-		d[CUPTRACE_STEP_CAUSE_HOST_GAP] = s->host_gap_ns - s->host_gap_blocked_ns - med[2];
-		d[CUPTRACE_STEP_CAUSE_HOST_SYNC] = s->host_gap_blocked_ns - med[3];
-		d[CUPTRACE_STEP_CAUSE_COLLECTIVE] = s->comm_ns - med[4];
-		int64_t gpu = d[CUPTRACE_STEP_CAUSE_GPU_WORK] > d[CUPTRACE_STEP_CAUSE_COLLECTIVE]
-		                  ? d[CUPTRACE_STEP_CAUSE_GPU_WORK]
-		                  : d[CUPTRACE_STEP_CAUSE_COLLECTIVE];
-		if (gpu * 2 >= d[CUPTRACE_STEP_CAUSE_HOST_SYNC])
-			d[CUPTRACE_STEP_CAUSE_HOST_SYNC] = 0;
-		for (int c = 1; c < CUPTRACE_STEP_NCAUSES; c++)
-			if (d[c] > 0 && d[c] > s->cause_ns) {
-				s->cause = (enum cuptrace_step_cause)c;
-				s->cause_ns = d[c];
-			}
+		/* What grew: the GPU's own work, its collectives, or its idle time (the host's:
+		 * busy outside CUDA, or sitting in blocking calls, as in its longest launch-free
+		 * stretch). */
+		int64_t dgpu = s->gpu_work_ns - med[1], didle = s->idle_ns - med[2];
+		int64_t dcomm = s->comm_ns - med[3];
+		if (dgpu > 0 && dgpu >= didle && dgpu >= dcomm) {
+			s->cause = CUPTRACE_STEP_CAUSE_GPU_WORK;
+			s->cause_ns = dgpu;
+		} else if (dcomm > 0 && dcomm >= didle) {
+			s->cause = CUPTRACE_STEP_CAUSE_COLLECTIVE;
+			s->cause_ns = dcomm;
+		} else if (didle > 0) {
+			s->cause = 2 * s->host_gap_blocked_ns >= s->host_gap_ns
+			               ? CUPTRACE_STEP_CAUSE_HOST_SYNC
+			               : CUPTRACE_STEP_CAUSE_HOST_GAP;
+			s->cause_ns = didle;
+		}
 	}
 	return 0;
 }
 
 /* The figures over all steps: median, min, max, MAD of the periods of the steps judged (not
- * start-up, not a last one running on to the end of its GPU work; all where none is). */
+ * start-up; all where every one is). */
 static int summary(struct anx *x)
 {
 	struct cuptrace_analysis *o = x->out;
 	size_t n = 0;
 	for (size_t i = 0; i < o->nsteps; i++)
-		n += !o->steps[i].startup && !o->steps[i].tail;
+		n += !o->steps[i].startup;
 	int all = n == 0;
 	if (all)
 		n = o->nsteps;
@@ -746,7 +793,7 @@ static int summary(struct anx *x)
 		return -ENOMEM;
 	size_t k = 0;
 	for (size_t i = 0; i < o->nsteps; i++)
-		if (all || (!o->steps[i].startup && !o->steps[i].tail))
+		if (all || !o->steps[i].startup)
 			v[k++] = o->steps[i].dur;
 	o->step_median_ns = median(v, n);
 	o->step_min_ns = v[0];
@@ -759,6 +806,36 @@ static int summary(struct anx *x)
 	return 0;
 }
 
+/* Each process's steady state with steps: from the end of its start-up steps (the first ones,
+ * and the warm-up after them, in time order; one step alone: that step) to its last step's
+ * completion. */
+static void steady_windows(struct anx *x)
+{
+	const struct cuptrace_analysis *o = x->out;
+	for (size_t a = 0, b; a < o->nsteps; a = b) {
+		const struct cuptrace_an_step *s = o->steps;
+		for (b = a + 1; b < o->nsteps && s[b].file == s[a].file && s[b].pid == s[a].pid;
+		     b++)
+			;
+		const struct anx_proc *cp = anx_proc_find(x, s[a].file, s[a].pid);
+		if (!cp)
+			continue;
+		struct anx_proc *p = &x->procs[cp - x->procs];
+		p->steps = 1;
+		p->steady_from = s[a].ts;
+		p->steady_to = INT64_MIN;
+		size_t i = a;
+		for (; i < b && s[i].startup; i++)
+			if (s[i].ts + s[i].dur > p->steady_from)
+				p->steady_from = s[i].ts + s[i].dur;
+		if (i == b) /* every step is start-up: they are the window */
+			p->steady_from = s[a].ts;
+		for (i = a; i < b; i++)
+			if (s[i].ts + s[i].dur > p->steady_to)
+				p->steady_to = s[i].ts + s[i].dur;
+	}
+}
+
 /* Without steps, a process's start-up ends after its last long one-off GPU idle: a gap of at
  * least 5% of its GPU span (first work to last end), starting in the first half, and longer
  * than twice every later gap (model load, compilation; not a gap the loop repeats). */
@@ -768,7 +845,7 @@ static void startups(struct st *s)
 	for (size_t p = 0; p < x->nprocs; p++) {
 		struct anx_proc *q = &x->procs[p];
 		q->startup_end = 0;
-		if (s->src[p] != S_NONE || q->niv < 2)
+		if (q->steps || q->niv < 2)
 			continue;
 		int64_t span = q->iv[q->niv - 1].end - q->iv[0].ts, later = 0;
 		for (size_t i = q->niv - 1; i > 0; i--) {
@@ -802,6 +879,9 @@ static void free_st(struct st *s)
 		for (size_t p = 0; p < s->x->nprocs; p++)
 			free(s->work[p].v);
 	free(s->work);
+	free(s->lat);
+	free(s->lat_first);
+	free(s->proc_of);
 }
 
 int anx_steps(struct anx *x)
@@ -818,8 +898,11 @@ int anx_steps(struct anx *x)
 	    !(s.num_of = calloc(s.nnames, sizeof(*s.num_of))) ||
 	    !(s.src = calloc(x->nprocs + 1, 1)) ||
 	    !(s.fam_pick = calloc(x->nprocs + 1, sizeof(*s.fam_pick))) ||
+	    !(s.proc_of = malloc((x->an->nthreads + 1) * sizeof(*s.proc_of))) ||
 	    !(s.iteration = cuptrace_strtab_intern(&x->priv->strs, "iteration", 9)))
 		goto out;
+	for (size_t t = 0; t < x->an->nthreads; t++)
+		s.proc_of[t] = find_proc(x, (uint32_t)t);
 	if ((err = collect(&s)) || (err = judge_families(&s)))
 		goto out;
 	/* Each process's source, by precedence. */
@@ -838,7 +921,8 @@ int anx_steps(struct anx *x)
 			if (s.src[s.cat[k].v[i].proc] == S_NONE)
 				s.src[s.cat[k].v[i].proc] = (uint8_t)k;
 	}
-	if ((err = periods(&s)) || (err = work_lists(&s)) || (err = make_steps(&s)))
+	if ((err = launch_lists(&s)) || (err = periods(&s)) || (err = work_lists(&s)) ||
+	    (err = make_steps(&s)))
 		goto out;
 	if (o->nsteps)
 		qsort(o->steps, o->nsteps, sizeof(*o->steps), step_cmp);
@@ -852,6 +936,7 @@ int anx_steps(struct anx *x)
 	}
 	if ((err = summary(x)))
 		goto out;
+	steady_windows(x);
 	startups(&s);
 	/* What the report says of the source. */
 	int kind = S_NONE;
