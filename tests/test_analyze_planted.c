@@ -522,6 +522,13 @@ static void test_async_loop(void)
 	check_loop(&f, &a, b, per, b, gap0);
 	for (size_t i = 0; i < a.nsteps; i++)
 		CHECK(a.steps[i].number == (int64_t)i && a.steps[i].mark_dur == loop_dur((int)i));
+	/* The step ranges make no row of the ops table each; the layers do, one per name. */
+	size_t layers = 0;
+	for (size_t i = 0; i < a.nops; i++) {
+		CHECK(strncmp(a.ops[i].name, "step ", 5) != 0);
+		layers += !strncmp(a.ops[i].name, "layer_", 6);
+	}
+	CHECK_EQ_INT(layers, 5);
 	cuptrace_analysis_free(&a);
 
 	/* --step step: the same steps from the option. */

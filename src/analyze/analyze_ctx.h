@@ -57,6 +57,9 @@ struct anx {
 	struct an *an;
 	struct cuptrace_analysis *out;
 	struct anx_priv *priv;
+	/* The steps' range name when they are ranges named by the user ("step" for "step 0",
+	 * "step 1", ...; steps_find.c): like ProfilerStep#N, no row of the ops table. */
+	const char *step_ranges;
 	uint32_t *blk; /* indices of blocking calls (B_*) in an.host, per thread, in time order */
 	size_t *blk_first;
 	struct anx_gap *gaps; /* every GPU gap, the whole trace */

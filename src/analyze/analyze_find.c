@@ -2,6 +2,7 @@
  * of `cuptrace analyze`, from the computation state of analyze_ctx.h. Called by analyze_run.c;
  * calls only analyze_query.c. */
 #include "analyze/analyze_ctx.h"
+#include "analyze/step_name.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -10,11 +11,13 @@
 
 static int is_step_name(const struct anx *x, uint32_t name)
 {
-	return !strncmp(anx_str(x, name), "ProfilerStep#", 13);
+	const char *n = anx_str(x, name);
+	return !strncmp(n, "ProfilerStep#", 13) || (x->step_ranges && strcmp(n, x->step_ranges) &&
+	                                            cuptrace_step_name_matches(n, x->step_ranges));
 }
 
-/* The innermost range around a launch, ProfilerStep#N ranges skipped (they would make a row per
- * step). */
+/* The innermost range around a launch, numbered step ranges (ProfilerStep#N, or those the steps
+ * came from: "step N") skipped: they would make a row per step. */
 static uint32_t op_range(const struct anx *x, uint32_t launch)
 {
 	uint32_t r = anx_range_of(x, launch);

@@ -964,6 +964,9 @@ int anx_steps(struct anx *x)
 	}
 	if (!o->nsteps)
 		o->step_kind = o->step_source = NULL;
+	if (o->step_kind &&
+	    (!strcmp(o->step_kind, "nvtx_family") || !strcmp(o->step_kind, "option")))
+		x->step_ranges = o->step_source;
 	o->step_confidence = kind == S_PERIOD ? s.conf_steps : o->nsteps ? 1.0 : s.conf_try;
 	err = 0;
 out:
