@@ -206,9 +206,10 @@ static void print_gpus(const struct cuptrace_analysis *a, FILE *f, int md)
 		return;
 	}
 	if (a->steady_steps)
-		fputs("The steady state: from the end of the first step to the end of the last "
-		      "(start-up on a line of its own, work after the last step left out).\n\n",
-		      f);
+		fputs(
+		    "The steady state: from the completion of the start-up steps to that of the "
+		    "last (start-up on a line of its own, work after the last step left out).\n\n",
+		    f);
 	else if (a->startup_end)
 		fprintf(f,
 		        "No steps: from the end of start-up at %.3f ms (the last long one-off GPU "
@@ -298,8 +299,8 @@ static void print_findings(const struct cuptrace_analysis *a, FILE *f, int md)
 {
 	hdr(f, md, "Findings");
 	fprintf(f, "Severe: a total of at least 5%% of %s, %.3f ms. Start-up is never severe.\n\n",
-	        a->steady_steps  ? "the steady state (the end of the first step to the end of the "
-	                           "last)"
+	        a->steady_steps  ? "the steady state (the completion of the start-up steps to that "
+	                           "of the last)"
 	        : a->startup_end ? "the traced span after start-up (no steps)"
 	                         : "the traced span (no steps)",
 	        ms(a->steady_to - a->steady_from));
