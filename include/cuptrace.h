@@ -94,6 +94,9 @@
  *                         it (`cuptrace trigger --job PID`)
  *   CUPTRACE_STEP_HOOK    set by record: "optimizer" makes its Python hook call cuptrace_step()
  *                         when optimizer.step() returns
+ *   CUPTRACE_STEP_MARKS   set by record: 1 (default) makes its Python hook mark every
+ *                         optimizer.step() with an NVTX range "optimizer.step" on its thread;
+ *                         0 (record --no-step-marks, or set so before record) leaves it out
  *   CUPTRACE_OTLP_SERVICE, CUPTRACE_OTLP_TRACE_PER, CUPTRACE_OTLP_BATCH,
  *   CUPTRACE_OTLP_INTERVAL_MS, CUPTRACE_OTLP_WINDOW_MS, CUPTRACE_OTLP_TIMEOUT_MS
  *                         the record options --service, --otlp-trace-per, --otlp-batch,

@@ -87,6 +87,22 @@ if [ -x "$gen" ]; then
 	if grep -q "CMAKE_BUILD_TYPE:STRING=Release" "${CUPTRACE_BUILD_DIR:-.}/CMakeCache.txt" 2>/dev/null; then
 		[ "$(echo "$secs < 3" | bc)" = 1 ] && ok || bad "1 M kernels took $secs s (> 3 s)"
 	fi
+	# The same without any marks: the steps are found in the GPU work (50 kernels an
+	# iteration: 20,000 steps), in the same time bound.
+	"$gen" --gen "$tmp/big.pftrace" 1000000 --no-marks || bad "gen --no-marks"
+	t0=$(date +%s.%N)
+	"$ct" analyze --json "$tmp/big.pftrace" >"$tmp/big.json" || bad "analyze big, no marks"
+	t1=$(date +%s.%N)
+	secs=$(echo "$t1 - $t0" | bc)
+	echo "analyze of a 1 M-kernel trace without marks: $secs s"
+	python3 -c "
+import json, sys
+s = json.load(open(sys.argv[1]))['steps']
+assert s['kind'] == 'gpu_period' and len(s['rows']) == 20000, (s['kind'], len(s['rows']))
+" "$tmp/big.json" && ok || bad "big, no marks: steps not found"
+	if grep -q "CMAKE_BUILD_TYPE:STRING=Release" "${CUPTRACE_BUILD_DIR:-.}/CMakeCache.txt" 2>/dev/null; then
+		[ "$(echo "$secs < 3" | bc)" = 1 ] && ok || bad "1 M kernels, no marks, took $secs s (> 3 s)"
+	fi
 fi
 rm -rf "$tmp"
 echo "analyze_test: $n passed, $fail failed"

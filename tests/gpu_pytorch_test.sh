@@ -1,6 +1,7 @@
 #!/bin/sh
 # GPU test: `cuptrace record --pytorch` on a tiny PyTorch program (op slices with clean names,
 # nested around the launches they make; module slices; the same kernels as without --pytorch),
+# record's default optimizer.step() marks (and none with --no-step-marks),
 # the trivial-runtime-call filter (left out by default, back with --runtime all, failed calls
 # kept with --runtime watch), and that --pytorch leaves a program without torch, and a
 # sitecustomize it shadows, alone. Skips without a GPU, or without PyTorch.
@@ -24,9 +25,25 @@ rec() { # log out [options] -- command...
 prog="$src/gpu/torch_small.py"
 rec pt.log pt.json --pytorch -- python3 "$prog" 10 &&
 	rec plain.log plain.json -- python3 "$prog" 10 &&
+	rec nomarks.log nomarks.json --no-step-marks -- python3 "$prog" 10 &&
 	rec all.log all.json --runtime all -- python3 "$prog" 10 &&
 	rec watch.log watch.json --runtime watch -- python3 "$prog" 10 --bad-device &&
 	python3 "$src/gpu/check_pytorch.py" "$tmp" 10 || fail=1
+# analyze takes the marks as the steps: 10 of them, from optimizer.step; without marks it finds
+# the 10 iterations in the GPU work (the first of each may differ: 9 or 10).
+for f in plain nomarks; do
+	"$ct" analyze --json "$tmp/$f.json" >"$tmp/$f.an.json" || { echo "FAIL: analyze $f"; fail=1; }
+done
+python3 - "$tmp/plain.an.json" "$tmp/nomarks.an.json" <<'PY' || fail=1
+import json, sys
+a, b = (json.load(open(p))["steps"] for p in sys.argv[1:3])
+print("analyze: marks %s %d steps; no marks %s %d steps (confidence %.2f)"
+      % (a["kind"], len(a["rows"]), b["kind"], len(b["rows"]), b["confidence"]))
+ok = a["kind"] == "optimizer" and len(a["rows"]) == 10 and b["kind"] == "gpu_period" \
+    and len(b["rows"]) in (9, 10)
+print("" if ok else "FAIL: analyze's steps")
+sys.exit(0 if ok else 1)
+PY
 grep "cuptrace:" "$tmp/watch.log"
 grep -q "trivial runtime calls left out" "$tmp/watch.log" ||
 	{ echo "FAIL: --runtime watch printed no count of the calls left out"; fail=1; }

@@ -1,8 +1,8 @@
 /* Tests of `cuptrace analyze` on synthetic traces whose answers are known by construction
  * (tests/steps.h, and a launch-bound loop built here): every figure is checked against a
  * computation of the test's own (a brute-force union over the interval list, the causes from
- * the launch times). `test_analyze --gen OUT N` writes a trace of N kernels for the speed check
- * of tests/analyze_test.sh. */
+ * the launch times). `test_analyze --gen OUT N [--no-marks]` writes a trace of N kernels for the
+ * speed checks of tests/analyze_test.sh. */
 #include "analyze/analyze.h"
 #include "check.h"
 #include "format/formats.h"
@@ -290,7 +290,8 @@ static void test_startup(void)
 
 /* --cuda-graphs graph: 120 whole graph launches of 5 us, 1 us apart. They are GPU work (busy
  * time, computed here from the list) and counted as graph launches, not kernels; short as they
- * are, they are no "flood of tiny kernels" (a graph is many kernels already). */
+ * are, they are no "flood of tiny kernels" (a graph is many kernels already). Each is a step
+ * of a replay loop. */
 static void test_graph_launches(void)
 {
 	struct cuptrace_analysis a;
@@ -316,9 +317,13 @@ static void test_graph_launches(void)
 	CHECK_EQ_INT(a.kernels, 0);
 	CHECK_EQ_INT(a.linked, 120);
 	CHECK_EQ_INT(a.ngpus, 1);
+	/* No marks: each launch is an iteration found in the GPU work; the first is start-up,
+	 * the tables cover the rest. */
+	CHECK_EQ_STR(a.step_kind, "gpu_period");
+	CHECK_EQ_INT(a.nsteps, 120);
 	if (a.ngpus == 1) {
-		CHECK_EQ_INT(a.gpus[0].busy_ns, union_ns(v, n));
-		CHECK_EQ_INT(a.gpus[0].graphs, 120);
+		CHECK_EQ_INT(a.gpus[0].busy_ns, union_ns(v + 1, n - 1));
+		CHECK_EQ_INT(a.gpus[0].graphs, 119);
 		CHECK_EQ_INT(a.gpus[0].kernels, 0);
 	}
 	CHECK(!find(&a, "tiny_kernels"));
@@ -440,8 +445,9 @@ static void test_alloc_each_step(void)
 }
 
 /* --gen: one process, one thread launching N kernels of 2 us, 3 us apart, on one stream, a range
- * "op" around every 100 launches and ProfilerStep#N around every 10,000. */
-static int gen(const char *out, long n)
+ * "op" around every 100 launches and ProfilerStep#N around every 10,000. nomarks: no ranges, the
+ * kernels named k0..k49 in turn (the steps are then found in the GPU work: 50 per iteration). */
+static int gen(const char *out, long n, int nomarks)
 {
 	struct cuptrace_sink *s = cuptrace_sink_open(out, NULL, NULL);
 	if (!s)
@@ -466,9 +472,17 @@ static int gen(const char *out, long n)
 	                                       .parent_uuid = 3,
 	                                       .pid = 7,
 	                                       .name = "Stream 7"});
-	char step[32];
+	char step[32], kname[16];
 	for (long i = 0; i < n && !steps_err; i++) {
 		int64_t t = 1000 + 3000 * (int64_t)i;
+		if (nomarks) {
+			snprintf(kname, sizeof(kname), "k%ld", i % 50);
+			steps_slice(s, 2, t + 10, 500, "cuda_runtime", "cudaLaunchKernel", NULL, 0,
+			            (uint64_t)i + 1, 0);
+			steps_slice(s, 4, t + 800, 2000, "kernel", kname, NULL, 0, 0,
+			            (uint64_t)i + 1);
+			continue;
+		}
 		if (i % 10000 == 0) {
 			snprintf(step, sizeof(step), "ProfilerStep#%ld", i / 10000);
 			steps_slice(s, 2, t, 3000 * 10000 - 10, "user_annotation", step, NULL, 0, 0,
@@ -564,8 +578,8 @@ static void test_host_collectives(void)
 
 int main(int argc, char **argv)
 {
-	if (argc == 4 && !strcmp(argv[1], "--gen"))
-		return gen(argv[2], atol(argv[3]));
+	if ((argc == 4 || argc == 5) && !strcmp(argv[1], "--gen"))
+		return gen(argv[2], atol(argv[3]), argc == 5 && !strcmp(argv[4], "--no-marks"));
 	static const struct check_test tests[] = {
 	    T(test_steps_loop),     T(test_outlier_and_alloc), T(test_host_collectives),
 	    T(test_startup),        T(test_graph_launches),    T(test_unrecorded_device_graphs),

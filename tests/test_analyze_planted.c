@@ -5,7 +5,14 @@
  * (computed here from the test's own lists of GPU work and host calls), none is a gpu_gap of its
  * own. The pageable loop has a 200 ms idle start-up: severity is judged against the steady state
  * (end of the first step to the end of the last), where its total is over 5%, though under 5% of
- * the whole trace. */
+ * the whole trace.
+ *
+ * Then the steps as users record them (README, Steps): an async loop (no synchronize per step)
+ * with an NVTX range "step N" per step around its launches, periods jittering by +-10%, one step
+ * slowed by an 80 ms host stall: the only outlier, its cause the host gap, busy % over its
+ * period; the same loop with no marks at all after a start-up (its steps found in the GPU work,
+ * the start-up never severe); a run with no steps at all (start-up still left out); steps from
+ * optimizer.step() marks. Every step figure is computed here from the test's own lists. */
 #include "analyze/analyze.h"
 #include "check.h"
 #include "steps.h"
@@ -30,7 +37,7 @@ struct feed {
 	size_t nw;
 	struct call c[256];
 	size_t nc;
-	int64_t step_ts[16], step_end[16];
+	int64_t step_ts[64], step_end[64];
 	int nsteps;
 	uint64_t flow;
 };
@@ -98,11 +105,37 @@ static void finish(struct feed *f)
 	cuptrace_sink_destroy(f->s);
 }
 
-/* The steady state, the test's way: end of the first step to the end of the last. */
+/* A step's completion, the test's way (README, Steps): its host part runs from where the
+ * previous step's range ended (or its own began, if earlier) to the end of its own range; it
+ * completes at the later of its range's end and the end of the GPU work launched in its host
+ * part (the last one's up to its range's end), and never before the previous one. */
+static int64_t completion(const struct feed *f, int k)
+{
+	int64_t done = INT64_MIN;
+	for (int i = 0; i <= k; i++) {
+		int64_t h =
+		    i ? (f->step_end[i - 1] < f->step_ts[i] ? f->step_end[i - 1] : f->step_ts[i])
+		      : f->step_ts[0];
+		int64_t hend = i + 1 < f->nsteps && f->step_ts[i + 1] < f->step_end[i]
+		                   ? f->step_ts[i + 1]
+		                   : f->step_end[i];
+		int last = i + 1 == f->nsteps;
+		int64_t c = f->step_end[i];
+		for (size_t w = 0; w < f->nw; w++)
+			if (f->w[w].launch >= h &&
+			    (last ? f->w[w].launch <= hend : f->w[w].launch < hend) &&
+			    f->w[w].end > c)
+				c = f->w[w].end;
+		done = c > done ? c : done;
+	}
+	return done;
+}
+
+/* The steady state, the test's way: from the first step's completion to the last's. */
 static void window(const struct feed *f, int64_t *from, int64_t *to)
 {
-	*from = f->step_end[0];
-	*to = f->step_end[f->nsteps - 1];
+	*from = completion(f, 0);
+	*to = completion(f, f->nsteps - 1);
 }
 
 /* The GPU gaps wholly inside the steady state (one stream, work in time order): their sum, and
@@ -231,7 +264,7 @@ static void test_item(void)
 
 /* Each 2.2 ms step: a 780 us kernel, then a Python loop of 150 kernels of 2 us launched 8 us
  * apart, with a 150 us pause after the 75th. The pause's gap is the tiny run's; the run is not a
- * launch-bound stretch again. */
+ * launch-bound stretch again. The first step's run is start-up: no finding. */
 static void test_tiny(void)
 {
 	static struct feed f;
@@ -241,6 +274,7 @@ static void test_tiny(void)
 	for (int i = 0; i < 6; i++) {
 		int64_t t = 5000 * US + 2200 * US * i;
 		step(&f, t, 2200 * US);
+		int first_step = i == 0; /* start-up: its run is no finding */
 		launch(&f, "cudaLaunchKernel", t + 10 * US, 5 * US, "kernel", "gemm", t + 20 * US,
 		       780 * US, 0, 0);
 		int64_t lt = t + 800 * US, first = 0, last = 0;
@@ -251,14 +285,14 @@ static void test_tiny(void)
 			first = k ? first : lt + 3 * US;
 			last = lt + 5 * US;
 		}
-		runs += last - first;
+		runs += first_step ? 0 : last - first;
 	}
 	finish(&f);
 	int64_t all, less, unexp;
 	gaps(&f, 100 * US, &all, &less, &unexp);
 	CHECK(unexp >= 150 * US * 4); /* the pauses: no call explains them, the run does */
 	const struct cuptrace_an_finding *t = find(&a, "tiny_kernels");
-	CHECK(t && t->count == 6 && t->total_ns == runs);
+	CHECK(t && t->count == 5 && t->total_ns == runs);
 	CHECK(!find(&a, "launch_bound"));
 	one_severe(&f, &a, "tiny_kernels");
 	cuptrace_analysis_free(&a);
@@ -314,7 +348,8 @@ static void test_clean(void)
 /* Each 6.6 ms step: 20 kernels of 15 us launched 30 us apart (the GPU waits 15 us for each),
  * then a 6 ms GEMM launched on the same cadence, behind which the host queues the next step.
  * Each step is one launch-bound stretch, from its first kernel to the GEMM's start: the GEMM
- * itself, though it also waited for its launch, is not launch-bound time. */
+ * itself, though it also waited for its launch, is not launch-bound time. The first step's is
+ * start-up. */
 static void test_launch_bound(void)
 {
 	static struct feed f;
@@ -329,14 +364,351 @@ static void test_launch_bound(void)
 			launch(&f, "cudaLaunchKernel", t + k * 30 * US, 5 * US, "kernel",
 			       k < 20 ? "add" : "gemm", t + k * 30 * US + 10 * US,
 			       k < 20 ? 15 * US : 6000 * US, 0, 0);
-		runs += f.w[f.nw - 1].ts - f.w[first].ts; /* first kernel to the GEMM's start */
+		if (i) /* the first step's stretch is start-up: no finding */
+			runs += f.w[f.nw - 1].ts - f.w[first].ts; /* first kernel to the GEMM */
 	}
 	finish(&f);
 	const struct cuptrace_an_finding *lb = find(&a, "launch_bound");
-	CHECK(lb && lb->count == 10 && lb->total_ns == runs);
+	CHECK(lb && lb->count == 9 && lb->total_ns == runs);
 	one_severe(&f, &a, "launch_bound");
 	cuptrace_analysis_free(&a);
 }
 
+/* ---- steps as users record them ---- */
+
+#define NLOOP 20
+#define SLOW  12
+#define STALL (80000 * US)
+
+/* The async loop's host schedule: per step, the Python before its launches (gap) and the time
+ * its launches take (d), each jittering by up to +-10% of the 4 ms period; step SLOW's gap holds
+ * an 80 ms stall. */
+static int64_t loop_gap(int i)
+{
+	return 500 * US + ((i * 37) % 9 - 4) * 50 * US + (i == SLOW ? STALL : 0);
+}
+
+static int64_t loop_dur(int i)
+{
+	return 3500 * US + ((i * 53) % 9 - 4) * 50 * US;
+}
+
+/* A launch call of 10 us on main at lt, its kernel 20 us later for 200 us; no flow id reuse. */
+static void loop_launch(struct feed *f, int64_t lt, const char *name)
+{
+	launch(f, "cudaLaunchKernel", lt, 10 * US, "kernel", name, lt + 20 * US, 200 * US, 0, 0);
+}
+
+/* Step i's start (t[i]) and its five launches, 700 us apart from t + 10 us; marks: an NVTX
+ * range "step i" of d(i) around them, with "layer_k" ranges around each launch (a numbered
+ * family too, but its numbers repeat every step: no steps of its own). Returns the step's
+ * start. */
+static int64_t loop_step(struct feed *f, int64_t t, int i, int marks)
+{
+	static const char *const names[] = {"k0", "k1", "k2", "k3", "k4"};
+	char name[32];
+	if (marks) {
+		snprintf(name, sizeof(name), "step %d", i);
+		steps_slice(f->s, MAIN, t, loop_dur(i), "nvtx", name, NULL, 0, 0, 0);
+		f->step_ts[f->nsteps] = t;
+		f->step_end[f->nsteps++] = t + loop_dur(i);
+	}
+	for (int k = 0; k < 5; k++) {
+		int64_t lt = t + 10 * US + k * 700 * US;
+		if (marks) {
+			snprintf(name, sizeof(name), "layer_%d", k);
+			steps_slice(f->s, MAIN, lt - 2 * US, 14 * US, "nvtx", name, NULL, 0, 0, 0);
+		}
+		loop_launch(f, lt, names[k]);
+	}
+	return t;
+}
+
+/* The union of the fed GPU work inside [a, b) (the kernels here never overlap each other). */
+static int64_t busy_in(const struct feed *f, int64_t a, int64_t b)
+{
+	int64_t sum = 0;
+	for (size_t i = 0; i < f->nw; i++) {
+		int64_t s0 = f->w[i].ts > a ? f->w[i].ts : a,
+		        e0 = f->w[i].end < b ? f->w[i].end : b;
+		sum += e0 > s0 ? e0 - s0 : 0;
+	}
+	return sum;
+}
+
+static int64_t median_of(int64_t *v, int n)
+{
+	for (int i = 1; i < n; i++) /* insertion sort: a few values */
+		for (int k = i; k > 0 && v[k - 1] > v[k]; k--) {
+			int64_t t = v[k];
+			v[k] = v[k - 1];
+			v[k - 1] = t;
+		}
+	return n % 2 ? v[n / 2] : v[n / 2 - 1] + (v[n / 2] - v[n / 2 - 1]) / 2;
+}
+
+/* Checks the steps of the loop against periods the test computes: step i runs from b[i] for
+ * per[i], its host part from hs[i]; only SLOW is an outlier, its cause the host gap before its
+ * first launch (gap0[SLOW] long, from hs[SLOW]), its period about 80 ms over the median; busy
+ * over every period is the fed work's. */
+static void check_loop(const struct feed *f, const struct cuptrace_analysis *a, const int64_t *b,
+                       const int64_t *per, const int64_t *hs, const int64_t *gap0)
+{
+	CHECK_EQ_INT(a->nsteps, NLOOP);
+	if (a->nsteps != NLOOP)
+		return;
+	int64_t v[NLOOP];
+	for (int i = 1; i < NLOOP; i++)
+		v[i - 1] = per[i];
+	int64_t med = median_of(v, NLOOP - 1);
+	for (int i = 0; i < NLOOP; i++) {
+		const struct cuptrace_an_step *s = &a->steps[i];
+		CHECK_EQ_INT(s->ts, b[i]);
+		CHECK_EQ_INT(s->dur, per[i]);
+		CHECK_EQ_INT(s->host_ts, hs[i]);
+		CHECK_EQ_INT(s->busy_ns, busy_in(f, b[i], b[i] + per[i]));
+		CHECK_EQ_INT(s->kernels, 5);
+		CHECK_EQ_INT(s->startup, i == 0);
+		CHECK_EQ_INT(s->outlier, i == SLOW);
+		if (i != SLOW)
+			continue;
+		CHECK(s->dur - med > STALL - 1000 * US && s->dur - med < STALL + 1000 * US);
+		CHECK_EQ_INT(s->cause, CUPTRACE_STEP_CAUSE_HOST_GAP);
+		CHECK_EQ_INT(s->host_gap_ns, gap0[i]);
+		CHECK_EQ_INT(s->host_gap_ts, hs[i]);
+		CHECK_EQ_INT(s->host_gap_blocked_ns, 0);
+		CHECK(s->cause_ns > STALL - 1000 * US && s->cause_ns <= gap0[i]);
+		/* GPU busy over the period: 1 ms of work in an 84 ms period. */
+		CHECK(s->busy_ns == 1000 * US && s->busy_ns * 50 < s->dur);
+	}
+	CHECK_EQ_INT(a->step_median_ns, med);
+	/* The steady state: from the end of the first step to the end of the last. */
+	CHECK(a->steady_steps && a->steady_from == b[1] &&
+	      a->steady_to == b[NLOOP - 1] + per[NLOOP - 1]);
+	/* Start-up is never severe. */
+	const struct cuptrace_an_finding *o = find(a, "outside_steady");
+	CHECK(!o || !o->severe);
+}
+
+/* The async loop with an NVTX range "step i" per step around its launches only (the host runs
+ * ahead: no synchronize), inside an "epoch 0" range (too few to be steps). A step's period runs
+ * from the end of the previous range to the end of its own; the last to its range's end (its
+ * work ends inside it). */
+static void test_async_loop(void)
+{
+	static struct feed f;
+	struct cuptrace_analysis a;
+	begin(&f, &a);
+	int64_t t = 10000 * US, end = t;
+	for (int i = 0; i < NLOOP; i++)
+		end += (i ? loop_gap(i) : 0) + loop_dur(i);
+	steps_slice(f.s, MAIN, t - 100 * US, end - t + 200 * US, "nvtx", "epoch 0", NULL, 0, 0, 0);
+	int64_t b[NLOOP], per[NLOOP], gap0[NLOOP];
+	for (int i = 0; i < NLOOP; i++) {
+		t += i ? loop_gap(i) : 0;
+		loop_step(&f, t, i, 1);
+		t += loop_dur(i);
+	}
+	finish(&f);
+	/* Its work ends inside its range: a step completes at its range's end, and its period
+	 * and host part both run from the previous range's end. */
+	for (int i = 0; i < NLOOP; i++) {
+		b[i] = i ? f.step_end[i - 1] : f.step_ts[0];
+		per[i] = f.step_end[i] - b[i];
+		gap0[i] = f.step_ts[i] + 10 * US - b[i]; /* to its first launch */
+	}
+	CHECK_EQ_STR(a.step_kind, "nvtx_family");
+	CHECK_EQ_STR(a.step_source, "step");
+	check_loop(&f, &a, b, per, b, gap0);
+	for (size_t i = 0; i < a.nsteps; i++)
+		CHECK(a.steps[i].number == (int64_t)i && a.steps[i].mark_dur == loop_dur((int)i));
+	/* The step ranges make no row of the ops table each; the layers do, one per name. */
+	size_t layers = 0;
+	for (size_t i = 0; i < a.nops; i++) {
+		CHECK(strncmp(a.ops[i].name, "step ", 5) != 0);
+		layers += !strncmp(a.ops[i].name, "layer_", 6);
+	}
+	CHECK_EQ_INT(layers, 5);
+	cuptrace_analysis_free(&a);
+
+	/* --step step: the same steps from the option. */
+	struct cuptrace_analyze_opts o = {.step_name = "step"};
+	memset(&f, 0, sizeof(f));
+	f.flow = 1;
+	f.s = cuptrace_analyze_sink_new(&a, &o);
+	struct cuptrace_sink *s = f.s;
+	struct cuptrace_trace_info info = {.pid = 900, .process_name = "train"};
+	steps_err = s->ops->begin(s, &info);
+	steps_track(
+	    s, (struct cuptrace_track){.uuid = PROC, .kind = CUPTRACE_TRACK_PROCESS, .pid = 900});
+	steps_track(s, (struct cuptrace_track){.uuid = MAIN,
+	                                       .kind = CUPTRACE_TRACK_THREAD,
+	                                       .parent_uuid = PROC,
+	                                       .pid = 900,
+	                                       .tid = 900,
+	                                       .name = "main"});
+	steps_track(s, (struct cuptrace_track){.uuid = GPU,
+	                                       .kind = CUPTRACE_TRACK_GROUP,
+	                                       .parent_uuid = PROC,
+	                                       .pid = 900,
+	                                       .name = "GPU 0: NVIDIA H100"});
+	steps_track(s, (struct cuptrace_track){.uuid = STREAM,
+	                                       .kind = CUPTRACE_TRACK_SLICES,
+	                                       .parent_uuid = GPU,
+	                                       .pid = 900,
+	                                       .name = "Stream 7"});
+	t = 10000 * US;
+	for (int i = 0; i < NLOOP; i++) {
+		t += i ? loop_gap(i) : 0;
+		loop_step(&f, t, i, 1);
+		t += loop_dur(i);
+	}
+	finish(&f);
+	CHECK_EQ_STR(a.step_kind, "option");
+	check_loop(&f, &a, b, per, b, gap0);
+	cuptrace_analysis_free(&a);
+}
+
+/* The same loop with no marks at all, after a start-up: a pageable copy, 500 ms of nothing on
+ * the GPU (model load), 30 distinct warm-up kernels (autotuning). The steps are found in the GPU
+ * work: each iteration from the launch of k0 (after the longest host pause). The start-up is
+ * neither a step nor severe. */
+static void test_no_marks(void)
+{
+	static struct feed f;
+	struct cuptrace_analysis a;
+	char name[32];
+	begin(&f, &a);
+	launch(&f, "cudaMemcpyAsync", 1000 * US, 50 * US, "memcpy",
+	       "Memcpy HtoD (Pageable -> Device)", 1100 * US, 300 * US, 1 << 20, 0);
+	for (int k = 0; k < 30; k++) {
+		snprintf(name, sizeof(name), "autotune_%d", k);
+		launch(&f, "cudaLaunchKernel", 501000 * US + k * 100 * US, 10 * US, "kernel", name,
+		       501020 * US + k * 100 * US, 50 * US, 0, 0);
+	}
+	int64_t t = 510000 * US, ts[NLOOP];
+	for (int i = 0; i < NLOOP; i++) {
+		t += i ? loop_gap(i) : 0;
+		ts[i] = loop_step(&f, t, i, 0);
+		t += loop_dur(i);
+	}
+	finish(&f);
+	/* An iteration's host part runs from the end of the previous one's last launch call
+	 * (k4: 10 us at +2810) to the end of its own; it completes when k4's kernel ends
+	 * (+3030): its period runs from the previous completion to its own. */
+	int64_t b[NLOOP], per[NLOOP], hs[NLOOP], gap0[NLOOP];
+	for (int i = 0; i < NLOOP; i++) {
+		hs[i] = i ? ts[i - 1] + 2820 * US : ts[0] + 10 * US;
+		gap0[i] = ts[i] + 10 * US - hs[i];
+		b[i] = i ? ts[i - 1] + 3030 * US : ts[0] + 10 * US;
+		per[i] = ts[i] + 3030 * US - b[i];
+	}
+	CHECK_EQ_STR(a.step_kind, "gpu_period");
+	CHECK(a.step_confidence > 0.9);
+	for (size_t i = 0; i < a.nsteps; i++)
+		CHECK(a.steps[i].mark_ts == ts[i] + 10 * US &&
+		      !strcmp(a.steps[i].name, "iteration"));
+	check_loop(&f, &a, b, per, hs, gap0);
+	/* Nothing of the start-up is severe: the one severe finding is the stall's GPU gap. */
+	for (size_t i = 0; i < a.nfindings; i++)
+		if (a.findings[i].severe) {
+			CHECK_EQ_STR(a.findings[i].id, "gpu_gap");
+			CHECK(a.findings[i].worst[0].ts >= b[SLOW]);
+		}
+	CHECK(!find(&a, "pageable_copy"));
+	const struct cuptrace_an_finding *o = find(&a, "outside_steady");
+	CHECK(o && !o->severe && o->worst[0].dur > 499000 * US);
+	CHECK(a.ngpus == 1 && a.gpus[0].startup_ns == b[1] - 1100 * US);
+	cuptrace_analysis_free(&a);
+}
+
+/* No steps at all: a copy, 500 ms of model load, then 200 ms of GPU-bound work that never
+ * repeats. The report says there are none, and the start-up still stays out: the steady state
+ * begins at the first work after the long one-off idle, its gap a note; nothing is severe. */
+static void test_no_steps(void)
+{
+	static struct feed f;
+	struct cuptrace_analysis a;
+	char name[32];
+	begin(&f, &a);
+	launch(&f, "cudaMemcpyAsync", 1000 * US, 50 * US, "memcpy",
+	       "Memcpy HtoD (Pinned -> Device)", 1100 * US, 300 * US, 1 << 20, 0);
+	for (int k = 0; k < 100; k++) {
+		snprintf(name, sizeof(name), "once_%d", k);
+		launch(&f, "cudaLaunchKernel", 501000 * US + k * 2000 * US, 10 * US, "kernel", name,
+		       501020 * US + k * 2001 * US, 2000 * US, 0, 0);
+	}
+	finish(&f);
+	CHECK_EQ_INT(a.nsteps, 0);
+	CHECK(!a.step_kind && !a.steady_steps);
+	CHECK_EQ_INT(a.startup_end, 501020 * US);
+	CHECK_EQ_INT(a.steady_from, 501020 * US);
+	CHECK(a.ngpus == 1 && a.gpus[0].startup_ns == 501020 * US - 1100 * US &&
+	      a.gpus[0].first_ts == 501020 * US);
+	const struct cuptrace_an_finding *o = find(&a, "outside_steady");
+	CHECK(o && !o->severe && o->count == 1 && o->worst[0].dur == 501020 * US - 1400 * US);
+	for (size_t i = 0; i < a.nfindings; i++)
+		CHECK(!a.findings[i].severe);
+	cuptrace_analysis_free(&a);
+}
+
+/* Steps from optimizer.step() marks (record's default hook), inside --pytorch's
+ * "Optimizer.step#SGD.step" ranges, one more optimizer.step nested inside each (a wrapping
+ * optimizer): the outermost marks only. A sync loop: forward and backward kernels, the
+ * optimizer's kernels inside its mark, then .item(). A step runs from the end of the previous
+ * optimizer.step() to the end of its own; the first is its own mark. */
+static void test_optimizer_marks(void)
+{
+	static struct feed f;
+	struct cuptrace_analysis a;
+	begin(&f, &a);
+	enum { N = 8 };
+	int64_t os[N], oe[N];
+	for (int i = 0; i < N; i++) {
+		int64_t t = 5000 * US + 3000 * US * i + (i == 5 ? 400 * US : 0);
+		launch(&f, "cudaLaunchKernel", t + 10 * US, 10 * US, "kernel", "fwd", t + 30 * US,
+		       900 * US, 0, 0);
+		launch(&f, "cudaLaunchKernel", t + 40 * US, 10 * US, "kernel", "bwd", t + 930 * US,
+		       1200 * US, 0, 0);
+		os[i] = t + 100 * US;
+		oe[i] = t + 400 * US;
+		steps_slice(f.s, MAIN, os[i] - 5 * US, 310 * US, "cpu_op",
+		            "Optimizer.step#SGD.step", NULL, 0, 0, 0);
+		steps_slice(f.s, MAIN, os[i], oe[i] - os[i], "nvtx", "optimizer.step", NULL, 0, 0,
+		            0);
+		steps_slice(f.s, MAIN, os[i] + 10 * US, 200 * US, "nvtx", "optimizer.step", NULL, 0,
+		            0, 0);
+		launch(&f, "cudaLaunchKernel", os[i] + 20 * US, 10 * US, "kernel", "sgd",
+		       t + 2140 * US, 300 * US, 0, 0);
+		launch(&f, "cudaMemcpyAsync", oe[i] + 10 * US, 10 * US, "memcpy",
+		       "Memcpy DtoH (Device -> Pageable)", t + 2450 * US, 2 * US, 4, 0);
+		call(&f, "cudaStreamSynchronize", oe[i] + 30 * US, 2425 * US - 430 * US);
+	}
+	finish(&f);
+	CHECK_EQ_STR(a.step_kind, "optimizer");
+	CHECK_EQ_STR(a.step_source, "optimizer.step");
+	CHECK_EQ_INT(a.nsteps, N);
+	for (size_t i = 0; i < a.nsteps && i < N; i++) {
+		const struct cuptrace_an_step *s = &a.steps[i];
+		/* Its host part: from the end of the previous optimizer.step() to the end of its
+		 * own; launched in it: the previous step's item copy, its forward, backward and
+		 * optimizer kernels. It completes when its optimizer kernel ends (+2440 us; the
+		 * item copy, launched after its mark, is the next step's). */
+#define T_OF(k) (5000 * US + 3000 * US * (int64_t)(k) + ((k) == 5 ? 400 * US : 0))
+		int64_t done = T_OF(i) + 2440 * US, prev = i ? T_OF(i - 1) + 2440 * US : os[0];
+#undef T_OF
+		CHECK_EQ_INT(s->host_ts, i ? oe[i - 1] : os[0]);
+		CHECK_EQ_INT(s->host_dur, oe[i] - (i ? oe[i - 1] : os[0]));
+		CHECK_EQ_INT(s->ts, prev);
+		CHECK_EQ_INT(s->dur, done - prev);
+		CHECK_EQ_INT(s->kernels, i ? 4 : 1);
+		CHECK_EQ_INT(s->number, (int64_t)i);
+		/* Step 5 starts 400 us late: 13% over the 3 ms period, no outlier. */
+		CHECK(!s->outlier);
+	}
+	cuptrace_analysis_free(&a);
+}
+
 TEST_MAIN(T(test_pageable), T(test_item), T(test_tiny), T(test_alloc), T(test_clean),
-          T(test_launch_bound))
+          T(test_launch_bound), T(test_async_loop), T(test_no_marks), T(test_no_steps),
+          T(test_optimizer_marks))

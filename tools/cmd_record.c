@@ -72,6 +72,10 @@ static void record_usage(FILE *f)
 	       "                        slices around the CUDA calls they make (Python programs;\n"
 	       "                        inherited by child processes, e.g. under torchrun)\n"
 	       "      --pytorch-shapes  as --pytorch, with each op's input shapes as arguments\n"
+	       "      --no-step-marks   no optimizer.step() marks (by default each one is an\n"
+	       "                        NVTX range \"optimizer.step\" on its thread, in Python\n"
+	       "                        programs using torch.optim: `cuptrace analyze` takes\n"
+	       "                        them as the steps)\n"
 	       "      --buffer-size N   bytes per CUPTI buffer (default 1048576)\n"
 	       "      --flush-ms N      write records at least this often (default 1000)\n"
 	       "      --no-summary      no end-of-run summary on stderr\n"
@@ -324,11 +328,13 @@ static int prepend_env(const char *name, const char *value)
 	return r;
 }
 
-/* --pytorch and --steps: Python finds our sitecustomize first on PYTHONPATH (child processes
- * inherit it); when the program imports torch it turns PyTorch's NVTX op ranges on (--pytorch)
- * and follows optimizer.step() (--steps), then hands over to any sitecustomize it shadows. The
- * directory is next to libcuptrace.so (build tree) or in CUPTRACE_LIB_TO_PYTHON from it
- * (installed: share/cuptrace/python under the prefix). */
+/* The step marks (default), --pytorch and --steps: Python finds our sitecustomize first on
+ * PYTHONPATH (child processes inherit it); when the program imports torch it marks each
+ * optimizer.step() (CUPTRACE_STEP_MARKS=1), turns PyTorch's NVTX op ranges on (--pytorch) and
+ * tells the library of each step's end (--steps), then hands over to any sitecustomize it
+ * shadows. The directory is next to libcuptrace.so (build tree) or in CUPTRACE_LIB_TO_PYTHON
+ * from it (installed: share/cuptrace/python under the prefix). why NULL: the default marks,
+ * which go without a word where the hook is missing (the option that asked for it fails). */
 static int python_hook(const char *libpath, const char *why)
 {
 	char *lp = strdup(libpath), real[PATH_MAX];
@@ -339,6 +345,8 @@ static int python_hook(const char *libpath, const char *why)
 	int missing =
 	    find_under(dirname(lp), rel, sizeof(rel) / sizeof(rel[0]), "sitecustomize.py", real);
 	free(lp);
+	if (missing && !why)
+		return -1;
 	if (missing) {
 		fprintf(stderr,
 		        "cuptrace record: %s needs python/sitecustomize.py next to %s "
@@ -541,6 +549,7 @@ int cmd_record(int argc, char **argv)
 	    {"stacks-every", required_argument, NULL, 'e'},
 	    {"pytorch", no_argument, NULL, 'P'},
 	    {"pytorch-shapes", no_argument, NULL, 'Q'},
+	    {"no-step-marks", no_argument, NULL, 'W'},
 	    {"buffer-size", required_argument, NULL, 'b'},
 	    {"flush-ms", required_argument, NULL, 'F'},
 	    {"no-summary", no_argument, NULL, 'S'},
@@ -572,7 +581,7 @@ int cmd_record(int argc, char **argv)
 	const char *output = NULL, *format = NULL, *compress = NULL, *driver = NULL;
 	const char *bufsz = NULL, *flushms = NULL, *lib = NULL, *runtime = NULL;
 	const char *stacks = NULL, *stacks_every = NULL;
-	int summary = 1, check = 1, pytorch = 0;
+	int summary = 1, check = 1, pytorch = 0, marks = 1;
 	optind = 1;
 	int c;
 	while ((c = getopt_long(argc, argv, "+o:f:h", opts, NULL)) != -1) {
@@ -606,6 +615,9 @@ int cmd_record(int argc, char **argv)
 			break;
 		case 'Q':
 			pytorch = 2;
+			break;
+		case 'W':
+			marks = 0;
 			break;
 		case 'b':
 			bufsz = optarg;
@@ -797,6 +809,14 @@ int cmd_record(int argc, char **argv)
 		return EXIT_FAIL;
 	if (step_hook)
 		setenv("CUPTRACE_STEP_HOOK", "optimizer", 1);
+	/* Step marks by default (CUPTRACE_STEP_MARKS=0 in the environment also turns them off);
+	 * the hook is on PYTHONPATH already where --pytorch or --steps put it. */
+	const char *me = getenv("CUPTRACE_STEP_MARKS");
+	if (me && !strcmp(me, "0"))
+		marks = 0;
+	if (marks && !pytorch && !step_hook && python_hook(libpath, NULL))
+		marks = 0; /* no hook installed beside the library: no marks */
+	setenv("CUPTRACE_STEP_MARKS", marks ? "1" : "0", 1);
 	/* `cuptrace trigger --job PID` finds every traced process of this run by it. */
 	char jobbuf[24];
 	snprintf(jobbuf, sizeof(jobbuf), "%d", (int)getpid());

@@ -14,8 +14,8 @@
 #include <stdio.h>
 
 struct cuptrace_analyze_opts {
-	const char *step_name; /* --step NAME: ranges of this name are the steps; NULL:
-	                        * ProfilerStep#N, else optimizer steps */
+	const char *step_name; /* --step NAME: ranges of this name (or numbered: "NAME 3") are the
+	                        * steps; NULL: the first source found (README, Steps) */
 	int64_t gap_ns;        /* a GPU gap at least this long is a finding (default 100 us) */
 	int64_t tiny_ns;       /* a kernel shorter than this is tiny (default 10 us) */
 	int top;               /* rows of the longer tables (default 10) */
@@ -83,16 +83,52 @@ struct cuptrace_an_gpu {
 	int64_t startup_ns, startup_idle_ns;
 };
 
+/* What made an outlier step slow: the part of it that grew most over its process's median. */
+enum cuptrace_step_cause {
+	CUPTRACE_STEP_CAUSE_NONE = 0,
+	CUPTRACE_STEP_CAUSE_GPU_WORK,  /* its GPU work took longer */
+	CUPTRACE_STEP_CAUSE_HOST_GAP,  /* the host launched nothing for longer, busy outside CUDA */
+	CUPTRACE_STEP_CAUSE_HOST_SYNC, /* ... sitting in blocking CUDA calls (synchronize, ...) */
+	CUPTRACE_STEP_CAUSE_COLLECTIVE, /* its collectives (NCCL kernels) took longer: a wait */
+	CUPTRACE_STEP_NCAUSES
+};
+extern const char *const cuptrace_step_cause_names[CUPTRACE_STEP_NCAUSES]; /* NULL, "gpu_work" */
+
 struct cuptrace_an_step {
-	const char *name;
+	const char *name; /* its mark's name ("step 3", "optimizer.step"), or "iteration" */
+	int64_t number;   /* from its name ("step 12": 12), else its place on its thread (0, 1..) */
 	int32_t pid;
 	size_t file;
+	int64_t tid; /* the thread whose marks (or launches) delimit it */
+	/* Its period (README): from the previous step's completion on its thread (its own mark's
+	 * start for the first) to its own completion: the later of its mark's end and the end of
+	 * the GPU work launched in it. In an async loop that is when the GPU finished it, so a
+	 * step slowed by its own GPU work or a host stall is the one that takes longer, not the
+	 * later step whose host waits for it. */
 	int64_t ts, dur;
-	int64_t busy_ns;   /* GPU work of the step's process inside [ts, ts + dur), union */
-	int64_t idle_ns;   /* dur - busy_ns */
-	uint64_t kernels;  /* GPU work launched from inside the step */
-	uint64_t launches; /* API calls inside the step that launched GPU work */
-	int outlier;       /* wall beyond median + max(10% median, 3 MAD) */
+	int64_t host_ts, host_dur; /* its host part: from the previous step's mark's end (its own
+	                            * mark's start for the first) to its own mark's end; what
+	                            * was launched in it is the step's */
+	int64_t mark_ts, mark_dur; /* its mark: the range, optimizer.step(), or the iteration's
+	                            * launches (first start to last end) */
+	int64_t gpu_ts, gpu_end;   /* GPU extent: first start, last end of the work launched in it
+	                            * (from any thread of its process); both 0 without work */
+	int64_t busy_ns;           /* GPU work of the step's process inside the period, union */
+	int64_t idle_ns;           /* dur - busy_ns */
+	int64_t gpu_work_ns;       /* GPU time of the work launched in it, NCCL kernels left out */
+	int64_t comm_ns;           /* GPU time of the NCCL kernels launched in it */
+	int64_t host_gap_ts, host_gap_ns; /* the longest stretch of its host part in which no
+	                                   * launch call of the process ran */
+	int64_t host_gap_blocked_ns;      /* of it, the step's thread in blocking CUDA calls
+	                                   * (synchronize, synchronous copies, allocations) */
+	uint64_t kernels;                 /* GPU work launched from inside the step */
+	uint64_t launches;                /* API calls inside the step that launched GPU work */
+	int startup;                      /* its thread's first step: start-up, not judged */
+	int tail;    /* its thread's last step whose period ends with its GPU work, after
+	              * its mark: measured unlike the others, not judged */
+	int outlier; /* period beyond its process's median + max(20% median, 5 MAD) */
+	enum cuptrace_step_cause cause; /* outliers: what grew most */
+	int64_t cause_ns;               /* by how much that part grew over the process's median */
 };
 
 struct cuptrace_an_kernel_share {
@@ -161,8 +197,17 @@ struct cuptrace_analysis {
 	/* What damaged inputs lost (their read_damage metadata, "; " between files); NULL for
 	 * whole files. Owned. */
 	char *damage;
-	uint64_t linked;         /* GPU work whose launch call was found */
-	const char *step_source; /* "ProfilerStep#", "--step NAME", "optimizer", or NULL */
+	uint64_t linked; /* GPU work whose launch call was found */
+	/* Where the steps come from (README, Steps): step_kind "option" (--step NAME; source the
+	 * name), "profiler_step" ("ProfilerStep#"), "nvtx_family" (source the family: "step" for
+	 * "step 0", "step 1"...), "optimizer" ("optimizer.step": record's marks, or
+	 * "Optimizer.step#" ranges), "gpu_period" ("GPU work"), "mixed" (processes differ); NULL
+	 * without steps. step_confidence: 1 for marks, the period finder's for gpu_period (also
+	 * its best try when it found none). */
+	const char *step_source, *step_kind;
+	double step_confidence;
+	/* Without steps: the earliest end of a process's start-up (0: none found). */
+	int64_t startup_end;
 	struct cuptrace_an_step *steps;
 	size_t nsteps;
 	int64_t step_median_ns, step_min_ns, step_max_ns, step_mad_ns;
@@ -201,7 +246,8 @@ int cuptrace_analysis_print_json(const struct cuptrace_analysis *a, FILE *f);
 /* A sink that passes everything to inner (owned: destroyed with it) and, at finish, adds the
  * "Analysis" group under the trace's first process before finishing inner: per GPU a track of
  * idle intervals named by cause, a track per finding with its worst instances (args: advice,
- * what, op, bytes, tid), counters of step wall time and GPU busy %. a is borrowed and must
+ * what, op, bytes, tid), a track of steps per process (their periods, outliers named with
+ * their cause), counters of step period and GPU busy % over it. a is borrowed and must
  * outlive the sink. NULL and errno on failure (inner is then destroyed). */
 struct cuptrace_sink *cuptrace_annotate_sink_new(struct cuptrace_sink *inner,
                                                  const struct cuptrace_analysis *a);

@@ -106,6 +106,78 @@ static int inst_cmp(const void *pa, const void *pb)
 	return a->ts < b->ts ? -1 : a->ts > b->ts;
 }
 
+struct step_track {
+	size_t file;
+	int32_t pid;
+	int64_t tid;
+	uint64_t uuid;
+};
+
+/* One track of step slices per thread that has steps (their periods follow each other on it),
+ * then the counters "Step period" and "Step GPU busy %" (over the period). */
+static int draw_steps(struct ann *n, uint64_t group, uint64_t next)
+{
+	const struct cuptrace_analysis *a = n->a;
+	char name[256];
+	int err;
+	struct step_track seen[64];
+	size_t nseen = 0;
+	for (size_t i = 0; i < a->nsteps; i++) {
+		const struct cuptrace_an_step *s = &a->steps[i];
+		size_t k = 0;
+		while (k < nseen &&
+		       !(seen[k].file == s->file && seen[k].pid == s->pid && seen[k].tid == s->tid))
+			k++;
+		if (k == nseen) {
+			if (nseen == 64)
+				continue; /* more threads with steps than anyone reads */
+			seen[nseen] = (struct step_track){s->file, s->pid, s->tid, next++};
+			snprintf(name, sizeof(name), "Steps: pid %d, tid %lld (%s)", s->pid,
+			         (long long)s->tid, a->step_source ? a->step_source : "");
+			if ((err = track(n, seen[nseen].uuid, CUPTRACE_TRACK_SLICES, group, name,
+			                 1900 + (int32_t)nseen, 0)))
+				return err;
+			nseen++;
+		}
+		const char *cause = cuptrace_step_cause_names[s->cause];
+		struct cuptrace_arg args[] = {
+		    {.key = "number", .type = CUPTRACE_ARG_INT, .v.i = s->number},
+		    {.key = "gpu_extent_ns",
+		     .type = CUPTRACE_ARG_INT,
+		     .v.i = s->gpu_end - s->gpu_ts},
+		    {.key = "busy_ns", .type = CUPTRACE_ARG_INT, .v.i = s->busy_ns},
+		    {.key = "host_gap_ns", .type = CUPTRACE_ARG_INT, .v.i = s->host_gap_ns},
+		    {.key = "cause",
+		     .type = CUPTRACE_ARG_STRING,
+		     .v.s = s->startup ? "start-up"
+		            : cause    ? cause
+		                       : ""},
+		};
+		snprintf(name, sizeof(name), "%s%s", s->name, s->outlier ? " (outlier)" : "");
+		if ((err = slice(n, seen[k].uuid, s->ts, s->dur, name, args, 5)))
+			return err;
+	}
+	uint64_t wall = next++, busy = next++;
+	if ((err = track(n, wall, CUPTRACE_TRACK_COUNTER, group, "Step period", 2000,
+	                 CUPTRACE_UNIT_NS)) ||
+	    (err = track(n, busy, CUPTRACE_TRACK_COUNTER, group, "Step GPU busy %", 2001,
+	                 CUPTRACE_UNIT_NONE)))
+		return err;
+	for (size_t i = 0; i < a->nsteps; i++) {
+		const struct cuptrace_an_step *s = &a->steps[i];
+		struct cuptrace_counter c = {.track_uuid = wall, .ts = s->ts, .i = s->dur};
+		struct cuptrace_counter b = {
+		    .track_uuid = busy,
+		    .ts = s->ts,
+		    .is_double = 1,
+		    .d = s->dur > 0 ? 100.0 * (double)s->busy_ns / (double)s->dur : 0};
+		if ((err = n->inner->ops->counter(n->inner, &c)) ||
+		    (err = n->inner->ops->counter(n->inner, &b)))
+			return err;
+	}
+	return 0;
+}
+
 static int draw(struct ann *n)
 {
 	const struct cuptrace_analysis *a = n->a;
@@ -166,25 +238,7 @@ static int draw(struct ann *n)
 	}
 	if (!a->nsteps)
 		return 0;
-	uint64_t wall = next++, busy = next++;
-	if ((err = track(n, wall, CUPTRACE_TRACK_COUNTER, group, "Step wall", 2000,
-	                 CUPTRACE_UNIT_NS)) ||
-	    (err = track(n, busy, CUPTRACE_TRACK_COUNTER, group, "Step GPU busy %", 2001,
-	                 CUPTRACE_UNIT_NONE)))
-		return err;
-	for (size_t i = 0; i < a->nsteps; i++) {
-		const struct cuptrace_an_step *s = &a->steps[i];
-		struct cuptrace_counter c = {.track_uuid = wall, .ts = s->ts, .i = s->dur};
-		struct cuptrace_counter b = {
-		    .track_uuid = busy,
-		    .ts = s->ts,
-		    .is_double = 1,
-		    .d = s->dur > 0 ? 100.0 * (double)s->busy_ns / (double)s->dur : 0};
-		if ((err = n->inner->ops->counter(n->inner, &c)) ||
-		    (err = n->inner->ops->counter(n->inner, &b)))
-			return err;
-	}
-	return 0;
+	return draw_steps(n, group, next);
 }
 
 static int an_finish(struct cuptrace_sink *s)

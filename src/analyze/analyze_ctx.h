@@ -1,6 +1,7 @@
 /* The state of one analysis computation, shared by analyze_run.c (which drives it),
- * analyze_find.c (GPU time per op, findings) and analyze_query.c (the look-ups both use: host
- * context at a time, per-process busy intervals). Calls go run -> find -> query, run -> query. */
+ * steps_find.c (the steps and their figures), analyze_find.c (GPU time per op, findings) and
+ * analyze_query.c (the look-ups all use: host context at a time, per-process busy intervals).
+ * Calls go run -> steps -> query, run -> find -> query, run -> query. */
 #ifndef CUPTRACE_ANALYZE_ANALYZE_CTX_H
 #define CUPTRACE_ANALYZE_ANALYZE_CTX_H
 
@@ -32,6 +33,12 @@ struct anx_proc {
 	size_t nwork_launch, wlcap;
 	int64_t *launch; /* start times of its API calls that launched work */
 	size_t nlaunch, lcap;
+	/* Its steady state (steps_find.c): with steps (steps 1), from the end of its start-up
+	 * steps to its last step's completion; without, startup_end is where its start-up ends
+	 * (after the last long one-off GPU idle), 0 if none was found. */
+	int steps;
+	int64_t steady_from, steady_to;
+	int64_t startup_end;
 };
 
 /* The steady state of one process, [from, to]: what the findings look at (analyze_find.c). */
@@ -39,6 +46,7 @@ struct anx_win {
 	int64_t from, to;
 	int64_t alloc_from; /* alloc_steady's start (differs without steps) */
 	int steps;          /* the process has steps: the tables are cut to [from, to] too */
+	int startup;        /* no steps, but a start-up found: the tables are cut at from too */
 };
 
 /* What kept a launching thread from launching during a GPU gap: the calls it was blocked in
@@ -49,6 +57,9 @@ struct anx {
 	struct an *an;
 	struct cuptrace_analysis *out;
 	struct anx_priv *priv;
+	/* The steps' range name when they are ranges named by the user ("step" for "step 0",
+	 * "step 1", ...; steps_find.c): like ProfilerStep#N, no row of the ops table. */
+	const char *step_ranges;
 	uint32_t *blk; /* indices of blocking calls (B_*) in an.host, per thread, in time order */
 	size_t *blk_first;
 	struct anx_gap *gaps; /* every GPU gap, the whole trace */
@@ -78,6 +89,10 @@ const struct anx_proc *anx_proc_find(const struct anx *x, size_t file, int32_t p
 int64_t anx_busy_in(const struct anx_proc *p, int64_t a, int64_t b);
 uint64_t anx_count_in(const int64_t *v, size_t n, int64_t a, int64_t b);
 void anx_free(struct anx *x);
+
+/* steps_find.c: the steps (out->steps, sorted by file, pid, start) with their figures and
+ * outliers, and each step-less process's start-up end. Builds the process tables first. */
+int anx_steps(struct anx *x);
 
 /* analyze_find.c */
 int anx_ops(struct anx *x);

@@ -2,6 +2,7 @@
  * of `cuptrace analyze`, from the computation state of analyze_ctx.h. Called by analyze_run.c;
  * calls only analyze_query.c. */
 #include "analyze/analyze_ctx.h"
+#include "analyze/step_name.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -10,11 +11,13 @@
 
 static int is_step_name(const struct anx *x, uint32_t name)
 {
-	return !strncmp(anx_str(x, name), "ProfilerStep#", 13);
+	const char *n = anx_str(x, name);
+	return !strncmp(n, "ProfilerStep#", 13) || (x->step_ranges && strcmp(n, x->step_ranges) &&
+	                                            cuptrace_step_name_matches(n, x->step_ranges));
 }
 
-/* The innermost range around a launch, ProfilerStep#N ranges skipped (they would make a row per
- * step). */
+/* The innermost range around a launch, numbered step ranges (ProfilerStep#N, or those the steps
+ * came from: "step N") skipped: they would make a row per step. */
 static uint32_t op_range(const struct anx *x, uint32_t launch)
 {
 	uint32_t r = anx_range_of(x, launch);
@@ -202,55 +205,49 @@ static struct cuptrace_an_instance host_inst(const struct anx *x, uint32_t h, in
 
 /* ---- the steady state ---- */
 
-/* A process's steady state, what the findings look at: from the end of its first step to the
- * end of its last (with one step, that step); without steps, from its first GPU work on.
+/* A process's steady state, what the findings look at: with steps, steps_find.c's (from the
+ * end of its start-up steps to its last step's completion; with one step, that step); without
+ * steps, from the end of its start-up (or its first GPU work) on.
  * alloc_steady starts there with steps, else after the first fifth of the traced span: the
  * caching allocators grow through the first iterations, and the first GPU work is too early. */
 static struct anx_win steady_of(const struct anx *x, size_t file, int32_t pid)
 {
 	const struct cuptrace_analysis *o = x->out;
-	struct anx_win w = {INT64_MIN, INT64_MAX, o->min_ts + (o->max_ts - o->min_ts) / 5, 0};
-	size_t first = SIZE_MAX, last = 0;
-	for (size_t s = 0; s < o->nsteps; s++) /* sorted by file, pid, start */
-		if (o->steps[s].file == file && o->steps[s].pid == pid) {
-			if (first == SIZE_MAX)
-				first = s;
-			last = s;
-		}
-	if (first != SIZE_MAX) {
-		const struct cuptrace_an_step *a = &o->steps[first], *b = &o->steps[last];
-		w.from = first == last ? a->ts : a->ts + a->dur;
-		w.to = b->ts + b->dur;
+	struct anx_win w = {INT64_MIN, INT64_MAX, o->min_ts + (o->max_ts - o->min_ts) / 5, 0, 0};
+	const struct anx_proc *p = anx_proc_find(x, file, pid);
+	if (p && p->steps) { /* steps_find.c's window */
+		w.from = p->steady_from;
+		w.to = p->steady_to;
 		w.alloc_from = w.from;
 		w.steps = 1;
 		return w;
 	}
-	const struct anx_proc *p = anx_proc_find(x, file, pid);
+	/* Without steps, from the end of its start-up where one was found (steps_find.c). */
 	if (p && p->niv)
-		w.from = p->iv[0].ts;
+		w.from = p->startup_end ? p->startup_end : p->iv[0].ts;
+	w.startup = p && p->startup_end;
+	if (w.alloc_from < w.from)
+		w.alloc_from = w.from;
 	return w;
 }
 
 /* The window of every GPU and every thread (its process's), into x (freed by anx_free); and the
  * span severity is judged against: from the earliest window start to the latest end of the
- * processes with steps, else the traced span. */
+ * processes with steps, else from the earliest end of a start-up (or the trace's start) on. */
 int anx_steady_windows(struct anx *x)
 {
 	const struct an *an = x->an;
 	struct cuptrace_analysis *o = x->out;
-	o->steady_from = o->min_ts;
+	o->steady_from = o->startup_end && !o->nsteps ? o->startup_end : o->min_ts;
 	o->steady_to = o->max_ts;
-	for (size_t s = 0, e; s < o->nsteps; s = e) { /* steps: by file, pid, start */
-		const struct cuptrace_an_step *a = &o->steps[s];
-		for (e = s + 1;
-		     e < o->nsteps && o->steps[e].file == a->file && o->steps[e].pid == a->pid; e++)
-			;
-		const struct cuptrace_an_step *b = &o->steps[e - 1];
-		int64_t from = e - s == 1 ? a->ts : a->ts + a->dur, to = b->ts + b->dur;
-		if (!o->steady_steps || from < o->steady_from)
-			o->steady_from = from;
-		if (!o->steady_steps || to > o->steady_to)
-			o->steady_to = to;
+	for (size_t i = 0; i < x->nprocs; i++) {
+		const struct anx_proc *p = &x->procs[i];
+		if (!p->steps)
+			continue;
+		if (!o->steady_steps || p->steady_from < o->steady_from)
+			o->steady_from = p->steady_from;
+		if (!o->steady_steps || p->steady_to > o->steady_to)
+			o->steady_to = p->steady_to;
 		o->steady_steps = 1;
 	}
 	if ((an->ngpus && !(x->win_gpu = malloc(an->ngpus * sizeof(*x->win_gpu)))) ||
@@ -320,8 +317,14 @@ static int close_run(struct anx *x, struct fset *fs, struct spans *sp, struct ru
 	const struct an *an = x->an;
 	size_t min = tiny ? 100 : 10;
 	if (r->n >= min) {
-		struct cuptrace_an_finding *f;
-		if (tiny)
+		struct cuptrace_an_finding *f = NULL;
+		const struct an_work *a = &an->work[r->first], *b = &an->work[r->last];
+		/* A run that starts outside the steady state (start-up: compilation, warm-up) is
+		 * no finding; its span still holds its gaps (they are outside_steady's). */
+		const struct anx_win *win = &x->win_gpu[an->streams[a->stream].gpu];
+		if (a->ts < win->from || a->ts >= win->to)
+			;
+		else if (tiny)
 			F_OR_FAIL(f, "tiny_kernels", "Floods of tiny kernels",
 			          "fuse the small kernels (torch.compile, fused optimizers, "
 			          "vectorized ops) or capture them in a CUDA graph");
@@ -329,7 +332,6 @@ static int close_run(struct anx *x, struct fset *fs, struct spans *sp, struct ru
 			F_OR_FAIL(f, "launch_bound", "Launch-bound stretches",
 			          "kernels finish faster than the host launches them: batch work, "
 			          "use CUDA graphs, or move Python overhead off the hot loop");
-		const struct an_work *a = &an->work[r->first], *b = &an->work[r->last];
 		/* A launch-bound run's last kernel started late, like the others, but only they are
 		 * known to have been shorter than the host's launch cadence: a long one (a GEMM the
 		 * host then queued work behind) ends the stretch at its start. */
@@ -337,7 +339,8 @@ static int close_run(struct anx *x, struct fset *fs, struct spans *sp, struct ru
 		int64_t wall = end - a->ts;
 		struct cuptrace_an_instance in = host_inst(x, a->launch, a->ts, wall, NULL, 0);
 		in.what = tiny ? "run of tiny kernels" : "run of launch-bound kernels";
-		add(f, &in, wall);
+		if (f)
+			add(f, &in, wall);
 		struct span *v = cuptrace_grow(sp->v, &sp->cap, sp->n + 1, sizeof(*v));
 		if (!v)
 			return -ENOMEM;

@@ -48,32 +48,154 @@ static const char *rowend(int md)
 	return md ? " |\n" : "\n";
 }
 
+/* Where the steps came from, in words. */
+static void step_source(const struct cuptrace_analysis *a, FILE *f)
+{
+	const char *k = a->step_kind ? a->step_kind : "";
+	if (!strcmp(k, "option"))
+		fprintf(f, "Steps: the ranges named \"%s\" (--step), numbered or not.\n",
+		        a->step_source);
+	else if (!strcmp(k, "profiler_step"))
+		fputs("Steps: torch.profiler's ProfilerStep#N ranges.\n", f);
+	else if (!strcmp(k, "nvtx_family"))
+		fprintf(f, "Steps: the numbered ranges \"%s N\".\n", a->step_source);
+	else if (!strcmp(k, "optimizer"))
+		fprintf(f,
+		        "Steps: %s, each from the end of the previous one to the end of its own.\n",
+		        !strcmp(a->step_source, "optimizer.step")
+		            ? "the optimizer.step() marks `record` makes"
+		            : "--pytorch's Optimizer.step# ranges");
+	else if (!strcmp(k, "gpu_period"))
+		fprintf(f,
+		        "Steps: no marks; iterations found in the GPU work, its launches repeating "
+		        "(confidence %.2f).\n",
+		        a->step_confidence);
+	else
+		fputs("Steps: from several sources (the processes differ; JSON rows say which).\n",
+		      f);
+}
+
+/* What made an outlier slow, in words. */
+static void step_cause(const struct cuptrace_an_step *s, FILE *f)
+{
+	switch (s->cause) {
+	case CUPTRACE_STEP_CAUSE_GPU_WORK:
+		fprintf(f, "GPU work %.3f ms over the median", ms(s->cause_ns));
+		break;
+	case CUPTRACE_STEP_CAUSE_HOST_GAP:
+	case CUPTRACE_STEP_CAUSE_HOST_SYNC:
+		fprintf(f,
+		        "GPU idle %.3f ms over the median, the host %s (its longest launch-free "
+		        "stretch %.3f ms, %s)",
+		        ms(s->cause_ns),
+		        s->cause == CUPTRACE_STEP_CAUSE_HOST_GAP ? "busy outside CUDA"
+		                                                 : "in blocking CUDA calls",
+		        ms(s->host_gap_ns),
+		        s->host_gap_ts <= s->host_ts && s->launches ? "before its first launch"
+		                                                    : "inside it");
+		break;
+	case CUPTRACE_STEP_CAUSE_COLLECTIVE:
+		fprintf(f, "collectives %.3f ms over the median (a wait for another rank)",
+		        ms(s->cause_ns));
+		break;
+	default:
+		fputs("no single part grew", f);
+	}
+}
+
+/* A step's label: its name, and its number where the name does not carry it. */
+static void step_label(const struct cuptrace_an_step *s, char *buf, size_t n)
+{
+	size_t len = strlen(s->name);
+	int has = len && s->name[len - 1] >= '0' && s->name[len - 1] <= '9';
+	if (has)
+		snprintf(buf, n, "%.60s", s->name);
+	else
+		snprintf(buf, n, "%.60s %" PRId64, s->name, s->number);
+}
+
+/* Text tables hold every step up to this many; beyond, the first, the outliers, the last. */
+enum { STEP_ROWS = 40 };
+
 static void print_steps(const struct cuptrace_analysis *a, FILE *f, int md)
 {
 	if (!a->nsteps) {
-		fprintf(f, "%sNo step ranges (ProfilerStep#N, optimizer steps, or --step NAME).\n",
-		        md ? "\n" : "\n== Steps ==\n");
+		fprintf(f,
+		        "%sNo steps found: no step marks (--step NAME, ProfilerStep#N, numbered "
+		        "ranges, optimizer.step()) and no repeating GPU work (best try: confidence "
+		        "%.2f).\n",
+		        md ? "\n" : "\n== Steps ==\n", a->step_confidence);
 		return;
 	}
 	hdr(f, md, "Steps");
-	fprintf(f, "%sstep%swall ms%sGPU busy %%%sidle ms%skernels%slaunches%s", row0(md), cell(md),
-	        cell(md), cell(md), cell(md), cell(md), rowend(md));
-	sep(f, md, 6);
+	step_source(a, f);
+	fputs("A step's period runs from the previous step's completion to its own: the later of "
+	      "its mark's end and the end of the GPU work launched in it (in an async loop, when "
+	      "the GPU finished it). GPU extent: that work's first start to its last end; busy % "
+	      "over the period.\n\n",
+	      f);
+	fprintf(f,
+	        "%sstep%speriod ms%sGPU extent ms%sGPU busy %%%sidle ms%skernels%slaunches%snote%s",
+	        row0(md), cell(md), cell(md), cell(md), cell(md), cell(md), cell(md), cell(md),
+	        rowend(md));
+	sep(f, md, 8);
+	size_t shown = 0, left = 0;
 	for (size_t i = 0; i < a->nsteps; i++) {
 		const struct cuptrace_an_step *s = &a->steps[i];
-		fprintf(f, "%s%s%s%s%.3f%s%.1f%s%.3f%s%" PRIu64 "%s%" PRIu64 "%s", row0(md),
-		        s->name, s->outlier ? " (outlier)" : "", cell(md), ms(s->dur), cell(md),
-		        pct(s->busy_ns, s->dur), cell(md), ms(s->idle_ns), cell(md), s->kernels,
-		        cell(md), s->launches, rowend(md));
+		int keep = a->nsteps <= STEP_ROWS || i < 3 || i + 1 == a->nsteps ||
+		           (s->outlier && shown < STEP_ROWS);
+		if (!keep) {
+			left++;
+			continue;
+		}
+		if (left) {
+			fprintf(f, "%s... %zu more%s", row0(md), left,
+			        md ? " | | | | | | | |\n" : "\n");
+			left = 0;
+		}
+		shown++;
+		char label[96];
+		step_label(s, label, sizeof(label));
+		fprintf(f, "%s%s%s%s%.3f%s%.3f%s%.1f%s%.3f%s%" PRIu64 "%s%" PRIu64 "%s", row0(md),
+		        label, s->outlier ? " (outlier)" : "", cell(md), ms(s->dur), cell(md),
+		        ms(s->gpu_end - s->gpu_ts), cell(md), pct(s->busy_ns, s->dur), cell(md),
+		        ms(s->idle_ns), cell(md), s->kernels, cell(md), s->launches, cell(md));
+		if (s->startup)
+			fputs("start-up", f);
+		else if (s->outlier) {
+			fputs("slow: ", f);
+			step_cause(s, f);
+		}
+		fputs(rowend(md), f);
 	}
-	fprintf(f, "\n%zu steps (%s): median %.3f ms, min %.3f, max %.3f, MAD %.3f ms.", a->nsteps,
-	        a->step_source ? a->step_source : "", ms(a->step_median_ns), ms(a->step_min_ns),
-	        ms(a->step_max_ns), ms(a->step_mad_ns));
-	int any = 0;
+	if (left)
+		fprintf(f, "%s... %zu more%s", row0(md), left, md ? " | | | | | | | |\n" : "\n");
+	size_t nout = 0;
 	for (size_t i = 0; i < a->nsteps; i++)
-		if (a->steps[i].outlier)
-			fprintf(f, "%s%s", any++ ? ", " : " Outliers: ", a->steps[i].name);
-	fputs(any ? "\n" : " No outliers.\n", f);
+		nout += a->steps[i].outlier;
+	fprintf(f,
+	        "\n%zu steps (%s): judged (after start-up), period median %.3f ms, min %.3f, max "
+	        "%.3f, MAD %.3f ms.",
+	        a->nsteps, a->step_source ? a->step_source : "", ms(a->step_median_ns),
+	        ms(a->step_min_ns), ms(a->step_max_ns), ms(a->step_mad_ns));
+	if (!nout) {
+		fputs(" No outliers.\n", f);
+		return;
+	}
+	fprintf(f, " %zu outlier%s (above the median by 20%% and 5 MADs):\n", nout,
+	        nout == 1 ? "" : "s");
+	for (size_t i = 0, k = 0; i < a->nsteps && k < 20; i++) {
+		const struct cuptrace_an_step *s = &a->steps[i];
+		if (!s->outlier)
+			continue;
+		char label[96];
+		step_label(s, label, sizeof(label));
+		fprintf(f, "%s%s (pid %d, at %.3f ms): %.3f ms; ", md ? "- " : "  - ", label,
+		        s->pid, ms(s->ts), ms(s->dur));
+		step_cause(s, f);
+		fputs(".\n", f);
+		k++;
+	}
 }
 
 static void print_gpus(const struct cuptrace_analysis *a, FILE *f, int md)
@@ -83,11 +205,19 @@ static void print_gpus(const struct cuptrace_analysis *a, FILE *f, int md)
 		fputs("No GPU work (kernels, copies, memsets) in the trace.\n", f);
 		return;
 	}
-	fprintf(f, "%s\n\n",
-	        a->steady_steps ? "The steady state: from the end of the first step to the end of "
-	                          "the last (start-up on a line of its own, work after the last "
-	                          "step left out)."
-	                        : "The whole trace (no steps).");
+	if (a->steady_steps)
+		fputs(
+		    "The steady state: from the completion of the start-up steps to that of the "
+		    "last (start-up on a line of its own, work after the last step left out).\n\n",
+		    f);
+	else if (a->startup_end)
+		fprintf(f,
+		        "No steps: from the end of start-up at %.3f ms (the last long one-off GPU "
+		        "idle: model load, compilation) to the end (start-up on a line of its "
+		        "own).\n\n",
+		        ms(a->startup_end));
+	else
+		fputs("The whole trace (no steps, no start-up phase found).\n\n", f);
 	fprintf(f, "%sGPU / stream%swork%sbusy ms%sbusy %%%sidle ms", row0(md), cell(md), cell(md),
 	        cell(md), cell(md));
 	for (int k = 0; k < CUPTRACE_IDLE_NCAUSES; k++)
@@ -168,10 +298,11 @@ static void print_ops(const struct cuptrace_analysis *a, FILE *f, int md)
 static void print_findings(const struct cuptrace_analysis *a, FILE *f, int md)
 {
 	hdr(f, md, "Findings");
-	fprintf(f, "Severe: a total of at least 5%% of %s, %.3f ms.\n\n",
-	        a->steady_steps ? "the steady state (the end of the first step to the end of the "
-	                          "last)"
-	                        : "the traced span (no steps)",
+	fprintf(f, "Severe: a total of at least 5%% of %s, %.3f ms. Start-up is never severe.\n\n",
+	        a->steady_steps  ? "the steady state (the completion of the start-up steps to that "
+	                           "of the last)"
+	        : a->startup_end ? "the traced span after start-up (no steps)"
+	                         : "the traced span (no steps)",
 	        ms(a->steady_to - a->steady_from));
 	if (!a->nfindings) {
 		fputs("Nothing found: a clean bill.\n", f);
@@ -277,6 +408,7 @@ static void json_body(const struct cuptrace_analysis *a, struct cuptrace_json *w
 	cuptrace_json_int_field(w, "dur_ns", a->steady_to - a->steady_from);
 	cuptrace_json_name(w, "from_steps");
 	cuptrace_json_bool(w, a->steady_steps);
+	cuptrace_json_int_field(w, "startup_end_ns", a->startup_end);
 	cuptrace_json_int_field(w, "severe_min_ns", (a->steady_to - a->steady_from + 19) / 20);
 	cuptrace_json_end_object(w);
 	cuptrace_json_name(w, "counts");
@@ -297,6 +429,9 @@ static void json_body(const struct cuptrace_analysis *a, struct cuptrace_json *w
 	cuptrace_json_name(w, "steps");
 	cuptrace_json_start_object(w);
 	str_or_null(w, "source", a->step_source);
+	str_or_null(w, "kind", a->step_kind);
+	cuptrace_json_name(w, "confidence");
+	cuptrace_json_double(w, a->step_confidence);
 	cuptrace_json_int_field(w, "median_ns", a->step_median_ns);
 	cuptrace_json_int_field(w, "min_ns", a->step_min_ns);
 	cuptrace_json_int_field(w, "max_ns", a->step_max_ns);
@@ -307,16 +442,34 @@ static void json_body(const struct cuptrace_analysis *a, struct cuptrace_json *w
 		const struct cuptrace_an_step *s = &a->steps[i];
 		cuptrace_json_start_object(w);
 		cuptrace_json_string_field(w, "name", s->name);
+		cuptrace_json_int_field(w, "number", s->number);
 		cuptrace_json_int_field(w, "pid", s->pid);
 		cuptrace_json_int_field(w, "file", (int64_t)s->file);
+		cuptrace_json_int_field(w, "tid", s->tid);
 		cuptrace_json_int_field(w, "start_ns", s->ts);
+		cuptrace_json_int_field(w, "period_ns", s->dur);
 		cuptrace_json_int_field(w, "wall_ns", s->dur);
+		cuptrace_json_int_field(w, "host_start_ns", s->host_ts);
+		cuptrace_json_int_field(w, "host_dur_ns", s->host_dur);
+		cuptrace_json_int_field(w, "mark_start_ns", s->mark_ts);
+		cuptrace_json_int_field(w, "mark_dur_ns", s->mark_dur);
+		cuptrace_json_int_field(w, "gpu_start_ns", s->gpu_ts);
+		cuptrace_json_int_field(w, "gpu_end_ns", s->gpu_end);
 		cuptrace_json_int_field(w, "busy_ns", s->busy_ns);
 		cuptrace_json_int_field(w, "idle_ns", s->idle_ns);
+		cuptrace_json_int_field(w, "gpu_work_ns", s->gpu_work_ns);
+		cuptrace_json_int_field(w, "comm_ns", s->comm_ns);
+		cuptrace_json_int_field(w, "host_gap_start_ns", s->host_gap_ts);
+		cuptrace_json_int_field(w, "host_gap_ns", s->host_gap_ns);
+		cuptrace_json_int_field(w, "host_gap_blocked_ns", s->host_gap_blocked_ns);
 		cuptrace_json_int_field(w, "kernels", (int64_t)s->kernels);
 		cuptrace_json_int_field(w, "launches", (int64_t)s->launches);
+		cuptrace_json_name(w, "startup");
+		cuptrace_json_bool(w, s->startup);
 		cuptrace_json_name(w, "outlier");
 		cuptrace_json_bool(w, s->outlier);
+		str_or_null(w, "cause", cuptrace_step_cause_names[s->cause]);
+		cuptrace_json_int_field(w, "cause_ns", s->cause_ns);
 		cuptrace_json_end_object(w);
 	}
 	cuptrace_json_end_array(w);

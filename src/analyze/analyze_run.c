@@ -1,7 +1,7 @@
 /* The analysis proper, from what analyze_sink.c kept: links GPU work to its launch call, sorts
- * host slices into per-thread nesting, computes busy and idle (by cause) per stream and GPU, and
- * the steps. GPU time per op and the findings are in analyze_find.c, called from here; the
- * look-ups both use are in analyze_query.c.
+ * host slices into per-thread nesting, computes busy and idle (by cause) per stream and GPU. The
+ * steps are steps_find.c's, GPU time per op and the findings analyze_find.c's, called from here;
+ * the look-ups all use are in analyze_query.c.
  * Cost: two sorts (host slices, GPU work) and linear passes; no quadratic step. */
 #include "analyze/analyze_ctx.h"
 
@@ -224,9 +224,10 @@ static int push_gap(struct anx_gap **arr, size_t *n, size_t *cap, int64_t ts, in
 
 /* One pass over the work in (GPU, time) order. tables 0: every GPU gap of the whole trace (for
  * the findings and --annotate) and each GPU's start-up (from its first work to the end of its
- * process's first step: length, and busy there). tables 1: the per-stream and per-GPU unions,
- * idle by cause, the gaps of the tables, all cut to the steady state where the process has
- * steps (work is clipped to the window; work outside it is left out). */
+ * process's first step, or without steps of its start-up: length, and busy there). tables 1:
+ * the per-stream and per-GPU unions, idle by cause, the gaps of the tables, all cut to the
+ * steady state where the process has steps or a start-up (work is clipped to the window; work
+ * outside it is left out). */
 static int sweep(struct anx *x, int tables)
 {
 	struct an *an = x->an;
@@ -250,7 +251,7 @@ static int sweep(struct anx *x, int tables)
 			gpu = gi;
 			memset(&gs, 0, sizeof(gs));
 			started = 0;
-			lo = tables && win->steps ? win->from : INT64_MIN;
+			lo = tables && (win->steps || win->startup) ? win->from : INT64_MIN;
 			hi = tables && win->steps ? win->to : INT64_MAX;
 			comm_end = comp_end = INT64_MIN;
 		}
@@ -283,7 +284,8 @@ static int sweep(struct anx *x, int tables)
 			int64_t from = ts > g_end ? ts : g_end;
 			if (tables)
 				g->busy_ns += end - from;
-			else if (win->steps && from < win->from) /* start-up busy, for now */
+			else if ((win->steps || win->startup) &&
+			         from < win->from) /* start-up busy */
 				g->startup_idle_ns += (end < win->from ? end : win->from) - from;
 			g_end = end;
 		}
@@ -348,7 +350,9 @@ static int sweep(struct anx *x, int tables)
 		for (size_t k = 0; k < o->ngpus; k++) {
 			struct cuptrace_an_gpu *g = &o->gpus[k];
 			const struct anx_win *win = &x->win_gpu[k];
-			int64_t len = win->steps && win->from > first[k] ? win->from - first[k] : 0;
+			int64_t len = (win->steps || win->startup) && win->from > first[k]
+			                  ? win->from - first[k]
+			                  : 0;
 			g->startup_ns = len;
 			g->startup_idle_ns = len - g->startup_idle_ns;
 		}
@@ -421,132 +425,6 @@ static int idle_table(struct anx *x)
 	return 0;
 }
 
-static int i64_cmp(const void *pa, const void *pb)
-{
-	int64_t a = *(const int64_t *)pa, b = *(const int64_t *)pb;
-	return a < b ? -1 : a > b;
-}
-
-static int64_t median(int64_t *v, size_t n)
-{
-	qsort(v, n, sizeof(*v), i64_cmp);
-	return n % 2 ? v[n / 2] : v[n / 2 - 1] + (v[n / 2] - v[n / 2 - 1]) / 2;
-}
-
-/* Steps' figures: wall, busy (the process's GPU union inside the step), idle, work launched from
- * inside, launches; then median, spread, outliers. */
-static int step_figures(struct anx *x)
-{
-	struct cuptrace_analysis *o = x->out;
-	int64_t *v = NULL;
-	int err = anx_proc_tables(x);
-	if (err)
-		return err;
-	for (size_t i = 0; i < o->nsteps; i++) {
-		struct cuptrace_an_step *s = &o->steps[i];
-		const struct anx_proc *p = anx_proc_find(x, s->file, s->pid);
-		if (!p)
-			continue;
-		s->busy_ns = anx_busy_in(p, s->ts, s->ts + s->dur);
-		s->idle_ns = s->dur - s->busy_ns;
-		s->kernels = anx_count_in(p->work_launch, p->nwork_launch, s->ts, s->ts + s->dur);
-		s->launches = anx_count_in(p->launch, p->nlaunch, s->ts, s->ts + s->dur);
-	}
-	if (!o->nsteps)
-		return 0;
-	if (!(v = malloc(o->nsteps * sizeof(*v))))
-		return -ENOMEM;
-	for (size_t i = 0; i < o->nsteps; i++)
-		v[i] = o->steps[i].dur;
-	o->step_median_ns = median(v, o->nsteps);
-	o->step_min_ns = v[0];
-	o->step_max_ns = v[o->nsteps - 1];
-	for (size_t i = 0; i < o->nsteps; i++) {
-		int64_t d = o->steps[i].dur - o->step_median_ns;
-		v[i] = d < 0 ? -d : d;
-	}
-	o->step_mad_ns = median(v, o->nsteps);
-	int64_t lim = o->step_median_ns / 10;
-	if (3 * o->step_mad_ns > lim)
-		lim = 3 * o->step_mad_ns;
-	for (size_t i = 0; i < o->nsteps; i++)
-		o->steps[i].outlier = o->steps[i].dur > o->step_median_ns + lim;
-	free(v);
-	return 0;
-}
-
-static int step_kind(const struct anx *x, const char *name)
-{
-	const char *want = x->an->opts.step_name;
-	if (want)
-		return !strcmp(name, want) ? 1 : 0;
-	if (!strncmp(name, "ProfilerStep#", 13))
-		return 1;
-	if (!strncmp(name, "Optimizer.step#", 15))
-		return 2;
-	return 0;
-}
-
-static int add_step(struct anx *x, const struct an_host *h, int64_t ts, int64_t dur)
-{
-	struct cuptrace_analysis *o = x->out;
-	struct cuptrace_an_step *s =
-	    cuptrace_grow(o->steps, &x->stepcap, o->nsteps + 1, sizeof(*s));
-	if (!s)
-		return -ENOMEM;
-	o->steps = s;
-	const struct an_thread *t = &x->an->threads[h->thread];
-	o->steps[o->nsteps++] = (struct cuptrace_an_step){
-	    .name = anx_str(x, h->name), .pid = t->pid, .file = t->file, .ts = ts, .dur = dur};
-	return 0;
-}
-
-/* Step ranges: --step NAME; else ProfilerStep#N; else optimizer steps, each step reaching from
- * the end of the previous optimizer step of its thread to the end of its own. */
-static int find_steps(struct anx *x)
-{
-	struct an *an = x->an;
-	int kind = 1, have = 0;
-	for (size_t i = 0; i < an->nhost && !have; i++)
-		if (an->host[i].cls == H_RANGE && step_kind(x, anx_str(x, an->host[i].name)) == 1)
-			have = 1;
-	if (!have)
-		kind = 2;
-	int64_t prev_end = -1;
-	uint32_t prev_thread = UINT32_MAX;
-	for (size_t i = 0; i < an->nhost; i++) {
-		const struct an_host *h = &an->host[i];
-		if (h->cls != H_RANGE || step_kind(x, anx_str(x, h->name)) != kind)
-			continue;
-		int err = 0;
-		if (kind == 1) {
-			err = add_step(x, h, h->ts, h->dur);
-		} else {
-			if (h->thread == prev_thread && prev_end >= 0)
-				err = add_step(x, h, prev_end, h->ts + h->dur - prev_end);
-			prev_thread = h->thread;
-			prev_end = h->ts + h->dur;
-		}
-		if (err)
-			return err;
-	}
-	if (x->out->nsteps)
-		x->out->step_source = an->opts.step_name ? an->opts.step_name
-		                      : kind == 1        ? "ProfilerStep#"
-		                                         : "optimizer";
-	return 0;
-}
-
-static int step_ts_cmp(const void *pa, const void *pb)
-{
-	const struct cuptrace_an_step *a = pa, *b = pb;
-	if (a->file != b->file)
-		return a->file < b->file ? -1 : 1;
-	if (a->pid != b->pid)
-		return a->pid < b->pid ? -1 : 1;
-	return a->ts < b->ts ? -1 : a->ts > b->ts;
-}
-
 int an_compute(struct an *an)
 {
 	struct anx x = {.an = an, .out = an->out};
@@ -592,12 +470,8 @@ int an_compute(struct an *an)
 	}
 	for (size_t i = 0; i < an->nhost; i++)
 		o->launches += an->host[i].launched;
-	/* Steps first: their steady state cuts the busy and idle tables. */
-	if ((err = find_steps(&x)))
-		goto out;
-	if (o->nsteps)
-		qsort(o->steps, o->nsteps, sizeof(*o->steps), step_ts_cmp);
-	if ((err = step_figures(&x)) || (err = anx_steady_windows(&x)) || (err = busy_idle(&x)) ||
+	/* Steps first (steps_find.c): their steady state cuts the busy and idle tables. */
+	if ((err = anx_steps(&x)) || (err = anx_steady_windows(&x)) || (err = busy_idle(&x)) ||
 	    (err = idle_table(&x)) || (err = anx_ops(&x)) || (err = anx_findings(&x)))
 		goto out;
 	err = 0;

@@ -17,7 +17,8 @@ def names(ev, cat):
     return [e["name"] for e in ev if e.get("cat") == cat]
 
 
-pt, plain, full, watch = (load(x) for x in ("pt.json", "plain.json", "all.json", "watch.json"))
+pt, plain, full, watch, nomarks = (load(x) for x in ("pt.json", "plain.json", "all.json",
+                                                     "watch.json", "nomarks.json"))
 ops = [e for e in pt if e.get("cat") == "nvtx" and e["name"].startswith("aten::")]
 mm = [e for e in ops if e["name"] == "aten::mm"]
 print("op slices %d, aten::mm %d" % (len(ops), len(mm)))
@@ -57,6 +58,22 @@ bad = [e for e in watch if e["name"] == "cudaSetDevice" and e.get("args", {}).ge
 print("failed cudaSetDevice kept by --runtime watch: %d" % len(bad))
 if len(bad) != 1:
     fails.append("--runtime watch kept %d failed cudaSetDevice calls, expected 1" % len(bad))
+# record's default step marks: one "optimizer.step" NVTX slice per step on the thread that
+# called it, holding the optimizer's launches; --pytorch nests it in Optimizer.step#SGD.step;
+# --no-step-marks leaves it out.
+for name, ev, want in (("plain", plain, n), ("pytorch", pt, n), ("--no-step-marks", nomarks, 0)):
+    marks = [e for e in ev if e.get("cat") == "nvtx" and e["name"] == "optimizer.step"]
+    print("%s: optimizer.step slices %d" % (name, len(marks)))
+    if len(marks) != want:
+        fails.append("%s: %d optimizer.step slices, expected %d" % (name, len(marks), want))
+    inside = [l for l in ev if l.get("cat") in ("cuda_runtime", "cuda_driver") and
+              "Launch" in l["name"] and any(m["tid"] == l["tid"] and m["ts"] <= l["ts"] and
+                                            l["ts"] <= m["ts"] + m["dur"] for m in marks)]
+    if want and not inside:
+        fails.append("%s: no launch inside an optimizer.step slice" % name)
+outer = [e for e in pt if e.get("cat") == "nvtx" and e["name"].startswith("Optimizer.step#")]
+if len(outer) != n:
+    fails.append("--pytorch: %d Optimizer.step# slices, expected %d" % (len(outer), n))
 for f in fails:
     print("FAIL:", f)
 sys.exit(1 if fails else 0)

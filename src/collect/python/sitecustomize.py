@@ -1,14 +1,24 @@
-"""cuptrace --pytorch: PyTorch operators as NVTX ranges, with no change to the program; and
-for --steps and the flight recorder's slow steps, the end of every optimizer.step().
+"""cuptrace record's Python hook: the end of every optimizer.step() as a mark (default), and
+with --pytorch PyTorch's operators as NVTX ranges, with no change to the program; for --steps and
+the flight recorder's slow steps, the end of every optimizer.step() told to the library.
 
-`cuptrace record --pytorch` puts this file's directory first on PYTHONPATH, so every Python
-process it starts (and their children: torchrun workers, multiprocessing) imports it at start-up.
-It imports nothing heavy and does nothing until the program itself imports torch; then it turns
-on PyTorch's NVTX mode (what `torch.autograd.profiler.emit_nvtx()` does, minus the
-`torch.cuda.synchronize()` that would initialize CUDA at import time) and pushes one NVTX range
-per nn.Module call. cuptrace records the ranges through CUPTI and cleans the op names (sequence
-numbers, op ids and shapes become arguments). Whatever goes wrong here is reported once on
-stderr and the program goes on untouched. Then the sitecustomize this one shadows, if any, runs.
+`cuptrace record` puts this file's directory first on PYTHONPATH, so every Python process it
+starts (and their children: torchrun workers, multiprocessing) imports it at start-up. It
+imports nothing heavy and does nothing until the program itself imports torch (one string
+comparison per module imported until then; a program that never imports torch pays that alone).
+Then:
+- step marks (CUPTRACE_STEP_MARKS=1, what record sets unless --no-step-marks): an NVTX range
+  "optimizer.step" on the calling thread around every optimizer.step() (torch's global
+  optimizer pre- and post-hooks), through torch's own NVTX binding, so it takes the path every
+  NVTX range takes (CUPTI's NVTX records): in every output format, in captures, windows and the
+  flight recorder alike. `cuptrace analyze` takes its steps from them;
+- --pytorch: PyTorch's NVTX mode (what `torch.autograd.profiler.emit_nvtx()` does, minus the
+  `torch.cuda.synchronize()` that would initialize CUDA at import time) and one NVTX range per
+  nn.Module call. cuptrace records the ranges through CUPTI and cleans the op names (sequence
+  numbers, op ids and shapes become arguments);
+- --steps (CUPTRACE_STEP_HOOK=optimizer): the library's cuptrace_step() after each step.
+Whatever goes wrong here is reported once on stderr and the program goes on untouched. Then
+the sitecustomize this one shadows, if any, runs.
 """
 import os
 import sys
@@ -18,7 +28,7 @@ _HERE = os.path.dirname(os.path.abspath(__file__))
 
 def _warn(msg):
     try:
-        sys.stderr.write("cuptrace --pytorch: %s\n" % msg)
+        sys.stderr.write("cuptrace: %s\n" % msg)
     except Exception:
         pass
 
@@ -73,7 +83,46 @@ def _step_hook(torch):
     register_optimizer_step_post_hook(post)
 
 
+# The step marks' hook handles while they are on (_marks_on / _marks_off: tools/bench's cost
+# benchmark turns them on and off in one process).
+_mark_handles = []
+
+
+def _marks_on(torch):
+    """An NVTX range "optimizer.step" around every optimizer.step(), on its thread. The
+    post-hook is registered before --steps's, so the range is closed before a window that
+    step ends closes. A step that raises leaves its range open (PyTorch calls no post-hook)."""
+    if _mark_handles:
+        return True
+    try:
+        push = torch._C._nvtx.rangePushA
+        pop = torch._C._nvtx.rangePop
+        from torch.optim.optimizer import (register_optimizer_step_post_hook,
+                                           register_optimizer_step_pre_hook)
+    except Exception as e:
+        _warn("cannot mark optimizer steps (%s: %s); analyze finds steps in the GPU work"
+              % (type(e).__name__, e))
+        return False
+
+    def pre(optimizer, args, kwargs):
+        push("optimizer.step")
+
+    def post(optimizer, args, kwargs):
+        pop()
+
+    _mark_handles.append(register_optimizer_step_pre_hook(pre))
+    _mark_handles.append(register_optimizer_step_post_hook(post))
+    return True
+
+
+def _marks_off():
+    while _mark_handles:
+        _mark_handles.pop().remove()
+
+
 def _on_torch(torch):
+    if os.environ.get("CUPTRACE_STEP_MARKS") == "1":
+        _marks_on(torch)
     if os.environ.get("CUPTRACE_STEP_HOOK") == "optimizer":
         _step_hook(torch)
     if os.environ.get("CUPTRACE_PYTORCH"):
@@ -90,7 +139,7 @@ def _enable(torch):
                              _ExperimentalConfig())
         _enable_profiler(cfg, set())
     except Exception as e:  # an older or newer torch with another signature
-        _warn("cannot turn on PyTorch's NVTX op ranges (%s: %s); ops are not shown"
+        _warn("--pytorch cannot turn on PyTorch's NVTX op ranges (%s: %s); ops are not shown"
               % (type(e).__name__, e))
         return
     # Switched off again at exit (on this thread, which holds the profiler state), or PyTorch
@@ -153,12 +202,18 @@ def _chain():
     spec.loader.exec_module(mod)
 
 
-if os.environ.get("CUPTRACE_PYTORCH") or os.environ.get("CUPTRACE_STEP_HOOK") == "optimizer":
+# The benchmark (tools/bench/step_marks_bench.py) finds this module here: _chain() puts the
+# sitecustomize it shadows under the name "sitecustomize".
+sys.modules["_cuptrace_site"] = sys.modules[__name__]
+if sys.version_info[0] >= 3 and (os.environ.get("CUPTRACE_PYTORCH") or
+                                 os.environ.get("CUPTRACE_STEP_MARKS") == "1" or
+                                 os.environ.get("CUPTRACE_STEP_HOOK") == "optimizer"):
     if "torch" in sys.modules:
         _on_torch(sys.modules["torch"])
     else:
         sys.meta_path.insert(0, _TorchImportHook())
-try:
-    _chain()
-except Exception as e:
-    _warn("the sitecustomize after cuptrace's failed (%s: %s)" % (type(e).__name__, e))
+if sys.version_info[0] >= 3:
+    try:
+        _chain()
+    except Exception as e:
+        _warn("the sitecustomize after cuptrace's failed (%s: %s)" % (type(e).__name__, e))
