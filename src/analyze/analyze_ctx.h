@@ -1,6 +1,7 @@
-/* The state of one analysis computation, shared by analyze_run.c (which drives it),
- * analyze_find.c (GPU time per op, findings) and analyze_query.c (the look-ups both use: host
- * context at a time, per-process busy intervals). Calls go run -> find -> query, run -> query. */
+/* The state of one analysis computation (one file), shared by analyze_run.c (which drives it),
+ * analyze_find.c (GPU time per op, findings), analyze_rank.c (who each process is, its steps'
+ * numbers and collectives, its figures) and analyze_query.c (the look-ups they use: host context
+ * at a time, per-process busy intervals). Calls go run -> find -> rank -> query, run -> query. */
 #ifndef CUPTRACE_ANALYZE_ANALYZE_CTX_H
 #define CUPTRACE_ANALYZE_ANALYZE_CTX_H
 
@@ -60,6 +61,10 @@ struct anx {
 	size_t nprocs, proccap;
 	struct cuptrace_u64map proc_of;       /* (file, pid) -> proc + 1 */
 	struct anx_win *win_gpu, *win_thread; /* per GPU, per thread: its process's window */
+	/* Per thread, per GPU: its process's index in out->ranks (analyze_rank.c). */
+	size_t *rank_of_thread, *rank_of_gpu;
+	struct cuptrace_u64map rank_of; /* (file, pid) -> rank + 1 */
+	size_t rankcap;
 };
 
 /* analyze_query.c */
@@ -82,5 +87,12 @@ void anx_free(struct anx *x);
 /* analyze_find.c */
 int anx_ops(struct anx *x);
 int anx_findings(struct anx *x);
+
+/* analyze_rank.c: out->ranks, the maps above, the steps' ranks, numbers and collectives (after
+ * the steps and their figures); then each rank's figures (after busy and idle). */
+int anx_ranks(struct anx *x);
+int anx_rank_figures(struct anx *x);
+/* Is a host range a collective call (README, collective_wait)? */
+int anx_is_collective(const char *name);
 
 #endif

@@ -279,4 +279,7 @@ void anx_free(struct anx *x)
 	free(x->win_gpu);
 	free(x->win_thread);
 	cuptrace_u64map_free(&x->proc_of);
+	free(x->rank_of_thread);
+	free(x->rank_of_gpu);
+	cuptrace_u64map_free(&x->rank_of);
 }
