@@ -465,12 +465,15 @@ static void test_pageable_host(void)
 
 /* A 2-rank job over NCCL, in lockstep: each step a rank launches a 5 ms compute kernel and an
  * all-reduce, then synchronizes; the all-reduce ends 200 us after the later compute ends, on
- * both. Rank 1 is slow twice: in step 5 its host stalls 8 ms (a "load" range) before launching,
- * in step 8 its compute takes 13 ms. The test keeps each rank's compute end and all-reduce. */
+ * both, and the next step starts 20 us after the synchronize returns (70 us of GPU idle). Rank 1
+ * is slow twice: in step 5 its host stalls 8 ms (a "load" range) before launching, in step 8 its
+ * compute takes 13 ms. The test keeps each rank's steps, all-reduce time, and rank 1's gap
+ * before step 5's compute (*stall_gap) with the part of it outside CUDA calls. */
 enum { RJ_STEPS = 12, RJ_STALL = 5, RJ_EXTRA = 8 };
 struct rjob {
 	int64_t step_ts[2][RJ_STEPS], step_dur[2][RJ_STEPS];
 	int64_t comm[2][RJ_STEPS]; /* all-reduce GPU time */
+	int64_t stall_gap, stall_out;
 };
 
 static void rjob_tracks(struct cuptrace_sink *s, int r, int merged)
@@ -518,7 +521,7 @@ static void rjob_events(struct cuptrace_sink *s, int r, struct rjob *tr)
 			l1[q] = t + 20 * US + stall;
 			ce[q] = l1[q] + 30 * US + c;
 		}
-		int64_t e = (ce[0] > ce[1] ? ce[0] : ce[1]) + 200 * US, next = e + 50 * US;
+		int64_t e = (ce[0] > ce[1] ? ce[0] : ce[1]) + 200 * US, next = e + 20 * US;
 		uint64_t fl = 1000 * (uint64_t)k;
 		char name[32];
 		snprintf(name, sizeof(name), "ProfilerStep#%d", k);
@@ -534,8 +537,12 @@ static void rjob_events(struct cuptrace_sink *s, int r, struct rjob *tr)
 		            "cudaLaunchKernel", NULL, 0, fl + 2, 0);
 		steps_slice(s, u + STREAM + 1, ce[r] + 10 * US, e - ce[r] - 10 * US, "kernel",
 		            "ncclDevKernel_AllReduce_Sum_f32_RING_LL(x)", NULL, 0, 0, fl + 2);
-		steps_slice(s, u + MAIN, l1[r] + 20 * US, e + 5 * US - l1[r] - 20 * US,
-		            "cuda_runtime", "cudaStreamSynchronize", NULL, 0, 0, 0);
+		steps_slice(s, u + MAIN, l1[r] + 20 * US, e - l1[r] - 20 * US, "cuda_runtime",
+		            "cudaStreamSynchronize", NULL, 0, 0, 0);
+		if (k == RJ_STALL && r == 1) { /* from the previous all-reduce's end */
+			tr->stall_gap = l1[r] + 30 * US - (t - 20 * US);
+			tr->stall_out = l1[r] - (t - 20 * US);
+		}
 		tr->step_ts[r][k] = t;
 		tr->step_dur[r][k] = next - t;
 		tr->comm[r][k] = e - ce[r] - 10 * US;
@@ -685,6 +692,13 @@ static void two_ranks(int merged)
 	const struct cuptrace_an_finding *f = find(&a, "straggler");
 	const struct cuptrace_an_rank *r1 = &a.ranks[rk[1]];
 	CHECK(f && f->top_rank == rk[1] && f->count == want_count && f->total_ns == want_total);
+	/* Its GPU sat idle while its host stalled: that gap is the straggler's, no gpu_gap. */
+	CHECK(f && f->idle_ns == tr.stall_gap && f->idle_host_ns == tr.stall_out);
+	CHECK(tr.stall_gap == 8070 * US && !find(&a, "gpu_gap"));
+	for (size_t i = 0; i < a.nfindings; i++)
+		CHECK(a.findings[i].severe == !strcmp(a.findings[i].id, "straggler"));
+	CHECK(a.njob_steps == RJ_STEPS && a.job_steps[RJ_STALL].held_up &&
+	      a.job_steps[RJ_EXTRA].held_up && !a.job_steps[1].held_up);
 	CHECK(f && f->severe == (want_total * 20 >= r1->steady_to - r1->steady_from));
 	CHECK(f && f->severe && f->nworst == 2 && f->worst[0].rank == rk[1] &&
 	      f->worst[0].dur == 8000 * US && f->worst[1].dur == 8000 * US);
@@ -699,11 +713,15 @@ static void two_ranks(int merged)
 	CHECK(txt && strstr(txt, "Straggler rank: the others waited for it in the collectives "
 	                         "[severe]: rank 1 @ nodeB; 2 steps it came last; 16.000 ms"));
 	CHECK(txt && strstr(txt, "Slow steps it held up: 5, 8.\n"));
-	CHECK(txt && strstr(txt, "\nrank 1 @ nodeB  8  ProfilerStep#8 (outlier)  13.300"));
-	CHECK(txt && strstr(txt, "Slow steps: 5 (rank 1 @ nodeB: the others waited 8.000 ms; its "
-	                         "GPU work +0.000 ms, host +8.000 ms before its collective); 8 "
-	                         "(rank 1 @ nodeB: the others waited 8.000 ms; its GPU work "
-	                         "+8.000 ms, host +0.000 ms before its collective).\n"));
+	char row[96];
+	snprintf(row, sizeof(row), "\nrank 1 @ nodeB  8  ProfilerStep#8 (outlier)  %.3f  ",
+	         (double)tr.step_dur[1][RJ_EXTRA] / 1e6);
+	CHECK(txt && strstr(txt, row));
+	CHECK(txt && strstr(txt, "Slow steps: 5 (rank 1 @ nodeB held up the others: they waited "
+	                         "8.000 ms for it; its GPU work +0.000 ms, host +8.000 ms before "
+	                         "its collective); 8 (rank 1 @ nodeB held up the others: they "
+	                         "waited 8.000 ms for it; its GPU work +8.000 ms, host +0.000 ms "
+	                         "before its collective).\n"));
 	CHECK(txt && strstr(txt, "== Ranks ==\nrank  pid") &&
 	      strstr(txt, "\nrank 0 @ nodeA  1000  "));
 	CHECK(js && strstr(js, "\"number\":5,\"ranks\":2,") &&

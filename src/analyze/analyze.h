@@ -105,6 +105,10 @@ struct cuptrace_an_step {
 	 * calls (README, collective_wait) starting inside it; arrive_ns: from its start to its
 	 * first collective (NCCL kernel start, else collective call; -1: none). */
 	int64_t comm_ns, compute_ns, host_comm_ns, arrive_ns;
+	/* The gaps of the gpu_gap finding that end inside it: how many, their GPU idle, and of
+	 * that the host outside CUDA (where it held up the others, the straggler's). */
+	uint64_t gaps;
+	int64_t gap_idle_ns, gap_host_ns;
 };
 
 struct cuptrace_an_kernel_share {
@@ -202,7 +206,8 @@ struct cuptrace_an_job_step {
 	int64_t wait_ns, extra_gpu_ns, extra_host_ns;
 	int outlier; /* the step is an outlier on some rank */
 	int startup; /* the first step of some rank: start-up, never slow */
-	int slow;    /* an outlier, or a wait beyond the job's usual (README) */
+	int held_up; /* the others' wait beyond the job's usual: waited_for held them up */
+	int slow;    /* an outlier, or held up (README) */
 };
 
 struct cuptrace_analysis {
@@ -269,8 +274,9 @@ int cuptrace_analysis_print_json(const struct cuptrace_analysis *a, FILE *f);
 /* A sink that passes everything to inner (owned: destroyed with it) and, at finish, adds the
  * "Analysis" group under the trace's first process before finishing inner: per GPU a track of
  * idle intervals named by cause, a track per finding with its worst instances (args: advice,
- * what, op, bytes, tid), counters of step wall time and GPU busy %. a is borrowed and must
- * outlive the sink. NULL and errno on failure (inner is then destroyed). */
+ * what, op, bytes, tid, count, total_ns, call_ns, gpu_work_ns, gpu_idle_ns, rank), counters of
+ * step wall time and GPU busy %. a is borrowed and must outlive the sink. NULL and errno on
+ * failure (inner is then destroyed). */
 struct cuptrace_sink *cuptrace_annotate_sink_new(struct cuptrace_sink *inner,
                                                  const struct cuptrace_analysis *a);
 

@@ -61,8 +61,10 @@ struct anx {
 	size_t nprocs, proccap;
 	struct cuptrace_u64map proc_of;       /* (file, pid) -> proc + 1 */
 	struct anx_win *win_gpu, *win_thread; /* per GPU, per thread: its process's window */
-	/* Per thread, per GPU: its process's index in out->ranks (analyze_rank.c). */
+	/* Per thread, per GPU: its process's index in out->ranks (analyze_rank.c); per rank, its
+	 * steps in out->steps (contiguous, by start). */
 	size_t *rank_of_thread, *rank_of_gpu;
+	size_t *rank_step_first, *rank_steps;
 	struct cuptrace_u64map rank_of; /* (file, pid) -> rank + 1 */
 	size_t rankcap;
 };
@@ -94,5 +96,7 @@ int anx_ranks(struct anx *x);
 int anx_rank_figures(struct anx *x);
 /* Is a host range a collective call (README, collective_wait)? */
 int anx_is_collective(const char *name);
+/* The step of rank holding time t (index in out->steps), or SIZE_MAX. */
+size_t anx_step_at(const struct anx *x, size_t rank, int64_t t);
 
 #endif

@@ -763,6 +763,14 @@ static int work_findings(struct anx *x, struct fset *fs, const struct spans *sp)
 			F_OR_FAIL(f, K_GPU_GAP, rank);
 			in.what = cuptrace_idle_cause_names[g->cause];
 			add(f, &in);
+			/* The step of the work that ended it: where its time was lost. */
+			size_t k = anx_step_at(x, rank, g->ts + g->dur - 1);
+			if (k != SIZE_MAX) {
+				struct cuptrace_an_step *st = &x->out->steps[k];
+				st->gaps++;
+				st->gap_idle_ns += g->dur;
+				st->gap_host_ns += gap_outside(x, g);
+			}
 		}
 		f->idle_ns += g->dur;
 		f->idle_host_ns += gap_outside(x, g);

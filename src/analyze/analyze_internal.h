@@ -108,6 +108,10 @@ struct an_fold {
 	struct cuptrace_u64map op_of; /* job string id of an op's name -> index + 1 */
 	size_t stepcap, gpucap, streamcap, opcap, rankcap, findcap, idlecap;
 	int have_ts; /* a file with events was folded: the job's span is set */
+	/* The files' findings, one record per finding and rank, merged by id at the end (the
+	 * straggler takes its rank's GPU gaps in the steps it held up first). */
+	struct cuptrace_an_finding *recs;
+	size_t nrecs, reccap;
 };
 
 struct an {

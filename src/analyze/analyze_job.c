@@ -290,8 +290,14 @@ int an_fold(struct an *an, struct cuptrace_analysis *p)
 			j->nidle = (size_t)an->opts.top;
 	}
 	fold_ops(&c, p);
-	for (size_t i = 0; i < p->nfindings && !c.err; i++)
-		merge_finding(&c, &p->findings[i], r0);
+	JGROW(&c, f->recs, f->nrecs, f->reccap, f->nrecs + p->nfindings);
+	for (size_t i = 0; i < p->nfindings && !c.err; i++) {
+		struct cuptrace_an_finding r = p->findings[i];
+		r.top_rank = moved(r.top_rank, r0);
+		for (size_t k = 0; k < r.nworst; k++)
+			inst_move(&c, &r.worst[k], r0);
+		f->recs[f->nrecs++] = r;
+	}
 	/* Every GPU gap is for --annotate, which takes one file: not a summary to keep. */
 	if (first) {
 		j->gaps = p->gaps;
@@ -514,8 +520,8 @@ static int job_steps(struct jctx *c, int gpu_comm, int *met_any)
 		struct cuptrace_an_job_step *js = &j->job_steps[i];
 		if (js->startup)
 			continue;
-		js->slow = js->outlier || (js->waited_for != SIZE_MAX && js->wait_ns > 0 &&
-		                           js->wait_ns > mw + lim);
+		js->held_up = js->waited_for != SIZE_MAX && js->wait_ns > mw + lim;
+		js->slow = js->outlier || js->held_up;
 		if (js->waited_for != SIZE_MAX && js->wait_ns > 0) {
 			j->ranks[js->waited_for].last_steps++;
 			j->ranks[js->waited_for].waited_ns += js->wait_ns;
@@ -535,8 +541,66 @@ static double ms(int64_t ns)
 	return (double)ns / 1e6;
 }
 
+/* Rank s's step of a number among its steps [a, b) (their numbers increase), or SIZE_MAX. */
+static size_t rank_step(const struct cuptrace_analysis *j, size_t a, size_t b, int64_t number)
+{
+	size_t lo = a, hi = b;
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+		if (j->steps[mid].number < number)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo < b && j->steps[lo].number == number ? lo : SIZE_MAX;
+}
+
+/* The GPU gaps nothing else explained on the straggler's rank, in the steps it held up, are
+ * why it was late: taken from its gpu_gap record (count, idle, the instances in those steps;
+ * judged again) into the straggler's figures. */
+static void take_gaps(struct jctx *c, struct cuptrace_an_finding *st, size_t s, size_t a, size_t b)
+{
+	struct cuptrace_analysis *j = c->j;
+	struct an_fold *fo = &c->an->fold;
+	struct cuptrace_an_finding *g = NULL;
+	for (size_t i = 0; i < fo->nrecs && !g; i++)
+		if (fo->recs[i].top_rank == s && !strcmp(fo->recs[i].id, "gpu_gap"))
+			g = &fo->recs[i];
+	for (size_t i = 0; i < j->njob_steps; i++) {
+		const struct cuptrace_an_job_step *js = &j->job_steps[i];
+		size_t k =
+		    js->held_up && js->waited_for == s ? rank_step(j, a, b, js->number) : SIZE_MAX;
+		if (k == SIZE_MAX)
+			continue;
+		const struct cuptrace_an_step *t = &j->steps[k];
+		st->idle_ns += t->gap_idle_ns;
+		st->idle_host_ns += t->gap_host_ns;
+		if (!g)
+			continue;
+		g->count -= t->gaps < g->count ? t->gaps : g->count;
+		g->idle_ns -= t->gap_idle_ns;
+		g->idle_host_ns -= t->gap_host_ns;
+		size_t n = 0;
+		for (size_t w = 0; w < g->nworst; w++) { /* a gap is the step's it ends in */
+			int64_t end = g->worst[w].ts + g->worst[w].dur;
+			if (end <= t->ts || end > t->ts + t->dur)
+				g->worst[n++] = g->worst[w];
+		}
+		g->nworst = n;
+	}
+	if (g) { /* judged on its idle, as analyze_find.c does */
+		const struct cuptrace_an_rank *r = &j->ranks[s];
+		int64_t span = r->steady_to - r->steady_from;
+		g->total_ns = g->top_rank_ns = g->idle_ns;
+		g->share = span > 0 ? (double)g->total_ns / (double)span : 0;
+		g->severe = span > 0 && g->total_ns * 20 >= span;
+	}
+}
+
 /* The straggler from the job's steps: the rank the others waited for the longest in all. Said
- * when that wait is at least 1% of its steady state or it held up a slow step; severe at 5%. */
+ * when that wait is at least 1% of its steady state or it held up some steps; severe at 5%.
+ * Its instances: the steps it held up (else the steps it came last), each with what made it
+ * late. */
 static int straggler_steps(struct jctx *c)
 {
 	struct cuptrace_analysis *j = c->j;
@@ -549,16 +613,19 @@ static int straggler_steps(struct jctx *c)
 		return 0;
 	const struct cuptrace_an_rank *r = &j->ranks[s];
 	int64_t span = r->steady_to - r->steady_from, gpu = 0, host = 0;
-	int slow = 0;
+	int held = 0;
+	for (size_t i = 0; i < j->njob_steps; i++)
+		held |= j->job_steps[i].held_up && j->job_steps[i].waited_for == s;
+#define MINE(js)                                                                                   \
+	((js)->waited_for == s && !(js)->startup && (js)->wait_ns > 0 && (!held || (js)->held_up))
 	for (size_t i = 0; i < j->njob_steps; i++) {
 		const struct cuptrace_an_job_step *js = &j->job_steps[i];
-		if (js->waited_for != s || js->startup || js->wait_ns <= 0)
+		if (!MINE(js))
 			continue;
-		slow |= js->slow;
 		gpu += js->extra_gpu_ns > 0 ? js->extra_gpu_ns : 0;
 		host += js->extra_host_ns > 0 ? js->extra_host_ns : 0;
 	}
-	if (!slow && (span <= 0 || r->waited_ns * 100 < span))
+	if (!held && (span <= 0 || r->waited_ns * 100 < span))
 		return 0;
 	struct cuptrace_an_finding *f = job_finding(c, "straggler");
 	if (!f)
@@ -591,30 +658,24 @@ static int straggler_steps(struct jctx *c)
 		a++;
 	for (b = a; b < j->nsteps && j->steps[b].rank == s; b++)
 		;
+	take_gaps(c, f, s, a, b);
 	for (size_t i = 0; i < j->njob_steps; i++) {
 		const struct cuptrace_an_job_step *js = &j->job_steps[i];
-		if (js->waited_for != s || js->startup || js->wait_ns <= 0)
+		if (!MINE(js))
 			continue;
-		/* Its step of that number: its steps' numbers increase. */
-		size_t lo = a, hi = b;
-		while (lo < hi) {
-			size_t mid = lo + (hi - lo) / 2;
-			if (j->steps[mid].number < js->number)
-				lo = mid + 1;
-			else
-				hi = mid;
-		}
-		int64_t ts = lo < b ? j->steps[lo].ts : 0;
+		size_t k = rank_step(j, a, b, js->number);
+		struct cuptrace_an_instance in = {
+		    .ts = k != SIZE_MAX ? j->steps[k].ts : 0, .dur = js->wait_ns, .rank = s};
+		if (f->nworst == CUPTRACE_AN_WORST && f->worst[f->nworst - 1].dur >= in.dur)
+			continue;
 		char what[160];
 		snprintf(what, sizeof(what),
 		         "step %" PRId64 ": GPU work %+.3f ms, host %+.3f ms before its collective",
 		         js->number, ms(js->extra_gpu_ns), ms(js->extra_host_ns));
-		struct cuptrace_an_instance in = {.ts = ts, .dur = js->wait_ns, .rank = s};
-		if (f->nworst == CUPTRACE_AN_WORST && f->worst[f->nworst - 1].dur >= in.dur)
-			continue;
 		in.what = jstr(c, what);
 		worst_add(f, &in);
 	}
+#undef MINE
 	return c->err;
 }
 
@@ -730,6 +791,12 @@ int an_job_finish(struct an *an)
 		if (have_steps && (err = straggler_steps(&c)))
 			return err;
 	}
+	/* The files' records by id, now that the straggler took what was its. */
+	for (size_t i = 0; i < an->fold.nrecs && !c.err; i++)
+		if (an->fold.recs[i].count)
+			merge_finding(&c, &an->fold.recs[i], 0);
+	if (c.err)
+		return c.err;
 	if (j->multi_rank && (err = collectives(&c, gpu_comm, have_steps)))
 		return err;
 	for (size_t i = 0; i < j->nfindings; i++)
@@ -745,5 +812,6 @@ void an_fold_free(struct an_fold *f)
 {
 	/* priv belongs to the result once made (cuptrace_analysis_free). */
 	cuptrace_u64map_free(&f->op_of);
+	free(f->recs);
 	memset(f, 0, sizeof(*f));
 }

@@ -138,11 +138,12 @@ static void print_job_steps(const struct cuptrace_analysis *a, FILE *f, int md)
 			        ms(s->extra_gpu_ns), cell(md), ms(s->extra_host_ns));
 		else
 			fprintf(f, "%s-%s-%s-", cell(md), cell(md), cell(md));
-		fprintf(f, "%s%s%s", cell(md),
-		        s->startup ? "start-up"
-		        : s->slow  ? (s->outlier ? "outlier" : "slow")
-		                   : "-",
-		        rowend(md));
+		const char *what = s->startup                 ? "start-up"
+		                   : s->held_up && s->outlier ? "held up, outlier"
+		                   : s->held_up               ? "held up"
+		                   : s->outlier               ? "outlier"
+		                                              : "-";
+		fprintf(f, "%s%s%s", cell(md), what, rowend(md));
 	}
 	int any = 0;
 	for (size_t i = 0; i < a->njob_steps; i++) {
@@ -150,15 +151,17 @@ static void print_job_steps(const struct cuptrace_analysis *a, FILE *f, int md)
 		if (!s->slow)
 			continue;
 		fprintf(f, "%s%" PRId64, any++ ? "; " : "\nSlow steps: ", s->number);
-		if (s->waited_for != SIZE_MAX && s->wait_ns > 0)
+		if (s->held_up)
+			fprintf(f,
+			        " (%s held up the others: they waited %.3f ms for it; its GPU work "
+			        "%+.3f ms, host %+.3f ms before its collective)",
+			        who(a, s->waited_for), ms(s->wait_ns), ms(s->extra_gpu_ns),
+			        ms(s->extra_host_ns));
+		else
 			fprintf(
 			    f,
-			    " (%s: the others waited %.3f ms; its GPU work %+.3f ms, host %+.3f "
-			    "ms before its collective)",
-			    who(a, s->waited_for), ms(s->wait_ns), ms(s->extra_gpu_ns),
-			    ms(s->extra_host_ns));
-		else
-			fprintf(f, " (slowest %s, %.3f ms)", who(a, s->slowest), ms(s->max_ns));
+			    " (an outlier, nobody held up beyond the usual; slowest %s, %.3f ms)",
+			    who(a, s->slowest), ms(s->max_ns));
 	}
 	fputs(any ? ".\n" : "\nNo slow steps.\n", f);
 }
@@ -389,7 +392,7 @@ static void print_findings(const struct cuptrace_analysis *a, FILE *f, int md)
 			int any = 0;
 			for (size_t k = 0; k < a->njob_steps; k++) {
 				const struct cuptrace_an_job_step *js = &a->job_steps[k];
-				if (!js->slow || js->waited_for != x->top_rank)
+				if (!js->held_up || js->waited_for != x->top_rank)
 					continue;
 				if (!any++)
 					fprintf(f, "%sSlow steps it held up: ", ind);

@@ -281,5 +281,7 @@ void anx_free(struct anx *x)
 	cuptrace_u64map_free(&x->proc_of);
 	free(x->rank_of_thread);
 	free(x->rank_of_gpu);
+	free(x->rank_step_first);
+	free(x->rank_steps);
 	cuptrace_u64map_free(&x->rank_of);
 }

@@ -82,9 +82,12 @@ static int64_t name_number(const char *s)
 }
 
 /* Steps' numbers, per rank (its steps are contiguous, in time order): from their names where
- * every one has a number and they increase, else their places. */
+ * every one has a number and they increase, else their places; an optimizer step ends at the
+ * optimizer call of the loop's iteration after the first (the first call starts the first
+ * step), so there its place + 1 is the iteration. */
 static void step_numbers(struct cuptrace_analysis *o)
 {
+	int64_t base = o->step_source && !strcmp(o->step_source, "optimizer") ? 1 : 0;
 	for (size_t s = 0, e; s < o->nsteps; s = e) {
 		for (e = s + 1; e < o->nsteps && o->steps[e].rank == o->steps[s].rank; e++)
 			;
@@ -97,14 +100,17 @@ static void step_numbers(struct cuptrace_analysis *o)
 		}
 		for (size_t i = s; i < e; i++)
 			o->steps[i].number =
-			    named ? name_number(o->steps[i].name) : (int64_t)(i - s);
+			    named ? name_number(o->steps[i].name) : base + (int64_t)(i - s);
 	}
 }
 
-/* The step of rank r holding time t (steps of r: [first, first + n) by start), or SIZE_MAX. */
-static size_t step_at(const struct cuptrace_analysis *o, size_t first, size_t n, int64_t t)
+size_t anx_step_at(const struct anx *x, size_t rank, int64_t t)
 {
+	const struct cuptrace_analysis *o = x->out;
+	size_t first = x->rank_step_first[rank], n = x->rank_steps[rank];
 	size_t lo = first, hi = first + n;
+	if (!n)
+		return SIZE_MAX;
 	while (lo < hi) {
 		size_t mid = lo + (hi - lo) / 2;
 		if (o->steps[mid].ts <= t)
@@ -125,25 +131,16 @@ static int step_collectives(struct anx *x)
 {
 	const struct an *an = x->an;
 	struct cuptrace_analysis *o = x->out;
-	size_t *first = calloc(o->nranks + 1, sizeof(*first)),
-	       *cnt = calloc(o->nranks + 1, sizeof(*cnt));
 	int64_t *host_arrive = calloc(o->nsteps + 1, sizeof(*host_arrive));
-	if (!first || !cnt || !host_arrive) {
-		free(first);
-		free(cnt);
-		free(host_arrive);
+	if (!host_arrive)
 		return -ENOMEM;
-	}
-	for (size_t i = o->nsteps; i-- > 0;) {
-		first[o->steps[i].rank] = i;
-		cnt[o->steps[i].rank]++;
+	for (size_t i = 0; i < o->nsteps; i++)
 		o->steps[i].arrive_ns = host_arrive[i] = -1;
-	}
 	for (size_t i = 0; i < an->nwork; i++) {
 		const struct an_work *w = &an->work[i];
 		size_t r = x->rank_of_gpu[an->streams[w->stream].gpu];
 		int64_t t = w->launch ? an->host[w->launch - 1].ts : w->ts;
-		size_t k = cnt[r] ? step_at(o, first[r], cnt[r], t) : SIZE_MAX;
+		size_t k = anx_step_at(x, r, t);
 		if (k == SIZE_MAX)
 			continue;
 		struct cuptrace_an_step *s = &o->steps[k];
@@ -172,7 +169,7 @@ static int step_collectives(struct anx *x)
 		size_t r = x->rank_of_thread[h->thread];
 		o->ranks[r].host_comm_ns += e - s0;
 		end = e;
-		size_t k = cnt[r] ? step_at(o, first[r], cnt[r], h->ts) : SIZE_MAX;
+		size_t k = anx_step_at(x, r, h->ts);
 		if (k == SIZE_MAX)
 			continue;
 		o->steps[k].host_comm_ns += e - s0;
@@ -183,8 +180,6 @@ static int step_collectives(struct anx *x)
 	for (size_t i = 0; i < o->nsteps; i++)
 		if (!o->steps[i].comm_ns)
 			o->steps[i].arrive_ns = host_arrive[i];
-	free(first);
-	free(cnt);
 	free(host_arrive);
 	return 0;
 }
@@ -212,8 +207,16 @@ int anx_ranks(struct anx *x)
 		if ((x->rank_of_thread[i] = rank_get(x, an->threads[i].file, an->threads[i].pid)) ==
 		    SIZE_MAX)
 			return -ENOMEM;
-	if (!(matters = calloc(o->nranks + 1, 1)))
+	if (!(matters = calloc(o->nranks + 1, 1)) ||
+	    !(x->rank_step_first = calloc(o->nranks + 1, sizeof(size_t))) ||
+	    !(x->rank_steps = calloc(o->nranks + 1, sizeof(size_t)))) {
+		free(matters);
 		return -ENOMEM;
+	}
+	for (size_t i = o->nsteps; i-- > 0;) { /* a rank's steps are contiguous, by start */
+		x->rank_step_first[o->steps[i].rank] = i;
+		x->rank_steps[o->steps[i].rank]++;
+	}
 	for (size_t i = 0; i < an->ngpus; i++)
 		matters[x->rank_of_gpu[i]] = 1;
 	for (size_t i = 0; i < o->nsteps; i++)
