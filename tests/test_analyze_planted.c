@@ -392,6 +392,32 @@ static char *report(const struct cuptrace_analysis *a, int markdown)
 	return buf;
 }
 
+/* Every markdown table of the report has as many cells in each row as in its header (the
+ * separator row included). */
+static int md_tables_ok(const char *md)
+{
+	int want = -1;
+	for (const char *l = md; l && *l;) {
+		const char *e = strchr(l, '\n');
+		size_t len = e ? (size_t)(e - l) : strlen(l);
+		int bars = 0;
+		for (size_t i = 0; i < len; i++)
+			bars += l[i] == '|';
+		if (len && l[0] == '|') {
+			if (want >= 0 && bars != want) {
+				fprintf(stderr, "markdown row of %d cells, header %d: %.*s\n",
+				        bars - 1, want - 1, (int)len, l);
+				return 0;
+			}
+			want = want < 0 ? bars : want;
+		} else {
+			want = -1;
+		}
+		l = e ? e + 1 : NULL;
+	}
+	return 1;
+}
+
 /* The issue's DataLoader: each 10 ms step the host spends 8 ms in a Python range (outside any
  * CUDA call), then copies the batch from pageable memory (a 300 us call, 250 us of copying)
  * and launches a 1.5 ms kernel. The GPU idles about 8 ms a step before each copy: the copy's
@@ -438,7 +464,7 @@ static void test_pageable_host(void)
 	/* The same figures, in words, in every output. */
 	char num[64], *txt = report(&a, 0), *md = report(&a, 1), *js = report(&a, -1);
 	snprintf(num, sizeof(num), "GPU idle it explains %.3f ms", (double)idle / 1e6);
-	CHECK(txt && strstr(txt, num) && md && strstr(md, num));
+	CHECK(txt && strstr(txt, num) && md && strstr(md, num) && md_tables_ok(md));
 	snprintf(num, sizeof(num), "GPU work %.3f ms", (double)copies / 1e6);
 	CHECK(txt && strstr(txt, num) && md && strstr(md, num));
 	snprintf(num, sizeof(num), "Host time in the calls %.3f ms", (double)calls / 1e6);
@@ -709,7 +735,10 @@ static void two_ranks(int merged)
 	for (size_t i = 0; i < a.nfindings; i++)
 		CHECK(a.findings[i].top_rank < a.nranks);
 	CHECK(find(&a, "collective_wait") && !find(&a, "collective_wait")->severe);
-	char *txt = report(&a, 0), *js = report(&a, -1);
+	char *txt = report(&a, 0), *js = report(&a, -1), *md = report(&a, 1);
+	CHECK(md && md_tables_ok(md) && strstr(md, "\n### Ranks\n") &&
+	      strstr(md, "\n| rank 1 @ nodeB | 8 | ProfilerStep#8 (outlier) | "));
+	free(md);
 	CHECK(txt && strstr(txt, "Straggler rank: the others waited for it in the collectives "
 	                         "[severe]: rank 1 @ nodeB; 2 steps it came last; 16.000 ms"));
 	CHECK(txt && strstr(txt, "Slow steps it held up: 5, 8.\n"));

@@ -283,7 +283,7 @@ static void print_ranks(const struct cuptrace_analysis *a, FILE *f, int md)
 	        "host in collectives ms%ssteps it came last%sothers' wait for it ms%s",
 	        row0(md), cell(md), cell(md), cell(md), cell(md), cell(md), cell(md), cell(md),
 	        cell(md), cell(md), rowend(md));
-	sep(f, md, 11);
+	sep(f, md, 10);
 	/* Selection in rank order: the ranks are few enough, and printing is once. */
 	size_t done = 0;
 	unsigned char *shown = calloc(a->nranks + 1, 1);
@@ -512,6 +512,8 @@ static void json_job_steps(const struct cuptrace_analysis *a, struct cuptrace_js
 		cuptrace_json_bool(w, s->outlier);
 		cuptrace_json_name(w, "startup");
 		cuptrace_json_bool(w, s->startup);
+		cuptrace_json_name(w, "held_up");
+		cuptrace_json_bool(w, s->held_up);
 		cuptrace_json_name(w, "slow");
 		cuptrace_json_bool(w, s->slow);
 		cuptrace_json_end_object(w);
