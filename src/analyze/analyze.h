@@ -104,7 +104,7 @@ struct cuptrace_an_step {
 	 * is unknown): NCCL kernels' GPU time, the other work's GPU time, host time in collective
 	 * calls (README, collective_wait) starting inside it; arrive_ns: from its start to its
 	 * first collective (NCCL kernel start, else collective call; -1: none). */
-	int64_t comm_ns, compute_ns, host_comm_ns, arrive_ns;
+	int64_t comm_ns, gpu_work_ns, host_comm_ns, arrive_ns;
 	/* The gaps of the gpu_gap finding that end inside it: how many, their GPU idle, and of
 	 * that the host outside CUDA (where it held up the others, the straggler's). */
 	uint64_t gaps;

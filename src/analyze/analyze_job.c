@@ -422,7 +422,7 @@ static int usual(const struct cuptrace_analysis *j, struct rank_usual *u)
 	for (size_t s = 0, e; s < j->nsteps; s = e) { /* a rank's steps are contiguous */
 		size_t n = 0, m = 0;
 		for (e = s; e < j->nsteps && j->steps[e].rank == j->steps[s].rank; e++) {
-			v[n++] = j->steps[e].compute_ns;
+			v[n++] = j->steps[e].gpu_work_ns;
 			if (j->steps[e].arrive_ns >= 0)
 				w[m++] = j->steps[e].arrive_ns;
 		}
@@ -505,7 +505,7 @@ static int job_steps(struct jctx *c, int gpu_comm, int *met_any)
 		if (js->wait_ns <= 0)
 			continue; /* they came together: nobody was waited for */
 		js->waited_for = l->rank;
-		js->extra_gpu_ns = l->compute_ns - u[l->rank].compute;
+		js->extra_gpu_ns = l->gpu_work_ns - u[l->rank].compute;
 		int64_t pre = l->arrive_ns - u[l->rank].arrive;
 		js->extra_host_ns = pre - (js->extra_gpu_ns > 0 ? js->extra_gpu_ns : 0);
 	}

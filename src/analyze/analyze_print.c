@@ -583,7 +583,7 @@ static void json_body(const struct cuptrace_analysis *a, struct cuptrace_json *w
 		rank_fields(w, a, s->rank);
 		cuptrace_json_int_field(w, "number", s->number);
 		cuptrace_json_int_field(w, "comm_ns", s->comm_ns);
-		cuptrace_json_int_field(w, "compute_ns", s->compute_ns);
+		cuptrace_json_int_field(w, "gpu_work_ns", s->gpu_work_ns);
 		cuptrace_json_int_field(w, "host_comm_ns", s->host_comm_ns);
 		cuptrace_json_int_field(w, "arrive_ns", s->arrive_ns);
 		cuptrace_json_end_object(w);

@@ -150,7 +150,7 @@ static int step_collectives(struct anx *x)
 			if (s->arrive_ns < 0 || a < s->arrive_ns)
 				s->arrive_ns = a;
 		} else {
-			s->compute_ns += w->dur;
+			s->gpu_work_ns += w->dur;
 		}
 	}
 	uint32_t thr = UINT32_MAX;
