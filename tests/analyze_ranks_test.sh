@@ -113,6 +113,35 @@ PY
 	rm -rf "${tmp:?}/$N"
 done
 
+# One merged trace (merge --ranks) says the same as its rank files: its processes named by their
+# "cuptrace: trace info" (rank, host), the same job steps, waits and straggler.
+mkdir -p "$tmp/m"
+for r in 0 1 2 3; do
+	"$gen" "$tmp/m/rank-$r.pftrace" --rank $r --world 4 --per-host 2 --steps 12 --kernels 20 ||
+		bad "ranks_trace rank $r of 4"
+done
+"$ct" merge --ranks "$tmp"/m/rank-[0-3].pftrace -o "$tmp/m/job.pftrace" 2>/dev/null || bad "merge --ranks"
+"$ct" analyze --json --step step "$tmp"/m/rank-[0-3].pftrace >"$tmp/m/files.json" || bad "analyze files"
+"$ct" analyze --json --step step "$tmp/m/job.pftrace" >"$tmp/m/merged.json" || bad "analyze merged"
+python3 - "$tmp/m/files.json" "$tmp/m/merged.json" <<'PY' && ok || bad "merged trace against its rank files"
+import json, sys
+a, b = (json.load(open(p)) for p in sys.argv[1:3])
+assert b["files"] == 1 and b["multi_rank"], (b["files"], b["multi_rank"])
+la = sorted(r["rank_label"] for r in a["ranks"])
+lb = sorted(r["rank_label"] for r in b["ranks"])
+assert la == lb == ["rank 0 @ node0", "rank 1 @ node0", "rank 2 @ node1", "rank 3 @ node1"], (la, lb)
+key = lambda s: (s["number"], s["waited_for_rank_label"], s["wait_ns"], s["ranks"])
+assert [key(s) for s in a["job_steps"]] == [key(s) for s in b["job_steps"]], \
+    ([key(s) for s in a["job_steps"]], [key(s) for s in b["job_steps"]])
+# ranks.h: rank 3's gemm is the longest (2.9 ms), but rank 1's doubles every fifth step (4.6)
+last = ["rank 1 @ node0" if i % 5 == 4 else "rank 3 @ node1" for i in range(12)]
+assert [s["waited_for_rank_label"] for s in b["job_steps"]] == last, b["job_steps"]
+st = lambda j: [(f["top_rank_label"], f["count"], f["total_ns"], f["severe"])
+                for f in j["findings"] if f["id"] == "straggler"]
+assert st(a) == st(b), (st(a), st(b))
+print("merged:", lb, "straggler", st(b))
+PY
+
 if [ $timer = 1 ]; then
 	# A rank's events as the sink keeps them: 64 bytes a slice (analyze_internal.h).
 	per_rank_kb=$((STEPS * (5 + 2 * KERNELS) * 64 / 1024))

@@ -1,11 +1,12 @@
 /* The job's analysis from its files' (analyze_internal.h). an_fold moves what the job keeps of
  * one file's analysis into the job's when the next file begins: its strings copied into the
- * job's table, its rank and GPU indices moved past the job's, its findings (one record per
- * finding and rank) merged by id, its ops by name, its largest idle intervals into the job's top
+ * job's table, its rank and GPU indices moved past the job's, its findings kept as records (one
+ * per finding and rank), its ops merged by name, its largest idle intervals into the job's top
  * N; the file's events are then freed by the sink. an_job_finish labels the ranks and adds what
  * needs them all: the job's steps by number, the straggler (the rank the others waited for in
- * the collectives: in which steps, by how much, why) and the time in collectives per rank; then
- * the findings' order. Works on the result's public structs. */
+ * the collectives: in which steps, by how much, why; with its rank's own gaps of those steps),
+ * the records merged by id, the time in collectives per rank, the findings' order. Works on the
+ * result's public structs. */
 #include "analyze/analyze_ctx.h"
 
 #include <errno.h>
@@ -193,7 +194,7 @@ static int op_cmp(const void *pa, const void *pb)
 	return strcmp(a->name, b->name);
 }
 
-#define JGROW(c, arr, n, cap, need)                                                                \
+#define JGROW(c, arr, cap, need)                                                                   \
 	do {                                                                                       \
 		if (!(c)->err && CUPTRACE_GROW(arr, cap, need))                                    \
 			(c)->err = -ENOMEM;                                                        \
@@ -245,11 +246,11 @@ int an_fold(struct an *an, struct cuptrace_analysis *p)
 		j->step_max_ns = p->step_max_ns;
 		j->step_mad_ns = p->step_mad_ns;
 	}
-	JGROW(&c, j->ranks, j->nranks, f->rankcap, j->nranks + p->nranks);
-	JGROW(&c, j->steps, j->nsteps, f->stepcap, j->nsteps + p->nsteps);
-	JGROW(&c, j->gpus, j->ngpus, f->gpucap, j->ngpus + p->ngpus);
-	JGROW(&c, j->streams, j->nstreams, f->streamcap, j->nstreams + p->nstreams);
-	JGROW(&c, j->idle, j->nidle, f->idlecap, j->nidle + p->nidle);
+	JGROW(&c, j->ranks, f->rankcap, j->nranks + p->nranks);
+	JGROW(&c, j->steps, f->stepcap, j->nsteps + p->nsteps);
+	JGROW(&c, j->gpus, f->gpucap, j->ngpus + p->ngpus);
+	JGROW(&c, j->streams, f->streamcap, j->nstreams + p->nstreams);
+	JGROW(&c, j->idle, f->idlecap, j->nidle + p->nidle);
 	if (c.err)
 		return c.err;
 	for (size_t i = 0; i < p->nranks; i++) {
@@ -290,7 +291,7 @@ int an_fold(struct an *an, struct cuptrace_analysis *p)
 			j->nidle = (size_t)an->opts.top;
 	}
 	fold_ops(&c, p);
-	JGROW(&c, f->recs, f->nrecs, f->reccap, f->nrecs + p->nfindings);
+	JGROW(&c, f->recs, f->reccap, f->nrecs + p->nfindings);
 	for (size_t i = 0; i < p->nfindings && !c.err; i++) {
 		struct cuptrace_an_finding r = p->findings[i];
 		r.top_rank = moved(r.top_rank, r0);
