@@ -5,7 +5,9 @@
  * (computed here from the test's own lists of GPU work and host calls), none is a gpu_gap of its
  * own. The pageable loop has a 200 ms idle start-up: severity is judged against the steady state
  * (end of the first step to the end of the last), where its total is over 5%, though under 5% of
- * the whole trace. */
+ * the whole trace. Issue 43: pageable copies behind a host stall (each figure of the finding
+ * apart), and a two-rank job as two files and as one merged trace (the straggler, its steps).
+ * PLANTED_PRINT=1 prints the reports of those on stderr. */
 #include "analyze/analyze.h"
 #include "check.h"
 #include "steps.h"

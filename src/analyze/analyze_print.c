@@ -245,6 +245,8 @@ static void print_ops(const struct cuptrace_analysis *a, FILE *f, int md)
 		fputs("No GPU work was launched from inside a range.\n", f);
 		return;
 	}
+	if (a->multi_rank) /* ops are summed over the ranks: the job's GPU time */
+		fputs("Over every rank (the job's GPU time).\n\n", f);
 	fprintf(f, "%srange%sself GPU ms%stotal GPU ms%swork%stop kernels (self ms)%s", row0(md),
 	        cell(md), cell(md), cell(md), cell(md), rowend(md));
 	sep(f, md, 5);
