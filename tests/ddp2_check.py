@@ -273,19 +273,35 @@ for r, x in enumerate(rows):
     rec = raw[r][1]
     work = [(s, e) for s, e, *_ in rec["kernel"] + rec["memcpy"] + rec["memset"]]
     comm = [(s, e) for s, e, d, n in rec["kernel"] if collective(n)]
-    check(x["busy_ns"] == union(work) and x["comm_ns"] == union(comm),
+    # Where steps were found, a rank's figures are its GPUs' over their steady state (the GPU
+    # table's, which the records bound); else the whole trace's, the records' exactly.
+    gw = [g for g in an["gpus"] if g["rank"] == x["rank"]]
+    if an["steady_state"]["from_steps"]:
+        ok = (x["busy_ns"] == sum(g["busy_ns"] for g in gw) and 0 < x["busy_ns"] <= union(work)
+              and x["comm_ns"] == sum(g["comm_ns"] for g in gw) and x["comm_ns"] <= union(comm))
+    else:
+        ok = x["busy_ns"] == union(work) and x["comm_ns"] == union(comm)
+    check(ok,
           f"analyze: rank {r} busy {x['busy_ns']} comm {x['comm_ns']}, records say "
           f"{union(work)} and {union(comm)}")
+# Each rank named by the rank and host its capture's metadata says (issue 43), everywhere.
+for r, x in enumerate(rows):
+    check(x["rank"] == r and x["rank_label"] == f"rank {r} @ vm" and x["host"] == "vm",
+          f"analyze: rank {r} labelled {x.get('rank')} {x.get('rank_label')!r}")
+check(sorted({g["rank_label"] for g in an["gpus"]}) == ["rank 0 @ vm", "rank 1 @ vm"],
+      f"analyze: GPUs' ranks {[g.get('rank_label') for g in an['gpus']]}")
 strag = [f for f in an.get("findings", []) if f["id"] == "straggler"]
 least = min(rows, key=lambda x: x["comm_ns"]) if rows else None
-check(not strag or (least and strag[0]["worst"][0]["tid"] == least["pid"]),
+check(not strag or (least and strag[0]["worst"][0]["pid"] == least["pid"] and
+                    strag[0]["top_rank_label"] == least["rank_label"]),
       f"analyze: straggler {strag[:1]}, least time in collectives {least}")
 text = run("analyze", *caps).stdout
 sect = text.split("== Ranks ==")[-1].splitlines()
-check(all(any(l.startswith(f"{p} ") for l in sect) for p in pids), "analyze: a rank missing from '== Ranks =='")
-print("analyze: " + "; ".join(f"pid {x['pid']} GPU busy {x['busy_ns'] / 1e6:.3f} ms, collectives "
-                               f"{x['comm_ns'] / 1e6:.3f} ms" for x in rows) +
-      (f"; straggler pid {strag[0]['worst'][0]['tid']}" if strag else "; no straggler finding"))
+check(all(any(l.startswith(f"rank {r} @ vm  {p}  ") for l in sect) for r, p in enumerate(pids)),
+      "analyze: a rank missing from '== Ranks =='")
+print("analyze: " + "; ".join(f"{x['rank_label']} (pid {x['pid']}) GPU busy {x['busy_ns'] / 1e6:.3f} ms, "
+                               f"collectives {x['comm_ns'] / 1e6:.3f} ms" for x in rows) +
+      (f"; straggler {strag[0]['top_rank_label']}" if strag else "; no straggler finding"))
 
 # ---- 5. the same job as if rank 1 ran on another machine, its wall clock 1.5 s ahead ----
 # Its trace as JSON, with another host, boot id and REALTIME start: merge --ranks must find the

@@ -4,7 +4,8 @@
  *
  * True time T counts ns from the job's start. Machine h = rank / per_host; its clocks read
  *   BOOTTIME_h(T) = boot_h + T (1 + drift_h),  REALTIME_h(T) = R0 + skew_h + T (1 + drift_h)
- * (machine 0: no skew, no drift). Rank r starts at S_r = 1 ms + 1.7 ms r; everything in its
+ * (machine 0: no skew, no drift). Rank r starts at S_r = 1 ms + 1.7 ms (r mod 8), before the
+ * first step however many ranks; everything in its
  * trace is at BOOTTIME_h(T) - BOOTTIME_h(S_r). Step i starts at T_i = 20 ms + i step_ns: on the
  * main thread an NVTX "step" range and two cudaLaunchKernel calls with flows to the kernels; on
  * Stream 7 "gemm" from T_i + 100 us for 2 ms + 300 us r (rank 1 twice as long on every 5th step:
@@ -15,7 +16,9 @@
  * p2p_ns r after rank 0 (the sender is done when its data left: not a symmetric collective).
  * With gpu_local, each rank sees every GPU of its machine in its metadata (gpuK, gpuK_uuid
  * "GPU-HHHHKKKK-...", gpuK_pci_bus_id) and names the one it used (gpus_used), as `record`
- * writes it. */
+ * writes it. With kernels K, each step also K "layer" kernels of 5 us on Stream 9, 1 us apart
+ * from the gemm's start, each launched from main inside the step's range (a real step's many
+ * small kernels: the analyze streaming test's weight per rank). */
 #ifndef CUPTRACE_TESTS_RANKS_H
 #define CUPTRACE_TESTS_RANKS_H
 
@@ -24,7 +27,7 @@
 
 #include "format/event.h"
 
-#define RANKS_MAX_HOSTS 8
+#define RANKS_MAX_HOSTS 64
 #define RANKS_MAX_GPUS  8                     /* per machine (per_host) */
 #define RANKS_R0        1795000000000000000ll /* REALTIME at T = 0: 2026-11-18 */
 #define RANKS_NCCL_NAME "ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevKernelArgsStorage<4096ul>)"
@@ -38,6 +41,7 @@ struct ranks_job {
 	int64_t boot_ns[RANKS_MAX_HOSTS]; /* BOOTTIME at T = 0 */
 	int gpu_local;  /* 1: each rank on "GPU <local rank>" (torchrun's way), else all on GPU 0 */
 	int64_t p2p_ns; /* > 0: a SendRecv per step, rank r's ending p2p_ns r after rank 0's */
+	int kernels;    /* "layer" kernels per step on Stream 9 (at most 256) */
 };
 
 #define RANKS_JOB_DEFAULT                                                                          \
@@ -58,7 +62,7 @@ static inline int ranks_host(const struct ranks_job *j, int r)
 
 static inline int64_t ranks_start(int r)
 {
-	return 1000000 + 1700000 * (int64_t)r;
+	return 1000000 + 1700000 * (int64_t)(r % 8);
 }
 
 /* What machine h's clock reads at true time t, and rank r's relative time for t. */
@@ -215,8 +219,15 @@ static inline int ranks_feed(struct cuptrace_sink *s, const struct ranks_job *j,
 	     .pid = pid,
 	     .name = "Stream 13",
 	     .sort_rank = 13},
+	    {.uuid = 6,
+	     .kind = CUPTRACE_TRACK_SLICES,
+	     .parent_uuid = 3,
+	     .pid = pid,
+	     .name = "Stream 9",
+	     .sort_rank = 9},
 	};
-	for (size_t k = 0; k < sizeof(tracks) / sizeof(tracks[0]) && !ranks_err; k++)
+	size_t ntracks = sizeof(tracks) / sizeof(tracks[0]) - (j->kernels > 0 ? 0 : 1);
+	for (size_t k = 0; k < ntracks && !ranks_err; k++)
 		ranks_err = s->ops->track(s, &tracks[k]);
 	uint64_t flow = 1;
 	for (int i = 0; i < j->steps; i++) {
@@ -237,6 +248,14 @@ static inline int ranks_feed(struct cuptrace_sink *s, const struct ranks_job *j,
 		if (j->p2p_ns > 0)
 			ranks_slice(s, 5, ranks_rel(j, r, t.p2p), ranks_rel(j, r, t.p2p_end),
 			            "kernel", RANKS_P2P_NAME, 0, 0);
+		for (int k = 0; k < j->kernels && k < 256; k++) {
+			int64_t l = step + 13000 + 350 * (int64_t)k, g = t.gemm + 6000 * (int64_t)k;
+			ranks_slice(s, 2, ranks_rel(j, r, l), ranks_rel(j, r, l + 300),
+			            "cuda_runtime", "cudaLaunchKernel", flow, 0);
+			ranks_slice(s, 6, ranks_rel(j, r, g), ranks_rel(j, r, g + 5000), "kernel",
+			            "layer", 0, flow);
+			flow++;
+		}
 	}
 	return ranks_err;
 }

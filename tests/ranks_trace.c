@@ -1,11 +1,12 @@
 /* Writes one rank of the simulated job of tests/ranks.h to a file, for merge_ranks_test.sh:
  *
  *   ranks_trace OUT --rank R [--world W] [--per-host P] [--steps N] [--skew H:NS]
- *               [--drift H:PPM] [--jitter NS] [--gpu-local]
+ *               [--drift H:PPM] [--jitter NS] [--gpu-local] [--kernels K]
  *
  * Defaults as RANKS_JOB_DEFAULT (2 ranks, one per machine, 40 steps of 100 ms, no skew or
  * drift, 3 us jitter, every rank on GPU 0; --gpu-local: on GPU <local rank>, seeing every GPU of
- * its machine and naming the one it used in its metadata). The format follows
+ * its machine and naming the one it used in its metadata; --kernels: K small kernels more per
+ * step, ranks.h). The format follows
  * OUT's name. Exit status 0, or 1 with a message. */
 #include <stdio.h>
 #include <stdlib.h>
@@ -43,6 +44,8 @@ int main(int argc, char **argv)
 			j.steps = atoi(v);
 		else if (!strcmp(a, "--jitter") && v && ++i)
 			j.jitter_ns = atoll(v);
+		else if (!strcmp(a, "--kernels") && v && ++i)
+			j.kernels = atoi(v);
 		else if (!strcmp(a, "--skew") && v && ++i)
 			j.skew_ns[h] = atoll(end + 1);
 		else if (!strcmp(a, "--drift") && v && ++i)
@@ -54,10 +57,12 @@ int main(int argc, char **argv)
 			return 1;
 		}
 	}
-	if (!out || rank < 0 || rank >= j.world || j.steps < 1 || j.world > 16) {
+	if (!out || rank < 0 || rank >= j.world || j.steps < 1 || j.per_host < 1 ||
+	    j.per_host > RANKS_MAX_GPUS || ranks_host(&j, j.world - 1) >= RANKS_MAX_HOSTS ||
+	    j.kernels < 0 || j.kernels > 256) {
 		fprintf(stderr, "usage: ranks_trace OUT --rank R [--world W] [--per-host P] "
 		                "[--steps N] [--skew H:NS] [--drift H:PPM] [--jitter NS] "
-		                "[--gpu-local]\n");
+		                "[--gpu-local] [--kernels K]\n");
 		return 1;
 	}
 	struct cuptrace_sink *s = cuptrace_sink_open(out, NULL, NULL);

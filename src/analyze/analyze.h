@@ -45,6 +45,7 @@ struct cuptrace_an_idle {
 	size_t gpu;                       /* index in gpus */
 	const char *next_work;            /* the work that ended the gap */
 	struct cuptrace_an_host_ctx host; /* on the launching thread of next_work, at ts */
+	size_t rank;                      /* index in ranks */
 };
 
 struct cuptrace_an_gap {
@@ -67,6 +68,7 @@ struct cuptrace_an_gpu {
 	const char *name; /* the group's name, "GPU 0: NVIDIA H200" */
 	int32_t pid;
 	size_t file;
+	size_t rank;                       /* index in ranks */
 	uint64_t group_key;                /* internal: the group track's key */
 	uint64_t kernels, copies, memsets; /* in the window below */
 	uint64_t graphs;                   /* whole CUDA graph launches, likewise */
@@ -129,6 +131,16 @@ struct cuptrace_an_step {
 	int outlier; /* period beyond its process's median + max(20% median, 5 MAD) */
 	enum cuptrace_step_cause cause; /* outliers: what grew most */
 	int64_t cause_ns;               /* by how much that part grew over the process's median */
+	/* Its rank (index in ranks). */
+	size_t rank;
+	/* Host time in collective calls (README, collective_wait) starting inside it; arrive_ns:
+	 * from its start to its first collective (NCCL kernel start, else collective call; -1:
+	 * none). */
+	int64_t host_comm_ns, arrive_ns;
+	/* The gaps of the gpu_gap finding that end inside it: how many, their GPU idle, and of
+	 * that the host outside CUDA (where it held up the others, the straggler's). */
+	uint64_t gaps;
+	int64_t gap_idle_ns, gap_host_ns;
 };
 
 struct cuptrace_an_kernel_share {
@@ -151,42 +163,90 @@ struct cuptrace_an_instance {
 	const char *what; /* the call or work */
 	const char *op;   /* innermost range on the launching thread */
 	uint64_t bytes;
+	size_t rank; /* index in ranks; SIZE_MAX: none */
 };
 
 enum { CUPTRACE_AN_WORST = 5 };
 
+/* A finding keeps its figures apart (README "Why is it slow", the table of findings): the host
+ * time in the calls it counts, the GPU time of the work involved, the GPU idle in the gaps it
+ * explains (of which: the launching thread was busy outside any CUDA call); total_ns is the one
+ * it is judged on, per finding (judged_on), severe when it is at least 5% of its rank's steady
+ * state on some rank. */
 struct cuptrace_an_finding {
 	const char *id; /* stable: "sync_copy", "pageable_copy", "host_sync_idle", "item_copy",
 	                 * "gpu_gap", "launch_bound", "tiny_kernels", "alloc_steady", "straggler",
-	                 * "collective_wait", "outside_steady" (a note: GPU gaps outside
-	                 * the steady state, README) */
+	                 * "collective_wait" and "outside_steady" (notes, never severe) */
 	const char *title;
-	const char *advice;
+	const char *advice;    /* follows what dominates (dominant) */
+	const char *count_of;  /* what count counts: "copies", "calls", "gaps", "runs", ... */
+	const char *judged_on; /* what total_ns is, in words; NULL: a note, never severe */
+	const char *dominant;  /* "call", "gpu_work", "gpu_idle", "host_outside_cuda" (of the
+	                        * idle), "wait" */
 	int severe;
 	uint64_t count;
-	int64_t total_ns;
-	int64_t idle_ns; /* of total_ns: GPU idle in the gaps this finding explains (README) */
+	int64_t total_ns;     /* what it is judged on */
+	int64_t call_ns;      /* host time in its calls */
+	int64_t work_ns;      /* GPU time of the work involved */
+	int64_t idle_ns;      /* GPU idle in the gaps it explains (README) */
+	int64_t idle_host_ns; /* of idle_ns: the launching thread in no CUDA call */
+	double share;         /* the largest, over ranks, of total / that rank's steady state */
+	size_t nranks;        /* ranks it was found on */
+	size_t top_rank;      /* the rank holding the most of it (index in ranks; SIZE_MAX: none) */
+	int64_t top_rank_ns;
 	struct cuptrace_an_instance worst[CUPTRACE_AN_WORST];
 	size_t nworst;
 };
 
+/* A process of the job (a rank): every process with GPU work, steps or host calls, in the order
+ * the files and their processes came. */
 struct cuptrace_an_rank {
 	int32_t pid;
 	size_t file;
+	int rank;         /* from the trace's metadata (record's RANK, merge --ranks); -1: unsaid */
+	const char *host; /* likewise; NULL: unsaid */
+	const char *label; /* "rank 1 @ node1", "rank 1"; where no rank is said "input 2 (pid
+	                    * 1234)" (several files) or "pid 1234" */
+	int64_t steady_from, steady_to; /* its steady state (the traced span without steps) */
+	int steady_steps;
 	int64_t busy_ns, comm_ns, compute_ns, overlap_ns;
-	int64_t step_median_ns;
+	int64_t step_median_ns; /* the mean of its steps */
+	uint64_t nsteps;
 	/* Host time inside collective calls (ranges c10d::..., nccl:..., gloo:..., names with
 	 * all_reduce, all_gather, reduce_scatter, all_to_all, record_param_comms), once per
 	 * thread where they nest: a job without NCCL kernels (gloo, ranks sharing a GPU) waits
 	 * there. */
 	int64_t host_comm_ns;
+	/* The steps in which the others waited for it in the collectives (it came last), and
+	 * their wait: per step the median over the others of their time in collectives less
+	 * its own. */
+	uint64_t last_steps;
+	int64_t waited_ns;
+};
+
+/* One step number of the job, over the ranks that have it (README "Steps of a job"). */
+struct cuptrace_an_job_step {
+	int64_t number;
+	size_t nranks;
+	int64_t median_ns, max_ns; /* step wall over its ranks */
+	size_t slowest;            /* the rank of max_ns (index in ranks) */
+	/* The rank the others waited for in its collectives (index in ranks; SIZE_MAX: no
+	 * collective), their wait (median over them), and what that rank's step had over its own
+	 * median: GPU work, and time before its first collective that was not GPU work (a host
+	 * stall, the GPU idle). */
+	size_t waited_for;
+	int64_t wait_ns, extra_gpu_ns, extra_host_ns;
+	int outlier; /* the step is an outlier on some rank */
+	int startup; /* the first step of some rank: start-up, never slow */
+	int held_up; /* the others' wait beyond the job's usual: waited_for held them up */
+	int slow;    /* an outlier, or held up (README) */
 };
 
 struct cuptrace_analysis {
 	int64_t min_ts, max_ts;
-	/* The steady state findings' severity is judged against: from the end of the first step
-	 * to the end of the last (over the processes with steps); the traced span without steps.
-	 * steady_steps: 1 when it comes from steps. */
+	/* The steady state: from the end of the first step to the end of the last (over the
+	 * processes with steps); the traced span without steps. steady_steps: 1 when it comes from
+	 * steps. Severity is judged against each rank's own (ranks[].steady_*). */
 	int64_t steady_from, steady_to;
 	int steady_steps;
 	uint64_t kernels, copies, memsets, launches;
@@ -222,17 +282,26 @@ struct cuptrace_analysis {
 	int64_t unattributed_ns;              /* GPU work with no range around its launch */
 	struct cuptrace_an_finding *findings; /* severe first, then by total desc */
 	size_t nfindings;
-	struct cuptrace_an_rank *ranks; /* processes with GPU work, when more than one */
+	struct cuptrace_an_rank *ranks; /* every process (README) */
 	size_t nranks;
-	/* Every GPU idle interval (for --annotate), in time order per GPU. */
+	/* Two ranks or more with GPU work: the tables and findings name the rank. */
+	int multi_rank;
+	size_t nfiles;
+	struct cuptrace_an_job_step *job_steps; /* by number, with multi_rank and steps */
+	size_t njob_steps;
+	/* Every GPU idle interval (for --annotate, which takes one file), in time order per GPU;
+	 * none when several files were analyzed (they are not summaries). */
 	struct cuptrace_an_gap *gaps;
 	size_t ngaps;
 	void *priv; /* strings and tables the pointers above borrow */
 };
 
 /* A sink that analyzes what is replayed into it; several files may be replayed one after
- * another (a set of rank files): call cuptrace_analyze_next_file between them. finish()
- * computes *out (zeroed first; the caller frees it). opts may be NULL (defaults). */
+ * another (a set of rank files): call cuptrace_analyze_next_file between them. Each file is
+ * analyzed when the next begins and only its summaries are kept (steps, GPU and rank figures,
+ * findings with their worst instances, ops), its events freed: memory holds about one file plus
+ * the summaries. finish() analyzes the last and combines them into *out (zeroed first; the
+ * caller frees it). opts may be NULL (defaults). */
 struct cuptrace_sink *cuptrace_analyze_sink_new(struct cuptrace_analysis *out,
                                                 const struct cuptrace_analyze_opts *opts);
 void cuptrace_analyze_next_file(struct cuptrace_sink *sink);
@@ -246,9 +315,10 @@ int cuptrace_analysis_print_json(const struct cuptrace_analysis *a, FILE *f);
 /* A sink that passes everything to inner (owned: destroyed with it) and, at finish, adds the
  * "Analysis" group under the trace's first process before finishing inner: per GPU a track of
  * idle intervals named by cause, a track per finding with its worst instances (args: advice,
- * what, op, bytes, tid), a track of steps per process (their periods, outliers named with
- * their cause), counters of step period and GPU busy % over it. a is borrowed and must
- * outlive the sink. NULL and errno on failure (inner is then destroyed). */
+ * what, op, bytes, tid, count, total_ns, call_ns, gpu_work_ns, gpu_idle_ns, rank), a track of
+ * steps per process (their periods, outliers named with their cause), counters of step period
+ * and GPU busy % over it. a is borrowed and must outlive the sink. NULL and errno on failure
+ * (inner is then destroyed). */
 struct cuptrace_sink *cuptrace_annotate_sink_new(struct cuptrace_sink *inner,
                                                  const struct cuptrace_analysis *a);
 

@@ -230,8 +230,18 @@ static int draw(struct ann *n)
 			    {.key = "tid", .type = CUPTRACE_ARG_INT, .v.i = w[k].tid},
 			    {.key = "count", .type = CUPTRACE_ARG_UINT, .v.u = x->count},
 			    {.key = "total_ns", .type = CUPTRACE_ARG_INT, .v.i = x->total_ns},
+			    /* The figures the finding keeps apart (README). */
+			    {.key = "call_ns", .type = CUPTRACE_ARG_INT, .v.i = x->call_ns},
+			    {.key = "gpu_work_ns", .type = CUPTRACE_ARG_INT, .v.i = x->work_ns},
+			    {.key = "gpu_idle_ns", .type = CUPTRACE_ARG_INT, .v.i = x->idle_ns},
+			    {.key = "rank",
+			     .type = CUPTRACE_ARG_STRING,
+			     .v.s = w[k].rank < a->nranks && a->ranks[w[k].rank].label
+			                ? a->ranks[w[k].rank].label
+			                : ""},
 			};
-			if ((err = slice(n, t, w[k].ts, w[k].dur, x->title, args, 7)))
+			if ((err = slice(n, t, w[k].ts, w[k].dur, x->title, args,
+			                 sizeof(args) / sizeof(args[0]))))
 				return err;
 			end = w[k].ts + w[k].dur;
 		}

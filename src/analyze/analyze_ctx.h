@@ -1,7 +1,8 @@
-/* The state of one analysis computation, shared by analyze_run.c (which drives it),
- * steps_find.c (the steps and their figures), analyze_find.c (GPU time per op, findings) and
- * analyze_query.c (the look-ups all use: host context at a time, per-process busy intervals).
- * Calls go run -> steps -> query, run -> find -> query, run -> query. */
+/* The state of one analysis computation (one file), shared by analyze_run.c (which drives it),
+ * steps_find.c (the steps and their figures), analyze_find.c (GPU time per op, findings),
+ * analyze_rank.c (who each process is, its steps' collectives, its figures) and analyze_query.c
+ * (the look-ups all use: host context at a time, per-process busy intervals). Calls go
+ * run -> steps -> query, run -> find -> rank -> query, run -> query. */
 #ifndef CUPTRACE_ANALYZE_ANALYZE_CTX_H
 #define CUPTRACE_ANALYZE_ANALYZE_CTX_H
 
@@ -71,6 +72,12 @@ struct anx {
 	size_t nprocs, proccap;
 	struct cuptrace_u64map proc_of;       /* (file, pid) -> proc + 1 */
 	struct anx_win *win_gpu, *win_thread; /* per GPU, per thread: its process's window */
+	/* Per thread, per GPU: its process's index in out->ranks (analyze_rank.c); per rank, its
+	 * steps in out->steps (contiguous, by start). */
+	size_t *rank_of_thread, *rank_of_gpu;
+	size_t *rank_step_first, *rank_steps;
+	struct cuptrace_u64map rank_of; /* (file, pid) -> rank + 1 */
+	size_t rankcap;
 };
 
 /* analyze_query.c */
@@ -97,5 +104,14 @@ int anx_steps(struct anx *x);
 /* analyze_find.c */
 int anx_ops(struct anx *x);
 int anx_findings(struct anx *x);
+
+/* analyze_rank.c: out->ranks, the maps above, the steps' ranks, numbers and collectives (after
+ * the steps and their figures); then each rank's figures (after busy and idle). */
+int anx_ranks(struct anx *x);
+int anx_rank_figures(struct anx *x);
+/* Is a host range a collective call (README, collective_wait)? */
+int anx_is_collective(const char *name);
+/* The step of rank holding time t (index in out->steps), or SIZE_MAX. */
+size_t anx_step_at(const struct anx *x, size_t rank, int64_t t);
 
 #endif

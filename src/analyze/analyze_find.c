@@ -1,6 +1,7 @@
 /* GPU time per op (self and total, through the launch call's enclosing ranges) and the findings
- * of `cuptrace analyze`, from the computation state of analyze_ctx.h. Called by analyze_run.c;
- * calls only analyze_query.c. */
+ * of one file, per rank (analyze_job.c folds them into the job's and adds the rank findings),
+ * from the computation state of analyze_ctx.h. Called by analyze_run.c; calls analyze_rank.c
+ * and analyze_query.c. */
 #include "analyze/analyze_ctx.h"
 #include "analyze/step_name.h"
 
@@ -139,24 +140,121 @@ out:
 
 /* ---- findings ---- */
 
+/* The findings of one file, one record per (finding, rank); analyze_job.c folds them by id into
+ * the job's. Each keeps its figures apart: the host time in its calls, the GPU time of the work
+ * involved, the GPU idle of the gaps it explains (of which the launching thread was in no CUDA
+ * call); severity is judged on one of them, per finding (README, the table of findings). */
+enum {
+	K_SYNC_COPY,
+	K_PAGEABLE,
+	K_HOST_SYNC,
+	K_ITEM,
+	K_GPU_GAP,
+	K_LAUNCH_BOUND,
+	K_TINY,
+	K_ALLOC,
+	K_OUTSIDE,
+	K_N
+};
+enum judge {
+	J_IDLE,      /* the GPU idle it explains */
+	J_WORK_IDLE, /* the GPU time of its work and the GPU idle it explains */
+	J_WALL,      /* the wall time of its runs (their kernels and the idle between them) */
+	J_NOTE       /* a note, never severe: total is its idle */
+};
+
+/* Said first where the GPU idle a finding explains came mostly while the launching thread was
+ * busy outside CUDA: then that host work, not the calls, is what to fix first. */
+#define HOST_FIRST                                                                                 \
+	"most of the GPU idle here came while the host was busy outside CUDA before the next "     \
+	"launch (data loading, preprocessing, Python), not in these calls: overlap that host "     \
+	"work with GPU work (DataLoader workers, prefetching, moving it off the step); then "
+
+static const struct kind {
+	const char *id, *title, *count_of;
+	enum judge judge;
+	const char *advice;
+	const char *advice_host; /* when the idle while the host was outside CUDA dominates */
+} kinds[K_N] = {
+    [K_SYNC_COPY] = {"sync_copy", "Synchronous copies and memsets (the host waits for each)",
+                     "calls", J_IDLE,
+                     "use cudaMemcpyAsync/cudaMemsetAsync on a stream (tensor.to(..., "
+                     "non_blocking=True) from pinned memory) so the host does not wait",
+                     HOST_FIRST "use cudaMemcpyAsync/cudaMemsetAsync so the host does not wait"},
+    [K_PAGEABLE] = {"pageable_copy", "Copies from or to pageable memory", "copies", J_WORK_IDLE,
+                    "pin the host buffer (pin_memory=True, cudaHostAlloc) so the copy is "
+                    "truly asynchronous and runs at full bandwidth",
+                    HOST_FIRST "pin the host buffer (pin_memory=True, cudaHostAlloc)"},
+    [K_HOST_SYNC] = {"host_sync_idle", "Host synchronization leaving the GPU idle", "gaps", J_IDLE,
+                     "remove synchronize calls from the loop (or move them after enqueuing "
+                     "the next step's work); use events to wait for one result",
+                     HOST_FIRST "remove synchronize calls from the loop"},
+    [K_ITEM] = {"item_copy", "Small device-to-host copies (.item(), printing)", "copies", J_IDLE,
+                "keep scalars on the GPU (loss.detach() accumulated, logged every N steps); "
+                "each .item() waits for all queued work",
+                HOST_FIRST "keep scalars on the GPU (loss.detach() accumulated, logged every "
+                           "N steps)"},
+    [K_GPU_GAP] = {"gpu_gap", "GPU idle gaps (at least --gap-us) no other finding explains", "gaps",
+                   J_IDLE,
+                   "look at what the host does in the gap (data loading, Python, logging) and "
+                   "overlap it with GPU work",
+                   "the host was busy outside CUDA in these gaps (data loading, "
+                   "preprocessing, Python, logging): overlap that work with GPU work "
+                   "(DataLoader workers, prefetching, CUDA graphs)"},
+    [K_LAUNCH_BOUND] = {"launch_bound", "Launch-bound stretches", "stretches", J_WALL,
+                        "kernels finish faster than the host launches them: batch work, "
+                        "use CUDA graphs, or move Python overhead off the hot loop",
+                        NULL},
+    [K_TINY] = {"tiny_kernels", "Floods of tiny kernels", "runs", J_WALL,
+                "fuse the small kernels (torch.compile, fused optimizers, vectorized ops) or "
+                "capture them in a CUDA graph",
+                NULL},
+    [K_ALLOC] = {"alloc_steady", "Allocation calls in the steady state", "calls", J_IDLE,
+                 "allocate once before the loop and reuse buffers (a caching allocator, "
+                 "preallocated tensors, cudaMallocAsync pools)",
+                 HOST_FIRST "allocate once before the loop and reuse buffers"},
+    [K_OUTSIDE] = {"outside_steady",
+                   "GPU idle outside the steady state (start-up, first step, after the last "
+                   "step)",
+                   "gaps", J_NOTE,
+                   "left out of the other findings; to trace the loop alone, record with "
+                   "--steps or --capture-range (README, Tracing part of a run)",
+                   NULL},
+};
+
+/* The records of one file: (kind, rank) -> index + 1 in idx. */
 struct fset {
 	struct cuptrace_an_finding *f;
 	size_t n, cap;
+	uint32_t *idx;
+	size_t nranks;
 };
 
-static struct cuptrace_an_finding *finding(struct fset *fs, const char *id, const char *title,
-                                           const char *advice)
+static struct cuptrace_an_finding *finding(struct fset *fs, int kind, size_t rank)
 {
-	for (size_t i = 0; i < fs->n; i++)
-		if (!strcmp(fs->f[i].id, id))
-			return &fs->f[i];
+	uint32_t *slot = &fs->idx[(size_t)kind * fs->nranks + rank];
+	if (*slot)
+		return &fs->f[*slot - 1];
 	struct cuptrace_an_finding *f = cuptrace_grow(fs->f, &fs->cap, fs->n + 1, sizeof(*f));
 	if (!f)
 		return NULL;
 	fs->f = f;
 	f = &fs->f[fs->n++];
-	*f = (struct cuptrace_an_finding){.id = id, .title = title, .advice = advice};
+	const struct kind *k = &kinds[kind];
+	*f = (struct cuptrace_an_finding){.id = k->id,
+	                                  .title = k->title,
+	                                  .advice = k->advice,
+	                                  .count_of = k->count_of,
+	                                  .top_rank = rank,
+	                                  .nranks = 1};
+	*slot = (uint32_t)fs->n;
 	return f;
+}
+
+static struct cuptrace_an_finding *existing(const struct fset *fs, int kind, size_t rank)
+{
+	uint32_t i = fs->idx[(size_t)kind * fs->nranks + rank];
+	return i ? &fs->f[i - 1] : NULL;
 }
 
 /* Keeps the CUPTRACE_AN_WORST longest instances, longest first. */
@@ -176,18 +274,19 @@ static void worst(struct cuptrace_an_finding *f, const struct cuptrace_an_instan
 	f->worst[k] = *in;
 }
 
-static void add(struct cuptrace_an_finding *f, const struct cuptrace_an_instance *in, int64_t t)
+static void add(struct cuptrace_an_finding *f, const struct cuptrace_an_instance *in)
 {
 	f->count++;
-	f->total_ns += t;
 	worst(f, in);
 }
 
-/* An instance for host slice h (index + 1). */
+/* An instance for host slice h (index + 1) of rank. */
 static struct cuptrace_an_instance host_inst(const struct anx *x, uint32_t h, int64_t ts,
-                                             int64_t dur, const char *what, uint64_t bytes)
+                                             int64_t dur, const char *what, uint64_t bytes,
+                                             size_t rank)
 {
-	struct cuptrace_an_instance in = {.ts = ts, .dur = dur, .what = what, .bytes = bytes};
+	struct cuptrace_an_instance in = {
+	    .ts = ts, .dur = dur, .what = what, .bytes = bytes, .rank = rank};
 	if (h) {
 		const struct an_host *s = &x->an->host[h - 1];
 		uint32_t r = op_range(x, h);
@@ -202,6 +301,50 @@ static struct cuptrace_an_instance host_inst(const struct anx *x, uint32_t h, in
 		if (!(var = finding(fs, __VA_ARGS__)))                                             \
 			return -ENOMEM;                                                            \
 	} while (0)
+
+/* How much of [a, b) thread t spent outside every CUDA call (its API slices, clipped, their
+ * union). The calls are found walking back from the last one starting before b, as
+ * anx_blocked does; at most 256 are taken (a gap full of calls is not the host outside CUDA
+ * anyway). */
+static int64_t outside_calls(const struct anx *x, uint32_t t, int64_t a, int64_t b)
+{
+	const struct an *an = x->an;
+	const struct an_thread *th = &an->threads[t];
+	struct anx_iv iv[256];
+	size_t n = 0, lo = th->first, hi = th->first + th->n;
+	if (b <= a)
+		return 0;
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+		if (an->host[mid].ts < b)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	int before = 0;
+	for (size_t i = lo, k = 0; i > th->first && before < 2 && k < 1024 && n < 256; i--, k++) {
+		const struct an_host *h = &an->host[i - 1];
+		if (h->cls == H_RANGE)
+			continue;
+		int64_t s = h->ts > a ? h->ts : a, e = h->ts + h->dur < b ? h->ts + h->dur : b;
+		if (e <= s) {
+			before++;
+			continue;
+		}
+		before = 0;
+		iv[n++] = (struct anx_iv){s, e};
+	}
+	/* Walked back by start: reversed, they are in start order. */
+	int64_t in = 0, end = INT64_MIN;
+	for (size_t i = n; i-- > 0;) {
+		int64_t s = iv[i].ts > end ? iv[i].ts : end;
+		if (iv[i].end > s)
+			in += iv[i].end - s;
+		if (iv[i].end > end)
+			end = iv[i].end;
+	}
+	return b - a - (in < b - a ? in : b - a);
+}
 
 /* ---- the steady state ---- */
 
@@ -231,13 +374,17 @@ static struct anx_win steady_of(const struct anx *x, size_t file, int32_t pid)
 	return w;
 }
 
-/* The window of every GPU and every thread (its process's), into x (freed by anx_free); and the
- * span severity is judged against: from the earliest window start to the latest end of the
- * processes with steps, else from the earliest end of a start-up (or the trace's start) on. */
+/* The ranks of the file (analyze_rank.c), then the window of every GPU, thread and rank (its
+ * process's), into x (freed by anx_free); and the span severity is judged against: from the
+ * earliest window start to the latest end of the processes with steps, else from the earliest
+ * end of a start-up (or the trace's start) on. */
 int anx_steady_windows(struct anx *x)
 {
 	const struct an *an = x->an;
 	struct cuptrace_analysis *o = x->out;
+	int err = anx_ranks(x);
+	if (err)
+		return err;
 	o->steady_from = o->startup_end && !o->nsteps ? o->startup_end : o->min_ts;
 	o->steady_to = o->max_ts;
 	for (size_t i = 0; i < x->nprocs; i++) {
@@ -257,6 +404,15 @@ int anx_steady_windows(struct anx *x)
 		x->win_gpu[i] = steady_of(x, an->gpus[i].file, an->gpus[i].pid);
 	for (size_t i = 0; i < an->nthreads; i++)
 		x->win_thread[i] = steady_of(x, an->threads[i].file, an->threads[i].pid);
+	/* Each rank's: what its findings' severity is judged against (the traced span of the
+	 * file without steps). */
+	for (size_t i = 0; i < o->nranks; i++) {
+		struct cuptrace_an_rank *r = &o->ranks[i];
+		struct anx_win w = steady_of(x, r->file, r->pid);
+		r->steady_steps = w.steps;
+		r->steady_from = w.steps || w.startup ? w.from : o->min_ts;
+		r->steady_to = w.steps ? w.to : o->max_ts;
+	}
 	return 0;
 }
 
@@ -273,23 +429,20 @@ static int host_findings(struct anx *x, struct fset *fs)
 	for (size_t i = 0; i < an->nhost; i++) {
 		const struct an_host *h = &an->host[i];
 		const struct anx_win *win = &x->win_thread[h->thread];
+		size_t rank = x->rank_of_thread[h->thread];
 		uint32_t hi = (uint32_t)i + 1;
-		if (h->cls == H_COPY_SYNC && at_steady(win, h->ts)) {
-			F_OR_FAIL(
-			    f, "sync_copy", "Synchronous copies and memsets",
-			    "use cudaMemcpyAsync/cudaMemsetAsync on a stream (tensor.to(..., "
-			    "non_blocking=True) from pinned memory) so the host does not wait");
-			struct cuptrace_an_instance in =
-			    host_inst(x, hi, h->ts, h->dur, anx_str(x, h->name), 0);
-			add(f, &in, h->dur);
-		} else if (h->cls == H_ALLOC && h->ts >= win->alloc_from && h->ts < win->to) {
-			F_OR_FAIL(f, "alloc_steady", "Allocation calls in the steady state",
-			          "allocate once before the loop and reuse buffers (a caching "
-			          "allocator, preallocated tensors, cudaMallocAsync pools)");
-			struct cuptrace_an_instance in =
-			    host_inst(x, hi, h->ts, h->dur, anx_str(x, h->name), 0);
-			add(f, &in, h->dur);
-		}
+		int kind;
+		if (h->cls == H_COPY_SYNC && at_steady(win, h->ts))
+			kind = K_SYNC_COPY;
+		else if (h->cls == H_ALLOC && h->ts >= win->alloc_from && h->ts < win->to)
+			kind = K_ALLOC;
+		else
+			continue;
+		F_OR_FAIL(f, kind, rank);
+		struct cuptrace_an_instance in =
+		    host_inst(x, hi, h->ts, h->dur, anx_str(x, h->name), 0, rank);
+		add(f, &in);
+		f->call_ns += h->dur;
 	}
 	return 0;
 }
@@ -319,33 +472,36 @@ static int close_run(struct anx *x, struct fset *fs, struct spans *sp, struct ru
 	if (r->n >= min) {
 		struct cuptrace_an_finding *f = NULL;
 		const struct an_work *a = &an->work[r->first], *b = &an->work[r->last];
+		size_t gpu = an->streams[a->stream].gpu, rank = x->rank_of_gpu[gpu];
 		/* A run that starts outside the steady state (start-up: compilation, warm-up) is
 		 * no finding; its span still holds its gaps (they are outside_steady's). */
-		const struct anx_win *win = &x->win_gpu[an->streams[a->stream].gpu];
-		if (a->ts < win->from || a->ts >= win->to)
-			;
-		else if (tiny)
-			F_OR_FAIL(f, "tiny_kernels", "Floods of tiny kernels",
-			          "fuse the small kernels (torch.compile, fused optimizers, "
-			          "vectorized ops) or capture them in a CUDA graph");
-		else
-			F_OR_FAIL(f, "launch_bound", "Launch-bound stretches",
-			          "kernels finish faster than the host launches them: batch work, "
-			          "use CUDA graphs, or move Python overhead off the hot loop");
+		const struct anx_win *win = &x->win_gpu[gpu];
+		if (a->ts >= win->from && a->ts < win->to)
+			F_OR_FAIL(f, tiny ? K_TINY : K_LAUNCH_BOUND, rank);
 		/* A launch-bound run's last kernel started late, like the others, but only they are
 		 * known to have been shorter than the host's launch cadence: a long one (a GEMM the
 		 * host then queued work behind) ends the stretch at its start. */
 		int64_t end = b->ts + (tiny || b->dur <= r->maxdur ? b->dur : 0);
-		int64_t wall = end - a->ts;
-		struct cuptrace_an_instance in = host_inst(x, a->launch, a->ts, wall, NULL, 0);
+		int64_t wall = end - a->ts, work = 0;
+		for (size_t i = r->first; i <= r->last; i++) {
+			const struct an_work *w = &an->work[i];
+			if (w->stream == a->stream && w->kind == W_KERNEL && w->ts < end)
+				work += (w->ts + w->dur < end ? w->ts + w->dur : end) - w->ts;
+		}
+		struct cuptrace_an_instance in =
+		    host_inst(x, a->launch, a->ts, wall, NULL, 0, rank);
 		in.what = tiny ? "run of tiny kernels" : "run of launch-bound kernels";
-		if (f)
-			add(f, &in, wall);
+		if (f) {
+			add(f, &in);
+			f->total_ns += wall;
+			f->work_ns += work;
+			f->idle_ns += wall > work ? wall - work : 0;
+		}
 		struct span *v = cuptrace_grow(sp->v, &sp->cap, sp->n + 1, sizeof(*v));
 		if (!v)
 			return -ENOMEM;
 		sp->v = v;
-		v[sp->n++] = (struct span){a->ts, end, 0, an->streams[a->stream].gpu};
+		v[sp->n++] = (struct span){a->ts, end, 0, gpu};
 		/* The tiny run's kernels are its own: no launch-bound run counts them again. */
 		for (size_t i = r->first; mark && i <= r->last; i++)
 			if (an->work[i].stream == a->stream)
@@ -354,7 +510,6 @@ static int close_run(struct anx *x, struct fset *fs, struct spans *sp, struct ru
 	r->n = 0;
 	return 0;
 }
-
 /* Per stream, in time order: floods of tiny kernels, then launch-bound runs (each kernel shorter
  * than the time between its launch and the next one's, the stream idle between them) among the
  * kernels no tiny run holds: one stretch is one finding. */
@@ -374,6 +529,16 @@ static int stream_findings(struct anx *x, struct fset *fs, struct spans *sp)
 			continue;
 		uint32_t s = w->stream;
 		if (w->dur < an->opts.tiny_ns) {
+			/* A flood is back to back: a gap of at least --gap-us that is also longer
+			 * than the run so far ends it (a pause inside a long run does not). */
+			if (tk[s].n) {
+				const struct an_work *l = &an->work[tk[s].last];
+				int64_t gap = w->ts - (l->ts + l->dur);
+				if (gap >= an->opts.gap_ns &&
+				    gap > l->ts + l->dur - an->work[tk[s].first].ts &&
+				    (err = close_run(x, fs, sp, &tk[s], 1, tiny)))
+					goto out;
+			}
 			if (!tk[s].n)
 				tk[s].first = i;
 			tk[s].last = i;
@@ -464,14 +629,6 @@ static int in_run(const struct spans *sp, size_t gpu, int64_t a, int64_t b)
 	return lo && sp->v[lo - 1].gpu == gpu && sp->v[lo - 1].maxto >= b;
 }
 
-static struct cuptrace_an_finding *existing(struct fset *fs, const char *id)
-{
-	for (size_t i = 0; i < fs->n; i++)
-		if (!strcmp(fs->f[i].id, id))
-			return &fs->f[i];
-	return NULL;
-}
-
 /* The end of the synchronize that waits for the item copy launched by host slice l (index + 1),
  * or 0: the next blocking-free slices on its thread are scanned for it (index_blockers marked). */
 static int64_t item_sync_end(const struct anx *x, uint32_t l)
@@ -487,6 +644,18 @@ static int64_t item_sync_end(const struct anx *x, uint32_t l)
 			break;
 	}
 	return 0;
+}
+
+/* How long the launching thread of g's work was in no CUDA call between the gap's start and
+ * that launch (0 where the launch is unknown). */
+static int64_t gap_outside(const struct anx *x, const struct anx_gap *g)
+{
+	const struct an_work *w = &x->an->work[g->work];
+	if (!w->launch)
+		return 0;
+	const struct an_host *l = &x->an->host[w->launch - 1];
+	int64_t g1 = g->ts + g->dur, hend = l->ts < g->ts ? g->ts : l->ts > g1 ? g1 : l->ts;
+	return outside_calls(x, l->thread, g->ts, hend);
 }
 
 /* What explains a GPU gap (g's work launched by a known call): the blocking calls the launching
@@ -519,40 +688,45 @@ static int work_findings(struct anx *x, struct fset *fs, const struct spans *sp)
 	struct cuptrace_an_finding *f;
 	for (size_t i = 0; i < an->nwork; i++) {
 		const struct an_work *w = &an->work[i];
-		if (!at_steady(&x->win_gpu[an->streams[w->stream].gpu], w->ts))
+		size_t gpu = an->streams[w->stream].gpu, rank = x->rank_of_gpu[gpu];
+		const struct an_host *l = w->launch ? &an->host[w->launch - 1] : NULL;
+		/* The GPU time of a synchronous copy or memset is its call's finding's. */
+		if (l && l->cls == H_COPY_SYNC && at_steady(&x->win_thread[l->thread], l->ts) &&
+		    (f = existing(fs, K_SYNC_COPY, x->rank_of_thread[l->thread])))
+			f->work_ns += w->dur;
+		if (!at_steady(&x->win_gpu[gpu], w->ts))
 			continue;
 		int item = (w->flags & WF_DTOH) && w->bytes && w->bytes <= AN_ITEM_BYTES;
 		if ((w->flags & WF_PAGEABLE) && !item) { /* an item copy is item_copy's alone */
-			F_OR_FAIL(
-			    f, "pageable_copy", "Copies from or to pageable memory",
-			    "pin the host buffer (pin_memory=True, cudaHostAlloc) so the copy is "
-			    "truly asynchronous and runs at full bandwidth");
-			struct cuptrace_an_instance in =
-			    host_inst(x, w->launch, w->ts, w->dur, anx_str(x, w->name), w->bytes);
-			add(f, &in, w->dur);
+			F_OR_FAIL(f, K_PAGEABLE, rank);
+			struct cuptrace_an_instance in = host_inst(
+			    x, w->launch, w->ts, w->dur, anx_str(x, w->name), w->bytes, rank);
+			add(f, &in);
+			f->work_ns += w->dur;
+			f->call_ns += l ? l->dur : 0;
 		}
 		if (item) {
-			F_OR_FAIL(
-			    f, "item_copy", "Small device-to-host copies (.item(), printing)",
-			    "keep scalars on the GPU (loss.detach() accumulated, logged every N "
-			    "steps); each .item() waits for all queued work");
+			F_OR_FAIL(f, K_ITEM, rank);
 			/* The host time blocked: the call, through the synchronize that waits
 			 * for the copy where that is a call of its own. */
-			const struct an_host *l = w->launch ? &an->host[w->launch - 1] : NULL;
 			int64_t t = l && l->dur > w->dur ? l->dur : w->dur;
 			int64_t se = l ? item_sync_end(x, w->launch) : 0;
 			if (se && se - l->ts > t)
 				t = se - l->ts;
-			struct cuptrace_an_instance in = host_inst(
-			    x, w->launch, l ? l->ts : w->ts, t, anx_str(x, w->name), w->bytes);
-			add(f, &in, t);
+			struct cuptrace_an_instance in =
+			    host_inst(x, w->launch, l ? l->ts : w->ts, t, anx_str(x, w->name),
+			              w->bytes, rank);
+			add(f, &in);
+			f->call_ns += t;
+			f->work_ns += w->dur;
 		}
 	}
 	for (size_t i = 0; i < x->ngaps; i++) {
 		const struct anx_gap *g = &x->gaps[i];
 		const struct an_work *w = &an->work[g->work];
-		struct cuptrace_an_instance in =
-		    host_inst(x, w->launch, g->ts, g->dur, cuptrace_idle_cause_names[g->cause], 0);
+		size_t rank = x->rank_of_gpu[g->gpu];
+		struct cuptrace_an_instance in = host_inst(
+		    x, w->launch, g->ts, g->dur, cuptrace_idle_cause_names[g->cause], 0, rank);
 		if (w->launch) {
 			struct cuptrace_an_host_ctx c;
 			anx_host_ctx(x, an->host[w->launch - 1].thread, g->ts, &c);
@@ -565,211 +739,127 @@ static int work_findings(struct anx *x, struct fset *fs, const struct spans *sp)
 		const struct anx_win *win = &x->win_gpu[g->gpu];
 		if (g->ts < win->from || g->ts + g->dur > win->to) {
 			if (g->dur >= an->opts.gap_ns || g->cause == CUPTRACE_IDLE_HOST_SYNC) {
-				F_OR_FAIL(
-				    f, "outside_steady",
-				    "GPU idle outside the steady state (start-up, first step, "
-				    "after the last step)",
-				    "left out of the other findings; to trace the loop alone, "
-				    "record with --steps or --capture-range (README, Tracing "
-				    "part of a run)");
+				F_OR_FAIL(f, K_OUTSIDE, rank);
 				in.what = cuptrace_idle_cause_names[g->cause];
-				add(f, &in, g->dur);
+				add(f, &in);
+				f->idle_ns += g->dur;
+				f->idle_host_ns += gap_outside(x, g);
 			}
 			continue;
 		}
-		/* A gap inside the steady state goes to the one finding that explains it (the
-		 * blocking call the launching thread sat in, a pageable copy, a run of tiny or
-		 * launch-bound kernels), its idle added to that finding's total (less the time
-		 * already counted as the call's); gpu_gap holds the gaps nothing explains. */
 		int64_t blocked;
 		int kind = gap_blocker(x, g, &blocked);
-		static const char *const owner[B_N] = {"host_sync_idle", "item_copy", "sync_copy",
-		                                       "alloc_steady", "pageable_copy"};
-		f = kind >= 0 ? existing(fs, owner[kind]) : NULL;
+		/* A gap inside the steady state goes to the one finding that explains it (the
+		 * blocking call the launching thread sat in, a pageable copy, a run of tiny or
+		 * launch-bound kernels) as GPU idle it explains; gpu_gap holds the gaps nothing
+		 * explains. */
+		static const int owner[B_N] = {K_HOST_SYNC, K_ITEM, K_SYNC_COPY, K_ALLOC,
+		                               K_PAGEABLE};
 		if (kind == B_SYNC) {
-			F_OR_FAIL(
-			    f, "host_sync_idle", "Host synchronization leaving the GPU idle",
-			    "remove synchronize calls from the loop (or move them after enqueuing "
-			    "the next step's work); use events to wait for one result");
-			add(f, &in, g->dur);
-			f->idle_ns += g->dur;
-			continue;
-		}
-		if (f) {
-			/* host_sync_idle counts gaps; the others count calls or copies, and
-			 * their total already holds the call's time (not a pageable copy's:
-			 * its total is GPU time, which no gap overlaps). */
-			int64_t add_ns = kind == B_PAGEABLE ? g->dur : g->dur - blocked;
-			f->total_ns += add_ns;
-			f->idle_ns += add_ns;
-			continue;
-		}
-		if (in_run(sp, g->gpu, g->ts, g->ts + g->dur))
-			continue; /* the run's wall holds it */
-		if (g->dur >= an->opts.gap_ns) {
-			F_OR_FAIL(f, "gpu_gap", "GPU gaps above the threshold",
-			          "look at what the host does in the gap (data loading, Python, "
-			          "logging) and overlap it with GPU work");
+			F_OR_FAIL(f, K_HOST_SYNC, rank);
+			add(f, &in);
+			f->call_ns += blocked;
+		} else if (!(f = kind >= 0 ? existing(fs, owner[kind], rank) : NULL)) {
+			if (in_run(sp, g->gpu, g->ts, g->ts + g->dur))
+				continue; /* the run's wall holds it */
+			if (g->dur < an->opts.gap_ns)
+				continue;
+			F_OR_FAIL(f, K_GPU_GAP, rank);
 			in.what = cuptrace_idle_cause_names[g->cause];
-			add(f, &in, g->dur);
-		}
-	}
-	return 0;
-}
-
-static int is_collective(const char *n)
-{
-	static const char *const words[] = {"allreduce",  "all_reduce",        "allgather",
-	                                    "all_gather", "reduce_scatter",    "alltoall",
-	                                    "all_to_all", "record_param_comms"};
-	if (!strncmp(n, "c10d::", 6) || !strncmp(n, "nccl:", 5) || !strncmp(n, "gloo:", 5))
-		return 1;
-	for (size_t i = 0; i < sizeof(words) / sizeof(words[0]); i++)
-		if (strstr(n, words[i]))
-			return 1;
-	return 0;
-}
-
-/* Each rank's host time in collective calls: per thread, the union of its collective ranges
- * (host is sorted by thread, then start, the outer first). rank_of maps procs to ranks. */
-static void host_collectives(struct anx *x, const size_t *rank_of)
-{
-	const struct an *an = x->an;
-	uint32_t thr = UINT32_MAX;
-	int64_t end = INT64_MIN;
-	struct cuptrace_an_rank *r = NULL;
-
-	for (size_t i = 0; i < an->nhost; i++) {
-		const struct an_host *h = &an->host[i];
-		if (h->cls != H_RANGE || !is_collective(anx_str(x, h->name)))
-			continue;
-		if (h->thread != thr) {
-			const struct an_thread *t = &an->threads[h->thread];
-			const struct anx_proc *p = anx_proc_find(x, t->file, t->pid);
-			size_t k = p ? rank_of[p - x->procs] : SIZE_MAX;
-			r = k != SIZE_MAX ? &x->out->ranks[k] : NULL;
-			thr = h->thread;
-			end = INT64_MIN;
-		}
-		int64_t s = h->ts > end ? h->ts : end, e = h->ts + h->dur;
-		if (!r || e <= s)
-			continue;
-		r->host_comm_ns += e - s;
-		end = e;
-	}
-}
-
-/* With several processes (ranks) with GPU work: the straggler and the collective wait. */
-static int rank_findings(struct anx *x, struct fset *fs)
-{
-	struct cuptrace_analysis *o = x->out;
-	size_t n = 0;
-	for (size_t i = 0; i < x->nprocs; i++)
-		n += x->procs[i].niv > 0;
-	if (n < 2)
-		return 0;
-	size_t *rank_of = malloc(x->nprocs * sizeof(*rank_of));
-	if (!rank_of || !(o->ranks = calloc(n, sizeof(*o->ranks)))) {
-		free(rank_of);
-		return -ENOMEM;
-	}
-	for (size_t i = 0; i < x->nprocs; i++) {
-		const struct anx_proc *p = &x->procs[i];
-		rank_of[i] = p->niv ? o->nranks : SIZE_MAX;
-		if (!p->niv)
-			continue;
-		struct cuptrace_an_rank *r = &o->ranks[o->nranks++];
-		*r = (struct cuptrace_an_rank){
-		    .pid = p->pid, .file = p->file, .busy_ns = p->cum[p->niv]};
-		for (size_t g = 0; g < o->ngpus; g++)
-			if (o->gpus[g].file == p->file && o->gpus[g].pid == p->pid) {
-				r->comm_ns += o->gpus[g].comm_ns;
-				r->compute_ns += o->gpus[g].compute_ns;
-				r->overlap_ns += o->gpus[g].overlap_ns;
+			add(f, &in);
+			/* The step of the work that ended it: where its time was lost. */
+			size_t k = anx_step_at(x, rank, g->ts + g->dur - 1);
+			if (k != SIZE_MAX) {
+				struct cuptrace_an_step *st = &x->out->steps[k];
+				st->gaps++;
+				st->gap_idle_ns += g->dur;
+				st->gap_host_ns += gap_outside(x, g);
 			}
-		int64_t sum = 0;
-		size_t k = 0;
-		for (size_t s = 0; s < o->nsteps; s++)
-			if (o->steps[s].file == p->file && o->steps[s].pid == p->pid) {
-				sum += o->steps[s].dur;
-				k++;
-			}
-		r->step_median_ns = k ? sum / (int64_t)k : 0; /* the mean, for ranks */
-	}
-	host_collectives(x, rank_of);
-	free(rank_of);
-	/* Time in collectives: the NCCL kernels' GPU time; without any (gloo, ranks sharing one
-	 * GPU), the host time in collective calls, where a rank waits for the others. */
-	int gpu_comm = 0;
-	for (size_t i = 0; i < o->nranks; i++)
-		gpu_comm |= o->ranks[i].comm_ns > 0;
-#define COMM(i) (gpu_comm ? o->ranks[i].comm_ns : o->ranks[i].host_comm_ns)
-	size_t lo = 0, hi = 0;
-	for (size_t i = 1; i < o->nranks; i++) {
-		if (COMM(i) < COMM(lo))
-			lo = i;
-		if (COMM(i) > COMM(hi))
-			hi = i;
-	}
-	struct cuptrace_an_finding *f;
-	if (COMM(hi) > 0) {
-		F_OR_FAIL(f, "collective_wait", "Time in collectives per rank",
-		          "ranks that wait longest in collectives arrive first: balance the work "
-		          "or overlap communication with compute");
-		for (size_t i = 0; i < o->nranks; i++) {
-			struct cuptrace_an_instance in = {
-			    .dur = COMM(i),
-			    .tid = o->ranks[i].pid,
-			    .what = gpu_comm ? "collectives" : "collective calls (host)"};
-			add(f, &in, COMM(i));
 		}
-		int64_t spread = COMM(hi) - COMM(lo);
-		if (spread * 10 > COMM(hi)) {
-			F_OR_FAIL(f, "straggler", "Straggler rank",
-			          "the rank that waits least in collectives is the one the others "
-			          "wait for: look at its data loading, host work or GPU");
-			struct cuptrace_an_instance in = {
-			    .dur = spread, .tid = o->ranks[lo].pid, .what = "straggler (pid)"};
-			add(f, &in, spread);
-			f->severe = 1;
-		}
+		f->idle_ns += g->dur;
+		f->idle_host_ns += gap_outside(x, g);
 	}
-#undef COMM
 	return 0;
 }
 
-static int finding_cmp(const void *pa, const void *pb)
+/* Each record's total, what it is judged on, and its severity on its rank: at least 5% of the
+ * rank's steady state. Then what dominates it: the GPU idle while the host was busy outside
+ * CUDA when that is most of the total, except where a finding that makes the host wait (a
+ * synchronize, .item(), a synchronous copy, an allocation) left the GPU nothing queued: that
+ * idle is the wait's doing unless the host work is more than the rank's GPU work (busy), when
+ * removing the wait could not hide it. */
+static void judge(struct cuptrace_analysis *o, struct cuptrace_an_finding *f, int kind,
+                  int64_t busy)
 {
-	const struct cuptrace_an_finding *a = pa, *b = pb;
-	if (a->severe != b->severe)
-		return a->severe ? -1 : 1;
-	if (a->total_ns != b->total_ns)
-		return a->total_ns > b->total_ns ? -1 : 1;
-	return strcmp(a->id, b->id);
+	const struct cuptrace_an_rank *r = &o->ranks[f->top_rank];
+	int64_t span = r->steady_to - r->steady_from;
+	switch (kinds[kind].judge) {
+	case J_IDLE:
+		f->total_ns = f->idle_ns;
+		f->judged_on = "the GPU idle it explains";
+		break;
+	case J_WORK_IDLE:
+		f->total_ns = f->work_ns + f->idle_ns;
+		f->judged_on = "its GPU time and the GPU idle it explains";
+		break;
+	case J_WALL:
+		f->judged_on = "the runs' wall time (their kernels and the GPU idle between them)";
+		break;
+	case J_NOTE:
+		f->total_ns = f->idle_ns;
+		f->judged_on = NULL;
+		break;
+	}
+	f->top_rank_ns = f->total_ns;
+	f->share = span > 0 ? (double)f->total_ns / (double)span : 0;
+	f->severe = f->judged_on && span > 0 && f->total_ns * 20 >= span;
+	int waits = kind == K_HOST_SYNC || kind == K_ITEM || kind == K_SYNC_COPY || kind == K_ALLOC;
+	if (kinds[kind].advice_host && f->idle_host_ns > 0 && f->idle_host_ns * 2 > f->total_ns &&
+	    (!waits || f->idle_host_ns > busy)) {
+		f->dominant = "host_outside_cuda";
+		f->advice = kinds[kind].advice_host;
+	} else {
+		f->dominant = f->call_ns > f->work_ns && f->call_ns > f->idle_ns ? "call"
+		              : f->work_ns > f->idle_ns                          ? "gpu_work"
+		                                                                 : "gpu_idle";
+	}
 }
 
 int anx_findings(struct anx *x)
 {
 	struct cuptrace_analysis *o = x->out;
-	struct fset fs = {0};
-	int err;
+	struct fset fs = {.nranks = o->nranks};
 	struct spans sp = {0};
+	int err = anx_rank_figures(x);
+	if (err)
+		return err;
+	if (!(fs.idx = calloc((size_t)K_N * (o->nranks + 1), sizeof(*fs.idx))))
+		return -ENOMEM;
 	if ((err = host_findings(x, &fs)) || (err = stream_findings(x, &fs, &sp)) ||
-	    (spans_index(&sp), (err = work_findings(x, &fs, &sp))) ||
-	    (err = rank_findings(x, &fs))) {
+	    (spans_index(&sp), (err = work_findings(x, &fs, &sp)))) {
 		free(sp.v);
 		free(fs.f);
+		free(fs.idx);
 		return err;
 	}
 	free(sp.v);
-	/* Severe: at least 5% of the steady state (the traced span without steps). */
-	int64_t span = o->steady_to - o->steady_from;
-	for (size_t i = 0; i < fs.n; i++)
-		if (span > 0 && fs.f[i].total_ns * 20 >= span &&
-		    strcmp(fs.f[i].id, "outside_steady"))
-			fs.f[i].severe = 1;
-	if (fs.n)
-		qsort(fs.f, fs.n, sizeof(*fs.f), finding_cmp);
+	/* Each rank's GPU busy in the tables (its steady state where it has steps). */
+	int64_t *busy = calloc(o->nranks + 1, sizeof(*busy));
+	if (!busy) {
+		free(fs.f);
+		free(fs.idx);
+		return -ENOMEM;
+	}
+	for (size_t g = 0; g < o->ngpus; g++)
+		busy[o->gpus[g].rank] += o->gpus[g].busy_ns;
+	for (size_t i = 0; i < fs.n; i++) {
+		int kind = 0;
+		while (kind < K_N - 1 && strcmp(kinds[kind].id, fs.f[i].id))
+			kind++;
+		judge(o, &fs.f[i], kind, busy[fs.f[i].top_rank]);
+	}
+	free(busy);
+	free(fs.idx);
 	o->findings = fs.f;
 	o->nfindings = fs.n;
 	return 0;

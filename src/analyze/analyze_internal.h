@@ -1,6 +1,7 @@
 /* What the analyze sink keeps of a trace (analyze_sink.c fills it, analyze_run.c computes the
- * analysis from it). Private to the analyze files. Memory: about 64 bytes per GPU work item and
- * per host slice kept, plus one string table. */
+ * analysis from it, analyze_job.c folds each file's analysis into the job's). Private to the
+ * analyze files. Memory: about 64 bytes per GPU work item and per host slice of the file being
+ * read, plus one string table; earlier files are summaries only. */
 #ifndef CUPTRACE_ANALYZE_ANALYZE_INTERNAL_H
 #define CUPTRACE_ANALYZE_ANALYZE_INTERNAL_H
 
@@ -88,14 +89,45 @@ struct an_flow {
 /* Track keys are (file, uuid) hashed into one u64: uuids repeat across rank files. */
 struct an_track {
 	uint8_t kind; /* 1 thread, 2 gpu group, 3 stream, 4 process, 0 other */
-	uint32_t idx; /* thread, gpu or stream index */
+	uint32_t idx; /* thread, gpu, stream or who index */
+};
+
+/* Who a process of the file is, where the trace says: a merged trace (merge --ranks) says it per
+ * process (its "cuptrace: trace info" instant's rank and hostname, else the process's name
+ * "rank R @ host: ..."); rank -1 and host 0 where unsaid. */
+struct an_who {
+	int32_t pid;
+	int rank;
+	uint32_t host; /* string id */
+};
+
+/* The job's state between files (analyze_job.c): the job's own strings (the result's priv), its
+ * ops by name, and the capacities of its growing arrays. */
+struct an_fold {
+	void *priv;                   /* struct anx_priv of the job's result */
+	struct cuptrace_u64map op_of; /* job string id of an op's name -> index + 1 */
+	size_t stepcap, gpucap, streamcap, opcap, rankcap, findcap, idlecap;
+	int have_ts; /* a file with events was folded: the job's span is set */
+	/* The files' findings, one record per finding and rank, merged by id at the end (the
+	 * straggler takes its rank's GPU gaps in the steps it held up first). */
+	struct cuptrace_an_finding *recs;
+	size_t nrecs, reccap;
 };
 
 struct an {
 	struct cuptrace_analyze_opts opts;
-	struct cuptrace_analysis *out;
+	struct cuptrace_analysis *out; /* the file's analysis, while an_compute makes it */
+	struct cuptrace_analysis *job; /* the caller's: every file folded in */
+	struct an_fold fold;
 	int err;
 	size_t file;
+	/* The file's own rank and host (begin()'s metadata: rank, hostname), -1 and 0 unsaid;
+	 * its processes' (struct an_who), by (file, pid). */
+	int file_rank;
+	uint32_t file_host;
+	struct an_who *who;
+	size_t nwho, whocap;
+	struct cuptrace_u64map who_of;
 	struct cuptrace_strtab strs;
 	struct cuptrace_u64map trk;       /* track key -> index + 1 in tracks */
 	struct cuptrace_u64map thr_of;    /* (file, pid, tid) -> thread + 1 */
@@ -122,6 +154,13 @@ struct an {
 
 /* analyze_run.c: computes an->out from what the sink kept. 0 or -ENOMEM. */
 int an_compute(struct an *an);
+
+/* analyze_job.c: moves what the job keeps of one file's analysis (*part, then freed) into
+ * an->job; an_job_finish labels the ranks and adds what needs every rank: the job's steps, the
+ * straggler, the collectives per rank; then orders the findings. 0 or -ENOMEM. */
+int an_fold(struct an *an, struct cuptrace_analysis *part);
+int an_job_finish(struct an *an);
+void an_fold_free(struct an_fold *f);
 
 static inline uint64_t an_key(size_t file, uint64_t a, uint64_t b)
 {

@@ -7,6 +7,7 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 static double ms(int64_t ns)
@@ -117,6 +118,25 @@ static void step_label(const struct cuptrace_an_step *s, char *buf, size_t n)
 /* Text tables hold every step up to this many; beyond, the first, the outliers, the last. */
 enum { STEP_ROWS = 40 };
 
+/* A rank's label (README: the rank and host the trace says, else input and pid). */
+static const char *who(const struct cuptrace_analysis *a, size_t rank)
+{
+	return rank < a->nranks && a->ranks[rank].label ? a->ranks[rank].label : "-";
+}
+
+/* The rank and number cells of a step row with several ranks ("" with one). */
+static const char *step_who(const struct cuptrace_analysis *a, const struct cuptrace_an_step *s,
+                            int md, char *buf, size_t len)
+{
+	if (!a->multi_rank)
+		return "";
+	snprintf(buf, len, "%s%s%" PRId64 "%s", who(a, s->rank), cell(md), s->number, cell(md));
+	return buf;
+}
+
+/* With many ranks the per-rank step rows are left to the JSON: the job's steps say it. */
+enum { AN_PRINT_RANK_ROWS = 8 };
+
 static void print_steps(const struct cuptrace_analysis *a, FILE *f, int md)
 {
 	if (!a->nsteps) {
@@ -134,13 +154,27 @@ static void print_steps(const struct cuptrace_analysis *a, FILE *f, int md)
 	      "the GPU finished it). GPU extent: that work's first start to its last end; busy % "
 	      "over the period.\n\n",
 	      f);
-	fprintf(f,
-	        "%sstep%speriod ms%sGPU extent ms%sGPU busy %%%sidle ms%skernels%slaunches%snote%s",
-	        row0(md), cell(md), cell(md), cell(md), cell(md), cell(md), cell(md), cell(md),
-	        rowend(md));
-	sep(f, md, 8);
+	size_t ranks = 0;
+	for (size_t i = 0; i < a->nranks; i++)
+		ranks += a->ranks[i].nsteps > 0;
+	int rows = !a->multi_rank || ranks <= AN_PRINT_RANK_ROWS;
+	char wb[320];
+	if (rows) {
+		fprintf(
+		    f,
+		    "%s%sstep%speriod ms%sGPU extent ms%sGPU busy %%%sidle ms%skernels%slaunches%s"
+		    "note%s",
+		    row0(md), a->multi_rank ? (md ? "rank | # | " : "rank  #  ") : "", cell(md),
+		    cell(md), cell(md), cell(md), cell(md), cell(md), cell(md), rowend(md));
+		sep(f, md, 8 + 2 * a->multi_rank);
+	} else {
+		fprintf(f,
+		        "%zu ranks: their steps one by one are in --json (steps.rows); the job's "
+		        "steps by number below.\n",
+		        ranks);
+	}
 	size_t shown = 0, left = 0;
-	for (size_t i = 0; i < a->nsteps; i++) {
+	for (size_t i = 0; rows && i < a->nsteps; i++) {
 		const struct cuptrace_an_step *s = &a->steps[i];
 		int keep = a->nsteps <= STEP_ROWS || i < 3 || i + 1 == a->nsteps ||
 		           (s->outlier && shown < STEP_ROWS);
@@ -156,10 +190,11 @@ static void print_steps(const struct cuptrace_analysis *a, FILE *f, int md)
 		shown++;
 		char label[96];
 		step_label(s, label, sizeof(label));
-		fprintf(f, "%s%s%s%s%.3f%s%.3f%s%.1f%s%.3f%s%" PRIu64 "%s%" PRIu64 "%s", row0(md),
-		        label, s->outlier ? " (outlier)" : "", cell(md), ms(s->dur), cell(md),
-		        ms(s->gpu_end - s->gpu_ts), cell(md), pct(s->busy_ns, s->dur), cell(md),
-		        ms(s->idle_ns), cell(md), s->kernels, cell(md), s->launches, cell(md));
+		fprintf(f, "%s%s%s%s%s%.3f%s%.3f%s%.1f%s%.3f%s%" PRIu64 "%s%" PRIu64 "%s", row0(md),
+		        step_who(a, s, md, wb, sizeof(wb)), label, s->outlier ? " (outlier)" : "",
+		        cell(md), ms(s->dur), cell(md), ms(s->gpu_end - s->gpu_ts), cell(md),
+		        pct(s->busy_ns, s->dur), cell(md), ms(s->idle_ns), cell(md), s->kernels,
+		        cell(md), s->launches, cell(md));
 		if (s->startup)
 			fputs("start-up", f);
 		else if (s->outlier) {
@@ -173,11 +208,13 @@ static void print_steps(const struct cuptrace_analysis *a, FILE *f, int md)
 	size_t nout = 0;
 	for (size_t i = 0; i < a->nsteps; i++)
 		nout += a->steps[i].outlier;
+	fprintf(f, "\n%zu steps (%s)", a->nsteps, a->step_source ? a->step_source : "");
+	if (a->multi_rank)
+		fprintf(f, " over %zu ranks", ranks);
 	fprintf(f,
-	        "\n%zu steps (%s): judged (after start-up), period median %.3f ms, min %.3f, max "
-	        "%.3f, MAD %.3f ms.",
-	        a->nsteps, a->step_source ? a->step_source : "", ms(a->step_median_ns),
-	        ms(a->step_min_ns), ms(a->step_max_ns), ms(a->step_mad_ns));
+	        ": judged (after start-up), period median %.3f ms, min %.3f, max %.3f, MAD %.3f "
+	        "ms.",
+	        ms(a->step_median_ns), ms(a->step_min_ns), ms(a->step_max_ns), ms(a->step_mad_ns));
 	if (!nout) {
 		fputs(" No outliers.\n", f);
 		return;
@@ -190,12 +227,68 @@ static void print_steps(const struct cuptrace_analysis *a, FILE *f, int md)
 			continue;
 		char label[96];
 		step_label(s, label, sizeof(label));
-		fprintf(f, "%s%s (pid %d, at %.3f ms): %.3f ms; ", md ? "- " : "  - ", label,
-		        s->pid, ms(s->ts), ms(s->dur));
+		if (a->multi_rank)
+			fprintf(f, "%s%s (%s, at %.3f ms): %.3f ms; ", md ? "- " : "  - ", label,
+			        who(a, s->rank), ms(s->ts), ms(s->dur));
+		else
+			fprintf(f, "%s%s (pid %d, at %.3f ms): %.3f ms; ", md ? "- " : "  - ",
+			        label, s->pid, ms(s->ts), ms(s->dur));
 		step_cause(s, f);
 		fputs(".\n", f);
 		k++;
 	}
+}
+
+/* With several ranks: the job's steps by number, each once, with the rank the others waited
+ * for in its collectives; then its slow steps, each once. */
+static void print_job_steps(const struct cuptrace_analysis *a, FILE *f, int md)
+{
+	if (!a->njob_steps)
+		return;
+	hdr(f, md, "Steps of the job (by number, over its ranks)");
+	fprintf(f,
+	        "%sstep%sranks%smedian wall ms%sslowest rank%sits wall ms%swaited for%s"
+	        "others' wait ms%sits GPU work +ms%sits host +ms%sslow%s",
+	        row0(md), cell(md), cell(md), cell(md), cell(md), cell(md), cell(md), cell(md),
+	        cell(md), cell(md), rowend(md));
+	sep(f, md, 10);
+	for (size_t i = 0; i < a->njob_steps; i++) {
+		const struct cuptrace_an_job_step *s = &a->job_steps[i];
+		int met = s->waited_for != SIZE_MAX;
+		fprintf(f, "%s%" PRId64 "%s%zu%s%.3f%s%s%s%.3f%s%s", row0(md), s->number, cell(md),
+		        s->nranks, cell(md), ms(s->median_ns), cell(md), who(a, s->slowest),
+		        cell(md), ms(s->max_ns), cell(md), met ? who(a, s->waited_for) : "-");
+		if (met)
+			fprintf(f, "%s%.3f%s%+.3f%s%+.3f", cell(md), ms(s->wait_ns), cell(md),
+			        ms(s->extra_gpu_ns), cell(md), ms(s->extra_host_ns));
+		else
+			fprintf(f, "%s-%s-%s-", cell(md), cell(md), cell(md));
+		const char *what = s->startup                 ? "start-up"
+		                   : s->held_up && s->outlier ? "held up, outlier"
+		                   : s->held_up               ? "held up"
+		                   : s->outlier               ? "outlier"
+		                                              : "-";
+		fprintf(f, "%s%s%s", cell(md), what, rowend(md));
+	}
+	int any = 0;
+	for (size_t i = 0; i < a->njob_steps; i++) {
+		const struct cuptrace_an_job_step *s = &a->job_steps[i];
+		if (!s->slow)
+			continue;
+		fprintf(f, "%s%" PRId64, any++ ? "; " : "\nSlow steps: ", s->number);
+		if (s->held_up)
+			fprintf(f,
+			        " (%s held up the others: they waited %.3f ms for it; its GPU work "
+			        "%+.3f ms, host %+.3f ms before its collective)",
+			        who(a, s->waited_for), ms(s->wait_ns), ms(s->extra_gpu_ns),
+			        ms(s->extra_host_ns));
+		else
+			fprintf(
+			    f,
+			    " (an outlier, nobody held up beyond the usual; slowest %s, %.3f ms)",
+			    who(a, s->slowest), ms(s->max_ns));
+	}
+	fputs(any ? ".\n" : "\nNo slow steps.\n", f);
 }
 
 static void print_gpus(const struct cuptrace_analysis *a, FILE *f, int md)
@@ -227,9 +320,13 @@ static void print_gpus(const struct cuptrace_analysis *a, FILE *f, int md)
 	for (size_t g = 0; g < a->ngpus; g++) {
 		const struct cuptrace_an_gpu *d = &a->gpus[g];
 		int64_t win = d->last_end - d->first_ts;
-		fprintf(f, "%s%s (pid %d)%s%" PRIu64 "%s%.3f%s%.1f%s%.3f", row0(md), d->name,
-		        d->pid, cell(md), d->kernels + d->copies + d->memsets + d->graphs, cell(md),
-		        ms(d->busy_ns), cell(md), pct(d->busy_ns, win), cell(md), ms(d->idle_ns));
+		if (a->multi_rank)
+			fprintf(f, "%s%s · %s", row0(md), who(a, d->rank), d->name);
+		else
+			fprintf(f, "%s%s (pid %d)", row0(md), d->name, d->pid);
+		fprintf(f, "%s%" PRIu64 "%s%.3f%s%.1f%s%.3f", cell(md),
+		        d->kernels + d->copies + d->memsets + d->graphs, cell(md), ms(d->busy_ns),
+		        cell(md), pct(d->busy_ns, win), cell(md), ms(d->idle_ns));
 		for (int k = 0; k < CUPTRACE_IDLE_NCAUSES; k++)
 			fprintf(f, "%s%.3f", cell(md), ms(d->idle_by_cause[k]));
 		fputs(rowend(md), f);
@@ -257,15 +354,19 @@ static void print_gpus(const struct cuptrace_analysis *a, FILE *f, int md)
 	if (!a->nidle)
 		return;
 	hdr(f, md, "Largest GPU idle intervals");
-	fprintf(f, "%sstart ms%sidle ms%scause%snext work%shost thread%shost range%shost call%s",
-	        row0(md), cell(md), cell(md), cell(md), cell(md), cell(md), cell(md), rowend(md));
-	sep(f, md, 7);
+	fprintf(f, "%s%sstart ms%sidle ms%scause%snext work%shost thread%shost range%shost call%s",
+	        row0(md), a->multi_rank ? (md ? "rank | " : "rank  ") : "", cell(md), cell(md),
+	        cell(md), cell(md), cell(md), cell(md), rowend(md));
+	sep(f, md, 7 + a->multi_rank);
 	for (size_t i = 0; i < a->nidle; i++) {
 		const struct cuptrace_an_idle *d = &a->idle[i];
-		fprintf(f, "%s%.3f%s%.3f%s%s%s%.60s%s%" PRId64 "%s%.60s%s%s%s", row0(md), ms(d->ts),
-		        cell(md), ms(d->dur), cell(md), cuptrace_idle_cause_names[d->cause],
-		        cell(md), d->next_work ? d->next_work : "-", cell(md), d->host.tid,
-		        cell(md), d->host.range ? d->host.range : "-", cell(md),
+		if (a->multi_rank)
+			fprintf(f, "%s%s%s", row0(md), who(a, d->rank), cell(md));
+		fprintf(f, "%s%.3f%s%.3f%s%s%s%.60s%s%" PRId64 "%s%.60s%s%s%s",
+		        a->multi_rank ? "" : row0(md), ms(d->ts), cell(md), ms(d->dur), cell(md),
+		        cuptrace_idle_cause_names[d->cause], cell(md),
+		        d->next_work ? d->next_work : "-", cell(md), d->host.tid, cell(md),
+		        d->host.range ? d->host.range : "-", cell(md),
 		        d->host.api ? d->host.api : "-", rowend(md));
 	}
 }
@@ -277,6 +378,8 @@ static void print_ops(const struct cuptrace_analysis *a, FILE *f, int md)
 		fputs("No GPU work was launched from inside a range.\n", f);
 		return;
 	}
+	if (a->multi_rank) /* ops are summed over the ranks: the job's GPU time */
+		fputs("Over every rank (the job's GPU time).\n\n", f);
 	fprintf(f, "%srange%sself GPU ms%stotal GPU ms%swork%stop kernels (self ms)%s", row0(md),
 	        cell(md), cell(md), cell(md), cell(md), rowend(md));
 	sep(f, md, 5);
@@ -295,51 +398,163 @@ static void print_ops(const struct cuptrace_analysis *a, FILE *f, int md)
 	        ms(a->unattributed_ns));
 }
 
+/* Ranks in the order of their rank numbers (those without one last, by input and pid). */
+static int rank_before(const struct cuptrace_an_rank *x, const struct cuptrace_an_rank *y)
+{
+	if ((x->rank >= 0) != (y->rank >= 0))
+		return x->rank >= 0;
+	if (x->rank != y->rank)
+		return x->rank < y->rank;
+	if (x->file != y->file)
+		return x->file < y->file;
+	return x->pid < y->pid;
+}
+
+static void print_ranks(const struct cuptrace_analysis *a, FILE *f, int md)
+{
+	hdr(f, md, "Ranks");
+	fprintf(f,
+	        "%srank%spid%sGPU busy ms%scompute ms%scollectives ms%soverlap ms%smean step ms%s"
+	        "host in collectives ms%ssteps it came last%sothers' wait for it ms%s",
+	        row0(md), cell(md), cell(md), cell(md), cell(md), cell(md), cell(md), cell(md),
+	        cell(md), cell(md), rowend(md));
+	sep(f, md, 10);
+	/* Selection in rank order: the ranks are few enough, and printing is once. */
+	size_t done = 0;
+	unsigned char *shown = calloc(a->nranks + 1, 1);
+	while (shown && done < a->nranks) {
+		size_t b = SIZE_MAX;
+		for (size_t i = 0; i < a->nranks; i++)
+			if (!shown[i] && (b == SIZE_MAX || rank_before(&a->ranks[i], &a->ranks[b])))
+				b = i;
+		shown[b] = 1;
+		done++;
+		const struct cuptrace_an_rank *r = &a->ranks[b];
+		if (!r->busy_ns && !r->nsteps && !r->host_comm_ns)
+			continue; /* a process with neither GPU work nor steps */
+		fprintf(f, "%s%s%s%d%s%.3f%s%.3f%s%.3f%s%.3f%s%.3f%s%.3f%s%" PRIu64 "%s%.3f%s",
+		        row0(md), r->label ? r->label : "-", cell(md), r->pid, cell(md),
+		        ms(r->busy_ns), cell(md), ms(r->compute_ns), cell(md), ms(r->comm_ns),
+		        cell(md), ms(r->overlap_ns), cell(md), ms(r->step_median_ns), cell(md),
+		        ms(r->host_comm_ns), cell(md), r->last_steps, cell(md), ms(r->waited_ns),
+		        rowend(md));
+	}
+	free(shown);
+}
+
+/* What a finding counts, for a count of n: "copies", "copy". */
+static void count_of(FILE *f, uint64_t n, const char *what)
+{
+	static const char *const one[][2] = {{"copies", "copy"},
+	                                     {"stretches", "stretch"},
+	                                     {"steps it came last", "step it came last"}};
+	if (!what)
+		what = "times";
+	for (size_t i = 0; n == 1 && i < sizeof(one) / sizeof(one[0]); i++)
+		if (!strcmp(what, one[i][0])) {
+			fputs(one[i][1], f);
+			return;
+		}
+	size_t len = strlen(what);
+	if (n == 1 && len > 1 && what[len - 1] == 's')
+		fprintf(f, "%.*s", (int)len - 1, what);
+	else
+		fputs(what, f);
+}
+
+/* The figures a finding keeps apart, those it has. */
+static void print_figures(const struct cuptrace_an_finding *x, FILE *f, const char *ind)
+{
+	int any = 0;
+	if (x->call_ns)
+		fprintf(f, "%sHost time in the calls %.3f ms", any++ ? "; " : ind, ms(x->call_ns));
+	if (x->work_ns)
+		fprintf(f, "%sGPU work %.3f ms", any++ ? "; " : ind, ms(x->work_ns));
+	if (x->idle_ns) {
+		fprintf(f, "%sGPU idle it explains %.3f ms", any++ ? "; " : ind, ms(x->idle_ns));
+		if (x->idle_host_ns)
+			fprintf(f, " (in %.3f ms of it the host was busy outside CUDA)",
+			        ms(x->idle_host_ns));
+	}
+	if (any)
+		fputs(".\n", f);
+}
+
 static void print_findings(const struct cuptrace_analysis *a, FILE *f, int md)
 {
 	hdr(f, md, "Findings");
-	fprintf(f, "Severe: a total of at least 5%% of %s, %.3f ms. Start-up is never severe.\n\n",
-	        a->steady_steps  ? "the steady state (the completion of the start-up steps to that "
-	                           "of the last)"
-	        : a->startup_end ? "the traced span after start-up (no steps)"
-	                         : "the traced span (no steps)",
-	        ms(a->steady_to - a->steady_from));
+	if (a->multi_rank)
+		fprintf(
+		    f,
+		    "Severe: what a finding is judged on (said with each) is at least 5%% of its "
+		    "rank's steady state on some rank (from the completion of the rank's start-up "
+		    "steps to that of its last; its traced span after start-up without steps). "
+		    "Start-up is never severe.\n\n");
+	else
+		fprintf(
+		    f,
+		    "Severe: what a finding is judged on (said with each) is at least 5%% of %s, "
+		    "%.3f ms. Start-up is never severe.\n\n",
+		    a->steady_steps  ? "the steady state (the completion of the start-up steps "
+		                       "to that of the last)"
+		    : a->startup_end ? "the traced span after start-up (no steps)"
+		                     : "the traced span (no steps)",
+		    ms(a->steady_to - a->steady_from));
 	if (!a->nfindings) {
 		fputs("Nothing found: a clean bill.\n", f);
 		return;
 	}
+	const char *ind = md ? "  " : "    ";
 	for (size_t i = 0; i < a->nfindings; i++) {
 		const struct cuptrace_an_finding *x = &a->findings[i];
-		fprintf(f, "%s%s%s [%s]: %" PRIu64 " times, %.3f ms in all.\n", md ? "- **" : "* ",
-		        x->title, md ? "**" : "", x->severe ? "severe" : "note", x->count,
-		        ms(x->total_ns));
-		fprintf(f, "%sAdvice: %s.\n", md ? "  " : "    ", x->advice);
+		fprintf(f, "%s%s%s [%s]: ", md ? "- **" : "* ", x->title, md ? "**" : "",
+		        x->severe ? "severe" : "note");
+		if (!strcmp(x->id, "straggler") && x->top_rank != SIZE_MAX)
+			fprintf(f, "%s; ", who(a, x->top_rank));
+		fprintf(f, "%" PRIu64 " ", x->count);
+		count_of(f, x->count, x->count_of);
+		fprintf(f, "; %.3f ms", ms(x->total_ns));
+		if (x->judged_on)
+			fprintf(f, " = %.1f%% of %s steady state, judged on %s.\n",
+			        100.0 * x->share, a->multi_rank ? "its rank's" : "the",
+			        x->judged_on);
+		else
+			fputs(" (a note, never severe).\n", f);
+		print_figures(x, f, ind);
+		if (a->multi_rank && strcmp(x->id, "straggler") && x->top_rank != SIZE_MAX)
+			fprintf(f, "%sFound on %zu rank%s; the most on %s (%.3f ms).\n", ind,
+			        x->nranks, x->nranks == 1 ? "" : "s", who(a, x->top_rank),
+			        ms(x->top_rank_ns));
+		if (!strcmp(x->id, "straggler")) {
+			int any = 0;
+			for (size_t k = 0; k < a->njob_steps; k++) {
+				const struct cuptrace_an_job_step *js = &a->job_steps[k];
+				if (!js->held_up || js->waited_for != x->top_rank)
+					continue;
+				if (!any++)
+					fprintf(f, "%sSlow steps it held up: ", ind);
+				else
+					fputs(", ", f);
+				fprintf(f, "%" PRId64, js->number);
+			}
+			if (any)
+				fputs(".\n", f);
+		}
+		fprintf(f, "%sAdvice: %s.\n", ind, x->advice);
 		for (size_t k = 0; k < x->nworst; k++) {
 			const struct cuptrace_an_instance *in = &x->worst[k];
-			fprintf(f, "%sat %.3f ms: %.3f ms, tid %" PRId64 ", %s",
-			        md ? "  - " : "    - ", ms(in->ts), ms(in->dur), in->tid,
-			        in->what ? in->what : "-");
+			fputs(md ? "  - " : "    - ", f);
+			if (a->multi_rank)
+				fprintf(f, "%s, ", who(a, in->rank));
+			fprintf(f, "at %.3f ms: %.3f ms", ms(in->ts), ms(in->dur));
+			if (in->tid)
+				fprintf(f, ", tid %" PRId64, in->tid);
+			fprintf(f, ", %s", in->what ? in->what : "-");
 			if (in->op)
 				fprintf(f, ", op %.60s", in->op);
 			if (in->bytes)
 				fprintf(f, ", %" PRIu64 " bytes", in->bytes);
 			fputc('\n', f);
-		}
-	}
-	if (a->nranks) {
-		hdr(f, md, "Ranks");
-		fprintf(f,
-		        "%spid%sGPU busy ms%scompute ms%scollectives ms%soverlap ms%smean step ms%s"
-		        "host in collectives ms%s",
-		        row0(md), cell(md), cell(md), cell(md), cell(md), cell(md), cell(md),
-		        rowend(md));
-		sep(f, md, 7);
-		for (size_t i = 0; i < a->nranks; i++) {
-			const struct cuptrace_an_rank *r = &a->ranks[i];
-			fprintf(f, "%s%d%s%.3f%s%.3f%s%.3f%s%.3f%s%.3f%s%.3f%s", row0(md), r->pid,
-			        cell(md), ms(r->busy_ns), cell(md), ms(r->compute_ns), cell(md),
-			        ms(r->comm_ns), cell(md), ms(r->overlap_ns), cell(md),
-			        ms(r->step_median_ns), cell(md), ms(r->host_comm_ns), rowend(md));
 		}
 	}
 }
@@ -367,9 +582,12 @@ void cuptrace_analysis_print(const struct cuptrace_analysis *a, FILE *f, int md)
 		fprintf(f, "%sDamaged input, analyzed up to the damage: %s\n",
 		        md ? "\n**Warning.** " : "", a->damage);
 	print_steps(a, f, md);
+	print_job_steps(a, f, md);
 	print_gpus(a, f, md);
 	print_ops(a, f, md);
 	print_findings(a, f, md);
+	if (a->multi_rank)
+		print_ranks(a, f, md);
 }
 
 /* ---- JSON ---- */
@@ -390,6 +608,54 @@ static void str_or_null(struct cuptrace_json *w, const char *name, const char *s
 		cuptrace_json_string(w, s);
 	else
 		cuptrace_json_null(w);
+}
+
+/* A rank's number (null where the trace says none) and label, as "<prefix>rank" and
+ * "<prefix>rank_label" fields. */
+static void rank_fields(struct cuptrace_json *w, const struct cuptrace_analysis *a, size_t rank)
+{
+	const struct cuptrace_an_rank *r = rank < a->nranks ? &a->ranks[rank] : NULL;
+	cuptrace_json_name(w, "rank");
+	if (r && r->rank >= 0)
+		cuptrace_json_int(w, r->rank);
+	else
+		cuptrace_json_null(w);
+	str_or_null(w, "rank_label", r ? r->label : NULL);
+}
+
+static void json_job_steps(const struct cuptrace_analysis *a, struct cuptrace_json *w)
+{
+	cuptrace_json_name(w, "job_steps");
+	cuptrace_json_start_array(w);
+	for (size_t i = 0; i < a->njob_steps; i++) {
+		const struct cuptrace_an_job_step *s = &a->job_steps[i];
+		cuptrace_json_start_object(w);
+		cuptrace_json_int_field(w, "number", s->number);
+		cuptrace_json_int_field(w, "ranks", (int64_t)s->nranks);
+		cuptrace_json_int_field(w, "median_wall_ns", s->median_ns);
+		cuptrace_json_int_field(w, "max_wall_ns", s->max_ns);
+		str_or_null(w, "slowest_rank_label", who(a, s->slowest));
+		int met = s->waited_for != SIZE_MAX;
+		str_or_null(w, "waited_for_rank_label", met ? who(a, s->waited_for) : NULL);
+		cuptrace_json_name(w, "waited_for_rank");
+		if (met && a->ranks[s->waited_for].rank >= 0)
+			cuptrace_json_int(w, a->ranks[s->waited_for].rank);
+		else
+			cuptrace_json_null(w);
+		cuptrace_json_int_field(w, "wait_ns", s->wait_ns);
+		cuptrace_json_int_field(w, "extra_gpu_ns", s->extra_gpu_ns);
+		cuptrace_json_int_field(w, "extra_host_ns", s->extra_host_ns);
+		cuptrace_json_name(w, "outlier");
+		cuptrace_json_bool(w, s->outlier);
+		cuptrace_json_name(w, "startup");
+		cuptrace_json_bool(w, s->startup);
+		cuptrace_json_name(w, "held_up");
+		cuptrace_json_bool(w, s->held_up);
+		cuptrace_json_name(w, "slow");
+		cuptrace_json_bool(w, s->slow);
+		cuptrace_json_end_object(w);
+	}
+	cuptrace_json_end_array(w);
 }
 
 static void json_body(const struct cuptrace_analysis *a, struct cuptrace_json *w)
@@ -426,6 +692,9 @@ static void json_body(const struct cuptrace_analysis *a, struct cuptrace_json *w
 	cuptrace_json_int_field(w, "launches", (int64_t)a->launches);
 	cuptrace_json_int_field(w, "linked", (int64_t)a->linked);
 	cuptrace_json_end_object(w);
+	cuptrace_json_int_field(w, "files", (int64_t)a->nfiles);
+	cuptrace_json_name(w, "multi_rank");
+	cuptrace_json_bool(w, a->multi_rank);
 	cuptrace_json_name(w, "steps");
 	cuptrace_json_start_object(w);
 	str_or_null(w, "source", a->step_source);
@@ -443,6 +712,7 @@ static void json_body(const struct cuptrace_analysis *a, struct cuptrace_json *w
 		cuptrace_json_start_object(w);
 		cuptrace_json_string_field(w, "name", s->name);
 		cuptrace_json_int_field(w, "number", s->number);
+		rank_fields(w, a, s->rank);
 		cuptrace_json_int_field(w, "pid", s->pid);
 		cuptrace_json_int_field(w, "file", (int64_t)s->file);
 		cuptrace_json_int_field(w, "tid", s->tid);
@@ -470,10 +740,13 @@ static void json_body(const struct cuptrace_analysis *a, struct cuptrace_json *w
 		cuptrace_json_bool(w, s->outlier);
 		str_or_null(w, "cause", cuptrace_step_cause_names[s->cause]);
 		cuptrace_json_int_field(w, "cause_ns", s->cause_ns);
+		cuptrace_json_int_field(w, "host_comm_ns", s->host_comm_ns);
+		cuptrace_json_int_field(w, "arrive_ns", s->arrive_ns);
 		cuptrace_json_end_object(w);
 	}
 	cuptrace_json_end_array(w);
 	cuptrace_json_end_object(w);
+	json_job_steps(a, w);
 	cuptrace_json_name(w, "gpus");
 	cuptrace_json_start_array(w);
 	for (size_t g = 0; g < a->ngpus; g++) {
@@ -482,6 +755,7 @@ static void json_body(const struct cuptrace_analysis *a, struct cuptrace_json *w
 		cuptrace_json_string_field(w, "name", d->name);
 		cuptrace_json_int_field(w, "pid", d->pid);
 		cuptrace_json_int_field(w, "file", (int64_t)d->file);
+		rank_fields(w, a, d->rank);
 		cuptrace_json_int_field(w, "kernels", (int64_t)d->kernels);
 		cuptrace_json_int_field(w, "copies", (int64_t)d->copies);
 		cuptrace_json_int_field(w, "memsets", (int64_t)d->memsets);
@@ -531,6 +805,7 @@ static void json_body(const struct cuptrace_analysis *a, struct cuptrace_json *w
 		cuptrace_json_int_field(w, "host_tid", d->host.tid);
 		str_or_null(w, "host_range", d->host.range);
 		str_or_null(w, "host_call", d->host.api);
+		rank_fields(w, a, d->rank);
 		cuptrace_json_end_object(w);
 	}
 	cuptrace_json_end_array(w);
@@ -568,8 +843,20 @@ static void json_body(const struct cuptrace_analysis *a, struct cuptrace_json *w
 		cuptrace_json_name(w, "severe");
 		cuptrace_json_bool(w, x->severe);
 		cuptrace_json_int_field(w, "count", (int64_t)x->count);
+		str_or_null(w, "count_of", x->count_of);
 		cuptrace_json_int_field(w, "total_ns", x->total_ns);
+		str_or_null(w, "judged_on", x->judged_on);
+		cuptrace_json_name(w, "steady_share");
+		cuptrace_json_double(w, x->share);
+		cuptrace_json_int_field(w, "call_ns", x->call_ns);
+		cuptrace_json_int_field(w, "gpu_work_ns", x->work_ns);
 		cuptrace_json_int_field(w, "gpu_idle_ns", x->idle_ns);
+		cuptrace_json_int_field(w, "gpu_idle_host_outside_ns", x->idle_host_ns);
+		str_or_null(w, "dominant", x->dominant);
+		cuptrace_json_int_field(w, "ranks_found", (int64_t)x->nranks);
+		str_or_null(w, "top_rank_label",
+		            x->top_rank != SIZE_MAX ? who(a, x->top_rank) : NULL);
+		cuptrace_json_int_field(w, "top_rank_ns", x->top_rank_ns);
 		cuptrace_json_name(w, "worst");
 		cuptrace_json_start_array(w);
 		for (size_t k = 0; k < x->nworst; k++) {
@@ -581,6 +868,12 @@ static void json_body(const struct cuptrace_analysis *a, struct cuptrace_json *w
 			str_or_null(w, "what", in->what);
 			str_or_null(w, "op", in->op);
 			cuptrace_json_int_field(w, "bytes", (int64_t)in->bytes);
+			cuptrace_json_name(w, "pid");
+			if (in->rank < a->nranks)
+				cuptrace_json_int(w, a->ranks[in->rank].pid);
+			else
+				cuptrace_json_null(w);
+			rank_fields(w, a, in->rank);
 			cuptrace_json_end_object(w);
 		}
 		cuptrace_json_end_array(w);
@@ -589,11 +882,17 @@ static void json_body(const struct cuptrace_analysis *a, struct cuptrace_json *w
 	cuptrace_json_end_array(w);
 	cuptrace_json_name(w, "ranks");
 	cuptrace_json_start_array(w);
-	for (size_t i = 0; i < a->nranks; i++) {
+	for (size_t i = 0; a->multi_rank && i < a->nranks; i++) {
 		const struct cuptrace_an_rank *r = &a->ranks[i];
 		cuptrace_json_start_object(w);
 		cuptrace_json_int_field(w, "pid", r->pid);
 		cuptrace_json_int_field(w, "file", (int64_t)r->file);
+		rank_fields(w, a, i);
+		str_or_null(w, "host", r->host);
+		cuptrace_json_int_field(w, "steady_ns", r->steady_to - r->steady_from);
+		cuptrace_json_int_field(w, "steps", (int64_t)r->nsteps);
+		cuptrace_json_int_field(w, "last_steps", (int64_t)r->last_steps);
+		cuptrace_json_int_field(w, "waited_for_ns", r->waited_ns);
 		cuptrace_json_int_field(w, "busy_ns", r->busy_ns);
 		cuptrace_json_int_field(w, "compute_ns", r->compute_ns);
 		cuptrace_json_int_field(w, "comm_ns", r->comm_ns);

@@ -279,4 +279,9 @@ void anx_free(struct anx *x)
 	free(x->win_gpu);
 	free(x->win_thread);
 	cuptrace_u64map_free(&x->proc_of);
+	free(x->rank_of_thread);
+	free(x->rank_of_gpu);
+	free(x->rank_step_first);
+	free(x->rank_steps);
+	cuptrace_u64map_free(&x->rank_of);
 }

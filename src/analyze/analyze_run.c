@@ -492,6 +492,7 @@ void cuptrace_analysis_free(struct cuptrace_analysis *a)
 	free(a->ops);
 	free(a->findings);
 	free(a->ranks);
+	free(a->job_steps);
 	free(a->gaps);
 	struct anx_priv *p = a->priv;
 	if (p) {

@@ -1,8 +1,10 @@
 /* The analyze sink: keeps, of each trace replayed into it, the GPU work on stream tracks and the
  * host slices on thread tracks (API calls, op and NVTX ranges) with their flows and correlation
- * ids; finish() hands them to an_compute (analyze_run.c). Lanes of a thread or stream are folded
- * back into it. Several files may be fed in turn (rank files): track and flow ids are qualified
- * by the file's number. */
+ * ids, and who its processes are (rank, host); when the next file begins and at finish() hands
+ * them to an_compute (analyze_run.c), folds the file's analysis into the job's (analyze_job.c)
+ * and frees them: several files (rank files) stream through in bounded memory. Lanes of a
+ * thread or stream are folded back into it. Track and flow ids are qualified by the file's
+ * number. */
 #define _GNU_SOURCE /* strcasestr */
 #include "analyze/analyze_internal.h"
 #include "analyze/stats_internal.h"
@@ -51,10 +53,81 @@ static uint32_t intern(struct an *an, const char *s)
 	return id;
 }
 
+/* A map slot (put), failing the sink on allocation failure. */
+static uint64_t *put(struct an *an, struct cuptrace_u64map *m, uint64_t key, int *created)
+{
+	uint64_t *v = cuptrace_u64map_put(m, key, created);
+	if (!v)
+		fail(an, -ENOMEM);
+	return v;
+}
+
+/* A host name worth saying: readers say "?" where the trace does not. */
+static int real_host(const char *h)
+{
+	return h && *h && strcmp(h, "?");
+}
+
+/* The file's rank and host from its metadata (record writes rank and hostname). */
 static int an_begin(struct cuptrace_sink *s, const struct cuptrace_trace_info *info)
 {
-	(void)info;
-	return an_of(s)->err;
+	struct an *an = an_of(s);
+	const char *host = real_host(info->hostname) ? info->hostname : NULL;
+	for (size_t i = 0; i < info->nmeta; i++) {
+		const struct cuptrace_meta *m = &info->meta[i];
+		int64_t v;
+		if (!m->key)
+			continue;
+		if (!strcmp(m->key, "rank") && stats_meta_int(m, &v) && v >= 0 && v <= INT32_MAX)
+			an->file_rank = (int)v;
+		else if (!host && !strcmp(m->key, "hostname") && !m->is_int && real_host(m->s))
+			host = m->s;
+	}
+	if (host)
+		an->file_host = intern(an, host);
+	return an->err;
+}
+
+/* The process (file, pid)'s entry in an->who, made on first sight; UINT32_MAX on failure. */
+static uint32_t who_get(struct an *an, int32_t pid)
+{
+	int created;
+	uint64_t *v = put(an, &an->who_of, an_key(an->file, (uint64_t)pid, 5), &created);
+	if (!v)
+		return UINT32_MAX;
+	if (created) {
+		struct an_who *w = PUSH(an, who, nwho, whocap);
+		if (!w) {
+			fail(an, -ENOMEM);
+			return UINT32_MAX;
+		}
+		*w = (struct an_who){.pid = pid, .rank = -1};
+		*v = an->nwho;
+	}
+	return (uint32_t)*v - 1;
+}
+
+/* "rank R @ host: name", as merge --ranks names a rank's process: R and host into w. */
+static void who_from_name(struct an *an, struct an_who *w, const char *name)
+{
+	char *end;
+	if (!name || strncmp(name, "rank ", 5) || w->rank >= 0)
+		return;
+	long r = strtol(name + 5, &end, 10);
+	if (end == name + 5 || r < 0 || r > INT32_MAX || (*end != ' ' && *end != ':'))
+		return;
+	w->rank = (int)r;
+	const char *at = !strncmp(end, " @ ", 3) ? end + 3 : NULL,
+	           *colon = at ? strchr(at, ':') : NULL;
+	if (at && colon && colon > at) {
+		char host[256];
+		size_t n = (size_t)(colon - at) < sizeof(host) - 1 ? (size_t)(colon - at)
+		                                                   : sizeof(host) - 1;
+		memcpy(host, at, n);
+		host[n] = 0;
+		if (real_host(host))
+			w->host = intern(an, host);
+	}
 }
 
 static uint32_t new_thread(struct an *an, int32_t pid, int64_t tid)
@@ -66,15 +139,6 @@ static uint32_t new_thread(struct an *an, int32_t pid, int64_t tid)
 	}
 	*t = (struct an_thread){.pid = pid, .tid = tid, .file = an->file};
 	return (uint32_t)an->nthreads; /* index + 1 */
-}
-
-/* A map slot (put), failing the sink on allocation failure. */
-static uint64_t *put(struct an *an, struct cuptrace_u64map *m, uint64_t key, int *created)
-{
-	uint64_t *v = cuptrace_u64map_put(m, key, created);
-	if (!v)
-		fail(an, -ENOMEM);
-	return v;
 }
 
 static int an_track_decl(struct cuptrace_sink *s, const struct cuptrace_track *t)
@@ -94,9 +158,15 @@ static int an_track_decl(struct cuptrace_sink *s, const struct cuptrace_track *t
 	uint64_t *v;
 
 	switch (t->kind) {
-	case CUPTRACE_TRACK_PROCESS:
+	case CUPTRACE_TRACK_PROCESS: {
 		tr.kind = 4;
+		uint32_t w = who_get(an, t->pid);
+		if (w == UINT32_MAX)
+			return an->err;
+		who_from_name(an, &an->who[w], t->name);
+		tr.idx = w;
 		break;
+	}
 	case CUPTRACE_TRACK_THREAD:
 		tr.kind = 1;
 		if (!(v = put(an, &an->thr_of, an_key(an->file, (uint64_t)t->pid, (uint64_t)t->tid),
@@ -293,10 +363,39 @@ static int an_slice(struct cuptrace_sink *s, const struct cuptrace_slice *e)
 	return an->err;
 }
 
+/* A merged trace keeps each input's trace info as an instant on the input's first process
+ * (merge_meta.h): the rank and host of that process. */
 static int an_instant(struct cuptrace_sink *s, const struct cuptrace_instant *e)
 {
-	(void)e;
-	return an_of(s)->err;
+	struct an *an = an_of(s);
+	if (an->err || !e->category || strcmp(e->category, CUPTRACE_META_CATEGORY) || !e->name ||
+	    strncmp(e->name, CUPTRACE_META_INFO, strlen(CUPTRACE_META_INFO)))
+		return an->err;
+	uint64_t *v = cuptrace_u64map_get(&an->trk, an_key(an->file, e->track_uuid, 0));
+	if (!v || an->tracks[*v - 1].kind != 4)
+		return 0;
+	struct an_who *w = &an->who[an->tracks[*v - 1].idx];
+	for (size_t i = 0; i < e->nargs; i++) {
+		const struct cuptrace_arg *a = &e->args[i];
+		if (!a->key)
+			continue;
+		if (!strcmp(a->key, "rank")) {
+			struct cuptrace_meta m = {
+			    .key = a->key,
+			    .is_int = a->type != CUPTRACE_ARG_STRING,
+			    .i = a->type == CUPTRACE_ARG_UINT ? (int64_t)a->v.u : a->v.i,
+			    .s = a->type == CUPTRACE_ARG_STRING ? a->v.s : NULL};
+			int64_t r;
+			if ((a->type == CUPTRACE_ARG_INT || a->type == CUPTRACE_ARG_UINT ||
+			     a->type == CUPTRACE_ARG_STRING) &&
+			    stats_meta_int(&m, &r) && r >= 0 && r <= INT32_MAX)
+				w->rank = (int)r;
+		} else if (!strcmp(a->key, "hostname") && a->type == CUPTRACE_ARG_STRING &&
+		           real_host(a->v.s)) {
+			w->host = intern(an, a->v.s);
+		}
+	}
+	return an->err;
 }
 
 static int an_counter(struct cuptrace_sink *s, const struct cuptrace_counter *e)
@@ -313,11 +412,11 @@ static int an_meta(struct cuptrace_sink *s, const struct cuptrace_meta *m, size_
 		int64_t v;
 		if (m[i].key && !strcmp(m[i].key, CUPTRACE_META_UNRECORDED_DEVICE_GRAPHS) &&
 		    stats_meta_int(&m[i], &v) && v > 0)
-			an->out->unrecorded_device_graphs += (uint64_t)v;
+			an->job->unrecorded_device_graphs += (uint64_t)v;
 		/* A damaged input: the answer is over what could be read, and says so. */
 		if (m[i].key && !strcmp(m[i].key, CUPTRACE_META_READ_DAMAGE) && !m[i].is_int &&
 		    m[i].s) {
-			char *old = an->out->damage;
+			char *old = an->job->damage;
 			size_t n0 = old ? strlen(old) + 2 : 0, n1 = strlen(m[i].s);
 			char *d = realloc(old, n0 + n1 + 1);
 			if (!d)
@@ -325,18 +424,52 @@ static int an_meta(struct cuptrace_sink *s, const struct cuptrace_meta *m, size_
 			if (n0)
 				memcpy(d + n0 - 2, "; ", 2);
 			memcpy(d + n0, m[i].s, n1 + 1);
-			an->out->damage = d;
+			an->job->damage = d;
 		}
 	}
 	return an->err;
 }
 
+/* Forgets the file's events, keeping the arrays' room for the next file. */
+static void file_reset(struct an *an)
+{
+	cuptrace_strtab_free(&an->strs);
+	cuptrace_strtab_init(&an->strs);
+	cuptrace_u64map_free(&an->trk);
+	cuptrace_u64map_free(&an->thr_of);
+	cuptrace_u64map_free(&an->name_thr);
+	cuptrace_u64map_free(&an->stream_of);
+	cuptrace_u64map_free(&an->who_of);
+	an->ntracks = an->nthreads = an->ngpus = an->nstreams = 0;
+	an->nhost = an->nwork = an->nflows = an->nwho = 0;
+	an->min_ts = an->max_ts = 0;
+	an->have_ts = 0;
+	an->max_uuid = 0;
+	an->file_rank = -1;
+	an->file_host = 0;
+}
+
+/* The file read so far: analyzed, folded into the job, forgotten. */
+static int file_done(struct an *an)
+{
+	struct cuptrace_analysis part;
+	memset(&part, 0, sizeof(part));
+	an->out = &part;
+	int err = an->err ? an->err : an_compute(an);
+	an->out = NULL;
+	if (!err)
+		err = an_fold(an, &part);
+	cuptrace_analysis_free(&part);
+	file_reset(an);
+	return err ? fail(an, err) : 0;
+}
+
 static int an_finish(struct cuptrace_sink *s)
 {
 	struct an *an = an_of(s);
-	if (an->err)
+	if (an->err || file_done(an))
 		return an->err;
-	int err = an_compute(an);
+	int err = an_job_finish(an);
 	return err ? fail(an, err) : 0;
 }
 
@@ -350,6 +483,9 @@ static void an_destroy(struct cuptrace_sink *s)
 	cuptrace_u64map_free(&an->thr_of);
 	cuptrace_u64map_free(&an->name_thr);
 	cuptrace_u64map_free(&an->stream_of);
+	cuptrace_u64map_free(&an->who_of);
+	an_fold_free(&an->fold);
+	free(an->who);
 	free(an->tracks);
 	free(an->threads);
 	free(an->gpus);
@@ -383,7 +519,8 @@ struct cuptrace_sink *cuptrace_analyze_sink_new(struct cuptrace_analysis *out,
 	memset(out, 0, sizeof(*out));
 	s->base.ops = &an_ops;
 	struct an *an = &s->an;
-	an->out = out;
+	an->job = out;
+	an->file_rank = -1;
 	if (opts)
 		an->opts = *opts;
 	if (an->opts.gap_ns <= 0)
@@ -397,11 +534,16 @@ struct cuptrace_sink *cuptrace_analyze_sink_new(struct cuptrace_analysis *out,
 	cuptrace_u64map_init(&an->thr_of);
 	cuptrace_u64map_init(&an->name_thr);
 	cuptrace_u64map_init(&an->stream_of);
+	cuptrace_u64map_init(&an->who_of);
 	return &s->base;
 }
 
 void cuptrace_analyze_next_file(struct cuptrace_sink *sink)
 {
-	if (sink && sink->ops == &an_ops)
-		an_of(sink)->file++;
+	if (!sink || sink->ops != &an_ops)
+		return;
+	struct an *an = an_of(sink);
+	if (!an->err)
+		file_done(an);
+	an->file++;
 }

@@ -515,16 +515,26 @@ static int work_lists(struct st *s)
 		return -ENOMEM;
 	for (size_t i = 0; i < an->nwork; i++) {
 		const struct an_work *w = &an->work[i];
-		if (!w->launch)
-			continue;
-		const struct an_host *h = &an->host[w->launch - 1];
-		uint32_t p = s->proc_of[h->thread];
+		uint32_t p;
+		int64_t lts;
+		if (w->launch) {
+			const struct an_host *h = &an->host[w->launch - 1];
+			p = s->proc_of[h->thread];
+			lts = h->ts;
+		} else {
+			/* No launch known (a trace without flows or correlation ids): its GPU's
+			 * process, and its start stands for its launch. */
+			const struct an_gpu_in *g = &an->gpus[an->streams[w->stream].gpu];
+			const struct anx_proc *q = anx_proc_find(x, g->file, g->pid);
+			p = q ? (uint32_t)(q - x->procs) : UINT32_MAX;
+			lts = w->ts;
+		}
 		if (p == UINT32_MAX)
 			continue;
 		struct pwl *l = &s->work[p];
 		if (CUPTRACE_GROW(l->v, l->cap, l->n + 1))
 			return -ENOMEM;
-		l->v[l->n++] = (struct pw){h->ts, w->ts, w->ts + w->dur, (w->flags & WF_NCCL) != 0};
+		l->v[l->n++] = (struct pw){lts, w->ts, w->ts + w->dur, (w->flags & WF_NCCL) != 0};
 	}
 	for (size_t p = 0; p < x->nprocs; p++)
 		if (s->work[p].n)
@@ -575,6 +585,11 @@ static int add_steps(struct st *s, const struct mark *m, size_t n, int k)
 	size_t nlat = s->lat_first[m[0].proc + 1] - s->lat_first[m[0].proc];
 	if (CUPTRACE_GROW(o->steps, s->stepcap, o->nsteps + n))
 		return -ENOMEM;
+	/* Numbers from the marks' names where every one has a number and they increase (one
+	 * number is one step of the job over its ranks), else their places. */
+	int named = k != S_PERIOD;
+	for (size_t i = 0; i < n && named; i++)
+		named = m[i].number >= 0 && (!i || m[i].number > m[i - 1].number);
 	/* A step's host part runs from where the previous one's mark ended on this thread (the
 	 * host left it) to the end of its own; it completes when that has ended and the GPU work
 	 * launched in it has too; its period runs from the previous completion to its own. */
@@ -588,17 +603,16 @@ static int add_steps(struct st *s, const struct mark *m, size_t n, int k)
 		 * mark's end). */
 		int64_t wend = i + 1 < n ? hend : m[i].end + 1;
 		struct cuptrace_an_step *st = &o->steps[o->nsteps++];
-		*st = (struct cuptrace_an_step){
-		    .name = anx_str(x, m[i].name),
-		    .number = m[i].number >= 0 && k != S_PERIOD ? m[i].number : (int64_t)i,
-		    .pid = th->pid,
-		    .file = th->file,
-		    .tid = th->tid,
-		    .host_ts = h,
-		    .host_dur = hend - h,
-		    .mark_ts = m[i].ts,
-		    .mark_dur = m[i].end - m[i].ts,
-		    .startup = i == 0};
+		*st = (struct cuptrace_an_step){.name = anx_str(x, m[i].name),
+		                                .number = named ? m[i].number : (int64_t)i,
+		                                .pid = th->pid,
+		                                .file = th->file,
+		                                .tid = th->tid,
+		                                .host_ts = h,
+		                                .host_dur = hend - h,
+		                                .mark_ts = m[i].ts,
+		                                .mark_dur = m[i].end - m[i].ts,
+		                                .startup = i == 0};
 		size_t lo = 0, hi = wl->n;
 		while (lo < hi) {
 			size_t mid = lo + (hi - lo) / 2;
