@@ -675,6 +675,17 @@ static int gap_blocker(const struct anx *x, const struct anx_gap *g, int64_t *bl
 		for (int k = 0; k < B_N; k++)
 			if (by[k] > 0 && (kind < 0 || by[k] > by[kind]))
 				kind = k;
+		/* A blocking call explains the gap when the thread sat in it as the GPU went idle
+		 * (a synchronize waiting for the work that ended there: .item(), cudaFree) or for
+		 * at least half of the gap's host part; a call made late in a gap the host spent
+		 * busy outside CUDA (an event wait after CPU preprocessing, returning at once)
+		 * does not: that gap is the host's (gpu_gap). */
+		if (kind >= 0 && 2 * by[kind] < hend - g->ts) {
+			int64_t at[B_N] = {0};
+			anx_blocked(x, l->thread, g->ts, g->ts + 1000, at);
+			if (!at[kind])
+				kind = -1;
+		}
 	}
 	if (kind < 0 && (w->flags & WF_PAGEABLE))
 		kind = B_PAGEABLE;

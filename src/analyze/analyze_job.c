@@ -446,6 +446,50 @@ static int usual(const struct cuptrace_analysis *j, struct rank_usual *u)
 	return 0;
 }
 
+/* Steps found in the GPU work ("iteration") are numbered by their place, and the period finder
+ * may leave out one more start-up iteration on one rank than on another: each such rank's
+ * numbers are shifted (by at most 3) so that its steps start when the first rank's steps of the
+ * same number do (the median distance of their starts, least). Ranks share a clock (merge
+ * --ranks aligns them; one machine's ranks already do). */
+static void align_iterations(struct cuptrace_analysis *j)
+{
+	size_t ref = SIZE_MAX, rs = 0, rn = 0;
+	for (size_t s = 0, e; s < j->nsteps; s = e) {
+		for (e = s; e < j->nsteps && j->steps[e].rank == j->steps[s].rank; e++)
+			;
+		if (ref == SIZE_MAX) {
+			ref = j->steps[s].rank;
+			rs = s;
+			rn = e - s;
+			continue;
+		}
+		if (strcmp(j->steps[s].name, "iteration"))
+			continue;
+		int best = 0;
+		int64_t best_cost = INT64_MAX;
+		for (int d = -3; d <= 3; d++) {
+			int64_t diff[64];
+			size_t nd = 0;
+			for (size_t i = s; i < e && nd < 64; i++)
+				for (size_t k = rs; k < rs + rn; k++)
+					if (j->steps[k].number == j->steps[i].number + d) {
+						int64_t x = j->steps[i].ts - j->steps[k].ts;
+						diff[nd++] = x < 0 ? -x : x;
+						break;
+					}
+			if (nd < 3)
+				continue;
+			int64_t m = median(diff, nd);
+			if (m < best_cost) {
+				best_cost = m;
+				best = d;
+			}
+		}
+		for (size_t i = s; i < e; i++)
+			j->steps[i].number += best;
+	}
+}
+
 /* The job's steps by number: over the ranks that have it, the step wall (median, slowest rank);
  * where its ranks met in collectives, the one the others waited for (the least time in them:
  * it came last) and their wait, the median over them; what that rank's step had over its own
@@ -461,6 +505,7 @@ static int job_steps(struct jctx *c, int gpu_comm, int *met_any)
 	int err = -ENOMEM;
 	if (!idx || !v || !waits || !u || usual(j, u))
 		goto out;
+	align_iterations(j);
 	for (size_t i = 0; i < n; i++)
 		idx[i] = i;
 	cmp_steps = j->steps;
