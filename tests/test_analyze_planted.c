@@ -48,11 +48,12 @@ struct feed {
 	uint64_t flow;
 };
 
-static void begin(struct feed *f, struct cuptrace_analysis *a)
+static void begin_opts(struct feed *f, struct cuptrace_analysis *a,
+                       const struct cuptrace_analyze_opts *o)
 {
 	memset(f, 0, sizeof(*f));
 	f->flow = 1;
-	f->s = cuptrace_analyze_sink_new(a, NULL);
+	f->s = cuptrace_analyze_sink_new(a, o);
 	struct cuptrace_sink *s = f->s;
 	struct cuptrace_trace_info info = {.pid = 900, .process_name = "train"};
 	steps_err = s->ops->begin(s, &info);
@@ -74,6 +75,11 @@ static void begin(struct feed *f, struct cuptrace_analysis *a)
 	                                       .parent_uuid = GPU,
 	                                       .pid = 900,
 	                                       .name = "Stream 7"});
+}
+
+static void begin(struct feed *f, struct cuptrace_analysis *a)
+{
+	begin_opts(f, a, NULL);
 }
 
 static void step(struct feed *f, int64_t ts, int64_t dur)
@@ -574,30 +580,7 @@ static void test_async_loop(void)
 
 	/* --step step: the same steps from the option. */
 	struct cuptrace_analyze_opts o = {.step_name = "step"};
-	memset(&f, 0, sizeof(f));
-	f.flow = 1;
-	f.s = cuptrace_analyze_sink_new(&a, &o);
-	struct cuptrace_sink *s = f.s;
-	struct cuptrace_trace_info info = {.pid = 900, .process_name = "train"};
-	steps_err = s->ops->begin(s, &info);
-	steps_track(
-	    s, (struct cuptrace_track){.uuid = PROC, .kind = CUPTRACE_TRACK_PROCESS, .pid = 900});
-	steps_track(s, (struct cuptrace_track){.uuid = MAIN,
-	                                       .kind = CUPTRACE_TRACK_THREAD,
-	                                       .parent_uuid = PROC,
-	                                       .pid = 900,
-	                                       .tid = 900,
-	                                       .name = "main"});
-	steps_track(s, (struct cuptrace_track){.uuid = GPU,
-	                                       .kind = CUPTRACE_TRACK_GROUP,
-	                                       .parent_uuid = PROC,
-	                                       .pid = 900,
-	                                       .name = "GPU 0: NVIDIA H100"});
-	steps_track(s, (struct cuptrace_track){.uuid = STREAM,
-	                                       .kind = CUPTRACE_TRACK_SLICES,
-	                                       .parent_uuid = GPU,
-	                                       .pid = 900,
-	                                       .name = "Stream 7"});
+	begin_opts(&f, &a, &o);
 	t = 10000 * US;
 	for (int i = 0; i < NLOOP; i++) {
 		t += i ? loop_gap(i) : 0;

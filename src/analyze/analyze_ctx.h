@@ -103,6 +103,9 @@ int anx_steps(struct anx *x);
 
 /* analyze_find.c */
 int anx_ops(struct anx *x);
+/* Keeps a finding's CUPTRACE_AN_WORST longest instances, longest first (also the job's, when
+ * analyze_job.c combines the files' findings). */
+void anx_worst_add(struct cuptrace_an_finding *f, const struct cuptrace_an_instance *in);
 int anx_findings(struct anx *x);
 
 /* analyze_rank.c: out->ranks, the maps above, the steps' ranks, numbers and collectives (after

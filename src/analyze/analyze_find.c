@@ -257,8 +257,7 @@ static struct cuptrace_an_finding *existing(const struct fset *fs, int kind, siz
 	return i ? &fs->f[i - 1] : NULL;
 }
 
-/* Keeps the CUPTRACE_AN_WORST longest instances, longest first. */
-static void worst(struct cuptrace_an_finding *f, const struct cuptrace_an_instance *in)
+void anx_worst_add(struct cuptrace_an_finding *f, const struct cuptrace_an_instance *in)
 {
 	size_t k = f->nworst;
 	if (k == CUPTRACE_AN_WORST && f->worst[k - 1].dur >= in->dur)
@@ -277,7 +276,7 @@ static void worst(struct cuptrace_an_finding *f, const struct cuptrace_an_instan
 static void add(struct cuptrace_an_finding *f, const struct cuptrace_an_instance *in)
 {
 	f->count++;
-	worst(f, in);
+	anx_worst_add(f, in);
 }
 
 /* An instance for host slice h (index + 1) of rank. */

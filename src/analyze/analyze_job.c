@@ -47,23 +47,6 @@ static void inst_move(struct jctx *c, struct cuptrace_an_instance *in, size_t r0
 	in->rank = moved(in->rank, r0);
 }
 
-/* Keeps the CUPTRACE_AN_WORST longest instances, longest first. */
-static void worst_add(struct cuptrace_an_finding *f, const struct cuptrace_an_instance *in)
-{
-	size_t k = f->nworst;
-	if (k == CUPTRACE_AN_WORST && f->worst[k - 1].dur >= in->dur)
-		return;
-	if (k < CUPTRACE_AN_WORST)
-		f->nworst++;
-	else
-		k--;
-	while (k > 0 && f->worst[k - 1].dur < in->dur) {
-		f->worst[k] = f->worst[k - 1];
-		k--;
-	}
-	f->worst[k] = *in;
-}
-
 static struct cuptrace_an_finding *job_finding(struct jctx *c, const char *id)
 {
 	struct cuptrace_analysis *j = c->j;
@@ -115,7 +98,7 @@ static void merge_finding(struct jctx *c, const struct cuptrace_an_finding *src,
 	for (size_t k = 0; k < src->nworst; k++) {
 		struct cuptrace_an_instance in = src->worst[k];
 		inst_move(c, &in, r0);
-		worst_add(f, &in);
+		anx_worst_add(f, &in);
 	}
 }
 
@@ -731,7 +714,7 @@ static int straggler_steps(struct jctx *c)
 		         "step %" PRId64 ": GPU work %+.3f ms, host %+.3f ms before its collective",
 		         js->number, ms(js->extra_gpu_ns), ms(js->extra_host_ns));
 		in.what = jstr(c, what);
-		worst_add(f, &in);
+		anx_worst_add(f, &in);
 	}
 #undef MINE
 	return c->err;
@@ -777,7 +760,7 @@ static int collectives(struct jctx *c, int gpu_comm, int have_steps)
 		f->total_ns += COMM(i);
 		f->work_ns += j->ranks[i].comm_ns;
 		f->call_ns += j->ranks[i].host_comm_ns;
-		worst_add(f, &in);
+		anx_worst_add(f, &in);
 	}
 	int64_t spread = COMM(hi) - COMM(lo);
 	if (have_steps || spread * 10 <= COMM(hi))
@@ -799,7 +782,7 @@ static int collectives(struct jctx *c, int gpu_comm, int have_steps)
 	f->share = span > 0 ? (double)spread / (double)span : 0;
 	f->severe = span > 0 && spread * 20 >= span;
 	struct cuptrace_an_instance in = {.dur = spread, .rank = lo, .what = "straggler"};
-	worst_add(f, &in);
+	anx_worst_add(f, &in);
 #undef COMM
 	return 0;
 }
