@@ -44,7 +44,7 @@ def run(*args):
 
 # ---- the raw captures (convert/capture.h's layout; record offsets of CUDA 13.0's CUPTI) ----
 
-KERNEL, MEMCPY, MEMSET, DEVICE, CONTEXT = 10, 1, 2, 8, 9
+KERNEL, MEMCPY, MEMSET, DEVICE, CONTEXT, MARKER = 10, 1, 2, 8, 9, 12
 
 
 def decode(path):
@@ -85,6 +85,11 @@ def decode(path):
                     out["device"].append((dev, f"GPU-{u[:8]}-{u[8:12]}-{u[12:16]}-{u[16:20]}-{u[20:]}"))
                 elif kind == CONTEXT:  # CUpti_ActivityContext3: contextId, deviceId
                     out["context"].append(struct.unpack_from("<I", r, 8)[0])
+                elif kind == MARKER:  # CUpti_ActivityMarker2: flags, timestamp, id; name at 40
+                    flags = struct.unpack_from("<I", r, 4)[0]
+                    if flags & 2:  # CUPTI_ACTIVITY_FLAG_MARKER_START: a range opens
+                        name = strings.get(struct.unpack_from("<Q", r, 40)[0], "?")
+                        out["range"].append(name)
     return meta, out
 
 
@@ -295,6 +300,17 @@ least = min(rows, key=lambda x: x["comm_ns"]) if rows else None
 check(not strag or (least and strag[0]["worst"][0]["pid"] == least["pid"] and
                     strag[0]["top_rank_label"] == least["rank_label"]),
       f"analyze: straggler {strag[:1]}, least time in collectives {least}")
+# The steps, NVTX ranges "step" without numbers, are found in the GPU work: a rank's iterations
+# are its steps (the first may be left out as start-up: on rank 0 its GPU time is mostly the
+# first all-reduce's warm-up, which no other step repeats), not halves of them (11 on rank 0,
+# cut at the all-reduce that comes twice per step, before the period finder preferred
+# iterations alike).
+nsteps = [sum(1 for n in rec["range"] if n == "step") for _, rec in raw]
+found = [sum(1 for s in an["steps"]["rows"] if s["pid"] == p) for p in pids]
+check(an["steps"]["kind"] == "gpu_period" and nsteps[0] > 0 and
+      all(k - 1 <= f <= k for f, k in zip(found, nsteps)),
+      f"analyze: {an['steps']['kind']} steps per rank {found}, NVTX step ranges {nsteps}")
+print(f"analyze: iterations per rank {found}, NVTX step ranges {nsteps}")
 text = run("analyze", *caps).stdout
 sect = text.split("== Ranks ==")[-1].splitlines()
 check(all(any(l.startswith(f"rank {r} @ vm  {p}  ") for l in sect) for r, p in enumerate(pids)),

@@ -2,8 +2,9 @@
  * the test lays out itself: start-up noise before the loop and a tail after it, extra and missing
  * work in some iterations, jittering weights, 3000 tiny kernels per iteration, a graph replay
  * loop with logging every 10 iterations, one heavy kernel among 150 light ones, copies alone,
- * two iterations only, no period at all. Each answer (where the iterations start, where the last
- * ends) is the list the test recorded while building the sequence. */
+ * two iterations only, no period at all, DDP steps whose halves alternate. Each answer (where
+ * the iterations start, where the last ends) is the list the test recorded while building the
+ * sequence. */
 #include "analyze/steps_period.h"
 #include "check.h"
 
@@ -237,6 +238,43 @@ static void test_none(void)
 	cuptrace_period_free(&r);
 }
 
+/* A DDP step as a real 2-rank job recorded it (tests/data/ddp2_rank0.cupti): forward, then two
+ * gradient buckets, each its kernels then an all-reduce (token 9), then the optimizer. Cut at the
+ * all-reduce, the steps' halves alternate, 15 and 6 launches of mostly other names; the first
+ * step lacks the first all-reduce and its second is the warm-up, 3 ms, most of the GPU time, which
+ * the halves explain (the all-reduce once in each) and the whole steps do not (once, not twice).
+ * Still the steps are the iterations, the first left out as start-up, not 11 halves. */
+static void test_alternating_halves(void)
+{
+	reset();
+	for (int i = 0; i < 6; i++) {
+		if (i)
+			iteration();
+		put(4, 17, 500); /* the top of the loop */
+		put(5, 4, 5);
+		put(6, 17, 5);
+		put(7, 7, 5);
+		put(2, 1, 5);
+		put(2, 3, 5);
+		if (i)
+			put(9, 35, 5);
+		put(8, 2, 5);
+		put(6, 17, 5);
+		put(7, 6, 5);
+		put(2, 1, 5);
+		put(2, 3, 5);
+		put(9, i ? 31 : 3000, 5);
+		static const uint32_t opt[] = {1, 1, 1, 1, 0, 1, 2, 3};
+		for (size_t k = 0; k < sizeof(opt) / sizeof(*opt); k++)
+			put(opt[k], 1 + (int64_t)(k % 3), 5);
+	}
+	sq.end = sq.n;
+	struct cuptrace_period r;
+	CHECK_EQ_INT(find(&r), 0);
+	check_answer(&r, 21);
+	cuptrace_period_free(&r);
+}
+
 /* 160,000 launches, 1000 iterations of 160: found, and fast (the analyze speed check covers the
  * whole path). */
 static void test_long(void)
@@ -255,4 +293,5 @@ static void test_long(void)
 }
 
 TEST_MAIN(T(test_startup_and_tail), T(test_extra_and_missing), T(test_tiny_kernels),
-          T(test_graph_replay), T(test_heavy_once), T(test_none), T(test_long))
+          T(test_graph_replay), T(test_heavy_once), T(test_none), T(test_long),
+          T(test_alternating_halves))

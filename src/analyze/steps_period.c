@@ -39,6 +39,7 @@ struct
 try {
 	double score;       /* GPU weight explained in the core iterations / all weight */
 	double frac;        /* the same over the core iterations' own weight */
+	double alike;       /* the share of the core's items that repeat (by count, not weight) */
 	size_t first, last; /* the core: the anchor's occurrences first..last start iterations */
 	size_t end;         /* one past the last core iteration's last item */
 	size_t period;
@@ -83,16 +84,20 @@ static void reset(struct pf *f)
 	f->ntouched = 0;
 }
 
-/* The weight of [a, b) whose tokens it holds as often as their mode, and its whole weight. */
-static void seg_stats(struct pf *f, size_t a, size_t b, int64_t *ew, int64_t *tw)
+/* The weight of [a, b) whose tokens it holds as often as their mode, and its whole weight;
+ * *ei: the number of those items. */
+static void seg_stats(struct pf *f, size_t a, size_t b, int64_t *ew, int64_t *tw, size_t *ei)
 {
 	*ew = *tw = 0;
+	*ei = 0;
 	count(f, a, b);
 	for (size_t k = 0; k < f->ntouched; k++) {
 		uint32_t t = f->touched[k];
 		*tw += f->wseg[t];
-		if (f->mode[t] && f->cnt[t] == f->mode[t])
+		if (f->mode[t] && f->cnt[t] == f->mode[t]) {
 			*ew += f->wseg[t];
+			*ei += f->cnt[t];
+		}
 	}
 	reset(f);
 }
@@ -189,13 +194,14 @@ static int try_anchor(struct pf *f, uint32_t t, struct try *tr)
 	reset(f);
 	double *e = malloc(m * sizeof(*e));
 	int64_t *ew = malloc(m * sizeof(*ew)), *tw = malloc(m * sizeof(*tw));
-	if (!e || !ew || !tw) {
+	size_t *ei = malloc(m * sizeof(*ei));
+	if (!e || !ew || !tw || !ei) {
 		err = -ENOMEM;
 		goto out;
 	}
 	size_t first = SIZE_MAX, last = 0;
 	for (size_t k = 0; k < m; k++) {
-		seg_stats(f, occ[k], k + 1 < m ? occ[k + 1] : end, &ew[k], &tw[k]);
+		seg_stats(f, occ[k], k + 1 < m ? occ[k + 1] : end, &ew[k], &tw[k], &ei[k]);
 		e[k] = tw[k] > 0 ? (double)ew[k] / (double)tw[k] : 0;
 		if (e[k] >= 0.5) {
 			if (first == SIZE_MAX)
@@ -206,15 +212,18 @@ static int try_anchor(struct pf *f, uint32_t t, struct try *tr)
 	if (first == SIZE_MAX)
 		goto out;
 	int64_t sew = 0, stw = 0;
+	size_t sei = 0;
 	for (size_t k = first; k <= last; k++) {
 		sew += ew[k];
 		stw += tw[k];
+		sei += ei[k];
 	}
 	tr->first = first;
 	tr->last = last;
 	tr->end = last + 1 < m ? occ[last + 1] : end;
 	tr->score = f->wtotal > 0 ? (double)sew / (double)f->wtotal : 0;
 	tr->frac = stw > 0 ? (double)sew / (double)stw : 0;
+	tr->alike = tr->end > occ[first] ? (double)sei / (double)(tr->end - occ[first]) : 0;
 	/* The median iteration length, in items. */
 	size_t nc = last - first + 1, s = nc < MODE_SAMPLE ? nc : MODE_SAMPLE;
 	size_t *len = (size_t *)e; /* e is no longer needed, and is as long */
@@ -229,6 +238,7 @@ out:
 	free(e);
 	free(ew);
 	free(tw);
+	free(ei);
 	return err;
 }
 
@@ -410,9 +420,19 @@ int cuptrace_period_find(const struct cuptrace_period_in *in, struct cuptrace_pe
 	uint32_t best_tok = 0;
 	double top = 0;
 	struct try tries[MAX_CAND];
+	int alike = 0;
 	for (size_t i = 0; i < nc; i++) {
 		if ((err = try_anchor(&f, c[i].tok, &tries[i])))
 			goto out;
+		alike |= tries[i].ok && tries[i].alike >= 0.5;
+	}
+	/* Iterations most of whose items do not repeat are no period where another cut's do: cut
+	 * at a token that comes twice per step, a step's halves (unlike work) alternate, and
+	 * the halves can explain more GPU time than the whole steps when one item of the first
+	 * step, missing from the whole cut's first, is long (a collective's warm-up). */
+	for (size_t i = 0; i < nc; i++) {
+		if (alike && tries[i].alike < 0.5)
+			tries[i].ok = 0;
 		if (tries[i].ok && tries[i].score > top)
 			top = tries[i].score;
 	}
@@ -435,7 +455,7 @@ int cuptrace_period_find(const struct cuptrace_period_in *in, struct cuptrace_pe
 		if (u != best_tok) {
 			if ((err = try_anchor(&f, u, &tr)))
 				goto out;
-			if (tr.ok && tr.score >= best.score - 0.02) {
+			if (tr.ok && (!alike || tr.alike >= 0.5) && tr.score >= best.score - 0.02) {
 				best = tr;
 				best_tok = u;
 			}

@@ -9,9 +9,12 @@
  * whether an iteration holds the token as often as most iterations do (its mode): the GPU time
  * so explained is the candidate's score. Extra or missing work in an iteration only costs that
  * work. The best-scoring period wins, the shortest among those within 2% of the best (a token
- * every 100 iterations, logging say, does not make 100 iterations one). Iterations before the
- * first regular one (start-up) and after the last are left out. The iterations are then cut
- * where the host paused longest before launching (the top of the loop), not mid-iteration.
+ * every 100 iterations, logging say, does not make 100 iterations one), among the cuts whose
+ * iterations are alike (half their items or more repeat) where one is: a cut at a token that
+ * comes twice per step gives halves of unlike work, which can explain more GPU time (a long
+ * warm-up item missing from the whole steps' first). Iterations before the first regular one
+ * (start-up) and after the last are left out. The iterations are then cut where the host paused
+ * longest before launching (the top of the loop), not mid-iteration.
  *
  * Cost: O(n log n) for the distances, then O(n) per candidate (at most 8).
  * Ownership: out->starts belongs to the caller (cuptrace_period_free). */
