@@ -103,6 +103,9 @@ int anx_steps(struct anx *x);
 
 /* analyze_find.c */
 int anx_ops(struct anx *x);
+/* The order of the ops table (qsort): self time, then total, descending; then the name. The
+ * job's table (analyze_job.c) is sorted the same way. */
+int anx_op_cmp(const void *pa, const void *pb);
 /* Keeps a finding's CUPTRACE_AN_WORST longest instances, longest first (also the job's, when
  * analyze_job.c combines the files' findings). */
 void anx_worst_add(struct cuptrace_an_finding *f, const struct cuptrace_an_instance *in);

@@ -34,7 +34,7 @@ struct share {
 	uint64_t count;
 };
 
-static int op_cmp(const void *pa, const void *pb)
+int anx_op_cmp(const void *pa, const void *pb)
 {
 	const struct cuptrace_an_op *a = pa, *b = pb;
 	if (a->self_ns != b->self_ns)
@@ -129,7 +129,7 @@ int anx_ops(struct anx *x)
 		top_insert(&o->ops[shares[i].op], anx_str(x, shares[i].work_name), shares[i].ns,
 		           shares[i].count);
 	if (o->nops)
-		qsort(o->ops, o->nops, sizeof(*o->ops), op_cmp);
+		qsort(o->ops, o->nops, sizeof(*o->ops), anx_op_cmp);
 	err = 0;
 out:
 	free(shares);

@@ -167,16 +167,6 @@ static void fold_ops(struct jctx *c, const struct cuptrace_analysis *p)
 	}
 }
 
-static int op_cmp(const void *pa, const void *pb)
-{
-	const struct cuptrace_an_op *a = pa, *b = pb;
-	if (a->self_ns != b->self_ns)
-		return a->self_ns > b->self_ns ? -1 : 1;
-	if (a->total_ns != b->total_ns)
-		return a->total_ns > b->total_ns ? -1 : 1;
-	return strcmp(a->name, b->name);
-}
-
 #define JGROW(c, arr, cap, need)                                                                   \
 	do {                                                                                       \
 		if (!(c)->err && CUPTRACE_GROW(arr, cap, need))                                    \
@@ -845,7 +835,7 @@ int an_job_finish(struct an *an)
 	if (j->nfindings)
 		qsort(j->findings, j->nfindings, sizeof(*j->findings), finding_cmp);
 	if (j->nops)
-		qsort(j->ops, j->nops, sizeof(*j->ops), op_cmp);
+		qsort(j->ops, j->nops, sizeof(*j->ops), anx_op_cmp);
 	return c.err;
 }
 
