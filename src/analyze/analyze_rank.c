@@ -196,7 +196,6 @@ int anx_ranks(struct anx *x)
 int anx_rank_figures(struct anx *x)
 {
 	struct cuptrace_analysis *o = x->out;
-	(void)x;
 	/* Over its GPUs' windows (its steady state where it has steps, as the GPU table). */
 	for (size_t g = 0; g < o->ngpus; g++) {
 		struct cuptrace_an_rank *r = &o->ranks[o->gpus[g].rank];
