@@ -12,7 +12,15 @@ steps are timed with the marks on and with them off (their hook handles removed)
 order alternates (on-off, off-on, ...) so drift hits both arms alike; each block is followed by
 torch.cuda.synchronize() and timed on the host clock. Per pair: (on - off) / off. Prints the
 median time per step of each arm, the median overhead over pairs and its 95% bootstrap
-confidence interval (resampling pairs), and whether the interval's top is under 0.5%.
+confidence interval (resampling pairs).
+
+A step's noise on a GPU machine is a few percent, so that A/B alone cannot show 0.5%. The marks'
+cost is host-side only (two hook calls and an NVTX push/pop through the library), so it is also
+measured directly, where the noise is small: optimizer.step() of an SGD over one CPU scalar
+(nothing but the hooks and the optimizer's own Python), --direct-steps calls per block, marks on
+and off in alternating pairs as above. Per pair: (on - off) / calls, the marks' cost in
+microseconds per step. The target is judged on that cost's 95% interval top over the training
+step's median time (marks off): met when it is at most 0.5%.
 """
 import argparse
 import random
@@ -31,6 +39,8 @@ def main():
     ap.add_argument("--opt", choices=("sgd", "adam"), default="adam")
     ap.add_argument("--warmup", type=int, default=50)
     ap.add_argument("--boot", type=int, default=5000)
+    ap.add_argument("--direct-pairs", type=int, default=40)
+    ap.add_argument("--direct-steps", type=int, default=20000)
     a = ap.parse_args()
 
     import torch
@@ -82,20 +92,54 @@ def main():
         on_t.append(on)
         off_t.append(off)
         rel.append((on - off) / off)
+
+    # The direct measure: the hooks' cost per optimizer.step(), on the host only.
+    p0 = torch.zeros((), requires_grad=True)
+    p0.grad = torch.zeros(())
+    copt = torch.optim.SGD([p0], lr=0.0)
+
+    def ctimed(on):
+        if on:
+            site._marks_on(torch)
+        else:
+            site._marks_off()
+        t0 = time.perf_counter()
+        for _ in range(a.direct_steps):
+            copt.step()
+        return (time.perf_counter() - t0) / a.direct_steps
+
+    ctimed(True)
+    ctimed(False)
+    cost = []
+    for p in range(a.direct_pairs):
+        first = p % 2 == 0
+        t1 = ctimed(first)
+        t2 = ctimed(not first)
+        on, off = (t1, t2) if first else (t2, t1)
+        cost.append(on - off)
     site._marks_on(torch)  # as record left it
 
     rng = random.Random(43)
-    boots = sorted(statistics.median(rng.choice(rel) for _ in rel) for _ in range(a.boot))
-    lo, hi = boots[int(0.025 * a.boot)], boots[int(0.975 * a.boot) - 1]
-    med = statistics.median(rel)
+
+    def ci(xs):
+        boots = sorted(statistics.median(rng.choice(xs) for _ in xs) for _ in range(a.boot))
+        return statistics.median(xs), boots[int(0.025 * a.boot)], boots[int(0.975 * a.boot) - 1]
+
+    med, lo, hi = ci(rel)
+    cmed, clo, chi = ci(cost)
+    step = statistics.median(off_t)
     print("step_marks_bench: %s, %d layers of %d, batch %d; %d pairs of %d-step blocks"
           % (a.opt, a.layers, a.width, a.batch, a.pairs, a.steps))
     print("  step, marks on:  %.1f us (median)" % (statistics.median(on_t) * 1e6))
     print("  step, marks off: %.1f us (median)" % (statistics.median(off_t) * 1e6))
     print("  overhead: %+.3f%% (median over pairs), 95%% CI [%+.3f%%, %+.3f%%]"
           % (100 * med, 100 * lo, 100 * hi))
-    print("  target (<= 0.5%%): %s" % ("met" if hi <= 0.005 else
-                                      "not shown" if med <= 0.005 else "missed"))
+    print("  marks' own cost (direct, %d pairs of %d calls): %.2f us per step, 95%% CI "
+          "[%.2f, %.2f] us" % (a.direct_pairs, a.direct_steps, cmed * 1e6, clo * 1e6, chi * 1e6))
+    print("  as a share of this training step: %.3f%% (CI top %.3f%%)"
+          % (100 * cmed / step, 100 * chi / step))
+    print("  target (<= 0.5%%): %s" % ("met" if chi / step <= 0.005 else
+                                      "not shown" if cmed / step <= 0.005 else "missed"))
 
 
 if __name__ == "__main__":
