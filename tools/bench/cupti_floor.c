@@ -16,6 +16,18 @@
 
 static size_t buffer_size = CUPTRACE_DEFAULT_BUFFER_SIZE;
 
+extern const char *const cuptrace_runtime_cbid_names[];
+extern const unsigned cuptrace_runtime_cbid_names_len;
+extern const char *const cuptrace_driver_cbid_names[];
+extern const unsigned cuptrace_driver_cbid_names_len;
+
+/* What InitializeInjection enabled, so that cuptrace_floor_ab() can put it back: the kinds
+ * other than RUNTIME and DRIVER, and how the API records were enabled. Written once at
+ * injection, before any application thread calls cuptrace_floor_ab(). */
+static CUpti_ActivityKind init_kinds[CUPTI_ACTIVITY_KIND_COUNT];
+static size_t init_nkinds;
+static int init_api, init_api_drv_all, init_api_rt_all, init_api_by_cbid;
+
 static void CUPTIAPI req(uint8_t **b, size_t *sz, size_t *max)
 {
 	*sz = buffer_size;
@@ -171,6 +183,67 @@ static void flag_attr(const char *env, CUpti_ActivityAttribute a, uint8_t v)
 	}
 }
 
+/* Switches off the API records of every call whose CUPTI name contains sub (one domain). */
+static int api_off(int driver, const char *sub)
+{
+	const char *const *names = driver ? cuptrace_driver_cbid_names : cuptrace_runtime_cbid_names;
+	unsigned n = driver ? cuptrace_driver_cbid_names_len : cuptrace_runtime_cbid_names_len;
+	int hits = 0;
+	for (uint32_t id = 1; id < n; id++) {
+		if (!names[id] || !strstr(names[id], sub))
+			continue;
+		if (driver)
+			cuptiActivityEnableDriverApi(id, 0);
+		else
+			cuptiActivityEnableRuntimeApi(id, 0);
+		hits++;
+	}
+	return hits;
+}
+
+/* cuptrace_floor_ab(spec), issue 45: where CUPTI's time goes, measured inside one process. The
+ * benchmark (tools/bench/torch_workload.py --ab-kinds, loop_ab) calls it between blocks of
+ * steps, with the GPU idle: it puts back everything InitializeInjection enabled, then switches
+ * off what spec lists (comma-separated): "kN" activity kind N; "rt~SUB" / "drv~SUB" the runtime
+ * / driver API records of every call whose name contains SUB; "" or NULL: nothing (the default
+ * set). Returns the number of items applied, or -1 for an item it cannot read (nothing more is
+ * switched then). Called from the application's thread only (the benchmark's), one at a time. */
+__attribute__((visibility("default"))) int cuptrace_floor_ab(const char *spec)
+{
+	for (size_t i = 0; i < init_nkinds; i++)
+		cuptiActivityEnable(init_kinds[i]);
+	/* Enabling RUNTIME or DRIVER again resets the per-call settings, so this comes after
+	 * the kinds and puts back the default's per-call filter too. */
+	if (init_api)
+		cuptrace_enable_api(init_api_drv_all, init_api_rt_all, init_api_by_cbid);
+	int applied = 0;
+	for (const char *p = spec; p && *p;) {
+		const char *end = strchr(p, ',');
+		size_t len = end ? (size_t)(end - p) : strlen(p);
+		char item[128];
+		if (len == 0 || len >= sizeof(item))
+			return -1;
+		memcpy(item, p, len);
+		item[len] = 0;
+		if (item[0] == 'k') {
+			char *e;
+			long k = strtol(item + 1, &e, 10);
+			if (*e || k <= 0 || k >= CUPTI_ACTIVITY_KIND_COUNT)
+				return -1;
+			cuptiActivityDisable((CUpti_ActivityKind)k);
+		} else if (!strncmp(item, "rt~", 3) && item[3]) {
+			api_off(0, item + 3);
+		} else if (!strncmp(item, "drv~", 4) && item[4]) {
+			api_off(1, item + 4);
+		} else {
+			return -1;
+		}
+		applied++;
+		p = end ? end + 1 : p + len;
+	}
+	return applied;
+}
+
 __attribute__((visibility("default"))) int InitializeInjection(void)
 {
 	/* CUPTRACE_FLOOR_NOTHING: injected, libcupti loaded (linked), no CUPTI call at all: what
@@ -217,10 +290,11 @@ __attribute__((visibility("default"))) int InitializeInjection(void)
 		if (!only && (cuptrace_kind_needs_two_gpus(k) || !cuptrace_kind_by_setting(k)))
 			continue; /* as cuptrace in a one-GPU process, --cuda-graphs too (kinds.h)
 			           */
-		if (k == CUPTI_ACTIVITY_KIND_RUNTIME || k == CUPTI_ACTIVITY_KIND_DRIVER)
+		if (k == CUPTI_ACTIVITY_KIND_RUNTIME || k == CUPTI_ACTIVITY_KIND_DRIVER) {
 			api = 1;
-		else
-			cuptiActivityEnable(k);
+		} else if (cuptiActivityEnable(k) == CUPTI_SUCCESS) {
+			init_kinds[init_nkinds++] = k;
+		}
 	}
 	/* CUPTRACE_FLOOR_EXTRA_KINDS: kinds enabled besides, e.g. 51 (GRAPH_TRACE: one record per
 	 * graph launch instead of one per node), to measure what they change. */
@@ -235,9 +309,12 @@ __attribute__((visibility("default"))) int InitializeInjection(void)
 		e = *end == ',' ? end + 1 : end;
 	}
 	const char *drv = getenv("CUPTRACE_DRIVER"), *rt = getenv("CUPTRACE_RUNTIME");
+	init_api = api;
+	init_api_drv_all = drv && !strcmp(drv, "all");
+	init_api_rt_all = rt && !strcmp(rt, "all");
+	init_api_by_cbid = cuptrace_api_by_cbid();
 	if (api)
-		cuptrace_enable_api(drv && !strcmp(drv, "all"), rt && !strcmp(rt, "all"),
-		                    cuptrace_api_by_cbid());
+		cuptrace_enable_api(init_api_drv_all, init_api_rt_all, init_api_by_cbid);
 	if (api && only && !has_kind(only, CUPTI_ACTIVITY_KIND_DRIVER))
 		cuptiActivityDisable(CUPTI_ACTIVITY_KIND_DRIVER);
 	if (api && only && !has_kind(only, CUPTI_ACTIVITY_KIND_RUNTIME))

@@ -72,6 +72,9 @@ FLOOR_VARIANTS = {
     "floor_nodriver": {"CUPTRACE_FLOOR_KINDS": "1,2,5,10,17"},
     "floor_kernels": {"CUPTRACE_FLOOR_KINDS": "10"},
     "floor_kineto": {"CUPTRACE_FLOOR_KINDS": "1,2,4,5,10,17"},
+    # the GPU alone (issue 45's floor): device, context, concurrent kernel, memcpy, memset,
+    # stream, name; no API, synchronization, memory, event or marker records
+    "floor_gpu": {"CUPTRACE_FLOOR_KINDS": "8,9,10,1,2,37,11"},
     # CUPTI loaded and subscribed, no kind enabled (no kind has number 999): what waiting for a
     # capture window can cost at best
     "floor_idle": {"CUPTRACE_FLOOR_KINDS": "999"},
@@ -154,6 +157,9 @@ def run_one(cfg, build, workload, tmp, cpus=None, steps=None, pin_main=None, ab=
             return {"skip": "%s needs PyTorch" % cfg}
     else:
         cmd = [sys.executable, WORKER, "--workload", workload]
+        if workload == "ddp":  # two ranks on two GPUs, rank 0 prints the result
+            cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone",
+                   "--nproc-per-node", "2", WORKER, "--workload", workload]
         if steps:
             cmd += ["--steps", str(steps)]
         if pin_main is not None:
@@ -465,6 +471,9 @@ def cmd_report(a):
         ratio("cuptrace_stacks_all", "cuptrace", "paired")
         ratio("cuptrace_watch", "tp_cuda", "added")
         ratio("cuptrace_pytorch", "tp_cpu_cuda", "added")
+        # issue 45's targets: the default recording against the GPU alone
+        ratio("cuptrace", "floor_gpu", "added")
+        ratio("floor", "floor_gpu", "added")
         ratio("cuptrace", "floor", "time")
         ratio("cuptrace", "floor", "added")
         ratio("cuptrace_capture", "floor", "added")

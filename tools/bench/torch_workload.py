@@ -22,11 +22,22 @@ Workloads:
   graph        a CUDA graph of 50 kernels replayed once per step (= graph50)
   graph10/50   a CUDA graph of 10 or 50 elementwise kernels replayed once per step
   compile_ro   a 4-layer MLP inference step under torch.compile(mode="reduce-overhead")
+  ddp          (under torchrun, two GPUs) a DistributedDataParallel training step over NCCL:
+               a 4-layer MLP, SGD, one gradient all-reduce, torch.cuda.synchronize() at its end
+               (the job of issue 45); rank 0 prints the JSON line, the others nothing
+
+--ab-kinds SPEC;SPEC;... (under the CUPTI floor, CUDA_INJECTION64_PATH=libcupti_floor.so):
+what each part of CUPTI's recording costs inside one process: per pair and per SPEC, a block
+with the floor's default set and one with SPEC switched off (cuptrace_floor_ab: "k5" a kind,
+"rt~Launch" the runtime API records of calls named so; tools/bench/kinds_ab.py), which first
+alternating pair by pair. res["abk"][SPEC]: per pair [default, SPEC off] seconds per step.
+Under torchrun every rank runs the same schedule, so the ranks switch together.
 """
 import argparse
 import gzip
 import json
 import os
+import statistics
 import sys
 import time
 
@@ -111,7 +122,35 @@ def make_compile_ro():
     return step
 
 
-WORKLOADS = {"add": (make_add, 20000, 200), "transformer": (make_transformer, 30, 5),
+def make_ddp():
+    """One rank of a 2-GPU DistributedDataParallel job (torchrun sets the rank)."""
+    import torch.distributed as dist
+    local = int(os.environ.get("LOCAL_RANK", "0"))
+    dev = torch.device("cuda", local)
+    torch.cuda.set_device(dev)
+    if not dist.is_initialized():
+        dist.init_process_group("nccl", device_id=dev)
+    torch.manual_seed(0)
+    d = 1024
+    model = nn.Sequential(*[m for _ in range(4) for m in (nn.Linear(d, d), nn.ReLU())]).to(dev)
+    model = nn.parallel.DistributedDataParallel(model, device_ids=[local])
+    opt = torch.optim.SGD(model.parameters(), lr=1e-3)
+    x = torch.randn(256, d, device=dev)
+
+    def step():
+        opt.zero_grad(set_to_none=True)
+        model(x).square().mean().backward()
+        opt.step()
+        torch.cuda.synchronize()
+
+    return step
+
+
+def rank0():
+    return os.environ.get("RANK", "0") == "0"
+
+
+WORKLOADS = {"add": (make_add, 20000, 200), "ddp": (make_ddp, 300, 30), "transformer": (make_transformer, 30, 5),
              "graph": (make_graph, 2000, 50),
              "graph10": (lambda: make_graph(10), 2000, 50),
              "graph50": (lambda: make_graph(50), 2000, 50),
@@ -183,6 +222,41 @@ def timed_ab(step, pairs, per, warmup, res):
     return sorted(x[1] for x in ab)[len(ab) // 2]
 
 
+def timed_ab_kinds(step, specs, pairs, per, warmup, res):
+    """--ab-kinds: per pair and spec, a block with the floor's default set and one with spec
+    switched off, adjacent in time (the order alternating pair by pair)."""
+    import ctypes
+    lib = ctypes.CDLL(os.environ["CUDA_INJECTION64_PATH"])  # the floor the driver loaded
+    lib.cuptrace_floor_ab.argtypes = [ctypes.c_char_p]
+    for _ in range(warmup):
+        step()
+    torch.cuda.synchronize()
+
+    def block(spec):
+        if lib.cuptrace_floor_ab(spec.encode()) < 0:
+            raise SystemExit("cuptrace_floor_ab cannot read %r" % spec)
+        t0 = time.perf_counter()
+        for _ in range(per):
+            step()
+        torch.cuda.synchronize()
+        return (time.perf_counter() - t0) / per
+
+    abk = {s: [] for s in specs}
+    for i in range(pairs):
+        for j in range(len(specs)):
+            s = specs[(i + j) % len(specs)]
+            if i % 2 == 0:
+                base = block("")
+                off = block(s)
+            else:
+                off = block(s)
+                base = block("")
+            abk[s].append([base, off])
+    lib.cuptrace_floor_ab(b"")
+    res["abk"] = abk
+    return statistics.median(x[0] for v in abk.values() for x in v)
+
+
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("--workload", choices=sorted(WORKLOADS), required=True)
@@ -196,7 +270,11 @@ def main():
     p.add_argument("--ab-stacks", type=int, metavar="PAIRS",
                    help="under record --stacks: PAIRS pairs of blocks, stacks on and paused")
     p.add_argument("--ab-block", type=int, default=3, metavar="STEPS",
-                   help="steps per block of --ab-stacks (default 3)")
+                   help="steps per block of --ab-stacks and --ab-kinds (default 3)")
+    p.add_argument("--ab-kinds", metavar="SPEC;SPEC;...",
+                   help="under the CUPTI floor: blocks with each SPEC switched off, against "
+                   "the default set")
+    p.add_argument("--ab-pairs", type=int, default=20, help="pairs of --ab-kinds (default 20)")
     a = p.parse_args()
     make, steps, warmup = WORKLOADS[a.workload]
     steps = a.steps or steps
@@ -207,14 +285,20 @@ def main():
         step = make()
         if a.pin_main is not None:
             os.sched_setaffinity(0, {a.pin_main})  # 0: this thread only, on Linux
-        if a.ab_stacks:
+        if a.ab_kinds:
+            res["step_s"] = timed_ab_kinds(step, a.ab_kinds.split(";"), a.ab_pairs,
+                                           a.ab_block, warmup, res)
+        elif a.ab_stacks:
             res["step_s"] = timed_ab(step, a.ab_stacks, a.ab_block, warmup, res)
         else:
             res["step_s"] = timed(step, steps, warmup, res=res)
 
     if not a.profile:
         run()
-        print(json.dumps(res))
+        if rank0():
+            print(json.dumps(res))
+        if a.workload == "ddp":
+            torch.distributed.destroy_process_group()
         return 0
     from torch.profiler import ProfilerActivity, profile
 
@@ -234,7 +318,10 @@ def main():
     ev = json.loads(raw)["traceEvents"]
     res["kernels"] = sum(1 for e in ev if e.get("ph") == "X" and e.get("cat") == "kernel")
     os.unlink(a.trace_out)
-    print(json.dumps(res))
+    if rank0():
+        print(json.dumps(res))
+    if a.workload == "ddp":
+        torch.distributed.destroy_process_group()
     return 0
 
 

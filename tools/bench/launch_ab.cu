@@ -1,0 +1,97 @@
+// launch_ab: the C launch loop of the overhead benchmark (examples/multi_stream's tiny kernel,
+// launched back to back on one stream), timed in blocks inside one process under the CUPTI
+// floor, with the floor's recording switched between blocks (issue 45: what each activity kind
+// and each API record type costs, free of the process-to-process spread of a shared machine).
+//
+//   CUDA_INJECTION64_PATH=BUILD/libcupti_floor.so launch_ab PAIRS LAUNCHES SPEC [SPEC...]
+//
+// For each pair and each SPEC (in an order rotated every pair), two blocks of LAUNCHES
+// launches and one cudaStreamSynchronize: one with the floor's default set (spec ""), one with
+// SPEC switched off (cuptrace_floor_ab in tools/bench/cupti_floor.c), which first in
+// alternate pairs. Prints one JSON line: {"workload": "launch", "abk": {SPEC: [[default s,
+// SPEC s] per launch, ...]}} (tools/bench/kinds_ab.py reads it).
+#include <cuda_runtime.h>
+#include <dlfcn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <time.h>
+
+__global__ void tiny(int *x)
+{
+	if (threadIdx.x == 0 && x)
+		atomicAdd(x, 1);
+}
+
+static double now(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+#define CK(x)                                                                                  \
+	do {                                                                                   \
+		cudaError_t e_ = (x);                                                          \
+		if (e_ != cudaSuccess) {                                                       \
+			fprintf(stderr, "launch_ab: %s: %s\n", #x, cudaGetErrorString(e_));    \
+			return 1;                                                              \
+		}                                                                              \
+	} while (0)
+
+int main(int argc, char **argv)
+{
+	if (argc < 4) {
+		fprintf(stderr, "usage: launch_ab PAIRS LAUNCHES SPEC [SPEC...] (under the floor)\n");
+		return 2;
+	}
+	int pairs = atoi(argv[1]), launches = atoi(argv[2]), nspec = argc - 3;
+	const char *lib = getenv("CUDA_INJECTION64_PATH");
+	void *h = lib ? dlopen(lib, RTLD_NOW | RTLD_NOLOAD) : NULL;
+	int (*ab)(const char *) = h ? (int (*)(const char *))dlsym(h, "cuptrace_floor_ab") : NULL;
+	int *counter;
+	cudaStream_t s;
+	CK(cudaMalloc(&counter, sizeof(int)));
+	CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+	// CUDA is up, so the driver has loaded the injection library by now
+	if (!ab) {
+		h = lib ? dlopen(lib, RTLD_NOW | RTLD_NOLOAD) : NULL;
+		ab = h ? (int (*)(const char *))dlsym(h, "cuptrace_floor_ab") : NULL;
+	}
+	if (!ab) {
+		fprintf(stderr, "launch_ab: no cuptrace_floor_ab: run it with "
+		                "CUDA_INJECTION64_PATH=BUILD/libcupti_floor.so\n");
+		return 2;
+	}
+	double *res = (double *)calloc((size_t)pairs * nspec * 2, sizeof(double));
+	for (int i = 0; i < 2 * launches; i++) // warm-up
+		tiny<<<1, 32, 0, s>>>(counter);
+	CK(cudaStreamSynchronize(s));
+	for (int p = 0; p < pairs; p++) {
+		for (int j = 0; j < nspec; j++) {
+			int v = (j + p) % nspec;
+			for (int half = 0; half < 2; half++) {
+				int off = (half == 0) == (p % 2 == 0); // default first in even pairs
+				if (ab(off ? argv[3 + v] : "") < 0) {
+					fprintf(stderr, "launch_ab: cannot read spec '%s'\n", argv[3 + v]);
+					return 2;
+				}
+				double t0 = now();
+				for (int i = 0; i < launches; i++)
+					tiny<<<1, 32, 0, s>>>(counter);
+				CK(cudaStreamSynchronize(s));
+				res[((size_t)p * nspec + v) * 2 + off] = (now() - t0) / launches;
+			}
+		}
+	}
+	ab("");
+	printf("{\"workload\": \"launch\", \"launches\": %d, \"abk\": {", launches);
+	for (int v = 0; v < nspec; v++) {
+		printf("%s\"%s\": [", v ? ", " : "", argv[3 + v]);
+		for (int p = 0; p < pairs; p++)
+			printf("%s[%.9e, %.9e]", p ? ", " : "", res[((size_t)p * nspec + v) * 2],
+			       res[((size_t)p * nspec + v) * 2 + 1]);
+		printf("]");
+	}
+	printf("}}\n");
+	return 0;
+}
