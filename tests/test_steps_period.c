@@ -5,7 +5,7 @@
  * two iterations only, no period at all, DDP steps whose halves alternate. Each answer (where
  * the iterations start, where the last ends) is the list the test recorded while building the
  * sequence. */
-#include "analyze/steps_period.h"
+#include "why/steps_period.h"
 #include "check.h"
 
 #include <stdint.h>

@@ -4,7 +4,7 @@
  * come from binutils (nm, addr2line, readelf), not from libdw. Skips without cc or libdw. */
 #include "check.h"
 
-#include "analyze/symbolize.h"
+#include "symbolize/symbolize.h"
 
 #include <errno.h>
 #include <stdarg.h>
