@@ -182,7 +182,8 @@ while read -r a b; do
 		case " $(may_use "$a") " in
 		*" $b "*) continue ;;
 		esac
-		echo "FAIL: src/$a uses src/$b (src/$a may use: $(may_use "$a"))"
+		u=$(may_use "$a")
+		echo "FAIL: src/$a uses src/$b (src/$a may use: ${u:-no other analysis})"
 	else
 		echo "FAIL: src/$a uses src/$b (an analysis: only the command line and other analyses may)"
 	fi

@@ -1,4 +1,4 @@
-/* The period finder of analyze (src/analyze/steps_period.c) on token sequences whose iterations
+/* The period finder of analyze (src/why/steps_period.c) on token sequences whose iterations
  * the test lays out itself: start-up noise before the loop and a tail after it, extra and missing
  * work in some iterations, jittering weights, 3000 tiny kernels per iteration, a graph replay
  * loop with logging every 10 iterations, one heavy kernel among 150 light ones, copies alone,

@@ -1,4 +1,4 @@
-/* The libdw symbolizer (analyze/symbolize.h) on programs this test compiles with cc -O0 -g: a
+/* The libdw symbolizer (symbolize/symbolize.h) on programs this test compiles with cc -O0 -g: a
  * PIE executable, a shared library, stripped copies whose DWARF is in a separate file found by
  * build id and by .gnu_debuglink, and a build-id mismatch. The expected function, file and line
  * come from binutils (nm, addr2line, readelf), not from libdw. Skips without cc or libdw. */

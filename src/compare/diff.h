@@ -27,19 +27,12 @@
 #define CUPTRACE_COMPARE_DIFF_H
 
 #include "lines/lines.h"
+#include "stats/family.h"
 #include "format/event.h"
 
 #include <stdint.h>
 #include <stdio.h>
 
-enum cuptrace_family {
-	CUPTRACE_FAM_KERNEL,
-	CUPTRACE_FAM_API,
-	CUPTRACE_FAM_COPY,
-	CUPTRACE_FAM_NVTX,
-	CUPTRACE_FAM_OP,
-	CUPTRACE_FAM_N
-};
 /* "kernels", "api_calls", "copies", "nvtx_ranges", "ops": keys of the JSON output. */
 const char *cuptrace_family_key(enum cuptrace_family f);
 
@@ -71,13 +64,13 @@ struct cuptrace_profile {
 
 struct cuptrace_profile_opts {
 	size_t sz;            /* sizeof(struct cuptrace_profile_opts) */
-	int group_by_base;    /* 1: names reduced to their base (analyze/names.h) */
+	int group_by_base;    /* 1: names reduced to their base (names/base_name.h) */
 	const char *per_name; /* counted into per_count; NULL for none. Borrowed until finish */
 	/* 1: kernels and copies named after the op that launched them: the innermost range
 	 * (op or NVTX, ProfilerStep#N skipped) open on the launching thread when the launch call
 	 * began, found through the flow from the call to the work; "(no op) NAME" without one */
 	int group_by_op;
-	/* 1: kernels and copies named after the source line that launched them (analyze/lines.h:
+	/* 1: kernels and copies named after the source line that launched them (lines/lines.h:
 	 * the innermost user frame of the launch's call stack); "(no stack)" without one */
 	int group_by_line;
 	const struct cuptrace_lines_opts *lines; /* its rule's patterns; NULL: none. Copied */

@@ -9,11 +9,14 @@
 #include "lines/lines.h"
 #include "names/base_name.h"
 #include "stats/stats.h"
-#include "stats/stats_internal.h"
+#include "stats/stats_meta.h"
+#include "stats/stats_summary.h"
+#include "common/saturate.h"
 #include "common/util.h"
 
 #include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 /* Track flags, as values of the track map (0 means undeclared). */

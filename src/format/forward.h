@@ -1,7 +1,8 @@
 /* A sink that hands every event on to an inner sink, for the analysis sinks that watch a stream
- * on its way to another sink (profile.c: to a stats sink; merge.c: the same). A wrapper embeds
- * struct fwd_sink first, points its ops at the fwd_* functions it does not override, and calls
- * them from those it does. Errors are sticky, as every sink's. Private to src/analyze. */
+ * on its way to another sink (src/compare/profile.c: to a stats sink; src/merge/merge_plan.c: the
+ * same). A wrapper embeds struct fwd_sink first, points its ops at the fwd_* functions it does not
+ * override, and calls them from those it does. Errors are sticky, as every sink's. Used by the
+ * analyses, share and symbolize. */
 #ifndef CUPTRACE_FORMAT_FORWARD_H
 #define CUPTRACE_FORMAT_FORWARD_H
 

@@ -3,9 +3,9 @@
  * its launch. Like every sink, used by one thread at a time. */
 #include "lines/lines.h"
 #include "stats/busy.h"
-#include "compare/diff.h"
+#include "stats/family.h"
 #include "format/forward.h"
-#include "stats/stats_internal.h"
+#include "common/saturate.h"
 #include "common/util.h"
 
 #include <ctype.h>

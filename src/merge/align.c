@@ -1,6 +1,6 @@
 /* Rank alignment (align.h). */
 #include "merge/align.h"
-#include "stats/stats_internal.h"
+#include "common/saturate.h"
 
 #include <errno.h>
 #include <math.h>

@@ -15,7 +15,7 @@
  * UI to follow it); root tracks that are not processes or threads get the "<label>: " prefix
  * too. Each input's metadata is kept under "<label>: <key>", with "<label>: merge_file" and
  * "<label>: merge_offset_ns", and its own trace info and summary as instants on its first
- * process (analyze/merge_meta.h); the output's clocks are those of the first input (shifted), so
+ * process (merge/merge_meta.h); the output's clocks are those of the first input (shifted), so
  * its wall-clock times are exact and the others' are not.
  *
  * Shift: with align_name, the K-th slice named align_name (by start time; an NVTX range, an op,
@@ -49,7 +49,7 @@ struct cuptrace_merge_opts {
 	const char *align_name; /* NULL: each input starts at 0; borrowed during the plan */
 	uint64_t align_k;       /* 1-based occurrence; 0 means 1 */
 	/* Ranks of one job (--ranks): inputs ordered by their "rank" metadata, labelled
-	 * "rank R @ host", placed on one axis by their clocks (analyze/align.h) as ranks_align
+	 * "rank R @ host", placed on one axis by their clocks (merge/align.h) as ranks_align
 	 * says; align_name is then ignored. */
 	int ranks;
 	enum cuptrace_align_mode ranks_align;

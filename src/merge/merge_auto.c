@@ -3,7 +3,7 @@
 #include "merge/merge_auto.h"
 #include "stats/busy.h"
 #include "merge/merge.h"
-#include "stats/stats_internal.h"
+#include "common/saturate.h"
 
 #include <errno.h>
 #include <stdlib.h>

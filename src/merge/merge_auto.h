@@ -1,6 +1,6 @@
 /* The default alignment of `merge --side-by-side`: each run's first step (a ProfilerStep#N range;
  * else the end of its first Optimizer.step#N, where analyze's first whole step begins), else its
- * first GPU work. merge.c notes every slice of pass 1 here. Private to src/analyze. */
+ * first GPU work. merge_plan.c notes every slice of pass 1 here. Private to src/merge. */
 #ifndef CUPTRACE_MERGE_MERGE_AUTO_H
 #define CUPTRACE_MERGE_MERGE_AUTO_H
 

@@ -1,4 +1,4 @@
-/* Base names of demangled C++ functions (see names.h): one left-to-right pass that copies the
+/* Base names of demangled C++ functions (see base_name.h): one left-to-right pass that copies the
  * name, drops template argument lists, parameter lists and bracketed suffixes, keeps operator
  * names, "(anonymous namespace)" and lambda names whole, and remembers where the last word
  * before the signature began (so that a return type is cut off). */

@@ -1,7 +1,7 @@
 /* Step names: a family of numbered ranges ("ProfilerStep#551" as torch.profiler writes them,
  * "step 0", "iter 12", "Step#4") is one name with a number after it. Used by analyze (its step
  * sources), diff --per and share --window, so that a family name matches its numbered ranges and
- * a full numbered name matches itself. Private to src/analyze and tools. */
+ * a full numbered name matches itself. Used by src/why and src/compare. */
 #ifndef CUPTRACE_NAMES_STEP_NAME_H
 #define CUPTRACE_NAMES_STEP_NAME_H
 

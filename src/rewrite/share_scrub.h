@@ -1,6 +1,6 @@
 /* The text side of `cuptrace share`, defined in share_scrub.c: what counts as a path, a URL, a
  * host or user name inside any string, and the keyed tokens of --redact-names. Used by the scan
- * pass (share_scan.c) and the rewriting sink (share.c). Private to src/analyze. */
+ * pass (share_scan.c) and the rewriting sink (share.c). Private to src/rewrite. */
 #ifndef CUPTRACE_REWRITE_SHARE_SCRUB_H
 #define CUPTRACE_REWRITE_SHARE_SCRUB_H
 

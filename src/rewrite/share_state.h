@@ -1,6 +1,6 @@
 /* What pass 1 of `cuptrace share` found, as the scan (share_scan.c) fills it and the rewrite
  * (share.c) reads it: the secret words, flow ends, counter samples, NVTX ranges and event times.
- * Private to src/analyze. */
+ * Private to src/rewrite. */
 #ifndef CUPTRACE_REWRITE_SHARE_STATE_H
 #define CUPTRACE_REWRITE_SHARE_STATE_H
 

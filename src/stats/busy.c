@@ -1,7 +1,7 @@
 /* GPU busy time: the union of the GPU's work intervals (kernels, copies, memsets), so that
  * ranges drawn on GPU rows (annotations, syncs) and concurrent streams are not counted twice. */
 #include "stats/busy.h"
-#include "compare/diff.h"
+#include "stats/family.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -1,6 +1,6 @@
 /* GPU busy time: which slices are GPU work (kernels, copies, memsets, in every reader's naming)
  * and the union of their intervals. Annotation and sync ranges on GPU rows are shown but never
- * counted as work. Private to src/analyze. */
+ * counted as work. Private to the analyses (stats, lines, compare, merge). */
 #ifndef CUPTRACE_STATS_BUSY_H
 #define CUPTRACE_STATS_BUSY_H
 
@@ -16,7 +16,7 @@ struct cuptrace_busy_span {
  * 0 for anything else (gpu_user_annotation, cuda_sync, cuda_profiler_range, NVTX, ...). */
 int cuptrace_busy_is_work(const char *category);
 
-/* The diff family (analyze/diff.h) of GPU work named exactly as cuptrace and torch.profiler
+/* The family (family.h) of GPU work named exactly as cuptrace and torch.profiler
  * since 2022 name it: CUPTRACE_FAM_KERNEL for kernel and graph (a whole CUDA graph launch,
  * --cuda-graphs graph), CUPTRACE_FAM_COPY for memcpy, memset, gpu_memcpy and gpu_memset; -1
  * for anything else (NULL included). What diff, the profile and the lines file by. */

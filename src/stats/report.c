@@ -1,4 +1,4 @@
-/* Tables and "label: value" lines for the reports of src/analyze (see report.h). */
+/* Tables and "label: value" lines for the reports of stats, diff and lines (see report.h). */
 #include "stats/report.h"
 #include "common/util.h"
 #include "format/json_writer.h"

@@ -1,7 +1,7 @@
 /* Reports (`cuptrace stats`, `cuptrace diff`): tables rendered as aligned text or as GitHub
  * markdown, "label: value" lines, durations in the unit that reads best, and the frame of the
- * JSON reports. Private to src/analyze. Output goes to a FILE the caller owns; one thread at a
- * time per table or writer. */
+ * JSON reports. Private to the analyses (stats, compare, lines). Output goes to a FILE the caller
+ * owns; one thread at a time per table or writer. */
 #ifndef CUPTRACE_STATS_REPORT_H
 #define CUPTRACE_STATS_REPORT_H
 

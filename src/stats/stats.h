@@ -23,7 +23,7 @@ struct cuptrace_stats_track {
 	int32_t sort_rank; /* as declared: stream order among a GPU's tracks */
 	uint64_t slices, instants, counters;
 	int64_t first_ts, last_end; /* over this track's events; both 0 if it has none */
-	int64_t busy_ns; /* GPU work only (analyze/busy.h): the union of this track's kernels,
+	int64_t busy_ns; /* GPU work only (stats/busy.h): the union of this track's kernels,
 	                  * copies and memsets; on a GROUP, the union over all its tracks */
 	uint64_t partial_overlaps; /* pairs of slices on this track that partially overlap */
 };

@@ -3,7 +3,9 @@
 #include "stats/report.h"
 #include "stats/busy.h"
 #include "stats/stats.h"
-#include "stats/stats_internal.h"
+#include "stats/stats_meta.h"
+#include "stats/stats_summary.h"
+#include "common/saturate.h"
 
 #include <inttypes.h>
 #include <stdint.h>

@@ -3,7 +3,7 @@
  * thread at a time. */
 #include "stats/busy.h"
 #include "stats/stats.h"
-#include "stats/stats_internal.h"
+#include "common/saturate.h"
 #include "common/util.h"
 
 #include <errno.h>

@@ -1,6 +1,6 @@
 /* GPU time per op (self and total, through the launch call's enclosing ranges) and the findings
  * of one file, per rank (analyze_job.c folds them into the job's and adds the rank findings),
- * from the computation state of analyze_ctx.h. Called by analyze_run.c; calls analyze_rank.c
+ * from the computation state of compute_state.h. Called by analyze_run.c; calls analyze_rank.c
  * and analyze_query.c. */
 #include "why/compute_state.h"
 #include "names/step_name.h"

@@ -1,4 +1,4 @@
-/* The job's analysis from its files' (analyze_internal.h). an_fold moves what the job keeps of
+/* The job's analysis from its files' (sink_state.h). an_fold moves what the job keeps of
  * one file's analysis into the job's when the next file begins: its strings copied into the
  * job's table, its rank and GPU indices moved past the job's, its findings kept as records (one
  * per finding and rank), its ops merged by name, its largest idle intervals into the job's top

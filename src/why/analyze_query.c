@@ -1,4 +1,4 @@
-/* Look-ups of an analysis computation (analyze_ctx.h): strings, what a host thread was doing at a
+/* Look-ups of an analysis computation (compute_state.h): strings, what a host thread was doing at a
  * time, per-process GPU busy intervals and launch times. Calls nothing of the other analyze
  * files. */
 #include "why/compute_state.h"

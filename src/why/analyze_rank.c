@@ -1,4 +1,4 @@
-/* Who each process of one file is, and its part of the job's rank figures (analyze_ctx.h): the
+/* Who each process of one file is, and its part of the job's rank figures (compute_state.h): the
  * ranks with the rank and host the trace says, the steps' ranks and numbers, what each step spent
  * in collectives, and each rank's GPU, collective and step figures. What needs every rank at once
  * (the straggler, the job's steps) is analyze_job.c's, over the summaries made here. Calls only

@@ -7,7 +7,7 @@
  * number. */
 #define _GNU_SOURCE /* strcasestr */
 #include "why/sink_state.h"
-#include "stats/stats_internal.h"
+#include "stats/stats_meta.h"
 
 #include <errno.h>
 #include <stdlib.h>

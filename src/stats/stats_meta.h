@@ -1,62 +1,13 @@
-/* Helpers shared by the files of src/analyze: saturating sums, and what the stats summaries
- * (text, markdown, JSON) and the diff derive from struct cuptrace_stats (stats_summary.c), so
- * that every output shows the same numbers. Private to src/analyze. */
-#ifndef CUPTRACE_STATS_STATS_INTERNAL_H
-#define CUPTRACE_STATS_STATS_INTERNAL_H
+/* The trace's metadata as kept in struct cuptrace_stats, read the same way by the stats
+ * summaries, the diff's profile, the merge and analyze (stats_meta.c): look-ups by key, the
+ * header's known lines, the GPUs the process used, command line, start time, drops. */
+#ifndef CUPTRACE_STATS_STATS_META_H
+#define CUPTRACE_STATS_STATS_META_H
 
 #include "stats/stats.h"
 
 #include <stddef.h>
 #include <stdint.h>
-#include <stdlib.h>
-
-/* Foreign traces may hold any value: sums saturate rather than overflow. */
-static inline int64_t sat_add(int64_t a, int64_t b)
-{
-	int64_t r;
-	if (__builtin_add_overflow(a, b, &r))
-		return b > 0 ? INT64_MAX : INT64_MIN;
-	return r;
-}
-
-static inline int64_t sat_sub(int64_t a, int64_t b)
-{
-	int64_t r;
-	if (__builtin_sub_overflow(a, b, &r))
-		return b < 0 ? INT64_MAX : INT64_MIN;
-	return r;
-}
-
-/* The top names the summaries show (JSON lists them all). */
-#define STATS_TOP_NAMES 20
-
-/* Slices per category, by total time desc, then category. */
-struct stats_cat {
-	const char *cat; /* borrowed from st->names */
-	uint64_t count;
-	int64_t total;
-};
-/* *out is malloc'd (NULL when *n == 0): the caller frees it. Returns 0 or -ENOMEM. */
-int stats_categories(const struct cuptrace_stats *st, struct stats_cat **out, size_t *n);
-
-/* Slice tracks under a GPU that hold slices (streams and their lanes), by GPU (declaration
- * order of the group), then stream order, lane, declaration order. group indexes st->trk, or is
- * st->ntrk when the group is unknown. */
-struct stats_gpu_row {
-	size_t group;
-	const struct cuptrace_stats_track *k;
-};
-int stats_gpu_rows(const struct cuptrace_stats *st, struct stats_gpu_row **out, size_t *n);
-
-/* Busy time per GROUP track (a GPU): the union of the work (kernels, copies, memsets) of the
- * slice tracks under it, so concurrent streams count once; st->gpu_busy_ns sums these.
- * Declaration order. */
-struct stats_device {
-	const struct cuptrace_stats_track *group;
-	int64_t busy_ns;
-	uint64_t slices;
-};
-int stats_devices(const struct cuptrace_stats *st, struct stats_device **out, size_t *n);
 
 /* Header lines from metadata: a label and the keys that may hold it, first found wins. */
 struct stats_known_line {
@@ -99,6 +50,5 @@ const char *stats_cmdline(const struct cuptrace_stats *st, char *buf, size_t cap
 int stats_start_utc(const struct cuptrace_stats *st, int64_t *ns, char *buf, size_t cap);
 /* Every int entry whose key contains "dropped", summed; 0 if there is none. */
 int stats_dropped(const struct cuptrace_stats *st, int64_t *sum);
-uint64_t stats_partial_overlaps(const struct cuptrace_stats *st);
 
 #endif
