@@ -9,7 +9,7 @@
 #    that rank, in how many steps, by how much in all.
 #  - Streaming: analyze keeps one rank's events and the summaries of the others, so its peak
 #    RSS (/usr/bin/time -v) must grow by far less per rank than a rank's events take to keep
-#    (64 bytes a slice, analyze_internal.h): from 16 to 64 and 256 ranks, at most a tenth of
+#    (64 bytes a slice, sink_state.h): from 16 to 64 and 256 ranks, at most a tenth of
 #    that per rank; and 256 ranks in under a minute. Both only in a Release build (sanitizers
 #    change memory and time); other builds check what it says on 16 ranks.
 # Prints the numbers (README, "Why is it slow: analyze", quotes them).
@@ -143,7 +143,7 @@ print("merged:", lb, "straggler", st(b))
 PY
 
 if [ $timer = 1 ]; then
-	# A rank's events as the sink keeps them: 64 bytes a slice (analyze_internal.h).
+	# A rank's events as the sink keeps them: 64 bytes a slice (sink_state.h).
 	per_rank_kb=$((STEPS * (5 + 2 * KERNELS) * 64 / 1024))
 	for N in 64 256; do
 		eval "rss=\$rss_$N"

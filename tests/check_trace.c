@@ -10,7 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "analyze/stats.h"
+#include "stats/stats.h"
 #include "format/formats.h"
 #include "read/read.h"
 

@@ -2,10 +2,23 @@
 # The code forms layers, checked on the compiled objects' symbol tables (nm):
 #  - inside src/ no two files call each other, directly or round a loop, so each can be read with
 #    only the ones below it in mind (tools/check_layers.sh, on the folders listed below);
-#  - the directories of src/ (common, output, format, convert, analyze, ...): no two of them use
-#    each other, directly or round a cycle (DESIGN.md: format holds writers, analyze sits on top);
+#  - the directories of src/ (common, output, format, convert, read, the analyses, ...): no two of
+#    them use each other, directly or round a cycle (DESIGN.md: format holds writers, the
+#    analyses sit on top);
 #  - the readers (src/read) use no writer, the writers (src/format) no reader, the converter no
-#    reader, and no reader includes a writer's header (nm cannot see headers).
+#    reader, and no reader includes a writer's header (nm cannot see headers);
+#  - the folders of the analyses use one another only in these directions, by symbol (nm) and by
+#    #include (nm cannot see headers), and nothing below them uses any of them:
+#      names      (C++ base names, step names)   uses no analysis
+#      stats      (stats sink, summaries, busy)  uses no analysis
+#      lines      (GPU time by source line)      may use stats
+#      compare    (cuptrace diff)                may use stats, lines, names
+#      merge      (merge, rank alignment)        may use stats
+#      why        (cuptrace analyze)             may use stats, names
+#      rewrite    (cuptrace share)               uses no analysis
+#      symbolize  (native frames, libdw)         uses no analysis
+#    So stats never uses why, merge or compare; merge never uses why; rewrite and symbolize only
+#    what is below the analyses (format, read, common).
 # Builds each graph "A uses a symbol defined in B", prints it, and fails naming a cycle if there
 # is one.
 set -u
@@ -14,6 +27,8 @@ if ! command -v nm >/dev/null 2>&1; then
 	exit 77
 fi
 objs=${CUPTRACE_BUILD_DIR:?}/CMakeFiles/cuptrace_core.dir/src
+# src/symbolize is a library of its own (libdw): its objects are under its target's directory.
+symobjs=$CUPTRACE_BUILD_DIR/CMakeFiles/cuptrace_symbolize.dir/src
 tmp=$(mktemp -d "${CUPTRACE_TMP:-/tmp}/layers.XXXXXX")
 trap 'rm -rf "$tmp"' EXIT
 fail=0
@@ -22,13 +37,22 @@ fail=0
 # symbol" where it uses one it does not define; node is the file (or its directory, for the
 # directory graph). The sources decide which objects count: a build directory may still hold the
 # object of a file since removed.
+# The object of src/REL: cuptrace_core's, else cuptrace_symbolize's; empty if neither.
+obj_of() { # rel
+	if [ -f "$objs/$1.o" ]; then
+		echo "$objs/$1.o"
+	elif [ -f "$symobjs/$1.o" ]; then
+		echo "$symobjs/$1.o"
+	fi
+}
 symbols() { # src-file node
 	rel=${1#"$CUPTRACE_SRC"/src/}
-	if [ ! -f "$objs/$rel.o" ]; then
+	o=$(obj_of "$rel")
+	if [ -z "$o" ]; then
 		echo "FAIL: no object file $objs/$rel.o (is the build directory CUPTRACE_BUILD_DIR?)" >&2
 		return 1
 	fi
-	nm "$objs/$rel.o" >"$tmp/nm" || { echo "FAIL: nm $objs/$rel.o" >&2; return 1; }
+	nm "$o" >"$tmp/nm" || { echo "FAIL: nm $o" >&2; return 1; }
 	# Defined: strong global text, data, bss, read-only and common symbols. Weak ones (W, V)
 	# are left out: several files may define them.
 	awk -v f="$2" 'NF >= 2 && $(NF-1) == "U" {print "U", f, $NF}
@@ -87,7 +111,8 @@ check_graph() { # title edges-file nodes-file
 # The files: no two call each other, in any layer (shared state lives in files of its own:
 # collect_state.c, gpumetrics_state.c).
 sh "$CUPTRACE_SRC/tools/check_layers.sh" "$CUPTRACE_BUILD_DIR" src/collect src/format src/convert \
-	src/read src/analyze src/output src/common
+	src/read src/output src/common src/names src/stats src/lines src/compare src/merge src/why \
+	src/rewrite src/symbolize
 case $? in
 0) ;;
 1) fail=1 ;;
@@ -100,7 +125,25 @@ if ! sh "$CUPTRACE_SRC/tools/check_layers.sh" "$CUPTRACE_BUILD_DIR" src/convert 
 	fail=1
 fi
 
-# The directories of src/ whose files go into cuptrace_core.
+# The analyses' folders, and which of them each may use (the header says why).
+analyses="names stats lines compare merge why rewrite symbolize"
+may_use() { # folder: the analyses it may use
+	case $1 in
+	lines) echo stats ;;
+	compare) echo stats lines names ;;
+	merge) echo stats ;;
+	why) echo stats names ;;
+	*) echo ;;
+	esac
+}
+is_analysis() { # folder
+	case " $analyses " in
+	*" $1 "*) return 0 ;;
+	esac
+	return 1
+}
+
+# The directories of src/ whose files go into cuptrace_core (or cuptrace_symbolize).
 : >"$tmp/syms"
 : >"$tmp/dirs"
 for d in "$CUPTRACE_SRC"/src/*/; do
@@ -108,17 +151,19 @@ for d in "$CUPTRACE_SRC"/src/*/; do
 	d=${d##*/}
 	n=0
 	for src in "$CUPTRACE_SRC"/src/$d/*.c; do
-		[ -f "$objs/$d/${src##*/}.o" ] || continue
+		[ -n "$(obj_of "$d/${src##*/}")" ] || continue
 		symbols "$src" "$d" >>"$tmp/syms" || exit 1
 		n=1
 	done
 	[ $n = 1 ] && echo "$d" >>"$tmp/dirs"
 done
 edges "$tmp/syms" >"$tmp/edges"
-grep -qx analyze "$tmp/dirs" || { echo "FAIL: no object of src/analyze in $objs"; exit 1; }
+for d in $analyses; do
+	grep -qx "$d" "$tmp/dirs" || { echo "FAIL: no object of src/$d in $objs or $symobjs"; exit 1; }
+done
 check_graph "src: directory" "$tmp/edges" "$tmp/dirs" || fail=1
 # Calls across layers the wrong way.
-for pair in "read format" "format read" "convert read" "format analyze"; do
+for pair in "read format" "format read" "convert read"; do
 	if grep -qx "$pair" "$tmp/edges"; then
 		echo "FAIL: src/${pair% *} uses src/${pair#* }"
 		fail=1
@@ -129,5 +174,38 @@ if grep -n '#include "format/\(perfetto_sink\|json_writer\|formats\)\.h"' \
 	echo "FAIL: src/read includes a writer's header (above)"
 	fail=1
 fi
+# The analyses' directions, by symbol: an edge from an analysis to another that it may not use,
+# or from a folder below them (format, read, common, ...) to any analysis.
+while read -r a b; do
+	is_analysis "$b" || continue
+	if is_analysis "$a"; then
+		case " $(may_use "$a") " in
+		*" $b "*) continue ;;
+		esac
+		u=$(may_use "$a")
+		echo "FAIL: src/$a uses src/$b (src/$a may use: ${u:-no other analysis})"
+	else
+		echo "FAIL: src/$a uses src/$b (an analysis: only the command line and other analyses may)"
+	fi
+	fail=1
+done <"$tmp/edges"
+# ... and by #include, which nm cannot see (a header's types, inline functions, constants).
+for d in "$CUPTRACE_SRC"/src/*/; do
+	d=${d%/}
+	d=${d##*/}
+	for b in $analyses; do
+		[ "$b" = "$d" ] && continue
+		if is_analysis "$d"; then
+			case " $(may_use "$d") " in
+			*" $b "*) continue ;;
+			esac
+		fi
+		if grep -rn "#include \"$b/" "$CUPTRACE_SRC/src/$d" >"$tmp/inc"; then
+			cat "$tmp/inc"
+			echo "FAIL: src/$d includes a header of src/$b (above)"
+			fail=1
+		fi
+	done
+done
 [ $fail = 0 ] && echo "ok: no circle of files or directories, no call across layers the wrong way"
 exit $fail

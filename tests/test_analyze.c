@@ -3,7 +3,7 @@
  * computation of the test's own (a brute-force union over the interval list, the causes from
  * the launch times). `test_analyze --gen OUT N [--no-marks]` writes a trace of N kernels for the
  * speed checks of tests/analyze_test.sh. */
-#include "analyze/analyze.h"
+#include "why/analyze.h"
 #include "check.h"
 #include "format/formats.h"
 #include "steps.h"

@@ -16,7 +16,7 @@
  * Issue 43: pageable copies behind a host stall (each figure of the finding apart), and a
  * two-rank job as two files and as one merged trace (the straggler, its steps).
  * PLANTED_PRINT=1 prints the reports of those on stderr. */
-#include "analyze/analyze.h"
+#include "why/analyze.h"
 #include "check.h"
 #include "steps.h"
 

@@ -2,8 +2,8 @@
  * hand-built event streams, and the comparison (added, removed, changed, --per, --fail-above,
  * devices), with every number known by hand. */
 #include "check.h"
-#include "analyze/diff.h"
-#include "analyze/names.h"
+#include "compare/diff.h"
+#include "names/base_name.h"
 #include "ranks.h"
 #include "steps.h"
 

@@ -10,7 +10,7 @@
 
 #include <cupti_runtime_cbid.h>
 
-#include "analyze/gpumetrics_stats.h"
+#include "stats/gpumetrics_stats.h"
 #include "check.h"
 #include "convert/capture.h"
 #include "convert/gpumetrics.h"

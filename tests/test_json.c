@@ -13,7 +13,7 @@
 #include <zlib.h>
 
 #include "common/log.h"
-#include "analyze/stats.h"
+#include "stats/stats.h"
 #include "format/formats.h"
 #include "read/json_parse.h"
 #include "read/read.h"

@@ -7,8 +7,8 @@
  * written as Chrome JSON (stacks in the "stack" arg), --skip-frames and --keep-frames. */
 #include "check.h"
 
-#include "analyze/lines.h"
-#include "analyze/stats.h"
+#include "lines/lines.h"
+#include "stats/stats.h"
 #include "format/formats.h"
 
 #include <stdint.h>

@@ -3,8 +3,8 @@
  * value and instant kept, uuids and pids unique, names, ranks, metadata, and each input's first
  * event and aligned slice where the shift puts them. */
 #include "check.h"
-#include "analyze/merge.h"
-#include "analyze/stats.h"
+#include "merge/merge.h"
+#include "stats/stats.h"
 #include "common/util.h"
 #include "convert/convert.h"
 #include "format/formats.h"

@@ -5,7 +5,7 @@
 #include "rec_sink.h"
 #include "ranks.h"
 
-#include "analyze/merge.h"
+#include "merge/merge.h"
 #include "common/nccl.h"
 
 #include <errno.h>

@@ -10,8 +10,8 @@
 #include "check.h"
 #include "rec_sink.h"
 
-#include "analyze/share.h"
-#include "analyze/share_state.h"
+#include "rewrite/share.h"
+#include "rewrite/share_state.h"
 #include "common/privacy.h"
 #include "common/sha256.h"
 #include "format/formats.h"

@@ -4,7 +4,7 @@
  * readelf). */
 #include "check.h"
 
-#include "analyze/symbolize.h"
+#include "symbolize/symbolize.h"
 #include "format/formats.h"
 #include "read/json_reader.h"
 #include "read/perfetto_reader.h"

@@ -1,7 +1,7 @@
 /* Unit tests of the stats sink: a synthetic trace whose every number is known by hand, fed out of
  * time order, and the text and markdown summaries printed from it. */
 #include "check.h"
-#include "analyze/stats.h"
+#include "stats/stats.h"
 
 #include <errno.h>
 #include <time.h>

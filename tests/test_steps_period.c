@@ -1,11 +1,11 @@
-/* The period finder of analyze (src/analyze/steps_period.c) on token sequences whose iterations
+/* The period finder of analyze (src/why/steps_period.c) on token sequences whose iterations
  * the test lays out itself: start-up noise before the loop and a tail after it, extra and missing
  * work in some iterations, jittering weights, 3000 tiny kernels per iteration, a graph replay
  * loop with logging every 10 iterations, one heavy kernel among 150 light ones, copies alone,
  * two iterations only, no period at all, DDP steps whose halves alternate. Each answer (where
  * the iterations start, where the last ends) is the list the test recorded while building the
  * sequence. */
-#include "analyze/steps_period.h"
+#include "why/steps_period.h"
 #include "check.h"
 
 #include <stdint.h>

@@ -1,10 +1,10 @@
-/* The libdw symbolizer (analyze/symbolize.h) on programs this test compiles with cc -O0 -g: a
+/* The libdw symbolizer (symbolize/symbolize.h) on programs this test compiles with cc -O0 -g: a
  * PIE executable, a shared library, stripped copies whose DWARF is in a separate file found by
  * build id and by .gnu_debuglink, and a build-id mismatch. The expected function, file and line
  * come from binutils (nm, addr2line, readelf), not from libdw. Skips without cc or libdw. */
 #include "check.h"
 
-#include "analyze/symbolize.h"
+#include "symbolize/symbolize.h"
 
 #include <errno.h>
 #include <stdarg.h>

@@ -5,8 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "analyze/analyze.h"
-#include "analyze/lines.h"
+#include "why/analyze.h"
+#include "lines/lines.h"
 #include "cmd.h"
 #include "output/outfile.h"
 #include "format/formats.h"

@@ -8,7 +8,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "analyze/diff.h"
+#include "compare/diff.h"
 #include "cmd.h"
 
 static void diff_usage(FILE *f)

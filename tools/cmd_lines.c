@@ -5,8 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "analyze/lines.h"
-#include "analyze/symbolize.h"
+#include "lines/lines.h"
+#include "symbolize/symbolize.h"
 #include "cmd.h"
 
 int cmd_lines_option(struct cmd_lines *l, int c, const char *arg)

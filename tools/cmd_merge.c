@@ -9,7 +9,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "analyze/merge.h"
+#include "merge/merge.h"
 #include "cmd.h"
 #include "output/outfile.h"
 #include "common/util.h"

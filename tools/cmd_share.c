@@ -13,8 +13,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "analyze/share.h"
-#include "analyze/stats.h"
+#include "rewrite/share.h"
+#include "stats/stats.h"
 #include "cmd.h"
 #include "output/outfile.h"
 #include "format/formats.h"

@@ -5,9 +5,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "analyze/gpumetrics_stats.h"
-#include "analyze/lines.h"
-#include "analyze/stats.h"
+#include "stats/gpumetrics_stats.h"
+#include "lines/lines.h"
+#include "stats/stats.h"
 #include "cmd.h"
 
 static void stats_usage(FILE *f)

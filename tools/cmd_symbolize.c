@@ -7,7 +7,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "analyze/symbolize.h"
+#include "symbolize/symbolize.h"
 #include "cmd.h"
 #include "format/formats.h"
 #include "output/outfile.h"

@@ -1,5 +1,5 @@
 /* What a trace may say about who made it, where: the metadata policy shared by `cuptrace share`
- * (src/analyze/share.c) and private recording (CUPTRACE_PRIVATE=1, `record --private`,
+ * (src/rewrite/share.c) and private recording (CUPTRACE_PRIVATE=1, `record --private`,
  * src/collect/collect.c), and the command-line and path helpers both use. No state. */
 #ifndef CUPTRACE_COMMON_PRIVACY_H
 #define CUPTRACE_COMMON_PRIVACY_H
@@ -29,7 +29,7 @@ enum cuptrace_identity {
 };
 enum cuptrace_identity cuptrace_meta_identity(const char *key);
 /* The key a metadata entry has in the trace it came from: a merged trace keeps each input's as
- * "<label>: <key>" (analyze/merge.h). NULL for NULL. */
+ * "<label>: <key>" (merge/merge.h). NULL for NULL. */
 const char *cuptrace_meta_base_key(const char *key);
 /* 1 if key (its base key) is a GPU's UUID, "gpuN_uuid": a serial number of the machine. */
 int cuptrace_meta_is_gpu_uuid(const char *key);

@@ -1,5 +1,5 @@
 /* Constructors for the writer sinks of event.h (Perfetto, Chrome JSON). The readers that replay
- * a file into any sink are in read/read.h; the stats sink, which analyzes, in analyze/stats.h. */
+ * a file into any sink are in read/read.h; the stats sink, which analyzes, in stats/stats.h. */
 #ifndef CUPTRACE_FORMAT_FORMATS_H
 #define CUPTRACE_FORMAT_FORMATS_H
 

@@ -15,8 +15,8 @@
 #include <unistd.h>
 
 #include "common/log.h"
-#include "analyze/lines.h"
-#include "analyze/stats.h"
+#include "lines/lines.h"
+#include "stats/stats.h"
 #include "format/formats.h"
 #include "read/read.h"
 
