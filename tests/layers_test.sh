@@ -150,7 +150,7 @@ for d in "$CUPTRACE_SRC"/src/*/; do
 	d=${d%/}
 	d=${d##*/}
 	n=0
-	for src in "$CUPTRACE_SRC"/src/$d/*.c; do
+	for src in "$CUPTRACE_SRC/src/$d"/*.c; do
 		[ -n "$(obj_of "$d/${src##*/}")" ] || continue
 		symbols "$src" "$d" >>"$tmp/syms" || exit 1
 		n=1
