@@ -155,11 +155,12 @@ static void preload_hook(int why, char *path, size_t n)
 {
 	if (why == CUPTRACE_PRELOAD_EXEC && path && n)
 		snprintf(path, n, "%s",
-		         atomic_load(&sess.state) == ST_RUNNING && sess.path ? sess.path : "");
+		         atomic_load(&sess.state) == ST_RUNNING && sess.out.path ? sess.out.path
+		                                                                 : "");
 	finish_session();
 }
 
-static int path_claimed; /* the name was claimed by making sess.path's (empty) file */
+static int path_claimed; /* the name was claimed by making sess.out.path's (empty) file */
 
 /* Everything a session counts starts from zero (the C API may run many sessions). */
 static void reset_counters(void)
@@ -450,7 +451,7 @@ int cuptrace_collect_start(const char *path, int injected)
 		tmpl = "cuptrace-%p.pftrace";
 	/* No two processes of a run write one file (output/recfile.h). */
 	struct cuptrace_recname_env names = cuptrace_recname_env_get();
-	sess.path = cuptrace_recfile_name(tmpl, (int)sess.pid, &names, &path_claimed);
+	sess.out.path = cuptrace_recfile_name(tmpl, (int)sess.pid, &names, &path_claimed);
 	cuptrace_setting_env(CUPTRACE_SET_BUFFER_SIZE, &v);
 	sess.buffer_size = (size_t)v.i & ~(size_t)7;
 	cuptrace_setting_env(CUPTRACE_SET_FLUSH_MS, &v);
@@ -468,9 +469,9 @@ int cuptrace_collect_start(const char *path, int injected)
 	sess.runtime_mode = (int)v.i; /* the table's values are enum cuptrace_runtime_mode's */
 	/* The queue is made once and reopened by later sessions: CUPTI may still hand a
 	 * finished session's buffer to buffer_completed, which must find a live queue. */
-	if (!sess.path || (!sess.queue_ready && cuptrace_queue_init(&sess.queue, qcap))) {
-		free(sess.path);
-		sess.path = NULL;
+	if (!sess.out.path || (!sess.queue_ready && cuptrace_queue_init(&sess.queue, qcap))) {
+		free(sess.out.path);
+		sess.out.path = NULL;
 		ret = -ENOMEM;
 		goto out;
 	}
@@ -482,10 +483,15 @@ int cuptrace_collect_start(const char *path, int injected)
 	if ((ret = setup_cupti(injected)))
 		goto out_cupti;
 	/* A file per window (%n in the name): each is opened when its window has records. */
-	if (!win.per_file && (ret = collect_open_output())) {
-		cuptrace_err("cannot write the trace to %s: %s", sess.path, strerror(-ret));
+	/* The trace's file is the session's one consumer (none with a file per window). */
+	sess.consumers.n = 0;
+	sess.to = collect_consumers_as_one(&sess.consumers);
+	if (!win.per_file && (ret = collect_open_output(&sess.out))) {
+		cuptrace_err("cannot write the trace to %s: %s", sess.out.path, strerror(-ret));
 		goto out_cupti;
 	}
+	if (!win.per_file)
+		collect_consumers_add(&sess.consumers, &sess.out.cons);
 	/* The writer thread before the state says RUNNING (until then CUPTI's buffers are freed,
 	 * not queued). Without it nothing would take the queue: buffers would pile up to its cap,
 	 * then be dropped, and the trace would hold nothing. Writing on CUPTI's threads instead
@@ -495,7 +501,7 @@ int cuptrace_collect_start(const char *path, int injected)
 	if ((ret = cuptrace_thread_start(&sess.writer, collect_writer_main, NULL))) {
 		cuptrace_err("cannot start the writer thread: %s; no trace is written",
 		             strerror(-ret));
-		collect_discard_output();
+		collect_discard_output(&sess.out);
 		goto out_cupti;
 	}
 	sess.have_writer = 1;
@@ -519,7 +525,7 @@ int cuptrace_collect_start(const char *path, int injected)
 	    (cuptrace_preload_register_fn)dlsym(RTLD_DEFAULT, CUPTRACE_PRELOAD_REGISTER);
 	if (sess.preload_reg)
 		sess.preload_reg(preload_hook);
-	cuptrace_info("tracing pid %d into %s%s", (int)sess.pid, sess.path,
+	cuptrace_info("tracing pid %d into %s%s", (int)sess.pid, sess.out.path,
 	              injected ? " (injected)" : "");
 	goto out;
 out_cupti:
@@ -529,10 +535,10 @@ out_cupti:
 	if (sess.subscriber)
 		cuptiUnsubscribe(sess.subscriber);
 	sess.subscriber = NULL;
-	if (path_claimed && sess.path && !sess.sink && !sess.cap)
-		unlink(sess.path); /* the empty file that claimed the name: nothing to keep */
-	free(sess.path);
-	sess.path = NULL;
+	if (path_claimed && sess.out.path && !sess.out.sink && !sess.out.cons.ops)
+		unlink(sess.out.path); /* the empty file that claimed the name: nothing to keep */
+	free(sess.out.path);
+	sess.out.path = NULL;
 	cuptrace_u64map_free(&sess.tids);
 	atomic_store(&sess.state, ST_IDLE); /* a later cuptrace_start may try again */
 out:
@@ -595,7 +601,7 @@ static void print_cost(double finish_ms)
 static void print_summary(double finish_ms, double finish_cpu_ms, const char *where)
 {
 	const struct cuptrace_convert_counts *c =
-	    sess.conv ? cuptrace_converter_counts(sess.conv) : NULL;
+	    sess.out.conv ? cuptrace_converter_counts(sess.out.conv) : NULL;
 	uint64_t *k = sess.kind_counts;
 	char line[1024];
 	if (c)
@@ -663,8 +669,8 @@ static void print_summary(double finish_ms, double finish_cpu_ms, const char *wh
 	        (unsigned long long)atomic_load(&sess.buffers_dropped),
 	        (unsigned long long)sess.bytes_written, finish_ms);
 	print_cost(finish_cpu_ms);
-	if (sess.otlp)
-		cuptrace_collect_otlp_summary(sess.otlp);
+	if (sess.out.otlp)
+		cuptrace_collect_otlp_summary(sess.out.otlp);
 	if (where && !win.per_file)
 		fprintf(stderr, "cuptrace: trace written to %s\n", where);
 }
@@ -742,20 +748,10 @@ static void finish_session(void)
 	}
 	int64_t t_drained = cuptrace_now_ns(CLOCK_MONOTONIC), t_converted = 0;
 	collect_window_free();
-	collect_note_write_err(cuptrace_gm_drain(sess.conv, sess.cap)); /* the last samples */
+	collect_note_write_err(cuptrace_gm_drain(&sess.to)); /* the last samples */
 	int err = sess.write_err;
-	collect_late_meta();
-	if (sess.cap) {
-		int e = cuptrace_capture_close(sess.cap);
-		err = err ? err : e;
-		sess.cap = NULL;
-	} else if (sess.conv) {
-		int e = cuptrace_converter_finish(sess.conv);
-		err = err ? err : e;
-		t_converted = cuptrace_now_ns(CLOCK_MONOTONIC);
-		e = sess.sink->ops->finish(sess.sink);
-		err = err ? err : e;
-	}
+	int e = collect_finish_output(&sess.out, &t_converted);
+	err = err ? err : e;
 	int64_t t_written = cuptrace_now_ns(CLOCK_MONOTONIC);
 	if (!t_converted)
 		t_converted = t_written;
@@ -771,9 +767,9 @@ static void finish_session(void)
 	collect_note_write_err(err);
 	/* The trace replaces the old file only now, complete; a session that recorded nothing
 	 * leaves it as it was (the empty file that claimed the name goes too). */
-	const char *where = collect_settle_output(!idle, err);
+	const char *where = collect_settle_output(&sess.out, !idle, err);
 	if (idle && path_claimed && !win.per_file)
-		unlink(sess.path);
+		unlink(sess.out.path);
 	sess.bytes_written = where ? collect_file_size(where) : 0;
 	double ms = (double)(cuptrace_now_ns(CLOCK_MONOTONIC) - t0) / 1e6;
 	if (!no_window && cuptrace_cupti_alarm(&(struct cuptrace_cupti_evidence){
@@ -799,8 +795,8 @@ static void finish_session(void)
 	/* Where the tracer's memory went, for CUPTRACE_LOG=info (tools/bench/rss_bench.py). */
 	cuptrace_info("writer queue: at most %llu of %zu buffers of %zu bytes waiting",
 	              (unsigned long long)sess.queue.high_water, sess.queue.cap, sess.buffer_size);
-	if (sess.conv) {
-		const struct cuptrace_convert_counts *k = cuptrace_converter_counts(sess.conv);
+	if (sess.out.conv) {
+		const struct cuptrace_convert_counts *k = cuptrace_converter_counts(sess.out.conv);
 		cuptrace_info("reorder window: at most %llu GPU records held",
 		              (unsigned long long)k->window_peak);
 		/* What a trace with GPU work left without its launch needs looked at first. */
@@ -816,7 +812,7 @@ static void finish_session(void)
 		    (unsigned long long)k->unlinked_at_finish);
 	}
 	int64_t t_summed = cuptrace_now_ns(CLOCK_MONOTONIC);
-	collect_release_output();
+	collect_release_output(&sess.out);
 	int64_t t_released = cuptrace_now_ns(CLOCK_MONOTONIC);
 	if (sess.subscriber) {
 		cuptiUnsubscribe(sess.subscriber);
@@ -846,8 +842,8 @@ static void finish_session(void)
 	}
 	if (sess.dying_signal)
 		return; /* the flush thread re-raises the signal next: the process ends */
-	free(sess.path);
-	sess.path = NULL;
+	free(sess.out.path);
+	sess.out.path = NULL;
 	/* Ready for another cuptrace_start (the C API may cycle start/stop). */
 	atomic_store(&sess.state, ST_IDLE);
 }

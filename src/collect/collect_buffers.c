@@ -178,10 +178,7 @@ static void note_thread(int64_t tid)
 		lookup_thread_name(tid, name, sizeof(name));
 	if (!strcmp(name, "?"))
 		snprintf(name, sizeof(name), "thread %lld", (long long)tid);
-	if (sess.cap)
-		cuptrace_capture_thread(sess.cap, tid, name);
-	else if (sess.conv)
-		cuptrace_converter_thread_name(sess.conv, tid, name);
+	cuptrace_consumer_thread_name(&sess.to, tid, name);
 	collect_wwriter_thread(tid, name); /* for window files opened later */
 }
 
@@ -237,12 +234,7 @@ static int handle_buffer(uint8_t *buf, size_t valid)
 		collect_wwriter_buffer(buf, valid, sess.recs, sess.sizes, n);
 		return 1;
 	}
-	int err = 0;
-	if (sess.cap)
-		err = cuptrace_capture_records(sess.cap, sess.recs, sess.sizes, n);
-	else if (sess.conv)
-		err = cuptrace_converter_add(sess.conv, sess.recs, n);
-	collect_note_write_err(err);
+	collect_note_write_err(cuptrace_consumer_records(&sess.to, sess.recs, sess.sizes, n));
 	return 0;
 }
 
@@ -263,10 +255,7 @@ static void handle_kept_calls(void)
 		}
 		sess.kind_counts[CUPTI_ACTIVITY_KIND_RUNTIME] += n;
 		sess.records += n;
-		int err = sess.cap    ? cuptrace_capture_records(sess.cap, ptrs, sizes, n)
-		          : sess.conv ? cuptrace_converter_add(sess.conv, ptrs, n)
-		                      : 0;
-		collect_note_write_err(err);
+		collect_note_write_err(cuptrace_consumer_records(&sess.to, ptrs, sizes, n));
 	} else {
 		atomic_fetch_add(&sess.records_dropped, n);
 	}
@@ -282,10 +271,7 @@ static void report_dropped(void)
 		return;
 	sess.last_cupti_dropped = a;
 	sess.last_cuptrace_dropped = b;
-	if (sess.cap)
-		cuptrace_capture_dropped(sess.cap, a, b);
-	else if (sess.conv)
-		cuptrace_converter_dropped(sess.conv, a, b);
+	cuptrace_consumer_dropped(&sess.to, a, b);
 }
 
 void *collect_writer_main(void *arg)
@@ -309,13 +295,10 @@ void *collect_writer_main(void *arg)
 		}
 		collect_wwriter_poll(taken);
 		handle_kept_calls();
-		collect_note_write_err(cuptrace_gm_drain(sess.conv, sess.cap));
+		collect_note_write_err(cuptrace_gm_drain(&sess.to));
 		/* Idle or not, hand buffered bytes to the file about once a flush period, so a
 		 * SIGKILL loses at most that much. */
-		if (sess.cap)
-			collect_note_write_err(cuptrace_capture_flush(sess.cap));
-		else if (sess.sink && sess.sink->ops->tick)
-			collect_note_write_err(sess.sink->ops->tick(sess.sink));
+		collect_note_write_err(cuptrace_consumer_flush(&sess.to));
 	}
 	handle_kept_calls();
 	report_dropped();

@@ -270,10 +270,7 @@ void collect_startend_drain(void)
 	pthread_mutex_unlock(&startend.lock);
 	if (!ids)
 		return;
-	if (sess.cap)
-		cuptrace_capture_nvtx_startend(sess.cap, ids, n);
-	else if (sess.conv)
-		cuptrace_converter_nvtx_startend(sess.conv, ids, n);
+	cuptrace_consumer_nvtx_startend(&sess.to, ids, n);
 	free(ids);
 }
 

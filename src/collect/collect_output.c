@@ -19,6 +19,7 @@
 #include "common/log.h"
 #include "common/options.h"
 #include "common/privacy.h"
+#include "convert/capture.h"
 #include "format/event.h"
 #include "format/otlp.h"
 #include "output/recfile.h"
@@ -155,26 +156,26 @@ static size_t collect_meta(struct kv *m, size_t max)
 
 /* The partial file the trace is written to until it is complete (output/recfile.h), noted in
  * the run's directory where `record` made one. 0 or a negative errno. */
-static int begin_file(void)
+static int begin_file(struct collect_output *o)
 {
-	sess.rf = calloc(1, sizeof(*sess.rf));
-	if (!sess.rf)
+	o->rf = calloc(1, sizeof(*o->rf));
+	if (!o->rf)
 		return -ENOMEM;
 	int in_place = 0;
-	int e = cuptrace_recfile_begin(sess.rf, sess.path, getenv("CUPTRACE_CLAIMS"), &in_place);
+	int e = cuptrace_recfile_begin(o->rf, o->path, getenv("CUPTRACE_CLAIMS"), &in_place);
 	if (e) {
-		free(sess.rf);
-		sess.rf = NULL;
+		free(o->rf);
+		o->rf = NULL;
 		return e;
 	}
 	if (in_place)
 		cuptrace_warn("%s: its directory takes no new file: the trace is written in place, "
 		              "over the old one (a killed program leaves it cut)",
-		              sess.path);
+		              o->path);
 	return 0;
 }
 
-static int open_writers(void)
+static int open_writers(struct collect_output *o)
 {
 	struct cuptrace_setting_value f, z, zl;
 	cuptrace_setting_env(CUPTRACE_SET_FORMAT, &f);
@@ -182,13 +183,13 @@ static int open_writers(void)
 	cuptrace_setting_env(CUPTRACE_SET_COMPRESS_LEVEL, &zl);
 	const char *fmt = f.s; /* NULL: from the extension */
 	sess.capture =
-	    f.i == CUPTRACE_OUTFMT_CAPTURE || (!fmt && cuptrace_ends_with(sess.path, ".cupti"));
+	    f.i == CUPTRACE_OUTFMT_CAPTURE || (!fmt && cuptrace_ends_with(o->path, ".cupti"));
 	/* -o none: spans only. A collector that cannot be used costs the spans, not the file. */
-	int none = !strcmp(sess.path, "none");
-	int e = none ? 0 : begin_file();
+	int none = !strcmp(o->path, "none");
+	int e = none ? 0 : begin_file(o);
 	if (e)
 		return e;
-	const char *wpath = sess.rf ? sess.rf->tmp : sess.path; /* the format: sess.path's */
+	const char *wpath = o->rf ? o->rf->tmp : o->path; /* the format: o->path's */
 	struct kv meta[32];
 	size_t nmeta = collect_meta(meta, 32);
 	if (sess.capture) {
@@ -196,25 +197,25 @@ static int open_writers(void)
 			cuptrace_warn(
 			    "OTLP needs a converted trace, not a raw capture: no spans are "
 			    "sent (cuptrace convert %s --otlp URL sends them later)",
-			    sess.path);
-		sess.cap = cuptrace_capture_writer_open(wpath);
-		if (!sess.cap)
+			    o->path);
+		struct cuptrace_capture_writer *w = cuptrace_capture_writer_open(wpath);
+		if (!w)
 			return -errno;
+		o->cons = cuptrace_capture_consumer(w);
 		for (size_t i = 0; i < nmeta; i++)
-			cuptrace_capture_meta(sess.cap, meta[i].key, meta[i].val);
-		return cuptrace_capture_flush(sess.cap);
+			cuptrace_consumer_meta(&o->cons, meta[i].key, meta[i].val);
+		return cuptrace_consumer_flush(&o->cons);
 	}
-	sess.sink =
-	    none ? NULL : cuptrace_sink_open_recorder(sess.path, wpath, fmt, z.s, (int)zl.i);
-	if (!none && !sess.sink)
+	o->sink = none ? NULL : cuptrace_sink_open_recorder(o->path, wpath, fmt, z.s, (int)zl.i);
+	if (!none && !o->sink)
 		return -errno;
-	sess.otlp = cuptrace_collect_otlp_wanted() ? cuptrace_collect_otlp_open() : NULL;
-	if (none && !sess.otlp)
+	o->otlp = cuptrace_collect_otlp_wanted() ? cuptrace_collect_otlp_open() : NULL;
+	if (none && !o->otlp)
 		return -ENOENT;
-	if (sess.otlp)
-		sess.sink = sess.sink ? cuptrace_tee_sink_new(sess.sink, sess.otlp) : sess.otlp;
-	if (!sess.sink) {
-		sess.otlp = NULL; /* the tee freed both */
+	if (o->otlp)
+		o->sink = o->sink ? cuptrace_tee_sink_new(o->sink, o->otlp) : o->otlp;
+	if (!o->sink) {
+		o->otlp = NULL; /* the tee freed both */
 		return -ENOMEM;
 	}
 	struct cuptrace_meta m[32];
@@ -240,23 +241,25 @@ static int open_writers(void)
 	                                   .driver_all = sess.driver_all,
 	                                   .runtime_all =
 	                                       sess.runtime_mode == CUPTRACE_RUNTIME_ALL};
-	sess.conv = cuptrace_converter_new(sess.sink, &info, &co);
-	if (!sess.conv)
+	struct cuptrace_converter *c = cuptrace_converter_new(o->sink, &info, &co);
+	if (!c)
 		return -ENOMEM;
+	o->cons = cuptrace_converter_consumer(c);
+	o->conv = c;
 	return 0;
 }
 
-int collect_open_output(void)
+int collect_open_output(struct collect_output *o)
 {
-	int e = open_writers();
+	int e = open_writers(o);
 	if (e)
-		collect_discard_output(); /* the partial file too: the old file stays as it was */
+		collect_discard_output(o); /* the partial file too: the old file stays as it was */
 	return e;
 }
 
-const char *collect_settle_output(int keep, int write_err)
+const char *collect_settle_output(struct collect_output *o, int keep, int write_err)
 {
-	struct cuptrace_recfile *rf = sess.rf;
+	struct cuptrace_recfile *rf = o->rf;
 	if (!rf)
 		return NULL; /* -o none, or a file per window (each settled by its own) */
 	if (!keep) {
@@ -267,11 +270,11 @@ const char *collect_settle_output(int keep, int write_err)
 	if (r == 1)
 		cuptrace_err("%s is kept as it was: this run's trace, cut where writing failed, is "
 		             "%s",
-		             sess.path, rf->tmp);
+		             o->path, rf->tmp);
 	else if (r < 0)
-		cuptrace_err("cannot put the trace in place as %s (%s): it is %s", sess.path,
+		cuptrace_err("cannot put the trace in place as %s (%s): it is %s", o->path,
 		             strerror(-r), rf->tmp);
-	return r ? rf->tmp : sess.path;
+	return r ? rf->tmp : o->path;
 }
 
 uint64_t collect_file_size(const char *path)
@@ -398,60 +401,58 @@ static void late_meta(void (*put)(void *ctx, const char *k, const char *v), void
 	}
 }
 
-static void late_meta_capture(void *ctx, const char *k, const char *v)
+static void late_meta_put(void *ctx, const char *k, const char *v)
 {
-	(void)ctx;
-	cuptrace_capture_meta(sess.cap, k, v);
+	cuptrace_consumer_meta(ctx, k, v);
 }
 
-static void late_meta_converter(void *ctx, const char *k, const char *v)
+int collect_finish_output(struct collect_output *o, int64_t *t_converted)
 {
-	(void)ctx;
-	cuptrace_converter_meta(sess.conv, k, v);
+	if (o->cons.ops)
+		late_meta(late_meta_put, &o->cons);
+	int err = cuptrace_consumer_finish(&o->cons);
+	if (t_converted)
+		*t_converted = o->sink ? cuptrace_now_ns(CLOCK_MONOTONIC) : 0;
+	if (o->sink) {
+		int e = o->sink->ops->finish(o->sink);
+		err = err ? err : e;
+	}
+	return err;
 }
 
-void collect_late_meta(void)
-{
-	if (sess.cap)
-		late_meta(late_meta_capture, NULL);
-	else if (sess.conv)
-		late_meta(late_meta_converter, NULL);
-}
-
-void collect_release_output(void)
+void collect_release_output(struct collect_output *o)
 {
 	/* Settled already (collect_settle_output); a file still live is left where it is. */
-	free(sess.rf);
-	sess.rf = NULL;
-	if (sess.conv) {
-		cuptrace_converter_free(sess.conv);
-		sess.conv = NULL;
-	}
-	cuptrace_sink_destroy(sess.sink);
-	sess.sink = NULL;
-	sess.otlp = NULL; /* inside sink: a tee, or the sink itself */
+	free(o->rf);
+	o->rf = NULL;
+	cuptrace_consumer_destroy(&o->cons);
+	o->conv = NULL;
+	cuptrace_sink_destroy(o->sink);
+	o->sink = NULL;
+	o->otlp = NULL; /* inside sink: a tee, or the sink itself */
 }
 
-void collect_discard_output(void)
+void collect_discard_output(struct collect_output *o)
 {
-	if (sess.cap) {
-		cuptrace_capture_close(sess.cap);
-		sess.cap = NULL;
-	}
-	if (sess.rf)
-		cuptrace_recfile_discard(sess.rf);
-	collect_release_output();
+	if (o->rf)
+		cuptrace_recfile_discard(o->rf);
+	collect_release_output(o);
 }
 
 /* The first write error is the one reported, once, whenever it shows (a full disk shows at a
  * periodic write or only at the end); what was written before it still loads. Writer thread,
  * or the finishing thread once the writer has ended. */
-void collect_note_write_err(int err)
+void collect_note_output_err(const struct collect_output *o, int err)
 {
 	if (!err || sess.write_err)
 		return;
 	sess.write_err = err;
 	cuptrace_err("writing %s failed: %s; the trace stops there (what was written before "
 	             "loads)",
-	             sess.path, strerror(-err));
+	             o->path, strerror(-err));
+}
+
+void collect_note_write_err(int err)
+{
+	collect_note_output_err(&sess.out, err);
 }

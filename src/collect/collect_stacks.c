@@ -193,16 +193,10 @@ int collect_stacks_callback(CUpti_CallbackDomain d, CUpti_CallbackId id, const v
 	return 0;
 }
 
-/* The records of one drain, handed over like a CUPTI buffer's (capture or converter). */
+/* The records of one drain, handed over like a CUPTI buffer's. */
 static int hand_over(const CUpti_Activity **ptrs, uint32_t *sizes, size_t n)
 {
-	if (!n)
-		return 0;
-	if (sess.cap)
-		return cuptrace_capture_records(sess.cap, ptrs, sizes, n);
-	if (sess.conv)
-		return cuptrace_converter_add(sess.conv, ptrs, n);
-	return 0;
+	return n ? cuptrace_consumer_records(&sess.to, ptrs, sizes, n) : 0;
 }
 
 int collect_stacks_drain(void)

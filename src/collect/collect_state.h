@@ -22,11 +22,39 @@
 #include "collect/queue.h"
 #include "collect/window.h"
 #include "common/util.h"
-#include "convert/capture.h"
+#include "convert/consumer.h"
 #include "convert/convert.h"
 #include "format/formats.h"
 
 enum { ST_IDLE, ST_RUNNING, ST_STOPPING, ST_DONE };
+
+/* One file the session writes: the trace, or a capture window's own (a name with %n). Its
+ * consumer is the converter over sink, or the capture writer (convert/consumer.h). Owned by the
+ * thread that writes it (collect_output.c opens and closes it). */
+struct collect_output {
+	char *path;
+	struct cuptrace_sink *sink;
+	struct cuptrace_sink *otlp; /* --otlp: inside sink (a tee with the file, or alone) */
+	/* The file they write: a partial file until the trace is complete (output/recfile.h);
+	 * NULL with -o none and before the output is opened. */
+	struct cuptrace_recfile *rf;
+	struct cuptrace_consumer cons; /* ops NULL: not open */
+	/* The converter inside cons, borrowed for its counts (the summary); NULL for a capture. */
+	const struct cuptrace_converter *conv;
+};
+
+/* The consumers a session's stream goes to (pointers to consumers owned elsewhere: a closed
+ * one, ops NULL, is passed over). */
+#define COLLECT_MAX_CONSUMERS 4
+struct collect_consumers {
+	struct cuptrace_consumer *c[COLLECT_MAX_CONSUMERS];
+	size_t n;
+};
+/* Adds one; -ENOSPC when the list is full. */
+int collect_consumers_add(struct collect_consumers *l, struct cuptrace_consumer *c);
+/* The list as one consumer: each operation to every member in order, the first error returned;
+ * it has no finish or destroy (the members have their owners). */
+struct cuptrace_consumer collect_consumers_as_one(struct collect_consumers *l);
 
 struct collect_session {
 	pthread_mutex_t lock; /* serializes start/stop */
@@ -64,13 +92,12 @@ struct collect_session {
 	uint64_t writer_cpu_ns, flusher_cpu_ns;
 
 	/* Owned by the writer thread. */
-	struct cuptrace_sink *sink;
-	struct cuptrace_sink *otlp; /* --otlp: inside sink (a tee with the file, or alone) */
-	struct cuptrace_converter *conv;
-	struct cuptrace_capture_writer *cap;
-	/* The file they write: a partial file until the trace is complete (output/recfile.h);
-	 * NULL with -o none and before the output is opened. */
-	struct cuptrace_recfile *rf;
+	struct collect_output out; /* the trace (not opened for a file per window) */
+	/* Where the stream goes: every consumer in the list, through `to` (collect_consumers.c).
+	 * Whole run: the trace's. Windows: the trace's, or none with a file per window (the
+	 * windows' files are consumers of their own, collect_wwriter.c). */
+	struct collect_consumers consumers;
+	struct cuptrace_consumer to;
 	struct cuptrace_u64map tids;
 	const CUpti_Activity **recs;
 	uint32_t *sizes;
@@ -308,23 +335,27 @@ struct collect_cost {
 void collect_cost(struct collect_cost *c);
 /* The first line of a small /proc file into out ("?" if unreadable). */
 void collect_read_comm(const char *path, char *out, size_t n);
-/* Opens the capture, or the sink (file, OTLP or both) and the converter, for sess.path: the file
- * is written under a partial name beside it (output/recfile.h). 0 or a negative errno (nothing
- * left open or made). */
-int collect_open_output(void);
-/* After the writers closed the file: keep puts it in place under sess.path (an older file stays
+/* Opens o's consumer for o->path: the capture writer, or the sink (file, OTLP or both) and the
+ * converter over it; the file is written under a partial name beside it (output/recfile.h).
+ * 0 or a negative errno (nothing left open or made). */
+int collect_open_output(struct collect_output *o);
+/* After the writers closed the file: keep puts it in place under o->path (an older file stays
  * where write_err says the trace was cut by a failed write: said once); else it is removed and
- * sess.path is as it was. Returns where the trace is now (sess.path, or its partial name when
- * it could not go in place), or NULL (removed, or no file opened). */
-const char *collect_settle_output(int keep, int write_err);
+ * o->path is as it was. Returns where the trace is now (o->path, or its partial name when it
+ * could not go in place), or NULL (removed, or no file opened). */
+const char *collect_settle_output(struct collect_output *o, int keep, int write_err);
 /* Start failed after collect_open_output: frees the writers and removes what they wrote. */
-void collect_discard_output(void);
-/* Frees the converter and the sink (after they finished, or to give up on them). */
-void collect_release_output(void);
-/* The metadata known only at the end, into the capture or converter (after the writer ended). */
-void collect_late_meta(void);
+void collect_discard_output(struct collect_output *o);
+/* Frees the consumer and the sink (after they finished, or to give up on them). */
+void collect_release_output(struct collect_output *o);
+/* The end of o's stream: the metadata known only at the end, the consumer finished, then the
+ * sink. *t_converted (may be NULL): when the consumer was done, for a sink (0: no sink).
+ * Returns the first error. */
+int collect_finish_output(struct collect_output *o, int64_t *t_converted);
 uint64_t collect_file_size(const char *path);
-/* The first write error, reported once (writer thread, or the finisher after the writer). */
+/* The first write error, reported once (writer thread, or the finisher after the writer),
+ * naming the trace's file, or o's. */
 void collect_note_write_err(int err);
+void collect_note_output_err(const struct collect_output *o, int err);
 
 #endif

@@ -85,7 +85,7 @@ int collect_window_setup(void)
 	win.ring = w->ring_ns > 0;
 	win.ring_ns = w->ring_ns;
 	win.active = w->mode != CUPTRACE_WMODE_RUN && !win.ring;
-	win.per_file = sess.path && strstr(sess.path, "%n") != NULL;
+	win.per_file = sess.out.path && strstr(sess.out.path, "%n") != NULL;
 	win.slow_on = win.ring && w->ring_slow > 1;
 	win.kinds_on = win.gpu_kinds_on = !win.active; /* setup_cupti's choice, see defers */
 	cuptrace_wtracker_init(&win.tracker, w, sess.start_boot);
@@ -548,7 +548,7 @@ static void reply_window(int fd, uint64_t number, int waited)
 		cuptrace_control_reply(fd,
 		                       "written into %s when the program ends "
 		                       "(%%n in the output name gives a file per window)",
-		                       sess.path);
+		                       sess.out.path);
 }
 
 static void reply_dump(int fd, int slot, int64_t deadline)

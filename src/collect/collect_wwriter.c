@@ -21,14 +21,10 @@
 #include "common/log.h"
 #include "output/recfile.h"
 
-/* One window's own file (a name with %n). */
+/* One window's own file (a name with %n): an output, and so a consumer, of its own. */
 struct wout {
 	uint64_t number;
-	char *path;
-	struct cuptrace_sink *sink, *otlp;
-	struct cuptrace_converter *conv;
-	struct cuptrace_capture_writer *cap;
-	struct cuptrace_recfile *rf; /* its partial file until the window is written */
+	struct collect_output out;
 	int err;
 };
 
@@ -94,55 +90,21 @@ void collect_wwriter_thread(int64_t tid, const char *name)
 
 /* ---- outputs ---- */
 
-/* Swaps an output with the session's current one: collect_output.c's functions and the
- * converter calls below work on sess's fields. */
-static void swap_out(struct wout *o)
+/* Records into a consumer: a window's file, or the session's consumers (sess.to). */
+static int add_records(const struct cuptrace_consumer *c, const CUpti_Activity *const *recs,
+                       const uint32_t *sizes, size_t n)
 {
-	char *p = sess.path;
-	sess.path = o->path;
-	o->path = p;
-	struct cuptrace_sink *s = sess.sink;
-	sess.sink = o->sink;
-	o->sink = s;
-	s = sess.otlp;
-	sess.otlp = o->otlp;
-	o->otlp = s;
-	struct cuptrace_converter *c = sess.conv;
-	sess.conv = o->conv;
-	o->conv = c;
-	struct cuptrace_capture_writer *w = sess.cap;
-	sess.cap = o->cap;
-	o->cap = w;
-	struct cuptrace_recfile *f = sess.rf;
-	sess.rf = o->rf;
-	o->rf = f;
-}
-
-/* Records into the session's current output. */
-static int add_current(const CUpti_Activity *const *recs, const uint32_t *sizes, size_t n)
-{
-	if (!n)
-		return 0;
-	if (sess.cap)
-		return cuptrace_capture_records(sess.cap, recs, sizes, n);
-	if (sess.conv)
-		return cuptrace_converter_add(sess.conv, recs, n);
-	return 0;
+	return n ? cuptrace_consumer_records(c, recs, sizes, n) : 0;
 }
 
 /* A new file has no devices, contexts, streams or thread names yet: what the run said of them
- * so far. */
-static void replay_sticky(void)
+ * so far. o: the output named in an error. */
+static void replay_sticky(const struct cuptrace_consumer *c, const struct collect_output *o)
 {
-	for (size_t i = 0; i < ww.nnames; i++) {
-		if (sess.cap)
-			cuptrace_capture_thread(sess.cap, ww.names[i].tid, ww.names[i].name);
-		else if (sess.conv)
-			cuptrace_converter_thread_name(sess.conv, ww.names[i].tid,
-			                               ww.names[i].name);
-	}
-	collect_note_write_err(
-	    add_current((const CUpti_Activity *const *)ww.sticky, ww.sticky_sizes, ww.nsticky));
+	for (size_t i = 0; i < ww.nnames; i++)
+		cuptrace_consumer_thread_name(c, ww.names[i].tid, ww.names[i].name);
+	collect_note_output_err(o, add_records(c, (const CUpti_Activity *const *)ww.sticky,
+	                                       ww.sticky_sizes, ww.nsticky));
 }
 
 /* "run-%n.pftrace" -> "run-3.pftrace" (the rest of the template was expanded at start). */
@@ -175,21 +137,17 @@ static struct wout *out_for(uint64_t number, int create)
 	struct wout *o = &ww.outs[ww.nouts];
 	memset(o, 0, sizeof(*o));
 	o->number = number;
-	o->path = numbered(sess.path, number);
-	if (!o->path)
+	o->out.path = numbered(sess.out.path, number);
+	if (!o->out.path)
 		return NULL;
-	swap_out(o);
-	int e = collect_open_output();
+	int e = collect_open_output(&o->out);
 	if (e) {
-		cuptrace_err("capture window %" PRIu64 ": cannot write %s: %s", number, sess.path,
+		cuptrace_err("capture window %" PRIu64 ": cannot write %s: %s", number, o->out.path,
 		             strerror(-e));
-		collect_discard_output();
-		swap_out(o);
-		free(o->path);
+		free(o->out.path);
 		return NULL;
 	}
-	replay_sticky();
-	swap_out(o);
+	replay_sticky(&o->out.cons, &o->out);
 	ww.nouts++;
 	return o;
 }
@@ -228,19 +186,17 @@ static void add_to(uint64_t number, const CUpti_Activity *const *recs, const uin
 		return;
 	count_kernels(number, recs, n);
 	if (!win.per_file) {
-		collect_note_write_err(add_current(recs, sizes, n));
+		collect_note_write_err(add_records(&sess.to, recs, sizes, n));
 		return;
 	}
 	struct wout *o = out_for(number, 1);
 	if (!o)
 		return;
-	swap_out(o);
-	int e = add_current(recs, sizes, n);
-	swap_out(o);
+	int e = add_records(&o->out.cons, recs, sizes, n);
 	if (e && !o->err) {
 		o->err = e;
-		cuptrace_err("capture window %" PRIu64 ": writing %s failed: %s", number, o->path,
-		             strerror(-e));
+		cuptrace_err("capture window %" PRIu64 ": writing %s failed: %s", number,
+		             o->out.path, strerror(-e));
 	}
 }
 
@@ -248,14 +204,11 @@ static void add_to(uint64_t number, const CUpti_Activity *const *recs, const uin
 static void add_to_all(const CUpti_Activity *const *recs, const uint32_t *sizes, size_t n)
 {
 	if (!win.per_file) {
-		collect_note_write_err(add_current(recs, sizes, n));
+		collect_note_write_err(add_records(&sess.to, recs, sizes, n));
 		return;
 	}
-	for (size_t i = 0; i < ww.nouts; i++) {
-		swap_out(&ww.outs[i]);
-		add_current(recs, sizes, n);
-		swap_out(&ww.outs[i]);
-	}
+	for (size_t i = 0; i < ww.nouts; i++)
+		add_records(&ww.outs[i].out.cons, recs, sizes, n);
 }
 
 /* Groups records by verdict (a buffer usually holds one window's) and hands each group on. */
@@ -378,7 +331,8 @@ void collect_wwriter_buffer(uint8_t *buf, size_t valid, const CUpti_Activity **r
 
 /* The range that opened a window, and the window itself, as NVTX ranges on the thread that
  * opened it: CUPTI recorded no START for the range whose push turned recording on. */
-static void mark_window(const struct collect_wlog *l)
+static void mark_window(const struct collect_wlog *l, const struct cuptrace_consumer *c,
+                        const struct collect_output *o)
 {
 	static uint32_t next_id = 0x7f000000u;
 	CUpti_ActivityMarker2 m[4];
@@ -422,10 +376,7 @@ static void mark_window(const struct collect_wlog *l)
 		recs[i] = (const CUpti_Activity *)&m[i];
 		sizes[i] = sizeof(m[i]);
 	}
-	if (sess.cap)
-		collect_note_write_err(cuptrace_capture_records(sess.cap, recs, sizes, k));
-	else if (sess.conv)
-		collect_note_write_err(cuptrace_converter_add(sess.conv, recs, k));
+	collect_note_output_err(o, cuptrace_consumer_records(c, recs, sizes, k));
 }
 
 /* Metadata of a window: how it was chosen and where it lies in the run. */
@@ -440,35 +391,18 @@ static void window_meta(const struct collect_wlog *l, char *key, size_t kn, char
 	         (double)(l->close - sess.start_boot) / 1e9);
 }
 
-static void put_meta(const char *k, const char *v)
-{
-	if (sess.cap)
-		cuptrace_capture_meta(sess.cap, k, v);
-	else if (sess.conv)
-		cuptrace_converter_meta(sess.conv, k, v);
-}
-
 /* Writes what a finished output holds and closes it (its converter's held calls, the late
  * metadata), as the session's finish does for the trace file; then the file goes in place
  * (keep; an older file stays where a write failed: prior_err or one now), or is removed and its
  * name left as it was. Where the trace now is goes into file (n bytes; "" if nowhere), if given.
  * Returns the first error of closing it. */
-static int close_current(int keep, int prior_err, char *file, size_t n)
+static int close_output(struct collect_output *o, int keep, int prior_err, char *file, size_t n)
 {
-	int err = 0;
-	collect_late_meta();
-	if (sess.cap) {
-		err = cuptrace_capture_close(sess.cap);
-		sess.cap = NULL;
-	} else if (sess.conv) {
-		err = cuptrace_converter_finish(sess.conv);
-		int e = sess.sink->ops->finish(sess.sink);
-		err = err ? err : e;
-	}
-	const char *where = collect_settle_output(keep, prior_err ? prior_err : err);
+	int err = collect_finish_output(o, NULL);
+	const char *where = collect_settle_output(o, keep, prior_err ? prior_err : err);
 	if (file)
 		snprintf(file, n, "%s", where ? where : "");
-	collect_release_output();
+	collect_release_output(o);
 	return err;
 }
 
@@ -491,22 +425,20 @@ static void finish_window(uint64_t number)
 		 * launcher of a job, a helper process that only looked at the GPUs). */
 		struct wout *o = out_for(number, copy.records > 0);
 		if (o) {
-			swap_out(o);
-			mark_window(&copy);
-			put_meta(key, val);
-			put_meta("capture_window", val);
-			int e = close_current(copy.records > 0, o->err, file, sizeof(file));
-			swap_out(o);
+			mark_window(&copy, &o->out.cons, &o->out);
+			cuptrace_consumer_meta(&o->out.cons, key, val);
+			cuptrace_consumer_meta(&o->out.cons, "capture_window", val);
+			int e = close_output(&o->out, copy.records > 0, o->err, file, sizeof(file));
 			if (e || o->err)
 				cuptrace_err("capture window %" PRIu64 ": %s is incomplete: %s",
-				             number, o->path, strerror(-(e ? e : o->err)));
-			free(o->path);
+				             number, o->out.path, strerror(-(e ? e : o->err)));
+			free(o->out.path);
 			*o = ww.outs[--ww.nouts];
 		}
 	} else {
-		mark_window(&copy);
-		put_meta(key, val);
-		snprintf(file, sizeof(file), "%s", sess.path ? sess.path : "");
+		mark_window(&copy, &sess.to, &sess.out);
+		cuptrace_consumer_meta(&sess.to, key, val);
+		snprintf(file, sizeof(file), "%s", sess.out.path ? sess.out.path : "");
 	}
 	pthread_mutex_lock(&win.lock);
 	for (size_t i = 0; i < win.nlog; i++)
@@ -520,16 +452,17 @@ static void finish_window(uint64_t number)
 
 /* ---- the flight recorder's dumps ---- */
 
-/* A dump's held records that its filter decided (all of the dump's one window): into the
- * current output. Returns how many. */
-static size_t add_released(struct cuptrace_wfilter *f)
+/* A dump's held records that its filter decided (all of the dump's one window): into its
+ * consumer (o: the output named in an error). Returns how many. */
+static size_t add_released(struct cuptrace_wfilter *f, const struct cuptrace_consumer *c,
+                           const struct collect_output *o)
 {
 	const CUpti_Activity *const *rel;
 	const int64_t *rv;
 	size_t nr = cuptrace_wfilter_released(f, &rel, &rv);
 	for (size_t i = 0; i < nr; i++) {
 		uint32_t sz = (uint32_t)cuptrace_record_min_size(rel[i]->kind);
-		collect_note_write_err(add_current(&rel[i], &sz, 1));
+		collect_note_output_err(o, add_records(c, &rel[i], &sz, 1));
 	}
 	return nr;
 }
@@ -544,18 +477,22 @@ static void dump_ring(struct collect_dump *d)
 	cuptrace_wfilter_open(&f, 1, from);
 	cuptrace_wfilter_close(&f, 1, d->to);
 	ww.dumps_written++;
+	/* Into the dump's own file, or the session's consumers. */
 	struct wout *o = NULL;
+	const struct cuptrace_consumer *c = &sess.to;
+	struct collect_output *out = &sess.out;
 	if (win.per_file) {
 		o = out_for(ww.dumps_written, 1);
 		if (!o) {
 			cuptrace_wfilter_free(&f);
 			return;
 		}
-		swap_out(o);
+		c = &o->out.cons;
+		out = &o->out;
 	}
 	/* Devices, contexts, streams: once per file (a per-dump file replayed them on open). */
 	if (!win.per_file && ww.dumps_written == 1)
-		replay_sticky();
+		replay_sticky(c, out);
 	uint64_t kept = 0;
 	const CUpti_Activity **recs = NULL;
 	uint32_t *sizes = NULL;
@@ -587,11 +524,11 @@ static void dump_ring(struct collect_dump *d)
 				sizes[m++] = sizes[i];
 				kept++;
 			}
-		collect_note_write_err(add_current(recs, sizes, m));
-		kept += add_released(&f);
+		collect_note_output_err(out, add_records(c, recs, sizes, m));
+		kept += add_released(&f, c, out);
 	}
 	cuptrace_wfilter_final(&f, 1);
-	kept += add_released(&f);
+	kept += add_released(&f, c, out);
 	char key[64], val[400];
 	snprintf(key, sizeof(key), "flight_recorder_dump_%" PRIu64, ww.dumps_written);
 	snprintf(val, sizeof(val),
@@ -600,16 +537,15 @@ static void dump_ring(struct collect_dump *d)
 	         d->why, (double)(from - sess.start_boot) / 1e9,
 	         (double)(d->to - sess.start_boot) / 1e9, (double)win.ring_ns / 1e9, win.ring_max,
 	         ww.ring.bytes, ww.ring.evicted);
-	put_meta(key, val);
-	snprintf(d->file, sizeof(d->file), "%s", sess.path ? sess.path : "");
+	cuptrace_consumer_meta(c, key, val);
+	snprintf(d->file, sizeof(d->file), "%s", out->path ? out->path : "");
 	if (win.per_file) {
-		put_meta("flight_recorder_dump", val);
-		int e = close_current(1, 0, d->file, sizeof(d->file));
+		cuptrace_consumer_meta(c, "flight_recorder_dump", val);
+		int e = close_output(out, 1, 0, d->file, sizeof(d->file));
 		if (e)
-			cuptrace_err("flight recorder: %s is incomplete: %s", sess.path,
+			cuptrace_err("flight recorder: %s is incomplete: %s", out->path,
 			             strerror(-e));
-		swap_out(o);
-		free(o->path);
+		free(o->out.path);
 		*o = ww.outs[--ww.nouts];
 	}
 	if (!kept)
@@ -654,7 +590,8 @@ void collect_wwriter_poll(uint64_t taken)
 			/* The program is dying of a fault: its one file is finished now, as the
 			 * session's finish would (it will not run). */
 			if (!strcmp(dump->why, "crash") && !win.per_file)
-				collect_note_write_err(close_current(1, sess.write_err, NULL, 0));
+				collect_note_write_err(
+				    close_output(&sess.out, 1, sess.write_err, NULL, 0));
 			pthread_mutex_lock(&win.lock);
 			dump->done = 1;
 			pthread_cond_broadcast(&win.changed);
@@ -699,10 +636,8 @@ void collect_wwriter_end(void)
 	if (ww.ring_ready)
 		cuptrace_ring_free(&ww.ring);
 	for (size_t i = 0; i < ww.nouts; i++) {
-		swap_out(&ww.outs[i]);
-		close_current(1, ww.outs[i].err, NULL, 0);
-		swap_out(&ww.outs[i]);
-		free(ww.outs[i].path);
+		close_output(&ww.outs[i].out, 1, ww.outs[i].err, NULL, 0);
+		free(ww.outs[i].out.path);
 	}
 	memset(&ww, 0, sizeof(ww));
 }

@@ -661,7 +661,7 @@ void cuptrace_gm_on_callback(CUpti_CallbackDomain d, CUpti_CallbackId id, const 
 		context_going(((const CUpti_ResourceData *)data)->context);
 }
 
-int cuptrace_gm_drain(struct cuptrace_converter *conv, struct cuptrace_capture_writer *cap)
+int cuptrace_gm_drain(const struct cuptrace_consumer *to)
 {
 	pthread_mutex_lock(&gm_sampler.lock);
 	struct gm_item *it = gm_sampler.head;
@@ -673,15 +673,10 @@ int cuptrace_gm_drain(struct cuptrace_converter *conv, struct cuptrace_capture_w
 		struct gm_item *next = it->next;
 		int e = 0;
 		if (it->is_config)
-			e = cap    ? cuptrace_capture_gpu_metrics(cap, &it->cfg)
-			    : conv ? cuptrace_converter_gpu_metrics(conv, &it->cfg)
-			           : 0;
+			e = cuptrace_consumer_gpu_metrics(to, &it->cfg);
 		else
-			e = cap    ? cuptrace_capture_gpu_samples(cap, it->device, it->nmetrics,
-			                                          it->times, it->values, it->n)
-			    : conv ? cuptrace_converter_gpu_samples(conv, it->device, it->nmetrics,
-			                                            it->times, it->values, it->n)
-			           : 0;
+			e = cuptrace_consumer_gpu_samples(to, it->device, it->nmetrics, it->times,
+			                                  it->values, it->n);
 		err = err ? err : e;
 		item_free(it);
 		it = next;

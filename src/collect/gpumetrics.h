@@ -18,8 +18,7 @@
 
 #include <cupti.h>
 
-#include "convert/capture.h"
-#include "convert/convert.h"
+#include "convert/consumer.h"
 
 /* Reads CUPTRACE_GPU_METRICS (unset, "" or "0": off; "1": the default set; else a
  * comma-separated list of CUPTI metric names) and CUPTRACE_GPU_METRICS_RATE (Hz, default
@@ -28,8 +27,8 @@ int cuptrace_gm_setup(CUpti_SubscriberHandle sub);
 /* From the subscriber callback (an application thread): queues the context's device for the
  * sampler thread and returns at once. */
 void cuptrace_gm_on_callback(CUpti_CallbackDomain d, CUpti_CallbackId id, const void *data);
-/* Writer thread: hands what the sampler produced to the converter or capture (one is NULL). */
-int cuptrace_gm_drain(struct cuptrace_converter *conv, struct cuptrace_capture_writer *cap);
+/* Writer thread: hands what the sampler produced to the session's consumers. */
+int cuptrace_gm_drain(const struct cuptrace_consumer *to);
 /* Finishing thread: stops sampling, decodes what is left and ends the sampler thread (waiting
  * at most a few seconds for it). A GPU's PM sampling is never disabled once it ran (see
  * dev_finish in gpumetrics.c), so a later session in the same process does not sample it. */

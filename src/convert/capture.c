@@ -11,6 +11,7 @@
 
 #include "common/log.h"
 #include "common/util.h"
+#include "convert/consumer.h"
 #include "convert/convert.h"
 #include "convert/stackrec.h"
 
@@ -210,20 +211,109 @@ int cuptrace_capture_flush(struct cuptrace_capture_writer *w)
 	return w_flush(w);
 }
 
-int cuptrace_capture_close(struct cuptrace_capture_writer *w)
+/* END, the last bytes, the file closed; the writer stays until w_free. */
+static int w_finish(struct cuptrace_capture_writer *w)
 {
-	if (!w)
-		return 0;
+	if (w->fd < 0)
+		return w->err;
 	w_item(w, CUPTRACE_CAP_END, 8);
 	w_put(w, &w->records, 8);
 	w_flush(w);
 	if (close(w->fd) && !w->err)
 		w->err = -errno;
-	int err = w->err;
+	w->fd = -1;
+	return w->err;
+}
+
+static void w_free(struct cuptrace_capture_writer *w)
+{
 	cuptrace_u64map_free(&w->strings);
 	free(w->buf);
 	free(w);
+}
+
+int cuptrace_capture_close(struct cuptrace_capture_writer *w)
+{
+	if (!w)
+		return 0;
+	int err = w_finish(w);
+	w_free(w);
 	return err;
+}
+
+/* ---- the writer as a record consumer (consumer.h) ---- */
+
+static int cons_records(void *self, const CUpti_Activity *const *recs, const uint32_t *sizes,
+                        size_t n)
+{
+	return cuptrace_capture_records(self, recs, sizes, n);
+}
+
+static int cons_thread_name(void *self, int64_t tid, const char *name)
+{
+	return cuptrace_capture_thread(self, tid, name);
+}
+
+static int cons_meta(void *self, const char *key, const char *value)
+{
+	return cuptrace_capture_meta(self, key, value);
+}
+
+static int cons_dropped(void *self, uint64_t cupti, uint64_t cuptrace)
+{
+	return cuptrace_capture_dropped(self, cupti, cuptrace);
+}
+
+static int cons_nvtx_startend(void *self, const uint64_t *ids, size_t n)
+{
+	return cuptrace_capture_nvtx_startend(self, ids, n);
+}
+
+static int cons_gpu_metrics(void *self, const struct cuptrace_gm_config *cfg)
+{
+	return cuptrace_capture_gpu_metrics(self, cfg);
+}
+
+static int cons_gpu_samples(void *self, uint32_t device, size_t nmetrics, const uint64_t *times,
+                            const double *values, size_t n)
+{
+	return cuptrace_capture_gpu_samples(self, device, nmetrics, times, values, n);
+}
+
+static int cons_flush(void *self)
+{
+	return cuptrace_capture_flush(self);
+}
+
+static int cons_finish(void *self)
+{
+	return w_finish(self);
+}
+
+/* Unfinished (a file being given up): END is written all the same, as cuptrace_capture_close
+ * does; the file is removed by its owner. */
+static void cons_destroy(void *self)
+{
+	w_finish(self);
+	w_free(self);
+}
+
+static const struct cuptrace_consumer_ops capture_consumer_ops = {
+    .records = cons_records,
+    .thread_name = cons_thread_name,
+    .meta = cons_meta,
+    .dropped = cons_dropped,
+    .nvtx_startend = cons_nvtx_startend,
+    .gpu_metrics = cons_gpu_metrics,
+    .gpu_samples = cons_gpu_samples,
+    .flush = cons_flush,
+    .finish = cons_finish,
+    .destroy = cons_destroy,
+};
+
+struct cuptrace_consumer cuptrace_capture_consumer(struct cuptrace_capture_writer *w)
+{
+	return (struct cuptrace_consumer){.ops = w ? &capture_consumer_ops : NULL, .self = w};
 }
 
 uint64_t cuptrace_capture_bytes(const struct cuptrace_capture_writer *w)
