@@ -1,4 +1,4 @@
-/* The NVTX range watcher (src/collect/nvtx_watch.c) against a fake NVTX (function tables like
+/* The NVTX range watcher (src/inject/nvtx_watch.c) against a fake NVTX (function tables like
  * the ones NVTX hands InitializeInjectionNvtx2) and a fake CUPTI (an NVTX init that fills the
  * tables it is given). Asserts that CUPTI is given NVTX only when it is attached, that its
  * range handlers then sit behind the watcher's (arguments and return values passed through) and
@@ -14,8 +14,8 @@
 #include <nvtx3/nvToolsExt.h>
 
 #include "check.h"
-#include "collect/collect.h"
-#include "collect/collect_state.h"
+#include "inject/collect.h"
+#include "inject/collect_state.h"
 
 /* ---- the window code, stubbed: ranges named "win" are followed, "iter" ends a step ---- */
 

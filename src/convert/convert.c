@@ -11,7 +11,7 @@ int cuptrace_converter_add(struct cuptrace_converter *c, const CUpti_Activity *c
 {
 	if (c->err)
 		return c->err;
-	/* Call stacks come in batches of their own (collect/stacks.c, or a capture's item): they
+	/* Call stacks come in batches of their own (inject/stacks.c, or a capture's item): they
 	 * are no CUPTI buffer, so they leave the batch bookkeeping alone. */
 	if (n && ((uint32_t)recs[0]->kind == CUPTRACE_REC_STACK ||
 	          (uint32_t)recs[0]->kind == CUPTRACE_REC_STACK_CORR)) {

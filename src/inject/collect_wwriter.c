@@ -1,0 +1,643 @@
+/* The writer thread's side of capture windows and of the flight recorder: each CUPTI buffer's
+ * records through the window filter into their window's output (the trace file, or one file
+ * per window when the name has %n), windows finished once all their records arrived, and the
+ * flight recorder's ring of buffers written out on request (collect_window.c decides when).
+ *
+ * Threads: the writer thread only, except where it reads the window log and dump requests under
+ * win.lock. Ownership: the sticky records (devices, contexts, streams, names: copies), the ring
+ * and its buffers, the filter and the per-window outputs are the writer's. */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "inject/collect_state.h"
+#include "window/ring.h"
+#include "window/wfilter.h"
+#include "common/log.h"
+#include "output/recfile.h"
+
+/* One window's own file (a name with %n): an output, and so a consumer, of its own. */
+struct wout {
+	uint64_t number;
+	struct collect_output out;
+	int err;
+};
+
+#define MAX_OUTS 8
+
+static struct {
+	struct cuptrace_wfilter filt;
+	int filt_ready;
+	size_t synced; /* log entries whose opening the filter knows */
+	/* Records that describe the run, copied for every file opened later. */
+	CUpti_Activity **sticky;
+	uint32_t *sticky_sizes;
+	size_t nsticky, capsticky, capsticky_sizes;
+	struct {
+		int64_t tid;
+		char name[64];
+	} * names;
+	size_t nnames, capnames;
+	struct cuptrace_ring ring;
+	int ring_ready;
+	struct wout outs[MAX_OUTS];
+	size_t nouts;
+	int64_t *verd;
+	size_t capverd;
+	const CUpti_Activity **grp;
+	uint32_t *grp_sizes;
+	size_t capgrp, capgrp_sizes;
+	int64_t last_dump_to; /* one file for every dump: a later dump starts after this */
+	uint64_t dumps_written;
+} ww;
+
+static int is_sticky(const CUpti_Activity *r)
+{
+	return r->kind == CUPTI_ACTIVITY_KIND_DEVICE || r->kind == CUPTI_ACTIVITY_KIND_CONTEXT ||
+	       r->kind == CUPTI_ACTIVITY_KIND_STREAM || r->kind == CUPTI_ACTIVITY_KIND_NAME;
+}
+
+static void keep_sticky(const CUpti_Activity *r, uint32_t size)
+{
+	/* Every window's opening dumps the devices, contexts and streams again: keep one. */
+	for (size_t i = 0; i < ww.nsticky; i++)
+		if (ww.sticky_sizes[i] == size && !memcmp(ww.sticky[i], r, size))
+			return;
+	if (CUPTRACE_GROW(ww.sticky, ww.capsticky, ww.nsticky + 1) ||
+	    CUPTRACE_GROW(ww.sticky_sizes, ww.capsticky_sizes, ww.nsticky + 1))
+		return;
+	CUpti_Activity *c = malloc(size);
+	if (!c)
+		return;
+	memcpy(c, r, size);
+	ww.sticky[ww.nsticky] = c;
+	ww.sticky_sizes[ww.nsticky++] = size;
+}
+
+void collect_wwriter_thread(int64_t tid, const char *name)
+{
+	if (!(win.active || win.ring) || CUPTRACE_GROW(ww.names, ww.capnames, ww.nnames + 1))
+		return;
+	ww.names[ww.nnames].tid = tid;
+	snprintf(ww.names[ww.nnames].name, sizeof(ww.names[0].name), "%s", name);
+	ww.nnames++;
+}
+
+/* ---- outputs ---- */
+
+/* Records into a consumer: a window's file, or the session's consumers (sess.to). */
+static int add_records(const struct cuptrace_consumer *c, const CUpti_Activity *const *recs,
+                       const uint32_t *sizes, size_t n)
+{
+	return n ? cuptrace_consumer_records(c, recs, sizes, n) : 0;
+}
+
+/* A new file has no devices, contexts, streams or thread names yet: what the run said of them
+ * so far. o: the output named in an error. */
+static void replay_sticky(const struct cuptrace_consumer *c, const struct collect_output *o)
+{
+	for (size_t i = 0; i < ww.nnames; i++)
+		cuptrace_consumer_thread_name(c, ww.names[i].tid, ww.names[i].name);
+	collect_note_output_err(o, add_records(c, (const CUpti_Activity *const *)ww.sticky,
+	                                       ww.sticky_sizes, ww.nsticky));
+}
+
+/* "run-%n.pftrace" -> "run-3.pftrace" (the rest of the template was expanded at start). */
+static char *numbered(const char *tmpl, uint64_t n)
+{
+	size_t len = strlen(tmpl) + 24;
+	char *out = malloc(len);
+	if (!out)
+		return NULL;
+	size_t k = 0;
+	for (const char *p = tmpl; *p && k + 22 < len; p++) {
+		if (p[0] == '%' && p[1] == 'n') {
+			k += (size_t)snprintf(out + k, len - k, "%" PRIu64, n);
+			p++;
+		} else {
+			out[k++] = *p;
+		}
+	}
+	out[k] = 0;
+	return out;
+}
+
+static struct wout *out_for(uint64_t number, int create)
+{
+	for (size_t i = 0; i < ww.nouts; i++)
+		if (ww.outs[i].number == number)
+			return &ww.outs[i];
+	if (!create || ww.nouts == MAX_OUTS)
+		return NULL;
+	struct wout *o = &ww.outs[ww.nouts];
+	memset(o, 0, sizeof(*o));
+	o->number = number;
+	o->out.path = numbered(sess.out.path, number);
+	if (!o->out.path)
+		return NULL;
+	int e = collect_open_output(&o->out);
+	if (e) {
+		cuptrace_err("capture window %" PRIu64 ": cannot write %s: %s", number, o->out.path,
+		             strerror(-e));
+		free(o->out.path);
+		return NULL;
+	}
+	replay_sticky(&o->out.cons, &o->out);
+	ww.nouts++;
+	return o;
+}
+
+/* What a window holds: its kernels (for the summary) and its GPU work (kernels, copies,
+ * memsets, graph launches: a window without any gets no file). */
+static void count_kernels(uint64_t number, const CUpti_Activity *const *recs, size_t n)
+{
+	uint64_t k = 0, work = 0;
+	for (size_t i = 0; i < n; i++) {
+		CUpti_ActivityKind kind = recs[i]->kind;
+		k += kind == CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL;
+		work += kind == CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL ||
+		        kind == CUPTI_ACTIVITY_KIND_MEMCPY || kind == CUPTI_ACTIVITY_KIND_MEMCPY2 ||
+		        kind == CUPTI_ACTIVITY_KIND_MEMSET ||
+		        kind == CUPTI_ACTIVITY_KIND_GRAPH_TRACE ||
+		        kind == CUPTI_ACTIVITY_KIND_DEVICE_GRAPH_TRACE;
+	}
+	if (!work)
+		return;
+	pthread_mutex_lock(&win.lock);
+	for (size_t i = win.nlog; i-- > 0;)
+		if (win.log[i].number == number) {
+			win.log[i].kernels += k;
+			win.log[i].records += work;
+			break;
+		}
+	pthread_mutex_unlock(&win.lock);
+}
+
+/* Records of one window into its output. */
+static void add_to(uint64_t number, const CUpti_Activity *const *recs, const uint32_t *sizes,
+                   size_t n)
+{
+	if (!n)
+		return;
+	count_kernels(number, recs, n);
+	if (!win.per_file) {
+		collect_note_write_err(add_records(&sess.to, recs, sizes, n));
+		return;
+	}
+	struct wout *o = out_for(number, 1);
+	if (!o)
+		return;
+	int e = add_records(&o->out.cons, recs, sizes, n);
+	if (e && !o->err) {
+		o->err = e;
+		cuptrace_err("capture window %" PRIu64 ": writing %s failed: %s", number,
+		             o->out.path, strerror(-e));
+	}
+}
+
+/* Records that describe the run: into every open file (and kept for those opened later). */
+static void add_to_all(const CUpti_Activity *const *recs, const uint32_t *sizes, size_t n)
+{
+	if (!win.per_file) {
+		collect_note_write_err(add_records(&sess.to, recs, sizes, n));
+		return;
+	}
+	for (size_t i = 0; i < ww.nouts; i++)
+		add_records(&ww.outs[i].out.cons, recs, sizes, n);
+}
+
+/* Groups records by verdict (a buffer usually holds one window's) and hands each group on. */
+static void dispatch(const CUpti_Activity *const *recs, const uint32_t *sizes, const int64_t *verd,
+                     size_t n)
+{
+	if (CUPTRACE_GROW(ww.grp, ww.capgrp, n) || CUPTRACE_GROW(ww.grp_sizes, ww.capgrp_sizes, n))
+		return;
+	int64_t done_v[8];
+	size_t ndone = 0;
+	/* Windows first, then what describes the run: a file that a window's records open
+	 * here gets the run's records of this very buffer too. */
+	for (size_t k = 0; k < 2 * n; k++) {
+		size_t i = k % n;
+		int64_t v = verd[i];
+		if (v == CUPTRACE_WF_DROP || v == CUPTRACE_WF_HELD ||
+		    (k < n) != (v != CUPTRACE_WF_ALL))
+			continue;
+		int seen = 0;
+		for (size_t q = 0; q < ndone; q++)
+			seen |= done_v[q] == v;
+		if (seen)
+			continue;
+		size_t m = 0;
+		for (size_t j = i; j < n; j++)
+			if (verd[j] == v) {
+				ww.grp[m] = recs[j];
+				ww.grp_sizes[m++] = sizes ? sizes[j] : 0;
+			}
+		if (v == CUPTRACE_WF_ALL)
+			add_to_all(ww.grp, ww.grp_sizes, m);
+		else
+			add_to(v > 0 ? (uint64_t)v : 0, ww.grp, ww.grp_sizes, m);
+		if (ndone < 8)
+			done_v[ndone++] = v;
+	}
+}
+
+static void dispatch_released(void)
+{
+	const CUpti_Activity *const *recs;
+	const int64_t *verd;
+	size_t n = cuptrace_wfilter_released(&ww.filt, &recs, &verd);
+	if (!n)
+		return;
+	/* The copies' sizes: the record struct of their kind (dispatch uses grp_sizes itself). */
+	uint32_t *sz = malloc(n * sizeof(*sz));
+	if (!sz)
+		return;
+	for (size_t i = 0; i < n; i++)
+		sz[i] = (uint32_t)cuptrace_record_min_size(recs[i]->kind);
+	dispatch(recs, sz, verd, n);
+	free(sz);
+}
+
+/* The filter learns the windows opened and closed since the last look. */
+static void sync_windows(void)
+{
+	pthread_mutex_lock(&win.lock);
+	for (; ww.synced < win.nlog; ww.synced++)
+		cuptrace_wfilter_open(&ww.filt, win.log[ww.synced].number, win.log[ww.synced].open);
+	for (size_t i = 0; i < win.nlog; i++)
+		if (win.log[i].close != INT64_MAX && !win.log[i].final)
+			cuptrace_wfilter_close(&ww.filt, win.log[i].number, win.log[i].close);
+	pthread_mutex_unlock(&win.lock);
+}
+
+/* ---- the flight recorder's ring ---- */
+
+static void ring_keep(uint8_t *buf, size_t valid, const CUpti_Activity **recs, size_t n)
+{
+	if (!ww.ring_ready) {
+		cuptrace_ring_init(&ww.ring, win.ring_ns, win.ring_max);
+		ww.ring_ready = 1;
+	}
+	int64_t lo = INT64_MAX, hi = 0;
+	for (size_t i = 0; i < n; i++) {
+		int64_t t;
+		uint32_t corr;
+		if (cuptrace_wrecord_place(recs[i], &t, &corr) && t > 0) {
+			lo = t < lo ? t : lo;
+			hi = t > hi ? t : hi;
+		}
+	}
+	if (cuptrace_ring_push(&ww.ring, buf, valid, lo == INT64_MAX ? 0 : lo, hi))
+		atomic_fetch_add(&sess.records_dropped, n);
+}
+
+void collect_wwriter_buffer(uint8_t *buf, size_t valid, const CUpti_Activity **recs,
+                            const uint32_t *sizes, size_t n)
+{
+	if (win.ring) {
+		for (size_t i = 0; i < n; i++)
+			if (is_sticky(recs[i]))
+				keep_sticky(recs[i], sizes[i]);
+		ring_keep(buf, valid, recs, n);
+		return;
+	}
+	if (!ww.filt_ready) {
+		cuptrace_wfilter_init(&ww.filt);
+		ww.filt_ready = 1;
+	}
+	sync_windows();
+	if (CUPTRACE_GROW(ww.verd, ww.capverd, n)) {
+		atomic_fetch_add(&sess.records_dropped, n);
+		free(buf);
+		return;
+	}
+	cuptrace_wfilter_batch(&ww.filt, (const CUpti_Activity *const *)recs, sizes, n, ww.verd);
+	/* Sticky records went into the files already open, and are kept for later ones. */
+	dispatch((const CUpti_Activity *const *)recs, sizes, ww.verd, n);
+	dispatch_released();
+	for (size_t i = 0; i < n; i++)
+		if (is_sticky(recs[i]))
+			keep_sticky(recs[i], sizes[i]);
+	free(buf);
+}
+
+/* ---- finishing a window ---- */
+
+/* The range that opened a window, and the window itself, as NVTX ranges on the thread that
+ * opened it: CUPTI recorded no START for the range whose push turned recording on. */
+static void mark_window(const struct collect_wlog *l, const struct cuptrace_consumer *c,
+                        const struct collect_output *o)
+{
+	static uint32_t next_id = 0x7f000000u;
+	CUpti_ActivityMarker2 m[4];
+	char names[2][192];
+	size_t k = 0;
+	int64_t tid = l->range_tid ? l->range_tid : (int64_t)sess.pid;
+	/* The window on the "cuptrace" category, the range as the NVTX range it was. */
+	struct {
+		const char *name, *domain;
+		int64_t t0, t1;
+	} spans[2];
+	size_t ns = 0;
+	snprintf(names[0], sizeof(names[0]), "capture window %" PRIu64 " (%s)", l->number,
+	         l->why_open);
+	spans[ns++] = (typeof(spans[0])){names[0], "cuptrace", l->open, l->close};
+	if (l->range[0]) {
+		snprintf(names[1], sizeof(names[1]), "%s", l->range);
+		int64_t end = l->range_end != INT64_MAX ? l->range_end : l->close;
+		spans[ns++] = (typeof(spans[0])){names[1], NULL, l->range_begin, end};
+	}
+	for (size_t i = 0; i < ns; i++) {
+		uint32_t id = next_id++;
+		for (int e = 0; e < 2; e++) {
+			CUpti_ActivityMarker2 *r = &m[k++];
+			memset(r, 0, sizeof(*r));
+			r->kind = CUPTI_ACTIVITY_KIND_MARKER;
+			r->flags =
+			    e ? CUPTI_ACTIVITY_FLAG_MARKER_END : CUPTI_ACTIVITY_FLAG_MARKER_START;
+			r->timestamp = (uint64_t)(e ? spans[i].t1 : spans[i].t0);
+			r->id = id;
+			r->objectKind = CUPTI_ACTIVITY_OBJECT_THREAD;
+			r->objectId.pt.processId = (uint32_t)sess.pid;
+			r->objectId.pt.threadId = (uint32_t)tid;
+			r->name = e ? NULL : spans[i].name;
+			r->domain = spans[i].domain;
+		}
+	}
+	const CUpti_Activity *recs[4];
+	uint32_t sizes[4];
+	for (size_t i = 0; i < k; i++) {
+		recs[i] = (const CUpti_Activity *)&m[i];
+		sizes[i] = sizeof(m[i]);
+	}
+	collect_note_output_err(o, cuptrace_consumer_records(c, recs, sizes, k));
+}
+
+/* Metadata of a window: how it was chosen and where it lies in the run. */
+static void window_meta(const struct collect_wlog *l, char *key, size_t kn, char *val, size_t vn)
+{
+	char d[200];
+	cuptrace_wspec_describe(&win.spec, d, sizeof(d));
+	snprintf(key, kn, "capture_window_%" PRIu64, l->number);
+	snprintf(val, vn, "%s; opened: %s; closed: %s; %.6f s to %.6f s after the first CUDA call",
+	         d, l->why_open, l->why_close[0] ? l->why_close : "end of run",
+	         (double)(l->open - sess.start_boot) / 1e9,
+	         (double)(l->close - sess.start_boot) / 1e9);
+}
+
+/* Writes what a finished output holds and closes it (its converter's held calls, the late
+ * metadata), as the session's finish does for the trace file; then the file goes in place
+ * (keep; an older file stays where a write failed: prior_err or one now), or is removed and its
+ * name left as it was. Where the trace now is goes into file (n bytes; "" if nowhere), if given.
+ * Returns the first error of closing it. */
+static int close_output(struct collect_output *o, int keep, int prior_err, char *file, size_t n)
+{
+	int err = collect_finish_output(o, NULL);
+	const char *where = collect_settle_output(o, keep, prior_err ? prior_err : err);
+	if (file)
+		snprintf(file, n, "%s", where ? where : "");
+	collect_release_output(o);
+	return err;
+}
+
+static void finish_window(uint64_t number)
+{
+	cuptrace_wfilter_final(&ww.filt, number);
+	dispatch_released();
+	pthread_mutex_lock(&win.lock);
+	struct collect_wlog copy;
+	memset(&copy, 0, sizeof(copy));
+	for (size_t i = 0; i < win.nlog; i++)
+		if (win.log[i].number == number)
+			copy = win.log[i];
+	pthread_mutex_unlock(&win.lock);
+	char key[64], val[1024];
+	window_meta(&copy, key, sizeof(key), val, sizeof(val));
+	char file[512] = "";
+	if (win.per_file) {
+		/* A window in which this process gave the GPU no work gets no file (the
+		 * launcher of a job, a helper process that only looked at the GPUs). */
+		struct wout *o = out_for(number, copy.records > 0);
+		if (o) {
+			mark_window(&copy, &o->out.cons, &o->out);
+			cuptrace_consumer_meta(&o->out.cons, key, val);
+			cuptrace_consumer_meta(&o->out.cons, "capture_window", val);
+			int e = close_output(&o->out, copy.records > 0, o->err, file, sizeof(file));
+			if (e || o->err)
+				cuptrace_err("capture window %" PRIu64 ": %s is incomplete: %s",
+				             number, o->out.path, strerror(-(e ? e : o->err)));
+			free(o->out.path);
+			*o = ww.outs[--ww.nouts];
+		}
+	} else {
+		mark_window(&copy, &sess.to, &sess.out);
+		cuptrace_consumer_meta(&sess.to, key, val);
+		snprintf(file, sizeof(file), "%s", sess.out.path ? sess.out.path : "");
+	}
+	pthread_mutex_lock(&win.lock);
+	for (size_t i = 0; i < win.nlog; i++)
+		if (win.log[i].number == number) {
+			win.log[i].final = 1;
+			snprintf(win.log[i].file, sizeof(win.log[i].file), "%s", file);
+		}
+	pthread_cond_broadcast(&win.changed);
+	pthread_mutex_unlock(&win.lock);
+}
+
+/* ---- the flight recorder's dumps ---- */
+
+/* A dump's held records that its filter decided (all of the dump's one window): into its
+ * consumer (o: the output named in an error). Returns how many. */
+static size_t add_released(struct cuptrace_wfilter *f, const struct cuptrace_consumer *c,
+                           const struct collect_output *o)
+{
+	const CUpti_Activity *const *rel;
+	const int64_t *rv;
+	size_t nr = cuptrace_wfilter_released(f, &rel, &rv);
+	for (size_t i = 0; i < nr; i++) {
+		uint32_t sz = (uint32_t)cuptrace_record_min_size(rel[i]->kind);
+		collect_note_output_err(o, add_records(c, &rel[i], &sz, 1));
+	}
+	return nr;
+}
+
+static void dump_ring(struct collect_dump *d)
+{
+	int64_t from = d->from;
+	if (!win.per_file && from < ww.last_dump_to)
+		from = ww.last_dump_to; /* one file: what an earlier dump wrote is there already */
+	struct cuptrace_wfilter f;
+	cuptrace_wfilter_init(&f);
+	cuptrace_wfilter_open(&f, 1, from);
+	cuptrace_wfilter_close(&f, 1, d->to);
+	ww.dumps_written++;
+	/* Into the dump's own file, or the session's consumers. */
+	struct wout *o = NULL;
+	const struct cuptrace_consumer *c = &sess.to;
+	struct collect_output *out = &sess.out;
+	if (win.per_file) {
+		o = out_for(ww.dumps_written, 1);
+		if (!o) {
+			cuptrace_wfilter_free(&f);
+			return;
+		}
+		c = &o->out.cons;
+		out = &o->out;
+	}
+	/* Devices, contexts, streams: once per file (a per-dump file replayed them on open). */
+	if (!win.per_file && ww.dumps_written == 1)
+		replay_sticky(c, out);
+	uint64_t kept = 0;
+	const CUpti_Activity **recs = NULL;
+	uint32_t *sizes = NULL;
+	int64_t *verd = NULL;
+	size_t cap = 0, capsz = 0, capv = 0;
+	for (size_t b = 0; b < ww.ring.n; b++) {
+		struct cuptrace_ringbuf *rb = &ww.ring.bufs[b];
+		if (rb->tmax && rb->tmax < from - 10 * (int64_t)1000000000)
+			continue; /* older than anything launched in the window could be */
+		size_t n = 0;
+		CUpti_Activity *r = NULL;
+		while (cuptiActivityGetNextRecord(rb->buf, rb->valid, &r) == CUPTI_SUCCESS) {
+			if (CUPTRACE_GROW(recs, cap, n + 1) || CUPTRACE_GROW(sizes, capsz, n + 1))
+				break;
+			recs[n++] = r;
+		}
+		for (size_t i = 0; i < n; i++) {
+			const uint8_t *end =
+			    i + 1 < n ? (const uint8_t *)recs[i + 1] : rb->buf + rb->valid;
+			sizes[i] = (uint32_t)(end - (const uint8_t *)recs[i]);
+		}
+		if (CUPTRACE_GROW(verd, capv, n ? n : 1))
+			break;
+		cuptrace_wfilter_batch(&f, recs, sizes, n, verd);
+		size_t m = 0;
+		for (size_t i = 0; i < n; i++)
+			if (verd[i] == 1) { /* sticky ones (ALL) were replayed */
+				recs[m] = recs[i];
+				sizes[m++] = sizes[i];
+				kept++;
+			}
+		collect_note_output_err(out, add_records(c, recs, sizes, m));
+		kept += add_released(&f, c, out);
+	}
+	cuptrace_wfilter_final(&f, 1);
+	kept += add_released(&f, c, out);
+	char key[64], val[400];
+	snprintf(key, sizeof(key), "flight_recorder_dump_%" PRIu64, ww.dumps_written);
+	snprintf(val, sizeof(val),
+	         "%s: %.6f s to %.6f s after the first CUDA call; ring: the last %.3f s, at most "
+	         "%zu bytes (%zu held, %" PRIu64 " buffers aged out)",
+	         d->why, (double)(from - sess.start_boot) / 1e9,
+	         (double)(d->to - sess.start_boot) / 1e9, (double)win.ring_ns / 1e9, win.ring_max,
+	         ww.ring.bytes, ww.ring.evicted);
+	cuptrace_consumer_meta(c, key, val);
+	snprintf(d->file, sizeof(d->file), "%s", out->path ? out->path : "");
+	if (win.per_file) {
+		cuptrace_consumer_meta(c, "flight_recorder_dump", val);
+		int e = close_output(out, 1, 0, d->file, sizeof(d->file));
+		if (e)
+			cuptrace_err("flight recorder: %s is incomplete: %s", out->path,
+			             strerror(-e));
+		free(o->out.path);
+		*o = ww.outs[--ww.nouts];
+	}
+	if (!kept)
+		cuptrace_info("flight recorder: %s: nothing in [%.3f s, %.3f s]", d->why,
+		              (double)(from - sess.start_boot) / 1e9,
+		              (double)(d->to - sess.start_boot) / 1e9);
+	if (d->to > ww.last_dump_to)
+		ww.last_dump_to = d->to;
+	free(recs);
+	free(sizes);
+	free(verd);
+	cuptrace_wfilter_free(&f);
+}
+
+/* ---- the writer's loop ---- */
+
+void collect_wwriter_poll(uint64_t taken)
+{
+	if (!(win.active || win.ring))
+		return;
+	uint64_t seen = taken + atomic_load(&sess.buffers_dropped);
+	for (;;) {
+		uint64_t number = 0;
+		struct collect_dump *dump = NULL;
+		pthread_mutex_lock(&win.lock);
+		for (size_t i = 0; i < win.nlog && !number; i++)
+			if (win.log[i].final_requested && !win.log[i].final &&
+			    seen >= win.log[i].final_after)
+				number = win.log[i].number;
+		for (size_t i = 0; i < win.ndumps && !number && !dump; i++)
+			if (win.dumps[i].requested && !win.dumps[i].done &&
+			    seen >= win.dumps[i].final_after)
+				dump = &win.dumps[i];
+		pthread_mutex_unlock(&win.lock);
+		if (number) {
+			sync_windows();
+			finish_window(number);
+		} else if (dump) {
+			/* The slot is not moved while it is requested and not done (ask_dump reuses
+			 * done slots only). */
+			dump_ring(dump);
+			/* The program is dying of a fault: its one file is finished now, as the
+			 * session's finish would (it will not run). */
+			if (!strcmp(dump->why, "crash") && !win.per_file)
+				collect_note_write_err(
+				    close_output(&sess.out, 1, sess.write_err, NULL, 0));
+			pthread_mutex_lock(&win.lock);
+			dump->done = 1;
+			pthread_cond_broadcast(&win.changed);
+			pthread_mutex_unlock(&win.lock);
+		} else {
+			return;
+		}
+	}
+}
+
+void collect_wwriter_end(void)
+{
+	if (!(win.active || win.ring))
+		return;
+	/* Everything CUPTI had is in: every window and dump asked for is finished now. */
+	pthread_mutex_lock(&win.lock);
+	for (size_t i = 0; i < win.nlog; i++)
+		if (!win.log[i].final) {
+			win.log[i].final_requested = 1;
+			win.log[i].final_after = 0;
+		}
+	for (size_t i = 0; i < win.ndumps; i++)
+		if (!win.dumps[i].done) {
+			win.dumps[i].requested = 1;
+			win.dumps[i].final_after = 0;
+		}
+	pthread_mutex_unlock(&win.lock);
+	collect_wwriter_poll(UINT64_MAX / 2);
+	/* What the writer owned for windows. */
+	if (ww.filt_ready)
+		cuptrace_wfilter_free(&ww.filt);
+	ww.filt_ready = 0;
+	ww.synced = 0;
+	for (size_t i = 0; i < ww.nsticky; i++)
+		free(ww.sticky[i]);
+	free(ww.sticky);
+	free(ww.sticky_sizes);
+	free(ww.names);
+	free(ww.verd);
+	free(ww.grp);
+	free(ww.grp_sizes);
+	if (ww.ring_ready)
+		cuptrace_ring_free(&ww.ring);
+	for (size_t i = 0; i < ww.nouts; i++) {
+		close_output(&ww.outs[i].out, 1, ww.outs[i].err, NULL, 0);
+		free(ww.outs[i].out.path);
+	}
+	memset(&ww, 0, sizeof(ww));
+}
