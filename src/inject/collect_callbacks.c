@@ -48,28 +48,28 @@ static const char *attr_name(const nvtxEventAttributes_t *a)
 	return a && a->messageType == NVTX_MESSAGE_TYPE_ASCII ? a->message.ascii : NULL;
 }
 
-static void window_nvtx(CUpti_CallbackId id, const CUpti_NvtxData *nd)
+static void window_nvtx(struct collect_session *s, CUpti_CallbackId id, const CUpti_NvtxData *nd)
 {
 	const void *p = nd->functionParams;
 	switch (id) {
 	case CUPTI_CBID_NVTX_nvtxRangePushA:
-		collect_nvtx_pushed(p ? ((const nvtxRangePushA_params *)p)->message : NULL);
+		collect_nvtx_pushed(s, p ? ((const nvtxRangePushA_params *)p)->message : NULL);
 		break;
 	case CUPTI_CBID_NVTX_nvtxRangePushW:
-		collect_nvtx_pushed(NULL);
+		collect_nvtx_pushed(s, NULL);
 		break;
 	case CUPTI_CBID_NVTX_nvtxRangePushEx:
-		collect_nvtx_pushed(p ? attr_name(((const nvtxRangePushEx_params *)p)->eventAttrib)
-		                      : NULL);
+		collect_nvtx_pushed(
+		    s, p ? attr_name(((const nvtxRangePushEx_params *)p)->eventAttrib) : NULL);
 		break;
 	case CUPTI_CBID_NVTX_nvtxDomainRangePushEx:
 		collect_nvtx_pushed(
-		    p ? attr_name(((const nvtxDomainRangePushEx_params *)p)->core.eventAttrib)
-		      : NULL);
+		    s, p ? attr_name(((const nvtxDomainRangePushEx_params *)p)->core.eventAttrib)
+		         : NULL);
 		break;
 	case CUPTI_CBID_NVTX_nvtxRangePop:
 	case CUPTI_CBID_NVTX_nvtxDomainRangePop:
-		collect_nvtx_popped();
+		collect_nvtx_popped(s);
 		break;
 	case CUPTI_CBID_NVTX_nvtxRangeStartA:
 	case CUPTI_CBID_NVTX_nvtxRangeStartEx:
@@ -83,16 +83,16 @@ static void window_nvtx(CUpti_CallbackId id, const CUpti_NvtxData *nd)
 		        : attr_name(((const nvtxDomainRangeStartEx_params *)p)->core.eventAttrib);
 		uint64_t rid =
 		    nd->functionReturnValue ? *(const uint64_t *)nd->functionReturnValue : 0;
-		collect_nvtx_started(name, rid);
+		collect_nvtx_started(s, name, rid);
 		break;
 	}
 	case CUPTI_CBID_NVTX_nvtxRangeEnd:
 		if (p)
-			collect_nvtx_ended(((const nvtxRangeEnd_params *)p)->id);
+			collect_nvtx_ended(s, ((const nvtxRangeEnd_params *)p)->id);
 		break;
 	case CUPTI_CBID_NVTX_nvtxDomainRangeEnd:
 		if (p)
-			collect_nvtx_ended(((const nvtxDomainRangeEnd_params *)p)->core.id);
+			collect_nvtx_ended(s, ((const nvtxDomainRangeEnd_params *)p)->core.id);
 		break;
 	default:
 		break;
@@ -101,13 +101,13 @@ static void window_nvtx(CUpti_CallbackId id, const CUpti_NvtxData *nd)
 
 static int watch_ranges, watch_profiler;
 
-void collect_callbacks_windows(CUpti_SubscriberHandle sub)
+void collect_callbacks_windows(struct collect_session *s, CUpti_SubscriberHandle sub)
 {
 	/* nvtx_watch.c follows the ranges where NVTX hands them to this library. */
 	watch_ranges =
-	    ((win.active && win.spec.mode == CUPTRACE_WMODE_RANGE) || win.step_range[0]) &&
+	    ((s->win.active && s->win.spec.mode == CUPTRACE_WMODE_RANGE) || s->win.step_range[0]) &&
 	    !collect_nvtx_ours();
-	watch_profiler = win.active && win.spec.mode == CUPTRACE_WMODE_PROFILER_API;
+	watch_profiler = s->win.active && s->win.spec.mode == CUPTRACE_WMODE_PROFILER_API;
 	if (watch_ranges) {
 		static const CUpti_CallbackId ids[] = {
 		    CUPTI_CBID_NVTX_nvtxRangePushA,        CUPTI_CBID_NVTX_nvtxRangePushW,
@@ -125,7 +125,8 @@ void collect_callbacks_windows(CUpti_SubscriberHandle sub)
 
 /* cudaProfilerStart opens on its way out (what follows it is in), cudaProfilerStop closes on
  * its way in (it is not). The runtime's call reaches the driver's too: the second is a no-op. */
-static int profiler_call(CUpti_CallbackDomain d, CUpti_CallbackId id, const void *data)
+static int profiler_call(struct collect_session *s, CUpti_CallbackDomain d, CUpti_CallbackId id,
+                         const void *data)
 {
 	int start, stop;
 	if (d == CUPTI_CB_DOMAIN_RUNTIME_API) {
@@ -139,9 +140,9 @@ static int profiler_call(CUpti_CallbackDomain d, CUpti_CallbackId id, const void
 		return 0;
 	const CUpti_CallbackData *cd = data;
 	if (start && cd->callbackSite == CUPTI_API_EXIT)
-		collect_window_profiler(1);
+		collect_window_profiler(s, 1);
 	else if (stop && cd->callbackSite == CUPTI_API_ENTER)
-		collect_window_profiler(0);
+		collect_window_profiler(s, 0);
 	return 1;
 }
 
@@ -149,11 +150,11 @@ static int profiler_call(CUpti_CallbackDomain d, CUpti_CallbackId id, const void
  * (kinds.h). Application threads, so the first device is a compare-and-swap. */
 static atomic_int first_device = -1;
 
-static void note_context_device(const void *data)
+static void note_context_device(struct collect_session *s, const void *data)
 {
 	const CUpti_ResourceData *rd = data;
 	uint32_t dev = 0;
-	if (atomic_load(&sess.multi_gpu) || !rd->context ||
+	if (atomic_load(&s->multi_gpu) || !rd->context ||
 	    cuptiGetDeviceId(rd->context, &dev) != CUPTI_SUCCESS)
 		return;
 	int expected = -1;
@@ -163,7 +164,7 @@ static void note_context_device(const void *data)
 	/* The flush thread switches MEMCPY2 on (within a flush period): not here, inside the
 	 * driver's context creation, where enabling a kind could wait on the lock the driver
 	 * holds. A peer copy before then is still recorded, as a MEMCPY record of kind PtoP. */
-	atomic_store(&sess.multi_gpu, 1);
+	atomic_store(&s->multi_gpu, 1);
 }
 
 /* Node by node, CUPTI 13.0 records nothing of a graph launched from the GPU: no launch, no
@@ -177,9 +178,9 @@ static const CUpti_CallbackId instantiate_ids[] = {
     CUPTI_DRIVER_TRACE_CBID_cuGraphInstantiateWithParams,
     CUPTI_DRIVER_TRACE_CBID_cuGraphInstantiateWithParams_ptsz};
 
-void collect_callbacks_graphs(CUpti_SubscriberHandle sub)
+void collect_callbacks_graphs(struct collect_session *s, CUpti_SubscriberHandle sub)
 {
-	if (sess.graph_trace)
+	if (s->graph_trace)
 		return;
 	for (size_t i = 0; i < sizeof(instantiate_ids) / sizeof(instantiate_ids[0]); i++)
 		cuptiEnableCallback(1, sub, CUPTI_CB_DOMAIN_DRIVER_API, instantiate_ids[i]);
@@ -199,7 +200,8 @@ struct instantiate_params_params {
 };
 
 /* Returns 1 if the call was one of instantiate_ids. Application threads. */
-static int instantiate_call(CUpti_CallbackId id, const CUpti_CallbackData *cd)
+static int instantiate_call(struct collect_session *s, CUpti_CallbackId id,
+                            const CUpti_CallbackData *cd)
 {
 	unsigned long long flags;
 	switch (id) {
@@ -220,7 +222,7 @@ static int instantiate_call(CUpti_CallbackId id, const CUpti_CallbackData *cd)
 	if (cd->callbackSite == CUPTI_API_EXIT && cd->functionReturnValue &&
 	    *(const CUresult *)cd->functionReturnValue == CUDA_SUCCESS &&
 	    (flags & CUDA_GRAPH_INSTANTIATE_FLAG_DEVICE_LAUNCH))
-		atomic_fetch_add(&sess.device_launch_graphs, 1);
+		atomic_fetch_add(&s->device_launch_graphs, 1);
 	return 1;
 }
 
@@ -229,13 +231,14 @@ static int instantiate_call(CUpti_CallbackId id, const CUpti_CallbackData *cd)
 void CUPTIAPI collect_subscriber_callback(void *ud, CUpti_CallbackDomain d, CUpti_CallbackId id,
                                           const void *data)
 {
+	struct collect_session *s = ud; /* cuptiSubscribe's user data */
 	if (!data)
 		return;
 	if (watch_profiler &&
 	    (d == CUPTI_CB_DOMAIN_RUNTIME_API || d == CUPTI_CB_DOMAIN_DRIVER_API) &&
-	    profiler_call(d, id, data))
+	    profiler_call(s, d, id, data))
 		return;
-	if (d == CUPTI_CB_DOMAIN_DRIVER_API && instantiate_call(id, data))
+	if (d == CUPTI_CB_DOMAIN_DRIVER_API && instantiate_call(s, id, data))
 		return;
 	if ((d == CUPTI_CB_DOMAIN_RUNTIME_API || d == CUPTI_CB_DOMAIN_DRIVER_API) &&
 	    collect_stacks_callback(d, id, data))
@@ -244,7 +247,7 @@ void CUPTIAPI collect_subscriber_callback(void *ud, CUpti_CallbackDomain d, CUpt
 		cuptrace_runtime_watch_callback(id, data);
 	} else if (d == CUPTI_CB_DOMAIN_NVTX) {
 		if (watch_ranges && !collect_nvtx_watching())
-			window_nvtx(id, data);
+			window_nvtx(s, id, data);
 		if (id == CUPTI_CBID_NVTX_nvtxRangeStartA ||
 		    id == CUPTI_CBID_NVTX_nvtxRangeStartW ||
 		    id == CUPTI_CBID_NVTX_nvtxRangeStartEx ||
@@ -253,13 +256,13 @@ void CUPTIAPI collect_subscriber_callback(void *ud, CUpti_CallbackDomain d, CUpt
 	} else if (d == CUPTI_CB_DOMAIN_RESOURCE) {
 		if (id == CUPTI_CBID_RESOURCE_CONTEXT_CREATED) {
 			cuptrace_cupti_alarm_note_context();
-			note_context_device(data);
+			note_context_device(s, data);
 		}
 		cuptrace_gm_on_callback(d, id, data);
 	}
 }
 
-void collect_startend_drain(void)
+void collect_startend_drain(struct collect_session *s)
 {
 	pthread_mutex_lock(&startend.lock);
 	size_t n = startend.n;
@@ -270,7 +273,7 @@ void collect_startend_drain(void)
 	pthread_mutex_unlock(&startend.lock);
 	if (!ids)
 		return;
-	cuptrace_consumer_nvtx_startend(&sess.to, ids, n);
+	cuptrace_consumer_nvtx_startend(&s->to, ids, n);
 	free(ids);
 }
 

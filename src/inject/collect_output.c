@@ -72,7 +72,7 @@ struct kv {
 	char val[512];
 };
 
-static size_t collect_meta(struct kv *m, size_t max)
+static size_t collect_meta(struct collect_session *s, struct kv *m, size_t max)
 {
 	size_t n = 0;
 #define ADD(k, ...)                                                                                \
@@ -85,7 +85,7 @@ static size_t collect_meta(struct kv *m, size_t max)
 	} while (0)
 	char host[256] = "?";
 	gethostname(host, sizeof(host) - 1);
-	ADD("pid", "%d", (int)sess.pid);
+	ADD("pid", "%d", (int)s->pid);
 	/* Where the launcher says: the process's place in the job (merging ranks needs it). */
 	struct cuptrace_rank rk = cuptrace_launcher_rank();
 	if (rk.rank >= 0) {
@@ -103,15 +103,15 @@ static size_t collect_meta(struct kv *m, size_t max)
 	char *cmd = read_cmdline();
 	ADD("cmdline", "%s", cmd ? cmd : "?");
 	free(cmd);
-	ADD("start_realtime_ns", "%lld", (long long)sess.start_real);
-	ADD("start_boottime_ns", "%lld", (long long)sess.start_boot);
+	ADD("start_realtime_ns", "%lld", (long long)s->start_real);
+	ADD("start_boottime_ns", "%lld", (long long)s->start_boot);
 	/* Which boot of which machine BOOTTIME counts from: traces with the same boot id share
 	 * one BOOTTIME, so `merge --ranks` lines them up exactly. */
 	char boot_id[64];
 	collect_read_comm("/proc/sys/kernel/random/boot_id", boot_id, sizeof(boot_id));
 	if (strcmp(boot_id, "?"))
 		ADD("boot_id", "%s", boot_id);
-	time_t secs = (time_t)(sess.start_real / 1000000000);
+	time_t secs = (time_t)(s->start_real / 1000000000);
 	struct tm tm;
 	char iso[64];
 	gmtime_r(&secs, &tm);
@@ -175,14 +175,14 @@ static int begin_file(struct collect_output *o)
 	return 0;
 }
 
-static int open_writers(struct collect_output *o)
+static int open_writers(struct collect_session *s, struct collect_output *o)
 {
 	struct cuptrace_setting_value f, z, zl;
 	cuptrace_setting_env(CUPTRACE_SET_FORMAT, &f);
 	cuptrace_setting_env(CUPTRACE_SET_COMPRESS, &z);
 	cuptrace_setting_env(CUPTRACE_SET_COMPRESS_LEVEL, &zl);
 	const char *fmt = f.s; /* NULL: from the extension */
-	sess.capture =
+	s->capture =
 	    f.i == CUPTRACE_OUTFMT_CAPTURE || (!fmt && cuptrace_ends_with(o->path, ".cupti"));
 	/* -o none: spans only. A collector that cannot be used costs the spans, not the file. */
 	int none = !strcmp(o->path, "none");
@@ -191,8 +191,8 @@ static int open_writers(struct collect_output *o)
 		return e;
 	const char *wpath = o->rf ? o->rf->tmp : o->path; /* the format: o->path's */
 	struct kv meta[32];
-	size_t nmeta = collect_meta(meta, 32);
-	if (sess.capture) {
+	size_t nmeta = collect_meta(s, meta, 32);
+	if (s->capture) {
 		if (cuptrace_collect_otlp_wanted())
 			cuptrace_warn(
 			    "OTLP needs a converted trace, not a raw capture: no spans are "
@@ -225,22 +225,20 @@ static int open_writers(struct collect_output *o)
 	gethostname(host, sizeof(host) - 1);
 	collect_read_comm("/proc/self/comm", comm, sizeof(comm));
 	struct cuptrace_trace_info info = {
-	    .pid = sess.pid,
+	    .pid = s->pid,
 	    .process_name = comm,
 	    .hostname = cuptrace_private_env() ? "" : host, /* "": none; NULL: the writer's */
-	    .start_realtime_ns = sess.start_real,
-	    .start_boottime_ns = sess.start_boot,
-	    .trace_uuid_hi =
-	        cuptrace_hash64((uint64_t)sess.start_real ^ ((uint64_t)sess.pid << 32)),
-	    .trace_uuid_lo = cuptrace_hash64((uint64_t)sess.start_boot +
-	                                     cuptrace_hash_bytes(host, strlen(host))),
+	    .start_realtime_ns = s->start_real,
+	    .start_boottime_ns = s->start_boot,
+	    .trace_uuid_hi = cuptrace_hash64((uint64_t)s->start_real ^ ((uint64_t)s->pid << 32)),
+	    .trace_uuid_lo =
+	        cuptrace_hash64((uint64_t)s->start_boot + cuptrace_hash_bytes(host, strlen(host))),
 	    .meta = m,
 	    .nmeta = nmeta,
 	};
 	struct cuptrace_convert_opts co = {.sz = sizeof(co),
-	                                   .driver_all = sess.driver_all,
-	                                   .runtime_all =
-	                                       sess.runtime_mode == CUPTRACE_RUNTIME_ALL};
+	                                   .driver_all = s->driver_all,
+	                                   .runtime_all = s->runtime_mode == CUPTRACE_RUNTIME_ALL};
 	struct cuptrace_converter *c = cuptrace_converter_new(o->sink, &info, &co);
 	if (!c)
 		return -ENOMEM;
@@ -249,9 +247,9 @@ static int open_writers(struct collect_output *o)
 	return 0;
 }
 
-int collect_open_output(struct collect_output *o)
+int collect_open_output(struct collect_session *s, struct collect_output *o)
 {
-	int e = open_writers(o);
+	int e = open_writers(s, o);
 	if (e)
 		collect_discard_output(o); /* the partial file too: the old file stays as it was */
 	return e;
@@ -293,26 +291,26 @@ static double ms_of(uint64_t ns)
 	return (double)ns / 1e6;
 }
 
-void collect_cost(struct collect_cost *c)
+void collect_cost(struct collect_session *s, struct collect_cost *c)
 {
 	struct rusage ru;
 	double proc = 0;
 	if (!getrusage(RUSAGE_SELF, &ru))
 		proc = (double)(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) * 1e3 +
 		       (double)(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e3;
-	long long peak = atomic_load(&sess.buffers_live_peak);
+	long long peak = atomic_load(&s->buffers_live_peak);
 	*c = (struct collect_cost){
-	    .writer_ms = ms_of(sess.writer_cpu_ns),
+	    .writer_ms = ms_of(s->writer_cpu_ns),
 	    .compress_ms = ms_of(cuptrace_output_workers_cpu_ns()),
-	    .flush_ms = ms_of(sess.flusher_cpu_ns),
-	    .callbacks_ms = ms_of(atomic_load(&sess.callbacks_cpu_ns)),
+	    .flush_ms = ms_of(s->flusher_cpu_ns),
+	    .callbacks_ms = ms_of(atomic_load(&s->callbacks_cpu_ns)),
 	    .process_ms = proc,
 	    .by_zlib = !!(cuptrace_output_codecs() & CUPTRACE_CODEC_ZLIB),
-	    .requested = atomic_load(&sess.buffers_requested),
-	    .live_peak = !win.active && !win.ring && peak > 0 ? (uint64_t)peak : 0,
-	    .buffer_size = sess.buffer_size,
-	    .queue_peak = sess.queue.high_water,
-	    .queue_cap = sess.queue.cap,
+	    .requested = atomic_load(&s->buffers_requested),
+	    .live_peak = !s->win.active && !s->win.ring && peak > 0 ? (uint64_t)peak : 0,
+	    .buffer_size = s->buffer_size,
+	    .queue_peak = s->queue.high_water,
+	    .queue_cap = s->queue.cap,
 	};
 }
 
@@ -320,7 +318,8 @@ void collect_cost(struct collect_cost *c)
  * REALTIME's rate against BOOTTIME over the run: NTP slews it), each visible GPU's PCI bus id
  * (from the driver; CUPTI's device record has no PCI address) and the NCCL version if the
  * program loaded NCCL. Called on the finishing thread after the writer thread has ended. */
-static void late_meta(void (*put)(void *ctx, const char *k, const char *v), void *ctx)
+static void late_meta(struct collect_session *s,
+                      void (*put)(void *ctx, const char *k, const char *v), void *ctx)
 {
 	char k[48], v[96];
 	snprintf(v, sizeof(v), "%lld", (long long)cuptrace_now_ns(CLOCK_REALTIME));
@@ -355,7 +354,7 @@ static void late_meta(void (*put)(void *ctx, const char *k, const char *v), void
 	/* The tracer's cost until now (the writer and flush threads have ended; the last chunks
 	 * are still to be compressed): the summary prints the final figures. */
 	struct collect_cost cost;
-	collect_cost(&cost);
+	collect_cost(s, &cost);
 	const struct {
 		const char *key;
 		double v;
@@ -384,7 +383,7 @@ static void late_meta(void (*put)(void *ctx, const char *k, const char *v), void
 		put(ctx, "gpu_metrics", gm);
 	/* Node by node, the work of these graphs is missing from the trace (collect_callbacks.c).
 	 */
-	unsigned long long dg = atomic_load(&sess.device_launch_graphs);
+	unsigned long long dg = atomic_load(&s->device_launch_graphs);
 	if (dg) {
 		snprintf(v, sizeof(v), "%llu", dg);
 		put(ctx, CUPTRACE_META_UNRECORDED_DEVICE_GRAPHS, v);
@@ -406,10 +405,10 @@ static void late_meta_put(void *ctx, const char *k, const char *v)
 	cuptrace_consumer_meta(ctx, k, v);
 }
 
-int collect_finish_output(struct collect_output *o, int64_t *t_converted)
+int collect_finish_output(struct collect_session *s, struct collect_output *o, int64_t *t_converted)
 {
 	if (o->cons.ops)
-		late_meta(late_meta_put, &o->cons);
+		late_meta(s, late_meta_put, &o->cons);
 	int err = cuptrace_consumer_finish(&o->cons);
 	if (t_converted)
 		*t_converted = o->sink ? cuptrace_now_ns(CLOCK_MONOTONIC) : 0;
@@ -442,17 +441,17 @@ void collect_discard_output(struct collect_output *o)
 /* The first write error is the one reported, once, whenever it shows (a full disk shows at a
  * periodic write or only at the end); what was written before it still loads. Writer thread,
  * or the finishing thread once the writer has ended. */
-void collect_note_output_err(const struct collect_output *o, int err)
+void collect_note_output_err(struct collect_session *s, const struct collect_output *o, int err)
 {
-	if (!err || sess.write_err)
+	if (!err || s->write_err)
 		return;
-	sess.write_err = err;
+	s->write_err = err;
 	cuptrace_err("writing %s failed: %s; the trace stops there (what was written before "
 	             "loads)",
 	             o->path, strerror(-err));
 }
 
-void collect_note_write_err(int err)
+void collect_note_write_err(struct collect_session *s, int err)
 {
-	collect_note_output_err(&sess.out, err);
+	collect_note_output_err(s, &s->out, err);
 }

@@ -145,6 +145,7 @@ out:
 
 int cuptrace_collect_stacks(int on)
 {
+	struct collect_session *s = collect_process_session; /* trampoline: C API */
 	struct cuptrace_setting_value v;
 	cuptrace_setting_env(CUPTRACE_SET_STACKS, &v);
 	if (!v.i)
@@ -160,7 +161,7 @@ int cuptrace_collect_stacks(int on)
 	else
 		atomic_fetch_add(&stacks_pauses, 1);
 	/* Before CUPTI is attached (a window not yet opened) setup reads stacks_paused. */
-	if (stacks_sub && stacks_mode && atomic_load(&sess.state) == ST_RUNNING)
+	if (stacks_sub && stacks_mode && atomic_load(&s->state) == ST_RUNNING)
 		enable_calls(on);
 	pthread_mutex_unlock(&toggle_lock);
 	return 0;
@@ -194,12 +195,13 @@ int collect_stacks_callback(CUpti_CallbackDomain d, CUpti_CallbackId id, const v
 }
 
 /* The records of one drain, handed over like a CUPTI buffer's. */
-static int hand_over(const CUpti_Activity **ptrs, uint32_t *sizes, size_t n)
+static int hand_over(struct collect_session *s, const CUpti_Activity **ptrs, uint32_t *sizes,
+                     size_t n)
 {
-	return n ? cuptrace_consumer_records(&sess.to, ptrs, sizes, n) : 0;
+	return n ? cuptrace_consumer_records(&s->to, ptrs, sizes, n) : 0;
 }
 
-int collect_stacks_drain(void)
+int collect_stacks_drain(struct collect_session *s)
 {
 	if (!stacks_mode)
 		return 0;
@@ -224,14 +226,14 @@ int collect_stacks_drain(void)
 		ptrs[k] = (const CUpti_Activity *)(recs + off);
 		sizes[k] = (uint32_t)cuptrace_stackrec_bytes(recs + off);
 	}
-	err = hand_over(ptrs, sizes, nrec);
+	err = hand_over(s, ptrs, sizes, nrec);
 	if (!err && npairs) {
 		uint32_t h[2] = {CUPTRACE_REC_STACK_CORR, (uint32_t)npairs};
 		memcpy(corr, h, 8);
 		memcpy(corr + 1, pairs, npairs * 16);
 		ptrs[0] = (const CUpti_Activity *)corr;
 		sizes[0] = (uint32_t)(8 + npairs * 16);
-		err = hand_over(ptrs, sizes, 1);
+		err = hand_over(s, ptrs, sizes, 1);
 	}
 out:
 	free(ptrs);

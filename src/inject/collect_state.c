@@ -3,7 +3,12 @@
  * none of them on another through it. */
 #include "inject/collect_state.h"
 
-struct collect_session sess = {.lock = PTHREAD_MUTEX_INITIALIZER, .sigpipe = {-1, -1}};
+static struct collect_session session = {
+    .lock = PTHREAD_MUTEX_INITIALIZER,
+    .sigpipe = {-1, -1},
+    .win = {.lock = PTHREAD_MUTEX_INITIALIZER,
+            .changed = PTHREAD_COND_INITIALIZER,
+            .wake = {-1, -1}},
+};
 
-struct collect_windows win = {
-    .lock = PTHREAD_MUTEX_INITIALIZER, .changed = PTHREAD_COND_INITIALIZER, .wake = {-1, -1}};
+struct collect_session *const collect_process_session = &session;

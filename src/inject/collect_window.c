@@ -13,7 +13,7 @@
  * window opens.
  *
  * Threads: events arrive on application threads (CUPTI callbacks, cuptrace_step), the control
- * thread (trigger) and the flush thread (time); all take win.lock, decide with the tracker and
+ * thread (trigger) and the flush thread (time); all take s->win.lock, decide with the tracker and
  * switch CUPTI's kinds on the spot, so a window opens before the next launch of the thread that
  * opened it. The writer thread reads the window log under the same lock. */
 #define _GNU_SOURCE
@@ -42,17 +42,17 @@ static int64_t now_boot(void)
 
 /* ---- settings ---- */
 
-int collect_window_setup(void)
+int collect_window_setup(struct collect_session *s)
 {
-	pthread_mutex_lock(&win.lock);
-	cuptrace_wtracker_free(&win.tracker);
-	free(win.log);
-	win.log = NULL;
-	win.nlog = win.caplog = 0;
-	win.ndumps = 0;
-	memset(&win.spec, 0, sizeof(win.spec));
+	pthread_mutex_lock(&s->win.lock);
+	cuptrace_wtracker_free(&s->win.tracker);
+	free(s->win.log);
+	s->win.log = NULL;
+	s->win.nlog = s->win.caplog = 0;
+	s->win.ndumps = 0;
+	memset(&s->win.spec, 0, sizeof(s->win.spec));
 	struct cuptrace_setting_value v;
-	struct cuptrace_wspec *w = &win.spec;
+	struct cuptrace_wspec *w = &s->win.spec;
 	char err[256];
 	if (cuptrace_setting_env(CUPTRACE_SET_DELAY, &v))
 		w->delay_ns = v.i;
@@ -72,46 +72,47 @@ int collect_window_setup(void)
 	if (cuptrace_setting_env(CUPTRACE_SET_RING_SLOW, &v))
 		w->ring_slow = v.r;
 	cuptrace_setting_env(CUPTRACE_SET_RING_MAX, &v);
-	win.ring_max = (size_t)v.i;
+	s->win.ring_max = (size_t)v.i;
 	cuptrace_setting_env(CUPTRACE_SET_WINDOW_DRAIN, &v);
-	win.drain_ns = v.i;
-	win.step_range[0] = 0;
+	s->win.drain_ns = v.i;
+	s->win.step_range[0] = 0;
 	if (cuptrace_setting_env(CUPTRACE_SET_STEP_RANGE, &v))
-		snprintf(win.step_range, sizeof(win.step_range), "%s", v.s);
+		snprintf(s->win.step_range, sizeof(s->win.step_range), "%s", v.s);
 	if (cuptrace_wspec_finish(w, err, sizeof(err))) {
 		cuptrace_warn("capture windows: %s; the whole run is traced", err);
 		memset(w, 0, sizeof(*w));
 	}
-	win.ring = w->ring_ns > 0;
-	win.ring_ns = w->ring_ns;
-	win.active = w->mode != CUPTRACE_WMODE_RUN && !win.ring;
-	win.per_file = sess.out.path && strstr(sess.out.path, "%n") != NULL;
-	win.slow_on = win.ring && w->ring_slow > 1;
-	win.kinds_on = win.gpu_kinds_on = !win.active; /* setup_cupti's choice, see defers */
-	cuptrace_wtracker_init(&win.tracker, w, sess.start_boot);
-	cuptrace_slowsteps_init(&win.slow, w->ring_slow, sess.start_boot);
-	atomic_store(&win.crashing, 0);
-	atomic_store(&win.crash_done, 0);
-	int on = win.active || win.ring;
-	pthread_mutex_unlock(&win.lock);
+	s->win.ring = w->ring_ns > 0;
+	s->win.ring_ns = w->ring_ns;
+	s->win.active = w->mode != CUPTRACE_WMODE_RUN && !s->win.ring;
+	s->win.per_file = s->out.path && strstr(s->out.path, "%n") != NULL;
+	s->win.slow_on = s->win.ring && w->ring_slow > 1;
+	s->win.kinds_on = s->win.gpu_kinds_on =
+	    !s->win.active; /* setup_cupti's choice, see defers */
+	cuptrace_wtracker_init(&s->win.tracker, w, s->start_boot);
+	cuptrace_slowsteps_init(&s->win.slow, w->ring_slow, s->start_boot);
+	atomic_store(&s->win.crashing, 0);
+	atomic_store(&s->win.crash_done, 0);
+	int on = s->win.active || s->win.ring;
+	pthread_mutex_unlock(&s->win.lock);
 	return on;
 }
 
-int collect_window_defers(void)
+int collect_window_defers(struct collect_session *s)
 {
-	return win.active;
+	return s->win.active;
 }
 
-int collect_window_defers_cupti(int nvtx_ours)
+int collect_window_defers_cupti(struct collect_session *s, int nvtx_ours)
 {
 	/* NVTX ranges (range windows, --step-range) are followed by nvtx_watch.c's handlers
 	 * where NVTX hands them to this library, with no CUPTI; otherwise by CUPTI's callbacks. */
-	if (!win.active || (win.step_range[0] && !nvtx_ours))
+	if (!s->win.active || (s->win.step_range[0] && !nvtx_ours))
 		return 0;
 	struct cuptrace_setting_value v;
 	if (cuptrace_setting_env(CUPTRACE_SET_GPU_METRICS, &v) && v.i)
 		return 0; /* the sampler follows contexts from their creation */
-	switch (win.spec.mode) {
+	switch (s->win.spec.mode) {
 	case CUPTRACE_WMODE_TIME:
 	case CUPTRACE_WMODE_ON_DEMAND:
 		return 1;
@@ -126,14 +127,14 @@ int collect_window_defers_cupti(int nvtx_ours)
 	}
 }
 
-int collect_window_watches_profiler(void)
+int collect_window_watches_profiler(struct collect_session *s)
 {
-	return win.active && win.spec.mode == CUPTRACE_WMODE_PROFILER_API;
+	return s->win.active && s->win.spec.mode == CUPTRACE_WMODE_PROFILER_API;
 }
 
-int collect_window_recording(void)
+int collect_window_recording(struct collect_session *s)
 {
-	return !win.active || win.ring || win.kinds_on || win.gpu_kinds_on;
+	return !s->win.active || s->win.ring || s->win.kinds_on || s->win.gpu_kinds_on;
 }
 
 /* ---- CUPTI on and off ---- */
@@ -158,18 +159,19 @@ static int is_gpu_kind(CUpti_ActivityKind k)
 	return !is_api_kind(k) && !is_sticky_kind(k) && k != CUPTI_ACTIVITY_KIND_OVERHEAD;
 }
 
-/* Caller holds win.lock. */
-static void kinds_on(void)
+/* Caller holds s->win.lock. */
+static void kinds_on(struct collect_session *s)
 {
-	if (win.kinds_on)
+	if (s->win.kinds_on)
 		return;
-	if (sess.cupti_deferred && sess.cupti_attach && sess.cupti_attach())
+	if (s->cupti_deferred && s->cupti_attach && s->cupti_attach(s))
 		return;
 	for (size_t i = 0; i < CUPTRACE_NKINDS; i++) {
 		CUpti_ActivityKind k = cuptrace_kinds[i];
-		if (is_api_kind(k) || (win.gpu_kinds_on && (is_gpu_kind(k) || is_sticky_kind(k))))
+		if (is_api_kind(k) ||
+		    (s->win.gpu_kinds_on && (is_gpu_kind(k) || is_sticky_kind(k))))
 			continue;
-		if (!collect_kind_wanted(k))
+		if (!collect_kind_wanted(s, k))
 			continue;
 		/* Devices, contexts and streams made before the window: CUPTI reports them at
 		 * creation only, so the ones that exist are dumped now (the writer keeps one copy
@@ -180,68 +182,69 @@ static void kinds_on(void)
 		if (r != CUPTI_SUCCESS)
 			cuptrace_debug("window: activity kind %d not enabled: %d", (int)k, (int)r);
 	}
-	int e = cuptrace_enable_api(sess.driver_all, sess.runtime_mode == CUPTRACE_RUNTIME_ALL,
+	int e = cuptrace_enable_api(s->driver_all, s->runtime_mode == CUPTRACE_RUNTIME_ALL,
 	                            cuptrace_api_by_cbid());
 	if (e)
 		cuptrace_debug("window: API kinds: %d", e);
-	win.kinds_on = 1;
-	win.gpu_kinds_on = 1;
+	s->win.kinds_on = 1;
+	s->win.gpu_kinds_on = 1;
 }
 
 /* The calls stop being recorded at once; GPU work later (kinds_gpu_off). */
-static void kinds_off_host(void)
+static void kinds_off_host(struct collect_session *s)
 {
-	if (!win.kinds_on)
+	if (!s->win.kinds_on)
 		return;
 	for (size_t i = 0; i < CUPTRACE_NKINDS; i++) {
 		CUpti_ActivityKind k = cuptrace_kinds[i];
 		if (is_api_kind(k) || k == CUPTI_ACTIVITY_KIND_OVERHEAD)
 			cuptiActivityDisable(k);
 	}
-	win.kinds_on = 0;
+	s->win.kinds_on = 0;
 }
 
-static void kinds_gpu_off(void)
+static void kinds_gpu_off(struct collect_session *s)
 {
-	if (win.kinds_on || !win.gpu_kinds_on)
+	if (s->win.kinds_on || !s->win.gpu_kinds_on)
 		return;
 	/* Nothing stays on between windows: CUPTI costs then what it costs loaded and idle. */
 	for (size_t i = 0; i < CUPTRACE_NKINDS; i++)
 		if (is_gpu_kind(cuptrace_kinds[i]) || is_sticky_kind(cuptrace_kinds[i]))
 			cuptiActivityDisable(cuptrace_kinds[i]);
-	atomic_store(&sess.two_gpu_kinds_on, 0);
-	win.gpu_kinds_on = 0;
+	atomic_store(&s->two_gpu_kinds_on, 0);
+	s->win.gpu_kinds_on = 0;
 }
 
-static void wake_flusher(void)
+static void wake_flusher(struct collect_session *s)
 {
-	if (win.wake[1] >= 0) {
+	if (s->win.wake[1] >= 0) {
 		unsigned char b = 1;
-		ssize_t w = write(win.wake[1], &b, 1);
+		ssize_t w = write(s->win.wake[1], &b, 1);
 		(void)w;
 	}
 }
 
 /* ---- decisions ---- */
 
-static struct collect_wlog *log_of(uint64_t number)
+static struct collect_wlog *log_of(struct collect_session *s, uint64_t number)
 {
-	for (size_t i = win.nlog; i-- > 0;)
-		if (win.log[i].number == number)
-			return &win.log[i];
+	for (size_t i = s->win.nlog; i-- > 0;)
+		if (s->win.log[i].number == number)
+			return &s->win.log[i];
 	return NULL;
 }
 
-/* Carries out one decision of the tracker. Caller holds win.lock. */
-static void apply(const struct cuptrace_waction *a, const char *range, uint64_t key, int64_t tid)
+/* Carries out one decision of the tracker. Caller holds s->win.lock. */
+static void apply(struct collect_session *s, const struct cuptrace_waction *a, const char *range,
+                  uint64_t key, int64_t tid)
 {
 	if (a->act == CUPTRACE_WACT_OPEN) {
-		if (CUPTRACE_GROW(win.log, win.caplog, win.nlog + 1)) {
+		if (CUPTRACE_GROW(s->win.log, s->win.caplog, s->win.nlog + 1)) {
 			cuptrace_warn("capture window %" PRIu64 " not recorded: out of memory",
 			              a->window);
 			return;
 		}
-		struct collect_wlog *l = &win.log[win.nlog++];
+		struct collect_wlog *l = &s->win.log[s->win.nlog++];
 		memset(l, 0, sizeof(*l));
 		l->number = a->window;
 		l->open = a->t;
@@ -254,148 +257,151 @@ static void apply(const struct cuptrace_waction *a, const char *range, uint64_t 
 			l->range_begin = a->t;
 			l->range_end = INT64_MAX;
 		}
-		kinds_on();
+		kinds_on(s);
 		cuptrace_info("capture window %" PRIu64 " opened: %s", a->window, a->why);
 	} else if (a->act == CUPTRACE_WACT_CLOSE) {
-		struct collect_wlog *l = log_of(a->window);
+		struct collect_wlog *l = log_of(s, a->window);
 		if (l) {
 			l->close = a->t;
 			snprintf(l->why_close, sizeof(l->why_close), "%s", a->why);
 		}
-		kinds_off_host();
+		kinds_off_host(s);
 		cuptrace_info("capture window %" PRIu64 " closed: %s", a->window, a->why);
-		wake_flusher();
+		wake_flusher(s);
 	}
 }
 
 /* A decision and whatever follows from it at the same moment (back-to-back step windows). */
-static void apply_all(int r, struct cuptrace_waction *a, const char *range, uint64_t key,
-                      int64_t tid)
+static void apply_all(struct collect_session *s, int r, struct cuptrace_waction *a,
+                      const char *range, uint64_t key, int64_t tid)
 {
 	if (!r)
 		return;
-	apply(a, range, key, tid);
-	if (a->act == CUPTRACE_WACT_CLOSE && cuptrace_wtracker_after_close(&win.tracker, a->t, a))
-		apply(a, NULL, 0, 0);
+	apply(s, a, range, key, tid);
+	if (a->act == CUPTRACE_WACT_CLOSE &&
+	    cuptrace_wtracker_after_close(&s->win.tracker, a->t, a))
+		apply(s, a, NULL, 0, 0);
 }
 
-static int running(void)
+static int running(struct collect_session *s)
 {
-	return atomic_load(&sess.state) == ST_RUNNING && (win.active || win.ring);
+	return atomic_load(&s->state) == ST_RUNNING && (s->win.active || s->win.ring);
 }
 
-void collect_window_range_begin(const char *name, uint64_t key, int64_t tid)
+void collect_window_range_begin(struct collect_session *s, const char *name, uint64_t key,
+                                int64_t tid)
 {
-	if (!running() || !name)
+	if (!running(s) || !name)
 		return;
-	pthread_mutex_lock(&win.lock);
+	pthread_mutex_lock(&s->win.lock);
 	int64_t t = now_boot();
 	struct cuptrace_waction a;
-	int r = cuptrace_wtracker_range_begin(&win.tracker, name, key, t, &a);
-	apply_all(r, &a, name, key, tid);
-	pthread_mutex_unlock(&win.lock);
+	int r = cuptrace_wtracker_range_begin(&s->win.tracker, name, key, t, &a);
+	apply_all(s, r, &a, name, key, tid);
+	pthread_mutex_unlock(&s->win.lock);
 }
 
-static void step_locked(int64_t t);
+static void step_locked(struct collect_session *s, int64_t t);
 
-void collect_window_range_end(uint64_t key)
+void collect_window_range_end(struct collect_session *s, uint64_t key)
 {
-	if (!running())
+	if (!running(s))
 		return;
-	pthread_mutex_lock(&win.lock);
+	pthread_mutex_lock(&s->win.lock);
 	int64_t t = now_boot();
 	/* The end of a range drawn in its window's file. */
-	for (size_t i = win.nlog; i-- > 0;)
-		if (win.log[i].range[0] && win.log[i].range_key == key &&
-		    win.log[i].range_end == INT64_MAX) {
-			win.log[i].range_end = t;
+	for (size_t i = s->win.nlog; i-- > 0;)
+		if (s->win.log[i].range[0] && s->win.log[i].range_key == key &&
+		    s->win.log[i].range_end == INT64_MAX) {
+			s->win.log[i].range_end = t;
 			break;
 		}
 	struct cuptrace_waction a;
-	int r = cuptrace_wtracker_range_end(&win.tracker, key, t, &a);
-	apply_all(r, &a, NULL, 0, 0);
-	pthread_mutex_unlock(&win.lock);
+	int r = cuptrace_wtracker_range_end(&s->win.tracker, key, t, &a);
+	apply_all(s, r, &a, NULL, 0, 0);
+	pthread_mutex_unlock(&s->win.lock);
 }
 
 /* The NVTX range named by --step-range ended: a step ended. Keys of such ranges are followed by
  * the callbacks (collect_callbacks.c), which call collect_window_step. */
 
-void collect_window_profiler(int start)
+void collect_window_profiler(struct collect_session *s, int start)
 {
-	if (!running())
+	if (!running(s))
 		return;
-	pthread_mutex_lock(&win.lock);
+	pthread_mutex_lock(&s->win.lock);
 	struct cuptrace_waction a;
-	int r = cuptrace_wtracker_profiler(&win.tracker, start, now_boot(), &a);
-	apply_all(r, &a, NULL, 0, 0);
-	pthread_mutex_unlock(&win.lock);
+	int r = cuptrace_wtracker_profiler(&s->win.tracker, start, now_boot(), &a);
+	apply_all(s, r, &a, NULL, 0, 0);
+	pthread_mutex_unlock(&s->win.lock);
 }
 
 /* A flight recorder dump of [from, to], done by the writer once the flush thread has pulled
- * everything up to not_before out of CUPTI. Caller holds win.lock. Returns its slot or -1. */
-static int ask_dump(int64_t from, int64_t to, int64_t not_before, const char *why)
+ * everything up to not_before out of CUPTI. Caller holds s->win.lock. Returns its slot or -1. */
+static int ask_dump(struct collect_session *s, int64_t from, int64_t to, int64_t not_before,
+                    const char *why)
 {
-	if (win.ndumps == COLLECT_MAX_DUMPS) {
+	if (s->win.ndumps == COLLECT_MAX_DUMPS) {
 		/* Reuse a slot whose dump is done and whose reply was given. */
 		size_t k;
-		for (k = 0; k < win.ndumps && !win.dumps[k].done; k++)
+		for (k = 0; k < s->win.ndumps && !s->win.dumps[k].done; k++)
 			;
-		if (k == win.ndumps) {
+		if (k == s->win.ndumps) {
 			cuptrace_warn("flight recorder: too many dumps waiting; %s not written",
 			              why);
 			return -1;
 		}
-		memmove(&win.dumps[k], &win.dumps[k + 1],
-		        (win.ndumps - k - 1) * sizeof(win.dumps[0]));
-		win.ndumps--;
+		memmove(&s->win.dumps[k], &s->win.dumps[k + 1],
+		        (s->win.ndumps - k - 1) * sizeof(s->win.dumps[0]));
+		s->win.ndumps--;
 	}
-	struct collect_dump *d = &win.dumps[win.ndumps];
+	struct collect_dump *d = &s->win.dumps[s->win.ndumps];
 	memset(d, 0, sizeof(*d));
 	d->from = from;
 	d->to = to;
 	d->not_before = not_before;
 	snprintf(d->why, sizeof(d->why), "%s", why);
-	wake_flusher();
-	return (int)win.ndumps++;
+	wake_flusher(s);
+	return (int)s->win.ndumps++;
 }
 
-static void step_locked(int64_t t)
+static void step_locked(struct collect_session *s, int64_t t)
 {
 	struct cuptrace_waction a;
-	int r = cuptrace_wtracker_step(&win.tracker, t, &a);
-	apply_all(r, &a, NULL, 0, 0);
-	if (win.slow_on) {
+	int r = cuptrace_wtracker_step(&s->win.tracker, t, &a);
+	apply_all(s, r, &a, NULL, 0, 0);
+	if (s->win.slow_on) {
 		int64_t from, median;
-		if (cuptrace_slowsteps_end(&win.slow, t, &from, &median)) {
+		if (cuptrace_slowsteps_end(&s->win.slow, t, &from, &median)) {
 			char why[96];
 			snprintf(why, sizeof(why), "slow step %" PRIu64 ": %.3f ms, median %.3f ms",
-			         win.slow.steps, (double)(t - win.slow.prev_end) / 1e6,
+			         s->win.slow.steps, (double)(t - s->win.slow.prev_end) / 1e6,
 			         (double)median / 1e6);
 			cuptrace_info("flight recorder: %s", why);
-			ask_dump(from, t, t + win.drain_ns, why);
+			ask_dump(s, from, t, t + s->win.drain_ns, why);
 		}
 	}
 }
 
-void collect_window_step(void)
+void collect_window_step(struct collect_session *s)
 {
-	if (!running())
+	if (!running(s))
 		return;
-	pthread_mutex_lock(&win.lock);
-	step_locked(now_boot());
-	pthread_mutex_unlock(&win.lock);
+	pthread_mutex_lock(&s->win.lock);
+	step_locked(s, now_boot());
+	pthread_mutex_unlock(&s->win.lock);
 }
 
 /* The NVTX range of --step-range: its end ends a step. */
-int collect_window_is_step_range(const char *name)
+int collect_window_is_step_range(struct collect_session *s, const char *name)
 {
-	return win.step_range[0] && cuptrace_wname_matches(win.step_range, name);
+	return s->win.step_range[0] && cuptrace_wname_matches(s->win.step_range, name);
 }
 
-int collect_window_range_wanted(const char *name)
+int collect_window_range_wanted(struct collect_session *s, const char *name)
 {
-	return win.active && win.spec.mode == CUPTRACE_WMODE_RANGE &&
-	       cuptrace_wname_matches(win.spec.range, name);
+	return s->win.active && s->win.spec.mode == CUPTRACE_WMODE_RANGE &&
+	       cuptrace_wname_matches(s->win.spec.range, name);
 }
 
 int collect_window_nvtx_wanted(void)
@@ -407,64 +413,65 @@ int collect_window_nvtx_wanted(void)
 	       !strncmp(v.s, "range:", 6);
 }
 
-int collect_window_api(int open)
+int collect_window_api(struct collect_session *s, int open)
 {
-	if (!running())
+	if (!running(s))
 		return -EINVAL;
-	pthread_mutex_lock(&win.lock);
+	pthread_mutex_lock(&s->win.lock);
 	struct cuptrace_waction a;
-	int r = cuptrace_wtracker_trigger(&win.tracker, !open, 0, 0, now_boot(), &a);
+	int r = cuptrace_wtracker_trigger(&s->win.tracker, !open, 0, 0, now_boot(), &a);
 	if (r)
 		snprintf(a.why, sizeof(a.why), "%s", open ? "cuptrace_start()" : "cuptrace_stop()");
-	apply_all(r, &a, NULL, 0, 0);
-	pthread_mutex_unlock(&win.lock);
+	apply_all(s, r, &a, NULL, 0, 0);
+	pthread_mutex_unlock(&s->win.lock);
 	return r ? 0 : -EALREADY;
 }
 
 /* ---- the flush thread's part ---- */
 
-int collect_window_wake_fd(void)
+int collect_window_wake_fd(struct collect_session *s)
 {
-	return win.active || win.ring ? win.wake[0] : -1;
+	return s->win.active || s->win.ring ? s->win.wake[0] : -1;
 }
 
-static void crash_dump(void);
+static void crash_dump(struct collect_session *s);
 
-int collect_window_tick(int flush_ms)
+int collect_window_tick(struct collect_session *s, int flush_ms)
 {
 	int period = flush_ms > 0 ? flush_ms : 1000;
-	if (!(win.active || win.ring))
+	if (!(s->win.active || s->win.ring))
 		return period;
 	unsigned char b[16];
 	ssize_t got;
 	int crash = 0;
-	while (win.wake[0] >= 0 && (got = read(win.wake[0], b, sizeof(b))) > 0)
+	while (s->win.wake[0] >= 0 && (got = read(s->win.wake[0], b, sizeof(b))) > 0)
 		for (ssize_t i = 0; i < got; i++)
 			crash |= b[i] == 2;
 	if (crash)
-		crash_dump();
-	pthread_mutex_lock(&win.lock);
+		crash_dump(s);
+	pthread_mutex_lock(&s->win.lock);
 	int64_t now = now_boot();
 	struct cuptrace_waction a;
-	for (int guard = 0; guard < 4 && cuptrace_wtracker_deadline(&win.tracker) <= now; guard++)
-		apply_all(cuptrace_wtracker_time(&win.tracker, now, &a), &a, NULL, 0, 0);
+	for (int guard = 0; guard < 4 && cuptrace_wtracker_deadline(&s->win.tracker) <= now;
+	     guard++)
+		apply_all(s, cuptrace_wtracker_time(&s->win.tracker, now, &a), &a, NULL, 0, 0);
 	/* Closed windows whose GPU work had its time: pull everything out of CUPTI, then the
 	 * writer finishes them once it has taken what this flush handed over. */
 	uint64_t to_final[16];
 	size_t nfinal = 0, ndump = 0;
 	size_t dump_idx[COLLECT_MAX_DUMPS];
 	int64_t next = now + (int64_t)period * 1000000;
-	for (size_t i = 0; i < win.nlog; i++) {
-		struct collect_wlog *l = &win.log[i];
+	for (size_t i = 0; i < s->win.nlog; i++) {
+		struct collect_wlog *l = &s->win.log[i];
 		if (l->close == INT64_MAX || l->final_requested)
 			continue;
-		if (now >= l->close + win.drain_ns && nfinal < 16)
+		if (now >= l->close + s->win.drain_ns && nfinal < 16)
 			to_final[nfinal++] = l->number;
-		else if (l->close + win.drain_ns < next)
-			next = l->close + win.drain_ns;
+		else if (l->close + s->win.drain_ns < next)
+			next = l->close + s->win.drain_ns;
 	}
-	for (size_t i = 0; i < win.ndumps; i++) {
-		struct collect_dump *d = &win.dumps[i];
+	for (size_t i = 0; i < s->win.ndumps; i++) {
+		struct collect_dump *d = &s->win.dumps[i];
 		if (d->requested)
 			continue;
 		if (now >= d->not_before)
@@ -472,31 +479,31 @@ int collect_window_tick(int flush_ms)
 		else if (d->not_before < next)
 			next = d->not_before;
 	}
-	if (nfinal && !win.tracker.open)
-		kinds_gpu_off();
-	int forced = nfinal && !win.tracker.open && !win.ring;
-	int64_t dl = cuptrace_wtracker_deadline(&win.tracker);
+	if (nfinal && !s->win.tracker.open)
+		kinds_gpu_off(s);
+	int forced = nfinal && !s->win.tracker.open && !s->win.ring;
+	int64_t dl = cuptrace_wtracker_deadline(&s->win.tracker);
 	if (dl < next)
 		next = dl;
-	pthread_mutex_unlock(&win.lock);
+	pthread_mutex_unlock(&s->win.lock);
 	if (nfinal || ndump) {
 		/* Forced only when nothing is being recorded: it would hand over unfinished GPU
 		 * work without times, which the next window (or the ring) still needs. */
 		cuptiActivityFlushAll(forced ? CUPTI_ACTIVITY_FLAG_FLUSH_FORCED : 0);
-		pthread_mutex_lock(&win.lock);
-		uint64_t after = atomic_load(&sess.buffers);
+		pthread_mutex_lock(&s->win.lock);
+		uint64_t after = atomic_load(&s->buffers);
 		for (size_t k = 0; k < nfinal; k++) {
-			struct collect_wlog *l = log_of(to_final[k]);
+			struct collect_wlog *l = log_of(s, to_final[k]);
 			if (l) {
 				l->final_after = after;
 				l->final_requested = 1;
 			}
 		}
 		for (size_t k = 0; k < ndump; k++) {
-			win.dumps[dump_idx[k]].final_after = after;
-			win.dumps[dump_idx[k]].requested = 1;
+			s->win.dumps[dump_idx[k]].final_after = after;
+			s->win.dumps[dump_idx[k]].requested = 1;
 		}
-		pthread_mutex_unlock(&win.lock);
+		pthread_mutex_unlock(&s->win.lock);
 	}
 	int64_t ms = (next - now_boot()) / 1000000 + 1;
 	return ms < 1 ? 1 : ms > period ? period : (int)ms;
@@ -504,14 +511,14 @@ int collect_window_tick(int flush_ms)
 
 /* ---- the trigger socket ---- */
 
-/* Waits (win.lock held) until window number is written, or the deadline (BOOTTIME ns). */
-static int wait_window(uint64_t number, int64_t deadline)
+/* Waits (s->win.lock held) until window number is written, or the deadline (BOOTTIME ns). */
+static int wait_window(struct collect_session *s, uint64_t number, int64_t deadline)
 {
 	for (;;) {
-		struct collect_wlog *l = log_of(number);
+		struct collect_wlog *l = log_of(s, number);
 		if (l && l->final)
 			return 0;
-		if ((atomic_load(&sess.state) != ST_RUNNING && !l) || win.closing)
+		if ((atomic_load(&s->state) != ST_RUNNING && !l) || s->win.closing)
 			return -ESRCH;
 		int64_t left = deadline - now_boot();
 		if (left <= 0)
@@ -521,13 +528,13 @@ static int wait_window(uint64_t number, int64_t deadline)
 		int64_t step = left < 200000000 ? left : 200000000; /* re-check the state */
 		ts.tv_sec += (ts.tv_nsec + step) / 1000000000;
 		ts.tv_nsec = (ts.tv_nsec + step) % 1000000000;
-		pthread_cond_timedwait(&win.changed, &win.lock, &ts);
+		pthread_cond_timedwait(&s->win.changed, &s->win.lock, &ts);
 	}
 }
 
-static void reply_window(int fd, uint64_t number, int waited)
+static void reply_window(struct collect_session *s, int fd, uint64_t number, int waited)
 {
-	struct collect_wlog *l = log_of(number);
+	struct collect_wlog *l = log_of(s, number);
 	if (!l)
 		return;
 	if (waited) {
@@ -537,23 +544,23 @@ static void reply_window(int fd, uint64_t number, int waited)
 	}
 	cuptrace_control_reply(
 	    fd, "window %" PRIu64 ": %.3f s to %.3f s of the run, %" PRIu64 " kernels", number,
-	    (double)(l->open - sess.start_boot) / 1e9, (double)(l->close - sess.start_boot) / 1e9,
+	    (double)(l->open - s->start_boot) / 1e9, (double)(l->close - s->start_boot) / 1e9,
 	    l->kernels);
-	if (win.per_file && l->file[0])
+	if (s->win.per_file && l->file[0])
 		cuptrace_control_reply(fd, "file %s", l->file);
-	else if (win.per_file)
+	else if (s->win.per_file)
 		cuptrace_control_reply(fd, "window %" PRIu64 ": no CUDA work in it: no file",
 		                       number);
 	else
 		cuptrace_control_reply(fd,
 		                       "written into %s when the program ends "
 		                       "(%%n in the output name gives a file per window)",
-		                       sess.out.path);
+		                       s->out.path);
 }
 
-static void reply_dump(int fd, int slot, int64_t deadline)
+static void reply_dump(struct collect_session *s, int fd, int slot, int64_t deadline)
 {
-	while (slot >= 0 && !win.dumps[slot].done && now_boot() < deadline && !win.closing) {
+	while (slot >= 0 && !s->win.dumps[slot].done && now_boot() < deadline && !s->win.closing) {
 		struct timespec ts;
 		clock_gettime(CLOCK_REALTIME, &ts);
 		ts.tv_nsec += 200000000;
@@ -561,45 +568,45 @@ static void reply_dump(int fd, int slot, int64_t deadline)
 			ts.tv_sec++;
 			ts.tv_nsec -= 1000000000;
 		}
-		pthread_cond_timedwait(&win.changed, &win.lock, &ts);
+		pthread_cond_timedwait(&s->win.changed, &s->win.lock, &ts);
 	}
-	if (slot < 0 || !win.dumps[slot].done) {
+	if (slot < 0 || !s->win.dumps[slot].done) {
 		cuptrace_control_reply(fd, "error: the flight recorder was not written in time");
 		return;
 	}
-	if (win.dumps[slot].file[0])
-		cuptrace_control_reply(fd, "file %s", win.dumps[slot].file);
+	if (s->win.dumps[slot].file[0])
+		cuptrace_control_reply(fd, "file %s", s->win.dumps[slot].file);
 	else
 		cuptrace_control_reply(fd, "error: the flight recorder held nothing to write");
 }
 
 static void on_request(const char *req, int fd, void *ctx)
 {
-	(void)ctx;
+	struct collect_session *s = ctx;
 	long long dur = 0;
 	unsigned long long steps = 0;
-	pthread_mutex_lock(&win.lock);
+	pthread_mutex_lock(&s->win.lock);
 	int64_t now = now_boot();
 	if (!strcmp(req, "status")) {
 		char d[256];
-		cuptrace_wspec_describe(&win.spec, d, sizeof(d));
+		cuptrace_wspec_describe(&s->win.spec, d, sizeof(d));
 		cuptrace_control_reply(fd, "pid %d: %s; %zu windows so far%s", (int)getpid(), d,
-		                       win.nlog, win.tracker.open ? ", one open now" : "");
-	} else if (!strcmp(req, "dump") || (win.ring && !strncmp(req, "open", 4))) {
-		if (!win.ring) {
+		                       s->win.nlog, s->win.tracker.open ? ", one open now" : "");
+	} else if (!strcmp(req, "dump") || (s->win.ring && !strncmp(req, "open", 4))) {
+		if (!s->win.ring) {
 			cuptrace_control_reply(fd,
 			                       "error: not a flight recorder (record --ring T)");
 		} else {
-			int slot = ask_dump(now - win.ring_ns, now, now, "trigger");
-			reply_dump(fd, slot, now + 60 * (int64_t)1000000000);
+			int slot = ask_dump(s, now - s->win.ring_ns, now, now, "trigger");
+			reply_dump(s, fd, slot, now + 60 * (int64_t)1000000000);
 		}
 	} else if (sscanf(req, "open %lld %llu", &dur, &steps) == 2) {
 		struct cuptrace_waction a;
-		if (!cuptrace_wtracker_trigger(&win.tracker, 0, dur, steps, now, &a)) {
+		if (!cuptrace_wtracker_trigger(&s->win.tracker, 0, dur, steps, now, &a)) {
 			cuptrace_control_reply(fd, "error: window %" PRIu64 " is open already",
-			                       win.tracker.windows);
+			                       s->win.tracker.windows);
 		} else {
-			apply_all(1, &a, NULL, 0, 0);
+			apply_all(s, 1, &a, NULL, 0, 0);
 			uint64_t n = a.window;
 			if (!dur && !steps) {
 				cuptrace_control_reply(fd,
@@ -607,26 +614,27 @@ static void on_request(const char *req, int fd, void *ctx)
 				                       "--stop %d` closes it",
 				                       n, (int)getpid());
 			} else {
-				int64_t limit = dur ? dur + win.drain_ns + 60 * (int64_t)1000000000
-				                    : 3600 * (int64_t)1000000000;
-				int w = wait_window(n, now + limit);
-				reply_window(fd, n, w);
+				int64_t limit =
+				    dur ? dur + s->win.drain_ns + 60 * (int64_t)1000000000
+				        : 3600 * (int64_t)1000000000;
+				int w = wait_window(s, n, now + limit);
+				reply_window(s, fd, n, w);
 			}
 		}
 	} else if (!strcmp(req, "stop")) {
 		struct cuptrace_waction a;
-		if (!cuptrace_wtracker_trigger(&win.tracker, 1, 0, 0, now, &a)) {
+		if (!cuptrace_wtracker_trigger(&s->win.tracker, 1, 0, 0, now, &a)) {
 			cuptrace_control_reply(fd, "error: no window is open");
 		} else {
-			apply_all(1, &a, NULL, 0, 0);
-			int w =
-			    wait_window(a.window, now + win.drain_ns + 60 * (int64_t)1000000000);
-			reply_window(fd, a.window, w);
+			apply_all(s, 1, &a, NULL, 0, 0);
+			int w = wait_window(s, a.window,
+			                    now + s->win.drain_ns + 60 * (int64_t)1000000000);
+			reply_window(s, fd, a.window, w);
 		}
 	} else {
 		cuptrace_control_reply(fd, "error: unknown request '%s'", req);
 	}
-	pthread_mutex_unlock(&win.lock);
+	pthread_mutex_unlock(&s->win.lock);
 }
 
 /* ---- the flight recorder's crash handlers ---- */
@@ -640,13 +648,14 @@ static int crash_installed[4];
  * handler is put back and the signal happens again, as if we had not been there. */
 static void on_crash(int sig, siginfo_t *si, void *uc)
 {
+	struct collect_session *s = collect_process_session; /* trampoline: signal handler */
 	(void)uc;
-	if (!atomic_exchange(&win.crashing, 1) && win.wake[1] >= 0) {
+	if (!atomic_exchange(&s->win.crashing, 1) && s->win.wake[1] >= 0) {
 		unsigned char b = 2;
-		ssize_t w = write(win.wake[1], &b, 1);
+		ssize_t w = write(s->win.wake[1], &b, 1);
 		(void)w;
 		struct timespec ten_ms = {0, 10000000};
-		for (int i = 0; i < 1000 && !atomic_load(&win.crash_done); i++)
+		for (int i = 0; i < 1000 && !atomic_load(&s->win.crash_done); i++)
 			nanosleep(&ten_ms, NULL);
 	}
 	for (int i = 0; i < 4; i++)
@@ -681,76 +690,76 @@ static void crash_handlers(int on)
 }
 
 /* Flush thread, woken by on_crash. */
-static void crash_dump(void)
+static void crash_dump(struct collect_session *s)
 {
-	pthread_mutex_lock(&win.lock);
+	pthread_mutex_lock(&s->win.lock);
 	int64_t now = now_boot();
 	/* Requested below, after its own flush: not due for the tick meanwhile (as at the end). */
-	int slot = ask_dump(now - win.ring_ns, now, INT64_MAX, "crash");
-	pthread_mutex_unlock(&win.lock);
+	int slot = ask_dump(s, now - s->win.ring_ns, now, INT64_MAX, "crash");
+	pthread_mutex_unlock(&s->win.lock);
 	cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
-	pthread_mutex_lock(&win.lock);
+	pthread_mutex_lock(&s->win.lock);
 	if (slot >= 0) {
-		win.dumps[slot].final_after = atomic_load(&sess.buffers);
-		win.dumps[slot].requested = 1;
+		s->win.dumps[slot].final_after = atomic_load(&s->buffers);
+		s->win.dumps[slot].requested = 1;
 		int64_t deadline = now_boot() + 8 * (int64_t)1000000000;
-		while (!win.dumps[slot].done && now_boot() < deadline) {
+		while (!s->win.dumps[slot].done && now_boot() < deadline) {
 			struct timespec ts;
 			clock_gettime(CLOCK_REALTIME, &ts);
 			ts.tv_sec += 1;
-			pthread_cond_timedwait(&win.changed, &win.lock, &ts);
+			pthread_cond_timedwait(&s->win.changed, &s->win.lock, &ts);
 		}
-		if (win.dumps[slot].done && win.dumps[slot].file[0])
+		if (s->win.dumps[slot].done && s->win.dumps[slot].file[0])
 			fprintf(stderr,
 			        "cuptrace: the program crashed: the last %.1f s written to %s\n",
-			        (double)win.ring_ns / 1e9, win.dumps[slot].file);
+			        (double)s->win.ring_ns / 1e9, s->win.dumps[slot].file);
 	}
-	pthread_mutex_unlock(&win.lock);
-	atomic_store(&win.crash_done, 1);
+	pthread_mutex_unlock(&s->win.lock);
+	atomic_store(&s->win.crash_done, 1);
 }
 
 /* ---- life cycle ---- */
 
-void collect_window_begin(void)
+void collect_window_begin(struct collect_session *s)
 {
-	if (!(win.active || win.ring))
+	if (!(s->win.active || s->win.ring))
 		return;
-	pthread_mutex_lock(&win.lock);
+	pthread_mutex_lock(&s->win.lock);
 	/* Times count from the session's start, known only now. */
-	win.tracker.t0 = sess.start_boot;
-	cuptrace_slowsteps_init(&win.slow, win.spec.ring_slow, sess.start_boot);
-	win.closing = 0;
-	if (pipe2(win.wake, O_CLOEXEC | O_NONBLOCK))
-		win.wake[0] = win.wake[1] = -1;
+	s->win.tracker.t0 = s->start_boot;
+	cuptrace_slowsteps_init(&s->win.slow, s->win.spec.ring_slow, s->start_boot);
+	s->win.closing = 0;
+	if (pipe2(s->win.wake, O_CLOEXEC | O_NONBLOCK))
+		s->win.wake[0] = s->win.wake[1] = -1;
 	struct cuptrace_waction a;
-	apply_all(cuptrace_wtracker_time(&win.tracker, now_boot(), &a), &a, NULL, 0, 0);
+	apply_all(s, cuptrace_wtracker_time(&s->win.tracker, now_boot(), &a), &a, NULL, 0, 0);
 	char d[256];
-	cuptrace_wspec_describe(&win.spec, d, sizeof(d));
+	cuptrace_wspec_describe(&s->win.spec, d, sizeof(d));
 	struct cuptrace_setting_value job;
 	cuptrace_setting_env(CUPTRACE_SET_JOB, &job);
 	char err[256];
-	win.control = cuptrace_control_start((long)job.i, on_request, NULL, err, sizeof(err));
-	if (!win.control)
+	s->win.control = cuptrace_control_start((long)job.i, on_request, s, err, sizeof(err));
+	if (!s->win.control)
 		cuptrace_warn("capture windows: no trigger socket (%s)", err);
-	if (win.ring) {
+	if (s->win.ring) {
 		crash_handlers(1);
 		cuptrace_info("flight recorder: the last %.1f s, at most %zu MiB of records",
-		              (double)win.ring_ns / 1e9, win.ring_max >> 20);
+		              (double)s->win.ring_ns / 1e9, s->win.ring_max >> 20);
 	}
 	cuptrace_info("capture windows: %s; trigger socket %s", d,
-	              cuptrace_control_path(win.control));
-	pthread_mutex_unlock(&win.lock);
+	              cuptrace_control_path(s->win.control));
+	pthread_mutex_unlock(&s->win.lock);
 }
 
-void collect_window_end(void)
+void collect_window_end(struct collect_session *s)
 {
-	if (!(win.active || win.ring))
+	if (!(s->win.active || s->win.ring))
 		return;
-	pthread_mutex_lock(&win.lock);
+	pthread_mutex_lock(&s->win.lock);
 	int64_t now = now_boot();
 	struct cuptrace_waction a;
-	if (cuptrace_wtracker_end(&win.tracker, now, &a))
-		apply(&a, NULL, 0, 0);
+	if (cuptrace_wtracker_end(&s->win.tracker, now, &a))
+		apply(s, &a, NULL, 0, 0);
 	/* The run's end: what the flight recorder holds, unless a crash just wrote it, or only
 	 * slow steps are wanted (--ring-slow: a long run leaves only those), or a signal ends it
 	 * (SIGINT, SIGTERM: written all the same). */
@@ -759,60 +768,60 @@ void collect_window_end(void)
 	 * here, the writer's loop could write it before that flush, from a ring still without
 	 * the records CUPTI held: an empty file when the run was shorter than a flush period
 	 * (gpu_window_test case 15 failed so once on an H100, 4,462 records in, none written). */
-	if (win.ring && !atomic_load(&win.crash_done) && (!win.slow_on || sess.dying_signal))
-		ask_dump(now - win.ring_ns, now, INT64_MAX, "end of run");
-	pthread_mutex_unlock(&win.lock);
+	if (s->win.ring && !atomic_load(&s->win.crash_done) && (!s->win.slow_on || s->dying_signal))
+		ask_dump(s, now - s->win.ring_ns, now, INT64_MAX, "end of run");
+	pthread_mutex_unlock(&s->win.lock);
 }
 
-void collect_window_free(void)
+void collect_window_free(struct collect_session *s)
 {
 	/* A handler waiting for a window stops waiting: the socket's thread is joined next. */
-	pthread_mutex_lock(&win.lock);
-	win.closing = 1;
-	pthread_cond_broadcast(&win.changed);
-	pthread_mutex_unlock(&win.lock);
-	cuptrace_control_stop(win.control); /* before the lock: its handler may hold it */
-	win.control = NULL;
-	pthread_mutex_lock(&win.lock);
-	if (!atomic_load(&win.crashing))
+	pthread_mutex_lock(&s->win.lock);
+	s->win.closing = 1;
+	pthread_cond_broadcast(&s->win.changed);
+	pthread_mutex_unlock(&s->win.lock);
+	cuptrace_control_stop(s->win.control); /* before the lock: its handler may hold it */
+	s->win.control = NULL;
+	pthread_mutex_lock(&s->win.lock);
+	if (!atomic_load(&s->win.crashing))
 		crash_handlers(0);
 	for (int i = 0; i < 2; i++) {
-		if (win.wake[i] >= 0)
-			close(win.wake[i]);
-		win.wake[i] = -1;
+		if (s->win.wake[i] >= 0)
+			close(s->win.wake[i]);
+		s->win.wake[i] = -1;
 	}
-	pthread_cond_broadcast(&win.changed);
-	pthread_mutex_unlock(&win.lock);
+	pthread_cond_broadcast(&s->win.changed);
+	pthread_mutex_unlock(&s->win.lock);
 }
 
-void collect_window_summary(void)
+void collect_window_summary(struct collect_session *s)
 {
-	if (!(win.active || win.ring))
+	if (!(s->win.active || s->win.ring))
 		return;
-	pthread_mutex_lock(&win.lock);
+	pthread_mutex_lock(&s->win.lock);
 	char d[256];
-	cuptrace_wspec_describe(&win.spec, d, sizeof(d));
-	if (win.ring) {
-		fprintf(stderr, "cuptrace: flight recorder (%s): %zu dump%s\n", d, win.ndumps,
-		        win.ndumps == 1 ? "" : "s");
-		for (size_t i = 0; i < win.ndumps; i++)
-			fprintf(stderr, "cuptrace:   %s: %.3f s to %.3f s -> %s\n",
-			        win.dumps[i].why,
-			        (double)(win.dumps[i].from - sess.start_boot) / 1e9,
-			        (double)(win.dumps[i].to - sess.start_boot) / 1e9,
-			        win.dumps[i].file[0] ? win.dumps[i].file : "(nothing written)");
+	cuptrace_wspec_describe(&s->win.spec, d, sizeof(d));
+	if (s->win.ring) {
+		fprintf(stderr, "cuptrace: flight recorder (%s): %zu dump%s\n", d, s->win.ndumps,
+		        s->win.ndumps == 1 ? "" : "s");
+		for (size_t i = 0; i < s->win.ndumps; i++)
+			fprintf(
+			    stderr, "cuptrace:   %s: %.3f s to %.3f s -> %s\n", s->win.dumps[i].why,
+			    (double)(s->win.dumps[i].from - s->start_boot) / 1e9,
+			    (double)(s->win.dumps[i].to - s->start_boot) / 1e9,
+			    s->win.dumps[i].file[0] ? s->win.dumps[i].file : "(nothing written)");
 	} else {
-		fprintf(stderr, "cuptrace: capture windows (%s): %zu\n", d, win.nlog);
-		for (size_t i = 0; i < win.nlog; i++) {
-			const struct collect_wlog *l = &win.log[i];
+		fprintf(stderr, "cuptrace: capture windows (%s): %zu\n", d, s->win.nlog);
+		for (size_t i = 0; i < s->win.nlog; i++) {
+			const struct collect_wlog *l = &s->win.log[i];
 			fprintf(stderr,
 			        "cuptrace:   window %" PRIu64
 			        ": %.3f s to %.3f s (%s; %s), %" PRIu64 " kernels%s%s\n",
-			        l->number, (double)(l->open - sess.start_boot) / 1e9,
-			        (double)(l->close - sess.start_boot) / 1e9, l->why_open,
+			        l->number, (double)(l->open - s->start_boot) / 1e9,
+			        (double)(l->close - s->start_boot) / 1e9, l->why_open,
 			        l->why_close[0] ? l->why_close : "open at the end", l->kernels,
-			        win.per_file ? " -> " : "", win.per_file ? l->file : "");
+			        s->win.per_file ? " -> " : "", s->win.per_file ? l->file : "");
 		}
 	}
-	pthread_mutex_unlock(&win.lock);
+	pthread_mutex_unlock(&s->win.lock);
 }

@@ -4,7 +4,7 @@
  * flight recorder's ring of buffers written out on request (collect_window.c decides when).
  *
  * Threads: the writer thread only, except where it reads the window log and dump requests under
- * win.lock. Ownership: the sticky records (devices, contexts, streams, names: copies), the ring
+ * s->win.lock. Ownership: the sticky records (devices, contexts, streams, names: copies), the ring
  * and its buffers, the filter and the per-window outputs are the writer's. */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -79,9 +79,9 @@ static void keep_sticky(const CUpti_Activity *r, uint32_t size)
 	ww.sticky_sizes[ww.nsticky++] = size;
 }
 
-void collect_wwriter_thread(int64_t tid, const char *name)
+void collect_wwriter_thread(struct collect_session *s, int64_t tid, const char *name)
 {
-	if (!(win.active || win.ring) || CUPTRACE_GROW(ww.names, ww.capnames, ww.nnames + 1))
+	if (!(s->win.active || s->win.ring) || CUPTRACE_GROW(ww.names, ww.capnames, ww.nnames + 1))
 		return;
 	ww.names[ww.nnames].tid = tid;
 	snprintf(ww.names[ww.nnames].name, sizeof(ww.names[0].name), "%s", name);
@@ -90,7 +90,7 @@ void collect_wwriter_thread(int64_t tid, const char *name)
 
 /* ---- outputs ---- */
 
-/* Records into a consumer: a window's file, or the session's consumers (sess.to). */
+/* Records into a consumer: a window's file, or the session's consumers (s->to). */
 static int add_records(const struct cuptrace_consumer *c, const CUpti_Activity *const *recs,
                        const uint32_t *sizes, size_t n)
 {
@@ -99,12 +99,14 @@ static int add_records(const struct cuptrace_consumer *c, const CUpti_Activity *
 
 /* A new file has no devices, contexts, streams or thread names yet: what the run said of them
  * so far. o: the output named in an error. */
-static void replay_sticky(const struct cuptrace_consumer *c, const struct collect_output *o)
+static void replay_sticky(struct collect_session *s, const struct cuptrace_consumer *c,
+                          const struct collect_output *o)
 {
 	for (size_t i = 0; i < ww.nnames; i++)
 		cuptrace_consumer_thread_name(c, ww.names[i].tid, ww.names[i].name);
-	collect_note_output_err(o, add_records(c, (const CUpti_Activity *const *)ww.sticky,
-	                                       ww.sticky_sizes, ww.nsticky));
+	collect_note_output_err(
+	    s, o,
+	    add_records(c, (const CUpti_Activity *const *)ww.sticky, ww.sticky_sizes, ww.nsticky));
 }
 
 /* "run-%n.pftrace" -> "run-3.pftrace" (the rest of the template was expanded at start). */
@@ -127,7 +129,7 @@ static char *numbered(const char *tmpl, uint64_t n)
 	return out;
 }
 
-static struct wout *out_for(uint64_t number, int create)
+static struct wout *out_for(struct collect_session *s, uint64_t number, int create)
 {
 	for (size_t i = 0; i < ww.nouts; i++)
 		if (ww.outs[i].number == number)
@@ -137,24 +139,25 @@ static struct wout *out_for(uint64_t number, int create)
 	struct wout *o = &ww.outs[ww.nouts];
 	memset(o, 0, sizeof(*o));
 	o->number = number;
-	o->out.path = numbered(sess.out.path, number);
+	o->out.path = numbered(s->out.path, number);
 	if (!o->out.path)
 		return NULL;
-	int e = collect_open_output(&o->out);
+	int e = collect_open_output(s, &o->out);
 	if (e) {
 		cuptrace_err("capture window %" PRIu64 ": cannot write %s: %s", number, o->out.path,
 		             strerror(-e));
 		free(o->out.path);
 		return NULL;
 	}
-	replay_sticky(&o->out.cons, &o->out);
+	replay_sticky(s, &o->out.cons, &o->out);
 	ww.nouts++;
 	return o;
 }
 
 /* What a window holds: its kernels (for the summary) and its GPU work (kernels, copies,
  * memsets, graph launches: a window without any gets no file). */
-static void count_kernels(uint64_t number, const CUpti_Activity *const *recs, size_t n)
+static void count_kernels(struct collect_session *s, uint64_t number,
+                          const CUpti_Activity *const *recs, size_t n)
 {
 	uint64_t k = 0, work = 0;
 	for (size_t i = 0; i < n; i++) {
@@ -168,28 +171,28 @@ static void count_kernels(uint64_t number, const CUpti_Activity *const *recs, si
 	}
 	if (!work)
 		return;
-	pthread_mutex_lock(&win.lock);
-	for (size_t i = win.nlog; i-- > 0;)
-		if (win.log[i].number == number) {
-			win.log[i].kernels += k;
-			win.log[i].records += work;
+	pthread_mutex_lock(&s->win.lock);
+	for (size_t i = s->win.nlog; i-- > 0;)
+		if (s->win.log[i].number == number) {
+			s->win.log[i].kernels += k;
+			s->win.log[i].records += work;
 			break;
 		}
-	pthread_mutex_unlock(&win.lock);
+	pthread_mutex_unlock(&s->win.lock);
 }
 
 /* Records of one window into its output. */
-static void add_to(uint64_t number, const CUpti_Activity *const *recs, const uint32_t *sizes,
-                   size_t n)
+static void add_to(struct collect_session *s, uint64_t number, const CUpti_Activity *const *recs,
+                   const uint32_t *sizes, size_t n)
 {
 	if (!n)
 		return;
-	count_kernels(number, recs, n);
-	if (!win.per_file) {
-		collect_note_write_err(add_records(&sess.to, recs, sizes, n));
+	count_kernels(s, number, recs, n);
+	if (!s->win.per_file) {
+		collect_note_write_err(s, add_records(&s->to, recs, sizes, n));
 		return;
 	}
-	struct wout *o = out_for(number, 1);
+	struct wout *o = out_for(s, number, 1);
 	if (!o)
 		return;
 	int e = add_records(&o->out.cons, recs, sizes, n);
@@ -201,10 +204,11 @@ static void add_to(uint64_t number, const CUpti_Activity *const *recs, const uin
 }
 
 /* Records that describe the run: into every open file (and kept for those opened later). */
-static void add_to_all(const CUpti_Activity *const *recs, const uint32_t *sizes, size_t n)
+static void add_to_all(struct collect_session *s, const CUpti_Activity *const *recs,
+                       const uint32_t *sizes, size_t n)
 {
-	if (!win.per_file) {
-		collect_note_write_err(add_records(&sess.to, recs, sizes, n));
+	if (!s->win.per_file) {
+		collect_note_write_err(s, add_records(&s->to, recs, sizes, n));
 		return;
 	}
 	for (size_t i = 0; i < ww.nouts; i++)
@@ -212,8 +216,8 @@ static void add_to_all(const CUpti_Activity *const *recs, const uint32_t *sizes,
 }
 
 /* Groups records by verdict (a buffer usually holds one window's) and hands each group on. */
-static void dispatch(const CUpti_Activity *const *recs, const uint32_t *sizes, const int64_t *verd,
-                     size_t n)
+static void dispatch(struct collect_session *s, const CUpti_Activity *const *recs,
+                     const uint32_t *sizes, const int64_t *verd, size_t n)
 {
 	if (CUPTRACE_GROW(ww.grp, ww.capgrp, n) || CUPTRACE_GROW(ww.grp_sizes, ww.capgrp_sizes, n))
 		return;
@@ -239,15 +243,15 @@ static void dispatch(const CUpti_Activity *const *recs, const uint32_t *sizes, c
 				ww.grp_sizes[m++] = sizes ? sizes[j] : 0;
 			}
 		if (v == CUPTRACE_WF_ALL)
-			add_to_all(ww.grp, ww.grp_sizes, m);
+			add_to_all(s, ww.grp, ww.grp_sizes, m);
 		else
-			add_to(v > 0 ? (uint64_t)v : 0, ww.grp, ww.grp_sizes, m);
+			add_to(s, v > 0 ? (uint64_t)v : 0, ww.grp, ww.grp_sizes, m);
 		if (ndone < 8)
 			done_v[ndone++] = v;
 	}
 }
 
-static void dispatch_released(void)
+static void dispatch_released(struct collect_session *s)
 {
 	const CUpti_Activity *const *recs;
 	const int64_t *verd;
@@ -260,28 +264,30 @@ static void dispatch_released(void)
 		return;
 	for (size_t i = 0; i < n; i++)
 		sz[i] = (uint32_t)cuptrace_record_min_size(recs[i]->kind);
-	dispatch(recs, sz, verd, n);
+	dispatch(s, recs, sz, verd, n);
 	free(sz);
 }
 
 /* The filter learns the windows opened and closed since the last look. */
-static void sync_windows(void)
+static void sync_windows(struct collect_session *s)
 {
-	pthread_mutex_lock(&win.lock);
-	for (; ww.synced < win.nlog; ww.synced++)
-		cuptrace_wfilter_open(&ww.filt, win.log[ww.synced].number, win.log[ww.synced].open);
-	for (size_t i = 0; i < win.nlog; i++)
-		if (win.log[i].close != INT64_MAX && !win.log[i].final)
-			cuptrace_wfilter_close(&ww.filt, win.log[i].number, win.log[i].close);
-	pthread_mutex_unlock(&win.lock);
+	pthread_mutex_lock(&s->win.lock);
+	for (; ww.synced < s->win.nlog; ww.synced++)
+		cuptrace_wfilter_open(&ww.filt, s->win.log[ww.synced].number,
+		                      s->win.log[ww.synced].open);
+	for (size_t i = 0; i < s->win.nlog; i++)
+		if (s->win.log[i].close != INT64_MAX && !s->win.log[i].final)
+			cuptrace_wfilter_close(&ww.filt, s->win.log[i].number, s->win.log[i].close);
+	pthread_mutex_unlock(&s->win.lock);
 }
 
 /* ---- the flight recorder's ring ---- */
 
-static void ring_keep(uint8_t *buf, size_t valid, const CUpti_Activity **recs, size_t n)
+static void ring_keep(struct collect_session *s, uint8_t *buf, size_t valid,
+                      const CUpti_Activity **recs, size_t n)
 {
 	if (!ww.ring_ready) {
-		cuptrace_ring_init(&ww.ring, win.ring_ns, win.ring_max);
+		cuptrace_ring_init(&ww.ring, s->win.ring_ns, s->win.ring_max);
 		ww.ring_ready = 1;
 	}
 	int64_t lo = INT64_MAX, hi = 0;
@@ -294,33 +300,33 @@ static void ring_keep(uint8_t *buf, size_t valid, const CUpti_Activity **recs, s
 		}
 	}
 	if (cuptrace_ring_push(&ww.ring, buf, valid, lo == INT64_MAX ? 0 : lo, hi))
-		atomic_fetch_add(&sess.records_dropped, n);
+		atomic_fetch_add(&s->records_dropped, n);
 }
 
-void collect_wwriter_buffer(uint8_t *buf, size_t valid, const CUpti_Activity **recs,
-                            const uint32_t *sizes, size_t n)
+void collect_wwriter_buffer(struct collect_session *s, uint8_t *buf, size_t valid,
+                            const CUpti_Activity **recs, const uint32_t *sizes, size_t n)
 {
-	if (win.ring) {
+	if (s->win.ring) {
 		for (size_t i = 0; i < n; i++)
 			if (is_sticky(recs[i]))
 				keep_sticky(recs[i], sizes[i]);
-		ring_keep(buf, valid, recs, n);
+		ring_keep(s, buf, valid, recs, n);
 		return;
 	}
 	if (!ww.filt_ready) {
 		cuptrace_wfilter_init(&ww.filt);
 		ww.filt_ready = 1;
 	}
-	sync_windows();
+	sync_windows(s);
 	if (CUPTRACE_GROW(ww.verd, ww.capverd, n)) {
-		atomic_fetch_add(&sess.records_dropped, n);
+		atomic_fetch_add(&s->records_dropped, n);
 		free(buf);
 		return;
 	}
 	cuptrace_wfilter_batch(&ww.filt, (const CUpti_Activity *const *)recs, sizes, n, ww.verd);
 	/* Sticky records went into the files already open, and are kept for later ones. */
-	dispatch((const CUpti_Activity *const *)recs, sizes, ww.verd, n);
-	dispatch_released();
+	dispatch(s, (const CUpti_Activity *const *)recs, sizes, ww.verd, n);
+	dispatch_released(s);
 	for (size_t i = 0; i < n; i++)
 		if (is_sticky(recs[i]))
 			keep_sticky(recs[i], sizes[i]);
@@ -331,14 +337,14 @@ void collect_wwriter_buffer(uint8_t *buf, size_t valid, const CUpti_Activity **r
 
 /* The range that opened a window, and the window itself, as NVTX ranges on the thread that
  * opened it: CUPTI recorded no START for the range whose push turned recording on. */
-static void mark_window(const struct collect_wlog *l, const struct cuptrace_consumer *c,
-                        const struct collect_output *o)
+static void mark_window(struct collect_session *s, const struct collect_wlog *l,
+                        const struct cuptrace_consumer *c, const struct collect_output *o)
 {
 	static uint32_t next_id = 0x7f000000u;
 	CUpti_ActivityMarker2 m[4];
 	char names[2][192];
 	size_t k = 0;
-	int64_t tid = l->range_tid ? l->range_tid : (int64_t)sess.pid;
+	int64_t tid = l->range_tid ? l->range_tid : (int64_t)s->pid;
 	/* The window on the "cuptrace" category, the range as the NVTX range it was. */
 	struct {
 		const char *name, *domain;
@@ -364,7 +370,7 @@ static void mark_window(const struct collect_wlog *l, const struct cuptrace_cons
 			r->timestamp = (uint64_t)(e ? spans[i].t1 : spans[i].t0);
 			r->id = id;
 			r->objectKind = CUPTI_ACTIVITY_OBJECT_THREAD;
-			r->objectId.pt.processId = (uint32_t)sess.pid;
+			r->objectId.pt.processId = (uint32_t)s->pid;
 			r->objectId.pt.threadId = (uint32_t)tid;
 			r->name = e ? NULL : spans[i].name;
 			r->domain = spans[i].domain;
@@ -376,19 +382,19 @@ static void mark_window(const struct collect_wlog *l, const struct cuptrace_cons
 		recs[i] = (const CUpti_Activity *)&m[i];
 		sizes[i] = sizeof(m[i]);
 	}
-	collect_note_output_err(o, cuptrace_consumer_records(c, recs, sizes, k));
+	collect_note_output_err(s, o, cuptrace_consumer_records(c, recs, sizes, k));
 }
 
 /* Metadata of a window: how it was chosen and where it lies in the run. */
-static void window_meta(const struct collect_wlog *l, char *key, size_t kn, char *val, size_t vn)
+static void window_meta(struct collect_session *s, const struct collect_wlog *l, char *key,
+                        size_t kn, char *val, size_t vn)
 {
 	char d[200];
-	cuptrace_wspec_describe(&win.spec, d, sizeof(d));
+	cuptrace_wspec_describe(&s->win.spec, d, sizeof(d));
 	snprintf(key, kn, "capture_window_%" PRIu64, l->number);
 	snprintf(val, vn, "%s; opened: %s; closed: %s; %.6f s to %.6f s after the first CUDA call",
 	         d, l->why_open, l->why_close[0] ? l->why_close : "end of run",
-	         (double)(l->open - sess.start_boot) / 1e9,
-	         (double)(l->close - sess.start_boot) / 1e9);
+	         (double)(l->open - s->start_boot) / 1e9, (double)(l->close - s->start_boot) / 1e9);
 }
 
 /* Writes what a finished output holds and closes it (its converter's held calls, the late
@@ -396,9 +402,10 @@ static void window_meta(const struct collect_wlog *l, char *key, size_t kn, char
  * (keep; an older file stays where a write failed: prior_err or one now), or is removed and its
  * name left as it was. Where the trace now is goes into file (n bytes; "" if nowhere), if given.
  * Returns the first error of closing it. */
-static int close_output(struct collect_output *o, int keep, int prior_err, char *file, size_t n)
+static int close_output(struct collect_session *s, struct collect_output *o, int keep,
+                        int prior_err, char *file, size_t n)
 {
-	int err = collect_finish_output(o, NULL);
+	int err = collect_finish_output(s, o, NULL);
 	const char *where = collect_settle_output(o, keep, prior_err ? prior_err : err);
 	if (file)
 		snprintf(file, n, "%s", where ? where : "");
@@ -406,29 +413,30 @@ static int close_output(struct collect_output *o, int keep, int prior_err, char 
 	return err;
 }
 
-static void finish_window(uint64_t number)
+static void finish_window(struct collect_session *s, uint64_t number)
 {
 	cuptrace_wfilter_final(&ww.filt, number);
-	dispatch_released();
-	pthread_mutex_lock(&win.lock);
+	dispatch_released(s);
+	pthread_mutex_lock(&s->win.lock);
 	struct collect_wlog copy;
 	memset(&copy, 0, sizeof(copy));
-	for (size_t i = 0; i < win.nlog; i++)
-		if (win.log[i].number == number)
-			copy = win.log[i];
-	pthread_mutex_unlock(&win.lock);
+	for (size_t i = 0; i < s->win.nlog; i++)
+		if (s->win.log[i].number == number)
+			copy = s->win.log[i];
+	pthread_mutex_unlock(&s->win.lock);
 	char key[64], val[1024];
-	window_meta(&copy, key, sizeof(key), val, sizeof(val));
+	window_meta(s, &copy, key, sizeof(key), val, sizeof(val));
 	char file[512] = "";
-	if (win.per_file) {
+	if (s->win.per_file) {
 		/* A window in which this process gave the GPU no work gets no file (the
 		 * launcher of a job, a helper process that only looked at the GPUs). */
-		struct wout *o = out_for(number, copy.records > 0);
+		struct wout *o = out_for(s, number, copy.records > 0);
 		if (o) {
-			mark_window(&copy, &o->out.cons, &o->out);
+			mark_window(s, &copy, &o->out.cons, &o->out);
 			cuptrace_consumer_meta(&o->out.cons, key, val);
 			cuptrace_consumer_meta(&o->out.cons, "capture_window", val);
-			int e = close_output(&o->out, copy.records > 0, o->err, file, sizeof(file));
+			int e =
+			    close_output(s, &o->out, copy.records > 0, o->err, file, sizeof(file));
 			if (e || o->err)
 				cuptrace_err("capture window %" PRIu64 ": %s is incomplete: %s",
 				             number, o->out.path, strerror(-(e ? e : o->err)));
@@ -436,41 +444,41 @@ static void finish_window(uint64_t number)
 			*o = ww.outs[--ww.nouts];
 		}
 	} else {
-		mark_window(&copy, &sess.to, &sess.out);
-		cuptrace_consumer_meta(&sess.to, key, val);
-		snprintf(file, sizeof(file), "%s", sess.out.path ? sess.out.path : "");
+		mark_window(s, &copy, &s->to, &s->out);
+		cuptrace_consumer_meta(&s->to, key, val);
+		snprintf(file, sizeof(file), "%s", s->out.path ? s->out.path : "");
 	}
-	pthread_mutex_lock(&win.lock);
-	for (size_t i = 0; i < win.nlog; i++)
-		if (win.log[i].number == number) {
-			win.log[i].final = 1;
-			snprintf(win.log[i].file, sizeof(win.log[i].file), "%s", file);
+	pthread_mutex_lock(&s->win.lock);
+	for (size_t i = 0; i < s->win.nlog; i++)
+		if (s->win.log[i].number == number) {
+			s->win.log[i].final = 1;
+			snprintf(s->win.log[i].file, sizeof(s->win.log[i].file), "%s", file);
 		}
-	pthread_cond_broadcast(&win.changed);
-	pthread_mutex_unlock(&win.lock);
+	pthread_cond_broadcast(&s->win.changed);
+	pthread_mutex_unlock(&s->win.lock);
 }
 
 /* ---- the flight recorder's dumps ---- */
 
 /* A dump's held records that its filter decided (all of the dump's one window): into its
  * consumer (o: the output named in an error). Returns how many. */
-static size_t add_released(struct cuptrace_wfilter *f, const struct cuptrace_consumer *c,
-                           const struct collect_output *o)
+static size_t add_released(struct collect_session *s, struct cuptrace_wfilter *f,
+                           const struct cuptrace_consumer *c, const struct collect_output *o)
 {
 	const CUpti_Activity *const *rel;
 	const int64_t *rv;
 	size_t nr = cuptrace_wfilter_released(f, &rel, &rv);
 	for (size_t i = 0; i < nr; i++) {
 		uint32_t sz = (uint32_t)cuptrace_record_min_size(rel[i]->kind);
-		collect_note_output_err(o, add_records(c, &rel[i], &sz, 1));
+		collect_note_output_err(s, o, add_records(c, &rel[i], &sz, 1));
 	}
 	return nr;
 }
 
-static void dump_ring(struct collect_dump *d)
+static void dump_ring(struct collect_session *s, struct collect_dump *d)
 {
 	int64_t from = d->from;
-	if (!win.per_file && from < ww.last_dump_to)
+	if (!s->win.per_file && from < ww.last_dump_to)
 		from = ww.last_dump_to; /* one file: what an earlier dump wrote is there already */
 	struct cuptrace_wfilter f;
 	cuptrace_wfilter_init(&f);
@@ -479,10 +487,10 @@ static void dump_ring(struct collect_dump *d)
 	ww.dumps_written++;
 	/* Into the dump's own file, or the session's consumers. */
 	struct wout *o = NULL;
-	const struct cuptrace_consumer *c = &sess.to;
-	struct collect_output *out = &sess.out;
-	if (win.per_file) {
-		o = out_for(ww.dumps_written, 1);
+	const struct cuptrace_consumer *c = &s->to;
+	struct collect_output *out = &s->out;
+	if (s->win.per_file) {
+		o = out_for(s, ww.dumps_written, 1);
 		if (!o) {
 			cuptrace_wfilter_free(&f);
 			return;
@@ -491,8 +499,8 @@ static void dump_ring(struct collect_dump *d)
 		out = &o->out;
 	}
 	/* Devices, contexts, streams: once per file (a per-dump file replayed them on open). */
-	if (!win.per_file && ww.dumps_written == 1)
-		replay_sticky(c, out);
+	if (!s->win.per_file && ww.dumps_written == 1)
+		replay_sticky(s, c, out);
 	uint64_t kept = 0;
 	const CUpti_Activity **recs = NULL;
 	uint32_t *sizes = NULL;
@@ -524,24 +532,24 @@ static void dump_ring(struct collect_dump *d)
 				sizes[m++] = sizes[i];
 				kept++;
 			}
-		collect_note_output_err(out, add_records(c, recs, sizes, m));
-		kept += add_released(&f, c, out);
+		collect_note_output_err(s, out, add_records(c, recs, sizes, m));
+		kept += add_released(s, &f, c, out);
 	}
 	cuptrace_wfilter_final(&f, 1);
-	kept += add_released(&f, c, out);
+	kept += add_released(s, &f, c, out);
 	char key[64], val[400];
 	snprintf(key, sizeof(key), "flight_recorder_dump_%" PRIu64, ww.dumps_written);
 	snprintf(val, sizeof(val),
 	         "%s: %.6f s to %.6f s after the first CUDA call; ring: the last %.3f s, at most "
 	         "%zu bytes (%zu held, %" PRIu64 " buffers aged out)",
-	         d->why, (double)(from - sess.start_boot) / 1e9,
-	         (double)(d->to - sess.start_boot) / 1e9, (double)win.ring_ns / 1e9, win.ring_max,
-	         ww.ring.bytes, ww.ring.evicted);
+	         d->why, (double)(from - s->start_boot) / 1e9,
+	         (double)(d->to - s->start_boot) / 1e9, (double)s->win.ring_ns / 1e9,
+	         s->win.ring_max, ww.ring.bytes, ww.ring.evicted);
 	cuptrace_consumer_meta(c, key, val);
 	snprintf(d->file, sizeof(d->file), "%s", out->path ? out->path : "");
-	if (win.per_file) {
+	if (s->win.per_file) {
 		cuptrace_consumer_meta(c, "flight_recorder_dump", val);
-		int e = close_output(out, 1, 0, d->file, sizeof(d->file));
+		int e = close_output(s, out, 1, 0, d->file, sizeof(d->file));
 		if (e)
 			cuptrace_err("flight recorder: %s is incomplete: %s", out->path,
 			             strerror(-e));
@@ -550,8 +558,8 @@ static void dump_ring(struct collect_dump *d)
 	}
 	if (!kept)
 		cuptrace_info("flight recorder: %s: nothing in [%.3f s, %.3f s]", d->why,
-		              (double)(from - sess.start_boot) / 1e9,
-		              (double)(d->to - sess.start_boot) / 1e9);
+		              (double)(from - s->start_boot) / 1e9,
+		              (double)(d->to - s->start_boot) / 1e9);
 	if (d->to > ww.last_dump_to)
 		ww.last_dump_to = d->to;
 	free(recs);
@@ -562,64 +570,64 @@ static void dump_ring(struct collect_dump *d)
 
 /* ---- the writer's loop ---- */
 
-void collect_wwriter_poll(uint64_t taken)
+void collect_wwriter_poll(struct collect_session *s, uint64_t taken)
 {
-	if (!(win.active || win.ring))
+	if (!(s->win.active || s->win.ring))
 		return;
-	uint64_t seen = taken + atomic_load(&sess.buffers_dropped);
+	uint64_t seen = taken + atomic_load(&s->buffers_dropped);
 	for (;;) {
 		uint64_t number = 0;
 		struct collect_dump *dump = NULL;
-		pthread_mutex_lock(&win.lock);
-		for (size_t i = 0; i < win.nlog && !number; i++)
-			if (win.log[i].final_requested && !win.log[i].final &&
-			    seen >= win.log[i].final_after)
-				number = win.log[i].number;
-		for (size_t i = 0; i < win.ndumps && !number && !dump; i++)
-			if (win.dumps[i].requested && !win.dumps[i].done &&
-			    seen >= win.dumps[i].final_after)
-				dump = &win.dumps[i];
-		pthread_mutex_unlock(&win.lock);
+		pthread_mutex_lock(&s->win.lock);
+		for (size_t i = 0; i < s->win.nlog && !number; i++)
+			if (s->win.log[i].final_requested && !s->win.log[i].final &&
+			    seen >= s->win.log[i].final_after)
+				number = s->win.log[i].number;
+		for (size_t i = 0; i < s->win.ndumps && !number && !dump; i++)
+			if (s->win.dumps[i].requested && !s->win.dumps[i].done &&
+			    seen >= s->win.dumps[i].final_after)
+				dump = &s->win.dumps[i];
+		pthread_mutex_unlock(&s->win.lock);
 		if (number) {
-			sync_windows();
-			finish_window(number);
+			sync_windows(s);
+			finish_window(s, number);
 		} else if (dump) {
 			/* The slot is not moved while it is requested and not done (ask_dump reuses
 			 * done slots only). */
-			dump_ring(dump);
+			dump_ring(s, dump);
 			/* The program is dying of a fault: its one file is finished now, as the
 			 * session's finish would (it will not run). */
-			if (!strcmp(dump->why, "crash") && !win.per_file)
+			if (!strcmp(dump->why, "crash") && !s->win.per_file)
 				collect_note_write_err(
-				    close_output(&sess.out, 1, sess.write_err, NULL, 0));
-			pthread_mutex_lock(&win.lock);
+				    s, close_output(s, &s->out, 1, s->write_err, NULL, 0));
+			pthread_mutex_lock(&s->win.lock);
 			dump->done = 1;
-			pthread_cond_broadcast(&win.changed);
-			pthread_mutex_unlock(&win.lock);
+			pthread_cond_broadcast(&s->win.changed);
+			pthread_mutex_unlock(&s->win.lock);
 		} else {
 			return;
 		}
 	}
 }
 
-void collect_wwriter_end(void)
+void collect_wwriter_end(struct collect_session *s)
 {
-	if (!(win.active || win.ring))
+	if (!(s->win.active || s->win.ring))
 		return;
 	/* Everything CUPTI had is in: every window and dump asked for is finished now. */
-	pthread_mutex_lock(&win.lock);
-	for (size_t i = 0; i < win.nlog; i++)
-		if (!win.log[i].final) {
-			win.log[i].final_requested = 1;
-			win.log[i].final_after = 0;
+	pthread_mutex_lock(&s->win.lock);
+	for (size_t i = 0; i < s->win.nlog; i++)
+		if (!s->win.log[i].final) {
+			s->win.log[i].final_requested = 1;
+			s->win.log[i].final_after = 0;
 		}
-	for (size_t i = 0; i < win.ndumps; i++)
-		if (!win.dumps[i].done) {
-			win.dumps[i].requested = 1;
-			win.dumps[i].final_after = 0;
+	for (size_t i = 0; i < s->win.ndumps; i++)
+		if (!s->win.dumps[i].done) {
+			s->win.dumps[i].requested = 1;
+			s->win.dumps[i].final_after = 0;
 		}
-	pthread_mutex_unlock(&win.lock);
-	collect_wwriter_poll(UINT64_MAX / 2);
+	pthread_mutex_unlock(&s->win.lock);
+	collect_wwriter_poll(s, UINT64_MAX / 2);
 	/* What the writer owned for windows. */
 	if (ww.filt_ready)
 		cuptrace_wfilter_free(&ww.filt);
@@ -636,7 +644,7 @@ void collect_wwriter_end(void)
 	if (ww.ring_ready)
 		cuptrace_ring_free(&ww.ring);
 	for (size_t i = 0; i < ww.nouts; i++) {
-		close_output(&ww.outs[i].out, 1, ww.outs[i].err, NULL, 0);
+		close_output(s, &ww.outs[i].out, 1, ww.outs[i].err, NULL, 0);
 		free(ww.outs[i].out.path);
 	}
 	memset(&ww, 0, sizeof(ww));

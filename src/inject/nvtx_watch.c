@@ -16,7 +16,7 @@
  *
  * Threads: range calls arrive on application threads; push/pop depth is per thread. NVTX's
  * tables and the slots taken are set once, in InitializeInjectionNvtx2; CUPTI's handlers are
- * filled in once, under inject_lock, before sess.cupti_attached (which the handlers read with
+ * filled in once, under inject_lock, before s->cupti_attached (which the handlers read with
  * acquire) says CUPTI is attached. */
 #define _GNU_SOURCE
 #include <dlfcn.h>
@@ -54,7 +54,7 @@ static int64_t thread_id(void)
 #define PUSH_KEY(tid, d) ((uint64_t)(tid) << 16 | (uint64_t)((d)&0xffff))
 #define STARTEND_KEY(id) ((uint64_t)1 << 63 | (uint64_t)(id))
 
-void collect_nvtx_pushed(const char *name)
+void collect_nvtx_pushed(struct collect_session *s, const char *name)
 {
 	int d = ++nvtx_depth;
 	if (d <= 0 || d >= 64)
@@ -64,16 +64,16 @@ void collect_nvtx_pushed(const char *name)
 	step_depths &= ~bit;
 	if (!name)
 		return;
-	if (collect_window_is_step_range(name))
+	if (collect_window_is_step_range(s, name))
 		step_depths |= bit;
-	if (collect_window_range_wanted(name)) {
+	if (collect_window_range_wanted(s, name)) {
 		watched_depths |= bit;
 		int64_t tid = thread_id();
-		collect_window_range_begin(name, PUSH_KEY(tid, d), tid);
+		collect_window_range_begin(s, name, PUSH_KEY(tid, d), tid);
 	}
 }
 
-void collect_nvtx_popped(void)
+void collect_nvtx_popped(struct collect_session *s)
 {
 	int d = nvtx_depth;
 	if (d <= 0)
@@ -84,11 +84,11 @@ void collect_nvtx_popped(void)
 	uint64_t bit = 1ull << d;
 	if (watched_depths & bit) {
 		watched_depths &= ~bit;
-		collect_window_range_end(PUSH_KEY(thread_id(), d));
+		collect_window_range_end(s, PUSH_KEY(thread_id(), d));
 	}
 	if (step_depths & bit) {
 		step_depths &= ~bit;
-		collect_window_step();
+		collect_window_step(s);
 	}
 }
 
@@ -102,9 +102,9 @@ static struct {
 	_Atomic int overflow;
 } startend_watched = {.lock = PTHREAD_MUTEX_INITIALIZER};
 
-void collect_nvtx_started(const char *name, uint64_t id)
+void collect_nvtx_started(struct collect_session *s, const char *name, uint64_t id)
 {
-	if (!id || !name || !collect_window_range_wanted(name))
+	if (!id || !name || !collect_window_range_wanted(s, name))
 		return;
 	pthread_mutex_lock(&startend_watched.lock);
 	int n = atomic_load(&startend_watched.n);
@@ -115,10 +115,10 @@ void collect_nvtx_started(const char *name, uint64_t id)
 		atomic_store(&startend_watched.overflow, 1);
 	}
 	pthread_mutex_unlock(&startend_watched.lock);
-	collect_window_range_begin(name, STARTEND_KEY(id), thread_id());
+	collect_window_range_begin(s, name, STARTEND_KEY(id), thread_id());
 }
 
-void collect_nvtx_ended(uint64_t id)
+void collect_nvtx_ended(struct collect_session *s, uint64_t id)
 {
 	int overflow = atomic_load_explicit(&startend_watched.overflow, memory_order_relaxed);
 	if (!overflow && !atomic_load_explicit(&startend_watched.n, memory_order_relaxed))
@@ -135,7 +135,7 @@ void collect_nvtx_ended(uint64_t id)
 		}
 	pthread_mutex_unlock(&startend_watched.lock);
 	if (found || overflow)
-		collect_window_range_end(STARTEND_KEY(id));
+		collect_window_range_end(s, STARTEND_KEY(id));
 }
 
 /* ---- registered strings (nvtxDomainRegisterStringA: nvtx3.hpp's registered_string) ---- */
@@ -225,7 +225,7 @@ static NvtxFunctionPointer behind[NVTX_CB_MODULE_SIZE][MAXSLOT];
 
 /* CUPTI's handler for a call, or NULL while CUPTI is not attached (nothing to record yet). */
 #define CUPTI_FN(module, id, type)                                                                 \
-	(atomic_load_explicit(&sess.cupti_attached, memory_order_acquire)                          \
+	(atomic_load_explicit(&s->cupti_attached, memory_order_acquire)                            \
 	     ? (type)behind[NVTX_CB_MODULE_##module][id]                                           \
 	     : NULL)
 
@@ -262,52 +262,58 @@ static nvtxRangeId_t own_id(nvtxRangeId_t cupti_id)
 
 static int w_push_a(const char *message)
 {
+	struct collect_session *s = collect_process_session; /* trampoline: NVTX handler */
 	nvtxRangePushA_impl_fntype f =
 	    CUPTI_FN(CORE, NVTX_CBID_CORE_RangePushA, nvtxRangePushA_impl_fntype);
 	int r = f ? f(message) : NO_TRACKING;
-	collect_nvtx_pushed(message);
+	collect_nvtx_pushed(s, message);
 	return push_result(f != NULL, r);
 }
 
 static int w_push_w(const wchar_t *message)
 {
+	struct collect_session *s = collect_process_session; /* trampoline: NVTX handler */
 	nvtxRangePushW_impl_fntype f =
 	    CUPTI_FN(CORE, NVTX_CBID_CORE_RangePushW, nvtxRangePushW_impl_fntype);
 	int r = f ? f(message) : NO_TRACKING;
-	collect_nvtx_pushed(NULL); /* wide names are not matched */
+	collect_nvtx_pushed(s, NULL); /* wide names are not matched */
 	return push_result(f != NULL, r);
 }
 
 static int w_push_ex(const nvtxEventAttributes_t *a)
 {
+	struct collect_session *s = collect_process_session; /* trampoline: NVTX handler */
 	nvtxRangePushEx_impl_fntype f =
 	    CUPTI_FN(CORE, NVTX_CBID_CORE_RangePushEx, nvtxRangePushEx_impl_fntype);
 	nvtxEventAttributes_t tmp;
 	int r = f ? f(for_cupti(a, &tmp)) : NO_TRACKING;
-	collect_nvtx_pushed(attr_name(a));
+	collect_nvtx_pushed(s, attr_name(a));
 	return push_result(f != NULL, r);
 }
 
 static int w_pop(void)
 {
+	struct collect_session *s = collect_process_session; /* trampoline: NVTX handler */
 	nvtxRangePop_impl_fntype f =
 	    pop_seen() ? CUPTI_FN(CORE, NVTX_CBID_CORE_RangePop, nvtxRangePop_impl_fntype) : NULL;
 	int r = f ? f() : NO_TRACKING;
-	collect_nvtx_popped();
+	collect_nvtx_popped(s);
 	return r;
 }
 
 static nvtxRangeId_t w_start_a(const char *message)
 {
+	struct collect_session *s = collect_process_session; /* trampoline: NVTX handler */
 	nvtxRangeStartA_impl_fntype f =
 	    CUPTI_FN(CORE, NVTX_CBID_CORE_RangeStartA, nvtxRangeStartA_impl_fntype);
 	nvtxRangeId_t id = own_id(f ? f(message) : 0);
-	collect_nvtx_started(message, id);
+	collect_nvtx_started(s, message, id);
 	return id;
 }
 
 static nvtxRangeId_t w_start_w(const wchar_t *message)
 {
+	struct collect_session *s = collect_process_session; /* trampoline: NVTX handler */
 	nvtxRangeStartW_impl_fntype f =
 	    CUPTI_FN(CORE, NVTX_CBID_CORE_RangeStartW, nvtxRangeStartW_impl_fntype);
 	return own_id(f ? f(message) : 0);
@@ -315,68 +321,74 @@ static nvtxRangeId_t w_start_w(const wchar_t *message)
 
 static nvtxRangeId_t w_start_ex(const nvtxEventAttributes_t *a)
 {
+	struct collect_session *s = collect_process_session; /* trampoline: NVTX handler */
 	nvtxRangeStartEx_impl_fntype f =
 	    CUPTI_FN(CORE, NVTX_CBID_CORE_RangeStartEx, nvtxRangeStartEx_impl_fntype);
 	nvtxEventAttributes_t tmp;
 	nvtxRangeId_t id = own_id(f ? f(for_cupti(a, &tmp)) : 0);
-	collect_nvtx_started(attr_name(a), id);
+	collect_nvtx_started(s, attr_name(a), id);
 	return id;
 }
 
 static void w_end(nvtxRangeId_t id)
 {
+	struct collect_session *s = collect_process_session; /* trampoline: NVTX handler */
 	nvtxRangeEnd_impl_fntype f =
 	    CUPTI_FN(CORE, NVTX_CBID_CORE_RangeEnd, nvtxRangeEnd_impl_fntype);
 	if (f && !(id & OWN_ID_BIT))
 		f(id);
-	collect_nvtx_ended(id);
+	collect_nvtx_ended(s, id);
 }
 
 static int w_dpush(nvtxDomainHandle_t d, const nvtxEventAttributes_t *a)
 {
+	struct collect_session *s = collect_process_session; /* trampoline: NVTX handler */
 	nvtxDomainRangePushEx_impl_fntype f =
 	    CUPTI_FN(CORE2, NVTX_CBID_CORE2_DomainRangePushEx, nvtxDomainRangePushEx_impl_fntype);
 	nvtxEventAttributes_t tmp;
 	int r = f ? f(d, for_cupti(a, &tmp)) : NO_TRACKING;
-	collect_nvtx_pushed(attr_name(a));
+	collect_nvtx_pushed(s, attr_name(a));
 	return push_result(f != NULL, r);
 }
 
 static int w_dpop(nvtxDomainHandle_t d)
 {
+	struct collect_session *s = collect_process_session; /* trampoline: NVTX handler */
 	nvtxDomainRangePop_impl_fntype f =
 	    pop_seen()
 	        ? CUPTI_FN(CORE2, NVTX_CBID_CORE2_DomainRangePop, nvtxDomainRangePop_impl_fntype)
 	        : NULL;
 	int r = f ? f(d) : NO_TRACKING;
-	collect_nvtx_popped();
+	collect_nvtx_popped(s);
 	return r;
 }
 
 static nvtxRangeId_t w_dstart(nvtxDomainHandle_t d, const nvtxEventAttributes_t *a)
 {
+	struct collect_session *s = collect_process_session; /* trampoline: NVTX handler */
 	nvtxDomainRangeStartEx_impl_fntype f =
 	    CUPTI_FN(CORE2, NVTX_CBID_CORE2_DomainRangeStartEx, nvtxDomainRangeStartEx_impl_fntype);
 	nvtxEventAttributes_t tmp;
 	nvtxRangeId_t id = own_id(f ? f(d, for_cupti(a, &tmp)) : 0);
-	collect_nvtx_started(attr_name(a), id);
+	collect_nvtx_started(s, attr_name(a), id);
 	return id;
 }
 
 static void w_dend(nvtxDomainHandle_t d, nvtxRangeId_t id)
 {
+	struct collect_session *s = collect_process_session; /* trampoline: NVTX handler */
 	nvtxDomainRangeEnd_impl_fntype f =
 	    CUPTI_FN(CORE2, NVTX_CBID_CORE2_DomainRangeEnd, nvtxDomainRangeEnd_impl_fntype);
 	if (f && !(id & OWN_ID_BIT))
 		f(d, id);
-	collect_nvtx_ended(id);
+	collect_nvtx_ended(s, id);
 }
 
-static nvtxStringHandle_t w_dregister(nvtxDomainHandle_t d, const char *s)
+static nvtxStringHandle_t w_dregister(nvtxDomainHandle_t d, const char *str)
 {
 	nvtxDomainRegisterStringA_impl_fntype f = (nvtxDomainRegisterStringA_impl_fntype)
 	    behind[NVTX_CB_MODULE_CORE2][NVTX_CBID_CORE2_DomainRegisterStringA];
-	return (nvtxStringHandle_t)reg_add(f ? f(d, s) : NULL, s);
+	return (nvtxStringHandle_t)reg_add(f ? f(d, str) : NULL, str);
 }
 
 static atomic_int installed;
@@ -491,6 +503,7 @@ static void wrap(int m, unsigned id, NvtxFunctionPointer fn)
 
 int cuptrace_nvtx_inject(const void *get_export_table)
 {
+	struct collect_session *s = collect_process_session; /* trampoline: NVTX injection */
 	NvtxGetExportTableFunc_t get = (NvtxGetExportTableFunc_t)get_export_table;
 	const NvtxExportTableCallbacks *cb =
 	    get ? (const NvtxExportTableCallbacks *)get(NVTX_ETID_CALLBACKS) : NULL;
@@ -502,7 +515,7 @@ int cuptrace_nvtx_inject(const void *get_export_table)
 			live[m] = NULL;
 	tables = tables && live[NVTX_CB_MODULE_CORE] && live[NVTX_CB_MODULE_CORE2];
 	int watch = collect_window_nvtx_wanted();
-	if (!tables || (atomic_load(&sess.cupti_attached) && !watch)) {
+	if (!tables || (atomic_load(&s->cupti_attached) && !watch)) {
 		/* CUPTI is on and no window follows ranges: CUPTI takes NVTX as it is. */
 		pthread_mutex_unlock(&inject_lock);
 		nvtx_init_fn f = cupti_nvtx_init();
@@ -531,7 +544,7 @@ int cuptrace_nvtx_inject(const void *get_export_table)
 	wrap(NVTX_CB_MODULE_CORE2, NVTX_CBID_CORE2_DomainRegisterStringA,
 	     (NvtxFunctionPointer)w_dregister);
 	atomic_store(&installed, 1);
-	if (atomic_load(&sess.cupti_attached))
+	if (atomic_load(&s->cupti_attached))
 		give_cupti_nvtx();
 	pthread_mutex_unlock(&inject_lock);
 	return 1;
