@@ -162,8 +162,6 @@ static void preload_hook(int why, char *path, size_t n)
 	finish_session(s);
 }
 
-static int path_claimed; /* the name was claimed by making s->out.path's (empty) file */
-
 /* Everything a session counts starts from zero (the C API may run many sessions). */
 static void reset_counters(struct collect_session *s)
 {
@@ -183,7 +181,7 @@ static void reset_counters(struct collect_session *s)
 	s->write_err = 0;
 	s->bytes_written = 0;
 	s->dying_signal = 0;
-	collect_startend_reset();
+	collect_startend_reset(s);
 }
 
 static void atexit_handler(void)
@@ -453,7 +451,7 @@ int cuptrace_collect_start(const char *path, int injected)
 		tmpl = "cuptrace-%p.pftrace";
 	/* No two processes of a run write one file (output/recfile.h). */
 	struct cuptrace_recname_env names = cuptrace_recname_env_get();
-	s->out.path = cuptrace_recfile_name(tmpl, (int)s->pid, &names, &path_claimed);
+	s->out.path = cuptrace_recfile_name(tmpl, (int)s->pid, &names, &s->path_claimed);
 	cuptrace_setting_env(CUPTRACE_SET_BUFFER_SIZE, &v);
 	s->buffer_size = (size_t)v.i & ~(size_t)7;
 	cuptrace_setting_env(CUPTRACE_SET_FLUSH_MS, &v);
@@ -537,7 +535,7 @@ out_cupti:
 	if (s->subscriber)
 		cuptiUnsubscribe(s->subscriber);
 	s->subscriber = NULL;
-	if (path_claimed && s->out.path && !s->out.sink && !s->out.cons.ops)
+	if (s->path_claimed && s->out.path && !s->out.sink && !s->out.cons.ops)
 		unlink(s->out.path); /* the empty file that claimed the name: nothing to keep */
 	free(s->out.path);
 	s->out.path = NULL;
@@ -772,7 +770,7 @@ static void finish_session(struct collect_session *s)
 	/* The trace replaces the old file only now, complete; a session that recorded nothing
 	 * leaves it as it was (the empty file that claimed the name goes too). */
 	const char *where = collect_settle_output(&s->out, !idle, err);
-	if (idle && path_claimed && !s->win.per_file)
+	if (idle && s->path_claimed && !s->win.per_file)
 		unlink(s->out.path);
 	s->bytes_written = where ? collect_file_size(where) : 0;
 	double ms = (double)(cuptrace_now_ns(CLOCK_MONOTONIC) - t0) / 1e6;

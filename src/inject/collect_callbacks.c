@@ -14,30 +14,20 @@
 #include "inject/gpumetrics.h"
 #include "inject/runtime_watch.h"
 
-/* Ids of NVTX start/end ranges (nvtxRangeStart*, nvtxDomainRangeStartEx). CUPTI's marker
- * records look the same for push/pop and start/end ranges; the ids returned by the start calls
- * tell them apart, so start/end ranges go on tracks of their own. Filled on application
- * threads, drained by the writer. */
-static struct {
-	pthread_mutex_t lock;
-	uint64_t *ids;
-	size_t n, cap;
-	uint64_t total;
-} startend = {.lock = PTHREAD_MUTEX_INITIALIZER};
-
-static void nvtx_callback(const CUpti_NvtxData *nd)
+/* An NVTX start/end range's id, for the writer (s->startend, collect_state.h). */
+static void nvtx_callback(struct collect_session *s, const CUpti_NvtxData *nd)
 {
 	if (!nd->functionReturnValue)
 		return;
 	uint64_t rid = *(const uint64_t *)nd->functionReturnValue; /* nvtxRangeId_t */
 	if (!rid)
 		return;
-	pthread_mutex_lock(&startend.lock);
-	if (CUPTRACE_GROW(startend.ids, startend.cap, startend.n + 1) == 0) {
-		startend.ids[startend.n++] = rid;
-		startend.total++;
+	pthread_mutex_lock(&s->startend.lock);
+	if (CUPTRACE_GROW(s->startend.ids, s->startend.cap, s->startend.n + 1) == 0) {
+		s->startend.ids[s->startend.n++] = rid;
+		s->startend.total++;
 	}
-	pthread_mutex_unlock(&startend.lock);
+	pthread_mutex_unlock(&s->startend.lock);
 }
 
 /* ---- what opens and closes capture windows (where nvtx_watch.c's handlers are not in
@@ -252,7 +242,7 @@ void CUPTIAPI collect_subscriber_callback(void *ud, CUpti_CallbackDomain d, CUpt
 		    id == CUPTI_CBID_NVTX_nvtxRangeStartW ||
 		    id == CUPTI_CBID_NVTX_nvtxRangeStartEx ||
 		    id == CUPTI_CBID_NVTX_nvtxDomainRangeStartEx)
-			nvtx_callback(data);
+			nvtx_callback(s, data);
 	} else if (d == CUPTI_CB_DOMAIN_RESOURCE) {
 		if (id == CUPTI_CBID_RESOURCE_CONTEXT_CREATED) {
 			cuptrace_cupti_alarm_note_context();
@@ -264,22 +254,22 @@ void CUPTIAPI collect_subscriber_callback(void *ud, CUpti_CallbackDomain d, CUpt
 
 void collect_startend_drain(struct collect_session *s)
 {
-	pthread_mutex_lock(&startend.lock);
-	size_t n = startend.n;
+	pthread_mutex_lock(&s->startend.lock);
+	size_t n = s->startend.n;
 	uint64_t *ids = n ? malloc(n * sizeof(uint64_t)) : NULL;
 	if (ids)
-		memcpy(ids, startend.ids, n * sizeof(uint64_t));
-	startend.n = 0;
-	pthread_mutex_unlock(&startend.lock);
+		memcpy(ids, s->startend.ids, n * sizeof(uint64_t));
+	s->startend.n = 0;
+	pthread_mutex_unlock(&s->startend.lock);
 	if (!ids)
 		return;
 	cuptrace_consumer_nvtx_startend(&s->to, ids, n);
 	free(ids);
 }
 
-void collect_startend_reset(void)
+void collect_startend_reset(struct collect_session *s)
 {
-	pthread_mutex_lock(&startend.lock);
-	startend.n = 0;
-	pthread_mutex_unlock(&startend.lock);
+	pthread_mutex_lock(&s->startend.lock);
+	s->startend.n = 0;
+	pthread_mutex_unlock(&s->startend.lock);
 }

@@ -6,6 +6,7 @@
 static struct collect_session session = {
     .lock = PTHREAD_MUTEX_INITIALIZER,
     .sigpipe = {-1, -1},
+    .startend = {.lock = PTHREAD_MUTEX_INITIALIZER},
     .win = {.lock = PTHREAD_MUTEX_INITIALIZER,
             .changed = PTHREAD_COND_INITIALIZER,
             .wake = {-1, -1}},

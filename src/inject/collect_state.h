@@ -20,6 +20,8 @@
 #include "control/control.h"
 #include "inject/kinds.h"
 #include "inject/queue.h"
+#include "window/ring.h"
+#include "window/wfilter.h"
 #include "window/window.h"
 #include "common/util.h"
 #include "convert/consumer.h"
@@ -112,9 +114,48 @@ struct collect_windows {
 	struct cuptrace_control *control; /* the trigger socket */
 	int64_t ring_ns;
 	size_t ring_max;
-	int closing;         /* the session ends: handlers stop waiting */
-	atomic_int crashing; /* a fault signal is being handled */
+	int closing;                   /* the session ends: handlers stop waiting */
+	atomic_int crashing;           /* a fault signal is being handled */
+	struct sigaction crash_old[4]; /* the handlers ours replaced (SIGSEGV, SIGBUS, ...) */
+	int crash_installed[4];
 	atomic_int crash_done;
+};
+
+/* One window's own file (a name with %n): an output, and so a consumer, of its own. */
+struct collect_wout {
+	uint64_t number;
+	struct collect_output out;
+	int err;
+};
+
+#define COLLECT_WW_MAX_OUTS 8
+
+/* The writer thread's side of capture windows and the flight recorder (collect_wwriter.c):
+ * owned by the writer thread, emptied when it ends. */
+struct collect_wwriter {
+	struct cuptrace_wfilter filt;
+	int filt_ready;
+	size_t synced; /* log entries whose opening the filter knows */
+	/* Records that describe the run, copied for every file opened later. */
+	CUpti_Activity **sticky;
+	uint32_t *sticky_sizes;
+	size_t nsticky, capsticky, capsticky_sizes;
+	struct {
+		int64_t tid;
+		char name[64];
+	} * names;
+	size_t nnames, capnames;
+	struct cuptrace_ring ring;
+	int ring_ready;
+	struct collect_wout outs[COLLECT_WW_MAX_OUTS];
+	size_t nouts;
+	int64_t *verd;
+	size_t capverd;
+	const CUpti_Activity **grp;
+	uint32_t *grp_sizes;
+	size_t capgrp, capgrp_sizes;
+	int64_t last_dump_to; /* one file for every dump: a later dump starts after this */
+	uint64_t dumps_written;
 };
 
 struct collect_session {
@@ -154,6 +195,7 @@ struct collect_session {
 
 	/* Owned by the writer thread. */
 	struct collect_output out; /* the trace (not opened for a file per window) */
+	int path_claimed;          /* the name was claimed by making out.path's (empty) file */
 	/* Where the stream goes: every consumer in the list, through `to` (collect_consumers.c).
 	 * Whole run: the trace's. Windows: the trace's, or none with a file per window (the
 	 * windows' files are consumers of their own, collect_wwriter.c). */
@@ -194,6 +236,17 @@ struct collect_session {
 	struct sigaction old_int, old_term;
 	int handlers_installed[2];
 	struct collect_windows win; /* capture windows, under win.lock */
+	struct collect_wwriter ww;  /* owned by the writer thread */
+	/* Ids of NVTX start/end ranges (nvtxRangeStart*, nvtxDomainRangeStartEx). CUPTI's marker
+	 * records look the same for push/pop and start/end ranges; the ids returned by the start
+	 * calls tell them apart, so start/end ranges go on tracks of their own. Filled on
+	 * application threads (collect_callbacks.c), drained by the writer; under its lock. */
+	struct {
+		pthread_mutex_t lock;
+		uint64_t *ids;
+		size_t n, cap;
+		uint64_t total;
+	} startend;
 };
 
 /* The one session of the process (collect_state.c defines it). Every function of src/inject is
@@ -229,7 +282,7 @@ void collect_callbacks_graphs(struct collect_session *s, CUpti_SubscriberHandle 
 /* Writer thread: hands the start/end range ids seen so far to the converter or capture. */
 void collect_startend_drain(struct collect_session *s);
 /* A new session: forgets the ids of the last one. */
-void collect_startend_reset(void);
+void collect_startend_reset(struct collect_session *s);
 
 /* ---- nvtx_watch.c (application threads) ---- */
 /* An NVTX range was pushed (name NULL: not matchable) or popped on this thread; one was started

@@ -640,8 +640,6 @@ static void on_request(const char *req, int fd, void *ctx)
 /* ---- the flight recorder's crash handlers ---- */
 
 static const int crash_sigs[4] = {SIGSEGV, SIGBUS, SIGABRT, SIGFPE};
-static struct sigaction crash_old[4];
-static int crash_installed[4];
 
 /* A fault: the records held are written by the flush and writer threads while this thread
  * waits (write and nanosleep only: async-signal-safe), at most 10 s; then the program's own
@@ -659,9 +657,9 @@ static void on_crash(int sig, siginfo_t *si, void *uc)
 			nanosleep(&ten_ms, NULL);
 	}
 	for (int i = 0; i < 4; i++)
-		if (crash_sigs[i] == sig && crash_installed[i]) {
-			sigaction(sig, &crash_old[i], NULL);
-			crash_installed[i] = 0;
+		if (crash_sigs[i] == sig && s->win.crash_installed[i]) {
+			sigaction(sig, &s->win.crash_old[i], NULL);
+			s->win.crash_installed[i] = 0;
 		}
 	/* A fault repeats by itself when we return; a sent signal (kill, raise, abort) does
 	 * not: send it again, to be delivered once we return. */
@@ -669,7 +667,7 @@ static void on_crash(int sig, siginfo_t *si, void *uc)
 		raise(sig);
 }
 
-static void crash_handlers(int on)
+static void crash_handlers(struct collect_session *s, int on)
 {
 	for (int i = 0; i < 4; i++) {
 		if (on) {
@@ -678,13 +676,14 @@ static void crash_handlers(int on)
 			sa.sa_sigaction = on_crash;
 			sa.sa_flags = SA_SIGINFO | SA_ONSTACK;
 			sigemptyset(&sa.sa_mask);
-			crash_installed[i] = !sigaction(crash_sigs[i], &sa, &crash_old[i]);
-		} else if (crash_installed[i]) {
+			s->win.crash_installed[i] =
+			    !sigaction(crash_sigs[i], &sa, &s->win.crash_old[i]);
+		} else if (s->win.crash_installed[i]) {
 			struct sigaction cur;
 			/* Only if ours is still the one installed. */
 			if (!sigaction(crash_sigs[i], NULL, &cur) && cur.sa_sigaction == on_crash)
-				sigaction(crash_sigs[i], &crash_old[i], NULL);
-			crash_installed[i] = 0;
+				sigaction(crash_sigs[i], &s->win.crash_old[i], NULL);
+			s->win.crash_installed[i] = 0;
 		}
 	}
 }
@@ -742,7 +741,7 @@ void collect_window_begin(struct collect_session *s)
 	if (!s->win.control)
 		cuptrace_warn("capture windows: no trigger socket (%s)", err);
 	if (s->win.ring) {
-		crash_handlers(1);
+		crash_handlers(s, 1);
 		cuptrace_info("flight recorder: the last %.1f s, at most %zu MiB of records",
 		              (double)s->win.ring_ns / 1e9, s->win.ring_max >> 20);
 	}
@@ -784,7 +783,7 @@ void collect_window_free(struct collect_session *s)
 	s->win.control = NULL;
 	pthread_mutex_lock(&s->win.lock);
 	if (!atomic_load(&s->win.crashing))
-		crash_handlers(0);
+		crash_handlers(s, 0);
 	for (int i = 0; i < 2; i++) {
 		if (s->win.wake[i] >= 0)
 			close(s->win.wake[i]);

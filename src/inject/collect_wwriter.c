@@ -21,71 +21,37 @@
 #include "common/log.h"
 #include "output/recfile.h"
 
-/* One window's own file (a name with %n): an output, and so a consumer, of its own. */
-struct wout {
-	uint64_t number;
-	struct collect_output out;
-	int err;
-};
-
-#define MAX_OUTS 8
-
-static struct {
-	struct cuptrace_wfilter filt;
-	int filt_ready;
-	size_t synced; /* log entries whose opening the filter knows */
-	/* Records that describe the run, copied for every file opened later. */
-	CUpti_Activity **sticky;
-	uint32_t *sticky_sizes;
-	size_t nsticky, capsticky, capsticky_sizes;
-	struct {
-		int64_t tid;
-		char name[64];
-	} * names;
-	size_t nnames, capnames;
-	struct cuptrace_ring ring;
-	int ring_ready;
-	struct wout outs[MAX_OUTS];
-	size_t nouts;
-	int64_t *verd;
-	size_t capverd;
-	const CUpti_Activity **grp;
-	uint32_t *grp_sizes;
-	size_t capgrp, capgrp_sizes;
-	int64_t last_dump_to; /* one file for every dump: a later dump starts after this */
-	uint64_t dumps_written;
-} ww;
-
 static int is_sticky(const CUpti_Activity *r)
 {
 	return r->kind == CUPTI_ACTIVITY_KIND_DEVICE || r->kind == CUPTI_ACTIVITY_KIND_CONTEXT ||
 	       r->kind == CUPTI_ACTIVITY_KIND_STREAM || r->kind == CUPTI_ACTIVITY_KIND_NAME;
 }
 
-static void keep_sticky(const CUpti_Activity *r, uint32_t size)
+static void keep_sticky(struct collect_session *s, const CUpti_Activity *r, uint32_t size)
 {
 	/* Every window's opening dumps the devices, contexts and streams again: keep one. */
-	for (size_t i = 0; i < ww.nsticky; i++)
-		if (ww.sticky_sizes[i] == size && !memcmp(ww.sticky[i], r, size))
+	for (size_t i = 0; i < s->ww.nsticky; i++)
+		if (s->ww.sticky_sizes[i] == size && !memcmp(s->ww.sticky[i], r, size))
 			return;
-	if (CUPTRACE_GROW(ww.sticky, ww.capsticky, ww.nsticky + 1) ||
-	    CUPTRACE_GROW(ww.sticky_sizes, ww.capsticky_sizes, ww.nsticky + 1))
+	if (CUPTRACE_GROW(s->ww.sticky, s->ww.capsticky, s->ww.nsticky + 1) ||
+	    CUPTRACE_GROW(s->ww.sticky_sizes, s->ww.capsticky_sizes, s->ww.nsticky + 1))
 		return;
 	CUpti_Activity *c = malloc(size);
 	if (!c)
 		return;
 	memcpy(c, r, size);
-	ww.sticky[ww.nsticky] = c;
-	ww.sticky_sizes[ww.nsticky++] = size;
+	s->ww.sticky[s->ww.nsticky] = c;
+	s->ww.sticky_sizes[s->ww.nsticky++] = size;
 }
 
 void collect_wwriter_thread(struct collect_session *s, int64_t tid, const char *name)
 {
-	if (!(s->win.active || s->win.ring) || CUPTRACE_GROW(ww.names, ww.capnames, ww.nnames + 1))
+	if (!(s->win.active || s->win.ring) ||
+	    CUPTRACE_GROW(s->ww.names, s->ww.capnames, s->ww.nnames + 1))
 		return;
-	ww.names[ww.nnames].tid = tid;
-	snprintf(ww.names[ww.nnames].name, sizeof(ww.names[0].name), "%s", name);
-	ww.nnames++;
+	s->ww.names[s->ww.nnames].tid = tid;
+	snprintf(s->ww.names[s->ww.nnames].name, sizeof(s->ww.names[0].name), "%s", name);
+	s->ww.nnames++;
 }
 
 /* ---- outputs ---- */
@@ -102,11 +68,11 @@ static int add_records(const struct cuptrace_consumer *c, const CUpti_Activity *
 static void replay_sticky(struct collect_session *s, const struct cuptrace_consumer *c,
                           const struct collect_output *o)
 {
-	for (size_t i = 0; i < ww.nnames; i++)
-		cuptrace_consumer_thread_name(c, ww.names[i].tid, ww.names[i].name);
-	collect_note_output_err(
-	    s, o,
-	    add_records(c, (const CUpti_Activity *const *)ww.sticky, ww.sticky_sizes, ww.nsticky));
+	for (size_t i = 0; i < s->ww.nnames; i++)
+		cuptrace_consumer_thread_name(c, s->ww.names[i].tid, s->ww.names[i].name);
+	collect_note_output_err(s, o,
+	                        add_records(c, (const CUpti_Activity *const *)s->ww.sticky,
+	                                    s->ww.sticky_sizes, s->ww.nsticky));
 }
 
 /* "run-%n.pftrace" -> "run-3.pftrace" (the rest of the template was expanded at start). */
@@ -129,14 +95,14 @@ static char *numbered(const char *tmpl, uint64_t n)
 	return out;
 }
 
-static struct wout *out_for(struct collect_session *s, uint64_t number, int create)
+static struct collect_wout *out_for(struct collect_session *s, uint64_t number, int create)
 {
-	for (size_t i = 0; i < ww.nouts; i++)
-		if (ww.outs[i].number == number)
-			return &ww.outs[i];
-	if (!create || ww.nouts == MAX_OUTS)
+	for (size_t i = 0; i < s->ww.nouts; i++)
+		if (s->ww.outs[i].number == number)
+			return &s->ww.outs[i];
+	if (!create || s->ww.nouts == COLLECT_WW_MAX_OUTS)
 		return NULL;
-	struct wout *o = &ww.outs[ww.nouts];
+	struct collect_wout *o = &s->ww.outs[s->ww.nouts];
 	memset(o, 0, sizeof(*o));
 	o->number = number;
 	o->out.path = numbered(s->out.path, number);
@@ -150,7 +116,7 @@ static struct wout *out_for(struct collect_session *s, uint64_t number, int crea
 		return NULL;
 	}
 	replay_sticky(s, &o->out.cons, &o->out);
-	ww.nouts++;
+	s->ww.nouts++;
 	return o;
 }
 
@@ -192,7 +158,7 @@ static void add_to(struct collect_session *s, uint64_t number, const CUpti_Activ
 		collect_note_write_err(s, add_records(&s->to, recs, sizes, n));
 		return;
 	}
-	struct wout *o = out_for(s, number, 1);
+	struct collect_wout *o = out_for(s, number, 1);
 	if (!o)
 		return;
 	int e = add_records(&o->out.cons, recs, sizes, n);
@@ -211,15 +177,16 @@ static void add_to_all(struct collect_session *s, const CUpti_Activity *const *r
 		collect_note_write_err(s, add_records(&s->to, recs, sizes, n));
 		return;
 	}
-	for (size_t i = 0; i < ww.nouts; i++)
-		add_records(&ww.outs[i].out.cons, recs, sizes, n);
+	for (size_t i = 0; i < s->ww.nouts; i++)
+		add_records(&s->ww.outs[i].out.cons, recs, sizes, n);
 }
 
 /* Groups records by verdict (a buffer usually holds one window's) and hands each group on. */
 static void dispatch(struct collect_session *s, const CUpti_Activity *const *recs,
                      const uint32_t *sizes, const int64_t *verd, size_t n)
 {
-	if (CUPTRACE_GROW(ww.grp, ww.capgrp, n) || CUPTRACE_GROW(ww.grp_sizes, ww.capgrp_sizes, n))
+	if (CUPTRACE_GROW(s->ww.grp, s->ww.capgrp, n) ||
+	    CUPTRACE_GROW(s->ww.grp_sizes, s->ww.capgrp_sizes, n))
 		return;
 	int64_t done_v[8];
 	size_t ndone = 0;
@@ -239,13 +206,13 @@ static void dispatch(struct collect_session *s, const CUpti_Activity *const *rec
 		size_t m = 0;
 		for (size_t j = i; j < n; j++)
 			if (verd[j] == v) {
-				ww.grp[m] = recs[j];
-				ww.grp_sizes[m++] = sizes ? sizes[j] : 0;
+				s->ww.grp[m] = recs[j];
+				s->ww.grp_sizes[m++] = sizes ? sizes[j] : 0;
 			}
 		if (v == CUPTRACE_WF_ALL)
-			add_to_all(s, ww.grp, ww.grp_sizes, m);
+			add_to_all(s, s->ww.grp, s->ww.grp_sizes, m);
 		else
-			add_to(s, v > 0 ? (uint64_t)v : 0, ww.grp, ww.grp_sizes, m);
+			add_to(s, v > 0 ? (uint64_t)v : 0, s->ww.grp, s->ww.grp_sizes, m);
 		if (ndone < 8)
 			done_v[ndone++] = v;
 	}
@@ -255,7 +222,7 @@ static void dispatch_released(struct collect_session *s)
 {
 	const CUpti_Activity *const *recs;
 	const int64_t *verd;
-	size_t n = cuptrace_wfilter_released(&ww.filt, &recs, &verd);
+	size_t n = cuptrace_wfilter_released(&s->ww.filt, &recs, &verd);
 	if (!n)
 		return;
 	/* The copies' sizes: the record struct of their kind (dispatch uses grp_sizes itself). */
@@ -272,12 +239,13 @@ static void dispatch_released(struct collect_session *s)
 static void sync_windows(struct collect_session *s)
 {
 	pthread_mutex_lock(&s->win.lock);
-	for (; ww.synced < s->win.nlog; ww.synced++)
-		cuptrace_wfilter_open(&ww.filt, s->win.log[ww.synced].number,
-		                      s->win.log[ww.synced].open);
+	for (; s->ww.synced < s->win.nlog; s->ww.synced++)
+		cuptrace_wfilter_open(&s->ww.filt, s->win.log[s->ww.synced].number,
+		                      s->win.log[s->ww.synced].open);
 	for (size_t i = 0; i < s->win.nlog; i++)
 		if (s->win.log[i].close != INT64_MAX && !s->win.log[i].final)
-			cuptrace_wfilter_close(&ww.filt, s->win.log[i].number, s->win.log[i].close);
+			cuptrace_wfilter_close(&s->ww.filt, s->win.log[i].number,
+			                       s->win.log[i].close);
 	pthread_mutex_unlock(&s->win.lock);
 }
 
@@ -286,9 +254,9 @@ static void sync_windows(struct collect_session *s)
 static void ring_keep(struct collect_session *s, uint8_t *buf, size_t valid,
                       const CUpti_Activity **recs, size_t n)
 {
-	if (!ww.ring_ready) {
-		cuptrace_ring_init(&ww.ring, s->win.ring_ns, s->win.ring_max);
-		ww.ring_ready = 1;
+	if (!s->ww.ring_ready) {
+		cuptrace_ring_init(&s->ww.ring, s->win.ring_ns, s->win.ring_max);
+		s->ww.ring_ready = 1;
 	}
 	int64_t lo = INT64_MAX, hi = 0;
 	for (size_t i = 0; i < n; i++) {
@@ -299,7 +267,7 @@ static void ring_keep(struct collect_session *s, uint8_t *buf, size_t valid,
 			hi = t > hi ? t : hi;
 		}
 	}
-	if (cuptrace_ring_push(&ww.ring, buf, valid, lo == INT64_MAX ? 0 : lo, hi))
+	if (cuptrace_ring_push(&s->ww.ring, buf, valid, lo == INT64_MAX ? 0 : lo, hi))
 		atomic_fetch_add(&s->records_dropped, n);
 }
 
@@ -309,27 +277,28 @@ void collect_wwriter_buffer(struct collect_session *s, uint8_t *buf, size_t vali
 	if (s->win.ring) {
 		for (size_t i = 0; i < n; i++)
 			if (is_sticky(recs[i]))
-				keep_sticky(recs[i], sizes[i]);
+				keep_sticky(s, recs[i], sizes[i]);
 		ring_keep(s, buf, valid, recs, n);
 		return;
 	}
-	if (!ww.filt_ready) {
-		cuptrace_wfilter_init(&ww.filt);
-		ww.filt_ready = 1;
+	if (!s->ww.filt_ready) {
+		cuptrace_wfilter_init(&s->ww.filt);
+		s->ww.filt_ready = 1;
 	}
 	sync_windows(s);
-	if (CUPTRACE_GROW(ww.verd, ww.capverd, n)) {
+	if (CUPTRACE_GROW(s->ww.verd, s->ww.capverd, n)) {
 		atomic_fetch_add(&s->records_dropped, n);
 		free(buf);
 		return;
 	}
-	cuptrace_wfilter_batch(&ww.filt, (const CUpti_Activity *const *)recs, sizes, n, ww.verd);
+	cuptrace_wfilter_batch(&s->ww.filt, (const CUpti_Activity *const *)recs, sizes, n,
+	                       s->ww.verd);
 	/* Sticky records went into the files already open, and are kept for later ones. */
-	dispatch(s, (const CUpti_Activity *const *)recs, sizes, ww.verd, n);
+	dispatch(s, (const CUpti_Activity *const *)recs, sizes, s->ww.verd, n);
 	dispatch_released(s);
 	for (size_t i = 0; i < n; i++)
 		if (is_sticky(recs[i]))
-			keep_sticky(recs[i], sizes[i]);
+			keep_sticky(s, recs[i], sizes[i]);
 	free(buf);
 }
 
@@ -415,7 +384,7 @@ static int close_output(struct collect_session *s, struct collect_output *o, int
 
 static void finish_window(struct collect_session *s, uint64_t number)
 {
-	cuptrace_wfilter_final(&ww.filt, number);
+	cuptrace_wfilter_final(&s->ww.filt, number);
 	dispatch_released(s);
 	pthread_mutex_lock(&s->win.lock);
 	struct collect_wlog copy;
@@ -430,7 +399,7 @@ static void finish_window(struct collect_session *s, uint64_t number)
 	if (s->win.per_file) {
 		/* A window in which this process gave the GPU no work gets no file (the
 		 * launcher of a job, a helper process that only looked at the GPUs). */
-		struct wout *o = out_for(s, number, copy.records > 0);
+		struct collect_wout *o = out_for(s, number, copy.records > 0);
 		if (o) {
 			mark_window(s, &copy, &o->out.cons, &o->out);
 			cuptrace_consumer_meta(&o->out.cons, key, val);
@@ -441,7 +410,7 @@ static void finish_window(struct collect_session *s, uint64_t number)
 				cuptrace_err("capture window %" PRIu64 ": %s is incomplete: %s",
 				             number, o->out.path, strerror(-(e ? e : o->err)));
 			free(o->out.path);
-			*o = ww.outs[--ww.nouts];
+			*o = s->ww.outs[--s->ww.nouts];
 		}
 	} else {
 		mark_window(s, &copy, &s->to, &s->out);
@@ -478,19 +447,20 @@ static size_t add_released(struct collect_session *s, struct cuptrace_wfilter *f
 static void dump_ring(struct collect_session *s, struct collect_dump *d)
 {
 	int64_t from = d->from;
-	if (!s->win.per_file && from < ww.last_dump_to)
-		from = ww.last_dump_to; /* one file: what an earlier dump wrote is there already */
+	if (!s->win.per_file && from < s->ww.last_dump_to)
+		from =
+		    s->ww.last_dump_to; /* one file: what an earlier dump wrote is there already */
 	struct cuptrace_wfilter f;
 	cuptrace_wfilter_init(&f);
 	cuptrace_wfilter_open(&f, 1, from);
 	cuptrace_wfilter_close(&f, 1, d->to);
-	ww.dumps_written++;
+	s->ww.dumps_written++;
 	/* Into the dump's own file, or the session's consumers. */
-	struct wout *o = NULL;
+	struct collect_wout *o = NULL;
 	const struct cuptrace_consumer *c = &s->to;
 	struct collect_output *out = &s->out;
 	if (s->win.per_file) {
-		o = out_for(s, ww.dumps_written, 1);
+		o = out_for(s, s->ww.dumps_written, 1);
 		if (!o) {
 			cuptrace_wfilter_free(&f);
 			return;
@@ -499,15 +469,15 @@ static void dump_ring(struct collect_session *s, struct collect_dump *d)
 		out = &o->out;
 	}
 	/* Devices, contexts, streams: once per file (a per-dump file replayed them on open). */
-	if (!s->win.per_file && ww.dumps_written == 1)
+	if (!s->win.per_file && s->ww.dumps_written == 1)
 		replay_sticky(s, c, out);
 	uint64_t kept = 0;
 	const CUpti_Activity **recs = NULL;
 	uint32_t *sizes = NULL;
 	int64_t *verd = NULL;
 	size_t cap = 0, capsz = 0, capv = 0;
-	for (size_t b = 0; b < ww.ring.n; b++) {
-		struct cuptrace_ringbuf *rb = &ww.ring.bufs[b];
+	for (size_t b = 0; b < s->ww.ring.n; b++) {
+		struct cuptrace_ringbuf *rb = &s->ww.ring.bufs[b];
 		if (rb->tmax && rb->tmax < from - 10 * (int64_t)1000000000)
 			continue; /* older than anything launched in the window could be */
 		size_t n = 0;
@@ -538,13 +508,13 @@ static void dump_ring(struct collect_session *s, struct collect_dump *d)
 	cuptrace_wfilter_final(&f, 1);
 	kept += add_released(s, &f, c, out);
 	char key[64], val[400];
-	snprintf(key, sizeof(key), "flight_recorder_dump_%" PRIu64, ww.dumps_written);
+	snprintf(key, sizeof(key), "flight_recorder_dump_%" PRIu64, s->ww.dumps_written);
 	snprintf(val, sizeof(val),
 	         "%s: %.6f s to %.6f s after the first CUDA call; ring: the last %.3f s, at most "
 	         "%zu bytes (%zu held, %" PRIu64 " buffers aged out)",
 	         d->why, (double)(from - s->start_boot) / 1e9,
 	         (double)(d->to - s->start_boot) / 1e9, (double)s->win.ring_ns / 1e9,
-	         s->win.ring_max, ww.ring.bytes, ww.ring.evicted);
+	         s->win.ring_max, s->ww.ring.bytes, s->ww.ring.evicted);
 	cuptrace_consumer_meta(c, key, val);
 	snprintf(d->file, sizeof(d->file), "%s", out->path ? out->path : "");
 	if (s->win.per_file) {
@@ -554,14 +524,14 @@ static void dump_ring(struct collect_session *s, struct collect_dump *d)
 			cuptrace_err("flight recorder: %s is incomplete: %s", out->path,
 			             strerror(-e));
 		free(o->out.path);
-		*o = ww.outs[--ww.nouts];
+		*o = s->ww.outs[--s->ww.nouts];
 	}
 	if (!kept)
 		cuptrace_info("flight recorder: %s: nothing in [%.3f s, %.3f s]", d->why,
 		              (double)(from - s->start_boot) / 1e9,
 		              (double)(d->to - s->start_boot) / 1e9);
-	if (d->to > ww.last_dump_to)
-		ww.last_dump_to = d->to;
+	if (d->to > s->ww.last_dump_to)
+		s->ww.last_dump_to = d->to;
 	free(recs);
 	free(sizes);
 	free(verd);
@@ -629,23 +599,23 @@ void collect_wwriter_end(struct collect_session *s)
 	pthread_mutex_unlock(&s->win.lock);
 	collect_wwriter_poll(s, UINT64_MAX / 2);
 	/* What the writer owned for windows. */
-	if (ww.filt_ready)
-		cuptrace_wfilter_free(&ww.filt);
-	ww.filt_ready = 0;
-	ww.synced = 0;
-	for (size_t i = 0; i < ww.nsticky; i++)
-		free(ww.sticky[i]);
-	free(ww.sticky);
-	free(ww.sticky_sizes);
-	free(ww.names);
-	free(ww.verd);
-	free(ww.grp);
-	free(ww.grp_sizes);
-	if (ww.ring_ready)
-		cuptrace_ring_free(&ww.ring);
-	for (size_t i = 0; i < ww.nouts; i++) {
-		close_output(s, &ww.outs[i].out, 1, ww.outs[i].err, NULL, 0);
-		free(ww.outs[i].out.path);
+	if (s->ww.filt_ready)
+		cuptrace_wfilter_free(&s->ww.filt);
+	s->ww.filt_ready = 0;
+	s->ww.synced = 0;
+	for (size_t i = 0; i < s->ww.nsticky; i++)
+		free(s->ww.sticky[i]);
+	free(s->ww.sticky);
+	free(s->ww.sticky_sizes);
+	free(s->ww.names);
+	free(s->ww.verd);
+	free(s->ww.grp);
+	free(s->ww.grp_sizes);
+	if (s->ww.ring_ready)
+		cuptrace_ring_free(&s->ww.ring);
+	for (size_t i = 0; i < s->ww.nouts; i++) {
+		close_output(s, &s->ww.outs[i].out, 1, s->ww.outs[i].err, NULL, 0);
+		free(s->ww.outs[i].out.path);
 	}
-	memset(&ww, 0, sizeof(ww));
+	memset(&s->ww, 0, sizeof(s->ww));
 }
