@@ -14,7 +14,7 @@
  * nvtx_startend, dropped, gpu_*, flush, and meta for a window's file), then the finishing thread
  * once the writer thread was joined (the last gpu_* and meta, finish, destroy).
  *
- * Ownership: whoever made the consumer (cuptrace_converter_consumer, cuptrace_capture_consumer)
+ * Ownership: whoever made the consumer (cuptrace_converter_consumer, cuptrace_capture_open)
  * owns it and ends it: finish once (nothing is called after it but destroy), then destroy, which
  * frees it; destroy without finish gives up on it (a file being discarded). The converter's
  * consumer borrows its sink: finishing and destroying the sink stay with the sink's owner.
@@ -126,11 +126,18 @@ static inline void cuptrace_consumer_destroy(struct cuptrace_consumer *c)
 	c->self = NULL;
 }
 
-/* The two implementations. The consumer owns the converter or writer from here on (its destroy
- * frees it); the converter's stays usable through its own functions (counts) until then. */
+/* finish, then destroy: the error of finish. */
+static inline int cuptrace_consumer_close(struct cuptrace_consumer *c)
+{
+	int err = cuptrace_consumer_finish(c);
+	cuptrace_consumer_destroy(c);
+	return err;
+}
+
+/* The converter as a consumer: it owns the converter from here on (its destroy frees it), which
+ * stays usable through its own functions (counts) until then. The capture writer is made as a
+ * consumer (cuptrace_capture_open, capture.h). */
 struct cuptrace_converter;
-struct cuptrace_capture_writer;
 struct cuptrace_consumer cuptrace_converter_consumer(struct cuptrace_converter *c);
-struct cuptrace_consumer cuptrace_capture_consumer(struct cuptrace_capture_writer *w);
 
 #endif

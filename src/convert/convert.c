@@ -250,18 +250,17 @@ static void cons_destroy(void *self)
 	cuptrace_converter_free(self);
 }
 
-static const struct cuptrace_consumer_ops converter_consumer_ops = {
-    .records = cons_records,
-    .thread_name = cons_thread_name,
-    .meta = cons_meta,
-    .dropped = cons_dropped,
-    .nvtx_startend = cons_nvtx_startend,
-    .gpu_metrics = cons_gpu_metrics,
-    .gpu_samples = cons_gpu_samples,
-    .flush = cons_flush,
-    .finish = cons_finish,
-    .destroy = cons_destroy,
-};
+static const struct cuptrace_consumer_ops converter_consumer_ops = {.records = cons_records,
+                                                                    .thread_name = cons_thread_name,
+                                                                    .meta = cons_meta,
+                                                                    .dropped = cons_dropped,
+                                                                    .nvtx_startend =
+                                                                        cons_nvtx_startend,
+                                                                    .gpu_metrics = cons_gpu_metrics,
+                                                                    .gpu_samples = cons_gpu_samples,
+                                                                    .flush = cons_flush,
+                                                                    .finish = cons_finish,
+                                                                    .destroy = cons_destroy};
 
 struct cuptrace_consumer cuptrace_converter_consumer(struct cuptrace_converter *c)
 {

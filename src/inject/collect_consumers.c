@@ -71,16 +71,14 @@ static int all_flush(void *self)
 	EACH((struct collect_consumers *)self, cuptrace_consumer_flush(c));
 }
 
-static const struct cuptrace_consumer_ops all_ops = {
-    .records = all_records,
-    .thread_name = all_thread_name,
-    .meta = all_meta,
-    .dropped = all_dropped,
-    .nvtx_startend = all_nvtx_startend,
-    .gpu_metrics = all_gpu_metrics,
-    .gpu_samples = all_gpu_samples,
-    .flush = all_flush,
-};
+static const struct cuptrace_consumer_ops all_ops = {.records = all_records,
+                                                     .thread_name = all_thread_name,
+                                                     .meta = all_meta,
+                                                     .dropped = all_dropped,
+                                                     .nvtx_startend = all_nvtx_startend,
+                                                     .gpu_metrics = all_gpu_metrics,
+                                                     .gpu_samples = all_gpu_samples,
+                                                     .flush = all_flush};
 
 struct cuptrace_consumer collect_consumers_as_one(struct collect_consumers *l)
 {

@@ -198,10 +198,8 @@ static int open_writers(struct collect_session *s, struct collect_output *o)
 			    "OTLP needs a converted trace, not a raw capture: no spans are "
 			    "sent (cuptrace convert %s --otlp URL sends them later)",
 			    o->path);
-		struct cuptrace_capture_writer *w = cuptrace_capture_writer_open(wpath);
-		if (!w)
-			return -errno;
-		o->cons = cuptrace_capture_consumer(w);
+		if ((e = cuptrace_capture_open(wpath, &o->cons)))
+			return e;
 		for (size_t i = 0; i < nmeta; i++)
 			cuptrace_consumer_meta(&o->cons, meta[i].key, meta[i].val);
 		return cuptrace_consumer_flush(&o->cons);
