@@ -1,9 +1,12 @@
 /* What the parts of the tracing session share (collect.c: life cycle; collect_buffers.c: CUPTI
  * buffers and the writer thread; collect_callbacks.c: the subscriber callback and NVTX start/end
- * ids; collect_output.c: the trace's output and metadata). Private to src/inject.
+ * ids; collect_output.c: the trace's output and metadata; collect_consumers.c: the record
+ * consumers the stream goes to). Private to src/inject.
  *
  * Calls go one way: collect.c -> collect_buffers.c -> collect_callbacks.c, collect_output.c;
- * collect.c -> collect_callbacks.c, collect_output.c. Shared state is the one session below. */
+ * collect.c -> collect_callbacks.c, collect_output.c. Shared state is the one session below,
+ * handed to each function as struct collect_session *s (only trampolines read the process's
+ * pointer to it, collect_process_session). */
 #ifndef CUPTRACE_INJECT_STATE_H
 #define CUPTRACE_INJECT_STATE_H
 
@@ -227,8 +230,11 @@ struct collect_session {
 	/* Graphs instantiated for launch from the GPU, counted node by node (application threads;
 	 * collect_callbacks.c): CUPTI records none of their work then. */
 	atomic_ullong device_launch_graphs;
-	/* collect.c's attach, for collect_window.c: a pointer rather than a call, so that the
-	 * window code does not depend on the life-cycle file that depends on it. */
+	/* collect.c's attach, for collect_window.c: a pointer rather than a call. Opening a
+	 * window attaches CUPTI, attaching registers the callbacks (collect_callbacks.c,
+	 * nvtx_watch.c) whose events open windows: a loop at run time that a call would make a
+	 * loop of files (layers_test). Still to go (issue 44): event sources the window code is
+	 * given, as consumers are given to the writer. */
 	int (*cupti_attach)(struct collect_session *s);
 	int atexit_done;
 	int queue_ready;                          /* the queue outlives sessions (see start) */
