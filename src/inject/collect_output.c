@@ -431,6 +431,7 @@ void collect_release_output(struct collect_output *o)
 
 void collect_discard_output(struct collect_output *o)
 {
+	cuptrace_consumer_destroy(&o->cons); /* a capture's last bytes, before its file goes */
 	if (o->rf)
 		cuptrace_recfile_discard(o->rf);
 	collect_release_output(o);
