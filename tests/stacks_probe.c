@@ -1,14 +1,14 @@
 /* A test library for the call-stack recorder without a GPU (tests/stacks_walker.py): Python loads
  * it with ctypes and takes stacks from known lines, through the same code the tracer runs at a
- * launch (collect/stacks.c), and reads back the frames of the STACK records it queued. */
+ * launch (inject/stacks.c), and reads back the frames of the STACK records it queued. */
 #include <execinfo.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "collect/nstack.h"
-#include "collect/stacks.h"
+#include "inject/nstack.h"
+#include "inject/stacks.h"
 #include "convert/stackrec.h"
 
 #define MAXREC 4096

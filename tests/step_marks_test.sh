@@ -1,5 +1,5 @@
 #!/bin/sh
-# record's default optimizer.step() marks (src/collect/python/sitecustomize.py), no GPU needed: a
+# record's default optimizer.step() marks (src/inject/python/sitecustomize.py), no GPU needed: a
 # stand-in torch package here records the NVTX calls its binding gets and runs the global
 # optimizer hooks as torch.optim does (pre-hooks, the step, post-hooks). Under `cuptrace record`
 # every optimizer.step() is one "optimizer.step" push and pop around the step's own calls, nested

@@ -1,4 +1,4 @@
-/* The control channel (src/collect/control.h): a request reaches the handler and its reply the
+/* The control channel (src/control/control.h): a request reaches the handler and its reply the
  * client; the directory and socket are private; another user is refused, by the file modes and,
  * where they are opened up, by the peer check. */
 #define _GNU_SOURCE
@@ -9,7 +9,7 @@
 #include <unistd.h>
 
 #include "check.h"
-#include "collect/control.h"
+#include "control/control.h"
 
 static void handler(const char *req, int fd, void *ctx)
 {

@@ -422,19 +422,19 @@ static void test_graph_trace(void)
 	int fd = mkstemp(path);
 	CHECK(fd >= 0);
 	close(fd);
-	struct cuptrace_capture_writer *w = cuptrace_capture_writer_open(path);
-	CHECK(w != NULL);
-	if (!w)
+	struct cuptrace_consumer w;
+	CHECK_EQ_INT(cuptrace_capture_open(path, &w), 0);
+	if (!w.ops)
 		return;
-	cuptrace_capture_meta(w, "pid", "42");
-	cuptrace_capture_meta(w, "process_name", "p");
-	cuptrace_capture_meta(w, "start_boottime_ns", "1000");
+	cuptrace_consumer_meta(&w, "pid", "42");
+	cuptrace_consumer_meta(&w, "process_name", "p");
+	cuptrace_consumer_meta(&w, "start_boottime_ns", "1000");
 	uint32_t sa[4], sg[4] = {sizeof(g[0]), sizeof(g[1]), sizeof(g[2]), sizeof(k)};
 	for (int i = 0; i < 4; i++)
 		sa[i] = sizeof(a[i]);
-	CHECK_EQ_INT(cuptrace_capture_records(w, b1, sa, 4), 0);
-	CHECK_EQ_INT(cuptrace_capture_records(w, b2, sg, 4), 0);
-	CHECK_EQ_INT(cuptrace_capture_close(w), 0);
+	CHECK_EQ_INT(cuptrace_consumer_records(&w, b1, sa, 4), 0);
+	CHECK_EQ_INT(cuptrace_consumer_records(&w, b2, sg, 4), 0);
+	CHECK_EQ_INT(cuptrace_consumer_close(&w), 0);
 	s = rec_sink_new();
 	CHECK_EQ_INT(cuptrace_read_trace(path, &s->base, 0), 0);
 	check_graph_trace(s);

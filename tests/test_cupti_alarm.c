@@ -1,10 +1,10 @@
-/* record's "CUPTI delivered no records" warning (src/collect/cupti_alarm.h): only when CUDA work
+/* record's "CUPTI delivered no records" warning (src/inject/cupti_alarm.h): only when CUDA work
  * was seen. The false alarm of issue 25 point 6: a child process that initialized CUDA and did
  * nothing (no context) got the warning. */
 #include <stdint.h>
 
 #include "check.h"
-#include "collect/cupti_alarm.h"
+#include "inject/cupti_alarm.h"
 
 static int alarm_of(uint64_t records, uint64_t buffers, uint64_t contexts)
 {

@@ -218,16 +218,16 @@ static double value_at(struct tsink *s, uint64_t track, int64_t ts)
 
 static void write_capture(const char *path)
 {
-	struct cuptrace_capture_writer *w = cuptrace_capture_writer_open(path);
-	CHECK(w != NULL);
-	if (!w)
+	struct cuptrace_consumer w;
+	CHECK_EQ_INT(cuptrace_capture_open(path, &w), 0);
+	if (!w.ops)
 		return;
 	char v[32];
 	snprintf(v, sizeof(v), "%lld", T0);
-	cuptrace_capture_meta(w, "pid", "4242");
-	cuptrace_capture_meta(w, "process_name", "gm_synthetic");
-	cuptrace_capture_meta(w, "start_boottime_ns", v);
-	cuptrace_capture_meta(w, "start_realtime_ns", "1760000000000000000");
+	cuptrace_consumer_meta(&w, "pid", "4242");
+	cuptrace_consumer_meta(&w, "process_name", "gm_synthetic");
+	cuptrace_consumer_meta(&w, "start_boottime_ns", v);
+	cuptrace_consumer_meta(&w, "start_realtime_ns", "1760000000000000000");
 	static const char *const metrics[] = {"sm__cycles_active.avg.pct_of_peak_sustained_elapsed",
 	                                      "dram__bytes_read.sum"};
 	struct cuptrace_gm_config cfg = {.device = 0,
@@ -236,7 +236,7 @@ static void write_capture(const char *path)
 	                                 .clock_offset_ns = OFF,
 	                                 .nmetrics = 2,
 	                                 .metrics = metrics};
-	CHECK_EQ_INT(cuptrace_capture_gpu_metrics(w, &cfg), 0);
+	CHECK_EQ_INT(cuptrace_consumer_gpu_metrics(&w, &cfg), 0);
 	uint64_t times[40];
 	double vals[40];
 	size_t n = 0;
@@ -251,8 +251,8 @@ static void write_capture(const char *path)
 		n++;
 	}
 	/* In two batches, as the sampler hands them over. */
-	CHECK_EQ_INT(cuptrace_capture_gpu_samples(w, 0, 2, times, vals, 8), 0);
-	CHECK_EQ_INT(cuptrace_capture_gpu_samples(w, 0, 2, times + 16, vals + 16, n - 8), 0);
+	CHECK_EQ_INT(cuptrace_consumer_gpu_samples(&w, 0, 2, times, vals, 8), 0);
+	CHECK_EQ_INT(cuptrace_consumer_gpu_samples(&w, 0, 2, times + 16, vals + 16, n - 8), 0);
 	CUpti_ActivityKernel10 k;
 	memset(&k, 0, sizeof(k));
 	k.kind = CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL;
@@ -274,8 +274,8 @@ static void write_capture(const char *path)
 	a.correlationId = 1;
 	const CUpti_Activity *recs[] = {(const CUpti_Activity *)&a, (const CUpti_Activity *)&k};
 	uint32_t sizes[] = {sizeof(a), sizeof(k)};
-	CHECK_EQ_INT(cuptrace_capture_records(w, recs, sizes, 2), 0);
-	CHECK_EQ_INT(cuptrace_capture_close(w), 0);
+	CHECK_EQ_INT(cuptrace_consumer_records(&w, recs, sizes, 2), 0);
+	CHECK_EQ_INT(cuptrace_consumer_close(&w), 0);
 }
 
 static void check_trace(struct tsink *s, int from_capture)

@@ -1,4 +1,4 @@
-/* The NVTX range watcher (src/collect/nvtx_watch.c) against a fake NVTX (function tables like
+/* The NVTX range watcher (src/inject/nvtx_watch.c) against a fake NVTX (function tables like
  * the ones NVTX hands InitializeInjectionNvtx2) and a fake CUPTI (an NVTX init that fills the
  * tables it is given). Asserts that CUPTI is given NVTX only when it is attached, that its
  * range handlers then sit behind the watcher's (arguments and return values passed through) and
@@ -14,8 +14,8 @@
 #include <nvtx3/nvToolsExt.h>
 
 #include "check.h"
-#include "collect/collect.h"
-#include "collect/collect_state.h"
+#include "inject/collect.h"
+#include "inject/collect_state.h"
 
 /* ---- the window code, stubbed: ranges named "win" are followed, "iter" ends a step ---- */
 
@@ -27,14 +27,18 @@ static struct {
 } ev[64];
 static int nev, nsteps;
 static int nbegins, nends; /* all of them, past ev[]'s room too */
+/* Calls that were handed another session than the process's (the handlers are trampolines). */
+static int wrong_session;
 
-int collect_window_range_wanted(const char *name)
+int collect_window_range_wanted(struct collect_session *s, const char *name)
 {
+	wrong_session += s != collect_process_session;
 	return !strcmp(name, "win");
 }
 
-int collect_window_is_step_range(const char *name)
+int collect_window_is_step_range(struct collect_session *s, const char *name)
 {
+	wrong_session += s != collect_process_session;
 	return !strcmp(name, "iter");
 }
 
@@ -43,8 +47,10 @@ int collect_window_nvtx_wanted(void)
 	return 1;
 }
 
-void collect_window_range_begin(const char *name, uint64_t key, int64_t tid)
+void collect_window_range_begin(struct collect_session *s, const char *name, uint64_t key,
+                                int64_t tid)
 {
+	wrong_session += s != collect_process_session;
 	nbegins++;
 	if (nev < 64) {
 		snprintf(ev[nev].name, sizeof(ev[nev].name), "%s", name);
@@ -54,8 +60,9 @@ void collect_window_range_begin(const char *name, uint64_t key, int64_t tid)
 	}
 }
 
-void collect_window_range_end(uint64_t key)
+void collect_window_range_end(struct collect_session *s, uint64_t key)
 {
+	wrong_session += s != collect_process_session;
 	nends++;
 	if (nev < 64) {
 		ev[nev].name[0] = 0;
@@ -64,8 +71,9 @@ void collect_window_range_end(uint64_t key)
 	}
 }
 
-void collect_window_step(void)
+void collect_window_step(struct collect_session *s)
 {
+	wrong_session += s != collect_process_session;
 	nsteps++;
 }
 
@@ -229,7 +237,8 @@ static void setup(void)
 	for (int i = 0; i < NVTX_CBID_CORE2_SIZE; i++)
 		core2_tab[i] = &core2_slot[i];
 	collect_nvtx_set_cupti_init(fake_cupti_init);
-	atomic_store(&sess.cupti_attached, 0); /* a session waiting for its window */
+	atomic_store(&collect_process_session->cupti_attached,
+	             0); /* a session waiting for its window */
 	CHECK_EQ_INT(cuptrace_nvtx_inject((const void *)get_table), 1);
 	CHECK_EQ_INT(collect_nvtx_watching(), 1);
 	CHECK_EQ_INT(cupti_inits, 0); /* CUPTI is not given NVTX before it is attached */
@@ -384,7 +393,7 @@ static void test_unattached(void)
 	CHECK(id != 77 && id != 0); /* CUPTI was not asked */
 	/* The window opened: CUPTI attached (collect.c's order), given NVTX once. */
 	collect_nvtx_cupti_attach();
-	atomic_store(&sess.cupti_attached, 1);
+	atomic_store(&collect_process_session->cupti_attached, 1);
 	collect_nvtx_cupti_attach(); /* a second attach (a new session) does not init again */
 	CHECK_EQ_INT(cupti_inits, 1);
 	CHECK(core_slot[NVTX_CBID_CORE_MarkA] == (NvtxFunctionPointer)f_mark_a);      /* live */
@@ -430,6 +439,13 @@ static void test_startend_many(void)
 	CHECK_EQ_INT(nends, 70);
 }
 
+/* Every window call the handlers made was handed the process's session. */
+static void test_process_session(void)
+{
+	CHECK(nbegins > 0);
+	CHECK_EQ_INT(wrong_session, 0);
+}
+
 int main(void)
 {
 	setup();
@@ -441,6 +457,7 @@ int main(void)
 	    {"domain_registered", test_domain_registered},
 	    {"threads", test_threads},
 	    {"startend_many", test_startend_many}, /* last: see there */
+	    {"process_session", test_process_session},
 	};
 	return check_run(tests, sizeof(tests) / sizeof(tests[0]));
 }

@@ -1,9 +1,9 @@
-/* The flight recorder's buffer ring (src/collect/ring.h): what it keeps, by age and by bytes,
+/* The flight recorder's buffer ring (src/window/ring.h): what it keeps, by age and by bytes,
  * worked out by hand for each push. */
 #include <stdint.h>
 
 #include "check.h"
-#include "collect/ring.h"
+#include "window/ring.h"
 
 static uint8_t *buf(size_t n)
 {

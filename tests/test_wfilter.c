@@ -1,10 +1,10 @@
-/* Which records fall in which capture window (src/collect/wfilter.h), over synthetic CUPTI
+/* Which records fall in which capture window (src/window/wfilter.h), over synthetic CUPTI
  * records whose right windows are worked out by hand from the rule: GPU work goes with the API
  * call that launched it, everything else by its own time. */
 #include <stdint.h>
 
 #include "check.h"
-#include "collect/wfilter.h"
+#include "window/wfilter.h"
 
 static CUpti_ActivityAPI api(uint32_t corr, uint64_t start)
 {

@@ -1,10 +1,10 @@
-/* Capture windows (src/collect/window.h): option parsing, and the open/close decisions over
+/* Capture windows (src/window/window.h): option parsing, and the open/close decisions over
  * synthetic event streams whose right answers are worked out by hand in each test. */
 #include <errno.h>
 #include <stdint.h>
 
 #include "check.h"
-#include "collect/window.h"
+#include "window/window.h"
 
 #define MS 1000000LL
 #define S  1000000000LL

@@ -1,5 +1,5 @@
 /* cuptrace trigger: opens a capture window in running traced processes, stops one, or writes a
- * flight recorder out, through each process's control socket (src/collect/control.h); prints
+ * flight recorder out, through each process's control socket (src/control/control.h); prints
  * the files the processes wrote. All processes named are asked at once, so the ranks of a job
  * open their windows together. */
 #define _GNU_SOURCE
@@ -13,7 +13,7 @@
 #include <sys/types.h>
 
 #include "cmd.h"
-#include "collect/control.h"
+#include "control/control.h"
 #include "common/options.h"
 #include "common/util.h"
 

@@ -45,7 +45,7 @@ enum cuptrace_setting_id {
 	CUPTRACE_SET_LOG,
 	CUPTRACE_SET_API_ENABLE,
 	CUPTRACE_SET_LIB,
-	/* Capture windows (common/wspec.h, collect/window.h). */
+	/* Capture windows (common/wspec.h, window/window.h). */
 	CUPTRACE_SET_DELAY,
 	CUPTRACE_SET_DURATION,
 	CUPTRACE_SET_CAPTURE_RANGE,
@@ -74,7 +74,7 @@ enum {
 	CUPTRACE_OUTFMT_CAPTURE
 };
 enum { CUPTRACE_DRIVER_USER, CUPTRACE_DRIVER_ALL };
-/* CUPTRACE_SET_STACKS: bits of what is unwound at each launch-type call (collect/stacks.h). */
+/* CUPTRACE_SET_STACKS: bits of what is unwound at each launch-type call (inject/stacks.h). */
 enum {
 	CUPTRACE_STACKS_NONE = 0,
 	CUPTRACE_STACKS_PYTHON = 1,
@@ -83,10 +83,10 @@ enum {
 	/* with PYTHON: only threads that hold the GIL at the call (never take it back) */
 	CUPTRACE_STACKS_HELD_ONLY = 4
 };
-/* CUPTRACE_SET_RUNTIME: enum cuptrace_runtime_mode's values (collect/runtime_watch.h). */
+/* CUPTRACE_SET_RUNTIME: enum cuptrace_runtime_mode's values (inject/runtime_watch.h). */
 enum { CUPTRACE_RUNTIME_MODE_FILTERED, CUPTRACE_RUNTIME_MODE_WATCH, CUPTRACE_RUNTIME_MODE_ALL };
 /* CUPTRACE_SET_CUDA_GRAPHS: a CUDA graph launch as its nodes (kernels, copies, memsets), or as
- * one slice (CUPTI's GRAPH_TRACE kind; collect/kinds.h). */
+ * one slice (CUPTI's GRAPH_TRACE kind; inject/kinds.h). */
 enum { CUPTRACE_CUDA_GRAPHS_NODE, CUPTRACE_CUDA_GRAPHS_GRAPH };
 /* Why graph falls back to node with capture windows or a late C API start: said by `record`
  * (once for the job) and by the library (collect.c's graph_trace_usable), in the same words. */
@@ -97,7 +97,7 @@ enum { CUPTRACE_CUDA_GRAPHS_NODE, CUPTRACE_CUDA_GRAPHS_GRAPH };
 /* CUPTRACE_SET_GPU_METRICS: i = 0 off, 1 the default set, 2 the list in s. */
 enum { CUPTRACE_GPU_METRICS_OFF, CUPTRACE_GPU_METRICS_DEFAULT, CUPTRACE_GPU_METRICS_LIST };
 /* CUPTRACE_SET_GPU_METRICS_CLOCK: -1 auto, else a clockid_t. CUPTRACE_SET_LOG: a log level.
- * CUPTRACE_SET_API_ENABLE: 0 by kind, 1 by cbid (collect/kinds.h). */
+ * CUPTRACE_SET_API_ENABLE: 0 by kind, 1 by cbid (inject/kinds.h). */
 
 struct cuptrace_setting_name {
 	const char *name;

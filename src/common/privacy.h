@@ -1,6 +1,6 @@
 /* What a trace may say about who made it, where: the metadata policy shared by `cuptrace share`
  * (src/rewrite/share.c) and private recording (CUPTRACE_PRIVATE=1, `record --private`,
- * src/collect/collect.c), and the command-line and path helpers both use. No state. */
+ * src/inject/collect.c), and the command-line and path helpers both use. No state. */
 #ifndef CUPTRACE_COMMON_PRIVACY_H
 #define CUPTRACE_COMMON_PRIVACY_H
 

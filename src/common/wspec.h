@@ -1,6 +1,6 @@
 /* How capture windows are chosen (`record --delay/--duration/--capture-range/--steps/
  * --capture-repeat/--on-demand/--ring/--ring-slow`): the parsed options, their parsers and their
- * one-line description. The rules that open and close windows are collect/window.h's.
+ * one-line description. The rules that open and close windows are window/window.h's.
  * Pure; used by the command line (through common/options.h) and the library alike. */
 #ifndef CUPTRACE_COMMON_WSPEC_H
 #define CUPTRACE_COMMON_WSPEC_H

@@ -11,6 +11,7 @@
 
 #include "common/log.h"
 #include "common/util.h"
+#include "convert/consumer.h"
 #include "convert/convert.h"
 #include "convert/stackrec.h"
 
@@ -73,7 +74,8 @@ static int w_item(struct cuptrace_capture_writer *w, uint32_t type, uint64_t len
 	return w_put(w, &len, sizeof(len));
 }
 
-struct cuptrace_capture_writer *cuptrace_capture_writer_open(const char *path)
+/* NULL and errno on failure. */
+static struct cuptrace_capture_writer *writer_open(const char *path)
 {
 	struct cuptrace_capture_writer *w = calloc(1, sizeof(*w));
 	if (!w || !(w->buf = malloc(WBUF_SIZE))) {
@@ -98,8 +100,11 @@ struct cuptrace_capture_writer *cuptrace_capture_writer_open(const char *path)
 	return w;
 }
 
-int cuptrace_capture_meta(struct cuptrace_capture_writer *w, const char *key, const char *value)
+/* ---- the items, as the consumer's operations (consumer.h) ---- */
+
+static int cap_meta(void *self, const char *key, const char *value)
 {
+	struct cuptrace_capture_writer *w = self;
 	size_t a = strlen(key) + 1, b = strlen(value) + 1;
 	w_item(w, CUPTRACE_CAP_META, a + b);
 	w_put(w, key, a);
@@ -107,8 +112,9 @@ int cuptrace_capture_meta(struct cuptrace_capture_writer *w, const char *key, co
 	return w_pad(w, a + b);
 }
 
-int cuptrace_capture_thread(struct cuptrace_capture_writer *w, int64_t tid, const char *name)
+static int cap_thread_name(void *self, int64_t tid, const char *name)
 {
+	struct cuptrace_capture_writer *w = self;
 	size_t a = strlen(name) + 1;
 	w_item(w, CUPTRACE_CAP_THREAD, 8 + a);
 	w_put(w, &tid, 8);
@@ -136,9 +142,12 @@ static int put_string(struct cuptrace_capture_writer *w, const char *s)
 	return w_pad(w, 8 + n + 1);
 }
 
-int cuptrace_capture_records(struct cuptrace_capture_writer *w, const CUpti_Activity *const *recs,
-                             const uint32_t *sizes, size_t n)
+/* One CUPTI buffer's records, preceded by the text of any string pointer not written before (or
+ * whose text changed). */
+static int cap_records(void *self, const CUpti_Activity *const *recs, const uint32_t *sizes,
+                       size_t n)
 {
+	struct cuptrace_capture_writer *w = self;
 	uint64_t total = 8;
 	for (size_t i = 0; i < n; i++) {
 		const char *const *f[4];
@@ -161,22 +170,24 @@ int cuptrace_capture_records(struct cuptrace_capture_writer *w, const CUpti_Acti
 	return w->err;
 }
 
-int cuptrace_capture_dropped(struct cuptrace_capture_writer *w, uint64_t cupti, uint64_t cuptrace)
+static int cap_dropped(void *self, uint64_t cupti, uint64_t cuptrace)
 {
+	struct cuptrace_capture_writer *w = self;
 	uint64_t v[2] = {cupti, cuptrace};
 	w_item(w, CUPTRACE_CAP_DROPPED, sizeof(v));
 	return w_put(w, v, sizeof(v));
 }
 
-int cuptrace_capture_nvtx_startend(struct cuptrace_capture_writer *w, const uint64_t *ids, size_t n)
+static int cap_nvtx_startend(void *self, const uint64_t *ids, size_t n)
 {
+	struct cuptrace_capture_writer *w = self;
 	w_item(w, CUPTRACE_CAP_NVTX_STARTEND, n * 8);
 	return w_put(w, ids, n * 8);
 }
 
-int cuptrace_capture_gpu_metrics(struct cuptrace_capture_writer *w,
-                                 const struct cuptrace_gm_config *cfg)
+static int cap_gpu_metrics(void *self, const struct cuptrace_gm_config *cfg)
 {
+	struct cuptrace_capture_writer *w = self;
 	const char *dn = cfg->device_name ? cfg->device_name : "";
 	uint64_t len = 24 + strlen(dn) + 1;
 	for (size_t i = 0; i < cfg->nmetrics; i++)
@@ -192,10 +203,10 @@ int cuptrace_capture_gpu_metrics(struct cuptrace_capture_writer *w,
 	return w_pad(w, len);
 }
 
-int cuptrace_capture_gpu_samples(struct cuptrace_capture_writer *w, uint32_t device,
-                                 size_t nmetrics, const uint64_t *times, const double *values,
-                                 size_t n)
+static int cap_gpu_samples(void *self, uint32_t device, size_t nmetrics, const uint64_t *times,
+                           const double *values, size_t n)
 {
+	struct cuptrace_capture_writer *w = self;
 	uint32_t h[2] = {device, (uint32_t)nmetrics};
 	uint64_t count = n;
 	w_item(w, CUPTRACE_CAP_GPU_SAMPLES, 16 + n * 16 + n * nmetrics * 8);
@@ -205,30 +216,58 @@ int cuptrace_capture_gpu_samples(struct cuptrace_capture_writer *w, uint32_t dev
 	return w_put(w, values, n * nmetrics * 8);
 }
 
-int cuptrace_capture_flush(struct cuptrace_capture_writer *w)
+/* What was written so far made durable against SIGKILL of the process (write(2) of the
+ * buffer). */
+static int cap_flush(void *self)
 {
-	return w_flush(w);
+	return w_flush(self);
 }
 
-int cuptrace_capture_close(struct cuptrace_capture_writer *w)
+/* END, the last bytes, the file closed; the writer stays until cap_destroy. */
+static int cap_finish(void *self)
 {
-	if (!w)
-		return 0;
+	struct cuptrace_capture_writer *w = self;
+	if (w->fd < 0)
+		return w->err;
 	w_item(w, CUPTRACE_CAP_END, 8);
 	w_put(w, &w->records, 8);
 	w_flush(w);
 	if (close(w->fd) && !w->err)
 		w->err = -errno;
-	int err = w->err;
+	w->fd = -1;
+	return w->err;
+}
+
+/* Unfinished (a file being given up): END is written all the same; the file is removed by its
+ * owner. */
+static void cap_destroy(void *self)
+{
+	struct cuptrace_capture_writer *w = self;
+	cap_finish(w);
 	cuptrace_u64map_free(&w->strings);
 	free(w->buf);
 	free(w);
-	return err;
 }
 
-uint64_t cuptrace_capture_bytes(const struct cuptrace_capture_writer *w)
+static const struct cuptrace_consumer_ops capture_consumer_ops = {.records = cap_records,
+                                                                  .thread_name = cap_thread_name,
+                                                                  .meta = cap_meta,
+                                                                  .dropped = cap_dropped,
+                                                                  .nvtx_startend =
+                                                                      cap_nvtx_startend,
+                                                                  .gpu_metrics = cap_gpu_metrics,
+                                                                  .gpu_samples = cap_gpu_samples,
+                                                                  .flush = cap_flush,
+                                                                  .finish = cap_finish,
+                                                                  .destroy = cap_destroy};
+
+int cuptrace_capture_open(const char *path, struct cuptrace_consumer *out)
 {
-	return w->written + w->len;
+	struct cuptrace_capture_writer *w = writer_open(path);
+	if (!w)
+		return -errno;
+	*out = (struct cuptrace_consumer){.ops = &capture_consumer_ops, .self = w};
+	return 0;
 }
 
 /* Reader: the file is read into memory whole (captures are what one run produced; convert

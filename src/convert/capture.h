@@ -29,6 +29,7 @@
 #include <cupti_activity.h>
 #include <cupti_version.h>
 
+#include "convert/consumer.h"
 #include "convert/convert.h"
 
 enum cuptrace_capture_type {
@@ -43,30 +44,12 @@ enum cuptrace_capture_type {
 	CUPTRACE_CAP_GPU_SAMPLES = 9,
 };
 
-struct cuptrace_capture_writer;
-
-/* Returns NULL and sets errno on failure. */
-struct cuptrace_capture_writer *cuptrace_capture_writer_open(const char *path);
-int cuptrace_capture_meta(struct cuptrace_capture_writer *w, const char *key, const char *value);
-int cuptrace_capture_thread(struct cuptrace_capture_writer *w, int64_t tid, const char *name);
-/* Writes one CUPTI buffer's records, preceded by the text of any string pointer not written
- * before (or whose text changed). sizes[i] is the byte size of recs[i]. */
-int cuptrace_capture_records(struct cuptrace_capture_writer *w, const CUpti_Activity *const *recs,
-                             const uint32_t *sizes, size_t n);
-int cuptrace_capture_dropped(struct cuptrace_capture_writer *w, uint64_t cupti, uint64_t cuptrace);
-int cuptrace_capture_nvtx_startend(struct cuptrace_capture_writer *w, const uint64_t *ids,
-                                   size_t n);
-/* GPU hardware metrics: a GPU's configuration, then its samples (convert.h). */
-int cuptrace_capture_gpu_metrics(struct cuptrace_capture_writer *w,
-                                 const struct cuptrace_gm_config *cfg);
-int cuptrace_capture_gpu_samples(struct cuptrace_capture_writer *w, uint32_t device,
-                                 size_t nmetrics, const uint64_t *times, const double *values,
-                                 size_t n);
-/* Makes what was written so far durable against SIGKILL of the process (write(2) of buffers). */
-int cuptrace_capture_flush(struct cuptrace_capture_writer *w);
-/* Writes END, closes, frees. NULL is fine. Returns the first error. */
-int cuptrace_capture_close(struct cuptrace_capture_writer *w);
-uint64_t cuptrace_capture_bytes(const struct cuptrace_capture_writer *w);
+/* Writing: the writer is a record consumer (consumer.h), used through it only: each operation
+ * writes its item (records: one CUPTI buffer's, preceded by the text of any string pointer not
+ * written before or whose text changed; flush: write(2) of what is buffered, durable against
+ * SIGKILL of the process; finish: END, then the file closed). Opens path for writing into *out:
+ * 0, or a negative errno (nothing made). */
+int cuptrace_capture_open(const char *path, struct cuptrace_consumer *out);
 
 /* Reading: the whole capture is replayed into callbacks, in file order. */
 struct cuptrace_capture_ops {

@@ -1,6 +1,7 @@
 /* The converter's public entry points (see convert.h): its life cycle, and the switch that hands
  * each record of a batch to its family (conv_state.h lists the files and their layers). */
 #include "convert/conv_state.h"
+#include "convert/consumer.h"
 #include "convert/stackrec.h"
 
 #include <stdlib.h>
@@ -10,7 +11,7 @@ int cuptrace_converter_add(struct cuptrace_converter *c, const CUpti_Activity *c
 {
 	if (c->err)
 		return c->err;
-	/* Call stacks come in batches of their own (collect/stacks.c, or a capture's item): they
+	/* Call stacks come in batches of their own (inject/stacks.c, or a capture's item): they
 	 * are no CUPTI buffer, so they leave the batch bookkeeping alone. */
 	if (n && ((uint32_t)recs[0]->kind == CUPTRACE_REC_STACK ||
 	          (uint32_t)recs[0]->kind == CUPTRACE_REC_STACK_CORR)) {
@@ -188,4 +189,80 @@ void cuptrace_converter_free(struct cuptrace_converter *c)
 	conv_stacks_free(c);
 	conv_core_free(c);
 	free(c);
+}
+
+/* ---- the converter as a record consumer (consumer.h) ---- */
+
+static int cons_records(void *self, const CUpti_Activity *const *recs, const uint32_t *sizes,
+                        size_t n)
+{
+	(void)sizes; /* the converter reads each record by its kind's struct */
+	return cuptrace_converter_add(self, recs, n);
+}
+
+static int cons_thread_name(void *self, int64_t tid, const char *name)
+{
+	return cuptrace_converter_thread_name(self, tid, name);
+}
+
+static int cons_meta(void *self, const char *key, const char *value)
+{
+	cuptrace_converter_meta(self, key, value);
+	return 0;
+}
+
+static int cons_dropped(void *self, uint64_t cupti, uint64_t cuptrace)
+{
+	cuptrace_converter_dropped(self, cupti, cuptrace);
+	return 0;
+}
+
+static int cons_nvtx_startend(void *self, const uint64_t *ids, size_t n)
+{
+	return cuptrace_converter_nvtx_startend(self, ids, n);
+}
+
+static int cons_gpu_metrics(void *self, const struct cuptrace_gm_config *cfg)
+{
+	return cuptrace_converter_gpu_metrics(self, cfg);
+}
+
+static int cons_gpu_samples(void *self, uint32_t device, size_t nmetrics, const uint64_t *times,
+                            const double *values, size_t n)
+{
+	return cuptrace_converter_gpu_samples(self, device, nmetrics, times, values, n);
+}
+
+/* The sink's periodic work (chunks handed to its file), where it has any. */
+static int cons_flush(void *self)
+{
+	struct cuptrace_converter *c = self;
+	return c->sink && c->sink->ops->tick ? c->sink->ops->tick(c->sink) : 0;
+}
+
+static int cons_finish(void *self)
+{
+	return cuptrace_converter_finish(self);
+}
+
+static void cons_destroy(void *self)
+{
+	cuptrace_converter_free(self);
+}
+
+static const struct cuptrace_consumer_ops converter_consumer_ops = {.records = cons_records,
+                                                                    .thread_name = cons_thread_name,
+                                                                    .meta = cons_meta,
+                                                                    .dropped = cons_dropped,
+                                                                    .nvtx_startend =
+                                                                        cons_nvtx_startend,
+                                                                    .gpu_metrics = cons_gpu_metrics,
+                                                                    .gpu_samples = cons_gpu_samples,
+                                                                    .flush = cons_flush,
+                                                                    .finish = cons_finish,
+                                                                    .destroy = cons_destroy};
+
+struct cuptrace_consumer cuptrace_converter_consumer(struct cuptrace_converter *c)
+{
+	return (struct cuptrace_consumer){.ops = c ? &converter_consumer_ops : NULL, .self = c};
 }

@@ -12,7 +12,7 @@
  * the command has ended are the traces of processes that died without finishing them (SIGKILL,
  * a crash without the flight recorder): it puts them in place (cuptrace_recfile_leftovers).
  *
- * Used by the injected library (src/collect) and by `record`; no CUPTI here, so the tests drive
+ * Used by the injected library (src/inject) and by `record`; no CUPTI here, so the tests drive
  * it directly. Threading: one thread per recfile; the naming reads the environment's values
  * passed in. */
 #ifndef CUPTRACE_OUTPUT_RECFILE_H

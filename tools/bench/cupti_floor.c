@@ -11,8 +11,8 @@
 #include <string.h>
 #include <time.h>
 
-#include "collect/kinds.h"
-#include "collect/api_enable.h"
+#include "inject/kinds.h"
+#include "inject/api_enable.h"
 
 static size_t buffer_size = CUPTRACE_DEFAULT_BUFFER_SIZE;
 

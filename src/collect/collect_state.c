@@ -1,9 +1,0 @@
-/* The session's shared state (collect_state.h), defined apart from the files that use it: the
- * life cycle, the buffers, the callbacks, the output and the windows all depend on it, and
- * none of them on another through it. */
-#include "collect/collect_state.h"
-
-struct collect_session sess = {.lock = PTHREAD_MUTEX_INITIALIZER, .sigpipe = {-1, -1}};
-
-struct collect_windows win = {
-    .lock = PTHREAD_MUTEX_INITIALIZER, .changed = PTHREAD_COND_INITIALIZER, .wake = {-1, -1}};

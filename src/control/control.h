@@ -1,0 +1,50 @@
+/* The control channel of a traced process: `cuptrace trigger` asks a running process to open a
+ * capture window, stop it, or write its flight recorder out.
+ *
+ * Not a signal: the program may own every signal. Each traced process listens on a Unix socket
+ * of its own, DIR/j<job>.p<pid>.sock, where DIR is $XDG_RUNTIME_DIR/cuptrace or
+ * /tmp/cuptrace-<uid>: a directory of mode 0700 that the user owns (one that is not, or that is
+ * open to others, is refused, not used), the socket itself 0600, and every connection's peer
+ * checked (SO_PEERCRED) to be the same user. <job> is the pid of the `cuptrace record` that
+ * started the process (CUPTRACE_JOB), so `trigger --job` finds all of a job's processes.
+ *
+ * Protocol: one request line from the client ("open DURATION_NS STEPS", "stop", "dump",
+ * "status"), then reply lines from the process until it closes the connection.
+ *
+ * Threading: the server runs its own thread (started with cuptrace_thread_start, so it takes
+ * none of the program's signals) and calls the handler there, one connection at a time. */
+#ifndef CUPTRACE_CONTROL_CONTROL_H
+#define CUPTRACE_CONTROL_CONTROL_H
+
+#include <stddef.h>
+#include <sys/types.h>
+
+/* The handler answers one request by writing lines to fd (cuptrace_control_reply). */
+typedef void (*cuptrace_control_fn)(const char *request, int fd, void *ctx);
+
+struct cuptrace_control;
+
+/* The directory for this user's sockets, created 0700 if missing. 0, or a negative errno with
+ * a message in err (a directory owned by someone else or open to others: -EPERM). */
+int cuptrace_control_dir(char *out, size_t n, char *err, size_t errn);
+
+/* Starts listening for this process (job: CUPTRACE_JOB's value, or 0). NULL on failure, with
+ * the reason in err. */
+struct cuptrace_control *cuptrace_control_start(long job, cuptrace_control_fn fn, void *ctx,
+                                                char *err, size_t errn);
+/* The socket's path (for messages). */
+const char *cuptrace_control_path(const struct cuptrace_control *c);
+/* Stops the thread, closes and removes the socket. NULL is fine. */
+void cuptrace_control_stop(struct cuptrace_control *c);
+
+/* printf-like: one reply line (a newline is added). Returns 0 or -errno. */
+int cuptrace_control_reply(int fd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* Client side: the sockets of a process (pid > 0) or of every process of a job (job > 0),
+ * as malloc'd paths in *paths (free each and the array). Returns how many, or a negative errno. */
+int cuptrace_control_find(pid_t pid, long job, char ***paths, char *err, size_t errn);
+/* Sends one request and copies every reply line to out (a FILE *) until the process closes the
+ * connection or timeout_ms passes. Returns 0, -ETIMEDOUT, or a negative errno. */
+int cuptrace_control_send(const char *path, const char *request, int timeout_ms, void *out);
+
+#endif

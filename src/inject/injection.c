@@ -1,0 +1,76 @@
+/* Entry points the outside world calls: the CUDA driver (InitializeInjection, through
+ * CUDA_INJECTION64_PATH), the NVTX loader (InitializeInjectionNvtx2, through
+ * NVTX_INJECTION64_PATH) and programs linking the library (the cuptrace.h C API). These are the
+ * only symbols libcuptrace.so exports. */
+#include <errno.h>
+#include <stddef.h>
+
+#include "inject/collect.h"
+#include "inject/gpumetrics.h"
+#include "common/log.h"
+#include "cuptrace.h"
+
+#define EXPORT __attribute__((visibility("default")))
+
+/* Called by the driver inside cuInit, on the thread that triggered it. Returning 1 is what the
+ * driver expects on success; a failure is reported once and the program runs on untraced. */
+EXPORT int InitializeInjection(void)
+{
+	int r = cuptrace_collect_start(NULL, 1);
+	return r == 0 || r == -EALREADY;
+}
+
+/* NVTX loads its tool from NVTX_INJECTION64_PATH; `cuptrace record` points that at this library
+ * so NVTX ranges reach CUPTI (which implements the NVTX side) and, for capture windows, the
+ * range watcher (nvtx_watch.c). */
+EXPORT int InitializeInjectionNvtx2(const void *get_export_table)
+{
+	return cuptrace_nvtx_inject(get_export_table);
+}
+
+/* In a session with capture windows (record --on-demand, --capture-range, ...), start and stop
+ * open and close windows through the same machinery as `cuptrace trigger`; the session itself
+ * ends with the program. */
+EXPORT int cuptrace_start(const char *path)
+{
+	int r = cuptrace_collect_start(path, 0);
+	if (r == -EALREADY) {
+		int w = cuptrace_collect_window(1);
+		if (w != -EINVAL)
+			return w;
+	} else if (r == 0 && cuptrace_collect_on_demand()) {
+		cuptrace_collect_window(1);
+	}
+	return r;
+}
+
+EXPORT int cuptrace_flush(void)
+{
+	return cuptrace_collect_flush();
+}
+
+EXPORT int cuptrace_stop(void)
+{
+	int w = cuptrace_collect_window(0);
+	if (w != -EINVAL)
+		return w;
+	return cuptrace_collect_stop();
+}
+
+EXPORT int cuptrace_step(void)
+{
+	cuptrace_collect_step();
+	return 0;
+}
+
+EXPORT int cuptrace_stacks(int on)
+{
+	return cuptrace_collect_stacks(on);
+}
+
+/* Not part of the C API: `cuptrace record --list-gpu-metrics` loads the library and calls this
+ * to print the GPUs' PM sampling metrics (the command itself never loads CUPTI). */
+EXPORT int cuptrace_list_gpu_metrics(void)
+{
+	return cuptrace_gm_list(stdout) ? 1 : 0;
+}
