@@ -129,6 +129,16 @@ CUPTRACE_API int cuptrace_stacks(int on)
 CUPTRACE_API int cuptrace_range_push(const char *name);
 CUPTRACE_API int cuptrace_range_pop(void);
 CUPTRACE_API int cuptrace_end(void);
+CUPTRACE_API int cuptrace_setting_check(const char *var, const char *value, char *why, size_t n);
+
+/* The library would check with its settings table; the stub refuses the value "bad". */
+CUPTRACE_API int cuptrace_setting_check(const char *var, const char *value, char *why, size_t n)
+{
+	if (strcmp(value, "bad"))
+		return 0;
+	snprintf(why, n, "bad value for %s: '%s' (stub says no)", var, value);
+	return -EINVAL;
+}
 
 CUPTRACE_API int cuptrace_range_push(const char *name)
 {

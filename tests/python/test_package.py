@@ -208,6 +208,19 @@ class Errors(Base):
             self.assertFalse(cuptrace.is_tracing())
             self.assertNotIn("CUPTRACE_STEPS", os.environ)  # put back on failure too
 
+    def test_values_checked_by_the_library_table(self):
+        os.environ["CUPTRACE_LIB"] = STUB_NEXT
+        with self.assertRaises(ValueError) as cm:
+            cuptrace.start(os.path.join(self.tmp, "x.pftrace"), driver="bad")
+        self.assertIn("CUPTRACE_DRIVER: 'bad' (stub says no)", str(cm.exception))
+        self.assertEqual(self.calls(), [])
+        self.assertNotIn("CUPTRACE_DRIVER", os.environ)
+
+    def test_cupti_held_by_another_tool(self):
+        os.environ["CUPTRACE_STUB_START_RC"] = str(-errno.EBUSY)
+        with self.assertRaises(cuptrace.ProfilerConflict):
+            cuptrace.start(os.path.join(self.tmp, "x.pftrace"))
+
     def test_stop_without_start(self):
         with self.assertRaises(cuptrace.CuptraceError):
             cuptrace.stop()

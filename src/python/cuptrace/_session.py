@@ -77,6 +77,7 @@ def start(path: Optional[str] = None, *, lib: Optional[str] = None, output: Opti
                     "--on-demand")
         _torch.check_before_start()
         h = _lib.load(lib)
+        _check_values(env)
         patch = _options.EnvPatch(env)
         patch.apply()
         windowed = _record_windows()
@@ -97,6 +98,20 @@ def start(path: Optional[str] = None, *, lib: Optional[str] = None, output: Opti
         _state.running, _state.env, _state.windowed = True, patch, windowed
         _state.path = _resolve(path)
         _torch.guard_on()
+
+
+def _check_values(env: "dict[str, str]") -> None:
+    """Each value through the library's own settings table where it offers that
+    (cuptrace_setting_check): a bad one is a ValueError here, not a warning on stderr and the
+    default (what the library does with a bad variable)."""
+    check = _lib.optional_fn("cuptrace_setting_check")
+    if check is None:
+        return
+    check.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_size_t]
+    why = ctypes.create_string_buffer(512)
+    for var, value in env.items():
+        if check(var.encode(), value.encode(), why, len(why)) != 0:
+            raise ValueError("cuptrace: %s" % why.value.decode(errors="replace"))
 
 
 def _resolve(path: Optional[str]) -> Optional[str]:

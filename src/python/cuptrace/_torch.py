@@ -11,6 +11,7 @@ torch.cuda.graphs and torch.compile need nothing from us (CUPTI sees their launc
 """
 from __future__ import annotations
 
+import errno
 import functools
 import sys
 from typing import Any, Callable, List, Optional, Tuple
@@ -46,8 +47,13 @@ def check_before_start() -> None:
 
 
 def explain_start_failure(rc: int) -> None:
-    """After cuptrace_start failed: if torch.profiler holds CUPTI now, say so."""
+    """After cuptrace_start failed: -EBUSY is the library's word for CUPTI held by another
+    tool (CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED)."""
     check_before_start()
+    if rc == -errno.EBUSY:
+        raise ProfilerConflict(
+            "cuptrace: another tool holds CUPTI in this process (torch.profiler, Nsight "
+            "Systems, another CUPTI client), and CUPTI serves one at a time: stop it first")
 
 
 def _refuse(*_: Any, **__: Any) -> None:
