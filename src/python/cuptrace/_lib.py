@@ -29,9 +29,11 @@ def _package_dir() -> str:
 
 
 def _under_record() -> Optional[str]:
-    """The injected library's path when `cuptrace record` (or anyone) injected cuptrace."""
+    """The injected library's path when `cuptrace record` (it sets CUPTRACE_JOB, and --lib may
+    name any file) or anyone else injected cuptrace."""
     p = os.environ.get("CUDA_INJECTION64_PATH")
-    if p and "cuptrace" in os.path.basename(p) and os.path.isfile(p):
+    if p and os.path.isfile(p) and ("cuptrace" in os.path.basename(p) or
+                                    os.environ.get("CUPTRACE_JOB")):
         return p
     return None
 

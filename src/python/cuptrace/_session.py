@@ -82,7 +82,10 @@ def start(path: Optional[str] = None, *, lib: Optional[str] = None, output: Opti
         patch.apply()
         windowed = _record_windows()
         try:
-            rc = _lib._fn(h, "cuptrace_start")(os.fsencode(path) if path is not None else None)
+            # Absolute: the library renames the finished file onto this name at stop(), when
+            # the program may have changed directory.
+            c_path = path if path is None or "%" in path else os.path.abspath(path)
+            rc = _lib._fn(h, "cuptrace_start")(os.fsencode(c_path) if c_path else None)
         except BaseException:
             patch.restore()
             raise

@@ -32,13 +32,11 @@ class StepWindow:
     end; finish() at the end of training (stops a window the loop did not reach the end of).
     `result` is the TraceResult once the window closed."""
 
-    def __init__(self, path: Optional[str] = None, steps: Tuple[int, int] = (2, 3),
+    def __init__(self, path: Optional[str] = None, *, steps: Tuple[int, int],
                  **options: Any) -> None:
         k, n = steps
         if k < 1 or n < 1:
             raise ValueError("cuptrace: steps=(K, N) needs K >= 1 and N >= 1")
-        if "steps" in options:
-            raise TypeError("cuptrace: give steps as steps=(K, N) once")
         self.path, self.first, self.count, self.options = path, k, n, options
         self.step_no = 0  # steps begun
         self.result: Optional[TraceResult] = None
@@ -87,10 +85,10 @@ def _make_lightning() -> type:
         """`Trainer(callbacks=[cuptrace.callbacks.LightningCallback("run.pftrace",
         steps=(5, 3))])`: training batches 5 to 7; `.result` afterwards."""
 
-        def __init__(self, path: Optional[str] = None, steps: Tuple[int, int] = (2, 3),
+        def __init__(self, path: Optional[str] = None, *, steps: Tuple[int, int],
                      **options: Any) -> None:
             super().__init__()
-            self.window = StepWindow(path, steps, **options)
+            self.window = StepWindow(path, steps=steps, **options)
 
         @property
         def result(self) -> Optional[TraceResult]:
@@ -122,9 +120,9 @@ def _make_transformers() -> type:
         """`Trainer(..., callbacks=[cuptrace.callbacks.TransformersCallback("run.pftrace",
         steps=(5, 3))])`: training steps 5 to 7 (optimizer steps); `.result` afterwards."""
 
-        def __init__(self, path: Optional[str] = None, steps: Tuple[int, int] = (2, 3),
+        def __init__(self, path: Optional[str] = None, *, steps: Tuple[int, int],
                      **options: Any) -> None:
-            self.window = StepWindow(path, steps, **options)
+            self.window = StepWindow(path, steps=steps, **options)
 
         @property
         def result(self) -> Optional[TraceResult]:
