@@ -30,7 +30,7 @@ print(next(c for c in l.candidates() if os.path.isfile(c)))')
 [ "$first" = "$build/libcuptrace.so" ] || fail "build tree: first library found is $first"
 
 # 3. pip install offline (no index, no network, isolated build with nothing to fetch) from the
-# build tree and from an installed prefix, each into a fresh venv; then import from outside.
+# source tree, the build tree and an installed prefix, into a venv; then import from outside.
 python3 -m venv --system-site-packages "$tmp/venv" || { echo "SKIP: python3 -m venv fails"; exit 77; }
 cmake --install "$build" --prefix "$tmp/prefix" >/dev/null || fail "cmake --install"
 share=$tmp/prefix/share/cuptrace/python
@@ -38,7 +38,7 @@ share=$tmp/prefix/share/cuptrace/python
 	[ -f "$share/cuptrace/py.typed" ] || fail "install: $share lacks the package or the hook"
 listing() { find "$1" -name __pycache__ -prune -o -print | sort; }
 listing "$share" >"$tmp/before"
-for from in "$build/python" "$share"; do
+for from in "$src/src/python" "$build/python" "$share"; do
 	PIP_NO_INDEX=1 PIP_CONFIG_FILE=/dev/null "$tmp/venv/bin/pip" install -q --no-index "$from" ||
 		fail "pip install $from"
 	got=$(cd "$tmp" && "$tmp/venv/bin/python" -c 'import cuptrace; print(cuptrace.__file__)')
