@@ -24,14 +24,16 @@ STUB=$build/tests/libcuptrace_stub.so STUB_NEXT=$build/tests/libcuptrace_stub_ne
 	fail "tests/python/test_package.py"
 
 # 2. The build tree's copy finds <build>/libcuptrace.so first.
-first=$(cd "$tmp" && env -u CUPTRACE_LIB -u CUDA_INJECTION64_PATH PYTHONPATH=$build/python python3 -c '
+first=$(cd "$tmp" && env -u CUPTRACE_LIB -u CUDA_INJECTION64_PATH PYTHONPATH="$build/python" \
+	python3 -c '
 import os, cuptrace._lib as l
 print(next(c for c in l.candidates() if os.path.isfile(c)))')
 [ "$first" = "$build/libcuptrace.so" ] || fail "build tree: first library found is $first"
 
 # 3. pip install offline (no index, no network, isolated build with nothing to fetch) from the
 # source tree, the build tree and an installed prefix, into a venv; then import from outside.
-python3 -m venv --system-site-packages "$tmp/venv" || { echo "SKIP: python3 -m venv fails"; exit 77; }
+python3 -m venv --system-site-packages "$tmp/venv" ||
+	{ echo "SKIP: python3 -m venv fails"; exit 77; }
 cmake --install "$build" --prefix "$tmp/prefix" >/dev/null || fail "cmake --install"
 share=$tmp/prefix/share/cuptrace/python
 [ -f "$share/sitecustomize.py" ] && [ -f "$share/cuptrace/__init__.py" ] &&
@@ -47,7 +49,8 @@ for from in "$src/src/python" "$build/python" "$share"; do
 	*) fail "pip install $from: imported $got" ;;
 	esac
 	# Only the package: record's sitecustomize must not become the venv's.
-	if "$tmp/venv/bin/python" -c 'import sitecustomize, sys; sys.exit("cuptrace" not in sitecustomize.__file__)' 2>/dev/null; then
+	if "$tmp/venv/bin/python" -c 'import sitecustomize, sys
+sys.exit("cuptrace" not in sitecustomize.__file__)' 2>/dev/null; then
 		fail "pip install $from also installed sitecustomize.py"
 	fi
 	"$tmp/venv/bin/pip" uninstall -q -y cuptrace || fail "pip uninstall"
@@ -67,7 +70,9 @@ esac
 
 # 5. Under `cuptrace record` (no GPU needed: Python never starts CUDA here), with no path set.
 out=$(cd "$tmp" && env -u PYTHONPATH -u CUPTRACE_LIB "$ct" record --no-check --no-summary \
-	-o "$tmp/rec.pftrace" -- python3 -c 'import os, cuptrace; print(cuptrace.__file__); print(cuptrace.under_record())' 2>&1) ||
+	-o "$tmp/rec.pftrace" -- python3 -c 'import cuptrace
+print(cuptrace.__file__)
+print(cuptrace.under_record())' 2>&1) ||
 	fail "import under record: $out"
 echo "$out" | grep -qx "$build/python/cuptrace/__init__.py" || fail "under record: $out"
 echo "$out" | grep -qx True || fail "under record, under_record() is not True: $out"
