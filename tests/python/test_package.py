@@ -311,10 +311,12 @@ class Sessions(Base):
             cuptrace.start(os.path.join(self.tmp, "x.pftrace"))
         self.assertIn("record's", str(cm.exception))
         os.environ["CUPTRACE_ON_DEMAND"] = "1"
+        os.environ["CUPTRACE_OUTPUT"] = os.path.join(self.tmp, "rec-%p.pftrace")
         cuptrace.start()
         r = cuptrace.stop()
         self.assertEqual(_lib.loaded_path(), STUB_NEXT)
-        self.assertIsNone(r.path)
+        self.assertEqual(r.path, os.path.join(self.tmp, "rec-%d.pftrace" % os.getpid()))
+        self.assertFalse(r.complete)
         self.assertIn("record", r.note)
         self.assertEqual(self.calls()[0], "start (null)")
 

@@ -157,7 +157,7 @@ def stop() -> TraceResult:
             elif windowed and rc == -errno.EALREADY:
                 rc = 0  # no window was open: nothing to close
             if rec:
-                path, complete = None, False
+                path, complete = _resolve(None), False  # record's -o, in CUPTRACE_OUTPUT
                 note = "under `cuptrace record`: the trace is record's -o file, written at exit"
         finally:
             _torch.guard_off()

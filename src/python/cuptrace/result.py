@@ -38,8 +38,9 @@ def find_cli(library: Optional[str] = None) -> Optional[str]:
 class TraceResult:
     """The outcome of one traced stretch.
 
-    Attributes: `path` (the finished file, or None where the library names it: %r, %n, or under
-    record), `complete` (the file is finished now), `note` (why not, if not), `library`.
+    Attributes: `path` (the file, or None where only the library can expand its name: %h, %r,
+    %n), `complete` (the file is finished now: not yet under record, or in a session of capture
+    windows the library cannot end early), `note` (why not, if not), `library`.
     `counts` (kernels, memcpys, ... from summary()), `summary()`, `analyze()`,
     `open_in_perfetto()`."""
 
