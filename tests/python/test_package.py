@@ -445,6 +445,22 @@ class Results(Base):
         small = cuptrace.PerfettoLink(r.path, max_bytes=16)._repr_html_()
         self.assertNotIn("<script>", small)
 
+    def test_open_in_perfetto_in_a_notebook(self):
+        try:
+            import IPython
+        except ImportError:
+            self.skipTest("IPython is not installed")
+        r = self.result()
+        orig = IPython.get_ipython
+        IPython.get_ipython = lambda: types.SimpleNamespace(kernel=object())
+        try:
+            with redirect_stdout(io.StringIO()):
+                link = r.open_in_perfetto()
+        finally:
+            IPython.get_ipython = orig
+        self.assertIsInstance(link, cuptrace.PerfettoLink)
+        self.assertEqual(link.path, r.path)
+
 
 class Torch(Base):
     def fake_torch(self, kineto_running):
