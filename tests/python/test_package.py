@@ -319,6 +319,11 @@ class Sessions(Base):
         self.assertFalse(r.complete)
         self.assertIn("record", r.note)
         self.assertEqual(self.calls()[0], "start (null)")
+        # A window open already (a trigger opened it): start() goes on, as the library does.
+        os.environ["CUPTRACE_STUB_START_RC"] = str(-errno.EALREADY)
+        cuptrace.start()
+        self.assertTrue(cuptrace.is_tracing())
+        cuptrace.stop()
 
     def test_step_window_callback_logic(self):
         p = os.path.join(self.tmp, "s.pftrace")

@@ -89,6 +89,8 @@ def start(path: Optional[str] = None, *, lib: Optional[str] = None, output: Opti
         except BaseException:
             patch.restore()
             raise
+        if rc == -errno.EALREADY and under_record():
+            rc = 0  # record's window is open already (a trigger, or its own rules)
         if rc != 0:
             patch.restore()
             if rc == -errno.EALREADY:
