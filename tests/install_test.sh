@@ -60,6 +60,17 @@ $libdir/libcuptrace.so
 $libdir/libcuptrace_preload.so
 include/cuptrace.h
 share/cuptrace/python/sitecustomize.py
+share/cuptrace/python/pyproject.toml
+share/cuptrace/python/cuptrace_build.py
+share/cuptrace/python/cuptrace/__init__.py
+share/cuptrace/python/cuptrace/_lib.py
+share/cuptrace/python/cuptrace/_options.py
+share/cuptrace/python/cuptrace/_session.py
+share/cuptrace/python/cuptrace/_torch.py
+share/cuptrace/python/cuptrace/callbacks.py
+share/cuptrace/python/cuptrace/errors.py
+share/cuptrace/python/cuptrace/result.py
+share/cuptrace/python/cuptrace/py.typed
 $libdir/cmake/cuptrace/cuptraceConfig.cmake
 $libdir/cmake/cuptrace/cuptraceConfigVersion.cmake
 $libdir/cmake/cuptrace/cuptraceTargets.cmake
