@@ -8,27 +8,9 @@
 #include "analyze/analyze.h"
 #include "analyze/lines.h"
 #include "cmd.h"
+#include "opt_table.h"
 #include "output/outfile.h"
 #include "format/formats.h"
-
-static void analyze_usage(FILE *f)
-{
-	fprintf(f,
-	        "usage: cuptrace analyze [options] TRACE...\n\n"
-	        "Says where the GPU sat idle and why, which ops the GPU time belongs to, and what\n"
-	        "to change. TRACE: anything cuptrace reads (.pftrace, .cupti, Chrome or\n"
-	        "torch.profiler JSON); several files are analyzed together as ranks of one job.\n\n"
-	        "  -m, --markdown        GitHub markdown (for a bug report)\n"
-	        "  -j, --json            one JSON object, times in ns (schema: README, 'analyze')\n"
-	        "  -a, --annotate OUT    write the trace (one input) plus an \"Analysis\" group\n"
-	        "  -s, --step NAME       ranges of this name are the steps\n"
-	        "  -g, --gap-us N        GPU gaps of at least N us are a finding (default 100)\n"
-	        "  -t, --tiny-us N       kernels shorter than N us are tiny (default 10)\n"
-	        "  -n, --top N           rows of the largest idle intervals (default 10)\n"
-	        "      --group-by line   add GPU time by source line (the innermost frame of\n"
-	        "                        the user's own code in each launch's call "
-	        "stack)\n" CMD_LINES_HELP "  -h, --help            this help\n");
-}
 
 static int annotate(const char *in, const char *out, const struct cuptrace_analysis *a)
 {
@@ -63,25 +45,14 @@ static int print_analysis_json(const void *a, FILE *f)
 
 static int analyze_main(int argc, char **argv, struct cmd_lines *lines)
 {
-	static const struct option opts[] = {
-	    {"markdown", no_argument, NULL, 'm'},
-	    {"json", no_argument, NULL, 'j'},
-	    {"annotate", required_argument, NULL, 'a'},
-	    {"step", required_argument, NULL, 's'},
-	    {"gap-us", required_argument, NULL, 'g'},
-	    {"tiny-us", required_argument, NULL, 't'},
-	    {"top", required_argument, NULL, 'n'},
-	    {"help", no_argument, NULL, 'h'},
-	    {"group-by", required_argument, NULL, 'G'},
-	    CMD_LINES_OPTIONS,
-	    {0},
-	};
 	struct cuptrace_analyze_opts o = {0};
 	const char *ann = NULL;
 	int markdown = 0, json = 0, by_line = 0, c;
 	char *end;
 	optind = 1;
-	while ((c = getopt_long(argc, argv, "mja:s:g:t:n:h", opts, NULL)) != -1) {
+	while ((c = cli_next(CLI_ANALYZE, argc, argv)) != CLI_END) {
+		if (c == CLI_HELP || c == CLI_BAD)
+			return c == CLI_HELP ? 0 : EXIT_USAGE;
 		int taken = cmd_lines_option(lines, c, optarg);
 		if (taken < 0) {
 			fprintf(stderr, "cuptrace analyze: out of memory\n");
@@ -90,9 +61,12 @@ static int analyze_main(int argc, char **argv, struct cmd_lines *lines)
 		if (taken)
 			continue;
 		switch (c) {
-		case 'G':
+		case CMD_OPT_GROUP_BY:
 			if (strcmp(optarg, "line")) {
-				fprintf(stderr, "cuptrace analyze: --group-by takes line\n");
+				fprintf(stderr,
+				        "cuptrace analyze: bad value for --group-by: '%s' (takes "
+				        "line)\n",
+				        optarg);
 				return EXIT_USAGE;
 			}
 			by_line = 1;
@@ -114,7 +88,10 @@ static int analyze_main(int argc, char **argv, struct cmd_lines *lines)
 		case 'n': {
 			double v = strtod(optarg, &end);
 			if (*end || v <= 0 || v > 1e12) {
-				fprintf(stderr, "cuptrace analyze: bad number '%s'\n", optarg);
+				fprintf(
+				    stderr,
+				    "cuptrace analyze: bad value for %s: '%s' (a number above 0)\n",
+				    cli_current(), optarg);
 				return EXIT_USAGE;
 			}
 			if (c == 'g')
@@ -125,21 +102,18 @@ static int analyze_main(int argc, char **argv, struct cmd_lines *lines)
 				o.top = (int)v;
 			break;
 		}
-		case 'h':
-			analyze_usage(stdout);
-			return 0;
-		default:
-			analyze_usage(stderr);
-			return EXIT_USAGE;
 		}
 	}
-	if (optind >= argc || (markdown && json) || (ann && argc - optind != 1)) {
-		if (markdown && json)
-			fprintf(stderr,
-			        "cuptrace analyze: --markdown and --json exclude each other\n");
-		if (ann && argc - optind > 1)
-			fprintf(stderr, "cuptrace analyze: --annotate takes one trace\n");
-		analyze_usage(stderr);
+	if (markdown && json) {
+		cli_usage_error(CLI_ANALYZE, "--markdown and --json exclude each other");
+		return EXIT_USAGE;
+	}
+	if (optind >= argc) {
+		cli_usage_error(CLI_ANALYZE, "needs at least one TRACE (got 0)");
+		return EXIT_USAGE;
+	}
+	if (ann && argc - optind != 1) {
+		cli_usage_error(CLI_ANALYZE, "--annotate takes one trace (got %d)", argc - optind);
 		return EXIT_USAGE;
 	}
 	for (int i = optind; i < argc; i++) {
@@ -177,7 +151,7 @@ static int analyze_main(int argc, char **argv, struct cmd_lines *lines)
 				cuptrace_lines_next_file(ls);
 		}
 		if ((r = cmd_replay(argv[i], s)))
-			fprintf(stderr, "cuptrace analyze: cannot read %s\n", argv[i]);
+			cmd_read_failed("analyze", argv[i], r, NULL);
 	}
 	if (!r && (r = s->ops->finish(s)))
 		fprintf(stderr, "cuptrace analyze: analysis failed (out of memory)\n");

@@ -9,6 +9,7 @@
 
 #include "analyze/symbolize.h"
 #include "cmd.h"
+#include "opt_table.h"
 #include "common/log.h"
 #include "format/formats.h"
 #include "format/otlp.h"
@@ -16,48 +17,8 @@
 #include "otlp_cli.h"
 #include "read/read.h"
 
-static void convert_usage(FILE *f)
-{
-	fprintf(f,
-	        "usage: cuptrace convert INPUT -o OUTPUT [options]\n"
-	        "       cuptrace convert INPUT --otlp URL [-o OUTPUT] [options]\n\n"
-	        "INPUT is a raw capture (.cupti, from 'cuptrace record --capture'), a\n"
-	        "Perfetto trace (.pftrace, any compression) or a Chrome JSON trace (.json,\n"
-	        ".json.gz): cuptrace's own or torch.profiler's (export_chrome_trace); '-'\n"
-	        "reads standard input. Its format is told from its content. The output\n"
-	        "format follows OUTPUT's extension: perfetto (.pftrace, .pftrace.gz,\n"
-	        ".perfetto-trace, .perfetto-trace.gz) or chrome (.json, .json.gz); another\n"
-	        "extension is refused unless -f names the format. '-o -' writes standard\n"
-	        "output (Perfetto unless -f chrome). OUTPUT is written aside and renamed into\n"
-	        "place when complete: a failed convert leaves what was there.\n\n"
-	        "  -o, --output PATH    output file (required unless --otlp)\n"
-	        "  -f, --format FMT     perfetto | chrome (or json)\n"
-	        "      --compress MODE  chunks | gzip | none\n"
-	        "      --compress-level N  1 (least CPU) to 12 (smallest); default 5\n"
-	        "      --driver MODE    captures: user (default) | all: keep the runtime's own\n"
-	        "                       driver calls\n"
-	        "      --runtime MODE   captures: filtered (default) | all: keep trivial runtime\n"
-	        "                       calls (cudaGetDevice, ...) a capture recorded with them\n"
-	        "                       holds\n"
-	        "      --symbol-dir DIR where to find binaries and debug files to symbolize\n"
-	        "                       native call-stack frames (see 'cuptrace symbolize')\n"
-	        "  -h, --help           this help\n" OTLP_CLI_HELP);
-}
-
 int cmd_convert(int argc, char **argv)
 {
-	static const struct option opts[] = {
-	    {"output", required_argument, NULL, 'o'},
-	    {"format", required_argument, NULL, 'f'},
-	    {"compress", required_argument, NULL, 'z'},
-	    {"compress-level", required_argument, NULL, 0x5D2},
-	    {"driver", required_argument, NULL, 'd'},
-	    {"runtime", required_argument, NULL, 'R'},
-	    {"symbol-dir", required_argument, NULL, 0x5D1},
-	    {"help", no_argument, NULL, 'h'},
-	    OTLP_CLI_OPTIONS,
-	    {0},
-	};
 	struct otlp_cli otlp = {0};
 	const char *out = NULL, *format = NULL, *compress = NULL, **dirs = NULL;
 	size_t ndirs = 0;
@@ -65,7 +26,9 @@ int cmd_convert(int argc, char **argv)
 	struct cuptrace_setting_value v;
 	optind = 1;
 	int c;
-	while ((c = getopt_long(argc, argv, "o:f:h", opts, NULL)) != -1) {
+	while ((c = cli_next(CLI_CONVERT, argc, argv)) != CLI_END) {
+		if (c == CLI_HELP || c == CLI_BAD)
+			return c == CLI_HELP ? 0 : EXIT_USAGE;
 		switch (c) {
 		case 'o':
 			if (cmd_setting("convert", CUPTRACE_SET_OUTPUT, optarg, &v))
@@ -98,31 +61,28 @@ int cmd_convert(int argc, char **argv)
 			if (v.i == CUPTRACE_RUNTIME_MODE_ALL)
 				flags |= CUPTRACE_READ_RUNTIME_ALL;
 			break;
-		case 0x5D2:
+		case CMD_WOPT + CUPTRACE_SET_COMPRESS_LEVEL:
 			if (cmd_setting("convert", CUPTRACE_SET_COMPRESS_LEVEL, optarg, &v))
 				return EXIT_USAGE;
 			level = (int)v.i;
 			break;
-		case 0x5D1:
+		case CMD_LINES_OPT_DIR:
 			if (cmd_symbol_dir_take(&dirs, &ndirs, optarg))
 				return EXIT_FAIL;
 			break;
-		case 'h':
-			convert_usage(stdout);
-			return 0;
 		default:
-			if (otlp_cli_take(&otlp, c, optarg))
-				break;
-			convert_usage(stderr);
-			return EXIT_USAGE;
+			otlp_cli_take(&otlp, c, optarg);
+			break;
 		}
 	}
 	if (otlp_cli_check(&otlp, "convert", NULL))
 		return EXIT_USAGE;
-	if (optind != argc - 1 || (!out && !otlp.v[0])) {
-		fprintf(stderr,
-		        "cuptrace convert: need one INPUT and -o OUTPUT (or --otlp URL)\n\n");
-		convert_usage(stderr);
+	if (optind != argc - 1) {
+		cli_usage_error(CLI_CONVERT, "takes one INPUT (got %d)", argc - optind);
+		return EXIT_USAGE;
+	}
+	if (!out && !otlp.v[0]) {
+		cli_usage_error(CLI_CONVERT, "needs -o OUTPUT (or --otlp URL)");
 		return EXIT_USAGE;
 	}
 	const char *in = argv[optind];
@@ -161,7 +121,7 @@ int cmd_convert(int argc, char **argv)
 		cuptrace_outfile_abort(&of);
 		return EXIT_FAIL;
 	}
-	int r = cuptrace_read_trace(in, sink, flags);
+	int r = cmd_read(in, sink, flags);
 	int f = sink->ops->finish(sink);
 	int status = 0;
 	if (spans) {
@@ -179,7 +139,13 @@ int cmd_convert(int argc, char **argv)
 	}
 	cuptrace_sink_destroy(sink);
 	cuptrace_symbolizer_free(sym);
-	if (r || f) {
+	if (r) {
+		cmd_read_failed("convert", in, r,
+		                out && strcmp(out, "-") ? "; nothing was written" : NULL);
+		cuptrace_outfile_abort(&of);
+		return EXIT_FAIL;
+	}
+	if (f) {
 		fprintf(stderr, "cuptrace convert: %s -> %s failed: %s%s\n", in,
 		        out ? out : otlp.v[0], strerror(-(r ? r : f)),
 		        out && strcmp(out, "-") ? "; nothing was written" : "");

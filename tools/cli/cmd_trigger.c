@@ -13,28 +13,10 @@
 #include <sys/types.h>
 
 #include "cmd.h"
+#include "opt_table.h"
 #include "collect/control.h"
 #include "common/options.h"
 #include "common/util.h"
-
-static void usage(FILE *f)
-{
-	fprintf(
-	    f,
-	    "usage: cuptrace trigger [--duration T | --steps N | --stop | --dump] [--timeout T]\n"
-	    "                        (--job RECORD_PID | PID...)\n\n"
-	    "Asks processes traced by `cuptrace record --on-demand` (or --ring, or any record)\n"
-	    "to open a capture window now, and prints the files they write.\n\n"
-	    "  --duration T   the window lasts T (500ms, 2s, 1m); the command returns when the\n"
-	    "                 files are written\n"
-	    "  --steps N      the window lasts N training steps (optimizer.step() calls)\n"
-	    "  --stop         close the window an earlier trigger opened, and write it\n"
-	    "  --dump         write the flight recorder's last seconds (--ring) now; a trigger\n"
-	    "                 without options does the same for a flight recorder, and for any\n"
-	    "                 other process opens a window until `trigger --stop`\n"
-	    "  --job PID      every process started under the `cuptrace record` of that pid\n"
-	    "  --timeout T    give up waiting after T (default: the duration + 60s)\n");
-}
 
 struct target {
 	const char *path;
@@ -69,11 +51,6 @@ static int path_pid(const char *path)
 
 int cmd_trigger(int argc, char **argv)
 {
-	static const struct option opts[] = {
-	    {"duration", required_argument, 0, 'd'}, {"steps", required_argument, 0, 's'},
-	    {"stop", no_argument, 0, 'S'},           {"dump", no_argument, 0, 'D'},
-	    {"job", required_argument, 0, 'j'},      {"timeout", required_argument, 0, 't'},
-	    {"help", no_argument, 0, 'h'},           {0, 0, 0, 0}};
 	int64_t duration = 0, timeout = -1;
 	uint64_t steps = 0;
 	int stop = 0, dump = 0, actions = 0;
@@ -81,7 +58,9 @@ int cmd_trigger(int argc, char **argv)
 	char err[256];
 	int c;
 	optind = 1;
-	while ((c = getopt_long(argc, argv, "+h", opts, NULL)) != -1) {
+	while ((c = cli_next(CLI_TRIGGER, argc, argv)) != CLI_END) {
+		if (c == CLI_HELP || c == CLI_BAD)
+			return c == CLI_HELP ? 0 : EXIT_USAGE;
 		switch (c) {
 		case 'd':
 			if (cuptrace_parse_duration(optarg, 1000000000, &duration) ||
@@ -137,22 +116,18 @@ int cmd_trigger(int argc, char **argv)
 				return EXIT_USAGE;
 			}
 			break;
-		case 'h':
-			usage(stdout);
-			return 0;
-		default:
-			usage(stderr);
-			return EXIT_USAGE;
 		}
 	}
 	if (actions > 1) {
-		fprintf(stderr,
-		        "cuptrace trigger: give one of --duration, --steps, --stop, --dump\n");
+		cli_usage_error(CLI_TRIGGER,
+		                "takes one of --duration, --steps, --stop, --dump "
+		                "(got %d)",
+		                actions);
 		return EXIT_USAGE;
 	}
 	if (!job && optind >= argc) {
-		fprintf(stderr,
-		        "cuptrace trigger: name the processes (PID...) or --job RECORD_PID\n");
+		cli_usage_error(CLI_TRIGGER,
+		                "needs the processes' PIDs or --job RECORD_PID (got none)");
 		return EXIT_USAGE;
 	}
 	char request[96];

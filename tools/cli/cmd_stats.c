@@ -1,6 +1,6 @@
 /* cuptrace stats: a summary of a trace or capture, to read, to paste into a bug report, or for a
  * script (--json). */
-#include <getopt.h>
+#include <getopt.h> /* optind, optarg */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -9,22 +9,7 @@
 #include "analyze/lines.h"
 #include "analyze/stats.h"
 #include "cmd.h"
-
-static void stats_usage(FILE *f)
-{
-	fprintf(
-	    f,
-	    "usage: cuptrace stats [--markdown | --json] [--group-by line] TRACE\n\n"
-	    "TRACE is a .pftrace (any compression), a raw capture (.cupti), or a\n"
-	    "Chrome JSON trace (.json, .json.gz): cuptrace's own or torch.profiler's\n"
-	    "(export_chrome_trace). Its format is told from its content.\n\n"
-	    "  -m, --markdown   GitHub markdown tables (for bug reports)\n"
-	    "  -j, --json       one JSON object, times in ns (keys: README, 'stats --json')\n"
-	    "      --group-by line  add GPU time by source line: each kernel, copy and\n"
-	    "                   memset under the innermost frame of the user's own code\n"
-	    "                   in its launch's call stack (README, 'Call stacks')\n" CMD_LINES_HELP
-	    "  -h, --help       this help\n");
-}
+#include "opt_table.h"
 
 /* stats --json, with "gpu_metrics" (the per-kernel averages) as a last key where the trace
  * has GPU metrics: the summary's object is printed with that key added before its close. */
@@ -64,18 +49,12 @@ static int print_stats_json(const void *ctx, FILE *f)
 
 static int stats_main(int argc, char **argv, struct cmd_lines *lines)
 {
-	static const struct option opts[] = {
-	    {"markdown", no_argument, NULL, 'm'},
-	    {"json", no_argument, NULL, 'j'},
-	    {"group-by", required_argument, NULL, 'g'},
-	    {"help", no_argument, NULL, 'h'},
-	    CMD_LINES_OPTIONS,
-	    {0},
-	};
 	int markdown = 0, json = 0, by_line = 0;
 	optind = 1;
 	int c;
-	while ((c = getopt_long(argc, argv, "mjh", opts, NULL)) != -1) {
+	while ((c = cli_next(CLI_STATS, argc, argv)) != CLI_END) {
+		if (c == CLI_HELP || c == CLI_BAD)
+			return c == CLI_HELP ? 0 : EXIT_USAGE;
 		int taken = cmd_lines_option(lines, c, optarg);
 		if (taken < 0) {
 			fprintf(stderr, "cuptrace stats: out of memory\n");
@@ -90,26 +69,24 @@ static int stats_main(int argc, char **argv, struct cmd_lines *lines)
 		case 'j':
 			json = 1;
 			break;
-		case 'g':
+		case CMD_OPT_GROUP_BY:
 			if (strcmp(optarg, "line")) {
-				fprintf(stderr, "cuptrace stats: --group-by takes line\n");
+				fprintf(
+				    stderr,
+				    "cuptrace stats: bad value for --group-by: '%s' (takes line)\n",
+				    optarg);
 				return EXIT_USAGE;
 			}
 			by_line = 1;
 			break;
-		case 'h':
-			stats_usage(stdout);
-			return 0;
-		default:
-			stats_usage(stderr);
-			return EXIT_USAGE;
 		}
 	}
-	if (optind != argc - 1 || (markdown && json)) {
-		if (markdown && json)
-			fprintf(stderr,
-			        "cuptrace stats: --markdown and --json exclude each other\n");
-		stats_usage(stderr);
+	if (markdown && json) {
+		cli_usage_error(CLI_STATS, "--markdown and --json exclude each other");
+		return EXIT_USAGE;
+	}
+	if (optind != argc - 1) {
+		cli_usage_error(CLI_STATS, "takes one TRACE (got %d)", argc - optind);
 		return EXIT_USAGE;
 	}
 	struct cuptrace_stats st;
@@ -131,7 +108,7 @@ static int stats_main(int argc, char **argv, struct cmd_lines *lines)
 		r = sink->ops->finish(sink);
 	cuptrace_sink_destroy(sink);
 	if (r) {
-		fprintf(stderr, "cuptrace stats: cannot read %s\n", argv[optind]);
+		cmd_read_failed("stats", argv[optind], r, NULL);
 		cuptrace_stats_free(&st);
 		cuptrace_gm_stats_free(&gms);
 		cuptrace_lines_free(&ln);

@@ -11,48 +11,12 @@
 
 #include "analyze/merge.h"
 #include "cmd.h"
+#include "opt_table.h"
 #include "output/outfile.h"
 #include "common/util.h"
 #include "format/formats.h"
 #include "format/json_writer.h"
 #include "output/tar.h"
-
-static void merge_usage(FILE *f)
-{
-	fprintf(
-	    f, "usage: cuptrace merge --side-by-side [options] -o OUTPUT INPUT...\n"
-	       "       cuptrace merge --ranks [--align MODE] -o OUTPUT RANK_TRACE...\n\n"
-	       "Puts two or more runs (any trace or capture cuptrace reads) in one trace, each\n"
-	       "as its own process group \"<label>: <process>\", in input order, shifted so that\n"
-	       "they line up: at each run's first step (its first ProfilerStep#N range, else the\n"
-	       "end of its first Optimizer.step#N) where every run has one, else at each run's\n"
-	       "first GPU work, else each from its start (--align-on and --no-align choose\n"
-	       "otherwise; stderr says which). Every slice, flow, counter and\n"
-	       "argument is kept. OUTPUT's format follows its name (.pftrace, .json, .gz) as\n"
-	       "for convert; OUTPUT.tar writes Perfetto's multi-trace form instead: one\n"
-	       "shifted .pftrace per input in a tar archive, which ui.perfetto.dev opens as\n"
-	       "one timeline. The shift applied to each input is printed on stderr.\n\n"
-	       "--ranks merges the traces of one distributed job (one per rank, recorded with\n"
-	       "-o 'job-%%r.pftrace'): one group \"rank R @ host\" per rank in rank order, on one\n"
-	       "time axis. Ranks on one machine share BOOTTIME and line up exactly; ranks on\n"
-	       "other machines are placed by REALTIME, then (--align nccl, the default) by the\n"
-	       "ends of their NCCL collectives, which finish together on every rank. The offset\n"
-	       "and drift found for each rank and the spread of collective ends left are printed\n"
-	       "and stored in the trace. With OUTPUT.tar the rank files keep their own clocks and\n"
-	       "a perfetto_manifest names each machine and gives the offsets found.\n\n"
-	       "  -o, --output PATH       output file (required)\n"
-	       "      --side-by-side      one group per input, aligned as above\n"
-	       "      --ranks             the ranks of one job, on one time axis\n"
-	       "      --align MODE        with --ranks: none | realtime | nccl (default)\n"
-	       "  -l, --label L           label of the next input (repeatable, in order;\n"
-	       "                          default: the file's name)\n"
-	       "      --align-on NAME[#K] start the K-th (default 1st) slice named NAME (an NVTX\n"
-	       "                          range, an op, any slice) at the same moment in all\n"
-	       "      --no-align          each input from its own earliest event\n"
-	       "  -f, --format FMT        perfetto | chrome\n"
-	       "      --compress MODE     chunks | gzip | none\n"
-	       "  -h, --help              this help\n");
-}
 
 /* -o X.tar: each input into DIR/<k>-<label>.pftrace, then the archive. */
 struct tar_ctx {
@@ -301,19 +265,6 @@ static void report_ranks(const struct cuptrace_merge *m, enum cuptrace_align_mod
 
 int cmd_merge(int argc, char **argv)
 {
-	static const struct option opts[] = {
-	    {"output", required_argument, NULL, 'o'},
-	    {"side-by-side", no_argument, NULL, 's'},
-	    {"label", required_argument, NULL, 'l'},
-	    {"align-on", required_argument, NULL, 'a'},
-	    {"format", required_argument, NULL, 'f'},
-	    {"compress", required_argument, NULL, 'z'},
-	    {"ranks", no_argument, NULL, 'r'},
-	    {"align", required_argument, NULL, 'A'},
-	    {"no-align", no_argument, NULL, 'N'},
-	    {"help", no_argument, NULL, 'h'},
-	    {0},
-	};
 	const char *out = NULL, *format = NULL, *compress = NULL, *align = NULL;
 	const char **labels = calloc((size_t)argc + 1, sizeof(*labels));
 	struct cuptrace_merge_input *in = NULL;
@@ -331,7 +282,11 @@ int cmd_merge(int argc, char **argv)
 		return EXIT_FAIL;
 	}
 	optind = 1;
-	while ((c = getopt_long(argc, argv, "o:l:f:h", opts, NULL)) != -1) {
+	while ((c = cli_next(CLI_MERGE, argc, argv)) != CLI_END) {
+		if (c == CLI_HELP || c == CLI_BAD) {
+			ret = c == CLI_HELP ? 0 : EXIT_USAGE;
+			goto out;
+		}
 		switch (c) {
 		case 'o':
 			out = optarg;
@@ -360,16 +315,16 @@ int cmd_merge(int argc, char **argv)
 		case 'z':
 			compress = optarg;
 			break;
-		case 'h':
-			merge_usage(stdout);
-			ret = 0;
-			goto out;
-		default:
-			merge_usage(stderr);
-			goto out;
 		}
 	}
 	n = (size_t)(argc - optind);
+	if (n < (ranks ? 1u : 2u)) {
+		cli_usage_error(CLI_MERGE,
+		                ranks ? "needs at least one trace (got %zu)"
+		                      : "needs at least two traces (got %zu)",
+		                n);
+		goto out;
+	}
 	if (side == ranks) {
 		fprintf(stderr,
 		        "cuptrace merge: say --side-by-side (runs, one above the other) or --ranks "
@@ -409,9 +364,8 @@ int cmd_merge(int argc, char **argv)
 			goto out;
 		}
 	}
-	if (n < (ranks ? 1u : 2u) || !out) {
-		fprintf(stderr, "cuptrace merge: need -o OUTPUT and at least two INPUTs\n\n");
-		merge_usage(stderr);
+	if (!out) {
+		cli_usage_error(CLI_MERGE, "needs -o OUTPUT");
 		goto out;
 	}
 	if (nlabels > n) {
@@ -470,8 +424,7 @@ int cmd_merge(int argc, char **argv)
 		goto out;
 	}
 	if (r) {
-		fprintf(stderr, "cuptrace merge: cannot read %s: %s\n", in[m.bad].path,
-		        strerror(-r));
+		cmd_read_failed("merge", in[m.bad].path, r, NULL);
 		goto out;
 	}
 	int f = 0;

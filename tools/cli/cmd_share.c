@@ -16,35 +16,9 @@
 #include "analyze/share.h"
 #include "analyze/stats.h"
 #include "cmd.h"
+#include "opt_table.h"
 #include "output/outfile.h"
 #include "format/formats.h"
-
-static void share_usage(FILE *f)
-{
-	fprintf(f,
-	        "usage: cuptrace share TRACE -o OUTPUT [options]\n\n"
-	        "Writes a copy of TRACE (any format cuptrace reads) that is safe to attach to a\n"
-	        "public bug report, and OUTPUT.md, its summary (stats --markdown of the copy).\n"
-	        "Always removed: the host name, user names, home directories, the command\n"
-	        "line's arguments (the program's base name stays), boot id and GPU serial\n"
-	        "numbers, the start's wall-clock time; absolute paths anywhere become base names.\n"
-	        "What was removed or changed is printed on stderr. OUTPUT's extension picks the\n"
-	        "format: .pftrace (default), .pftrace.gz, .json, .json.gz.\n\n"
-	        "  -o, --output PATH      output file (required)\n"
-	        "      --redact-names     kernel, NVTX, operator, thread and stream names become\n"
-	        "                         tokens (kernel_3f9a2c1b7d4e): equal names, equal tokens\n"
-	        "                         in every file shared with the same --salt\n"
-	        "      --salt S           the tokens' key (default: empty; with the default,\n"
-	        "                         anyone can check a guessed name against its token)\n"
-	        "      --window FROM:TO   keep only this part of the timeline: times from the\n"
-	        "                         trace's start (1.5s, 200ms, 10us, 500ns; either side\n"
-	        "                         may be empty) or NAME#K, the K-th range named NAME\n"
-	        "                         (--window NAME#K alone: that range)\n"
-	        "      --max-size SIZE    keep the busiest window that fits in SIZE bytes\n"
-	        "                         (25M, 500k, 1G; M = 1000000, Mi = 1048576)\n"
-	        "      --keep-time        keep the wall-clock and boot time of the start\n"
-	        "  -h, --help             this help\n");
-}
 
 static int parse_size(const char *s, uint64_t *out)
 {
@@ -299,18 +273,14 @@ static int search_size(struct cuptrace_share *sh, const struct cuptrace_share_sc
 
 int cmd_share(int argc, char **argv)
 {
-	static const struct option opts[] = {
-	    {"output", required_argument, NULL, 'o'},   {"redact-names", no_argument, NULL, 'r'},
-	    {"salt", required_argument, NULL, 's'},     {"window", required_argument, NULL, 'w'},
-	    {"max-size", required_argument, NULL, 'm'}, {"keep-time", no_argument, NULL, 't'},
-	    {"help", no_argument, NULL, 'h'},           {0},
-	};
 	const char *out = NULL, *window = NULL;
 	struct cuptrace_share_opts o = {.sz = sizeof(o)};
 	uint64_t max = 0;
 	optind = 1;
 	int c;
-	while ((c = getopt_long(argc, argv, "o:h", opts, NULL)) != -1) {
+	while ((c = cli_next(CLI_SHARE, argc, argv)) != CLI_END) {
+		if (c == CLI_HELP || c == CLI_BAD)
+			return c == CLI_HELP ? 0 : EXIT_USAGE;
 		switch (c) {
 		case 'o':
 			out = optarg;
@@ -336,17 +306,14 @@ int cmd_share(int argc, char **argv)
 		case 't':
 			o.keep_time = 1;
 			break;
-		case 'h':
-			share_usage(stdout);
-			return 0;
-		default:
-			share_usage(stderr);
-			return EXIT_USAGE;
 		}
 	}
-	if (optind != argc - 1 || !out) {
-		fprintf(stderr, "cuptrace share: need one TRACE and -o OUTPUT\n\n");
-		share_usage(stderr);
+	if (optind != argc - 1) {
+		cli_usage_error(CLI_SHARE, "takes one TRACE (got %d)", argc - optind);
+		return EXIT_USAGE;
+	}
+	if (!out) {
+		cli_usage_error(CLI_SHARE, "needs -o OUTPUT");
 		return EXIT_USAGE;
 	}
 	if (o.salt && !o.redact_names) {
@@ -413,7 +380,7 @@ int cmd_share(int argc, char **argv)
 	if (!r)
 		r = scan->ops->finish(scan);
 	if (r) {
-		fprintf(stderr, "cuptrace share: cannot read %s: %s\n", in, strerror(-r));
+		cmd_read_failed("share", in, r, NULL);
 		goto out;
 	}
 

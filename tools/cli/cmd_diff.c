@@ -10,37 +10,7 @@
 
 #include "analyze/diff.h"
 #include "cmd.h"
-
-static void diff_usage(FILE *f)
-{
-	fprintf(
-	    f,
-	    "usage: cuptrace diff [options] BASE NEW\n\n"
-	    "Compares two runs (any trace or capture cuptrace reads): wall span, GPU busy\n"
-	    "time per device, kernels, bytes copied, then per kernel, API call, copy kind,\n"
-	    "NVTX range and PyTorch op the count, total and mean time in both runs, sorted\n"
-	    "by the change in total time.\n\n"
-	    "  -m, --markdown         GitHub markdown tables\n"
-	    "  -j, --json             one JSON object, times in ns (keys: README)\n"
-	    "  -n, --top N            rows per family in text and markdown (default 20)\n"
-	    "      --group-by MODE    name (default) | base: drop template arguments and\n"
-	    "                         parameter lists (gemm<float, 64>(...) -> gemm) |\n"
-	    "                         op: kernels and copies by the op that launched them\n"
-	    "                         (the innermost range around the launch call), so a\n"
-	    "                         library choosing another kernel compares as one |\n"
-	    "                         line: kernels and copies by the source line that\n"
-	    "                         launched them (the innermost frame of the user's own\n"
-	    "                         code in the launch's call stack; README)\n" CMD_LINES_HELP
-	    "      --per NAME         divide counts and times by the number of host ranges\n"
-	    "                         named NAME in each run (runs of different step counts)\n"
-	    "      --fail-above PCT   exit with status 3 if GPU busy time, or the total of a\n"
-	    "                         name taking at least 1%% of the GPU busy time of BASE or\n"
-	    "                         of NEW (of its family's total for API calls, ranges, ops;\n"
-	    "                         a name new in NEW: of NEW's), grew by more than PCT\n"
-	    "                         percent\n"
-	    "  -h, --help             this help\n\n"
-	    "Exit status: 0, 1 error, 2 usage, 3 --fail-above exceeded.\n");
-}
+#include "opt_table.h"
 
 /* The profile of one run; 0 or EXIT_FAIL with the message printed. */
 static int load(const char *path, const struct cuptrace_profile_opts *o, struct cuptrace_profile *p,
@@ -65,7 +35,7 @@ static int load(const char *path, const struct cuptrace_profile_opts *o, struct 
 		r = sink->ops->finish(sink);
 	cuptrace_sink_destroy(sink);
 	if (r) {
-		fprintf(stderr, "cuptrace diff: cannot read %s: %s\n", path, strerror(-r));
+		cmd_read_failed("diff", path, r, NULL);
 		cuptrace_profile_free(p);
 		return EXIT_FAIL;
 	}
@@ -74,23 +44,14 @@ static int load(const char *path, const struct cuptrace_profile_opts *o, struct 
 
 static int diff_main(int argc, char **argv, struct cmd_lines *lines)
 {
-	static const struct option opts[] = {
-	    {"markdown", no_argument, NULL, 'm'},
-	    {"json", no_argument, NULL, 'j'},
-	    {"top", required_argument, NULL, 'n'},
-	    {"group-by", required_argument, NULL, 'g'},
-	    {"per", required_argument, NULL, 'p'},
-	    {"fail-above", required_argument, NULL, 'F'},
-	    {"help", no_argument, NULL, 'h'},
-	    CMD_LINES_OPTIONS,
-	    {0},
-	};
 	struct cuptrace_diff_opts o = {.sz = sizeof(o), .top = 20, .fail_above_pct = -1};
 	int markdown = 0, json = 0, c;
 	char *end;
 
 	optind = 1;
-	while ((c = getopt_long(argc, argv, "mjn:h", opts, NULL)) != -1) {
+	while ((c = cli_next(CLI_DIFF, argc, argv)) != CLI_END) {
+		if (c == CLI_HELP || c == CLI_BAD)
+			return c == CLI_HELP ? 0 : EXIT_USAGE;
 		int taken = cmd_lines_option(lines, c, optarg);
 		if (taken < 0) {
 			fprintf(stderr, "cuptrace diff: out of memory\n");
@@ -118,11 +79,14 @@ static int diff_main(int argc, char **argv, struct cmd_lines *lines)
 			o.top = (int)v;
 			break;
 		}
-		case 'g':
+		case CMD_OPT_GROUP_BY:
 			if (strcmp(optarg, "name") && strcmp(optarg, "base") &&
 			    strcmp(optarg, "op") && strcmp(optarg, "line")) {
-				fprintf(stderr, "cuptrace diff: --group-by takes name, base, op or "
-				                "line\n");
+				fprintf(
+				    stderr,
+				    "cuptrace diff: bad value for --group-by: '%s' (takes name, "
+				    "base, op or line)\n",
+				    optarg);
 				return EXIT_USAGE;
 			}
 			o.group_by_base = !strcmp(optarg, "base");
@@ -148,21 +112,14 @@ static int diff_main(int argc, char **argv, struct cmd_lines *lines)
 				return EXIT_USAGE;
 			}
 			break;
-		case 'h':
-			diff_usage(stdout);
-			return 0;
-		default:
-			diff_usage(stderr);
-			return EXIT_USAGE;
 		}
 	}
 	if (markdown && json) {
-		fprintf(stderr, "cuptrace diff: --markdown and --json exclude each other\n");
+		cli_usage_error(CLI_DIFF, "--markdown and --json exclude each other");
 		return EXIT_USAGE;
 	}
 	if (optind != argc - 2) {
-		fprintf(stderr, "cuptrace diff: need two traces, BASE and NEW\n\n");
-		diff_usage(stderr);
+		cli_usage_error(CLI_DIFF, "needs two traces, BASE and NEW (got %d)", argc - optind);
 		return EXIT_USAGE;
 	}
 	o.base_path = argv[optind];
