@@ -41,6 +41,19 @@ struct cmd_lines {
 #define CMD_OPT_GROUP_BY 0x5E4
 /* record's options that are settings of libcuptrace.so: CMD_WOPT + the setting's id. */
 #define CMD_WOPT 1000
+/* The report options of stats, diff and analyze (their rows in opt_table.c are shared):
+ * --markdown, --json, and --group-by line's patterns and symbols. */
+struct cmd_report {
+	int markdown, json, by_line;
+	struct cmd_lines lines;
+};
+/* Takes option c for command cmd (a CLI_* of opt_table.h): -1 if it is not one of these, 0 if
+ * taken, else an exit code after one line on stderr. --group-by is taken as "line" only, for
+ * stats and analyze; diff has its own. */
+int cmd_report_option(int cmd, struct cmd_report *r, int c, const char *arg);
+/* The report options together: 0, or EXIT_USAGE after one line. */
+int cmd_report_check(int cmd, const struct cmd_report *r);
+
 /* Takes option c (one of CMD_LINES_OPT_*); 1 if it was one, 0 if not, -1 out of memory. */
 int cmd_lines_option(struct cmd_lines *l, int c, const char *arg);
 /* The user-code patterns as analyze/lines.h takes them (a struct cuptrace_lines_opts). */

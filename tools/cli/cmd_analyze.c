@@ -43,45 +43,33 @@ static int print_analysis_json(const void *a, FILE *f)
 	return cuptrace_analysis_print_json(a, f);
 }
 
-static int analyze_main(int argc, char **argv, struct cmd_lines *lines)
+/* What `analyze` was asked besides the report options. */
+struct analyze_args {
+	struct cuptrace_analyze_opts o;
+	const char *ann; /* --annotate OUT */
+};
+
+/* The options into x and rep: -1 to go on, else the exit code (0 after --help). */
+static int analyze_parse(struct analyze_args *x, struct cmd_report *rep, int argc, char **argv)
 {
-	struct cuptrace_analyze_opts o = {0};
-	const char *ann = NULL;
-	int markdown = 0, json = 0, by_line = 0, c;
+	int c;
 	char *end;
 	optind = 1;
 	while ((c = cli_next(CLI_ANALYZE, argc, argv)) != CLI_END) {
 		if (c == CLI_HELP || c == CLI_BAD)
 			return c == CLI_HELP ? 0 : EXIT_USAGE;
-		int taken = cmd_lines_option(lines, c, optarg);
-		if (taken < 0) {
-			fprintf(stderr, "cuptrace analyze: out of memory\n");
-			return EXIT_FAIL;
-		}
-		if (taken)
+		int e = cmd_report_option(CLI_ANALYZE, rep, c, optarg);
+		if (e >= 0) {
+			if (e)
+				return e;
 			continue;
+		}
 		switch (c) {
-		case CMD_OPT_GROUP_BY:
-			if (strcmp(optarg, "line")) {
-				fprintf(stderr,
-				        "cuptrace analyze: bad value for --group-by: '%s' (takes "
-				        "line)\n",
-				        optarg);
-				return EXIT_USAGE;
-			}
-			by_line = 1;
-			break;
-		case 'm':
-			markdown = 1;
-			break;
-		case 'j':
-			json = 1;
-			break;
 		case 'a':
-			ann = optarg;
+			x->ann = optarg;
 			break;
 		case 's':
-			o.step_name = optarg;
+			x->o.step_name = optarg;
 			break;
 		case 'g':
 		case 't':
@@ -95,49 +83,62 @@ static int analyze_main(int argc, char **argv, struct cmd_lines *lines)
 				return EXIT_USAGE;
 			}
 			if (c == 'g')
-				o.gap_ns = (int64_t)(v * 1000);
+				x->o.gap_ns = (int64_t)(v * 1000);
 			else if (c == 't')
-				o.tiny_ns = (int64_t)(v * 1000);
+				x->o.tiny_ns = (int64_t)(v * 1000);
 			else
-				o.top = (int)v;
+				x->o.top = (int)v;
 			break;
 		}
 		}
 	}
-	if (markdown && json) {
-		cli_usage_error(CLI_ANALYZE, "--markdown and --json exclude each other");
+	return -1;
+}
+
+/* The operands and the inputs, before the analysis (which may take a while) and before
+ * anything is written: -1, or the exit code after one line. */
+static int analyze_check(const struct analyze_args *x, const struct cmd_report *rep, int argc,
+                         char **argv)
+{
+	if (cmd_report_check(CLI_ANALYZE, rep))
 		return EXIT_USAGE;
-	}
 	if (optind >= argc) {
 		cli_usage_error(CLI_ANALYZE, "needs at least one TRACE (got 0)");
 		return EXIT_USAGE;
 	}
-	if (ann && argc - optind != 1) {
+	if (x->ann && argc - optind != 1) {
 		cli_usage_error(CLI_ANALYZE, "--annotate takes one trace (got %d)", argc - optind);
 		return EXIT_USAGE;
 	}
 	for (int i = optind; i < argc; i++) {
-		int e =
-		    cmd_input("analyze", argv[i], ann ? "--annotate reads the trace twice" : NULL);
+		int e = cmd_input("analyze", argv[i],
+		                  x->ann ? "--annotate reads the trace twice" : NULL);
 		if (e)
 			return e;
 	}
 	/* Refused before the analysis, which may take a while, and before anything is written. */
-	if (ann && cuptrace_same_file(ann, argv[optind])) {
+	if (x->ann && cuptrace_same_file(x->ann, argv[optind])) {
 		fprintf(stderr,
 		        "cuptrace analyze: --annotate %s is the input %s: give another output "
 		        "name; nothing was written\n",
-		        ann, argv[optind]);
+		        x->ann, argv[optind]);
 		return EXIT_USAGE;
 	}
+	return -1;
+}
+
+/* Reads the traces (argv[optind]...) as ranks of one job, prints the analysis, and writes the
+ * annotated trace. 0, or EXIT_FAIL after one line. */
+static int analyze_run(const struct analyze_args *x, struct cmd_report *rep, int argc, char **argv)
+{
 	struct cuptrace_analysis a;
 	struct cuptrace_lines ln = {0};
-	struct cuptrace_lines_opts lo = cmd_lines_opts(lines);
-	struct cuptrace_sink *an = cuptrace_analyze_sink_new(&a, &o), *s = an, *ls = NULL;
+	struct cuptrace_lines_opts lo = cmd_lines_opts(&rep->lines);
+	struct cuptrace_sink *an = cuptrace_analyze_sink_new(&a, &x->o), *s = an, *ls = NULL;
 	/* --group-by line: symbolize -> lines -> analyze. */
-	if (s && by_line && (ls = cuptrace_lines_sink_new(&ln, &lo, s)))
-		s = cmd_lines_symbolize(lines, ls);
-	else if (by_line)
+	if (s && rep->by_line && (ls = cuptrace_lines_sink_new(&ln, &lo, s)))
+		s = cmd_lines_symbolize(&rep->lines, ls);
+	else if (rep->by_line)
 		s = NULL;
 	if (!s) {
 		fprintf(stderr, "cuptrace analyze: out of memory\n");
@@ -172,18 +173,18 @@ static int analyze_main(int argc, char **argv, struct cmd_lines *lines)
 		cuptrace_analysis_free(&a);
 		return EXIT_FAIL;
 	}
-	if (json && by_line) {
+	if (rep->json && rep->by_line) {
 		r = cmd_lines_print_json(&ln, print_analysis_json, &a);
-	} else if (json) {
+	} else if (rep->json) {
 		r = cuptrace_analysis_print_json(&a, stdout);
 	} else {
-		cuptrace_analysis_print(&a, stdout, markdown);
-		if (by_line)
-			cuptrace_lines_print(&ln, stdout, markdown, 0);
+		cuptrace_analysis_print(&a, stdout, rep->markdown);
+		if (rep->by_line)
+			cuptrace_lines_print(&ln, stdout, rep->markdown, 0);
 	}
 	cuptrace_lines_free(&ln);
-	if (!r && ann)
-		r = annotate(argv[optind], ann, &a);
+	if (!r && x->ann)
+		r = annotate(argv[optind], x->ann, &a);
 	else if (r || fflush(stdout)) {
 		fprintf(stderr, "cuptrace analyze: cannot write the report\n");
 		r = EXIT_FAIL;
@@ -194,8 +195,13 @@ static int analyze_main(int argc, char **argv, struct cmd_lines *lines)
 
 int cmd_analyze(int argc, char **argv)
 {
-	struct cmd_lines lines = {0};
-	int r = analyze_main(argc, argv, &lines);
-	cmd_lines_free(&lines);
+	struct analyze_args x = {0};
+	struct cmd_report rep = {0};
+	int r = analyze_parse(&x, &rep, argc, argv);
+	if (r < 0)
+		r = analyze_check(&x, &rep, argc, argv);
+	if (r < 0)
+		r = analyze_run(&x, &rep, argc, argv);
+	cmd_lines_free(&rep.lines);
 	return r;
 }

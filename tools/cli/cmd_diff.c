@@ -42,30 +42,22 @@ static int load(const char *path, const struct cuptrace_profile_opts *o, struct 
 	return 0;
 }
 
-static int diff_main(int argc, char **argv, struct cmd_lines *lines)
+/* The options into o and rep: -1 to go on, else the exit code (0 after --help). */
+static int diff_parse(struct cuptrace_diff_opts *o, struct cmd_report *rep, int argc, char **argv)
 {
-	struct cuptrace_diff_opts o = {.sz = sizeof(o), .top = 20, .fail_above_pct = -1};
-	int markdown = 0, json = 0, c;
+	int c;
 	char *end;
-
 	optind = 1;
 	while ((c = cli_next(CLI_DIFF, argc, argv)) != CLI_END) {
 		if (c == CLI_HELP || c == CLI_BAD)
 			return c == CLI_HELP ? 0 : EXIT_USAGE;
-		int taken = cmd_lines_option(lines, c, optarg);
-		if (taken < 0) {
-			fprintf(stderr, "cuptrace diff: out of memory\n");
-			return EXIT_FAIL;
-		}
-		if (taken)
+		int e = cmd_report_option(CLI_DIFF, rep, c, optarg);
+		if (e >= 0) {
+			if (e)
+				return e;
 			continue;
+		}
 		switch (c) {
-		case 'm':
-			markdown = 1;
-			break;
-		case 'j':
-			json = 1;
-			break;
 		case 'n': {
 			errno = 0;
 			long v = strtol(optarg, &end, 10);
@@ -76,7 +68,7 @@ static int diff_main(int argc, char **argv, struct cmd_lines *lines)
 				        optarg);
 				return EXIT_USAGE;
 			}
-			o.top = (int)v;
+			o->top = (int)v;
 			break;
 		}
 		case CMD_OPT_GROUP_BY:
@@ -89,22 +81,22 @@ static int diff_main(int argc, char **argv, struct cmd_lines *lines)
 				    optarg);
 				return EXIT_USAGE;
 			}
-			o.group_by_base = !strcmp(optarg, "base");
-			o.group_by_op = !strcmp(optarg, "op");
-			o.group_by_line = !strcmp(optarg, "line");
+			o->group_by_base = !strcmp(optarg, "base");
+			o->group_by_op = !strcmp(optarg, "op");
+			o->group_by_line = !strcmp(optarg, "line");
 			break;
 		case 'p':
 			if (!*optarg) {
 				fprintf(stderr, "cuptrace diff: --per takes a range name\n");
 				return EXIT_USAGE;
 			}
-			o.per_name = optarg;
+			o->per_name = optarg;
 			break;
 		case 'F':
 			errno = 0;
-			o.fail_above_pct = strtod(optarg, &end);
-			if (errno || *end || end == optarg || !isfinite(o.fail_above_pct) ||
-			    o.fail_above_pct < 0) {
+			o->fail_above_pct = strtod(optarg, &end);
+			if (errno || *end || end == optarg || !isfinite(o->fail_above_pct) ||
+			    o->fail_above_pct < 0) {
 				fprintf(stderr,
 				        "cuptrace diff: --fail-above takes a percentage >= 0, "
 				        "not '%s'\n",
@@ -114,39 +106,49 @@ static int diff_main(int argc, char **argv, struct cmd_lines *lines)
 			break;
 		}
 	}
-	if (markdown && json) {
-		cli_usage_error(CLI_DIFF, "--markdown and --json exclude each other");
+	return -1;
+}
+
+/* The two runs (argv[optind], argv[optind + 1]): -1, or EXIT_USAGE after one line. */
+static int diff_check(struct cuptrace_diff_opts *o, const struct cmd_report *rep, int argc,
+                      char **argv)
+{
+	if (cmd_report_check(CLI_DIFF, rep))
 		return EXIT_USAGE;
-	}
 	if (optind != argc - 2) {
 		cli_usage_error(CLI_DIFF, "needs two traces, BASE and NEW (got %d)", argc - optind);
 		return EXIT_USAGE;
 	}
-	o.base_path = argv[optind];
-	o.new_path = argv[optind + 1];
-
-	if (!strcmp(o.base_path, "-") && !strcmp(o.new_path, "-")) {
+	o->base_path = argv[optind];
+	o->new_path = argv[optind + 1];
+	if (!strcmp(o->base_path, "-") && !strcmp(o->new_path, "-")) {
 		fprintf(stderr, "cuptrace diff: '-' (standard input) can be one of the two traces, "
 		                "not both\n");
 		return EXIT_USAGE;
 	}
-	struct cuptrace_lines_opts lo = cmd_lines_opts(lines);
+	return -1;
+}
+
+/* Reads both runs, compares and prints. 0, EXIT_ABOVE (--fail-above), or EXIT_FAIL. */
+static int diff_run(const struct cuptrace_diff_opts *o, struct cmd_report *rep)
+{
+	struct cuptrace_lines_opts lo = cmd_lines_opts(&rep->lines);
 	struct cuptrace_profile_opts po = {.sz = sizeof(po),
-	                                   .group_by_base = o.group_by_base,
-	                                   .per_name = o.per_name,
-	                                   .group_by_op = o.group_by_op,
-	                                   .group_by_line = o.group_by_line,
+	                                   .group_by_base = o->group_by_base,
+	                                   .per_name = o->per_name,
+	                                   .group_by_op = o->group_by_op,
+	                                   .group_by_line = o->group_by_line,
 	                                   .lines = &lo};
 	struct cuptrace_profile a, b;
 	struct cuptrace_diff d;
-	int ret = load(o.base_path, &po, &a, lines);
+	int ret = load(o->base_path, &po, &a, &rep->lines);
 	if (ret)
 		return ret;
-	if ((ret = load(o.new_path, &po, &b, lines))) {
+	if ((ret = load(o->new_path, &po, &b, &rep->lines))) {
 		cuptrace_profile_free(&a);
 		return ret;
 	}
-	int r = cuptrace_diff_compute(&a, &b, &o, &d);
+	int r = cuptrace_diff_compute(&a, &b, o, &d);
 	/* No false all-clear: a run without GPU work has nothing to compare on the GPU. */
 	if (!r && (!d.kernels.base || !d.kernels.new_)) {
 		int none_a = !d.kernels.base && !d.bytes_copied.base,
@@ -155,17 +157,17 @@ static int diff_main(int argc, char **argv, struct cmd_lines *lines)
 			fprintf(stderr,
 			        "cuptrace diff: no GPU work in %s or %s: nothing to "
 			        "compare on the GPU (host calls only)\n",
-			        o.base_path, o.new_path);
+			        o->base_path, o->new_path);
 		else if (none_a || none_b)
 			fprintf(stderr, "cuptrace diff: no GPU work in %s: its GPU side is empty\n",
-			        none_a ? o.base_path : o.new_path);
+			        none_a ? o->base_path : o->new_path);
 	}
 	for (int i = 0; r == -ENOENT && i < 2; i++)
 		if (!(i ? b : a).per_count)
 			fprintf(
 			    stderr,
 			    "cuptrace diff: %s has no range named '%s' on a host thread (--per)\n",
-			    i ? o.new_path : o.base_path, o.per_name);
+			    i ? o->new_path : o->base_path, o->per_name);
 	if (r && r != -ENOENT)
 		fprintf(stderr, "cuptrace diff: %s\n", strerror(-r));
 	cuptrace_profile_free(&a);
@@ -174,10 +176,10 @@ static int diff_main(int argc, char **argv, struct cmd_lines *lines)
 		cuptrace_diff_free(&d);
 		return EXIT_FAIL;
 	}
-	if (json)
+	if (rep->json)
 		r = cuptrace_diff_print_json(&d, stdout);
 	else
-		cuptrace_diff_print(&d, stdout, markdown);
+		cuptrace_diff_print(&d, stdout, rep->markdown);
 	if (r || fflush(stdout)) {
 		fprintf(stderr, "cuptrace diff: cannot write the report\n");
 		ret = EXIT_FAIL;
@@ -192,8 +194,13 @@ static int diff_main(int argc, char **argv, struct cmd_lines *lines)
 
 int cmd_diff(int argc, char **argv)
 {
-	struct cmd_lines lines = {0};
-	int r = diff_main(argc, argv, &lines);
-	cmd_lines_free(&lines);
+	struct cuptrace_diff_opts o = {.sz = sizeof(o), .top = 20, .fail_above_pct = -1};
+	struct cmd_report rep = {0};
+	int r = diff_parse(&o, &rep, argc, argv);
+	if (r < 0)
+		r = diff_check(&o, &rep, argc, argv);
+	if (r < 0)
+		r = diff_run(&o, &rep);
+	cmd_lines_free(&rep.lines);
 	return r;
 }

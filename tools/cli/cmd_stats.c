@@ -47,82 +47,69 @@ static int print_stats_json(const void *ctx, FILE *f)
 	return print_json(j->st, j->g, f);
 }
 
-static int stats_main(int argc, char **argv, struct cmd_lines *lines)
+/* The options into r: -1 to go on, else the exit code (0 after --help). */
+static int stats_parse(struct cmd_report *r, int argc, char **argv)
 {
-	int markdown = 0, json = 0, by_line = 0;
-	optind = 1;
 	int c;
+	optind = 1;
 	while ((c = cli_next(CLI_STATS, argc, argv)) != CLI_END) {
 		if (c == CLI_HELP || c == CLI_BAD)
 			return c == CLI_HELP ? 0 : EXIT_USAGE;
-		int taken = cmd_lines_option(lines, c, optarg);
-		if (taken < 0) {
-			fprintf(stderr, "cuptrace stats: out of memory\n");
-			return EXIT_FAIL;
-		}
-		if (taken)
-			continue;
-		switch (c) {
-		case 'm':
-			markdown = 1;
-			break;
-		case 'j':
-			json = 1;
-			break;
-		case CMD_OPT_GROUP_BY:
-			if (strcmp(optarg, "line")) {
-				fprintf(
-				    stderr,
-				    "cuptrace stats: bad value for --group-by: '%s' (takes line)\n",
-				    optarg);
-				return EXIT_USAGE;
-			}
-			by_line = 1;
-			break;
-		}
+		int e = cmd_report_option(CLI_STATS, r, c, optarg);
+		if (e > 0)
+			return e;
 	}
-	if (markdown && json) {
-		cli_usage_error(CLI_STATS, "--markdown and --json exclude each other");
+	return -1;
+}
+
+static int stats_check(const struct cmd_report *r, int argc)
+{
+	if (cmd_report_check(CLI_STATS, r))
 		return EXIT_USAGE;
-	}
 	if (optind != argc - 1) {
 		cli_usage_error(CLI_STATS, "takes one TRACE (got %d)", argc - optind);
 		return EXIT_USAGE;
 	}
+	return -1;
+}
+
+/* Reads the trace at path and prints its summary. 0, or EXIT_FAIL after one line. */
+static int stats_run(struct cmd_report *rep, const char *path)
+{
 	struct cuptrace_stats st;
 	memset(&st, 0, sizeof(st));
 	struct cuptrace_gm_stats gms;
 	struct cuptrace_lines ln = {0};
-	struct cuptrace_lines_opts lo = cmd_lines_opts(lines);
+	struct cuptrace_lines_opts lo = cmd_lines_opts(&rep->lines);
 	struct cuptrace_sink *inner = cuptrace_stats_sink_new(&st);
 	struct cuptrace_sink *sink = inner ? cuptrace_gm_stats_sink_new(&gms, inner) : NULL;
 	/* Native frames are symbolized before the lines sink reads them. */
-	if (sink && by_line)
-		sink = cmd_lines_symbolize(lines, cuptrace_lines_sink_new(&ln, &lo, sink));
+	if (sink && rep->by_line)
+		sink = cmd_lines_symbolize(&rep->lines, cuptrace_lines_sink_new(&ln, &lo, sink));
 	if (!sink) {
 		fprintf(stderr, "cuptrace stats: out of memory\n");
 		return EXIT_FAIL;
 	}
-	int r = cmd_replay(argv[optind], sink);
+	int r = cmd_replay(path, sink);
 	if (!r)
 		r = sink->ops->finish(sink);
 	cuptrace_sink_destroy(sink);
 	if (r) {
-		cmd_read_failed("stats", argv[optind], r, NULL);
+		cmd_read_failed("stats", path, r, NULL);
 		cuptrace_stats_free(&st);
 		cuptrace_gm_stats_free(&gms);
 		cuptrace_lines_free(&ln);
 		return EXIT_FAIL;
 	}
-	if (json && by_line) {
+	if (rep->json && rep->by_line) {
 		r = cmd_lines_print_json(&ln, print_stats_json, &(struct stats_json){&st, &gms});
-	} else if (json) {
+	} else if (rep->json) {
 		r = print_json(&st, &gms, stdout);
 	} else {
-		cuptrace_stats_print(&st, stdout, markdown);
-		cuptrace_gm_stats_print(&gms, stdout, markdown);
-		if (by_line)
-			cuptrace_lines_print(&ln, stdout, markdown, 0);
+		cuptrace_stats_print(&st, stdout, rep->markdown);
+		cuptrace_gm_stats_print(&gms, stdout, rep->markdown);
+		if (rep->by_line)
+			cuptrace_lines_print(&ln, stdout, rep->markdown, 0);
 	}
 	cuptrace_stats_free(&st);
 	cuptrace_gm_stats_free(&gms);
@@ -136,8 +123,12 @@ static int stats_main(int argc, char **argv, struct cmd_lines *lines)
 
 int cmd_stats(int argc, char **argv)
 {
-	struct cmd_lines lines = {0};
-	int r = stats_main(argc, argv, &lines);
-	cmd_lines_free(&lines);
-	return r;
+	struct cmd_report r = {0};
+	int e = stats_parse(&r, argc, argv);
+	if (e < 0)
+		e = stats_check(&r, argc);
+	if (e < 0)
+		e = stats_run(&r, argv[optind]);
+	cmd_lines_free(&r.lines);
+	return e;
 }

@@ -14,9 +14,7 @@
 /* Options that are the settings of libcuptrace.so: the setting's id + WOPT (cmd.h). */
 #define W(id) (CMD_WOPT + CUPTRACE_SET_##id)
 
-static const char WINDOWS[] = "Tracing part of a run (README: Tracing part of a run); T is a "
-                              "duration such as 500ms, 2s or 1m; %n in -o gives each window a "
-                              "file of its own";
+static const char WINDOWS[] = "Tracing part of a run (README: Tracing part of a run)";
 static const char OTLP[] = "OpenTelemetry (README: OpenTelemetry)";
 static const char LINES[] = "By source line (README: Call stacks)";
 
@@ -41,7 +39,8 @@ const struct cli_option cli_options[] = {
     {"compress", 0, CLI_ARG_REQUIRED, "MODE", T(RECORD), 'z', NULL,
      "chunks (default for .pftrace) | gzip | none"},
     {"compress-level", 0, CLI_ARG_REQUIRED, "N", T(RECORD) | T(CONVERT), W(COMPRESS_LEVEL), NULL,
-     "1 (least CPU; about 9% larger) to 12 (smallest); default 5"},
+     "1 (least CPU; about 9% larger) to 12 (smallest);\n"
+     "default 5"},
     {"driver", 0, CLI_ARG_REQUIRED, "MODE", T(RECORD), 'd', NULL,
      "user (default): driver calls the program makes itself;\n"
      "all: also the CUDA runtime's own driver calls"},
@@ -156,8 +155,7 @@ const struct cli_option cli_options[] = {
     {"markdown", 'm', CLI_ARG_NONE, NULL, T(STATS) | T(DIFF) | T(ANALYZE), 'm', NULL,
      "GitHub markdown tables (for bug reports)"},
     {"json", 'j', CLI_ARG_NONE, NULL, T(STATS) | T(DIFF) | T(ANALYZE), 'j', NULL,
-     "one JSON object, times in ns (keys: README, the command's\n"
-     "section)"},
+     "one JSON object, times in ns (keys: README)"},
     {"group-by", 0, CLI_ARG_REQUIRED, "line", T(STATS) | T(ANALYZE), CMD_OPT_GROUP_BY, LINES,
      "add GPU time by source line: each kernel, copy and\n"
      "memset under the innermost frame of the user's own code\n"
@@ -189,9 +187,9 @@ const struct cli_option cli_options[] = {
     {"fail-above", 0, CLI_ARG_REQUIRED, "PCT", T(DIFF), 'F', NULL,
      "exit with status 3 if GPU busy time, or the total of a\n"
      "name taking at least 1% of the GPU busy time of BASE or\n"
-     "of NEW (of its family's total for API calls, ranges, ops;\n"
-     "a name new in NEW: of NEW's), grew by more than PCT\n"
-     "percent"},
+     "of NEW (of its family's total for API calls, ranges,\n"
+     "ops; a name new in NEW: of NEW's), grew by more than\n"
+     "PCT percent"},
     {"annotate", 'a', CLI_ARG_REQUIRED, "OUT", T(ANALYZE), 'a', NULL,
      "write the trace (one input) plus an \"Analysis\" group"},
     {"step", 's', CLI_ARG_REQUIRED, "NAME", T(ANALYZE), 's', NULL,
@@ -248,7 +246,8 @@ const struct cli_option cli_options[] = {
      "the window lasts T (500ms, 2s, 1m); the command returns\n"
      "when the files are written"},
     {"steps", 0, CLI_ARG_REQUIRED, "N", T(TRIGGER), 's', NULL,
-     "the window lasts N training steps (optimizer.step() calls)"},
+     "the window lasts N training steps\n"
+     "(optimizer.step() calls)"},
     {"stop", 0, CLI_ARG_NONE, NULL, T(TRIGGER), 'S', NULL,
      "close the window an earlier trigger opened, and write it"},
     {"dump", 0, CLI_ARG_NONE, NULL, T(TRIGGER), 'D', NULL,
@@ -257,7 +256,8 @@ const struct cli_option cli_options[] = {
      "recorder, and for any other process opens a window until\n"
      "`trigger --stop`"},
     {"job", 0, CLI_ARG_REQUIRED, "PID", T(TRIGGER), 'j', NULL,
-     "every process started under the `cuptrace record` of that pid"},
+     "every process started under the `cuptrace record`\n"
+     "of that pid"},
     {"timeout", 0, CLI_ARG_REQUIRED, "T", T(TRIGGER), 't', NULL,
      "give up waiting after T (default: the duration + 60s)"},
 
@@ -299,7 +299,8 @@ const struct cli_command cli_commands[CLI_NCMDS] = {
                     "Runs the command with libcuptrace.so injected and writes what it does with\n"
                     "CUDA (API calls, kernels, copies, memsets, synchronization, NVTX) into a\n"
                     "trace. Options are passed to the library in CUPTRACE_* variables\n"
-                    "(include/cuptrace.h lists them).",
+                    "(include/cuptrace.h lists them). Below, T is a duration such as 500ms,\n"
+                    "2s or 1m; %n in -o gives each capture window a file of its own.",
                     "N    the command's exit status (128+N if it died of signal N)\n"
                     "126  the command could not be run; 127: it was not found\n"
                     "1    cuptrace failed before the command ran\n"
@@ -361,14 +362,14 @@ const struct cli_command cli_commands[CLI_NCMDS] = {
          "other machines are placed by REALTIME, then (--align nccl, the default) by the\n"
          "ends of their NCCL collectives, which finish together on every rank. The offset\n"
          "and drift found for each rank and the spread of collective ends left are printed\n"
-         "and stored in the trace. With OUTPUT.tar the rank files keep their own clocks and\n"
-         "a perfetto_manifest names each machine and gives the offsets found.",
+         "and stored in the trace. With OUTPUT.tar the rank files keep their own clocks\n"
+         "and a perfetto_manifest names each machine and gives the offsets found.",
          EXITS_FILE, 0},
     [CLI_TRIGGER] = {"trigger", cmd_trigger,
                      "open a capture window in running traced processes, or write their flight "
                      "recorder",
-                     "cuptrace trigger [--duration T | --steps N | --stop | --dump] [--timeout T]\n"
-                     "                 (--job RECORD_PID | PID...)",
+                     "cuptrace trigger [--duration T | --steps N | --stop | --dump]\n"
+                     "                 [--timeout T] (--job RECORD_PID | PID...)",
                      "Asks processes traced by `cuptrace record --on-demand` (or --ring, or any\n"
                      "record) to open a capture window now, and prints the files they write.",
                      "0  every process answered and wrote its files\n"
@@ -408,7 +409,7 @@ const struct cli_command cli_commands[CLI_NCMDS] = {
 
 /* ---- help ---- */
 
-#define HELP_COL 26 /* where an option's help text starts */
+#define HELP_COL 24 /* where an option's help text starts */
 
 static void print_lines(FILE *f, const char *text, int indent)
 {
