@@ -54,10 +54,7 @@ static int analyze_parse(struct analyze_args *x, struct cmd_report *rep, int arg
 {
 	int c;
 	char *end;
-	optind = 1;
 	while ((c = cli_next(CLI_ANALYZE, argc, argv)) != CLI_END) {
-		if (c == CLI_HELP || c == CLI_BAD)
-			return c == CLI_HELP ? 0 : EXIT_USAGE;
 		int e = cmd_report_option(CLI_ANALYZE, rep, c, optarg);
 		if (e >= 0) {
 			if (e)
@@ -92,7 +89,7 @@ static int analyze_parse(struct analyze_args *x, struct cmd_report *rep, int arg
 		}
 		}
 	}
-	return -1;
+	return cli_status();
 }
 
 /* The operands and the inputs, before the analysis (which may take a while) and before

@@ -30,10 +30,7 @@ static int convert_parse(struct convert_args *a, int argc, char **argv)
 {
 	struct cuptrace_setting_value v;
 	int c;
-	optind = 1;
 	while ((c = cli_next(CLI_CONVERT, argc, argv)) != CLI_END) {
-		if (c == CLI_HELP || c == CLI_BAD)
-			return c == CLI_HELP ? 0 : EXIT_USAGE;
 		switch (c) {
 		case 'o':
 			if (cmd_setting("convert", CUPTRACE_SET_OUTPUT, optarg, &v))
@@ -80,7 +77,7 @@ static int convert_parse(struct convert_args *a, int argc, char **argv)
 			break;
 		}
 	}
-	return -1;
+	return cli_status();
 }
 
 /* The OTLP values, the operand and the input: -1, or the exit code after one line. */

@@ -47,10 +47,7 @@ static int diff_parse(struct cuptrace_diff_opts *o, struct cmd_report *rep, int 
 {
 	int c;
 	char *end;
-	optind = 1;
 	while ((c = cli_next(CLI_DIFF, argc, argv)) != CLI_END) {
-		if (c == CLI_HELP || c == CLI_BAD)
-			return c == CLI_HELP ? 0 : EXIT_USAGE;
 		int e = cmd_report_option(CLI_DIFF, rep, c, optarg);
 		if (e >= 0) {
 			if (e)
@@ -106,7 +103,7 @@ static int diff_parse(struct cuptrace_diff_opts *o, struct cmd_report *rep, int 
 			break;
 		}
 	}
-	return -1;
+	return cli_status();
 }
 
 /* The two runs (argv[optind], argv[optind + 1]): -1, or EXIT_USAGE after one line. */

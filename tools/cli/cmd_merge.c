@@ -277,10 +277,7 @@ struct merge_args {
 static int merge_parse(struct merge_args *a, int argc, char **argv)
 {
 	int c;
-	optind = 1;
 	while ((c = cli_next(CLI_MERGE, argc, argv)) != CLI_END) {
-		if (c == CLI_HELP || c == CLI_BAD)
-			return c == CLI_HELP ? 0 : EXIT_USAGE;
 		switch (c) {
 		case 'o':
 			a->out = optarg;
@@ -311,6 +308,8 @@ static int merge_parse(struct merge_args *a, int argc, char **argv)
 			break;
 		}
 	}
+	if (cli_status() >= 0)
+		return cli_status();
 	a->n = (size_t)(argc - optind);
 	return -1;
 }

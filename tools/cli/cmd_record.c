@@ -465,10 +465,7 @@ struct record_opts {
 static int record_parse(struct record_opts *o, int argc, char **argv)
 {
 	int c;
-	optind = 1;
 	while ((c = cli_next(CLI_RECORD, argc, argv)) != CLI_END) {
-		if (c == CLI_HELP || c == CLI_BAD)
-			return c == CLI_HELP ? 0 : EXIT_USAGE;
 		switch (c) {
 		case 'o':
 			o->output = optarg;
@@ -547,7 +544,7 @@ static int record_parse(struct record_opts *o, int argc, char **argv)
 			break;
 		}
 	}
-	return -1;
+	return cli_status();
 }
 
 /* Every value through the one parser of settings (so a bad option or CUPTRACE_* variable is a

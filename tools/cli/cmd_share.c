@@ -284,10 +284,7 @@ struct share_args {
 static int share_parse(struct share_args *a, int argc, char **argv)
 {
 	int c;
-	optind = 1;
 	while ((c = cli_next(CLI_SHARE, argc, argv)) != CLI_END) {
-		if (c == CLI_HELP || c == CLI_BAD)
-			return c == CLI_HELP ? 0 : EXIT_USAGE;
 		switch (c) {
 		case 'o':
 			a->out = optarg;
@@ -315,6 +312,8 @@ static int share_parse(struct share_args *a, int argc, char **argv)
 			break;
 		}
 	}
+	if (cli_status() >= 0)
+		return cli_status();
 	if (optind != argc - 1) {
 		cli_usage_error(CLI_SHARE, "takes one TRACE (got %d)", argc - optind);
 		return EXIT_USAGE;

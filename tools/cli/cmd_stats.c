@@ -51,15 +51,12 @@ static int print_stats_json(const void *ctx, FILE *f)
 static int stats_parse(struct cmd_report *r, int argc, char **argv)
 {
 	int c;
-	optind = 1;
 	while ((c = cli_next(CLI_STATS, argc, argv)) != CLI_END) {
-		if (c == CLI_HELP || c == CLI_BAD)
-			return c == CLI_HELP ? 0 : EXIT_USAGE;
 		int e = cmd_report_option(CLI_STATS, r, c, optarg);
 		if (e > 0)
 			return e;
 	}
-	return -1;
+	return cli_status();
 }
 
 static int stats_check(const struct cmd_report *r, int argc)

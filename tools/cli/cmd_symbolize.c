@@ -29,12 +29,7 @@ int cmd_symbolize(int argc, char **argv)
 	const char *out = NULL, *format = NULL, **dirs = NULL;
 	size_t ndirs = 0;
 	int c, status = EXIT_FAIL;
-	optind = 1;
 	while ((c = cli_next(CLI_SYMBOLIZE, argc, argv)) != CLI_END) {
-		if (c == CLI_HELP || c == CLI_BAD) {
-			status = c == CLI_HELP ? 0 : EXIT_USAGE;
-			goto done;
-		}
 		switch (c) {
 		case 'o':
 			out = optarg;
@@ -47,6 +42,10 @@ int cmd_symbolize(int argc, char **argv)
 				goto done;
 			break;
 		}
+	}
+	if (cli_status() >= 0) {
+		status = cli_status();
+		goto done;
 	}
 	if (optind != argc - 1 || !out) {
 		if (optind != argc - 1)

@@ -63,11 +63,8 @@ struct trigger_opts {
 static int trigger_parse(struct trigger_opts *o, int argc, char **argv)
 {
 	int c;
-	optind = 1;
 	while ((c = cli_next(CLI_TRIGGER, argc, argv)) != CLI_END) {
 		char *end;
-		if (c == CLI_HELP || c == CLI_BAD)
-			return c == CLI_HELP ? 0 : EXIT_USAGE;
 		switch (c) {
 		case 'd':
 			if (cuptrace_parse_duration(optarg, 1000000000, &o->duration) ||
@@ -120,7 +117,7 @@ static int trigger_parse(struct trigger_opts *o, int argc, char **argv)
 			break;
 		}
 	}
-	return -1;
+	return cli_status();
 }
 
 /* The combination and the operands; the request and its timeout. -1, or the exit code. */

@@ -513,6 +513,7 @@ static struct {
 	const struct cli_option *rows[128]; /* by longs[] index */
 	char shorts[64];
 	const struct cli_option *current;
+	int status; /* cli_status */
 } P;
 
 static void build(enum cli_cmd cmd)
@@ -540,6 +541,8 @@ static void build(enum cli_cmd cmd)
 		}
 	}
 	P.built = 1 + (int)cmd;
+	P.status = -1;
+	optind = 1;
 }
 
 static const struct cli_option *by_short(enum cli_cmd cmd, int c)
@@ -592,16 +595,19 @@ int cli_next(enum cli_cmd cmd, int argc, char **argv)
 			cli_usage_error(cmd, "%s takes no value", name);
 		else
 			cli_usage_error(cmd, "unrecognized option '%s'", name);
-		return CLI_BAD;
+		P.status = EXIT_USAGE;
+		return CLI_END;
 	}
 	if (!o) { /* not reached: getopt returns only what the tables hold */
 		cli_usage_error(cmd, "unrecognized option '%s'", argv[optind - 1]);
-		return CLI_BAD;
+		P.status = EXIT_USAGE;
+		return CLI_END;
 	}
 	P.current = o;
 	if (o->id == 'h' && !strcmp(o->name, "help")) {
 		cli_help(cmd, stdout);
-		return CLI_HELP;
+		P.status = 0;
+		return CLI_END;
 	}
 	return o->id;
 }
@@ -611,4 +617,9 @@ const char *cli_current(void)
 	static char buf[96];
 	snprintf(buf, sizeof(buf), "--%s", P.current ? P.current->name : "?");
 	return buf;
+}
+
+int cli_status(void)
+{
+	return P.status;
 }

@@ -57,16 +57,17 @@ extern const struct cli_option cli_options[];
 extern const size_t cli_noptions;
 extern const struct cli_command cli_commands[CLI_NCMDS];
 
-/* What cli_next returns besides a row's id. */
-enum {
-	CLI_END = -1,  /* no more options: operands start at optind */
-	CLI_HELP = -2, /* --help: the help is on stdout; the command returns 0 */
-	CLI_BAD = -3,  /* a bad option: its one line is on stderr; the command returns 2 */
-};
+/* What cli_next returns when there is no option to take: the options are all read (operands
+ * start at optind), or --help was given (the help is on stdout), or an option was bad (its one
+ * line is on stderr). cli_status says which. */
+#define CLI_END (-1)
 
-/* The next option of argv for cmd (getopt_long's loop: set optind = 1 before the first call;
- * optarg holds the argument). */
+/* The next option of argv for cmd: a row's id, with optarg holding its argument, or CLI_END.
+ * The first call starts at argv[1]. */
 int cli_next(enum cli_cmd cmd, int argc, char **argv);
+/* After CLI_END: -1 if the options were all read, else the command's exit code (0 after
+ * --help, EXIT_USAGE after a bad option). */
+int cli_status(void);
 /* The option cli_next last returned, as the user names it ("--top"). */
 const char *cli_current(void);
 
