@@ -4,7 +4,7 @@
 
 The graph is N elementwise kernels in a chain, captured once with torch.cuda.graph and replayed
 R times, so the trace holds N x R graph kernels (plus the few of the warm-up), each linked by a
-flow to the cudaGraphLaunch that ran it. tools/gpu_session.sh checks exactly that, and README's
+flow to the cudaGraphLaunch that ran it. tools/scripts/gpu_session.sh checks exactly that, and README's
 size benchmark quotes its bytes per kernel.
 """
 import argparse

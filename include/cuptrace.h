@@ -42,9 +42,16 @@
  *   CUPTRACE_CUPTI_EARLY  1: with capture windows, keep CUPTI subscribed while waiting (costs a
  *                         subscription; needed by programs that launch CUDA graphs from the
  *                         GPU: CUPTI 13.0 makes those launches fail when it starts later)
+ *   CUPTRACE_STACKS       none (default) | python | native | all | python-held | all-held: the
+ *                         call stack at each launch, copy, memset and synchronizing call
+ *                         (`record --stacks`)
+ *   CUPTRACE_STACKS_EVERY N: a stack at one such call in N on average (default 1: every call)
+ *   CUPTRACE_UNWINDER     glibc: native stacks through glibc's backtrace() instead of
+ *                         libunwind (a test hook, to run both paths)
  *   CUPTRACE_PYTORCH      set by `record --pytorch` (1, or "shapes") for its Python hook, which
  *                         `record` puts first on PYTHONPATH; CUPTRACE_PYTORCH_MODULES=0 leaves
- *                         out the nn.Module ranges
+ *                         out the nn.Module ranges; CUPTRACE_PYTORCH_DEBUG=1 makes the hook
+ *                         say why disabling its profiler at exit failed
  *   CUPTRACE_GPU_METRICS  1: sample the default GPU hardware metrics (PM sampling) of every GPU
  *                         a context is created on, as counter tracks under the GPU; or a
  *                         comma-separated list of CUPTI metric names; unset or 0: off
@@ -52,6 +59,7 @@
  *   CUPTRACE_GPU_METRICS_CLOCK auto (default) | realtime | boottime | monotonic |
  *                         monotonic_raw: the clock of PM sample timestamps (auto: found per
  *                         GPU from the first sample; they follow CUPTI's clock)
+ *   CUPTRACE_GPU_METRICS_NICE  the nice value of the PM sampling thread (default 10)
  *   CUPTRACE_SUMMARY      1 (default) prints the end-of-run summary on stderr; 0 silences it
  *   CUPTRACE_LOG          error | warn (default) | info | debug
  *   CUPTRACE_CMDLINE      the traced command line, as `cuptrace record` saw it (metadata)
@@ -77,6 +85,12 @@
  *                         appends a line there, so record exits non-zero
  *   CUPTRACE_FAULT_BUFFERS  N > 0: refuse every N-th buffer CUPTI asks for (a drill: CUPTI
  *                         then drops records, which the summary and the trace count)
+ *   CUPTRACE_LIB          read by `cuptrace record`: the libcuptrace.so to inject (`--lib`;
+ *                         default: next to the cuptrace command)
+ *   CUPTRACE_SYMBOL_PATH  read by `cuptrace symbolize`, `convert`, `stats`, `diff`, `analyze`:
+ *                         a colon-separated list of directories with binaries and debug files
+ *                         to symbolize native frames from, after the --symbol-dir options
+ *   CUPTRACE_LIBDW_NAME   the libdw the symbolizer loads (default libdw.so.1; a test hook)
  *   CUPTRACE_MIN_COMPUTE  read by `cuptrace record`: the lowest compute capability (x10) it
  *                         accepts, 75 unless higher (a test of the unsupported-GPU refusal)
  *   CUPTRACE_OTLP_URL     also send the trace as OpenTelemetry spans (OTLP/HTTP) to this

@@ -85,10 +85,10 @@ if command -v cc >/dev/null 2>&1; then
 	fi
 	[ -e "$tmp/x.pftrace" ] && { echo "FAIL: a failed record left a file"; fail=1; }
 fi
-expect 2 "need one INPUT" "$ct" convert
+expect 2 "takes one INPUT (got 0)" "$ct" convert
 expect 1 "cannot read" "$ct" convert /nonexistent.cupti -o "$tmp/o.pftrace"
 head -c 5000 /dev/urandom >"$tmp/garbage.bin"
-expect 1 "failed" "$ct" convert "$tmp/garbage.bin" -o "$tmp/o.pftrace"
+expect 1 "cannot read $tmp/garbage.bin: not a trace" "$ct" convert "$tmp/garbage.bin" -o "$tmp/o.pftrace"
 [ -e "$tmp/o.pftrace" ] && { echo "FAIL: a failed convert left its output"; fail=1; }
 printf 'CUPTCAP\000\001\000\000\000\001\374\001\000' >"$tmp/short.cupti"
 head -c 3000 /dev/urandom >>"$tmp/short.cupti"

@@ -290,14 +290,14 @@ fi
 
 # 7. Errors.
 b=$tmp/base.pftrace
-expect 2 "need two traces" "$ct" diff "$b"
-expect 2 "need two traces" "$ct" diff "$b" "$b" "$b"
+expect 2 "needs two traces, BASE and NEW (got 1)" "$ct" diff "$b"
+expect 2 "needs two traces, BASE and NEW (got 3)" "$ct" diff "$b" "$b" "$b"
 expect 2 "exclude each other" "$ct" diff --json --markdown "$b" "$b"
 expect 2 "takes name, base, op or line" "$ct" diff --group-by kernel "$b" "$b"
 expect 2 "takes a number of rows" "$ct" diff --top 0 "$b" "$b"
 expect 2 "takes a percentage" "$ct" diff --fail-above -5 "$b" "$b"
 expect 2 "takes a percentage" "$ct" diff --fail-above 10x "$b" "$b"
-expect 2 "usage" "$ct" diff --frobnicate "$b" "$b"
+expect 2 "unrecognized option '--frobnicate'" "$ct" diff --frobnicate "$b" "$b"
 expect 1 "cannot read /nonexistent.pftrace" "$ct" diff "$b" /nonexistent.pftrace
 head -c 3000 /dev/urandom >"$tmp/garbage.bin"
 expect 1 "cannot read $tmp/garbage.bin" "$ct" diff "$tmp/garbage.bin" "$b"

@@ -1,7 +1,7 @@
 #!/bin/sh
 # The code forms layers, checked on the compiled objects' symbol tables (nm):
 #  - inside src/ no two files call each other, directly or round a loop, so each can be read with
-#    only the ones below it in mind (tools/check_layers.sh, on the folders listed below);
+#    only the ones below it in mind (tools/scripts/check_layers.sh, on the folders listed below);
 #  - the directories of src/ (common, output, format, convert, read, the analyses, ...): no two of
 #    them use each other, directly or round a cycle (DESIGN.md: format holds writers, the
 #    analyses sit on top);
@@ -110,7 +110,7 @@ check_graph() { # title edges-file nodes-file
 
 # The files: no two call each other, in any layer (shared state lives in files of its own:
 # collect_state.c, gpumetrics_state.c).
-sh "$CUPTRACE_SRC/tools/check_layers.sh" "$CUPTRACE_BUILD_DIR" src/inject src/window src/control \
+sh "$CUPTRACE_SRC/tools/scripts/check_layers.sh" "$CUPTRACE_BUILD_DIR" src/inject src/window src/control \
 	src/preload src/format src/convert src/read src/output src/common src/names src/stats \
 	src/lines src/compare src/merge src/why src/rewrite src/symbolize
 case $? in
@@ -119,7 +119,7 @@ case $? in
 *) exit 1 ;;
 esac
 # src/convert's files do call each other: none found means nm's output is not read right.
-if ! sh "$CUPTRACE_SRC/tools/check_layers.sh" "$CUPTRACE_BUILD_DIR" src/convert |
+if ! sh "$CUPTRACE_SRC/tools/scripts/check_layers.sh" "$CUPTRACE_BUILD_DIR" src/convert |
 	grep -q '^  src/convert/convert.c -> .*src/convert/convert_core.c'; then
 	echo "FAIL: no calls between the files of src/convert found: is nm's output what this test expects?"
 	fail=1

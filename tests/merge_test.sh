@@ -215,8 +215,8 @@ fi
 
 b=$tmp/base.pftrace s=$tmp/slow.pftrace o=$tmp/x.pftrace
 expect_none 2 "say --side-by-side" "$ct" merge "$b" "$s" -o "$o"
-expect_none 2 "at least two INPUTs" "$ct" merge --side-by-side "$b" -o "$o"
-expect_none 2 "at least two INPUTs" "$ct" merge --side-by-side "$b" "$s"
+expect_none 2 "needs at least two traces (got 1)" "$ct" merge --side-by-side "$b" -o "$o"
+expect_none 2 "needs -o OUTPUT" "$ct" merge --side-by-side "$b" "$s"
 expect_none 2 "3 labels for 2 inputs" "$ct" merge --side-by-side -l a -l b -l c "$b" "$s" -o "$o"
 expect_none 2 "non-empty label" "$ct" merge --side-by-side -l "" "$b" "$s" -o "$o"
 expect_none 2 "takes NAME or NAME#K" "$ct" merge --side-by-side --align-on '#2' "$b" "$s" -o "$o"

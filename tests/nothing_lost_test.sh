@@ -8,7 +8,7 @@
 #  - every trace of tests/data cut at every 5% of its length, and with a flipped byte in the
 #    middle, is read up to the damage with one warning naming the file and the byte (the
 #    packets kept counted independently by tests/damage_check.py), or refused non-zero when
-#    nothing is readable; never a crash (this runs under ASan and UBSan in tools/test.sh);
+#    nothing is readable; never a crash (this runs under ASan and UBSan in tools/scripts/test.sh);
 #  - analyze and diff of a trace with no GPU work say so;
 #  - record never destroys the trace it replaces: a command that fails before CUDA starts leaves
 #    it byte for byte, and `record` puts in place what a process killed mid-run left in its

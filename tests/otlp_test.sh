@@ -16,7 +16,7 @@ data=$CUPTRACE_TEST_DATA
 check=$src/tests/otlp/check_spans.py
 
 if ! command -v node >/dev/null 2>&1; then
-	echo "SKIP: node not found: the OTLP receiver test needs Node.js (tools/setup.sh installs it)"
+	echo "SKIP: node not found: the OTLP receiver test needs Node.js (tools/scripts/setup.sh installs it)"
 	exit 77
 fi
 if ! otlp_install; then
@@ -137,7 +137,7 @@ expect 2 "bad value for --otlp-batch" "$ct" convert "$data/nvtx.cupti" --otlp "$
 	--otlp-batch 0
 expect 2 "bad --otlp URL" "$ct" convert "$data/nvtx.cupti" --otlp "ftp://127.0.0.1"
 expect 2 "needs --otlp" "$ct" convert "$data/nvtx.cupti" -o "$tmp/x.pftrace" --service x
-expect 2 "need one INPUT" "$ct" convert "$data/nvtx.cupti"
+expect 2 "needs -o OUTPUT (or --otlp URL)" "$ct" convert "$data/nvtx.cupti"
 expect 2 "needs --otlp" "$ct" record -o none -- true
 expect 2 "not a raw capture" "$ct" record --capture --otlp "$otlp_url" -- true
 expect 2 "bad value for --otlp-timeout" "$ct" record --otlp "$otlp_url" --otlp-timeout x -- true

@@ -252,7 +252,7 @@ if [ -x "${RANKS_TRACE:-}" ]; then
 fi
 
 # Bad options and input.
-expect 2 "need one TRACE and -o OUTPUT" "$ct" share "$tmp/secret.cupti"
+expect 2 "needs -o OUTPUT" "$ct" share "$tmp/secret.cupti"
 expect 2 "unrecognized option" "$ct" share --bogus "$tmp/secret.cupti" -o "$tmp/x.pftrace"
 expect 2 "bad value for --window" "$ct" share "$tmp/secret.cupti" -o "$tmp/x.pftrace" --window 5parsecs
 expect 2 "bad value for --window" "$ct" share "$tmp/secret.cupti" -o "$tmp/x.pftrace" --window "step#0"

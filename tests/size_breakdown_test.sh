@@ -14,7 +14,7 @@ fail=0
 check() { # what, expected, actual
 	if [ "$2" = "$3" ]; then echo "ok   $1: $3"; else echo "FAIL $1: expected $2, got $3"; fail=1; fi
 }
-# multi_stream: 4 threads x 250 launches (tools/make_captures.sh), so 1000 kernels.
+# multi_stream: 4 threads x 250 launches (tools/scripts/make_captures.sh), so 1000 kernels.
 "$CUPTRACE_BIN" convert "$CUPTRACE_TEST_DATA/multi_stream.cupti" -o "$tmp/ms.pftrace" 2>/dev/null
 python3 "$tool" "$tmp/ms.pftrace" >"$tmp/out" 2>&1 || { cat "$tmp/out"; echo "FAIL: size_breakdown exit"; exit 1; }
 cat "$tmp/out"

@@ -6,7 +6,8 @@
  * library one warning and the setting's default, never the program (the library never exits).
  *
  * Adding a setting: an id below, a row in settings[] (options.c), and, for a command-line
- * option, a row in the command's getopt table that hands optarg to cuptrace_setting_parse.
+ * option, a row in the command line's option table (tools/cli/opt_table.c) whose id is
+ * CMD_WOPT + the setting's id, which `record` hands to cuptrace_setting_parse.
  * Thread-safe: the table is constant; cuptrace_setting_env only reads the environment. */
 #ifndef CUPTRACE_COMMON_OPTIONS_H
 #define CUPTRACE_COMMON_OPTIONS_H

@@ -14,7 +14,7 @@ export NO_PROXY="127.0.0.1,localhost${NO_PROXY:+,$NO_PROXY}" no_proxy="127.0.0.1
 otlp_install() {
 	otlp_why=
 	if ! command -v node >/dev/null 2>&1; then
-		otlp_why="node not found (tools/setup.sh installs nodejs and npm)"
+		otlp_why="node not found (tools/scripts/setup.sh installs nodejs and npm)"
 		return 1
 	fi
 	# Installed beside receiver.js already (npm ci in tests/otlp, or carried to a machine
@@ -25,7 +25,7 @@ otlp_install() {
 		return 0
 	fi
 	if ! command -v npm >/dev/null 2>&1; then
-		otlp_why="npm not found (tools/setup.sh installs it)"
+		otlp_why="npm not found (tools/scripts/setup.sh installs it)"
 		return 1
 	fi
 	rm -rf "$otlp_cache" && mkdir -p "$otlp_cache" &&

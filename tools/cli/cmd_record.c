@@ -25,96 +25,10 @@
 #include "common/options.h"
 #include "common/privacy.h"
 #include "common/util.h"
+#include "opt_table.h"
 #include "otlp_cli.h"
 #include "output/otlp_http.h"
 #include "output/output.h"
-
-static void record_usage(FILE *f)
-{
-	fprintf(
-	    f, "usage: cuptrace record [options] -- command [args...]\n\n"
-	       "  -o, --output PATH     trace file (default cuptrace-%%p.pftrace); %%p = pid,\n"
-	       "                        %%h = host name, %%r / %%l = global / local rank from\n"
-	       "                        torchrun, mpirun or srun (the pid without a launcher).\n"
-	       "                        No two processes write one file: a later one adds\n"
-	       "                        -PID to the name. An older file is replaced only by a\n"
-	       "                        finished trace (or one cut by SIGKILL that holds\n"
-	       "                        events). The extension picks the format:\n"
-	       "                        .pftrace, .pftrace.gz, .json, .json.gz, .cupti;\n"
-	       "                        none: no file (with --otlp)\n"
-	       "  -f, --format FMT      perfetto | chrome | capture\n"
-	       "      --capture         write the raw CUPTI capture (cheapest); convert it later\n"
-	       "                        with 'cuptrace convert'\n"
-	       "      --compress MODE   chunks (default for .pftrace) | gzip | none\n"
-	       "      --compress-level N  1 (least CPU; about 9%% larger) to 12; default 5\n"
-	       "      --driver MODE     user (default): driver calls the program makes itself;\n"
-	       "                        all: also the CUDA runtime's own driver calls\n"
-	       "      --runtime MODE    filtered (default): trivial runtime calls (cudaGetDevice,\n"
-	       "                        cudaGetLastError, ...) left out at the source; watch:\n"
-	       "                        left out, but counted, and kept when they fail, stall\n"
-	       "                        or change the device (costs a callback per call);\n"
-	       "                        all: every call\n"
-	       "      --cuda-graphs MODE  node (default): each kernel, copy and memset of a\n"
-	       "                        CUDA graph launch; graph: one slice per launch on its\n"
-	       "                        stream, from its first node's start to its last node's\n"
-	       "                        end (no per-node cost: CUPTI adds host time to every\n"
-	       "                        node of every cudaGraphLaunch; not with capture\n"
-	       "                        windows, where CUPTI cannot switch it on: node)\n"
-	       "      --stacks WHAT     none (default) | python | native | all: the call stack\n"
-	       "                        at each launch, copy, memset and synchronizing call\n"
-	       "                        (Python frames of the calling thread, taking the GIL\n"
-	       "                        back if it released it; native return addresses,\n"
-	       "                        symbolized after the run); python-held | all-held:\n"
-	       "                        Python frames only where the GIL is already held\n"
-	       "      --stacks-every N  a stack at one such call in N on average, picked at\n"
-	       "                        random (default 1: every call)\n"
-	       "      --pytorch         PyTorch operators (aten::*, autograd, nn.Module) as\n"
-	       "                        slices around the CUDA calls they make (Python programs;\n"
-	       "                        inherited by child processes, e.g. under torchrun)\n"
-	       "      --pytorch-shapes  as --pytorch, with each op's input shapes as arguments\n"
-	       "      --no-step-marks   no optimizer.step() marks (by default each one is an\n"
-	       "                        NVTX range \"optimizer.step\" on its thread, in Python\n"
-	       "                        programs using torch.optim: `cuptrace analyze` takes\n"
-	       "                        them as the steps)\n"
-	       "      --buffer-size N   bytes per CUPTI buffer (default 1048576)\n"
-	       "      --flush-ms N      write records at least this often (default 1000)\n"
-	       "      --no-summary      no end-of-run summary on stderr\n"
-	       "      --no-check        skip the check for a CUDA device\n"
-	       "      --gpu-metrics[=LIST]  sample GPU hardware metrics (SM, tensor, DRAM, PCIe,\n"
-	       "                        NVLink) as counter tracks under each GPU; LIST: CUPTI\n"
-	       "                        metric names, comma-separated, instead of the default set\n"
-	       "      --gpu-metrics-rate HZ  samples per second per GPU (default 10000)\n"
-	       "      --list-gpu-metrics  print the GPUs' PM sampling metrics and exit\n"
-	       "      --private         write no host name, user name, boot id or command-line\n"
-	       "                        arguments into the trace (CUPTRACE_PRIVATE=1)\n"
-	       "      --lib PATH        libcuptrace.so to inject (default: next to cuptrace)\n"
-	       "  -h, --help            this help\n"
-	       "\nTracing part of a run (README: Tracing part of a run); T is a duration such\n"
-	       "as 500ms, 2s or 1m; %%n in -o gives each window a file of its own:\n"
-	       "      --delay T         nothing before T after the first CUDA call\n"
-	       "      --duration T      windows last at most T (alone: [delay, delay + T])\n"
-	       "      --capture-range R cuda-profiler-api: between cudaProfilerStart and Stop\n"
-	       "                        (torch.cuda.profiler.start/stop); range:NAME[#K][,N]:\n"
-	       "                        from the K-th NVTX range NAME (or the one named NAME#K,\n"
-	       "                        as torch.profiler's ProfilerStep#K) to the end of N\n"
-	       "      --steps K[,N]     training steps K to K+N-1 (1-based): a step ends when\n"
-	       "                        optimizer.step() returns (PyTorch), or --step-range's\n"
-	       "      --step-range NAME an NVTX range that is one step (any program)\n"
-	       "      --capture-repeat N|all  the window comes back: every N-th occurrence\n"
-	       "      --on-demand       off until `cuptrace trigger` (or cuptrace_start()) opens\n"
-	       "                        a window in the running processes\n"
-	       "      --cupti-early     while waiting for a window, keep CUPTI subscribed (a\n"
-	       "                        graph replay loop ran 13%% slower so): needed by programs\n"
-	       "                        that launch CUDA graphs from the GPU, whose launches\n"
-	       "                        CUPTI 13.0 makes fail when it starts after such a graph\n"
-	       "                        was made\n"
-	       "      --ring T          flight recorder: keep the last T, written at exit, on\n"
-	       "                        SIGINT/SIGTERM, on a crash and on `cuptrace trigger`\n"
-	       "      --ring-slow X     with --ring: write out each step slower than X times\n"
-	       "                        the median of the recent steps, with the step before\n"
-	       "      --ring-max BYTES  the flight recorder's memory (default "
-	       "1073741824)\n" OTLP_CLI_HELP);
-}
 
 /* Where `cmake --install` puts libcuptrace.so relative to the cuptrace command, and the Python
  * hook relative to libcuptrace.so (CMakeLists.txt passes both; lib/ may be lib/<multiarch>). */
@@ -249,9 +163,6 @@ static int probe_device(const void *arg, char *m, size_t n)
 	}
 	return 0;
 }
-
-/* getopt codes of the capture window options: WOPT + the setting's id. */
-#define WOPT 1000
 
 /* The oldest CUPTI the library works with: the API it was built against, 13.0. */
 #define CUPTI_MIN_VERSION 130000u
@@ -533,301 +444,280 @@ static void remove_claims(const char *dir)
 	rmdir(dir);
 }
 
-int cmd_record(int argc, char **argv)
+/* What `record` was asked: the options as given (borrowed from argv), then what the check
+ * step worked out from them (the library, the output's absolute path). */
+struct record_opts {
+	const char *wgiven[CUPTRACE_NSETTINGS]; /* settings given as options, by id */
+	struct otlp_cli otlp;
+	const char *output, *format, *compress, *driver, *bufsz, *flushms, *lib, *runtime;
+	const char *stacks, *stacks_every, *gm, *gm_rate;
+	int gm_list, summary, check, pytorch, marks, private_;
+	/* from the check */
+	int none, step_hook, capture_windows;
+	char libpath[PATH_MAX];
+	char outabs[PATH_MAX * 2];
+};
+
+/* record_check's answer for --list-gpu-metrics: list them instead of running a command. */
+#define RECORD_LIST_METRICS (-2)
+
+/* The options into o: -1 to go on, else the exit code (0 after --help). */
+static int record_parse(struct record_opts *o, int argc, char **argv)
 {
-	static const struct option opts[] = {
-	    {"output", required_argument, NULL, 'o'},
-	    {"format", required_argument, NULL, 'f'},
-	    {"capture", no_argument, NULL, 'C'},
-	    {"compress", required_argument, NULL, 'z'},
-	    {"compress-level", required_argument, NULL, WOPT + CUPTRACE_SET_COMPRESS_LEVEL},
-	    {"cuda-graphs", required_argument, NULL, WOPT + CUPTRACE_SET_CUDA_GRAPHS},
-	    {"cupti-early", no_argument, NULL, WOPT + CUPTRACE_SET_CUPTI_EARLY},
-	    {"driver", required_argument, NULL, 'd'},
-	    {"runtime", required_argument, NULL, 'R'},
-	    {"stacks", required_argument, NULL, 'K'},
-	    {"stacks-every", required_argument, NULL, 'e'},
-	    {"pytorch", no_argument, NULL, 'P'},
-	    {"pytorch-shapes", no_argument, NULL, 'Q'},
-	    {"no-step-marks", no_argument, NULL, 'W'},
-	    {"buffer-size", required_argument, NULL, 'b'},
-	    {"flush-ms", required_argument, NULL, 'F'},
-	    {"no-summary", no_argument, NULL, 'S'},
-	    {"no-check", no_argument, NULL, 'N'},
-	    {"private", no_argument, NULL, 'X'},
-	    {"lib", required_argument, NULL, 'L'},
-	    {"gpu-metrics", optional_argument, NULL, 'G'},
-	    {"gpu-metrics-rate", required_argument, NULL, 'H'},
-	    {"list-gpu-metrics", no_argument, NULL, 'M'},
-	    {"help", no_argument, NULL, 'h'},
-	    OTLP_CLI_OPTIONS,
-	    /* Capture windows: the setting's id + WOPT, handed to the settings table as is. */
-	    {"delay", required_argument, NULL, WOPT + CUPTRACE_SET_DELAY},
-	    {"duration", required_argument, NULL, WOPT + CUPTRACE_SET_DURATION},
-	    {"capture-range", required_argument, NULL, WOPT + CUPTRACE_SET_CAPTURE_RANGE},
-	    {"steps", required_argument, NULL, WOPT + CUPTRACE_SET_STEPS},
-	    {"capture-repeat", required_argument, NULL, WOPT + CUPTRACE_SET_CAPTURE_REPEAT},
-	    {"on-demand", no_argument, NULL, WOPT + CUPTRACE_SET_ON_DEMAND},
-	    {"ring", required_argument, NULL, WOPT + CUPTRACE_SET_RING},
-	    {"ring-slow", required_argument, NULL, WOPT + CUPTRACE_SET_RING_SLOW},
-	    {"ring-max", required_argument, NULL, WOPT + CUPTRACE_SET_RING_MAX},
-	    {"step-range", required_argument, NULL, WOPT + CUPTRACE_SET_STEP_RANGE},
-	    {0},
-	};
-	const char *wgiven[CUPTRACE_NSETTINGS] = {0};
-	const char *gm = NULL, *gm_rate = NULL;
-	int gm_list = 0;
-	struct otlp_cli otlp = {0};
-	const char *output = NULL, *format = NULL, *compress = NULL, *driver = NULL;
-	const char *bufsz = NULL, *flushms = NULL, *lib = NULL, *runtime = NULL;
-	const char *stacks = NULL, *stacks_every = NULL;
-	int summary = 1, check = 1, pytorch = 0, marks = 1;
-	optind = 1;
 	int c;
-	while ((c = getopt_long(argc, argv, "+o:f:h", opts, NULL)) != -1) {
+	while ((c = cli_next(CLI_RECORD, argc, argv)) != CLI_END) {
 		switch (c) {
 		case 'o':
-			output = optarg;
+			o->output = optarg;
 			break;
 		case 'f':
-			format = optarg;
+			o->format = optarg;
 			break;
 		case 'C':
-			format = "capture";
+			o->format = "capture";
 			break;
 		case 'z':
-			compress = optarg;
+			o->compress = optarg;
 			break;
 		case 'd':
-			driver = optarg;
+			o->driver = optarg;
 			break;
 		case 'R':
-			runtime = optarg;
+			o->runtime = optarg;
 			break;
 		case 'K':
-			stacks = optarg;
+			o->stacks = optarg;
 			break;
 		case 'e':
-			stacks_every = optarg;
+			o->stacks_every = optarg;
 			break;
 		case 'P':
-			pytorch = pytorch ? pytorch : 1;
+			o->pytorch = o->pytorch ? o->pytorch : 1;
 			break;
 		case 'Q':
-			pytorch = 2;
+			o->pytorch = 2;
 			break;
 		case 'W':
-			marks = 0;
+			o->marks = 0;
 			break;
 		case 'b':
-			bufsz = optarg;
+			o->bufsz = optarg;
 			break;
 		case 'F':
-			flushms = optarg;
+			o->flushms = optarg;
 			break;
 		case 'S':
-			summary = 0;
+			o->summary = 0;
 			break;
 		case 'N':
-			check = 0;
+			o->check = 0;
 			break;
 		case 'X':
-			setenv("CUPTRACE_PRIVATE", "1", 1); /* read by the library's metadata */
+			o->private_ = 1;
 			break;
 		case 'L':
-			lib = optarg;
+			o->lib = optarg;
 			break;
 		case 'G':
 			/* --gpu-metrics LIST also works: metric names always hold "__", so a
 			 * following word that does (and is no path) is the list, not the command.
 			 */
 			if (optarg)
-				gm = optarg;
+				o->gm = optarg;
 			else if (optind < argc && strstr(argv[optind], "__") &&
 			         !strchr(argv[optind], '/'))
-				gm = argv[optind++];
+				o->gm = argv[optind++];
 			else
-				gm = "1";
+				o->gm = "1";
 			break;
 		case 'H':
-			gm_rate = optarg;
+			o->gm_rate = optarg;
 			break;
 		case 'M':
-			gm_list = 1;
+			o->gm_list = 1;
 			break;
-		case 'h':
-			record_usage(stdout);
-			return 0;
 		default:
-			if (c >= WOPT && c < WOPT + CUPTRACE_NSETTINGS) {
-				wgiven[c - WOPT] = optarg ? optarg : "1";
-				break;
-			}
-			if (otlp_cli_take(&otlp, c, optarg))
-				break;
-			record_usage(stderr);
-			return EXIT_USAGE;
+			if (c >= CMD_WOPT && c < CMD_WOPT + CUPTRACE_NSETTINGS)
+				o->wgiven[c - CMD_WOPT] = optarg ? optarg : "1";
+			else
+				otlp_cli_take(&o->otlp, c, optarg);
+			break;
 		}
 	}
-	if (gm_rate && !gm)
-		gm = "1";
+	return cli_status();
+}
+
+/* Every value through the one parser of settings (so a bad option or CUPTRACE_* variable is a
+ * usage error here rather than a warning from each traced process), the combinations, the
+ * library, the output and the device: -1 to go on, RECORD_LIST_METRICS, or the exit code after
+ * one line on stderr. */
+static int record_check(struct record_opts *o, int argc, char **argv)
+{
+	(void)argv;
+	if (o->gm_rate && !o->gm)
+		o->gm = "1";
 	/* Every setting through the one parser (common/options.h): the options given, and the
 	 * CUPTRACE_* variables the library would read from this environment, so a bad value is a
 	 * usage error here rather than a warning from each traced process. */
 	const char *given[CUPTRACE_NSETTINGS] = {
-	    [CUPTRACE_SET_FORMAT] = format,     [CUPTRACE_SET_COMPRESS] = compress,
-	    [CUPTRACE_SET_DRIVER] = driver,     [CUPTRACE_SET_RUNTIME] = runtime,
-	    [CUPTRACE_SET_BUFFER_SIZE] = bufsz, [CUPTRACE_SET_FLUSH_MS] = flushms,
-	    [CUPTRACE_SET_GPU_METRICS] = gm,    [CUPTRACE_SET_GPU_METRICS_RATE] = gm_rate,
-	    [CUPTRACE_SET_OUTPUT] = output,     [CUPTRACE_SET_LIB] = lib,
-	    [CUPTRACE_SET_STACKS] = stacks,     [CUPTRACE_SET_STACKS_EVERY] = stacks_every,
+	    [CUPTRACE_SET_FORMAT] = o->format,     [CUPTRACE_SET_COMPRESS] = o->compress,
+	    [CUPTRACE_SET_DRIVER] = o->driver,     [CUPTRACE_SET_RUNTIME] = o->runtime,
+	    [CUPTRACE_SET_BUFFER_SIZE] = o->bufsz, [CUPTRACE_SET_FLUSH_MS] = o->flushms,
+	    [CUPTRACE_SET_GPU_METRICS] = o->gm,    [CUPTRACE_SET_GPU_METRICS_RATE] = o->gm_rate,
+	    [CUPTRACE_SET_OUTPUT] = o->output,     [CUPTRACE_SET_LIB] = o->lib,
+	    [CUPTRACE_SET_STACKS] = o->stacks,     [CUPTRACE_SET_STACKS_EVERY] = o->stacks_every,
 	};
 	for (int i = 0; i < CUPTRACE_NSETTINGS; i++) {
-		if (wgiven[i])
-			given[i] = wgiven[i];
+		if (o->wgiven[i])
+			given[i] = o->wgiven[i];
 		struct cuptrace_setting_value v;
 		if (given[i] ? cmd_setting("record", (enum cuptrace_setting_id)i, given[i], &v)
 		             : cmd_setting_env("record", (enum cuptrace_setting_id)i))
 			return EXIT_USAGE;
 	}
-	int step_hook = 0, capture_windows = 0;
-	if (record_windows(wgiven, &step_hook, &capture_windows))
+	if (record_windows(o->wgiven, &o->step_hook, &o->capture_windows))
 		return EXIT_USAGE;
 	const char *stacks_env = getenv("CUPTRACE_STACKS");
-	if (stacks_every && !stacks && (!stacks_env || !*stacks_env)) {
+	if (o->stacks_every && !o->stacks && (!stacks_env || !*stacks_env)) {
 		fprintf(stderr, "cuptrace record: --stacks-every samples the stacks of --stacks "
 		                "python|native|all: give --stacks too\n");
 		return EXIT_USAGE;
 	}
-	if (gm_list)
-		return list_gpu_metrics(lib);
+	if (o->gm_list)
+		return RECORD_LIST_METRICS;
 	if (optind >= argc) {
-		fprintf(stderr, "cuptrace record: no command given\n\n");
-		record_usage(stderr);
+		cli_usage_error(CLI_RECORD,
+		                "no command given (cuptrace record [options] -- command)");
 		return EXIT_USAGE;
 	}
-	if (otlp_cli_check(&otlp, "record", NULL))
+	if (otlp_cli_check(&o->otlp, "record", NULL))
 		return EXIT_USAGE;
-	int none = output && !strcmp(output, "none");
-	if (none && !otlp.v[0]) {
+	o->none = o->output && !strcmp(o->output, "none");
+	if (o->none && !o->otlp.v[0]) {
 		fprintf(stderr, "cuptrace record: -o none writes no trace: it needs --otlp URL\n");
 		return EXIT_USAGE;
 	}
-	if (otlp.v[0] && format && !strcmp(format, "capture")) {
+	if (o->otlp.v[0] && o->format && !strcmp(o->format, "capture")) {
 		fprintf(stderr,
 		        "cuptrace record: --otlp sends a converted trace, not a raw capture "
 		        "(send one later with 'cuptrace convert RUN.cupti --otlp URL')\n");
 		return EXIT_USAGE;
 	}
 	char why[256];
-	if (none && cuptrace_otlp_http_available(why, sizeof(why))) {
+	if (o->none && cuptrace_otlp_http_available(why, sizeof(why))) {
 		fprintf(stderr,
 		        "cuptrace record: --otlp needs libcurl (%s); install libcurl4 or write a "
 		        "file with -o\n",
 		        why);
 		return EXIT_FAIL;
 	}
-	if (!output)
-		output = format && !strcmp(format, "capture")  ? "cuptrace-%p.cupti"
-		         : format && !strcmp(format, "chrome") ? "cuptrace-%p.json"
-		                                               : "cuptrace-%p.pftrace";
-	char libpath[PATH_MAX];
-	if (lib) {
-		if (!realpath(lib, libpath)) {
-			fprintf(stderr, "cuptrace record: library %s not found: %s\n", lib,
+	if (!o->output)
+		o->output = o->format && !strcmp(o->format, "capture")  ? "cuptrace-%p.cupti"
+		            : o->format && !strcmp(o->format, "chrome") ? "cuptrace-%p.json"
+		                                                        : "cuptrace-%p.pftrace";
+	if (o->lib) {
+		if (!realpath(o->lib, o->libpath)) {
+			fprintf(stderr, "cuptrace record: library %s not found: %s\n", o->lib,
 			        strerror(errno));
 			return EXIT_FAIL;
 		}
-	} else if (find_library(libpath, sizeof(libpath))) {
+	} else if (find_library(o->libpath, sizeof(o->libpath))) {
 		fprintf(stderr, "cuptrace record: libcuptrace.so not found next to the cuptrace "
 		                "executable or in " CUPTRACE_BIN_TO_LIB
 		                "; use --lib PATH or CUPTRACE_LIB\n");
 		return EXIT_FAIL;
 	}
 	/* The library resolves the path in the traced program's directory: make it absolute. */
-	char outabs[PATH_MAX * 2];
-	if (output[0] == '/' || none) {
-		snprintf(outabs, sizeof(outabs), "%s", output);
+	if (o->output[0] == '/' || o->none) {
+		snprintf(o->outabs, sizeof(o->outabs), "%s", o->output);
 	} else {
 		char cwd[PATH_MAX];
 		if (!getcwd(cwd, sizeof(cwd))) {
 			fprintf(stderr, "cuptrace record: cannot read the current directory\n");
 			return EXIT_FAIL;
 		}
-		snprintf(outabs, sizeof(outabs), "%s/%s", cwd, output);
+		snprintf(o->outabs, sizeof(o->outabs), "%s/%s", cwd, o->output);
 	}
 	char lmsg[512];
-	if (in_child(probe_library, libpath, 1, lmsg, sizeof(lmsg))) {
+	if (in_child(probe_library, o->libpath, 1, lmsg, sizeof(lmsg))) {
 		fprintf(stderr,
 		        "cuptrace record: cannot load %s: %s\n(is CUPTI installed, and the "
 		        "CUDA toolkit's lib64 on the library path?)\n",
-		        libpath, lmsg[0] ? lmsg : "unknown error");
+		        o->libpath, lmsg[0] ? lmsg : "unknown error");
 		return EXIT_FAIL;
 	}
-	int w = none ? 0 : check_writable(outabs);
+	int w = o->none ? 0 : check_writable(o->outabs);
 	if (w) {
-		fprintf(stderr, "cuptrace record: cannot write %s: %s\n", output, strerror(-w));
+		fprintf(stderr, "cuptrace record: cannot write %s: %s\n", o->output, strerror(-w));
 		return EXIT_FAIL;
 	}
-	if (check) {
+	if (o->check) {
 		char msg[256];
 		if (in_child(probe_device, NULL, 0, msg, sizeof(msg))) {
 			fprintf(stderr, "cuptrace record: %s\n", msg);
 			return EXIT_FAIL;
 		}
 	}
+	return -1;
+}
+
+/* Everything the library needs travels in the environment: -1, or the exit code. */
+static int record_env(struct record_opts *o, int argc, char **argv)
+{
 	/* Everything the library needs travels in the environment. */
-	setenv("CUDA_INJECTION64_PATH", libpath, 1);
+	setenv("CUDA_INJECTION64_PATH", o->libpath, 1);
 	/* NVTX loads its tool from here; libcuptrace forwards to CUPTI's NVTX implementation. */
 	if (!getenv("NVTX_INJECTION64_PATH"))
-		setenv("NVTX_INJECTION64_PATH", libpath, 1);
-	setenv("CUPTRACE_OUTPUT", outabs, 1);
-	setup_preload(libpath);
+		setenv("NVTX_INJECTION64_PATH", o->libpath, 1);
+	setenv("CUPTRACE_OUTPUT", o->outabs, 1);
+	if (o->private_)
+		setenv("CUPTRACE_PRIVATE", "1", 1); /* read by the library's metadata */
+	setup_preload(o->libpath);
 	unsetenv("CUPTRACE_TAKEN"); /* set by the preload library for exec'd images only */
-	setenv_opt("CUPTRACE_FORMAT", format);
-	setenv_opt("CUPTRACE_COMPRESS", compress);
-	setenv_opt("CUPTRACE_COMPRESS_LEVEL", wgiven[CUPTRACE_SET_COMPRESS_LEVEL]);
-	setenv_opt("CUPTRACE_CUDA_GRAPHS", wgiven[CUPTRACE_SET_CUDA_GRAPHS]);
-	setenv_opt("CUPTRACE_CUPTI_EARLY", wgiven[CUPTRACE_SET_CUPTI_EARLY]);
+	setenv_opt("CUPTRACE_FORMAT", o->format);
+	setenv_opt("CUPTRACE_COMPRESS", o->compress);
+	setenv_opt("CUPTRACE_COMPRESS_LEVEL", o->wgiven[CUPTRACE_SET_COMPRESS_LEVEL]);
+	setenv_opt("CUPTRACE_CUDA_GRAPHS", o->wgiven[CUPTRACE_SET_CUDA_GRAPHS]);
+	setenv_opt("CUPTRACE_CUPTI_EARLY", o->wgiven[CUPTRACE_SET_CUPTI_EARLY]);
 	/* Whole graph launches cannot be switched on when a window opens (CUPTI 13.0 crashes the
 	 * program on graphs made before; collect.c's graph_trace_usable): said here once for the
 	 * whole job, rather than by every process of it. */
 	struct cuptrace_setting_value cg;
-	if (capture_windows && cuptrace_setting_env(CUPTRACE_SET_CUDA_GRAPHS, &cg) &&
+	if (o->capture_windows && cuptrace_setting_env(CUPTRACE_SET_CUDA_GRAPHS, &cg) &&
 	    cg.i == CUPTRACE_CUDA_GRAPHS_GRAPH) {
 		fprintf(stderr, "cuptrace record: --cuda-graphs graph is not used with capture "
 		                "windows: " CUPTRACE_GRAPH_TRACE_LATE_WHY "\n");
 		setenv("CUPTRACE_CUDA_GRAPHS", "node", 1);
 	}
-	setenv_opt("CUPTRACE_DRIVER", driver);
-	setenv_opt("CUPTRACE_RUNTIME", runtime);
-	setenv_opt("CUPTRACE_STACKS", stacks);
-	setenv_opt("CUPTRACE_STACKS_EVERY", stacks_every);
-	if (pytorch && setup_pytorch(libpath, pytorch == 2))
+	setenv_opt("CUPTRACE_DRIVER", o->driver);
+	setenv_opt("CUPTRACE_RUNTIME", o->runtime);
+	setenv_opt("CUPTRACE_STACKS", o->stacks);
+	setenv_opt("CUPTRACE_STACKS_EVERY", o->stacks_every);
+	if (o->pytorch && setup_pytorch(o->libpath, o->pytorch == 2))
 		return EXIT_FAIL;
-	if (step_hook && !pytorch && python_hook(libpath, "--steps"))
+	if (o->step_hook && !o->pytorch && python_hook(o->libpath, "--steps"))
 		return EXIT_FAIL;
-	if (step_hook)
+	if (o->step_hook)
 		setenv("CUPTRACE_STEP_HOOK", "optimizer", 1);
 	/* Step marks by default (CUPTRACE_STEP_MARKS=0 in the environment also turns them off);
 	 * the hook is on PYTHONPATH already where --pytorch or --steps put it. */
 	const char *me = getenv("CUPTRACE_STEP_MARKS");
 	if (me && !strcmp(me, "0"))
-		marks = 0;
-	if (marks && !pytorch && !step_hook && python_hook(libpath, NULL))
-		marks = 0; /* no hook installed beside the library: no marks */
-	setenv("CUPTRACE_STEP_MARKS", marks ? "1" : "0", 1);
+		o->marks = 0;
+	if (o->marks && !o->pytorch && !o->step_hook && python_hook(o->libpath, NULL))
+		o->marks = 0; /* no hook installed beside the library: no marks */
+	setenv("CUPTRACE_STEP_MARKS", o->marks ? "1" : "0", 1);
 	/* `cuptrace trigger --job PID` finds every traced process of this run by it. */
 	char jobbuf[24];
 	snprintf(jobbuf, sizeof(jobbuf), "%d", (int)getpid());
 	setenv("CUPTRACE_JOB", jobbuf, 1);
-	if (wgiven[CUPTRACE_SET_RING]) {
+	if (o->wgiven[CUPTRACE_SET_RING]) {
 		/* The flight recorder's memory is bounded: say by how much, once. */
 		struct cuptrace_setting_value rmax, rt;
-		cmd_setting("record", CUPTRACE_SET_RING, wgiven[CUPTRACE_SET_RING], &rt);
-		if (wgiven[CUPTRACE_SET_RING_MAX])
-			cmd_setting("record", CUPTRACE_SET_RING_MAX, wgiven[CUPTRACE_SET_RING_MAX],
-			            &rmax);
+		cmd_setting("record", CUPTRACE_SET_RING, o->wgiven[CUPTRACE_SET_RING], &rt);
+		if (o->wgiven[CUPTRACE_SET_RING_MAX])
+			cmd_setting("record", CUPTRACE_SET_RING_MAX,
+			            o->wgiven[CUPTRACE_SET_RING_MAX], &rmax);
 		else
 			cuptrace_setting_env(CUPTRACE_SET_RING_MAX, &rmax);
 		fprintf(
@@ -836,18 +726,19 @@ int cmd_record(int argc, char **argv)
 		    "%lld MiB of records in its memory\n",
 		    (double)rt.i / 1e9, (long long)(rmax.i >> 20));
 	}
-	if (wgiven[CUPTRACE_SET_ON_DEMAND] || wgiven[CUPTRACE_SET_RING])
+	if (o->wgiven[CUPTRACE_SET_ON_DEMAND] || o->wgiven[CUPTRACE_SET_RING])
 		fprintf(stderr, "cuptrace record: %s: `cuptrace trigger --job %d%s` %s\n",
-		        wgiven[CUPTRACE_SET_RING] ? "flight recorder" : "on demand", (int)getpid(),
-		        wgiven[CUPTRACE_SET_RING] ? "" : " --duration 2s",
-		        wgiven[CUPTRACE_SET_RING] ? "writes what it holds"
-		                                  : "opens a window in every process of the run");
-	otlp_cli_setenv(&otlp);
-	setenv_opt("CUPTRACE_BUFFER_SIZE", bufsz);
-	setenv_opt("CUPTRACE_FLUSH_MS", flushms);
-	setenv_opt("CUPTRACE_GPU_METRICS", gm);
-	setenv_opt("CUPTRACE_GPU_METRICS_RATE", gm_rate);
-	if (!summary)
+		        o->wgiven[CUPTRACE_SET_RING] ? "flight recorder" : "on demand",
+		        (int)getpid(), o->wgiven[CUPTRACE_SET_RING] ? "" : " --duration 2s",
+		        o->wgiven[CUPTRACE_SET_RING]
+		            ? "writes what it holds"
+		            : "opens a window in every process of the run");
+	otlp_cli_setenv(&o->otlp);
+	setenv_opt("CUPTRACE_BUFFER_SIZE", o->bufsz);
+	setenv_opt("CUPTRACE_FLUSH_MS", o->flushms);
+	setenv_opt("CUPTRACE_GPU_METRICS", o->gm);
+	setenv_opt("CUPTRACE_GPU_METRICS_RATE", o->gm_rate);
+	if (!o->summary)
 		setenv("CUPTRACE_SUMMARY", "0", 1);
 	char cmdline[4096] = "";
 	size_t cl = 0;
@@ -859,6 +750,13 @@ int cmd_record(int argc, char **argv)
 	else
 		setenv("CUPTRACE_CMDLINE", cmdline, 1);
 
+	return -1;
+}
+
+/* Runs the command (argv[optind]...), waits for it, and says where the traces went. Returns
+ * the command's exit status (128+N for signal N; 126/127 when it could not be run). */
+static int record_run(struct record_opts *o, int argc, char **argv)
+{
 	/* exec failures come back through a close-on-exec pipe. */
 	int ep[2];
 	if (pipe2(ep, O_CLOEXEC)) {
@@ -936,18 +834,18 @@ int cmd_record(int argc, char **argv)
 	}
 	int status = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
 	/* Where did the trace go? The pid of the command is the one that matters first. */
-	char *expected = none ? NULL : cuptrace_path_expand(outabs, (int)child_pid);
+	char *expected = o->none ? NULL : cuptrace_path_expand(o->outabs, (int)child_pid);
 	struct stat sb;
 	int have_main = expected && stat(expected, &sb) == 0 && sb.st_mtime >= started;
 	if (have_main)
 		fprintf(stderr, "cuptrace: %s: %lld bytes\n", expected, (long long)sb.st_size);
-	if (!none) {
+	if (!o->none) {
 		/* Children of the command that used CUDA, and exec'd images: their traces are
 		 * NAME-<pid>.EXT, or the pattern's %p / %h filled in. */
-		size_t found = list_other_traces(outabs, expected, started);
+		size_t found = list_other_traces(o->outabs, expected, started);
 		/* A run whose windows (from options or CUPTRACE_* variables alike) never opened
 		 * wrote nothing, as asked. */
-		if (!found && !have_main && capture_windows)
+		if (!found && !have_main && o->capture_windows)
 			fprintf(stderr,
 			        "cuptrace record: no capture window opened: no trace written\n");
 		else if (!found && !have_main)
@@ -977,4 +875,17 @@ int cmd_record(int argc, char **argv)
 		}
 	}
 	return status;
+}
+
+int cmd_record(int argc, char **argv)
+{
+	struct record_opts o = {.summary = 1, .check = 1, .marks = 1};
+	int r = record_parse(&o, argc, argv);
+	if (r < 0)
+		r = record_check(&o, argc, argv);
+	if (r == RECORD_LIST_METRICS)
+		return list_gpu_metrics(o.lib);
+	if (r < 0)
+		r = record_env(&o, argc, argv);
+	return r < 0 ? record_run(&o, argc, argv) : r;
 }

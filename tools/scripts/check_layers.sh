@@ -1,6 +1,6 @@
 #!/bin/sh
 # Checks that no two source files call each other, directly or round a loop, on the compiled
-# objects' symbol tables (nm): usage `tools/check_layers.sh BUILD_DIR DIR...`, DIR being folders
+# objects' symbol tables (nm): usage `tools/scripts/check_layers.sh BUILD_DIR DIR...`, DIR being folders
 # of the repository (src/format src/convert ...). Every .c file of every DIR is one node; file A
 # uses file B where A's object has an undefined (U) symbol that B's object defines. The graph
 # spans all the DIRs given, so a loop through two folders is found too. Prints the graph, then
@@ -17,7 +17,7 @@ if ! command -v nm >/dev/null 2>&1; then
 fi
 build=$1
 shift
-root=$(cd "$(dirname "$0")/.." && pwd)
+root=$(cd "$(dirname "$0")/../.." && pwd)
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/check_layers.XXXXXX")
 trap 'rm -rf "$tmp"' EXIT
 : >"$tmp/syms"

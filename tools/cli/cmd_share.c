@@ -16,35 +16,9 @@
 #include "rewrite/share.h"
 #include "stats/stats.h"
 #include "cmd.h"
+#include "opt_table.h"
 #include "output/outfile.h"
 #include "format/formats.h"
-
-static void share_usage(FILE *f)
-{
-	fprintf(f,
-	        "usage: cuptrace share TRACE -o OUTPUT [options]\n\n"
-	        "Writes a copy of TRACE (any format cuptrace reads) that is safe to attach to a\n"
-	        "public bug report, and OUTPUT.md, its summary (stats --markdown of the copy).\n"
-	        "Always removed: the host name, user names, home directories, the command\n"
-	        "line's arguments (the program's base name stays), boot id and GPU serial\n"
-	        "numbers, the start's wall-clock time; absolute paths anywhere become base names.\n"
-	        "What was removed or changed is printed on stderr. OUTPUT's extension picks the\n"
-	        "format: .pftrace (default), .pftrace.gz, .json, .json.gz.\n\n"
-	        "  -o, --output PATH      output file (required)\n"
-	        "      --redact-names     kernel, NVTX, operator, thread and stream names become\n"
-	        "                         tokens (kernel_3f9a2c1b7d4e): equal names, equal tokens\n"
-	        "                         in every file shared with the same --salt\n"
-	        "      --salt S           the tokens' key (default: empty; with the default,\n"
-	        "                         anyone can check a guessed name against its token)\n"
-	        "      --window FROM:TO   keep only this part of the timeline: times from the\n"
-	        "                         trace's start (1.5s, 200ms, 10us, 500ns; either side\n"
-	        "                         may be empty) or NAME#K, the K-th range named NAME\n"
-	        "                         (--window NAME#K alone: that range)\n"
-	        "      --max-size SIZE    keep the busiest window that fits in SIZE bytes\n"
-	        "                         (25M, 500k, 1G; M = 1000000, Mi = 1048576)\n"
-	        "      --keep-time        keep the wall-clock and boot time of the start\n"
-	        "  -h, --help             this help\n");
-}
 
 static int parse_size(const char *s, uint64_t *out)
 {
@@ -297,35 +271,35 @@ static int search_size(struct cuptrace_share *sh, const struct cuptrace_share_sc
 	return 0;
 }
 
-int cmd_share(int argc, char **argv)
+/* What `share` was asked: the options (borrowed from argv) and, after the check, the window's
+ * ends (their names malloc'd). */
+struct share_args {
+	const char *in, *out, *window;
+	struct cuptrace_share_opts o;
+	uint64_t max;
+	struct wend from, to;
+};
+
+/* The options into a: -1 to go on, else the exit code (0 after --help). */
+static int share_parse(struct share_args *a, int argc, char **argv)
 {
-	static const struct option opts[] = {
-	    {"output", required_argument, NULL, 'o'},   {"redact-names", no_argument, NULL, 'r'},
-	    {"salt", required_argument, NULL, 's'},     {"window", required_argument, NULL, 'w'},
-	    {"max-size", required_argument, NULL, 'm'}, {"keep-time", no_argument, NULL, 't'},
-	    {"help", no_argument, NULL, 'h'},           {0},
-	};
-	const char *out = NULL, *window = NULL;
-	struct cuptrace_share_opts o = {.sz = sizeof(o)};
-	uint64_t max = 0;
-	optind = 1;
 	int c;
-	while ((c = getopt_long(argc, argv, "o:h", opts, NULL)) != -1) {
+	while ((c = cli_next(CLI_SHARE, argc, argv)) != CLI_END) {
 		switch (c) {
 		case 'o':
-			out = optarg;
+			a->out = optarg;
 			break;
 		case 'r':
-			o.redact_names = 1;
+			a->o.redact_names = 1;
 			break;
 		case 's':
-			o.salt = optarg;
+			a->o.salt = optarg;
 			break;
 		case 'w':
-			window = optarg;
+			a->window = optarg;
 			break;
 		case 'm':
-			if (parse_size(optarg, &max)) {
+			if (parse_size(optarg, &a->max)) {
 				fprintf(
 				    stderr,
 				    "cuptrace share: bad value for --max-size: '%s' (e.g. 25M)\n",
@@ -334,153 +308,62 @@ int cmd_share(int argc, char **argv)
 			}
 			break;
 		case 't':
-			o.keep_time = 1;
+			a->o.keep_time = 1;
 			break;
-		case 'h':
-			share_usage(stdout);
-			return 0;
-		default:
-			share_usage(stderr);
-			return EXIT_USAGE;
 		}
 	}
-	if (optind != argc - 1 || !out) {
-		fprintf(stderr, "cuptrace share: need one TRACE and -o OUTPUT\n\n");
-		share_usage(stderr);
+	if (cli_status() >= 0)
+		return cli_status();
+	if (optind != argc - 1) {
+		cli_usage_error(CLI_SHARE, "takes one TRACE (got %d)", argc - optind);
 		return EXIT_USAGE;
 	}
-	if (o.salt && !o.redact_names) {
+	a->in = argv[optind];
+	return -1;
+}
+
+/* The combinations, the window, the input and the output's name: -1, or the exit code after
+ * one line on stderr. */
+static int share_check(struct share_args *a)
+{
+	char kind_why[512];
+	if (!a->out) {
+		cli_usage_error(CLI_SHARE, "needs -o OUTPUT");
+		return EXIT_USAGE;
+	}
+	if (a->o.salt && !a->o.redact_names) {
 		fprintf(stderr, "cuptrace share: --salt needs --redact-names\n");
 		return EXIT_USAGE;
 	}
-	struct wend from = {.empty = 1}, to = {.empty = 1};
-	if (window && parse_window(window, &from, &to)) {
+	if (a->window && parse_window(a->window, &a->from, &a->to)) {
 		fprintf(stderr,
 		        "cuptrace share: bad value for --window: '%s' (FROM:TO with times like "
 		        "1.5s, 200ms, 10us, or NAME#K)\n",
-		        window);
+		        a->window);
 		return EXIT_USAGE;
 	}
-	const char *in = argv[optind];
-	struct cuptrace_outfile of = {0}, ofmd = {0};
-	int ret = EXIT_FAIL;
-	struct cuptrace_share_scan *sc = NULL;
-	struct cuptrace_share *sh = NULL;
-	char *md = NULL, *tmp = NULL;
-	char kind_why[512];
-	if ((ret = cmd_input("share", in, "share reads its trace more than once")))
-		goto out;
-	ret = EXIT_USAGE;
-	if (!strcmp(out, "-")) {
+	int ret = cmd_input("share", a->in, "share reads its trace more than once");
+	if (ret)
+		return ret;
+	if (!strcmp(a->out, "-")) {
 		fprintf(stderr, "cuptrace share: -o needs a file (OUTPUT.md is written beside it, "
 		                "from OUTPUT read back)\n");
-		goto out;
+		return EXIT_USAGE;
 	}
-	if (!cuptrace_out_kind(out, NULL, CUPTRACE_OUT_PERFETTO | CUPTRACE_OUT_CHROME, kind_why,
+	if (!cuptrace_out_kind(a->out, NULL, CUPTRACE_OUT_PERFETTO | CUPTRACE_OUT_CHROME, kind_why,
 	                       sizeof(kind_why))) {
 		fprintf(stderr, "cuptrace share: %s\n", kind_why);
-		goto out;
+		return EXIT_USAGE;
 	}
-	if (!(md = malloc(strlen(out) + 4))) {
-		fprintf(stderr, "cuptrace share: out of memory\n");
-		goto out;
-	}
-	sprintf(md, "%s.md", out);
-	if ((ret = cmd_out_begin(&of, "share", out, &in, 1)) ||
-	    (ret = cmd_out_begin(&ofmd, "share", md, &in, 1)))
-		goto out;
-	ret = EXIT_FAIL;
-	/* Each end's NAME and its whole "NAME#K" (torch.profiler's step names carry the #K). */
-	const char *names[4];
-	char whole[2][512];
-	size_t nnames = 0;
-	if (from.name)
-		names[nnames++] = from.name;
-	if (to.name && (!from.name || strcmp(to.name, from.name)))
-		names[nnames++] = to.name;
-	for (int i = 0; i < 2; i++) {
-		const struct wend *e = i ? &to : &from;
-		int n = e->name ? snprintf(whole[i], sizeof(whole[i]), "%s#%zu", e->name, e->k) : 0;
-		if (n > 0 && (size_t)n < sizeof(whole[i]) && (!i || strcmp(whole[0], whole[1])))
-			names[nnames++] = whole[i];
-	}
-	if (!(sc = cuptrace_share_scan_new(names, nnames, window || max))) {
-		fprintf(stderr, "cuptrace share: out of memory\n");
-		goto out;
-	}
-	struct cuptrace_sink *scan = cuptrace_share_scan_sink(sc);
-	int r = cmd_replay(in, scan);
-	if (!r)
-		r = scan->ops->finish(scan);
-	if (r) {
-		fprintf(stderr, "cuptrace share: cannot read %s: %s\n", in, strerror(-r));
-		goto out;
-	}
+	return -1;
+}
 
-	/* The window in trace time. */
-	struct cuptrace_share_window w = {0};
-	int64_t first, last;
-	cuptrace_share_span(sc, &first, &last);
-	if (window) {
-		int64_t a, b;
-		w.on = 1;
-		w.from = from.empty ? INT64_MIN : from.t;
-		w.to = to.empty ? INT64_MAX : to.t;
-		if (from.name && window_range(sc, &from, &w.from, &b)) {
-			fprintf(stderr,
-			        "cuptrace share: --window: %s has no range #%zu named '%s'\n", in,
-			        from.k, from.name);
-			goto out;
-		}
-		if (to.name && window_range(sc, &to, &a, &w.to)) {
-			fprintf(stderr,
-			        "cuptrace share: --window: %s has no range #%zu named '%s'\n", in,
-			        to.k, to.name);
-			goto out;
-		}
-		if (w.from > w.to) {
-			fprintf(stderr, "cuptrace share: --window: %s ends before it starts\n",
-			        window);
-			ret = EXIT_USAGE;
-			goto out;
-		}
-	}
-	if (!(sh = cuptrace_share_new(&o, sc)) || !(tmp = malloc(strlen(of.tmp) + 16))) {
-		fprintf(stderr, "cuptrace share: out of memory\n");
-		goto out;
-	}
-	/* Candidates beside the output's temporary file (one file system for the renames); the
-	 * format whose size counts is OUTPUT's. */
-	sprintf(tmp, "%s.partial", of.tmp);
-
-	uint64_t size = 0;
-	if (max) {
-		struct search s = {.max = max, .user = w};
-		if ((r = search_size(sh, sc, in, out, of.tmp, tmp, &s)))
-			goto failed;
-		if (!s.found) {
-			fprintf(stderr,
-			        "cuptrace share: no window of %s fits in %" PRIu64
-			        " bytes (its metadata and tracks alone may not)\n",
-			        in, max);
-			goto out;
-		}
-		w = s.best;
-		/* Once more, the window kept: the report below is of what was written. */
-		if ((r = write_pass(sh, in, out, of.tmp, w.on ? &w : NULL, &size)))
-			goto failed;
-	} else if ((r = write_pass(sh, in, out, of.tmp, w.on ? &w : NULL, &size))) {
-		goto failed;
-	}
-	if ((r = write_md(of.tmp, ofmd.tmp))) {
-		fprintf(stderr, "cuptrace share: cannot write %s: %s\n", md, strerror(-r));
-		goto out;
-	}
-	/* Both whole: the trace first, so that a report never describes a trace not there. */
-	if ((ret = cmd_out_end(&of, "share", 1)) || (ret = cmd_out_end(&ofmd, "share", 1)))
-		goto out;
-	ret = EXIT_FAIL;
-
+/* What was written, on stderr: what was removed or changed, the window and what it kept. */
+static void share_report(const struct cuptrace_share *sh, const char *out, const char *md,
+                         const struct cuptrace_share_window *wp, int64_t first, int64_t last,
+                         uint64_t max, uint64_t size)
+{
+	struct cuptrace_share_window w = *wp;
 	cuptrace_share_report(sh, stderr, "cuptrace share: ");
 	if (w.on) {
 		struct cuptrace_share_kept k = cuptrace_share_kept(sh);
@@ -508,13 +391,127 @@ int cmd_share(int argc, char **argv)
 		        "cuptrace share: window: the whole trace fits in %" PRIu64 " bytes\n", max);
 	}
 	fprintf(stderr, "cuptrace share: wrote %s (%" PRIu64 " bytes) and %s\n", out, size, md);
+}
+
+/* Scans the input, finds the window, writes the copy and its summary aside and puts both in
+ * place. 0, or the exit code after one line on stderr. */
+static int share_run(struct share_args *a)
+{
+	struct cuptrace_outfile of = {0}, ofmd = {0};
+	int ret = EXIT_FAIL;
+	struct cuptrace_share_scan *sc = NULL;
+	struct cuptrace_share *sh = NULL;
+	char *md = NULL, *tmp = NULL;
+	ret = EXIT_USAGE;
+	if (!(md = malloc(strlen(a->out) + 4))) {
+		fprintf(stderr, "cuptrace share: out of memory\n");
+		goto out;
+	}
+	sprintf(md, "%s.md", a->out);
+	if ((ret = cmd_out_begin(&of, "share", a->out, &a->in, 1)) ||
+	    (ret = cmd_out_begin(&ofmd, "share", md, &a->in, 1)))
+		goto out;
+	ret = EXIT_FAIL;
+	/* Each end's NAME and its whole "NAME#K" (torch.profiler's step names carry the #K). */
+	const char *names[4];
+	char whole[2][512];
+	size_t nnames = 0;
+	if (a->from.name)
+		names[nnames++] = a->from.name;
+	if (a->to.name && (!a->from.name || strcmp(a->to.name, a->from.name)))
+		names[nnames++] = a->to.name;
+	for (int i = 0; i < 2; i++) {
+		const struct wend *e = i ? &a->to : &a->from;
+		int n = e->name ? snprintf(whole[i], sizeof(whole[i]), "%s#%zu", e->name, e->k) : 0;
+		if (n > 0 && (size_t)n < sizeof(whole[i]) && (!i || strcmp(whole[0], whole[1])))
+			names[nnames++] = whole[i];
+	}
+	if (!(sc = cuptrace_share_scan_new(names, nnames, a->window || a->max))) {
+		fprintf(stderr, "cuptrace share: out of memory\n");
+		goto out;
+	}
+	struct cuptrace_sink *scan = cuptrace_share_scan_sink(sc);
+	int r = cmd_replay(a->in, scan);
+	if (!r)
+		r = scan->ops->finish(scan);
+	if (r) {
+		cmd_read_failed("share", a->in, r, NULL);
+		goto out;
+	}
+
+	/* The window in trace time. */
+	struct cuptrace_share_window w = {0};
+	int64_t first, last;
+	cuptrace_share_span(sc, &first, &last);
+	if (a->window) {
+		int64_t ta, tb;
+		w.on = 1;
+		w.from = a->from.empty ? INT64_MIN : a->from.t;
+		w.to = a->to.empty ? INT64_MAX : a->to.t;
+		if (a->from.name && window_range(sc, &a->from, &w.from, &tb)) {
+			fprintf(stderr,
+			        "cuptrace share: --window: %s has no range #%zu named '%s'\n",
+			        a->in, a->from.k, a->from.name);
+			goto out;
+		}
+		if (a->to.name && window_range(sc, &a->to, &ta, &w.to)) {
+			fprintf(stderr,
+			        "cuptrace share: --window: %s has no range #%zu named '%s'\n",
+			        a->in, a->to.k, a->to.name);
+			goto out;
+		}
+		if (w.from > w.to) {
+			fprintf(stderr, "cuptrace share: --window: %s ends before it starts\n",
+			        a->window);
+			ret = EXIT_USAGE;
+			goto out;
+		}
+	}
+	if (!(sh = cuptrace_share_new(&a->o, sc)) || !(tmp = malloc(strlen(of.tmp) + 16))) {
+		fprintf(stderr, "cuptrace share: out of memory\n");
+		goto out;
+	}
+	/* Candidates beside the output's temporary file (one file system for the renames); the
+	 * format whose size counts is OUTPUT's. */
+	sprintf(tmp, "%s.partial", of.tmp);
+
+	uint64_t size = 0;
+	if (a->max) {
+		struct search s = {.max = a->max, .user = w};
+		if ((r = search_size(sh, sc, a->in, a->out, of.tmp, tmp, &s)))
+			goto failed;
+		if (!s.found) {
+			fprintf(stderr,
+			        "cuptrace share: no window of %s fits in %" PRIu64
+			        " bytes (its metadata and tracks alone may not)\n",
+			        a->in, a->max);
+			goto out;
+		}
+		w = s.best;
+		/* Once more, the window kept: the report below is of what was written. */
+		if ((r = write_pass(sh, a->in, a->out, of.tmp, w.on ? &w : NULL, &size)))
+			goto failed;
+	} else if ((r = write_pass(sh, a->in, a->out, of.tmp, w.on ? &w : NULL, &size))) {
+		goto failed;
+	}
+	if ((r = write_md(of.tmp, ofmd.tmp))) {
+		fprintf(stderr, "cuptrace share: cannot write %s: %s\n", md, strerror(-r));
+		goto out;
+	}
+	/* Both whole: the trace first, so that a report never describes a trace not there. */
+	if ((ret = cmd_out_end(&of, "share", 1)) || (ret = cmd_out_end(&ofmd, "share", 1)))
+		goto out;
+	ret = EXIT_FAIL;
+
+	share_report(sh, a->out, md, &w, first, last, a->max, size);
 	ret = 0;
 	goto out;
 failed:
 	if (open_failed)
-		fprintf(stderr, "cuptrace share: cannot write %s: %s\n", out, strerror(-r));
+		fprintf(stderr, "cuptrace share: cannot write %s: %s\n", a->out, strerror(-r));
 	else
-		fprintf(stderr, "cuptrace share: %s -> %s failed: %s\n", in, out, strerror(-r));
+		fprintf(stderr, "cuptrace share: %s -> %s failed: %s\n", a->in, a->out,
+		        strerror(-r));
 out:
 	if (tmp)
 		unlink(tmp);
@@ -522,9 +519,20 @@ out:
 	cuptrace_outfile_abort(&ofmd);
 	free(tmp);
 	free(md);
-	free(from.name);
-	free(to.name);
 	cuptrace_share_free(sh);
 	cuptrace_share_scan_free(sc);
 	return ret;
+}
+
+int cmd_share(int argc, char **argv)
+{
+	struct share_args a = {.o = {.sz = sizeof(a.o)}, .from = {.empty = 1}, .to = {.empty = 1}};
+	int r = share_parse(&a, argc, argv);
+	if (r < 0)
+		r = share_check(&a);
+	if (r < 0)
+		r = share_run(&a);
+	free(a.from.name);
+	free(a.to.name);
+	return r;
 }

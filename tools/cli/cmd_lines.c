@@ -8,6 +8,7 @@
 #include "lines/lines.h"
 #include "symbolize/symbolize.h"
 #include "cmd.h"
+#include "opt_table.h"
 
 int cmd_lines_option(struct cmd_lines *l, int c, const char *arg)
 {
@@ -62,4 +63,44 @@ int cmd_lines_print_json(const struct cuptrace_lines *l, int (*print)(const void
 		r = cuptrace_lines_json_append(buf, len, l, stdout);
 	free(buf);
 	return r;
+}
+
+int cmd_report_option(int cmd, struct cmd_report *r, int c, const char *arg)
+{
+	int taken = cmd_lines_option(&r->lines, c, arg);
+	if (taken < 0) {
+		fprintf(stderr, "cuptrace %s: out of memory\n", cli_commands[cmd].name);
+		return EXIT_FAIL;
+	}
+	if (taken)
+		return 0;
+	switch (c) {
+	case 'm':
+		r->markdown = 1;
+		return 0;
+	case 'j':
+		r->json = 1;
+		return 0;
+	case CMD_OPT_GROUP_BY:
+		if (cmd == CLI_DIFF)
+			return -1;
+		if (strcmp(arg, "line")) {
+			fprintf(stderr,
+			        "cuptrace %s: bad value for --group-by: '%s' (takes line)\n",
+			        cli_commands[cmd].name, arg);
+			return EXIT_USAGE;
+		}
+		r->by_line = 1;
+		return 0;
+	}
+	return -1;
+}
+
+int cmd_report_check(int cmd, const struct cmd_report *r)
+{
+	if (r->markdown && r->json) {
+		cli_usage_error((enum cli_cmd)cmd, "--markdown and --json exclude each other");
+		return EXIT_USAGE;
+	}
+	return 0;
 }

@@ -13,28 +13,10 @@
 #include <sys/types.h>
 
 #include "cmd.h"
+#include "opt_table.h"
 #include "control/control.h"
 #include "common/options.h"
 #include "common/util.h"
-
-static void usage(FILE *f)
-{
-	fprintf(
-	    f,
-	    "usage: cuptrace trigger [--duration T | --steps N | --stop | --dump] [--timeout T]\n"
-	    "                        (--job RECORD_PID | PID...)\n\n"
-	    "Asks processes traced by `cuptrace record --on-demand` (or --ring, or any record)\n"
-	    "to open a capture window now, and prints the files they write.\n\n"
-	    "  --duration T   the window lasts T (500ms, 2s, 1m); the command returns when the\n"
-	    "                 files are written\n"
-	    "  --steps N      the window lasts N training steps (optimizer.step() calls)\n"
-	    "  --stop         close the window an earlier trigger opened, and write it\n"
-	    "  --dump         write the flight recorder's last seconds (--ring) now; a trigger\n"
-	    "                 without options does the same for a flight recorder, and for any\n"
-	    "                 other process opens a window until `trigger --stop`\n"
-	    "  --job PID      every process started under the `cuptrace record` of that pid\n"
-	    "  --timeout T    give up waiting after T (default: the duration + 60s)\n");
-}
 
 struct target {
 	const char *path;
@@ -67,112 +49,114 @@ static int path_pid(const char *path)
 	return sscanf(base ? base + 1 : path, "j%ld.p%d.sock", &job, &pid) == 2 ? pid : 0;
 }
 
-int cmd_trigger(int argc, char **argv)
+/* What `trigger` was asked (parse), and the request it sends (check). */
+struct trigger_opts {
+	int64_t duration, timeout; /* ns; timeout -1: not given */
+	uint64_t steps;
+	int stop, dump, actions;
+	long job;
+	char request[96];
+	int timeout_ms;
+};
+
+/* The options into o: -1 to go on, else the exit code (0 after --help). */
+static int trigger_parse(struct trigger_opts *o, int argc, char **argv)
 {
-	static const struct option opts[] = {
-	    {"duration", required_argument, 0, 'd'}, {"steps", required_argument, 0, 's'},
-	    {"stop", no_argument, 0, 'S'},           {"dump", no_argument, 0, 'D'},
-	    {"job", required_argument, 0, 'j'},      {"timeout", required_argument, 0, 't'},
-	    {"help", no_argument, 0, 'h'},           {0, 0, 0, 0}};
-	int64_t duration = 0, timeout = -1;
-	uint64_t steps = 0;
-	int stop = 0, dump = 0, actions = 0;
-	long job = 0;
-	char err[256];
 	int c;
-	optind = 1;
-	while ((c = getopt_long(argc, argv, "+h", opts, NULL)) != -1) {
+	while ((c = cli_next(CLI_TRIGGER, argc, argv)) != CLI_END) {
+		char *end;
 		switch (c) {
 		case 'd':
-			if (cuptrace_parse_duration(optarg, 1000000000, &duration) ||
-			    duration <= 0) {
+			if (cuptrace_parse_duration(optarg, 1000000000, &o->duration) ||
+			    o->duration <= 0) {
 				fprintf(stderr,
 				        "cuptrace trigger: bad value for --duration: '%s' (a "
-				        "duration above "
-				        "0, such as 500ms, 2s or 1m)\n",
+				        "duration above 0, such as 500ms, 2s or 1m)\n",
 				        optarg);
 				return EXIT_USAGE;
 			}
-			actions++;
+			o->actions++;
 			break;
-		case 's': {
-			char *end;
-			unsigned long long v = strtoull(optarg, &end, 10);
-			if (!*optarg || *end || !v) {
+		case 's':
+			o->steps = strtoull(optarg, &end, 10);
+			if (!*optarg || *end || !o->steps || *optarg == '-') {
 				fprintf(stderr,
-				        "cuptrace trigger: --steps: '%s' is not a positive "
-				        "count\n",
+				        "cuptrace trigger: bad value for --steps: '%s' (a count of "
+				        "steps above 0)\n",
 				        optarg);
 				return EXIT_USAGE;
 			}
-			steps = v;
-			actions++;
+			o->actions++;
 			break;
-		}
 		case 'S':
-			stop = 1;
-			actions++;
+			o->stop = 1;
+			o->actions++;
 			break;
 		case 'D':
-			dump = 1;
-			actions++;
+			o->dump = 1;
+			o->actions++;
 			break;
-		case 'j': {
-			char *end;
-			job = strtol(optarg, &end, 10);
-			if (!*optarg || *end || job <= 0) {
-				fprintf(stderr, "cuptrace trigger: --job: '%s' is not a pid\n",
+		case 'j':
+			o->job = strtol(optarg, &end, 10);
+			if (!*optarg || *end || o->job <= 0) {
+				fprintf(stderr,
+				        "cuptrace trigger: bad value for --job: '%s' (the pid of a "
+				        "`cuptrace record`)\n",
 				        optarg);
 				return EXIT_USAGE;
 			}
 			break;
-		}
 		case 't':
-			if (cuptrace_parse_duration(optarg, 1000000000, &timeout)) {
+			if (cuptrace_parse_duration(optarg, 1000000000, &o->timeout)) {
 				fprintf(stderr,
 				        "cuptrace trigger: bad value for --timeout: '%s' (a "
-				        "duration such as "
-				        "30s or 5m)\n",
+				        "duration such as 30s or 5m)\n",
 				        optarg);
 				return EXIT_USAGE;
 			}
 			break;
-		case 'h':
-			usage(stdout);
-			return 0;
-		default:
-			usage(stderr);
-			return EXIT_USAGE;
 		}
 	}
-	if (actions > 1) {
-		fprintf(stderr,
-		        "cuptrace trigger: give one of --duration, --steps, --stop, --dump\n");
-		return EXIT_USAGE;
-	}
-	if (!job && optind >= argc) {
-		fprintf(stderr,
-		        "cuptrace trigger: name the processes (PID...) or --job RECORD_PID\n");
-		return EXIT_USAGE;
-	}
-	char request[96];
-	if (stop)
-		snprintf(request, sizeof(request), "stop");
-	else if (dump)
-		snprintf(request, sizeof(request), "dump");
-	else
-		snprintf(request, sizeof(request), "open %" PRId64 " %" PRIu64, duration, steps);
-	int timeout_ms = timeout >= 0 ? (int)(timeout / 1000000)
-	                              : (int)((duration > 0 ? duration / 1000000 : 0) + 60000);
-	if (steps && timeout < 0)
-		timeout_ms = 3600 * 1000; /* steps can be long: an hour unless told */
+	return cli_status();
+}
 
-	/* Every socket: of the job, or of each pid. */
-	char **paths = NULL;
-	size_t npaths = 0;
-	int bad = 0;
-	if (job) {
-		int n = cuptrace_control_find(0, job, &paths, err, sizeof(err));
+/* The combination and the operands; the request and its timeout. -1, or the exit code. */
+static int trigger_check(struct trigger_opts *o, int argc)
+{
+	if (o->actions > 1) {
+		cli_usage_error(CLI_TRIGGER,
+		                "takes one of --duration, --steps, --stop, --dump (got %d)",
+		                o->actions);
+		return EXIT_USAGE;
+	}
+	if (!o->job && optind >= argc) {
+		cli_usage_error(CLI_TRIGGER,
+		                "needs the processes' PIDs or --job RECORD_PID (got none)");
+		return EXIT_USAGE;
+	}
+	if (o->stop)
+		snprintf(o->request, sizeof(o->request), "stop");
+	else if (o->dump)
+		snprintf(o->request, sizeof(o->request), "dump");
+	else
+		snprintf(o->request, sizeof(o->request), "open %" PRId64 " %" PRIu64, o->duration,
+		         o->steps);
+	o->timeout_ms = o->timeout >= 0
+	                    ? (int)(o->timeout / 1000000)
+	                    : (int)((o->duration > 0 ? o->duration / 1000000 : 0) + 60000);
+	if (o->steps && o->timeout < 0)
+		o->timeout_ms = 3600 * 1000; /* steps can be long: an hour unless told */
+	return -1;
+}
+
+/* Every socket: of the job, or of each pid (argv[optind]...), into the malloc'd *paths.
+ * Returns -1 to go on (*bad set where some were not found), or the exit code. */
+static int trigger_find(const struct trigger_opts *o, int argc, char **argv, char ***paths,
+                        size_t *npaths, int *bad)
+{
+	char err[256];
+	if (o->job) {
+		int n = cuptrace_control_find(0, o->job, paths, err, sizeof(err));
 		if (n < 0) {
 			fprintf(stderr, "cuptrace trigger: %s\n", err);
 			return EXIT_FAIL;
@@ -182,17 +166,17 @@ int cmd_trigger(int argc, char **argv)
 			        "cuptrace trigger: no traced process of job %ld is listening "
 			        "(was it started by `cuptrace record`, and has it initialized "
 			        "CUDA?)\n",
-			        job);
+			        o->job);
 			return EXIT_FAIL;
 		}
-		npaths = (size_t)n;
+		*npaths = (size_t)n;
 	}
 	for (int i = optind; i < argc; i++) {
 		char *end;
 		long pid = strtol(argv[i], &end, 10);
 		if (!*argv[i] || *end || pid <= 0) {
 			fprintf(stderr, "cuptrace trigger: '%s' is not a pid\n", argv[i]);
-			bad = 1;
+			*bad = 1;
 			continue;
 		}
 		char **found;
@@ -203,30 +187,42 @@ int cmd_trigger(int argc, char **argv)
 			    n < 0 ? err
 			          : "not traced by cuptrace, or not listening (it listens once it "
 			            "has initialized CUDA)");
-			bad = 1;
+			*bad = 1;
 			free(found);
 			continue;
 		}
-		size_t cap = npaths;
-		if (CUPTRACE_GROW(paths, cap, npaths + (size_t)n)) {
+		size_t cap = *npaths;
+		if (CUPTRACE_GROW(*paths, cap, *npaths + (size_t)n)) {
 			for (int k = 0; k < n; k++)
 				free(found[k]);
 			free(found);
-			bad = 1;
+			*bad = 1;
 			continue;
 		}
 		for (int k = 0; k < n; k++)
-			paths[npaths++] = found[k];
+			(*paths)[(*npaths)++] = found[k];
 		free(found);
 	}
+	return -1;
+}
+
+/* Sends the request to every socket at once and prints what each wrote: the files on stdout,
+ * the rest on stderr. Frees paths. 0, or EXIT_FAIL where one failed. */
+static int trigger_run(const struct trigger_opts *o, char **paths, size_t npaths, int bad)
+{
 	struct target *t = calloc(npaths ? npaths : 1, sizeof(*t));
 	pthread_t *th = calloc(npaths ? npaths : 1, sizeof(*th));
 	if (!t || !th) {
 		fprintf(stderr, "cuptrace trigger: out of memory\n");
+		for (size_t i = 0; i < npaths; i++)
+			free(paths[i]);
+		free(paths);
+		free(t);
+		free(th);
 		return EXIT_FAIL;
 	}
 	for (size_t i = 0; i < npaths; i++) {
-		t[i] = (struct target){paths[i], request, timeout_ms, 0, NULL, 0};
+		t[i] = (struct target){paths[i], o->request, o->timeout_ms, 0, NULL, 0};
 		if (pthread_create(&th[i], NULL, ask, &t[i])) {
 			t[i].ret = -EAGAIN;
 			th[i] = 0;
@@ -264,4 +260,24 @@ int cmd_trigger(int argc, char **argv)
 	free(t);
 	free(th);
 	return bad ? EXIT_FAIL : 0;
+}
+
+int cmd_trigger(int argc, char **argv)
+{
+	struct trigger_opts o = {.timeout = -1};
+	char **paths = NULL;
+	size_t npaths = 0;
+	int bad = 0;
+	int r = trigger_parse(&o, argc, argv);
+	if (r < 0)
+		r = trigger_check(&o, argc);
+	if (r < 0)
+		r = trigger_find(&o, argc, argv, &paths, &npaths, &bad);
+	if (r >= 0) {
+		for (size_t i = 0; i < npaths; i++)
+			free(paths[i]);
+		free(paths);
+		return r;
+	}
+	return trigger_run(&o, paths, npaths, bad);
 }

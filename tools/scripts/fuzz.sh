@@ -7,15 +7,15 @@
 # input in tests/fuzz/regressions (inputs that once crashed), then fuzzes each target for
 # SECONDS (default 60). Any crash, hang, leak or sanitizer report fails (exit 1); the input is
 # left in BUILD/fuzz-artifacts, to be added to tests/fuzz/regressions with the fix.
-#   tools/fuzz.sh [SECONDS] [BUILD_DIR]
+#   tools/scripts/fuzz.sh [SECONDS] [BUILD_DIR]
 set -u
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 secs=${1:-60}
 build=${2:-build-fuzz}
 export PATH="$PATH:/usr/local/cuda/bin"
 cc=$(command -v clang || command -v clang-14 || true)
 if [ -z "$cc" ]; then
-	echo "fuzz: SKIP: clang not found (tools/setup.sh installs it)"
+	echo "fuzz: SKIP: clang not found (tools/scripts/setup.sh installs it)"
 	exit 0
 fi
 cmake -S . -B "$build" -DCMAKE_C_COMPILER="$cc" -DCMAKE_BUILD_TYPE=RelWithDebInfo \

@@ -3,7 +3,7 @@
 # machine without one, convert a real capture (a PyTorch training loop recorded on an H200).
 # Open demo.pftrace in https://ui.perfetto.dev.
 set -eu
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 export PATH="$PATH:/usr/local/cuda/bin"
 cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
 cmake --build build -j "$(nproc)" >/dev/null

@@ -1,12 +1,12 @@
 #!/bin/sh
 # Records the raw CUPTI capture of every example (and of a PyTorch training loop) on a GPU
 # machine: these are the files in tests/data that CI converts without a GPU.
-#   tools/make_captures.sh BUILD_DIR OUT_DIR
+#   tools/scripts/make_captures.sh BUILD_DIR OUT_DIR
 # Captures are made with --driver all so the converter's filter is exercised too.
 set -u
 build=$(cd "$1" && pwd)
 out=$2
-src=$(cd "$(dirname "$0")/.." && pwd)
+src=$(cd "$(dirname "$0")/../.." && pwd)
 mkdir -p "$out"
 ct="$build/cuptrace"
 fail=0

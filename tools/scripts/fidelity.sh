@@ -4,11 +4,11 @@
 # client per process), under cuptrace. Compares kernel, copy and memset counts, the sum of
 # kernel durations, and the share of GPU activities with an incoming flow. Twice each, to show
 # the run-to-run spread of the duration sum.
-#   tools/fidelity.sh BUILD_DIR [steps]
+#   tools/scripts/fidelity.sh BUILD_DIR [steps]
 set -eu
 build=$(cd "$1" && pwd)
 steps=${2:-5}
-src=$(cd "$(dirname "$0")/.." && pwd)
+src=$(cd "$(dirname "$0")/../.." && pwd)
 tmp=$(mktemp -d)
 for run in 1 2; do
 	python3 "$src/examples/torch_train.py" --steps "$steps" --profile "$tmp/prof$run.json" 2>/dev/null |

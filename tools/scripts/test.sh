@@ -3,9 +3,9 @@
 # test. GPU tests skip (with a message) where there is no GPU. Release builds with gcc and with
 # clang, tests and examples included, must build with -Werror too (build only: optimizers and the
 # other compiler find warnings the Debug build does not). The readers are fuzzed first
-# (tools/fuzz.sh, about 4 minutes with its build).
+# (tools/scripts/fuzz.sh, about 4 minutes with its build).
 set -eu
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 export PATH="$PATH:/usr/local/cuda/bin"
 # One format for the tree: .clang-format as Debian 12's clang-format 14 applies it (other
 # versions break some lines differently, so they only say so). Fix with clang-format -i.
@@ -15,7 +15,7 @@ if clang-format --version 2>/dev/null | grep -q 'version 14\.'; then
 		exit 1
 	fi
 else
-	echo "test: format check skipped: it needs clang-format 14 (tools/setup.sh installs it)"
+	echo "test: format check skipped: it needs clang-format 14 (tools/scripts/setup.sh installs it)"
 fi
 cmake -S . -B build-test -DCMAKE_BUILD_TYPE=Debug -DCUPTRACE_SANITIZE=ON -DCUPTRACE_WERROR=ON \
 	>/dev/null
@@ -24,7 +24,7 @@ for cc in gcc clang; do
 	compiler=$(command -v "$cc" || true)
 	[ -n "$compiler" ] || [ "$cc" != clang ] || compiler=$(command -v clang-14 || true)
 	if [ -z "$compiler" ]; then
-		echo "test: $cc not found (tools/setup.sh installs it)" >&2
+		echo "test: $cc not found (tools/scripts/setup.sh installs it)" >&2
 		exit 1
 	fi
 	echo "test: Release build with $cc and -Werror (build-rel-$cc)"
@@ -41,5 +41,5 @@ for cc in gcc clang; do
 	fi
 done
 # The readers of untrusted input, fuzzed for a fixed budget each (CUPTRACE_FUZZ_SECONDS).
-tools/fuzz.sh "${CUPTRACE_FUZZ_SECONDS:-60}"
+tools/scripts/fuzz.sh "${CUPTRACE_FUZZ_SECONDS:-60}"
 ctest --test-dir build-test --output-on-failure

@@ -11,48 +11,12 @@
 
 #include "merge/merge.h"
 #include "cmd.h"
+#include "opt_table.h"
 #include "output/outfile.h"
 #include "common/util.h"
 #include "format/formats.h"
 #include "format/json_writer.h"
 #include "output/tar.h"
-
-static void merge_usage(FILE *f)
-{
-	fprintf(
-	    f, "usage: cuptrace merge --side-by-side [options] -o OUTPUT INPUT...\n"
-	       "       cuptrace merge --ranks [--align MODE] -o OUTPUT RANK_TRACE...\n\n"
-	       "Puts two or more runs (any trace or capture cuptrace reads) in one trace, each\n"
-	       "as its own process group \"<label>: <process>\", in input order, shifted so that\n"
-	       "they line up: at each run's first step (its first ProfilerStep#N range, else the\n"
-	       "end of its first Optimizer.step#N) where every run has one, else at each run's\n"
-	       "first GPU work, else each from its start (--align-on and --no-align choose\n"
-	       "otherwise; stderr says which). Every slice, flow, counter and\n"
-	       "argument is kept. OUTPUT's format follows its name (.pftrace, .json, .gz) as\n"
-	       "for convert; OUTPUT.tar writes Perfetto's multi-trace form instead: one\n"
-	       "shifted .pftrace per input in a tar archive, which ui.perfetto.dev opens as\n"
-	       "one timeline. The shift applied to each input is printed on stderr.\n\n"
-	       "--ranks merges the traces of one distributed job (one per rank, recorded with\n"
-	       "-o 'job-%%r.pftrace'): one group \"rank R @ host\" per rank in rank order, on one\n"
-	       "time axis. Ranks on one machine share BOOTTIME and line up exactly; ranks on\n"
-	       "other machines are placed by REALTIME, then (--align nccl, the default) by the\n"
-	       "ends of their NCCL collectives, which finish together on every rank. The offset\n"
-	       "and drift found for each rank and the spread of collective ends left are printed\n"
-	       "and stored in the trace. With OUTPUT.tar the rank files keep their own clocks and\n"
-	       "a perfetto_manifest names each machine and gives the offsets found.\n\n"
-	       "  -o, --output PATH       output file (required)\n"
-	       "      --side-by-side      one group per input, aligned as above\n"
-	       "      --ranks             the ranks of one job, on one time axis\n"
-	       "      --align MODE        with --ranks: none | realtime | nccl (default)\n"
-	       "  -l, --label L           label of the next input (repeatable, in order;\n"
-	       "                          default: the file's name)\n"
-	       "      --align-on NAME[#K] start the K-th (default 1st) slice named NAME (an NVTX\n"
-	       "                          range, an op, any slice) at the same moment in all\n"
-	       "      --no-align          each input from its own earliest event\n"
-	       "  -f, --format FMT        perfetto | chrome\n"
-	       "      --compress MODE     chunks | gzip | none\n"
-	       "  -h, --help              this help\n");
-}
 
 /* -o X.tar: each input into DIR/<k>-<label>.pftrace, then the archive. */
 struct tar_ctx {
@@ -299,194 +263,221 @@ static void report_ranks(const struct cuptrace_merge *m, enum cuptrace_align_mod
 		    (double)o->max / 1e3);
 }
 
-int cmd_merge(int argc, char **argv)
+/* What `merge` was asked: the options (borrowed from argv; labels malloc'd), the inputs'
+ * count, and the merge's options the check works out. */
+struct merge_args {
+	const char *out, *format, *compress, *align, *align_mode;
+	const char **labels;
+	size_t nlabels, n;
+	int side, ranks;
+	struct cuptrace_merge_opts mo; /* align_name malloc'd by the check */
+};
+
+/* The options into a: -1 to go on, else the exit code (0 after --help). */
+static int merge_parse(struct merge_args *a, int argc, char **argv)
 {
-	static const struct option opts[] = {
-	    {"output", required_argument, NULL, 'o'},
-	    {"side-by-side", no_argument, NULL, 's'},
-	    {"label", required_argument, NULL, 'l'},
-	    {"align-on", required_argument, NULL, 'a'},
-	    {"format", required_argument, NULL, 'f'},
-	    {"compress", required_argument, NULL, 'z'},
-	    {"ranks", no_argument, NULL, 'r'},
-	    {"align", required_argument, NULL, 'A'},
-	    {"no-align", no_argument, NULL, 'N'},
-	    {"help", no_argument, NULL, 'h'},
-	    {0},
-	};
-	const char *out = NULL, *format = NULL, *compress = NULL, *align = NULL;
-	const char **labels = calloc((size_t)argc + 1, sizeof(*labels));
+	int c;
+	while ((c = cli_next(CLI_MERGE, argc, argv)) != CLI_END) {
+		switch (c) {
+		case 'o':
+			a->out = optarg;
+			break;
+		case 's':
+			a->side = 1;
+			break;
+		case 'r':
+			a->ranks = 1;
+			break;
+		case 'A':
+			a->align_mode = optarg;
+			break;
+		case 'l':
+			a->labels[a->nlabels++] = optarg;
+			break;
+		case 'a':
+			a->align = optarg;
+			break;
+		case 'N':
+			a->mo.no_auto_align = 1;
+			break;
+		case 'f':
+			a->format = optarg;
+			break;
+		case 'z':
+			a->compress = optarg;
+			break;
+		}
+	}
+	if (cli_status() >= 0)
+		return cli_status();
+	a->n = (size_t)(argc - optind);
+	return -1;
+}
+
+/* The operands, the combinations and the output's kind: -1, or EXIT_USAGE after one line on
+ * stderr. */
+static int merge_check(struct merge_args *a)
+{
+	if (a->n < (a->ranks ? 1u : 2u)) {
+		cli_usage_error(CLI_MERGE,
+		                a->ranks ? "needs at least one trace (got %zu)"
+		                         : "needs at least two traces (got %zu)",
+		                a->n);
+		return EXIT_USAGE;
+	}
+	if (a->side == a->ranks) {
+		fprintf(stderr,
+		        "cuptrace merge: say --side-by-side (runs, one above the other) or --ranks "
+		        "(ranks of one job, on one time axis)\n");
+		return EXIT_USAGE;
+	}
+	if (a->align && a->mo.no_auto_align) {
+		fprintf(stderr, "cuptrace merge: --align-on or --no-align, not both\n");
+		return EXIT_USAGE;
+	}
+	if (a->ranks && a->mo.no_auto_align) {
+		fprintf(stderr, "cuptrace merge: --no-align is for --side-by-side (--ranks takes "
+		                "--align none)\n");
+		return EXIT_USAGE;
+	}
+	if (a->ranks && a->align) {
+		fprintf(stderr, "cuptrace merge: --align-on is for --side-by-side; --ranks aligns "
+		                "by clocks (--align none|realtime|nccl)\n");
+		return EXIT_USAGE;
+	}
+	if (a->align_mode && !a->ranks) {
+		fprintf(stderr, "cuptrace merge: --align is for --ranks (--side-by-side takes "
+		                "--align-on NAME[#K])\n");
+		return EXIT_USAGE;
+	}
+	a->mo.ranks = a->ranks;
+	a->mo.ranks_align = CUPTRACE_ALIGN_NCCL;
+	if (a->align_mode) {
+		if (!strcmp(a->align_mode, "none"))
+			a->mo.ranks_align = CUPTRACE_ALIGN_NONE;
+		else if (!strcmp(a->align_mode, "realtime"))
+			a->mo.ranks_align = CUPTRACE_ALIGN_REALTIME;
+		else if (strcmp(a->align_mode, "nccl")) {
+			fprintf(stderr,
+			        "cuptrace merge: --align takes none, realtime or nccl, not '%s'\n",
+			        a->align_mode);
+			return EXIT_USAGE;
+		}
+	}
+	if (!a->out) {
+		cli_usage_error(CLI_MERGE, "needs -o OUTPUT");
+		return EXIT_USAGE;
+	}
+	if (a->nlabels > a->n) {
+		fprintf(stderr, "cuptrace merge: %zu labels for %zu inputs\n", a->nlabels, a->n);
+		return EXIT_USAGE;
+	}
+	for (size_t i = 0; i < a->nlabels; i++)
+		if (!*a->labels[i]) {
+			fprintf(stderr, "cuptrace merge: --label takes a non-empty label\n");
+			return EXIT_USAGE;
+		}
+	if (a->align &&
+	    !(a->mo.align_name = cuptrace_merge_parse_align(a->align, &a->mo.align_k))) {
+		fprintf(stderr,
+		        "cuptrace merge: --align-on takes NAME or NAME#K (K >= 1), not '%s'\n",
+		        a->align);
+		return EXIT_USAGE;
+	}
+	char why[512];
+	unsigned kind = cuptrace_out_kind(
+	    a->out, a->format, CUPTRACE_OUT_PERFETTO | CUPTRACE_OUT_CHROME | CUPTRACE_OUT_TAR, why,
+	    sizeof(why));
+	if (!kind) {
+		fprintf(stderr, "cuptrace merge: %s\n", why);
+		return EXIT_USAGE;
+	}
+	if (kind == CUPTRACE_OUT_TAR && !cuptrace_ends_with(a->out, ".tar")) {
+		fprintf(stderr,
+		        "cuptrace merge: a tar output needs a file named *.tar (its members "
+		        "are written first)\n");
+		return EXIT_USAGE;
+	}
+	return -1;
+}
+
+/* After a side-by-side merge, on stderr: what the runs were aligned at and how far each was
+ * shifted. */
+static void report_side(const struct cuptrace_merge *m, const struct cuptrace_merge_opts *mo)
+{
+	if (!mo->align_name && !mo->no_auto_align)
+		fprintf(stderr,
+		        "cuptrace merge: runs aligned at their %s; --align-on NAME[#K] or "
+		        "--no-align to choose\n",
+		        cuptrace_merge_auto_name(m->auto_align));
+	for (size_t i = 0; i < m->n; i++) {
+		const struct cuptrace_merge_result *x = &m->in[i];
+		fprintf(stderr, "cuptrace merge: %s (%s): shifted by %" PRId64 " ns", x->label,
+		        x->path, x->offset_ns);
+		if (mo->align_name)
+			fprintf(stderr, ", %s #%" PRIu64 " at %" PRId64 " ns", mo->align_name,
+			        mo->align_k, x->align_ts + x->offset_ns);
+		else if (m->auto_align && x->has_events)
+			fprintf(stderr, ", aligned at %" PRId64 " ns", x->align_ts + x->offset_ns);
+		if (x->pid != x->orig_pid)
+			fprintf(stderr, ", pid %" PRId32 " (was %" PRId32 ")", x->pid, x->orig_pid);
+		fputc('\n', stderr);
+	}
+}
+
+/* Reads the inputs (argv[optind]...), plans and writes the merge aside, puts it in place and
+ * reports. 0, or the exit code after one line on stderr. */
+static int merge_run(struct merge_args *a, char **argv)
+{
 	struct cuptrace_merge_input *in = NULL;
-	struct cuptrace_merge_opts mo = {.sz = sizeof(mo)};
 	struct cuptrace_merge m = {0};
 	struct cuptrace_sink *sink = NULL;
 	struct cuptrace_outfile of = {0};
 	const char **paths = NULL;
-	size_t nlabels = 0, n = 0;
-	int side = 0, ranks = 0, c, ret = EXIT_USAGE;
-	const char *align_mode = NULL;
-
-	if (!labels) {
-		fprintf(stderr, "cuptrace merge: out of memory\n");
-		return EXIT_FAIL;
-	}
-	optind = 1;
-	while ((c = getopt_long(argc, argv, "o:l:f:h", opts, NULL)) != -1) {
-		switch (c) {
-		case 'o':
-			out = optarg;
-			break;
-		case 's':
-			side = 1;
-			break;
-		case 'r':
-			ranks = 1;
-			break;
-		case 'A':
-			align_mode = optarg;
-			break;
-		case 'l':
-			labels[nlabels++] = optarg;
-			break;
-		case 'a':
-			align = optarg;
-			break;
-		case 'N':
-			mo.no_auto_align = 1;
-			break;
-		case 'f':
-			format = optarg;
-			break;
-		case 'z':
-			compress = optarg;
-			break;
-		case 'h':
-			merge_usage(stdout);
-			ret = 0;
-			goto out;
-		default:
-			merge_usage(stderr);
-			goto out;
-		}
-	}
-	n = (size_t)(argc - optind);
-	if (side == ranks) {
-		fprintf(stderr,
-		        "cuptrace merge: say --side-by-side (runs, one above the other) or --ranks "
-		        "(ranks of one job, on one time axis)\n");
-		goto out;
-	}
-	if (align && mo.no_auto_align) {
-		fprintf(stderr, "cuptrace merge: --align-on or --no-align, not both\n");
-		goto out;
-	}
-	if (ranks && mo.no_auto_align) {
-		fprintf(stderr, "cuptrace merge: --no-align is for --side-by-side (--ranks takes "
-		                "--align none)\n");
-		goto out;
-	}
-	if (ranks && align) {
-		fprintf(stderr, "cuptrace merge: --align-on is for --side-by-side; --ranks aligns "
-		                "by clocks (--align none|realtime|nccl)\n");
-		goto out;
-	}
-	if (align_mode && !ranks) {
-		fprintf(stderr, "cuptrace merge: --align is for --ranks (--side-by-side takes "
-		                "--align-on NAME[#K])\n");
-		goto out;
-	}
-	mo.ranks = ranks;
-	mo.ranks_align = CUPTRACE_ALIGN_NCCL;
-	if (align_mode) {
-		if (!strcmp(align_mode, "none"))
-			mo.ranks_align = CUPTRACE_ALIGN_NONE;
-		else if (!strcmp(align_mode, "realtime"))
-			mo.ranks_align = CUPTRACE_ALIGN_REALTIME;
-		else if (strcmp(align_mode, "nccl")) {
-			fprintf(stderr,
-			        "cuptrace merge: --align takes none, realtime or nccl, not '%s'\n",
-			        align_mode);
-			goto out;
-		}
-	}
-	if (n < (ranks ? 1u : 2u) || !out) {
-		fprintf(stderr, "cuptrace merge: need -o OUTPUT and at least two INPUTs\n\n");
-		merge_usage(stderr);
-		goto out;
-	}
-	if (nlabels > n) {
-		fprintf(stderr, "cuptrace merge: %zu labels for %zu inputs\n", nlabels, n);
-		goto out;
-	}
-	for (size_t i = 0; i < nlabels; i++)
-		if (!*labels[i]) {
-			fprintf(stderr, "cuptrace merge: --label takes a non-empty label\n");
-			goto out;
-		}
-	if (align && !(mo.align_name = cuptrace_merge_parse_align(align, &mo.align_k))) {
-		fprintf(stderr,
-		        "cuptrace merge: --align-on takes NAME or NAME#K (K >= 1), not '%s'\n",
-		        align);
-		goto out;
-	}
-	char why[512];
-	unsigned kind = cuptrace_out_kind(
-	    out, format, CUPTRACE_OUT_PERFETTO | CUPTRACE_OUT_CHROME | CUPTRACE_OUT_TAR, why,
-	    sizeof(why));
-	if (!kind) {
-		fprintf(stderr, "cuptrace merge: %s\n", why);
-		goto out;
-	}
-	if (kind == CUPTRACE_OUT_TAR && !cuptrace_ends_with(out, ".tar")) {
-		fprintf(stderr,
-		        "cuptrace merge: a tar output needs a file named *.tar (its members "
-		        "are written first)\n");
-		goto out;
-	}
-	ret = EXIT_FAIL;
-	if (!(in = calloc(n, sizeof(*in))) || !(paths = calloc(n, sizeof(*paths)))) {
+	int ret = EXIT_FAIL;
+	if (!(in = calloc(a->n, sizeof(*in))) || !(paths = calloc(a->n, sizeof(*paths)))) {
 		fprintf(stderr, "cuptrace merge: out of memory\n");
 		goto out;
 	}
-	for (size_t i = 0; i < n; i++) {
-		in[i] =
-		    (struct cuptrace_merge_input){argv[optind + i], i < nlabels ? labels[i] : NULL};
+	for (size_t i = 0; i < a->n; i++) {
+		in[i] = (struct cuptrace_merge_input){argv[optind + i],
+		                                      i < a->nlabels ? a->labels[i] : NULL};
 		if ((ret = cmd_input("merge", in[i].path, "merge reads each input twice")))
 			goto out;
 		paths[i] = in[i].path;
 	}
-	if ((ret = cmd_out_begin(&of, "merge", out, paths, n)))
+	if ((ret = cmd_out_begin(&of, "merge", a->out, paths, a->n)))
 		goto out;
 	ret = EXIT_FAIL;
 
-	int r = cuptrace_merge_plan(&m, in, n, &mo, cmd_replay_cb, NULL);
+	int r = cuptrace_merge_plan(&m, in, a->n, &a->mo, cmd_replay_cb, NULL);
 	if (r == -ENOENT) {
 		fprintf(stderr,
 		        "cuptrace merge: %s has %" PRIu64
 		        " slice%s named '%s'; --align-on %s needs "
 		        "%" PRIu64 "\n",
 		        in[m.bad].path, m.in[m.bad].align_found,
-		        m.in[m.bad].align_found == 1 ? "" : "s", mo.align_name, align, mo.align_k);
+		        m.in[m.bad].align_found == 1 ? "" : "s", a->mo.align_name, a->align,
+		        a->mo.align_k);
 		goto out;
 	}
 	if (r) {
-		fprintf(stderr, "cuptrace merge: cannot read %s: %s\n", in[m.bad].path,
-		        strerror(-r));
+		cmd_read_failed("merge", in[m.bad].path, r, NULL);
 		goto out;
 	}
 	int f = 0;
-	if (cuptrace_ends_with(out, ".tar")) {
-		if (format || compress) {
+	if (cuptrace_ends_with(a->out, ".tar")) {
+		if (a->format || a->compress) {
 			fprintf(stderr, "cuptrace merge: a .tar output holds .pftrace files: no "
 			                "--format or --compress\n");
 			ret = EXIT_USAGE;
 			goto out;
 		}
-		m.native_clocks = ranks;
-		r = write_tar(&m, of.tmp, mo.ranks_align == CUPTRACE_ALIGN_NONE);
+		m.native_clocks = a->ranks;
+		r = write_tar(&m, of.tmp, a->mo.ranks_align == CUPTRACE_ALIGN_NONE);
 	} else {
-		if (!(sink = cuptrace_sink_open_as(out, of.tmp, format, compress, 0))) {
-			fprintf(stderr, "cuptrace merge: cannot write %s: %s\n", out,
+		if (!(sink = cuptrace_sink_open_as(a->out, of.tmp, a->format, a->compress, 0))) {
+			fprintf(stderr, "cuptrace merge: cannot write %s: %s\n", a->out,
 			        strerror(errno));
 			ret = errno == EINVAL ? EXIT_USAGE : EXIT_FAIL;
 			goto out;
@@ -495,7 +486,7 @@ int cmd_merge(int argc, char **argv)
 		f = sink->ops->finish(sink);
 	}
 	if (r || f) {
-		fprintf(stderr, "cuptrace merge: writing %s failed (at %s): %s\n", out,
+		fprintf(stderr, "cuptrace merge: writing %s failed (at %s): %s\n", a->out,
 		        in[m.bad].path, strerror(-(r ? r : f)));
 		goto out;
 	}
@@ -504,37 +495,35 @@ int cmd_merge(int argc, char **argv)
 	if ((ret = cmd_out_end(&of, "merge", 1)))
 		goto out;
 	ret = EXIT_FAIL;
-	if (ranks) {
-		report_ranks(&m, mo.ranks_align);
+	if (a->ranks) {
+		report_ranks(&m, a->mo.ranks_align);
 		ret = 0;
 		goto out;
 	}
-	if (!mo.align_name && !mo.no_auto_align)
-		fprintf(stderr,
-		        "cuptrace merge: runs aligned at their %s; --align-on NAME[#K] or "
-		        "--no-align to choose\n",
-		        cuptrace_merge_auto_name(m.auto_align));
-	for (size_t i = 0; i < n; i++) {
-		const struct cuptrace_merge_result *x = &m.in[i];
-		fprintf(stderr, "cuptrace merge: %s (%s): shifted by %" PRId64 " ns", x->label,
-		        x->path, x->offset_ns);
-		if (mo.align_name)
-			fprintf(stderr, ", %s #%" PRIu64 " at %" PRId64 " ns", mo.align_name,
-			        mo.align_k, x->align_ts + x->offset_ns);
-		else if (m.auto_align && x->has_events)
-			fprintf(stderr, ", aligned at %" PRId64 " ns", x->align_ts + x->offset_ns);
-		if (x->pid != x->orig_pid)
-			fprintf(stderr, ", pid %" PRId32 " (was %" PRId32 ")", x->pid, x->orig_pid);
-		fputc('\n', stderr);
-	}
+	report_side(&m, &a->mo);
 	ret = 0;
 out:
 	cuptrace_sink_destroy(sink);
 	cuptrace_outfile_abort(&of);
 	free(paths);
 	cuptrace_merge_free(&m);
-	free((char *)mo.align_name);
 	free(in);
-	free(labels);
 	return ret;
+}
+
+int cmd_merge(int argc, char **argv)
+{
+	struct merge_args a = {.mo = {.sz = sizeof(a.mo)}};
+	if (!(a.labels = calloc((size_t)argc + 1, sizeof(*a.labels)))) {
+		fprintf(stderr, "cuptrace merge: out of memory\n");
+		return EXIT_FAIL;
+	}
+	int r = merge_parse(&a, argc, argv);
+	if (r < 0)
+		r = merge_check(&a);
+	if (r < 0)
+		r = merge_run(&a, argv);
+	free((char *)a.mo.align_name);
+	free(a.labels);
+	return r;
 }

@@ -5,15 +5,15 @@
 # (tests), libdeflate0 (dlopened: compresses .pftrace chunks; copied into build/runtime-libs/
 # too), libdw-dev (elfutils headers: symbolizes native call stacks; libdw.so.1 is dlopened
 # at run time), libunwind8 (dlopened for native call stacks), clang with libFuzzer
-# (tools/fuzz.sh; tools/test.sh also builds a Release with clang), clang-format (the tree's one
-# format, checked by tools/test.sh),
+# (tools/scripts/fuzz.sh; tools/scripts/test.sh also builds a Release with clang), clang-format (the tree's one
+# format, checked by tools/scripts/test.sh),
 # libcurl's headers (--otlp: the library itself is loaded at run time), Node.js and npm
 # (tests/otlp_test.sh decodes the spans with OpenTelemetry's npm package). The CUDA toolkit (for
 # CUPTI and nvcc) must already be at /usr/local/cuda or on PATH.
 set -eu
 need=""
 command -v cmake >/dev/null 2>&1 || need="$need cmake"
-command -v gcc >/dev/null 2>&1 || need="$need build-essential" # tools/test.sh builds with gcc
+command -v gcc >/dev/null 2>&1 || need="$need build-essential" # tools/scripts/test.sh builds with gcc
 command -v pkg-config >/dev/null 2>&1 || need="$need pkg-config"
 command -v protoc-c >/dev/null 2>&1 || need="$need protobuf-c-compiler"
 [ -f /usr/include/protobuf-c/protobuf-c.h ] || need="$need libprotobuf-c-dev"
@@ -25,7 +25,7 @@ ls /usr/lib/*/libdeflate.so.0 /lib/*/libdeflate.so.0 >/dev/null 2>&1 || need="$n
 ls /usr/lib/*/libunwind.so.8 /lib/*/libunwind.so.8 >/dev/null 2>&1 || need="$need libunwind8"
 command -v python3 >/dev/null 2>&1 || need="$need python3"
 command -v clang >/dev/null 2>&1 || need="$need clang"
-command -v clang-format >/dev/null 2>&1 || need="$need clang-format" # tools/test.sh's format check
+command -v clang-format >/dev/null 2>&1 || need="$need clang-format" # tools/scripts/test.sh's format check
 { [ -f /usr/include/curl/curl.h ] || ls /usr/include/*/curl/curl.h; } >/dev/null 2>&1 ||
 	need="$need libcurl4-openssl-dev"
 command -v node >/dev/null 2>&1 || need="$need nodejs"

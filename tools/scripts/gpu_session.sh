@@ -1,11 +1,11 @@
 #!/bin/sh
 # Everything that needs the GPU, in one go (the device lease is short): GPU tests, fresh
 # captures of the examples, a live trace of a PyTorch training loop, and the benchmark.
-#   tools/gpu_session.sh BUILD_DIR OUT_DIR
+#   tools/scripts/gpu_session.sh BUILD_DIR OUT_DIR
 set -u
 build=$(cd "$1" && pwd)
 out=$2
-src=$(cd "$(dirname "$0")/.." && pwd)
+src=$(cd "$(dirname "$0")/../.." && pwd)
 mkdir -p "$out"
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
 echo "== GPU tests"
@@ -17,7 +17,7 @@ for t in gpu_record_test gpu_signals_test gpu_pytorch_test gpu_drills_test gpu_o
 	echo "$t: exit $?"
 done
 echo "== captures"
-"$src/tools/make_captures.sh" "$build" /tmp/cap && tar czf "$out/captures.tgz" -C /tmp/cap .
+"$src/tools/scripts/make_captures.sh" "$build" /tmp/cap && tar czf "$out/captures.tgz" -C /tmp/cap .
 echo "== PyTorch, live"
 "$build/cuptrace" record -o "$out/torch_train.pftrace" -- python3 "$src/examples/torch_train.py" --steps 3 2>&1 | grep -v Warning
 "$build/tests/check_trace" "$out/torch_train.pftrace" --clean --at-least kernel=100 --at-least nvtx:step=3
@@ -28,7 +28,7 @@ echo "== PyTorch, live"
 "$build/tests/check_trace" /tmp/torch_graph.pftrace --clean --at-least kernel=1000000
 echo "torch_graph: $(wc -c </tmp/torch_graph.pftrace) bytes"
 echo "== fidelity"
-"$src/tools/fidelity.sh" "$build" 5
+"$src/tools/scripts/fidelity.sh" "$build" 5
 echo "== memory"
 python3 "$src/tools/bench/rss_bench.py" "$build" --reps 3
 echo "== benchmark"

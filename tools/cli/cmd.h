@@ -1,4 +1,5 @@
-/* The cuptrace command line: one file per subcommand (see cuptrace.c for the table). */
+/* The cuptrace command line: one file per subcommand; the commands and their options are the
+ * tables of opt_table.h. */
 #ifndef CUPTRACE_TOOLS_CMD_H
 #define CUPTRACE_TOOLS_CMD_H
 
@@ -36,18 +37,23 @@ struct cmd_lines {
 #define CMD_LINES_OPT_SKIP 0x5E1
 #define CMD_LINES_OPT_KEEP 0x5E2
 #define CMD_LINES_OPT_DIR  0x5E3
-#define CMD_LINES_OPTIONS                                                                          \
-	{"skip-frames", required_argument, NULL, CMD_LINES_OPT_SKIP},                              \
-	    {"keep-frames", required_argument, NULL, CMD_LINES_OPT_KEEP},                          \
-	{                                                                                          \
-		"symbol-dir", required_argument, NULL, CMD_LINES_OPT_DIR                           \
-	}
-#define CMD_LINES_HELP                                                                             \
-	"      --skip-frames PAT  with --group-by line: frames whose file or module\n"             \
-	"                         matches PAT (fnmatch) are not user code (repeatable)\n"          \
-	"      --keep-frames PAT  ... are user code whatever the built-in rule says\n"             \
-	"      --symbol-dir DIR   where to find binaries and debug files to symbolize\n"           \
-	"                         native frames (see 'cuptrace symbolize')\n"
+/* --group-by's id in the option table (opt_table.c), for stats, diff and analyze. */
+#define CMD_OPT_GROUP_BY 0x5E4
+/* record's options that are settings of libcuptrace.so: CMD_WOPT + the setting's id. */
+#define CMD_WOPT 1000
+/* The report options of stats, diff and analyze (their rows in opt_table.c are shared):
+ * --markdown, --json, and --group-by line's patterns and symbols. */
+struct cmd_report {
+	int markdown, json, by_line;
+	struct cmd_lines lines;
+};
+/* Takes option c for command cmd (a CLI_* of opt_table.h): -1 if it is not one of these, 0 if
+ * taken, else an exit code after one line on stderr. --group-by is taken as "line" only, for
+ * stats and analyze; diff has its own. */
+int cmd_report_option(int cmd, struct cmd_report *r, int c, const char *arg);
+/* The report options together: 0, or EXIT_USAGE after one line. */
+int cmd_report_check(int cmd, const struct cmd_report *r);
+
 /* Takes option c (one of CMD_LINES_OPT_*); 1 if it was one, 0 if not, -1 out of memory. */
 int cmd_lines_option(struct cmd_lines *l, int c, const char *arg);
 /* The user-code patterns as analyze/lines.h takes them (a struct cuptrace_lines_opts). */
@@ -63,10 +69,17 @@ int cmd_lines_print_json(const struct cuptrace_lines *l, int (*print)(const void
                          const void *ctx);
 
 /* Replays a trace file (any format cuptrace reads) into sink, which the caller then finishes.
- * Returns 0 or a negative errno; the reader has logged why. cmd_replay_cb has the shape of
- * cuptrace_replay_fn (analyze/merge.h) and ignores ctx. */
+ * Returns 0 or a negative errno; the reader's error is held for cmd_read_failed. cmd_replay_cb
+ * has the shape of cuptrace_replay_fn (analyze/merge.h) and ignores ctx. cmd_read takes the
+ * reader's flags (read/read.h). */
 int cmd_replay(const char *path, struct cuptrace_sink *sink);
 int cmd_replay_cb(void *ctx, const char *path, struct cuptrace_sink *sink);
+int cmd_read(const char *path, struct cuptrace_sink *sink, int flags);
+/* The one line for a read that failed with r: "cuptrace CMD: cannot read PATH: why" + then
+ * (NULL or more words, as "; nothing was written"), why being the reader's own error. */
+void cmd_read_failed(const char *cmd, const char *path, int r, const char *then);
+/* Routes the core library's log (common/log.h) to stderr as "cuptrace CMD: ..." lines. */
+void cmd_log_begin(const char *cmd);
 
 #include "common/options.h"
 
