@@ -1,6 +1,6 @@
 /* libFuzzer targets for the readers of untrusted input. Built three times from this file (see
- * tools/scripts/fuzz.sh): FUZZ_CAPTURE feeds the bytes to the capture reader and the converter behind
- * it (as `cuptrace convert x.cupti` does); FUZZ_JSON to the JSON reader (cuptrace's and
+ * tools/scripts/fuzz.sh): FUZZ_CAPTURE feeds the bytes to the capture reader and the converter
+ * behind it (as `cuptrace convert x.cupti` does); FUZZ_JSON to the JSON reader (cuptrace's and
  * torch.profiler's Chrome JSON, plain or gzip, as `cuptrace stats x.json` does); otherwise to
  * the Perfetto reader (as `cuptrace stats x.pftrace` does). All replay into the stats sink, so
  * what a reader lets through is also aggregated, through the --group-by line sink, so every call

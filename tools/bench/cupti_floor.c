@@ -186,7 +186,8 @@ static void flag_attr(const char *env, CUpti_ActivityAttribute a, uint8_t v)
 /* Switches off the API records of every call whose CUPTI name contains sub (one domain). */
 static int api_off(int driver, const char *sub)
 {
-	const char *const *names = driver ? cuptrace_driver_cbid_names : cuptrace_runtime_cbid_names;
+	const char *const *names =
+	    driver ? cuptrace_driver_cbid_names : cuptrace_runtime_cbid_names;
 	unsigned n = driver ? cuptrace_driver_cbid_names_len : cuptrace_runtime_cbid_names_len;
 	int hits = 0;
 	for (uint32_t id = 1; id < n; id++) {

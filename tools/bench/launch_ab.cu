@@ -29,19 +29,20 @@ static double now(void)
 	return ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
-#define CK(x)                                                                                  \
-	do {                                                                                   \
-		cudaError_t e_ = (x);                                                          \
-		if (e_ != cudaSuccess) {                                                       \
-			fprintf(stderr, "launch_ab: %s: %s\n", #x, cudaGetErrorString(e_));    \
-			return 1;                                                              \
-		}                                                                              \
+#define CK(x)                                                                                      \
+	do {                                                                                       \
+		cudaError_t e_ = (x);                                                              \
+		if (e_ != cudaSuccess) {                                                           \
+			fprintf(stderr, "launch_ab: %s: %s\n", #x, cudaGetErrorString(e_));        \
+			return 1;                                                                  \
+		}                                                                                  \
 	} while (0)
 
 int main(int argc, char **argv)
 {
 	if (argc < 4) {
-		fprintf(stderr, "usage: launch_ab PAIRS LAUNCHES SPEC [SPEC...] (under the floor)\n");
+		fprintf(stderr,
+		        "usage: launch_ab PAIRS LAUNCHES SPEC [SPEC...] (under the floor)\n");
 		return 2;
 	}
 	int pairs = atoi(argv[1]), launches = atoi(argv[2]), nspec = argc - 3;
@@ -70,9 +71,11 @@ int main(int argc, char **argv)
 		for (int j = 0; j < nspec; j++) {
 			int v = (j + p) % nspec;
 			for (int half = 0; half < 2; half++) {
-				int off = (half == 0) == (p % 2 == 0); // default first in even pairs
+				int off =
+				    (half == 0) == (p % 2 == 0); // default first in even pairs
 				if (ab(off ? argv[3 + v] : "") < 0) {
-					fprintf(stderr, "launch_ab: cannot read spec '%s'\n", argv[3 + v]);
+					fprintf(stderr, "launch_ab: cannot read spec '%s'\n",
+					        argv[3 + v]);
 					return 2;
 				}
 				double t0 = now();
