@@ -45,10 +45,11 @@ const struct cli_option cli_options[] = {
      "user (default): driver calls the program makes itself;\n"
      "all: also the CUDA runtime's own driver calls"},
     {"runtime", 0, CLI_ARG_REQUIRED, "MODE", T(RECORD), 'R', NULL,
-     "filtered (default): trivial runtime calls (cudaGetDevice,\n"
-     "cudaGetLastError, ...) left out at the source; watch:\n"
-     "left out, but counted, and kept when they fail, stall\n"
-     "or change the device (costs a callback per call);\n"
+     "filtered (default): trivial runtime calls\n"
+     "(cudaGetDevice, cudaGetLastError, ...) left out at the\n"
+     "source; watch: left out, but counted, and kept when\n"
+     "they fail, stall or change the device (costs a\n"
+     "callback per call);\n"
      "all: every call"},
     {"cuda-graphs", 0, CLI_ARG_REQUIRED, "MODE", T(RECORD), W(CUDA_GRAPHS), NULL,
      "node (default): each kernel, copy and memset of a\n"
@@ -87,7 +88,8 @@ const struct cli_option cli_options[] = {
     {"gpu-metrics", 0, CLI_ARG_OPTIONAL, "LIST", T(RECORD), 'G', NULL,
      "sample GPU hardware metrics (SM, tensor, DRAM, PCIe,\n"
      "NVLink) as counter tracks under each GPU; LIST: CUPTI\n"
-     "metric names, comma-separated, instead of the default set"},
+     "metric names, comma-separated, instead of the default\n"
+     "set"},
     {"gpu-metrics-rate", 0, CLI_ARG_REQUIRED, "HZ", T(RECORD), 'H', NULL,
      "samples per second per GPU (default 10000)"},
     {"list-gpu-metrics", 0, CLI_ARG_NONE, NULL, T(RECORD), 'M', NULL,
@@ -211,8 +213,8 @@ const struct cli_option cli_options[] = {
      "label of the next input (repeatable, in order;\n"
      "default: the file's name)"},
     {"align-on", 0, CLI_ARG_REQUIRED, "NAME[#K]", T(MERGE), 'a', NULL,
-     "start the K-th (default 1st) slice named NAME (an NVTX\n"
-     "range, an op, any slice) at the same moment in all"},
+     "start the K-th (default 1st) slice named NAME (an\n"
+     "NVTX range, an op, any slice) at the same moment in all"},
     {"no-align", 0, CLI_ARG_NONE, NULL, T(MERGE), 'N', NULL,
      "each input from its own earliest event"},
 
