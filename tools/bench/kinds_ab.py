@@ -23,10 +23,11 @@ driver API records of every call whose name contains SUB; joined by commas.
 import argparse
 import json
 import os
-import random
 import statistics
 import subprocess
 import sys
+
+from torch_bench import boot  # the same bootstrap (no torch import)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 HOST_KINDS = "k4,k5,k38,k49,k50,k36,k12,k13,k17"
@@ -55,12 +56,6 @@ SPECS = [
     ("drv~Ctx,drv~Get,drv~Func", "driver records: context, getters, functions"),
     (HOST_KINDS, "gpu: every host-side kind off (the GPU alone)"),
 ]
-
-
-def boot_ci(xs, n=4000, seed=45):
-    rng = random.Random(seed)
-    meds = sorted(statistics.median(rng.choice(xs) for _ in xs) for _ in range(n))
-    return meds[int(0.025 * n)], meds[int(0.975 * n) - 1]
 
 
 def run(a, specs):
@@ -118,7 +113,7 @@ def main():
     for s in specs:
         d = [b - o for b, o in pooled[s]]
         med = statistics.median(d)
-        lo, hi = boot_ci(d)
+        lo, hi = boot(d, statistics.median)
         print("| `%s` | %s | %.2f us [%.2f, %.2f] | %.1f%% | %s |" % (
             s, names.get(s, ""), med * 1e6, lo * 1e6, hi * 1e6, 100 * med / base,
             "%.0f%%" % (100 * med / host) if host and host > 0 else "-"))

@@ -29,6 +29,18 @@ import sys
 import time
 
 
+def on_off_pairs(timed, pairs):
+    """(timed(True), timed(False)) per pair, on first in even pairs and off first in odd ones,
+    so drift hits both arms alike."""
+    out = []
+    for p in range(pairs):
+        first = p % 2 == 0
+        t1 = timed(first)
+        t2 = timed(not first)
+        out.append((t1, t2) if first else (t2, t1))
+    return out
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--pairs", type=int, default=60)
@@ -84,11 +96,7 @@ def main():
     timed(True)
     timed(False)
     on_t, off_t, rel = [], [], []
-    for p in range(a.pairs):
-        first = p % 2 == 0  # on first in even pairs, off first in odd ones
-        t1 = timed(first)
-        t2 = timed(not first)
-        on, off = (t1, t2) if first else (t2, t1)
+    for on, off in on_off_pairs(timed, a.pairs):
         on_t.append(on)
         off_t.append(off)
         rel.append((on - off) / off)
@@ -110,13 +118,7 @@ def main():
 
     ctimed(True)
     ctimed(False)
-    cost = []
-    for p in range(a.direct_pairs):
-        first = p % 2 == 0
-        t1 = ctimed(first)
-        t2 = ctimed(not first)
-        on, off = (t1, t2) if first else (t2, t1)
-        cost.append(on - off)
+    cost = [on - off for on, off in on_off_pairs(ctimed, a.direct_pairs)]
     site._marks_on(torch)  # as record left it
 
     rng = random.Random(43)

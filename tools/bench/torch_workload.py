@@ -168,6 +168,25 @@ def cpu_probe(n=200000):
     return time.perf_counter() - t0
 
 
+def block_time(step, per):
+    """Seconds per step of `per` steps, the GPU synchronized at the end."""
+    t0 = time.perf_counter()
+    for _ in range(per):
+        step()
+    torch.cuda.synchronize()
+    return (time.perf_counter() - t0) / per
+
+
+def alternating(i, a, b):
+    """a() then b() in even pairs, b() then a() in odd ones, so a drift in the machine's speed
+    favours neither: returns (a's result, b's result)."""
+    if i % 2 == 0:
+        x = a()
+        return x, b()
+    y = b()
+    return a(), y
+
+
 def timed(step, steps, warmup, blocks=5, res=None):
     """Time per step: the median over `blocks` equal blocks of the loop, each synchronized at
     both ends, so a passing stall of the shared machine spoils one block, not the run. The
@@ -179,11 +198,7 @@ def timed(step, steps, warmup, blocks=5, res=None):
     times, probes = [], []
     for _ in range(blocks):
         probes.append(cpu_probe())
-        t0 = time.perf_counter()
-        for _ in range(per):
-            step()
-        torch.cuda.synchronize()
-        times.append((time.perf_counter() - t0) / per)
+        times.append(block_time(step, per))
     if res is not None:
         res["blocks_s"] = list(times)
         res["probe_s"] = probes
@@ -202,21 +217,10 @@ def timed_ab(step, pairs, per, warmup, res):
     def block(on):
         if lib.cuptrace_stacks(1 if on else 0) != 0:
             raise SystemExit("cuptrace_stacks failed: is this run under record --stacks?")
-        t0 = time.perf_counter()
-        for _ in range(per):
-            step()
-        torch.cuda.synchronize()
-        return (time.perf_counter() - t0) / per
+        return block_time(step, per)
 
-    ab = []
-    for i in range(pairs):
-        if i % 2 == 0:
-            on = block(True)
-            off = block(False)
-        else:
-            off = block(False)
-            on = block(True)
-        ab.append([on, off])
+    ab = [list(alternating(i, lambda: block(True), lambda: block(False)))
+          for i in range(pairs)]
     lib.cuptrace_stacks(1)
     res["ab"] = ab
     return sorted(x[1] for x in ab)[len(ab) // 2]
@@ -235,23 +239,13 @@ def timed_ab_kinds(step, specs, pairs, per, warmup, res):
     def block(spec):
         if lib.cuptrace_floor_ab(spec.encode()) < 0:
             raise SystemExit("cuptrace_floor_ab cannot read %r" % spec)
-        t0 = time.perf_counter()
-        for _ in range(per):
-            step()
-        torch.cuda.synchronize()
-        return (time.perf_counter() - t0) / per
+        return block_time(step, per)
 
     abk = {s: [] for s in specs}
     for i in range(pairs):
         for j in range(len(specs)):
             s = specs[(i + j) % len(specs)]
-            if i % 2 == 0:
-                base = block("")
-                off = block(s)
-            else:
-                off = block(s)
-                base = block("")
-            abk[s].append([base, off])
+            abk[s].append(list(alternating(i, lambda: block(""), lambda: block(s))))
     lib.cuptrace_floor_ab(b"")
     res["abk"] = abk
     return statistics.median(x[0] for v in abk.values() for x in v)
