@@ -16,6 +16,8 @@
 #include <stdlib.h>
 #include <time.h>
 
+#include "common.h" /* examples/: CK, the examples' error check */
+
 __global__ void tiny(int *x)
 {
 	if (threadIdx.x == 0 && x)
@@ -28,15 +30,6 @@ static double now(void)
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return ts.tv_sec + ts.tv_nsec * 1e-9;
 }
-
-#define CK(x)                                                                                      \
-	do {                                                                                       \
-		cudaError_t e_ = (x);                                                              \
-		if (e_ != cudaSuccess) {                                                           \
-			fprintf(stderr, "launch_ab: %s: %s\n", #x, cudaGetErrorString(e_));        \
-			return 1;                                                                  \
-		}                                                                                  \
-	} while (0)
 
 int main(int argc, char **argv)
 {
