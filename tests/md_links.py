@@ -94,6 +94,12 @@ def main():
         mds = sorted(os.path.relpath(os.path.join(d, f), root)
                      for d, _, fs in os.walk(root) for f in fs if f.endswith(".md"))
     cache = {}
+    anchor_cache = {}
+
+    def anchors_of(rel):
+        if rel not in anchor_cache:
+            anchor_cache[rel] = anchors(text_of(rel))
+        return anchor_cache[rel]
 
     def text_of(rel):
         if rel not in cache:
@@ -131,7 +137,7 @@ def main():
                     if not rel.endswith(".md"):
                         print("%s: an anchor into a file that is not markdown" % where)
                         bad += 1
-                    elif anchor not in anchors(text_of(rel)):
+                    elif anchor not in anchors_of(rel):
                         print("%s: no heading in %s gives the anchor #%s" % (where, rel, anchor))
                         bad += 1
     print("md_links: %d markdown files, %d relative links, %d bad" % (len(mds), links, bad))
