@@ -30,6 +30,8 @@ src=$(cd "$(dirname "$0")" && pwd)
 py=$src/python/gpu_torch.py
 export PYTHONPATH="$gpu_build/python${PYTHONPATH:+:$PYTHONPATH}"
 export CUPTRACE_TEST_HF_DIR="$tmp/hf"
+# One GPU: the transformers Trainer would spread over every visible one (DataParallel).
+export CUDA_VISIBLE_DEVICES="${CUDA_VISIBLE_DEVICES:-0}"
 unset CUPTRACE_LIB CUDA_INJECTION64_PATH
 fail=0
 ok() { echo "PASS $*"; }
@@ -176,7 +178,7 @@ nb = {"nbformat": 4, "nbformat_minor": 5, "metadata": {"kernelspec": {
                  "outputs": [], "source": c} for i, c in enumerate(cells)]}
 json.dump(nb, open(sys.argv[1], "w"))
 PY
-	if timeout 300 python3 -m jupyter nbconvert --to notebook --execute "$tmp/nb.ipynb" \
+	if timeout 300 python3 -m nbconvert --to notebook --execute "$tmp/nb.ipynb" \
 		--output "$tmp/nb.out.ipynb" >"$tmp/nb.log" 2>&1; then
 		if python3 - "$tmp/nb.out.ipynb" <<'PY'; then
 import json, sys

@@ -87,10 +87,11 @@ static int queue_marker(struct collect_session *s, uint32_t id, int end, const c
 	return r;
 }
 
-/* Whether a range pushed now is recorded (see the top of the file). */
+/* Whether a range pushed now is recorded (see the top of the file). Not in a forked child:
+ * the session, and the writer that would take the records, are the parent's. */
 static int recording(struct collect_session *s)
 {
-	return atomic_load(&s->state) == ST_RUNNING && !s->win.ring;
+	return atomic_load(&s->state) == ST_RUNNING && !s->win.ring && getpid() == s->pid;
 }
 
 int collect_range_push(struct collect_session *s, const char *name)

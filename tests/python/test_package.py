@@ -639,15 +639,18 @@ class RealLibrary(Base):
 
     def test_bad_values_are_refused_as_record_refuses_them(self):
         # keyword, value, record's option: the library's reason must be record's, word for word.
-        for k, v, opt in (("driver", "some", "--driver"), ("compress_level", 99,
-                                                            "--compress-level"),
-                          ("delay", "soon", "--delay"), ("runtime", "half", "--runtime"),
-                          ("otlp_batch", 0, "--otlp-batch")):
+        otlp = ["--otlp", "http://127.0.0.1:4318"]
+        for k, v, opt, more in (("driver", "some", "--driver", []),
+                                ("compress_level", 99, "--compress-level", []),
+                                ("delay", "soon", "--delay", []),
+                                ("runtime", "half", "--runtime", []),
+                                ("otlp_batch", 0, "--otlp-batch", otlp)):
             with self.assertRaises(ValueError, msg=k) as cm:
                 cuptrace.start(os.path.join(self.tmp, "x.pftrace"), **{k: v})
             said = str(cm.exception)
             self.assertIn("%s=%r" % (k, v), said)
-            rec = subprocess.run([CLI, "record", "--no-check", opt, str(v), "--", "true"],
+            rec = subprocess.run([CLI, "record", "--no-check"] + more + [opt, str(v), "--",
+                                                                          "true"],
                                  stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
             self.assertEqual(rec.returncode, 2, rec.stdout)
             why = re.search(r"\((.*)\)", said)
