@@ -121,6 +121,8 @@
 #ifndef CUPTRACE_H
 #define CUPTRACE_H
 
+#include <stddef.h>
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -154,6 +156,30 @@ CUPTRACE_API int cuptrace_stop(void);
  * --steps` count steps by it. PyTorch programs need not call it (record's Python hook calls it
  * when optimizer.step() returns); any other program can. Returns 0; a no-op outside tracing. */
 CUPTRACE_API int cuptrace_step(void);
+
+/* Ends the session cuptrace_start() began, with capture windows or without: closes an open
+ * window, drains CUPTI, finishes the file(s) and renames them into place, prints the summary
+ * once (unless CUPTRACE_SUMMARY=0). With windows, cuptrace_stop() only closes a window: this is
+ * how a program (the Python package's stop()) gets its files finished before it exits. Returns
+ * 0 or the first error seen while writing; -EINVAL when no session runs; -EPERM for the session
+ * `cuptrace record` injected (record's: it ends with the program). */
+CUPTRACE_API int cuptrace_end(void);
+
+/* A named range on the calling thread, without NVTX: cuptrace_range_push(name) begins it,
+ * cuptrace_range_pop() ends the thread's innermost one. It is what an NVTX push/pop range of
+ * that name is: a slice on the thread's track in the trace (category "nvtx", nested with the
+ * thread's NVTX ranges), and for capture windows (--capture-range range:NAME, --step-range
+ * NAME) a range of that name. Not in the flight recorder's dumps (--ring). Outside a session
+ * push and pop only keep the thread's stack (no record). Returns 0; -EINVAL for a NULL name,
+ * or a pop with no range open on this thread. */
+CUPTRACE_API int cuptrace_range_push(const char *name);
+CUPTRACE_API int cuptrace_range_pop(void);
+
+/* Checks value as the CUPTRACE_* variable var with the parser `record` and the library use
+ * (one table, src/common/options.c; the OTLP variables' own): 0, or -EINVAL with the reason
+ * ("bad value for CUPTRACE_DRIVER: 'x' (takes user or all)") in why (n bytes, NUL-ended);
+ * -ENOENT: var is not one the library reads. Sets nothing. */
+CUPTRACE_API int cuptrace_setting_check(const char *var, const char *value, char *why, size_t n);
 
 /* With call stacks (record --stacks, CUPTRACE_STACKS): on = 0 pauses them, from now on and for
  * every thread, until cuptrace_stacks(1): launches made meanwhile carry no stack and cost what

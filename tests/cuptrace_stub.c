@@ -4,8 +4,10 @@
  * "stop", "step", ...), so the tests read back exactly what the package passed. cuptrace_stop
  * (or cuptrace_end, in a session of capture windows) copies CUPTRACE_STUB_TRACE, a real trace,
  * onto the session's path, standing in for the file the library would have written.
- * Built twice: plain (today's API), and with -DSTUB_NEXT for the entry points the package
- * expects of a later library (cuptrace_range_push/pop, cuptrace_end). Single-threaded tests. */
+ * Built twice: plain, an older library (before cuptrace_range_push/pop, cuptrace_end and
+ * cuptrace_setting_check: the package's fallbacks), and with -DSTUB_NEXT, today's API
+ * (include/cuptrace.h), with the library's return values (a pop with no range open and an end
+ * with no session: -EINVAL). Single-threaded tests. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <stdio.h>
@@ -18,6 +20,9 @@
 extern char **environ;
 
 static int running, windowed;
+#ifdef STUB_NEXT
+static int range_depth;
+#endif
 static char out_path[4096];
 
 static void note(const char *fmt, const char *arg)
@@ -67,6 +72,9 @@ CUPTRACE_API void cuptrace_stub_reset(void);
 CUPTRACE_API void cuptrace_stub_reset(void)
 {
 	running = windowed = 0;
+#ifdef STUB_NEXT
+	range_depth = 0;
+#endif
 }
 
 CUPTRACE_API int cuptrace_start(const char *path)
@@ -125,15 +133,15 @@ CUPTRACE_API int cuptrace_stacks(int on)
 }
 
 #ifdef STUB_NEXT
-/* What the package expects of a later library (the lead adds them to include/cuptrace.h). */
-CUPTRACE_API int cuptrace_range_push(const char *name);
-CUPTRACE_API int cuptrace_range_pop(void);
-CUPTRACE_API int cuptrace_end(void);
-CUPTRACE_API int cuptrace_setting_check(const char *var, const char *value, char *why, size_t n);
-
-/* The library would check with its settings table; the stub refuses the value "bad". */
+/* The library checks with its settings table; the stub refuses the value "bad", and knows no
+ * variable named by CUPTRACE_STUB_UNKNOWN (-ENOENT, as the library for one it does not read). */
 CUPTRACE_API int cuptrace_setting_check(const char *var, const char *value, char *why, size_t n)
 {
+	const char *unknown = getenv("CUPTRACE_STUB_UNKNOWN");
+	if (unknown && !strcmp(var, unknown)) {
+		snprintf(why, n, "%s is not a setting of this library", var);
+		return -ENOENT;
+	}
 	if (strcmp(value, "bad"))
 		return 0;
 	snprintf(why, n, "bad value for %s: '%s' (stub says no)", var, value);
@@ -142,13 +150,19 @@ CUPTRACE_API int cuptrace_setting_check(const char *var, const char *value, char
 
 CUPTRACE_API int cuptrace_range_push(const char *name)
 {
+	if (!name)
+		return -EINVAL;
 	note("range_push %s", name);
+	range_depth++;
 	return 0;
 }
 
 CUPTRACE_API int cuptrace_range_pop(void)
 {
-	note("range_pop%s", "");
+	note("range_pop%s", range_depth ? "" : " (none open)");
+	if (!range_depth)
+		return -EINVAL;
+	range_depth--;
 	return 0;
 }
 

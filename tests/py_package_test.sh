@@ -18,8 +18,11 @@ fail() { echo "FAIL: $*"; exit 1; }
 	fail "cuptrace convert torch_train.cupti"
 
 # 1. Unit tests, with the package as the build tree holds it.
+# REAL_LIB: the built library's C API and settings table, where python can load it (not a
+# sanitized build: those tests say SKIP then).
 STUB=$build/tests/libcuptrace_stub.so STUB_NEXT=$build/tests/libcuptrace_stub_next.so \
-	CUPTRACE_CLI_DIR=$(dirname "$ct") TRACE=$tmp/torch_train.pftrace \
+	REAL_LIB=$build/libcuptrace.so CUPTRACE_CLI_DIR=$(dirname "$ct") \
+	TRACE=$tmp/torch_train.pftrace \
 	PYTHONPATH=$build/python python3 "$src/tests/python/test_package.py" 2>&1 ||
 	fail "tests/python/test_package.py"
 
@@ -76,4 +79,14 @@ print(cuptrace.under_record())' 2>&1) ||
 	fail "import under record: $out"
 echo "$out" | grep -qx "$build/python/cuptrace/__init__.py" || fail "under record: $out"
 echo "$out" | grep -qx True || fail "under record, under_record() is not True: $out"
+# 6. With --no-step-marks too: the package's folder is on PYTHONPATH whatever the marks say
+# (they are a separate choice: CUPTRACE_STEP_MARKS=0 reaches the program).
+out=$(cd "$tmp" && env -u PYTHONPATH -u CUPTRACE_LIB "$ct" record --no-check --no-summary \
+	--no-step-marks -o "$tmp/rec2.pftrace" -- python3 -c 'import os, cuptrace
+print(cuptrace.__file__)
+print(os.environ.get("CUPTRACE_STEP_MARKS"))' 2>&1) ||
+	fail "import under record --no-step-marks: $out"
+echo "$out" | grep -qx "$build/python/cuptrace/__init__.py" ||
+	fail "under record --no-step-marks: $out"
+echo "$out" | grep -qx 0 || fail "under record --no-step-marks, CUPTRACE_STEP_MARKS is not 0: $out"
 echo "PASS: python package"

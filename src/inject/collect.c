@@ -478,6 +478,7 @@ int cuptrace_collect_start(const char *path, int injected)
 	s->queue_ready = 1;
 	cuptrace_queue_reopen(&s->queue);
 	reset_counters(s);
+	collect_ranges_reset(); /* nothing of an earlier session's ranges comes into this one */
 	cuptrace_u64map_init(&s->tids);
 	collect_window_setup(s);
 	if ((ret = setup_cupti(s, injected)))
@@ -748,6 +749,7 @@ static void finish_session(struct collect_session *s)
 		pthread_join(s->writer, NULL);
 		s->have_writer = 0;
 	}
+	collect_ranges_reset(); /* pushed after the writer's last look: not in this trace */
 	int64_t t_drained = cuptrace_now_ns(CLOCK_MONOTONIC), t_converted = 0;
 	collect_window_free(s);
 	collect_note_write_err(s, cuptrace_gm_drain(&s->to)); /* the last samples */
@@ -875,4 +877,24 @@ int cuptrace_collect_stop(void)
 		return -EINVAL;
 	finish_session(s);
 	return s->write_err;
+}
+
+int cuptrace_collect_end(void)
+{
+	struct collect_session *s = collect_process_session; /* trampoline: C API */
+	pthread_mutex_lock(&s->lock);
+	int state = atomic_load(&s->state), injected = s->injected;
+	pthread_mutex_unlock(&s->lock);
+	if (state == ST_IDLE)
+		return -EINVAL;
+	if (injected)
+		return -EPERM; /* `cuptrace record`'s: it ends with the program */
+	finish_session(s);
+	return s->write_err;
+}
+
+int cuptrace_collect_range(const char *name)
+{
+	struct collect_session *s = collect_process_session; /* trampoline: C API */
+	return name ? collect_range_push(s, name) : collect_range_pop(s);
 }

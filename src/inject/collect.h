@@ -18,6 +18,12 @@ int cuptrace_collect_on_demand(void);
 /* Call stacks (record --stacks) paused (on = 0) or resumed from now on, every thread. 0, or
  * -ENOTSUP when the session takes no stacks (collect_stacks.c). */
 int cuptrace_collect_stacks(int on);
+/* Ends the session cuptrace_start began, windows or not (cuptrace_end()). 0 or the first write
+ * error; -EINVAL: no session; -EPERM: the session is the injected one (`cuptrace record`'s). */
+int cuptrace_collect_end(void);
+/* name: a range of that name begins on this thread; NULL: the innermost ends (-EINVAL if none
+ * is open). collect_ranges.c. */
+int cuptrace_collect_range(const char *name);
 /* A training step ended (cuptrace_step(): optimizer.step() through --steps's Python hook). */
 void cuptrace_collect_step(void);
 

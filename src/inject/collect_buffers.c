@@ -202,11 +202,43 @@ static int64_t record_tid(const CUpti_Activity *r)
 	}
 }
 
+/* cuptrace_range_push/pop's marker records (collect_ranges.c), as one batch of their own, the
+ * way a CUPTI buffer's would go: through the capture windows where there are windows. */
+static void handle_ranges(struct collect_session *s)
+{
+	struct collect_range_rec *e;
+	size_t n = collect_ranges_drain(&e);
+	if (!n)
+		return;
+	const CUpti_Activity **ptrs = malloc(n * sizeof(*ptrs));
+	uint32_t *sizes = malloc(n * sizeof(*sizes));
+	if (ptrs && sizes) {
+		for (size_t i = 0; i < n; i++) {
+			ptrs[i] = (const CUpti_Activity *)&e[i].m;
+			sizes[i] = sizeof(e[i].m);
+			note_thread(s, e[i].m.objectId.pt.threadId);
+		}
+		s->kind_counts[CUPTI_ACTIVITY_KIND_MARKER] += n;
+		s->records += n;
+		if (s->win.active)
+			collect_wwriter_records(s, ptrs, sizes, n);
+		else
+			collect_note_write_err(s,
+			                       cuptrace_consumer_records(&s->to, ptrs, sizes, n));
+	} else {
+		atomic_fetch_add(&s->records_dropped, n);
+	}
+	free(ptrs);
+	free(sizes);
+	collect_ranges_release(e, n);
+}
+
 /* Returns 1 when the buffer was taken (by the windows or the flight recorder), else the
  * caller frees it. */
 static int handle_buffer(struct collect_session *s, uint8_t *buf, size_t valid)
 {
 	collect_startend_drain(s); /* before the markers that may use them */
+	handle_ranges(s);
 	/* Before the API and GPU records that name them. */
 	collect_note_write_err(s, collect_stacks_drain(s));
 	size_t n = 0;
@@ -298,6 +330,7 @@ void *collect_writer_main(void *arg)
 				buffer_freed(s, it.buf);
 			report_dropped(s);
 		}
+		handle_ranges(s); /* before the poll finishes a window they belong to */
 		collect_wwriter_poll(s, taken);
 		handle_kept_calls(s);
 		collect_note_write_err(s, cuptrace_gm_drain(&s->to));
@@ -306,6 +339,7 @@ void *collect_writer_main(void *arg)
 		collect_note_write_err(s, cuptrace_consumer_flush(&s->to));
 	}
 	handle_kept_calls(s);
+	handle_ranges(s);
 	report_dropped(s);
 	collect_wwriter_end(s);
 	s->writer_cpu_ns = collect_thread_cpu_ns();

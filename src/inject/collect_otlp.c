@@ -1,8 +1,10 @@
 /* --otlp in the injected library (collect_otlp.h). */
 #include "inject/collect_otlp.h"
 
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "common/log.h"
 #include "format/otlp.h"
@@ -35,6 +37,21 @@ struct cuptrace_sink *cuptrace_collect_otlp_open(void)
 			cuptrace_warn("ignoring %s=%s (expected %s)", vars[i][1], v, range);
 	}
 	return cuptrace_otlp_sink_new(&o);
+}
+
+int cuptrace_collect_otlp_check(const char *var, const char *value, char *why, size_t n)
+{
+	for (size_t i = 0; i < sizeof(vars) / sizeof(vars[0]); i++) {
+		if (strcmp(var, vars[i][1]))
+			continue;
+		struct cuptrace_otlp_opts o = {.sz = sizeof(o)};
+		const char *range;
+		int r = cuptrace_otlp_opts_set(&o, vars[i][0], value, &range);
+		if (r && n)
+			snprintf(why, n, "bad value for %s: '%s' (%s)", var, value, range);
+		return r;
+	}
+	return -ENOENT;
 }
 
 void cuptrace_collect_otlp_summary(struct cuptrace_sink *otlp)

@@ -3,6 +3,8 @@
 #ifndef CUPTRACE_INJECT_COLLECT_OTLP_H
 #define CUPTRACE_INJECT_COLLECT_OTLP_H
 
+#include <stddef.h>
+
 #include "format/event.h"
 
 /* Is CUPTRACE_OTLP_URL set? */
@@ -11,6 +13,9 @@ int cuptrace_collect_otlp_wanted(void);
  * the collector is slow; NULL when it cannot start (one message said why). A bad value in one of
  * the other variables is warned about and ignored. */
 struct cuptrace_sink *cuptrace_collect_otlp_open(void);
+/* Checks value as variable var (one of the CUPTRACE_OTLP_* the sink reads) with the parser the
+ * sink uses: 0; -EINVAL with why (n bytes) said as the warning would; -ENOENT: not one of them. */
+int cuptrace_collect_otlp_check(const char *var, const char *value, char *why, size_t n);
 /* The summary line of an OTLP sink that has finished, on stderr. */
 void cuptrace_collect_otlp_summary(struct cuptrace_sink *otlp);
 

@@ -307,6 +307,29 @@ void collect_nvtx_cupti_attach(void);
 /* Tests: a fake in place of libcupti's InitializeInjectionNvtx2. */
 void collect_nvtx_set_cupti_init(int (*fn)(const void *(*get)(uint32_t)));
 
+/* ---- collect_ranges.c (cuptrace_range_push/pop) ---- */
+/* A range's marker record waiting for the writer, with the copy of its name it owns. */
+struct collect_range_rec {
+	CUpti_ActivityMarker2 m;
+	char *name; /* m.name; NULL for an END */
+};
+/* Application threads: a named range begins / the thread's innermost one ends, as an NVTX
+ * push/pop range would (a START/END marker pair while a session runs; the capture windows'
+ * range and step rules through collect_nvtx_pushed/popped). 0; -EINVAL: name NULL, or a pop
+ * with no range open on this thread. */
+int collect_range_push(struct collect_session *s, const char *name);
+int collect_range_pop(struct collect_session *s);
+/* Writer thread: the records made since the last drain, in the order they were made; the
+ * caller owns them and frees them with collect_ranges_release. */
+size_t collect_ranges_drain(struct collect_range_rec **out);
+void collect_ranges_release(struct collect_range_rec *recs, size_t n);
+/* A session begins or ended: what is pending goes, and ranges open now get no END. */
+void collect_ranges_reset(void);
+/* Writer thread: records that are not a CUPTI buffer's (collect_ranges.c's) through the
+ * capture windows' filter into their windows' outputs (collect_wwriter.c). */
+void collect_wwriter_records(struct collect_session *s, const CUpti_Activity **recs,
+                             const uint32_t *sizes, size_t n);
+
 /* ---- collect_stacks.c ---- */
 /* Reads CUPTRACE_STACKS and turns on the callbacks of launch-type calls (at setup). */
 void collect_stacks_setup(CUpti_SubscriberHandle sub);

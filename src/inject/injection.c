@@ -4,9 +4,12 @@
  * only symbols libcuptrace.so exports. */
 #include <errno.h>
 #include <stddef.h>
+#include <stdio.h>
 
 #include "inject/collect.h"
+#include "inject/collect_otlp.h"
 #include "inject/gpumetrics.h"
+#include "common/options.h"
 #include "common/log.h"
 #include "cuptrace.h"
 
@@ -66,6 +69,42 @@ EXPORT int cuptrace_step(void)
 EXPORT int cuptrace_stacks(int on)
 {
 	return cuptrace_collect_stacks(on);
+}
+
+EXPORT int cuptrace_end(void)
+{
+	return cuptrace_collect_end();
+}
+
+EXPORT int cuptrace_range_push(const char *name)
+{
+	return name ? cuptrace_collect_range(name) : -EINVAL;
+}
+
+EXPORT int cuptrace_range_pop(void)
+{
+	return cuptrace_collect_range(NULL);
+}
+
+/* The settings table (common/options.c) as `record` and the library use it, then the OTLP
+ * variables' own parser: a caller (the Python package) checks a value before it sets it. */
+EXPORT int cuptrace_setting_check(const char *var, const char *value, char *why, size_t n)
+{
+	char msg[512] = "";
+	int r;
+	const struct cuptrace_setting *st = var ? cuptrace_setting_by_env(var) : NULL;
+	if (!var || !value) {
+		snprintf(msg, sizeof(msg), "a variable and a value are needed");
+		r = -EINVAL;
+	} else if (st) {
+		struct cuptrace_setting_value v;
+		r = cuptrace_setting_parse(st, value, CUPTRACE_FROM_ENV, &v, msg, sizeof(msg));
+	} else if ((r = cuptrace_collect_otlp_check(var, value, msg, sizeof(msg))) == -ENOENT) {
+		snprintf(msg, sizeof(msg), "%s is not a setting of this library", var);
+	}
+	if (why && n)
+		snprintf(why, n, "%s", r ? msg : "");
+	return r;
 }
 
 /* Not part of the C API: `cuptrace record --list-gpu-metrics` loads the library and calls this

@@ -70,7 +70,7 @@ class Base(unittest.TestCase):
 
     def calls(self):
         try:
-            with open(self.log) as f:
+            with open(self.log, encoding="utf-8") as f:
                 return f.read().splitlines()
         except FileNotFoundError:
             return []
@@ -171,15 +171,34 @@ class Errors(Base):
         self.assertIn("CUPTRACE_LIB", str(cm.exception))
         self.assertFalse(cuptrace.is_tracing())
 
-    def test_range_without_the_symbol_names_it(self):
-        with self.assertRaises(cuptrace.MissingSymbol) as cm:
-            with cuptrace.range("load batch"):
-                self.fail("the body must not run")
+    def test_range_without_the_symbol_or_nvtx_names_it(self):
+        sys.modules["nvtx"] = None  # no `nvtx` package either (import fails), and no torch
+        try:
+            with self.assertRaises(cuptrace.MissingSymbol) as cm:
+                with cuptrace.range("load batch"):
+                    self.fail("the body must not run")
+        finally:
+            del sys.modules["nvtx"]
         self.assertIn("cuptrace_range_push", str(cm.exception))
         self.assertIn(STUB, str(cm.exception))
 
+    def test_range_falls_back_to_torch_nvtx(self):
+        # An older library (STUB): torch.cuda.nvtx's push/pop, where torch is imported.
+        seen = []
+        t = types.ModuleType("torch")
+        t.cuda = types.SimpleNamespace(nvtx=types.SimpleNamespace(
+            range_push=lambda n: seen.append("push " + n) or len(seen),
+            range_pop=lambda: seen.append("pop") or 0))
+        sys.modules["torch"] = t
+        with cuptrace.range("load batch"):
+            with cuptrace.range("inner"):
+                pass
+        self.assertEqual(seen, ["push load batch", "push inner", "pop", "pop"])
+        self.assertEqual(self.calls(), [])  # nothing asked of the library
+
     def test_range_with_the_symbols(self):
         os.environ["CUPTRACE_LIB"] = STUB_NEXT
+        sys.modules["torch"] = types.ModuleType("torch")  # present, but not used: no NVTX
 
         @cuptrace.range("decorated")
         def f():
@@ -187,8 +206,33 @@ class Errors(Base):
                 pass
 
         f()
+        f()
         self.assertEqual(self.calls(), ["range_push decorated", "range_push load batch",
-                                        "range_pop", "range_pop"])
+                                        "range_pop", "range_pop"] * 2)
+
+    def test_range_pop_with_none_open(self):
+        os.environ["CUPTRACE_LIB"] = STUB_NEXT
+        r = cuptrace.range("half")
+        with self.assertRaises(cuptrace.CuptraceError) as cm:
+            r.__exit__(None, None, None)  # an end without its beginning on this thread
+        self.assertIn("no range open on this thread", str(cm.exception))
+        self.assertIn("EINVAL", str(cm.exception))
+        # Under an exception of the body, that one goes on, not ours.
+        with self.assertRaises(KeyError):
+            with cuptrace.range("a"):
+                _lib.fn("cuptrace_range_pop")()  # the body popped it itself
+                raise KeyError("the program's own")
+        self.assertEqual(self.calls(), ["range_pop (none open)", "range_push a", "range_pop",
+                                        "range_pop (none open)"])
+
+    def test_range_names(self):
+        for bad in ("", None, 3):
+            with self.assertRaises(TypeError):
+                cuptrace.range(bad)
+        os.environ["CUPTRACE_LIB"] = STUB_NEXT
+        with cuptrace.range("\u00e9t\u00e9 \u2713"):
+            pass
+        self.assertEqual(self.calls()[0], "range_push \u00e9t\u00e9 \u2713")
 
     def test_double_start(self):
         p = os.path.join(self.tmp, "x.pftrace")
@@ -212,9 +256,15 @@ class Errors(Base):
         os.environ["CUPTRACE_LIB"] = STUB_NEXT
         with self.assertRaises(ValueError) as cm:
             cuptrace.start(os.path.join(self.tmp, "x.pftrace"), driver="bad")
+        self.assertIn("driver='bad': ", str(cm.exception))
         self.assertIn("CUPTRACE_DRIVER: 'bad' (stub says no)", str(cm.exception))
         self.assertEqual(self.calls(), [])
         self.assertNotIn("CUPTRACE_DRIVER", os.environ)
+        # A variable the library does not read (-ENOENT) is left to it, not refused here.
+        os.environ["CUPTRACE_STUB_UNKNOWN"] = "CUPTRACE_DRIVER"
+        cuptrace.start(os.path.join(self.tmp, "x.pftrace"), driver="bad")
+        self.assertEqual(self.env_seen()["CUPTRACE_DRIVER"], "bad")
+        cuptrace.stop()
 
     def test_cupti_held_by_another_tool(self):
         os.environ["CUPTRACE_STUB_START_RC"] = str(-errno.EBUSY)
@@ -290,10 +340,36 @@ class Sessions(Base):
         with cuptrace.window():
             pass
         r = cuptrace.stop()
+        # The window closed at the block's end; stop() ends the session (no cuptrace_stop).
         self.assertEqual([c for c in self.calls() if not c.startswith("env ")],
-                         ["start " + p, "start (null)", "stop", "stop", "end"])
+                         ["start " + p, "start (null)", "stop", "end"])
         self.assertTrue(r.complete)
+        self.assertIsNone(r.note)
         self.assertTrue(os.path.isfile(p))
+
+    def test_stop_and_trace_end_the_session(self):
+        os.environ["CUPTRACE_LIB"] = STUB_NEXT
+        p = os.path.join(self.tmp, "e.pftrace")
+        with cuptrace.trace(p) as t:
+            cuptrace.step()
+        self.assertEqual([c for c in self.calls() if not c.startswith("env ")],
+                         ["start " + p, "step", "end"])
+        self.assertTrue(t.result.complete)
+        self.assertTrue(os.path.isfile(p))
+        with self.assertRaises(ValueError):
+            with cuptrace.trace(p):
+                raise ValueError("the program's own error")
+        self.assertEqual(self.calls()[-1], "end")
+        self.assertFalse(cuptrace.is_tracing())
+
+    def test_session_ended_elsewhere(self):
+        os.environ["CUPTRACE_LIB"] = STUB_NEXT
+        cuptrace.start(os.path.join(self.tmp, "x.pftrace"))
+        self.assertEqual(_lib.fn("cuptrace_end")(), 0)  # the C API, behind the package's back
+        with self.assertRaises(cuptrace.CuptraceError) as cm:
+            cuptrace.stop()
+        self.assertIn("ended already", str(cm.exception))
+        self.assertFalse(cuptrace.is_tracing())
 
     def test_window_needs_windows(self):
         cuptrace.start(os.path.join(self.tmp, "x.pftrace"))
@@ -514,6 +590,73 @@ class Torch(Base):
         self.assertEqual(KP([t.profiler.ProfilerActivity.CPU]).prepare_trace(), "prepared")
         cuptrace.stop()
         self.assertEqual(KP([cuda]).prepare_trace(), "prepared")
+
+
+class RealLibrary(Base):
+    """The built libcuptrace.so (REAL_LIB), where python can load it (a sanitized build cannot
+    be): its C API outside a session, and every keyword's text through its settings table, the
+    one `record` parses its options with (src/common/options.c)."""
+
+    loadable = None  # whether python can load REAL_LIB (a sanitized one aborts the process)
+
+    @classmethod
+    def setUpClass(cls):
+        real = os.environ.get("REAL_LIB")
+        if real and cls.loadable is None:
+            p = subprocess.run([sys.executable, "-c", "import ctypes, sys; "
+                                "ctypes.CDLL(sys.argv[1])", real],
+                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+            cls.loadable = p.returncode == 0
+            if not cls.loadable:
+                print("SKIP RealLibrary: %s does not load into python here (%s)"
+                      % (real, p.stdout.decode(errors="replace").strip()[:200]))
+
+    def setUp(self):
+        super().setUp()
+        if not os.environ.get("REAL_LIB"):
+            self.skipTest("REAL_LIB not given")
+        if not self.loadable:
+            self.skipTest("the library does not load into python (a sanitized build)")
+        os.environ["CUPTRACE_LIB"] = os.environ["REAL_LIB"]
+
+    def test_c_api_outside_a_session(self):
+        end = _lib.fn("cuptrace_end")
+        self.assertEqual(end(), -errno.EINVAL)
+        push, pop = _lib.fn("cuptrace_range_push"), _lib.fn("cuptrace_range_pop")
+        self.assertEqual(pop(), -errno.EINVAL)
+        self.assertEqual(push(b"a"), 0)
+        self.assertEqual(push(None), -errno.EINVAL)
+        self.assertEqual(pop(), 0)
+        self.assertEqual(pop(), -errno.EINVAL)
+        with cuptrace.range("outside"):  # a no-op while nothing traces
+            pass
+
+    def test_every_keyword_passes_the_library_table(self):
+        from cuptrace import _options
+        for k, (v, var, text) in Mapping.CASES.items():
+            env = _options.to_env({k: v})
+            _session._check_values(env, {k: v})  # raises ValueError if refused
+
+    def test_bad_values_are_refused_as_record_refuses_them(self):
+        # keyword, value, record's option: the library's reason must be record's, word for word.
+        otlp = ["--otlp", "http://127.0.0.1:4318"]
+        for k, v, opt, more in (("driver", "some", "--driver", []),
+                                ("compress_level", 99, "--compress-level", []),
+                                ("delay", "soon", "--delay", []),
+                                ("runtime", "half", "--runtime", []),
+                                ("otlp_batch", 0, "--otlp-batch", otlp)):
+            with self.assertRaises(ValueError, msg=k) as cm:
+                cuptrace.start(os.path.join(self.tmp, "x.pftrace"), **{k: v})
+            said = str(cm.exception)
+            self.assertIn("%s=%r" % (k, v), said)
+            rec = subprocess.run([CLI, "record", "--no-check"] + more + [opt, str(v), "--",
+                                                                          "true"],
+                                 stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+            self.assertEqual(rec.returncode, 2, rec.stdout)
+            why = re.search(r"\((.*)\)", said)
+            self.assertIsNotNone(why, said)
+            self.assertIn(why.group(1), rec.stdout.decode(), (said, rec.stdout))
+        self.assertFalse(cuptrace.is_tracing())
 
 
 class Misc(Base):

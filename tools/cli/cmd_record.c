@@ -239,13 +239,15 @@ static int prepend_env(const char *name, const char *value)
 	return r;
 }
 
-/* The step marks (default), --pytorch and --steps: Python finds our sitecustomize first on
- * PYTHONPATH (child processes inherit it); when the program imports torch it marks each
+/* The Python package (`import cuptrace`, always), the step marks (default), --pytorch and
+ * --steps: Python finds the package and our sitecustomize first on PYTHONPATH (child processes
+ * inherit it); when the program imports torch the hook marks each
  * optimizer.step() (CUPTRACE_STEP_MARKS=1), turns PyTorch's NVTX op ranges on (--pytorch) and
  * tells the library of each step's end (--steps), then hands over to any sitecustomize it
  * shadows. The directory is next to libcuptrace.so (build tree) or in CUPTRACE_LIB_TO_PYTHON
- * from it (installed: share/cuptrace/python under the prefix). why NULL: the default marks,
- * which go without a word where the hook is missing (the option that asked for it fails). */
+ * from it (installed: share/cuptrace/python under the prefix). why NULL: the package and the
+ * default marks, which go without a word where the hook is missing (the option that asked for
+ * it fails). */
 static int python_hook(const char *libpath, const char *why)
 {
 	char *lp = strdup(libpath), real[PATH_MAX];
@@ -699,12 +701,15 @@ static int record_env(struct record_opts *o, int argc, char **argv)
 		return EXIT_FAIL;
 	if (o->step_hook)
 		setenv("CUPTRACE_STEP_HOOK", "optimizer", 1);
-	/* Step marks by default (CUPTRACE_STEP_MARKS=0 in the environment also turns them off);
-	 * the hook is on PYTHONPATH already where --pytorch or --steps put it. */
+	/* The hook's folder holds the Python package too: on PYTHONPATH always, so that `import
+	 * cuptrace` works under record whatever the step marks are (the hook does nothing without
+	 * CUPTRACE_STEP_MARKS=1, --pytorch or --steps). --pytorch and --steps put it there already.
+	 * Step marks by default (CUPTRACE_STEP_MARKS=0 in the environment also turns them off). */
+	int hooked = o->pytorch || o->step_hook || python_hook(o->libpath, NULL) == 0;
 	const char *me = getenv("CUPTRACE_STEP_MARKS");
 	if (me && !strcmp(me, "0"))
 		o->marks = 0;
-	if (o->marks && !o->pytorch && !o->step_hook && python_hook(o->libpath, NULL))
+	if (!hooked)
 		o->marks = 0; /* no hook installed beside the library: no marks */
 	setenv("CUPTRACE_STEP_MARKS", o->marks ? "1" : "0", 1);
 	/* `cuptrace trigger --job PID` finds every traced process of this run by it. */

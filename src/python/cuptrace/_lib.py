@@ -115,12 +115,29 @@ def loaded_path() -> Optional[str]:
     return _lib_path
 
 
+# Entry points of a newer library (include/cuptrace.h); an older one lacks them, and the calls
+# that need them fall back or fail naming the symbol (fn, optional_fn).
+_OPTIONAL_ARGS = {
+    "cuptrace_end": [],
+    "cuptrace_range_push": [ctypes.c_char_p],
+    "cuptrace_range_pop": [],
+    "cuptrace_setting_check": [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p,
+                               ctypes.c_size_t],
+}
+
+
 def _declare(h: ctypes.CDLL) -> None:
     for name in ("cuptrace_start",):
         _fn(h, name).argtypes = [ctypes.c_char_p]
     for name in ("cuptrace_stop", "cuptrace_flush", "cuptrace_step"):
         _fn(h, name).argtypes = []
     _fn(h, "cuptrace_stacks").argtypes = [ctypes.c_int]
+    for name, args in _OPTIONAL_ARGS.items():
+        try:
+            f = getattr(h, name)
+        except AttributeError:
+            continue
+        f.argtypes, f.restype = args, ctypes.c_int
 
 
 def _fn(h: ctypes.CDLL, name: str) -> Callable[..., int]:

@@ -11,11 +11,12 @@ import contextlib
 import ctypes
 import errno
 import os
+import sys
 import threading
-from typing import Any, Iterator, Optional
+from typing import Any, Callable, Iterator, Optional
 
 from . import _lib, _options, _torch
-from .errors import CuptraceError
+from .errors import CuptraceError, MissingSymbol
 from .result import TraceResult
 
 _LOCK = threading.Lock()
@@ -77,7 +78,7 @@ def start(path: Optional[str] = None, *, lib: Optional[str] = None, output: Opti
                     "--on-demand")
         _torch.check_before_start()
         h = _lib.load(lib)
-        _check_values(env)
+        _check_values(env, options)
         patch = _options.EnvPatch(env)
         patch.apply()
         windowed = _record_windows()
@@ -105,18 +106,24 @@ def start(path: Optional[str] = None, *, lib: Optional[str] = None, output: Opti
         _torch.guard_on()
 
 
-def _check_values(env: "dict[str, str]") -> None:
-    """Each value through the library's own settings table where it offers that
-    (cuptrace_setting_check): a bad one is a ValueError here, not a warning on stderr and the
-    default (what the library does with a bad variable)."""
+def _check_values(env: "dict[str, str]", options: "dict[str, Any]") -> None:
+    """Each value through the library's own settings table, where it offers that
+    (cuptrace_setting_check: the parser `record` uses): a bad one is a ValueError here, not a
+    warning on stderr and the default (what the library does with a bad variable). A variable
+    the library does not know (-ENOENT: an older library) is left to it."""
     check = _lib.optional_fn("cuptrace_setting_check")
     if check is None:
         return
     check.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_size_t]
     why = ctypes.create_string_buffer(512)
     for var, value in env.items():
-        if check(var.encode(), value.encode(), why, len(why)) != 0:
-            raise ValueError("cuptrace: %s" % why.value.decode(errors="replace"))
+        rc = check(var.encode(), value.encode(), why, len(why))
+        if rc == -errno.ENOENT or rc == 0:
+            continue
+        kws = [k for k in options if _options.OPTIONS.get(k, ("",))[0] == var]
+        said = why.value.decode(errors="replace") or _lib.strerror(rc)
+        raise ValueError("cuptrace: %s%s" % ("".join("%s=%r: " % (k, options[k]) for k in kws),
+                                             said))
 
 
 def _resolve(path: Optional[str]) -> Optional[str]:
@@ -134,9 +141,12 @@ def stop() -> TraceResult:
     """Stops tracing: the file is finished and renamed into place before this returns, and the
     result (TraceResult) names it, with counts, summary() and analyze().
 
-    In a session of capture windows, stop() closes the window that is open; the file(s) are
-    finished when the session ends, which needs the library's cuptrace_end() (else: at exit;
-    the result then says `complete=False`). Under `cuptrace record` the file is record's."""
+    A session this package started ends here through the library's cuptrace_end(): an open
+    capture window is closed, and every file is finished, renamed into place and summarised
+    (on stderr) before this returns. An older library without cuptrace_end() finishes a
+    session of capture windows only at exit (the result then says `complete=False`). Under
+    `cuptrace record` the session is record's: stop() closes the window start() opened, and the
+    file is record's -o, finished when the program exits."""
     with _LOCK:
         if not _state.running:
             raise CuptraceError("cuptrace: stop() without start(): nothing is being traced")
@@ -144,20 +154,22 @@ def stop() -> TraceResult:
         windowed = _state.windowed
         path = _state.path
         try:
-            rc = _lib.fn("cuptrace_stop")()
-            complete = not windowed
-            note = None
-            if windowed and rc in (0, -errno.EALREADY) and not rec:
-                end = _lib.optional_fn("cuptrace_end")
-                if end is not None:
-                    rc = end()
-                    complete = rc == 0
-                else:
-                    rc = 0
+            complete, note, what = not windowed, None, "cuptrace_stop"
+            end = None if rec else _lib.optional_fn("cuptrace_end")
+            if end is not None:
+                what = "cuptrace_end"
+                rc = end()
+                complete = rc == 0
+                if rc == -errno.EPERM:  # another tool injected the library: its session
+                    rc, complete = 0, False
+                    note = "the session is the injected library's: the file is written at exit"
+            else:
+                rc = _lib.fn("cuptrace_stop")()
+                if windowed and rc == -errno.EALREADY:
+                    rc = 0  # no window was open: nothing to close
+                if windowed and rc == 0 and not rec:
                     note = ("capture windows: the file is finished when the process exits "
                             "(this libcuptrace.so has no cuptrace_end())")
-            elif windowed and rc == -errno.EALREADY:
-                rc = 0  # no window was open: nothing to close
             if rec:
                 path, complete = _resolve(None), False  # record's -o, in CUPTRACE_OUTPUT
                 note = "under `cuptrace record`: the trace is record's -o file, written at exit"
@@ -166,9 +178,12 @@ def stop() -> TraceResult:
             if _state.env is not None:
                 _state.env.restore()
             _state.running, _state.env, _state.path, _state.windowed = False, None, None, False
+        if rc == -errno.EINVAL and what == "cuptrace_end":
+            raise CuptraceError("cuptrace: the session had ended already (a signal, or "
+                                "cuptrace_end() called from elsewhere): %s" % _lib.strerror(rc))
         if rc != 0:
-            raise CuptraceError("cuptrace: cuptrace_stop failed: %s; the trace may be "
-                                "incomplete (the library said why on stderr)" % _lib.strerror(rc))
+            raise CuptraceError("cuptrace: %s failed: %s; the trace may be incomplete (the "
+                                "library said why on stderr)" % (what, _lib.strerror(rc)))
         return TraceResult(path, complete=complete, note=note, library=_lib.loaded_path())
 
 
@@ -234,29 +249,68 @@ def stacks(on: bool) -> None:
         raise CuptraceError("cuptrace: cuptrace_stacks failed: %s" % _lib.strerror(rc))
 
 
-class range(contextlib.ContextDecorator):  # noqa: A001 - torch.cuda.nvtx.range's name
-    """`with cuptrace.range("load batch"):` (or as a decorator) marks a named range on this
-    thread, without NVTX: a slice on the thread's track, and for `--capture-range
-    range:NAME` / `step_range=` the same as an NVTX range of that name.
+def _nvtx_fallback() -> Optional["tuple[Callable[[bytes], int], Callable[[], int]]"]:
+    """NVTX's push/pop where the library has no range entry points: torch.cuda.nvtx when the
+    program imported torch, else the `nvtx` package if installed; None without either."""
+    t = sys.modules.get("torch")
+    nv = getattr(getattr(t, "cuda", None), "nvtx", None) if t is not None else None
+    if nv is not None and hasattr(nv, "range_push"):
+        return (lambda b: (nv.range_push(b.decode("utf-8", "replace")), 0)[1],
+                lambda: (nv.range_pop(), 0)[1])
+    try:
+        import nvtx  # type: ignore[import-not-found]
+    except ImportError:
+        return None
+    return (lambda b: (nvtx.push_range(b.decode("utf-8", "replace")), 0)[1],
+            lambda: (nvtx.pop_range(), 0)[1])
 
-    Needs the library's cuptrace_range_push/cuptrace_range_pop; an older library raises
-    MissingSymbol naming the one it lacks."""
+
+class range(contextlib.ContextDecorator):  # noqa: A001 - torch.cuda.nvtx.range's name
+    """`with cuptrace.range("load batch"):` (or `@cuptrace.range("load batch")`) marks a named
+    range on this thread, without NVTX: in the trace a slice on the thread's track (category
+    "nvtx", nested with the thread's NVTX ranges), and for capture windows the same as an NVTX
+    range of that name (`capture_range="range:load batch"`, `step_range="load batch"`).
+
+    Through the library's cuptrace_range_push/cuptrace_range_pop: cheap, and a no-op while
+    nothing traces. An older library without them: NVTX instead (torch.cuda.nvtx where torch
+    is imported, or the `nvtx` package), which reaches the trace only where NVTX reaches CUPTI
+    (under `cuptrace record`); with neither, MissingSymbol names the missing entry point.
+    A range must end on the thread it began on (CuptraceError otherwise)."""
 
     def __init__(self, name: str) -> None:
         if not isinstance(name, str) or not name:
             raise TypeError("cuptrace.range takes a non-empty name")
         self.name = name
         self._encoded = name.encode("utf-8", "replace")
+        self._pop: Optional[Callable[[], int]] = None
+
+    def _fns(self) -> "tuple[Callable[[bytes], int], Callable[[], int]]":
+        push = _lib.optional_fn("cuptrace_range_push")
+        pop = _lib.optional_fn("cuptrace_range_pop")
+        if push is not None and pop is not None:
+            return push, pop
+        fallback = _nvtx_fallback()
+        if fallback is not None:
+            return fallback
+        raise MissingSymbol("cuptrace_range_push" if push is None else "cuptrace_range_pop",
+                            _lib.loaded_path())
 
     def __enter__(self) -> "range":
-        push = _lib.fn("cuptrace_range_push")
-        _lib.fn("cuptrace_range_pop")  # both or neither: fail before pushing
-        push.argtypes = [ctypes.c_char_p]
-        push(self._encoded)
+        push, pop = self._fns()
+        rc = push(self._encoded)
+        if rc:
+            raise CuptraceError("cuptrace: cuptrace_range_push(%r) failed: %s"
+                                % (self.name, _lib.strerror(rc)))
+        self._pop = pop
         return self
 
-    def __exit__(self, *exc: Any) -> None:
-        _lib.fn("cuptrace_range_pop")()
+    def __exit__(self, exc_type: Any, *exc: Any) -> None:
+        pop = self._pop if self._pop is not None else self._fns()[1]
+        rc = pop()
+        if rc and exc_type is None:  # the body's own exception matters more
+            raise CuptraceError(
+                "cuptrace: range %r ended with no range open on this thread (%s): a range "
+                "ends on the thread it began on" % (self.name, _lib.strerror(rc)))
 
 
 @contextlib.contextmanager
