@@ -182,7 +182,7 @@ static void kinds_on(struct collect_session *s)
 		if (r != CUPTI_SUCCESS)
 			cuptrace_debug("window: activity kind %d not enabled: %d", (int)k, (int)r);
 	}
-	int e = cuptrace_enable_api(s->driver_all, s->runtime_mode == CUPTRACE_RUNTIME_ALL,
+	int e = cuptrace_enable_api(s->driver_mode, s->runtime_mode == CUPTRACE_RUNTIME_ALL,
 	                            cuptrace_api_by_cbid());
 	if (e)
 		cuptrace_debug("window: API kinds: %d", e);
