@@ -130,7 +130,7 @@ static const char *const driver_work[] = {
     "cuMemPrefetch",
     "cuSignalExternalSemaphores",
     "cuWaitExternalSemaphores",
-    /* memory records (MEMORY2, MEMORY_POOL) name their allocation, free or pool call */
+    /* memory records (MEMORY2, MEMORY_POOL) name their allocation, free, mapping or pool call */
     "cuMemAlloc",
     "cuMemFree",
     "cuMemHostAlloc",
@@ -140,6 +140,7 @@ static const char *const driver_work[] = {
     "cuMemRelease",
     "cuMemMap",
     "cuMemUnmap",
+    "cuMemSetAccess", /* NCCL's buffers: the memory record names it (2x H200 DDP capture) */
     "cuMemPoolCreate",
     "cuMemPoolDestroy",
     "cuMemPoolTrimTo",
