@@ -407,8 +407,10 @@ static int attach_cupti(struct collect_session *s, int injected)
 	collect_callbacks_windows(s, s->subscriber);
 	collect_callbacks_graphs(s, s->subscriber);
 	cuptrace_runtime_watch_setup(s->subscriber, (enum cuptrace_runtime_mode)s->runtime_mode);
-	if (!s->sync_cupti)
+	if (!s->sync_cupti) {
+		cuptrace_sync_watch_active(!defer); /* windows: with the API kinds */
 		cuptrace_sync_watch_setup(s->subscriber);
+	}
 	collect_stacks_setup(s->subscriber);
 	collect_nvtx_cupti_attach();
 	atomic_store(&s->cupti_attached, 1);

@@ -3,6 +3,7 @@
 #include "inject/sync_watch.h"
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -73,6 +74,13 @@ int cuptrace_sync_watch_is_sync_call(CUpti_ActivityKind kind, uint32_t cbid)
 	if (kind != CUPTI_ACTIVITY_KIND_RUNTIME && kind != CUPTI_ACTIVITY_KIND_DRIVER)
 		return 0;
 	return find(kind == CUPTI_ACTIVITY_KIND_RUNTIME, cbid) != NULL;
+}
+
+static atomic_int active = 1;
+
+void cuptrace_sync_watch_active(int on)
+{
+	atomic_store_explicit(&active, on, memory_order_relaxed);
 }
 
 void cuptrace_sync_watch_setup(CUpti_SubscriberHandle sub)
@@ -184,7 +192,7 @@ int cuptrace_sync_watch_callback(CUpti_CallbackDomain d, CUpti_CallbackId id,
 	uint64_t start = cd->correlationData && *cd->correlationData ? *cd->correlationData : end;
 	uint32_t ret = cd->functionReturnValue ? *(const uint32_t *)cd->functionReturnValue : 0;
 	/* CUPTI records a query that is not ready yet, and no call that failed. */
-	if (ret == 0 || ret == NOT_READY)
+	if ((ret == 0 || ret == NOT_READY) && atomic_load_explicit(&active, memory_order_relaxed))
 		emit(c, cd, start, end, ret);
 	return 1;
 }
@@ -296,6 +304,7 @@ void cuptrace_sync_watch_reset(void)
 	cuptrace_u64map_init(&made.events);
 	made.next_event = 0;
 	pthread_mutex_unlock(&made.lock);
+	cuptrace_sync_watch_active(1);
 	free(held.recs);
 	cuptrace_u64map_free(&held.state);
 	memset(&held, 0, sizeof(held));

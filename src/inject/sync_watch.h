@@ -37,6 +37,10 @@ void cuptrace_sync_watch_setup(CUpti_SubscriberHandle sub);
 int cuptrace_sync_watch_callback(CUpti_CallbackDomain d, CUpti_CallbackId id,
                                  const CUpti_CallbackData *cd);
 
+/* Whether calls make records (1 after setup): capture windows switch it with the API kinds,
+ * so that no record is made of a call whose API record CUPTI does not write. Any thread. */
+void cuptrace_sync_watch_active(int on);
+
 /* Is this (domain's activity kind, cbid) a synchronizing call? (RUNTIME or DRIVER.) */
 int cuptrace_sync_watch_is_sync_call(CUpti_ActivityKind kind, uint32_t cbid);
 
