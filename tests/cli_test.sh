@@ -26,6 +26,9 @@ expect 0 "no trace was written" env CUPTRACE_STACKS=native "$ct" record --stacks
 expect 2 "bad value for --driver: 'some' (takes work, user or all)" "$ct" convert --driver some "$CUPTRACE_TEST_DATA/vector_add.cupti" -o "$tmp/o.pftrace"
 expect 2 "bad value for --runtime: 'some' (takes filtered, watch or all)" "$ct" convert --runtime some "$CUPTRACE_TEST_DATA/vector_add.cupti" -o "$tmp/o.pftrace"
 expect 2 "takes filtered or all" "$ct" convert --runtime watch "$CUPTRACE_TEST_DATA/vector_add.cupti" -o "$tmp/o.pftrace"
+expect 2 "work applies to record" "$ct" convert --driver work "$CUPTRACE_TEST_DATA/vector_add.cupti" -o "$tmp/o.pftrace"
+expect 2 "bad value for --sync-records: 'x' (takes callback or cupti)" "$ct" record --sync-records x -- true
+expect 2 "bad value for CUPTRACE_SYNC_RECORDS: 'x'" env CUPTRACE_SYNC_RECORDS=x "$ct" record --no-check -o "$tmp/x.pftrace" -- true
 # The same settings through the variables the library reads: record refuses a bad one it would
 # hand on (one parser, common/options.h; the library itself warns once and takes the default,
 # tests/test_options.c). An option given wins over the variable.
