@@ -1,6 +1,6 @@
 /* Synchronizations from cuptrace's callbacks (src/inject/sync_watch.c, issue 45) against CUPTI's
- * own SYNCHRONIZATION records: on a real capture (tests/data/ddp2_rank0.cupti, a DDP rank on an
- * H200 with CUPTI's records), every synchronizing call is replayed through the callback as
+ * own SYNCHRONIZATION records: on real captures (tests/data: a DDP rank on an H200, PyTorch
+ * training, examples), every synchronizing call is replayed through the callback as
  * CUPTI would call it (ENTER and EXIT, the runtime call's driver call inside), the records go
  * through the writer's hold, and the converter must draw the same synchronization slices from
  * them as from CUPTI's: one per call, same name, same call, same stream, the same events. The
@@ -265,14 +265,14 @@ static long arg(const char *args, const char *key)
 	return p ? atol(p + strlen(k)) : -1;
 }
 
-static void test_capture_same_slices(void)
+static void check_capture(const char *name, size_t want_syncs)
 {
 	struct cap c = {0};
-	load(&c, "ddp2_rank0.cupti");
+	load(&c, name);
 	size_t nsync = 0;
 	for (size_t i = 0; i < c.n; i++)
 		nsync += c.recs[i].h.kind == CUPTI_ACTIVITY_KIND_SYNCHRONIZATION;
-	CHECK(nsync >= 200); /* 281 when recorded: event queries, stream waits, syncs */
+	CHECK_EQ_INT(nsync, want_syncs);
 	const union rec **p = calloc(c.n + 1, sizeof(*p));
 
 	/* CUPTI's records, as recorded. */
@@ -362,6 +362,20 @@ static void test_capture_same_slices(void)
 	free(c.batch_end);
 	r_destroy(&s1->base);
 	r_destroy(&s2->base);
+}
+
+/* CUPTI's synchronization records in tests/data's captures (one per synchronizing call in
+ * each, counted from their API records when they were added): a DDP rank's event queries,
+ * stream waits and syncs; PyTorch training; stream waits while capturing a graph; the driver's
+ * cuCtxSynchronize; device and stream syncs; syncs on worker threads. */
+static void test_capture_same_slices(void)
+{
+	check_capture("ddp2_rank0.cupti", 281);
+	check_capture("torch_train.cupti", 19);
+	check_capture("graphs.cupti", 3);
+	check_capture("driver_api.cupti", 1);
+	check_capture("memory.cupti", 3);
+	check_capture("multi_stream.cupti", 4);
 }
 
 /* The callback's rules, one call at a time. */
