@@ -27,8 +27,12 @@
  *   CUPTRACE_QUEUE        completed buffers waiting for the writer before cuptrace drops one
  *                         (default 64; a dropped buffer's records are counted in the trace)
  *   CUPTRACE_FLUSH_MS     how often records are pulled from CUPTI and written (default 1000)
- *   CUPTRACE_DRIVER       all | user (default user: driver calls the application made itself;
- *                         the CUDA runtime's own initialization and lookup noise is left out)
+ *   CUPTRACE_DRIVER       work (default: the driver calls that make, order or wait for GPU
+ *                         work; getters and context calls are left out) | user (every call
+ *                         the application made itself) | all (the runtime's own calls too)
+ *   CUPTRACE_SYNC_RECORDS callback (default: synchronizations timed by callbacks on the calls
+ *                         that synchronize) | cupti (CUPTI's SYNCHRONIZATION records, which
+ *                         CUPTI pays for on every launch)
  *   CUPTRACE_RUNTIME      filtered (default: trivial runtime calls such as cudaGetDevice are
  *                         switched off in CUPTI) | watch (off, but counted, and kept when they
  *                         fail, take 50 us or more, or change the device) | all

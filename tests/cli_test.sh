@@ -16,20 +16,23 @@ expect 2 "bad value for --buffer-size" "$ct" record --buffer-size 12 -- true
 expect 2 "bad value for --compress-level: '13' (1 (least CPU) to 12 (smallest); zlib stops at 9)" "$ct" record --compress-level 13 -- true
 expect 2 "bad value for CUPTRACE_COMPRESS_LEVEL: '0'" env CUPTRACE_COMPRESS_LEVEL=0 "$ct" record --no-check -o "$tmp/x.pftrace" -- true
 expect 2 "bad value for --compress-level: 'x'" "$ct" convert --compress-level x "$CUPTRACE_TEST_DATA/vector_add.cupti" -o "$tmp/o.pftrace"
-expect 2 "bad value for --driver: 'some' (takes user or all)" "$ct" record --driver some -- true
+expect 2 "bad value for --driver: 'some' (takes work, user or all)" "$ct" record --driver some -- true
 expect 2 "bad value for --cuda-graphs: 'kernels' (takes node or graph)" "$ct" record --cuda-graphs kernels -- true
 expect 2 "bad value for CUPTRACE_CUDA_GRAPHS: 'x'" env CUPTRACE_CUDA_GRAPHS=x "$ct" record --no-check -o "$tmp/x.pftrace" -- true
 expect 2 "bad value for --runtime: 'some' (takes filtered, watch or all)" "$ct" record --runtime some -- true
 expect 2 "bad value for --stacks-every: '0' (a count from 1 to 1000000)" "$ct" record --stacks native --stacks-every 0 -- true
 expect 2 "--stacks-every samples the stacks of --stacks" "$ct" record --stacks-every 4 -- true
 expect 0 "no trace was written" env CUPTRACE_STACKS=native "$ct" record --stacks-every 4 --no-check -o "$tmp/x.pftrace" -- true
-expect 2 "bad value for --driver: 'some' (takes user or all)" "$ct" convert --driver some "$CUPTRACE_TEST_DATA/vector_add.cupti" -o "$tmp/o.pftrace"
+expect 2 "bad value for --driver: 'some' (takes work, user or all)" "$ct" convert --driver some "$CUPTRACE_TEST_DATA/vector_add.cupti" -o "$tmp/o.pftrace"
 expect 2 "bad value for --runtime: 'some' (takes filtered, watch or all)" "$ct" convert --runtime some "$CUPTRACE_TEST_DATA/vector_add.cupti" -o "$tmp/o.pftrace"
 expect 2 "takes filtered or all" "$ct" convert --runtime watch "$CUPTRACE_TEST_DATA/vector_add.cupti" -o "$tmp/o.pftrace"
+expect 2 "work applies to record" "$ct" convert --driver work "$CUPTRACE_TEST_DATA/vector_add.cupti" -o "$tmp/o.pftrace"
+expect 2 "bad value for --sync-records: 'x' (takes callback or cupti)" "$ct" record --sync-records x -- true
+expect 2 "bad value for CUPTRACE_SYNC_RECORDS: 'x'" env CUPTRACE_SYNC_RECORDS=x "$ct" record --no-check -o "$tmp/x.pftrace" -- true
 # The same settings through the variables the library reads: record refuses a bad one it would
 # hand on (one parser, common/options.h; the library itself warns once and takes the default,
 # tests/test_options.c). An option given wins over the variable.
-expect 2 "bad value for CUPTRACE_DRIVER: 'some' (takes user or all)" env CUPTRACE_DRIVER=some "$ct" record --no-check -o "$tmp/x.pftrace" -- true
+expect 2 "bad value for CUPTRACE_DRIVER: 'some' (takes work, user or all)" env CUPTRACE_DRIVER=some "$ct" record --no-check -o "$tmp/x.pftrace" -- true
 expect 2 "bad value for CUPTRACE_RUNTIME: 'some' (takes filtered, watch or all)" env CUPTRACE_RUNTIME=some "$ct" record --no-check -o "$tmp/x.pftrace" -- true
 expect 2 "bad value for CUPTRACE_BUFFER_SIZE: '12'" env CUPTRACE_BUFFER_SIZE=12 "$ct" record --no-check -o "$tmp/x.pftrace" -- true
 expect 0 "no trace was written" env CUPTRACE_DRIVER=some "$ct" record --driver all --no-check -o "$tmp/x.pftrace" -- true

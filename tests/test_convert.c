@@ -2,6 +2,7 @@
  * records: counts by kind, names, tracks, API->GPU flows, lanes, nesting, timestamps. */
 #include "check.h"
 
+#include <dirent.h>
 #include <unistd.h>
 
 #include <cupti_activity.h>
@@ -13,6 +14,7 @@
 #include "convert/convert.h"
 #include "format/event.h"
 #include "read/read.h"
+#include "window/wfilter.h"
 #include "rec_sink.h"
 
 static struct rec_sink *replay(const char *name, int driver_all)
@@ -1269,6 +1271,142 @@ static void test_pytorch_op_ranges(void)
 	r_destroy(&s->base);
 }
 
+/* --driver work (the default) keeps every driver call that a record names by its correlation id
+ * (convert_records.c's driver_work): on every capture in tests/data, recorded with every driver
+ * call, each driver API record named by a GPU, synchronization, event, memory or stream record
+ * must be one that is kept (unless --driver user left it out as well: the runtime's own calls).
+ * And the getters and context calls it is there to leave out are. */
+extern const char *const cuptrace_driver_cbid_names[];
+extern const unsigned cuptrace_driver_cbid_names_len;
+
+struct linked {
+	uint32_t *corr;
+	size_t n, cap;
+	uint32_t *drv_cbid, *drv_corr;
+	size_t nd, capd, capd2;
+};
+
+static int linked_records(void *ctx, const CUpti_Activity *const *recs, size_t n)
+{
+	struct linked *l = ctx;
+	for (size_t i = 0; i < n; i++) {
+		int64_t t;
+		uint32_t corr = 0;
+		if (recs[i]->kind == CUPTI_ACTIVITY_KIND_DRIVER) {
+			const CUpti_ActivityAPI *a = (const void *)recs[i];
+			if (CUPTRACE_GROW(l->drv_cbid, l->capd, l->nd + 1) ||
+			    CUPTRACE_GROW(l->drv_corr, l->capd2, l->nd + 1))
+				return -1;
+			l->drv_cbid[l->nd] = a->cbid;
+			l->drv_corr[l->nd++] = a->correlationId;
+			continue;
+		}
+		if (recs[i]->kind == CUPTI_ACTIVITY_KIND_RUNTIME)
+			continue;
+		if (recs[i]->kind == CUPTI_ACTIVITY_KIND_STREAM)
+			corr = ((const CUpti_ActivityStream *)(const void *)recs[i])->correlationId;
+		else
+			cuptrace_wrecord_place(recs[i], &t, &corr);
+		if (!corr)
+			continue;
+		if (CUPTRACE_GROW(l->corr, l->cap, l->n + 1))
+			return -1;
+		l->corr[l->n++] = corr;
+	}
+	return 0;
+}
+
+static int cmp_corr(const void *a, const void *b)
+{
+	uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+	return x < y ? -1 : x > y;
+}
+
+static uint32_t driver_cbid(const char *name)
+{
+	for (uint32_t i = 0; i < cuptrace_driver_cbid_names_len; i++)
+		if (cuptrace_driver_cbid_names[i] && !strcmp(cuptrace_driver_cbid_names[i], name))
+			return i;
+	return 0;
+}
+
+static void test_driver_work_table(void)
+{
+	static const char *const kept[] = {
+	    "cuLaunchKernel",    "cuLaunchKernelEx",    "cuMemcpyHtoD_v2",    "cuMemcpyAsync",
+	    "cuMemsetD32Async",  "cuGraphLaunch",       "cuMemAlloc_v2",      "cuMemFree_v2",
+	    "cuMemAllocAsync",   "cuEventRecord",       "cuEventSynchronize", "cuEventQuery",
+	    "cuStreamWaitEvent", "cuStreamSynchronize", "cuStreamQuery",      "cuCtxSynchronize",
+	    "cuStreamCreate",    "cuModuleLoadData"};
+	static const char *const left_out[] = {
+	    "cuCtxGetCurrent",           "cuCtxPushCurrent_v2", "cuCtxPopCurrent_v2",
+	    "cuStreamGetCaptureInfo_v2", "cuFuncGetAttribute",  "cuFuncSetAttribute",
+	    "cuPointerGetAttribute",     "cuGetProcAddress_v2", "cuDeviceGet",
+	    "cuDeviceGetCount",          "cuMemGetInfo_v2",     "cuEventCreate",
+	    "cuEventDestroy_v2",         "cuModuleGetFunction"};
+	for (size_t i = 0; i < sizeof(kept) / sizeof(kept[0]); i++) {
+		uint32_t id = driver_cbid(kept[i]);
+		CHECK(id != 0);
+		if (!cuptrace_driver_cbid_is_work(id))
+			fprintf(stderr, "not kept: %s\n", kept[i]);
+		CHECK(cuptrace_driver_cbid_is_work(id));
+	}
+	for (size_t i = 0; i < sizeof(left_out) / sizeof(left_out[0]); i++) {
+		uint32_t id = driver_cbid(left_out[i]);
+		CHECK(id != 0);
+		if (cuptrace_driver_cbid_is_work(id))
+			fprintf(stderr, "kept: %s\n", left_out[i]);
+		CHECK(!cuptrace_driver_cbid_is_work(id));
+	}
+	const char *dir = getenv("CUPTRACE_TEST_DATA");
+	DIR *d = opendir(dir ? dir : "tests/data");
+	CHECK(d != NULL);
+	if (!d)
+		return;
+	size_t checked = 0, captures = 0;
+	struct dirent *e;
+	while ((e = readdir(d))) {
+		size_t len = strlen(e->d_name);
+		if (len < 6 || strcmp(e->d_name + len - 6, ".cupti"))
+			continue;
+		char path[1024];
+		snprintf(path, sizeof(path), "%s/%s", dir ? dir : "tests/data", e->d_name);
+		struct cuptrace_capture_reader *r = cuptrace_capture_reader_open(path);
+		if (!r)
+			continue;
+		struct linked l = {0};
+		struct cuptrace_capture_ops ops = {.ctx = &l, .records = linked_records};
+		uint64_t cut = 0;
+		const char *what = NULL;
+		cuptrace_capture_replay(r, &ops, &cut, &what);
+		cuptrace_capture_reader_close(r);
+		captures++;
+		qsort(l.corr, l.n, sizeof(*l.corr), cmp_corr);
+		for (size_t i = 0; i < l.nd; i++) {
+			/* The runtime's own calls were left out before (--driver user) too. */
+			if (!bsearch(&l.drv_corr[i], l.corr, l.n, sizeof(*l.corr), cmp_corr) ||
+			    cuptrace_driver_cbid_is_noise(l.drv_cbid[i]))
+				continue;
+			checked++;
+			if (!cuptrace_driver_cbid_is_work(l.drv_cbid[i]))
+				fprintf(stderr, "%s: %s names a record but is left out\n",
+				        e->d_name,
+				        l.drv_cbid[i] < cuptrace_driver_cbid_names_len
+				            ? cuptrace_driver_cbid_names[l.drv_cbid[i]]
+				            : "?");
+			CHECK(cuptrace_driver_cbid_is_work(l.drv_cbid[i]));
+		}
+		free(l.corr);
+		free(l.drv_cbid);
+		free(l.drv_corr);
+	}
+	closedir(d);
+	CHECK(captures >= 10);
+	CHECK(checked >= 10); /* driver_api.cupti launches, copies and syncs through the driver */
+	fprintf(stderr, "driver work table: %zu linked driver calls in %zu captures\n", checked,
+	        captures);
+}
+
 TEST_MAIN(T(test_fuzzed_captures), T(test_two_gpus), T(test_gpus_used), T(test_nvtx),
           T(test_memory), T(test_vector_add), T(test_multi_stream), T(test_driver_api),
           T(test_graphs), T(test_all_captures_clean), T(test_torch), T(test_c_api),
@@ -1276,4 +1414,5 @@ TEST_MAIN(T(test_fuzzed_captures), T(test_two_gpus), T(test_gpus_used), T(test_n
           T(test_stream_order_window_bound), T(test_runtime_filter_capture),
           T(test_runtime_filter_rule), T(test_pytorch_op_ranges), T(test_graph_trace),
           T(test_device_graphs), T(test_device_graph_tail), T(test_corr_wraparound),
-          T(test_orphans_at_finish), T(test_pending_full), T(test_gpu_before_its_call))
+          T(test_orphans_at_finish), T(test_pending_full), T(test_gpu_before_its_call),
+          T(test_driver_work_table))

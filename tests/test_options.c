@@ -61,12 +61,26 @@ static void test_enums(void)
 	CHECK_EQ_INT(v.i, CUPTRACE_DRIVER_ALL);
 	CHECK_EQ_STR(opt(CUPTRACE_SET_DRIVER, "user", &v), "");
 	CHECK_EQ_INT(v.i, CUPTRACE_DRIVER_USER);
+	CHECK_EQ_STR(opt(CUPTRACE_SET_DRIVER, "work", &v), "");
+	CHECK_EQ_INT(v.i, CUPTRACE_DRIVER_WORK);
+	/* The default (issue 45): only the driver calls that do GPU work. */
+	CHECK_EQ_STR(get(CUPTRACE_SET_DRIVER)->def, "work");
+	CHECK_EQ_STR(opt(CUPTRACE_SET_SYNC_RECORDS, "cupti", &v), "");
+	CHECK_EQ_INT(v.i, CUPTRACE_SYNC_RECORDS_CUPTI);
+	CHECK_EQ_STR(opt(CUPTRACE_SET_SYNC_RECORDS, "callback", &v), "");
+	CHECK_EQ_INT(v.i, CUPTRACE_SYNC_RECORDS_CALLBACK);
+	CHECK_EQ_STR(opt(CUPTRACE_SET_SYNC_RECORDS, "callbacks", &v), ""); /* alias */
+	CHECK_EQ_INT(v.i, CUPTRACE_SYNC_RECORDS_CALLBACK);
+	CHECK_EQ_STR(opt(CUPTRACE_SET_SYNC_RECORDS, "kind", NULL),
+	             "bad value for --sync-records: 'kind' (takes callback or cupti)");
+	CHECK(cuptrace_setting_by_option("sync-records") == get(CUPTRACE_SET_SYNC_RECORDS));
+	CHECK(cuptrace_setting_by_env("CUPTRACE_SYNC_RECORDS") == get(CUPTRACE_SET_SYNC_RECORDS));
 	CHECK_EQ_STR(opt(CUPTRACE_SET_DRIVER, "some", NULL),
-	             "bad value for --driver: 'some' (takes user or all)");
+	             "bad value for --driver: 'some' (takes work, user or all)");
 	CHECK_EQ_STR(opt(CUPTRACE_SET_DRIVER, "", NULL),
-	             "bad value for --driver: '' (takes user or all)");
+	             "bad value for --driver: '' (takes work, user or all)");
 	CHECK_EQ_STR(opt(CUPTRACE_SET_DRIVER, "ALL", NULL),
-	             "bad value for --driver: 'ALL' (takes user or all)");
+	             "bad value for --driver: 'ALL' (takes work, user or all)");
 	CHECK_EQ_STR(opt(CUPTRACE_SET_RUNTIME, "watch", &v), "");
 	CHECK_EQ_INT(v.i, CUPTRACE_RUNTIME_MODE_WATCH);
 	CHECK_EQ_STR(opt(CUPTRACE_SET_RUNTIME, "all", &v), "");
@@ -219,6 +233,7 @@ static void test_env(void)
 		const char *text;
 	} same[] = {
 	    {CUPTRACE_SET_DRIVER, "all"},          {CUPTRACE_SET_RUNTIME, "watch"},
+	    {CUPTRACE_SET_DRIVER, "user"},         {CUPTRACE_SET_SYNC_RECORDS, "cupti"},
 	    {CUPTRACE_SET_BUFFER_SIZE, "65536"},   {CUPTRACE_SET_FLUSH_MS, "250"},
 	    {CUPTRACE_SET_GPU_METRICS_RATE, "50"}, {CUPTRACE_SET_COMPRESS, "gzip"},
 	    {CUPTRACE_SET_FORMAT, "chrome"},
@@ -245,10 +260,11 @@ static void test_env(void)
 	/* Bad: one warning with the option's message, naming the variable; then the default. */
 	setenv("CUPTRACE_DRIVER", "some", 1);
 	CHECK_EQ_INT(cuptrace_setting_env(CUPTRACE_SET_DRIVER, &from_env), 0);
-	CHECK_EQ_INT(from_env.i, CUPTRACE_DRIVER_USER);
+	CHECK_EQ_INT(from_env.i, CUPTRACE_DRIVER_WORK);
 	CHECK_EQ_INT(nlogs, 1);
-	CHECK_EQ_STR(last_log, "bad value for CUPTRACE_DRIVER: 'some' (takes user or all); using "
-	                       "the default, user");
+	CHECK_EQ_STR(last_log,
+	             "bad value for CUPTRACE_DRIVER: 'some' (takes work, user or all); using "
+	             "the default, work");
 	CHECK_EQ_INT(cuptrace_setting_env(CUPTRACE_SET_DRIVER, &from_env), 0);
 	CHECK_EQ_INT(nlogs, 1); /* once per process */
 	setenv("CUPTRACE_RUNTIME", "everything", 1);

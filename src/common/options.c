@@ -25,8 +25,15 @@ static const struct cuptrace_setting_name compress_names[] = {
     {"gz", 1, 1},     {"plain", 0, 1}, {NULL, 0, 0},
 };
 static const struct cuptrace_setting_name driver_names[] = {
+    {"work", CUPTRACE_DRIVER_WORK, 0},
     {"user", CUPTRACE_DRIVER_USER, 0},
     {"all", CUPTRACE_DRIVER_ALL, 0},
+    {NULL, 0, 0},
+};
+static const struct cuptrace_setting_name sync_records_names[] = {
+    {"callback", CUPTRACE_SYNC_RECORDS_CALLBACK, 0},
+    {"cupti", CUPTRACE_SYNC_RECORDS_CUPTI, 0},
+    {"callbacks", CUPTRACE_SYNC_RECORDS_CALLBACK, 1},
     {NULL, 0, 0},
 };
 static const struct cuptrace_setting_name runtime_names[] = {
@@ -136,7 +143,7 @@ static const struct cuptrace_setting settings[CUPTRACE_NSETTINGS] = {
                                CUPTRACE_SETTING_ENUM, compress_names, 0, 0, 0, 0, 0, NULL, NULL,
                                NULL},
     [CUPTRACE_SET_DRIVER] = {CUPTRACE_SET_DRIVER, "driver", "CUPTRACE_DRIVER",
-                             CUPTRACE_SETTING_ENUM, driver_names, 0, 0, 0, 0, 0, "user", NULL,
+                             CUPTRACE_SETTING_ENUM, driver_names, 0, 0, 0, 0, 0, "work", NULL,
                              NULL},
     [CUPTRACE_SET_RUNTIME] = {CUPTRACE_SET_RUNTIME, "runtime", "CUPTRACE_RUNTIME",
                               CUPTRACE_SETTING_ENUM, runtime_names, 0, 0, 0, 0, 0, "filtered", NULL,
@@ -227,6 +234,9 @@ static const struct cuptrace_setting settings[CUPTRACE_NSETTINGS] = {
                                   NULL, NULL},
     [CUPTRACE_SET_CUPTI_EARLY] = {CUPTRACE_SET_CUPTI_EARLY, "cupti-early", "CUPTRACE_CUPTI_EARLY",
                                   CUPTRACE_SETTING_BOOL, NO_NAMES, 0, 0, 0, 0, 0, "0", NULL, NULL},
+    [CUPTRACE_SET_SYNC_RECORDS] = {CUPTRACE_SET_SYNC_RECORDS, "sync-records",
+                                   "CUPTRACE_SYNC_RECORDS", CUPTRACE_SETTING_ENUM,
+                                   sync_records_names, 0, 0, 0, 0, 0, "callback", NULL, NULL},
 };
 
 const struct cuptrace_setting *cuptrace_setting_get(enum cuptrace_setting_id id)

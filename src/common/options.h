@@ -64,6 +64,7 @@ enum cuptrace_setting_id {
 	CUPTRACE_SET_COMPRESS_LEVEL,
 	CUPTRACE_SET_CUDA_GRAPHS,
 	CUPTRACE_SET_CUPTI_EARLY,
+	CUPTRACE_SET_SYNC_RECORDS,
 	CUPTRACE_NSETTINGS
 };
 
@@ -74,7 +75,13 @@ enum {
 	CUPTRACE_OUTFMT_CHROME,
 	CUPTRACE_OUTFMT_CAPTURE
 };
-enum { CUPTRACE_DRIVER_USER, CUPTRACE_DRIVER_ALL };
+/* CUPTRACE_SET_DRIVER: which driver API calls are recorded (inject/api_enable.h). WORK (the
+ * default): the calls that make, order or wait for GPU work (convert.h's
+ * cuptrace_driver_cbid_is_work); USER: every call but the runtime's own; ALL: every call. */
+enum { CUPTRACE_DRIVER_USER, CUPTRACE_DRIVER_ALL, CUPTRACE_DRIVER_WORK };
+/* CUPTRACE_SET_SYNC_RECORDS: synchronizations timed by cuptrace's callbacks on the calls that
+ * synchronize (inject/sync_watch.h), or CUPTI's SYNCHRONIZATION kind (paid on every launch). */
+enum { CUPTRACE_SYNC_RECORDS_CALLBACK, CUPTRACE_SYNC_RECORDS_CUPTI };
 /* CUPTRACE_SET_STACKS: bits of what is unwound at each launch-type call (inject/stacks.h). */
 enum {
 	CUPTRACE_STACKS_NONE = 0,

@@ -110,6 +110,11 @@ size_t cuptrace_record_strings(const CUpti_Activity *r, const char *const **fiel
  * returns how many. */
 size_t cuptrace_driver_noise_cbids(uint32_t *out, size_t max);
 int cuptrace_driver_cbid_is_noise(uint32_t cbid);
+/* Driver calls recorded by default (--driver work): those that launch, copy, set, allocate or
+ * free memory, record, wait for or query events and streams, synchronize, or load modules:
+ * every call that a GPU, memory, event or synchronization record can name by its correlation
+ * id, and the waits. The table and why: convert_records.c's driver_work. */
+int cuptrace_driver_cbid_is_work(uint32_t cbid);
 
 /* An API call's display name: CUPTI's name for (kind, cbid) without its _vNNNN suffix
  * (cudaMalloc_v3020 -> cudaMalloc), written into buf or a static string; "runtime API N" for

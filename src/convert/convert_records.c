@@ -106,6 +106,74 @@ static int8_t expect_from_name(const char *n)
 	return 0;
 }
 
+/* Driver calls recorded by default (--driver work; --driver user brings back the rest). On
+ * PyTorch the driver records of context, getter and function calls that the framework and NCCL
+ * make themselves (cuCtxPushCurrent, cuStreamGetCaptureInfo, cuFuncSetAttribute, ...) cost as
+ * much as every runtime record (tools/bench/README.md, "Where CUPTI's time goes": 64 us a DDP
+ * step, 303 us a transformer step) and do no GPU work. Kept: every call that a kernel, copy,
+ * memset, graph, memory, memory pool, CUDA event, stream or synchronization record can name by
+ * its correlation id, so that GPU work keeps its arrow to the call that made it, and the calls
+ * that wait for the GPU, which the analyses read as blocking. A name matches when it starts
+ * with an entry ("cuMemcpy" takes cuMemcpyHtoDAsync_v2 and cuMemcpyPeer); whatever
+ * expect_from_name says makes GPU work is kept too, whatever its name. */
+static const char *const driver_work[] = {
+    /* GPU work: kernels, graphs, host functions, copies, memsets, stream memory operations */
+    "cuLaunch",
+    "cuGraphLaunch",
+    "cuGraphUpload",
+    "cuStreamAddCallback",
+    "cuMemcpy",
+    "cuMemset",
+    "cuStreamWaitValue",
+    "cuStreamWriteValue",
+    "cuStreamBatchMemOp",
+    "cuMemPrefetch",
+    "cuSignalExternalSemaphores",
+    "cuWaitExternalSemaphores",
+    /* memory records (MEMORY2, MEMORY_POOL) name their allocation, free, mapping or pool call */
+    "cuMemAlloc",
+    "cuMemFree",
+    "cuMemHostAlloc",
+    "cuMemHostRegister",
+    "cuMemHostUnregister",
+    "cuMemCreate",
+    "cuMemRelease",
+    "cuMemMap",
+    "cuMemUnmap",
+    "cuMemSetAccess", /* NCCL's buffers: the memory record names it (2x H200 DDP capture) */
+    "cuMemPoolCreate",
+    "cuMemPoolDestroy",
+    "cuMemPoolTrimTo",
+    /* CUDA event records name their cuEventRecord; synchronizations, their wait or query */
+    "cuEventRecord",
+    "cuEventSynchronize",
+    "cuEventQuery",
+    "cuStreamWaitEvent",
+    "cuStreamSynchronize",
+    "cuStreamQuery",
+    "cuCtxSynchronize",
+    "cuCtxWaitEvent",
+    "cuGreenCtxWaitEvent",
+    /* stream records name the call that made the stream */
+    "cuStreamCreate",
+    /* module loads (lazy loading's overhead records; a load can take milliseconds) */
+    "cuModuleLoad",
+    "cuLibraryLoad",
+};
+
+int cuptrace_driver_cbid_is_work(uint32_t cbid)
+{
+	if (cbid >= cuptrace_driver_cbid_names_len || !cuptrace_driver_cbid_names[cbid])
+		return 0;
+	const char *n = cuptrace_driver_cbid_names[cbid];
+	if (expect_from_name(n) != 0)
+		return 1;
+	for (size_t i = 0; i < sizeof(driver_work) / sizeof(driver_work[0]); i++)
+		if (!strncmp(n, driver_work[i], strlen(driver_work[i])))
+			return 1;
+	return 0;
+}
+
 int8_t *conv_expect_table(const char *const *names, unsigned len)
 {
 	int8_t *t = calloc(len ? len : 1, 1);

@@ -3,6 +3,7 @@
 
 #include <cupti.h>
 
+#include "common/options.h"
 #include "convert/convert.h"
 #include "convert/runtime_filter.h"
 
@@ -11,7 +12,17 @@ extern const unsigned cuptrace_runtime_cbid_names_len;
 extern const char *const cuptrace_driver_cbid_names[];
 extern const unsigned cuptrace_driver_cbid_names_len;
 
-int cuptrace_enable_api(int driver_all, int runtime_all, int by_cbid)
+/* Is driver call id recorded under driver_mode? */
+static int driver_kept(uint32_t id, int driver_mode)
+{
+	if (driver_mode == CUPTRACE_DRIVER_ALL)
+		return 1;
+	if (cuptrace_driver_cbid_is_noise(id))
+		return 0;
+	return driver_mode == CUPTRACE_DRIVER_USER || cuptrace_driver_cbid_is_work(id);
+}
+
+int cuptrace_enable_api(int driver_mode, int runtime_all, int by_cbid)
 {
 	CUptiResult r, first = CUPTI_SUCCESS;
 	if (by_cbid) {
@@ -21,8 +32,7 @@ int cuptrace_enable_api(int driver_all, int runtime_all, int by_cbid)
 			    (r = cuptiActivityEnableRuntimeApi(id, 1)) != CUPTI_SUCCESS && !first)
 				first = r;
 		for (uint32_t id = 1; id < cuptrace_driver_cbid_names_len; id++)
-			if (cuptrace_driver_cbid_names[id] &&
-			    (driver_all || !cuptrace_driver_cbid_is_noise(id)) &&
+			if (cuptrace_driver_cbid_names[id] && driver_kept(id, driver_mode) &&
 			    (r = cuptiActivityEnableDriverApi(id, 1)) != CUPTI_SUCCESS && !first)
 				first = r;
 		return -(int)first;
@@ -31,12 +41,13 @@ int cuptrace_enable_api(int driver_all, int runtime_all, int by_cbid)
 		first = r;
 	if ((r = cuptiActivityEnable(CUPTI_ACTIVITY_KIND_DRIVER)) != CUPTI_SUCCESS && !first)
 		first = r;
-	/* Per-call settings after the kinds: enabling a kind again resets them. */
+	/* Per-call settings after the kinds: enabling a kind again resets them. Once per start
+	 * or window: a few hundred calls into CUPTI, none at run time. */
+	for (uint32_t id = 1; id < cuptrace_driver_cbid_names_len; id++)
+		if (cuptrace_driver_cbid_names[id] && !driver_kept(id, driver_mode))
+			cuptiActivityEnableDriverApi(id, 0);
 	uint32_t ids[256];
-	size_t n = driver_all ? 0 : cuptrace_driver_noise_cbids(ids, 256);
-	for (size_t i = 0; i < n; i++)
-		cuptiActivityEnableDriverApi(ids[i], 0);
-	n = runtime_all ? 0 : cuptrace_runtime_trivial_cbids(ids, 256);
+	size_t n = runtime_all ? 0 : cuptrace_runtime_trivial_cbids(ids, 256);
 	for (size_t i = 0; i < n; i++)
 		cuptiActivityEnableRuntimeApi(ids[i], 0);
 	return -(int)first;

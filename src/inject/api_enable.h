@@ -5,10 +5,13 @@
 #ifndef CUPTRACE_INJECT_API_ENABLE_H
 #define CUPTRACE_INJECT_API_ENABLE_H
 
-/* by_cbid 0: cuptiActivityEnable for the kind, then each filtered call off.
+/* driver_mode: CUPTRACE_DRIVER_* (common/options.h): WORK keeps the driver calls that make,
+ * order or wait for GPU work (convert.h's cuptrace_driver_cbid_is_work), USER every call but
+ * the runtime's own, ALL every call.
+ * by_cbid 0: cuptiActivityEnable for the kind, then each filtered call off.
  * by_cbid 1: the kind stays off and each call that is kept is switched on by itself.
  * Returns 0, or the first CUPTI error (as a negative number). */
-int cuptrace_enable_api(int driver_all, int runtime_all, int by_cbid);
+int cuptrace_enable_api(int driver_mode, int runtime_all, int by_cbid);
 
 /* Turns on the callbacks of cudaProfilerStart/Stop and cuProfilerStart/Stop for subscriber sub
  * (a void * for CUpti_SubscriberHandle): what a --capture-range cuda-profiler-api window waits

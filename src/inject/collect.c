@@ -35,6 +35,7 @@
 #include "inject/gpumetrics.h"
 #include "inject/kinds.h"
 #include "inject/runtime_watch.h"
+#include "inject/sync_watch.h"
 #include "common/log.h"
 #include "common/options.h"
 #include "common/util.h"
@@ -399,13 +400,17 @@ static int attach_cupti(struct collect_session *s, int injected)
 	 * before a first launch: hundreds nobody asked for) and the trivial runtime calls
 	 * (runtime_filter.h), unless asked for. */
 	int e = defer ? 0
-	              : cuptrace_enable_api(s->driver_all, s->runtime_mode == CUPTRACE_RUNTIME_ALL,
+	              : cuptrace_enable_api(s->driver_mode, s->runtime_mode == CUPTRACE_RUNTIME_ALL,
 	                                    cuptrace_api_by_cbid());
 	if (e)
 		cuptrace_warn("API calls may not be recorded: %s", cupti_err((CUptiResult)-e));
 	collect_callbacks_windows(s, s->subscriber);
 	collect_callbacks_graphs(s, s->subscriber);
 	cuptrace_runtime_watch_setup(s->subscriber, (enum cuptrace_runtime_mode)s->runtime_mode);
+	if (!s->sync_cupti) {
+		cuptrace_sync_watch_active(!defer); /* windows: with the API kinds */
+		cuptrace_sync_watch_setup(s->subscriber);
+	}
 	collect_stacks_setup(s->subscriber);
 	collect_nvtx_cupti_attach();
 	atomic_store(&s->cupti_attached, 1);
@@ -464,7 +469,7 @@ int cuptrace_collect_start(const char *path, int injected)
 	cuptrace_setting_env(CUPTRACE_SET_SUMMARY, &v);
 	s->summary = (int)v.i;
 	cuptrace_setting_env(CUPTRACE_SET_DRIVER, &v);
-	s->driver_all = v.i == CUPTRACE_DRIVER_ALL;
+	s->driver_mode = (int)v.i;
 	cuptrace_setting_env(CUPTRACE_SET_RUNTIME, &v);
 	s->runtime_mode = (int)v.i; /* the table's values are enum cuptrace_runtime_mode's */
 	/* The queue is made once and reopened by later sessions: CUPTI may still hand a
@@ -481,6 +486,9 @@ int cuptrace_collect_start(const char *path, int injected)
 	collect_ranges_reset(); /* nothing of an earlier session's ranges comes into this one */
 	cuptrace_u64map_init(&s->tids);
 	collect_window_setup(s);
+	cuptrace_setting_env(CUPTRACE_SET_SYNC_RECORDS, &v);
+	s->sync_cupti = v.i == CUPTRACE_SYNC_RECORDS_CUPTI || s->win.ring;
+	cuptrace_sync_watch_reset();
 	if ((ret = setup_cupti(s, injected)))
 		goto out_cupti;
 	/* A file per window (%n in the name): each is opened when its window has records. */

@@ -16,6 +16,7 @@
 #include "inject/collect_state.h"
 #include "inject/gpumetrics.h"
 #include "inject/runtime_watch.h"
+#include "inject/sync_watch.h"
 #include "common/log.h"
 
 /* ---- CUPTI buffer callbacks (application and CUPTI threads: no blocking, no CUPTI flush) ---- */
@@ -263,6 +264,9 @@ static int handle_buffer(struct collect_session *s, uint8_t *buf, size_t valid)
 		s->sizes[i] = (uint32_t)(end - (const uint8_t *)s->recs[i]);
 		if ((unsigned)s->recs[i]->kind < CUPTI_ACTIVITY_KIND_COUNT)
 			s->kind_counts[s->recs[i]->kind]++;
+		if (!s->sync_cupti && (s->recs[i]->kind == CUPTI_ACTIVITY_KIND_RUNTIME ||
+		                       s->recs[i]->kind == CUPTI_ACTIVITY_KIND_DRIVER))
+			cuptrace_sync_watch_api_seen((const CUpti_ActivityAPI *)s->recs[i]);
 		note_thread(s, record_tid(s->recs[i]));
 	}
 	s->records += n;
@@ -300,6 +304,38 @@ static void handle_kept_calls(struct collect_session *s)
 	free(recs);
 }
 
+/* Synchronizations from our callbacks (sync_watch.h) whose calls' records have gone (all: every
+ * one, at the end), after them: as one batch, through the windows when there are any. */
+static void handle_syncs(struct collect_session *s, int all)
+{
+	if (s->sync_cupti)
+		return;
+	CUpti_ActivitySynchronization2 *recs;
+	size_t n = cuptrace_sync_watch_ready(&recs, all);
+	if (!n)
+		return;
+	const CUpti_Activity **ptrs = malloc(n * sizeof(*ptrs));
+	uint32_t *sizes = malloc(n * sizeof(*sizes));
+	if (ptrs && sizes) {
+		for (size_t i = 0; i < n; i++) {
+			ptrs[i] = (const CUpti_Activity *)&recs[i];
+			sizes[i] = sizeof(recs[i]);
+		}
+		s->kind_counts[CUPTI_ACTIVITY_KIND_SYNCHRONIZATION] += n;
+		s->records += n;
+		if (s->win.active)
+			collect_wwriter_records(s, ptrs, sizes, n);
+		else
+			collect_note_write_err(s,
+			                       cuptrace_consumer_records(&s->to, ptrs, sizes, n));
+	} else {
+		atomic_fetch_add(&s->records_dropped, n);
+	}
+	free(ptrs);
+	free(sizes);
+	free(recs);
+}
+
 static void report_dropped(struct collect_session *s)
 {
 	uint64_t a = atomic_load(&s->cupti_dropped), b = atomic_load(&s->records_dropped);
@@ -324,10 +360,14 @@ void *collect_writer_main(void *arg)
 		int r = cuptrace_queue_pop(&s->queue, &it, wait);
 		if (r < 0)
 			break;
+		if (!s->sync_cupti)
+			cuptrace_sync_watch_take(); /* before the buffer that may hold their calls
+			                             */
 		if (r == 1) {
 			taken++;
 			if (!handle_buffer(s, it.buf, it.valid))
 				buffer_freed(s, it.buf);
+			handle_syncs(s, 0);
 			report_dropped(s);
 		}
 		handle_ranges(s); /* before the poll finishes a window they belong to */
@@ -340,6 +380,9 @@ void *collect_writer_main(void *arg)
 	}
 	handle_kept_calls(s);
 	handle_ranges(s);
+	if (!s->sync_cupti)
+		cuptrace_sync_watch_take();
+	handle_syncs(s, 1);
 	report_dropped(s);
 	collect_wwriter_end(s);
 	s->writer_cpu_ns = collect_thread_cpu_ns();

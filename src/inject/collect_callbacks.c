@@ -13,6 +13,7 @@
 #include "inject/cupti_alarm.h"
 #include "inject/gpumetrics.h"
 #include "inject/runtime_watch.h"
+#include "inject/sync_watch.h"
 
 /* An NVTX start/end range's id, for the writer (s->startend, collect_state.h). */
 static void nvtx_callback(struct collect_session *s, const CUpti_NvtxData *nd)
@@ -216,8 +217,9 @@ static int instantiate_call(struct collect_session *s, CUpti_CallbackId id,
 	return 1;
 }
 
-/* The one subscriber callback CUPTI allows: NVTX start calls, and the trivial runtime calls
- * watched while their records are off (runtime_watch.h). Application threads. */
+/* The one subscriber callback CUPTI allows: NVTX start calls, the trivial runtime calls
+ * watched while their records are off (runtime_watch.h), the synchronizing calls
+ * (sync_watch.h). Application threads. */
 void CUPTIAPI collect_subscriber_callback(void *ud, CUpti_CallbackDomain d, CUpti_CallbackId id,
                                           const void *data)
 {
@@ -230,6 +232,9 @@ void CUPTIAPI collect_subscriber_callback(void *ud, CUpti_CallbackDomain d, CUpt
 		return;
 	if (d == CUPTI_CB_DOMAIN_DRIVER_API && instantiate_call(s, id, data))
 		return;
+	/* Not returning: a synchronizing call may have its stack taken too. */
+	if (!s->sync_cupti && (d == CUPTI_CB_DOMAIN_RUNTIME_API || d == CUPTI_CB_DOMAIN_DRIVER_API))
+		cuptrace_sync_watch_callback(d, id, data);
 	if ((d == CUPTI_CB_DOMAIN_RUNTIME_API || d == CUPTI_CB_DOMAIN_DRIVER_API) &&
 	    collect_stacks_callback(d, id, data))
 		return; /* a launch-type call: never one of the watched trivial calls */

@@ -235,7 +235,7 @@ static int open_writers(struct collect_session *s, struct collect_output *o)
 	    .nmeta = nmeta,
 	};
 	struct cuptrace_convert_opts co = {.sz = sizeof(co),
-	                                   .driver_all = s->driver_all,
+	                                   .driver_all = s->driver_mode == CUPTRACE_DRIVER_ALL,
 	                                   .runtime_all = s->runtime_mode == CUPTRACE_RUNTIME_ALL};
 	struct cuptrace_converter *c = cuptrace_converter_new(o->sink, &info, &co);
 	if (!c)

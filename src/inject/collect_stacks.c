@@ -18,6 +18,7 @@
 #include "inject/collect_state.h"
 #include "inject/nstack.h"
 #include "inject/stacks.h"
+#include "inject/sync_watch.h"
 #include "common/log.h"
 #include "common/options.h"
 #include "convert/stackrec.h"
@@ -91,16 +92,21 @@ static int launch_like(const char *n, int runtime)
 }
 
 /* Switches the callbacks of the launch-type calls on or off in CUPTI; how many took. Under
- * toggle_lock. */
-static size_t enable_calls(int on)
+ * toggle_lock. keep_sync: the synchronizing calls' callbacks stay on when switching off (the
+ * synchronizations are timed by them, inject/sync_watch.h). */
+static size_t enable_calls(int on, int keep_sync)
 {
 	size_t n = 0;
 	for (uint32_t id = 1; id < MAX_CBID; id++) {
 		if (rt_on[id] &&
+		    !(!on && keep_sync &&
+		      cuptrace_sync_watch_is_sync_call(CUPTI_ACTIVITY_KIND_RUNTIME, id)) &&
 		    cuptiEnableCallback((uint32_t)on, stacks_sub, CUPTI_CB_DOMAIN_RUNTIME_API,
 		                        id) == CUPTI_SUCCESS)
 			n++;
 		if (drv_on[id] &&
+		    !(!on && keep_sync &&
+		      cuptrace_sync_watch_is_sync_call(CUPTI_ACTIVITY_KIND_DRIVER, id)) &&
 		    cuptiEnableCallback((uint32_t)on, stacks_sub, CUPTI_CB_DOMAIN_DRIVER_API, id) ==
 		        CUPTI_SUCCESS)
 			n++;
@@ -137,7 +143,7 @@ void collect_stacks_setup(CUpti_SubscriberHandle sub)
 		cuptrace_debug("call stacks paused (cuptrace_stacks(0)) from the start");
 		goto out;
 	}
-	size_t n = enable_calls(1);
+	size_t n = enable_calls(1, 0);
 	cuptrace_debug("call stacks at %zu kinds of API call", n);
 out:
 	pthread_mutex_unlock(&toggle_lock);
@@ -162,7 +168,7 @@ int cuptrace_collect_stacks(int on)
 		atomic_fetch_add(&stacks_pauses, 1);
 	/* Before CUPTI is attached (a window not yet opened) setup reads stacks_paused. */
 	if (stacks_sub && stacks_mode && atomic_load(&s->state) == ST_RUNNING)
-		enable_calls(on);
+		enable_calls(on, !s->sync_cupti);
 	pthread_mutex_unlock(&toggle_lock);
 	return 0;
 }

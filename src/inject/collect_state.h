@@ -170,9 +170,13 @@ struct collect_session {
 	size_t buffer_size;
 	int flush_ms;
 	int summary;
-	int injected; /* started by the CUDA driver's injection, not by the C API */
-	int driver_all;
+	int injected;     /* started by the CUDA driver's injection, not by the C API */
+	int driver_mode;  /* CUPTRACE_DRIVER_* (common/options.h) */
 	int runtime_mode; /* enum cuptrace_runtime_mode */
+	/* Synchronizations from CUPTI's SYNCHRONIZATION kind (--sync-records cupti, or the
+	 * flight recorder, whose ring holds CUPTI's buffers only), else from our callbacks
+	 * (sync_watch.h). Set at the start. */
+	int sync_cupti;
 	unsigned
 	    fault_every; /* CUPTRACE_FAULT_BUFFERS: refuse every n-th buffer request (drills) */
 	atomic_uint buffer_requests;
@@ -263,12 +267,15 @@ struct collect_session {
 extern struct collect_session *const collect_process_session;
 
 /* Whether activity kind k goes on with the others (at the start, when a window opens): all but
- * GRAPH_TRACE unless s->graph_trace, and MEMCPY2 before a second device has a context
- * (kinds.h; the flush thread switches it on then). Notes MEMCPY2 on when it does. */
+ * GRAPH_TRACE unless s->graph_trace, SYNCHRONIZATION unless s->sync_cupti, and MEMCPY2 before a
+ * second device has a context (kinds.h; the flush thread switches it on then). Notes MEMCPY2 on
+ * when it does. */
 static inline int collect_kind_wanted(struct collect_session *s, CUpti_ActivityKind k)
 {
 	if (k == CUPTI_ACTIVITY_KIND_GRAPH_TRACE)
 		return s->graph_trace;
+	if (k == CUPTI_ACTIVITY_KIND_SYNCHRONIZATION)
+		return s->sync_cupti;
 	if (!cuptrace_kind_needs_two_gpus(k))
 		return 1;
 	if (!atomic_load(&s->multi_gpu))
@@ -325,10 +332,6 @@ size_t collect_ranges_drain(struct collect_range_rec **out);
 void collect_ranges_release(struct collect_range_rec *recs, size_t n);
 /* A session begins or ended: what is pending goes, and ranges open now get no END. */
 void collect_ranges_reset(void);
-/* Writer thread: records that are not a CUPTI buffer's (collect_ranges.c's) through the
- * capture windows' filter into their windows' outputs (collect_wwriter.c). */
-void collect_wwriter_records(struct collect_session *s, const CUpti_Activity **recs,
-                             const uint32_t *sizes, size_t n);
 
 /* ---- collect_stacks.c ---- */
 /* Reads CUPTRACE_STACKS and turns on the callbacks of launch-type calls (at setup). */
@@ -398,6 +401,12 @@ void collect_window_summary(struct collect_session *s);
  * ownership of buf. */
 void collect_wwriter_buffer(struct collect_session *s, uint8_t *buf, size_t valid,
                             const CUpti_Activity **recs, const uint32_t *sizes, size_t n);
+/* Records made by cuptrace (not in a CUPTI buffer: synchronizations, sync_watch.h; ranges,
+ * collect_ranges.c) through the
+ * capture windows' filter, as a buffer's are (not the flight recorder's ring). The caller keeps
+ * the records (held ones are copied). */
+void collect_wwriter_records(struct collect_session *s, const CUpti_Activity *const *recs,
+                             const uint32_t *sizes, size_t n);
 /* Writer thread, after every pop (taken: buffers popped so far): finishes windows and does
  * dumps whose records have all arrived. */
 void collect_wwriter_poll(struct collect_session *s, uint64_t taken);

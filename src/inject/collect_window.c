@@ -30,6 +30,7 @@
 
 #include "inject/api_enable.h"
 #include "inject/collect_state.h"
+#include "inject/sync_watch.h"
 #include "inject/kinds.h"
 #include "inject/runtime_watch.h"
 #include "common/log.h"
@@ -182,10 +183,12 @@ static void kinds_on(struct collect_session *s)
 		if (r != CUPTI_SUCCESS)
 			cuptrace_debug("window: activity kind %d not enabled: %d", (int)k, (int)r);
 	}
-	int e = cuptrace_enable_api(s->driver_all, s->runtime_mode == CUPTRACE_RUNTIME_ALL,
+	int e = cuptrace_enable_api(s->driver_mode, s->runtime_mode == CUPTRACE_RUNTIME_ALL,
 	                            cuptrace_api_by_cbid());
 	if (e)
 		cuptrace_debug("window: API kinds: %d", e);
+	if (!s->sync_cupti)
+		cuptrace_sync_watch_active(1);
 	s->win.kinds_on = 1;
 	s->win.gpu_kinds_on = 1;
 }
@@ -200,6 +203,8 @@ static void kinds_off_host(struct collect_session *s)
 		if (is_api_kind(k) || k == CUPTI_ACTIVITY_KIND_OVERHEAD)
 			cuptiActivityDisable(k);
 	}
+	if (!s->sync_cupti)
+		cuptrace_sync_watch_active(0);
 	s->win.kinds_on = 0;
 }
 

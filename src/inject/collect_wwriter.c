@@ -281,11 +281,11 @@ void collect_wwriter_buffer(struct collect_session *s, uint8_t *buf, size_t vali
 		ring_keep(s, buf, valid, recs, n);
 		return;
 	}
-	collect_wwriter_records(s, recs, sizes, n);
+	collect_wwriter_records(s, (const CUpti_Activity *const *)recs, sizes, n);
 	free(buf);
 }
 
-void collect_wwriter_records(struct collect_session *s, const CUpti_Activity **recs,
+void collect_wwriter_records(struct collect_session *s, const CUpti_Activity *const *recs,
                              const uint32_t *sizes, size_t n)
 {
 	if (!s->ww.filt_ready) {
@@ -297,10 +297,9 @@ void collect_wwriter_records(struct collect_session *s, const CUpti_Activity **r
 		atomic_fetch_add(&s->records_dropped, n);
 		return;
 	}
-	cuptrace_wfilter_batch(&s->ww.filt, (const CUpti_Activity *const *)recs, sizes, n,
-	                       s->ww.verd);
+	cuptrace_wfilter_batch(&s->ww.filt, recs, sizes, n, s->ww.verd);
 	/* Sticky records went into the files already open, and are kept for later ones. */
-	dispatch(s, (const CUpti_Activity *const *)recs, sizes, s->ww.verd, n);
+	dispatch(s, recs, sizes, s->ww.verd, n);
 	dispatch_released(s);
 	for (size_t i = 0; i < n; i++)
 		if (is_sticky(recs[i]))

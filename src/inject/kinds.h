@@ -46,16 +46,25 @@ static inline int cuptrace_kind_needs_two_gpus(CUpti_ActivityKind k)
 	return k == CUPTI_ACTIVITY_KIND_MEMCPY2;
 }
 
-/* GRAPH_TRACE (one record per CUDA graph launch, and none for its nodes) is on only with
+/* Whether kind k is on by the settings. GRAPH_TRACE (one record per CUDA graph launch, and none for
+ * its nodes) is on only with
  * --cuda-graphs graph (CUPTRACE_CUDA_GRAPHS): per node, CUPTI's host work inside cudaGraphLaunch
  * made a replay of 50 kernels host-bound (H100: 55 to 82 us of host time a launch under CUPTI,
  * 24.6 untraced, against 61.5 us of GPU time), per graph it costs next to nothing (25.2 us of
  * host time; README "CUDA graphs"). */
 static inline int cuptrace_kind_by_setting(CUpti_ActivityKind k)
 {
+	struct cuptrace_setting_value v;
+	if (k == CUPTI_ACTIVITY_KIND_SYNCHRONIZATION) {
+		/* SYNCHRONIZATION only with --sync-records cupti (CUPTRACE_SYNC_RECORDS): CUPTI
+		 * pays for it on every launch, not at the synchronizations (tools/bench/README.md,
+		 * "Where CUPTI's time goes"); by default callbacks on the synchronizing calls time
+		 * them (inject/sync_watch.h). */
+		cuptrace_setting_env(CUPTRACE_SET_SYNC_RECORDS, &v);
+		return v.i == CUPTRACE_SYNC_RECORDS_CUPTI;
+	}
 	if (k != CUPTI_ACTIVITY_KIND_GRAPH_TRACE)
 		return 1;
-	struct cuptrace_setting_value v;
 	cuptrace_setting_env(CUPTRACE_SET_CUDA_GRAPHS, &v);
 	return v.i == CUPTRACE_CUDA_GRAPHS_GRAPH;
 }

@@ -88,6 +88,7 @@ class Mapping(Base):
         "compress_level": (3, "CUPTRACE_COMPRESS_LEVEL", "3"),
         "driver": ("all", "CUPTRACE_DRIVER", "all"),
         "runtime": ("watch", "CUPTRACE_RUNTIME", "watch"),
+        "sync_records": ("cupti", "CUPTRACE_SYNC_RECORDS", "cupti"),
         "cuda_graphs": ("node", "CUPTRACE_CUDA_GRAPHS", "node"),
         "stacks": ("python", "CUPTRACE_STACKS", "python"),
         "stacks_every": (4, "CUPTRACE_STACKS_EVERY", "4"),

@@ -1,8 +1,9 @@
 /* The benchmark's floor: a minimal CUPTI client, injected like cuptrace, that enables the same
  * activity kinds with the same settings and throws every buffer away. What cuptrace costs beyond
  * this is cuptrace's own overhead (README "Overhead"). The same API calls are switched off at
- * the source as in cuptrace's default (the runtime's own driver calls, trivial runtime calls);
- * CUPTRACE_RUNTIME=all and CUPTRACE_DRIVER=all keep them, as they do for cuptrace. */
+ * the source as in cuptrace's default (driver calls that do no GPU work, trivial runtime calls),
+ * and synchronizations come from the same callbacks; CUPTRACE_RUNTIME=all, CUPTRACE_DRIVER=user
+ * or all and CUPTRACE_SYNC_RECORDS=cupti change them as they do for cuptrace. */
 #include <cupti.h>
 #include <pthread.h>
 #include <signal.h>
@@ -13,6 +14,7 @@
 
 #include "inject/kinds.h"
 #include "inject/api_enable.h"
+#include "inject/sync_watch.h"
 
 static size_t buffer_size = CUPTRACE_DEFAULT_BUFFER_SIZE;
 
@@ -26,7 +28,7 @@ extern const unsigned cuptrace_driver_cbid_names_len;
  * injection, before any application thread calls cuptrace_floor_ab(). */
 static CUpti_ActivityKind init_kinds[CUPTI_ACTIVITY_KIND_COUNT];
 static size_t init_nkinds;
-static int init_api, init_api_drv_all, init_api_rt_all, init_api_by_cbid;
+static int init_api, init_api_drv_mode, init_api_rt_all, init_api_by_cbid;
 
 static void CUPTIAPI req(uint8_t **b, size_t *sz, size_t *max)
 {
@@ -216,7 +218,7 @@ __attribute__((visibility("default"))) int cuptrace_floor_ab(const char *spec)
 	/* Enabling RUNTIME or DRIVER again resets the per-call settings, so this comes after
 	 * the kinds and puts back the default's per-call filter too. */
 	if (init_api)
-		cuptrace_enable_api(init_api_drv_all, init_api_rt_all, init_api_by_cbid);
+		cuptrace_enable_api(init_api_drv_mode, init_api_rt_all, init_api_by_cbid);
 	int applied = 0;
 	for (const char *p = spec; p && *p;) {
 		const char *end = strchr(p, ',');
@@ -297,6 +299,10 @@ __attribute__((visibility("default"))) int InitializeInjection(void)
 			init_kinds[init_nkinds++] = k;
 		}
 	}
+	/* Synchronizations from callbacks, as cuptrace's default: the same callbacks on (the
+	 * records they would make are cuptrace's own work, not CUPTI's). */
+	if (!only && !cuptrace_kind_by_setting(CUPTI_ACTIVITY_KIND_SYNCHRONIZATION))
+		cuptrace_sync_watch_setup(floor_sub);
 	/* CUPTRACE_FLOOR_EXTRA_KINDS: kinds enabled besides, e.g. 51 (GRAPH_TRACE: one record per
 	 * graph launch instead of one per node), to measure what they change. */
 	const char *extra = getenv("CUPTRACE_FLOOR_EXTRA_KINDS");
@@ -309,13 +315,15 @@ __attribute__((visibility("default"))) int InitializeInjection(void)
 			cuptiActivityEnable((CUpti_ActivityKind)k);
 		e = *end == ',' ? end + 1 : end;
 	}
-	const char *drv = getenv("CUPTRACE_DRIVER"), *rt = getenv("CUPTRACE_RUNTIME");
+	const char *rt = getenv("CUPTRACE_RUNTIME");
 	init_api = api;
-	init_api_drv_all = drv && !strcmp(drv, "all");
+	struct cuptrace_setting_value dv;
+	cuptrace_setting_env(CUPTRACE_SET_DRIVER, &dv);
+	init_api_drv_mode = (int)dv.i;
 	init_api_rt_all = rt && !strcmp(rt, "all");
 	init_api_by_cbid = cuptrace_api_by_cbid();
 	if (api)
-		cuptrace_enable_api(init_api_drv_all, init_api_rt_all, init_api_by_cbid);
+		cuptrace_enable_api(init_api_drv_mode, init_api_rt_all, init_api_by_cbid);
 	if (api && only && !has_kind(only, CUPTI_ACTIVITY_KIND_DRIVER))
 		cuptiActivityDisable(CUPTI_ACTIVITY_KIND_DRIVER);
 	if (api && only && !has_kind(only, CUPTI_ACTIVITY_KIND_RUNTIME))

@@ -48,6 +48,13 @@ static int convert_parse(struct convert_args *a, int argc, char **argv)
 		case 'd':
 			if (cmd_setting("convert", CUPTRACE_SET_DRIVER, optarg, &v))
 				return EXIT_USAGE;
+			/* Which calls were recorded was decided when recording: a capture holds
+			 * the calls its --driver kept, and convert keeps them. */
+			if (v.i == CUPTRACE_DRIVER_WORK) {
+				fprintf(stderr, "cuptrace convert: --driver takes user or all "
+				                "(work applies to record)\n");
+				return EXIT_USAGE;
+			}
 			if (v.i == CUPTRACE_DRIVER_ALL)
 				a->flags |= CUPTRACE_READ_DRIVER_ALL;
 			break;

@@ -42,8 +42,16 @@ const struct cli_option cli_options[] = {
      "1 (least CPU; about 9% larger) to 12 (smallest);\n"
      "default 5"},
     {"driver", 0, CLI_ARG_REQUIRED, "MODE", T(RECORD), 'd', NULL,
-     "user (default): driver calls the program makes itself;\n"
-     "all: also the CUDA runtime's own driver calls"},
+     "work (default): the driver calls that make, order or\n"
+     "wait for GPU work (launches, copies, memsets,\n"
+     "allocations, events, stream waits, synchronizations,\n"
+     "module loads); user: every call the program makes\n"
+     "itself (getters, context calls too); all: also the\n"
+     "CUDA runtime's own driver calls"},
+    {"sync-records", 0, CLI_ARG_REQUIRED, "FROM", T(RECORD), W(SYNC_RECORDS), NULL,
+     "callback (default): synchronizations timed by callbacks\n"
+     "on the calls that synchronize; cupti: CUPTI's\n"
+     "synchronization records (paid on every launch)"},
     {"runtime", 0, CLI_ARG_REQUIRED, "MODE", T(RECORD), 'R', NULL,
      "filtered (default): trivial runtime calls\n"
      "(cudaGetDevice, cudaGetLastError, ...) left out at the\n"

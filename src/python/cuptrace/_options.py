@@ -94,6 +94,7 @@ OPTIONS: Dict[str, Tuple[str, Callable[[str, Any], str]]] = {
     "compress_level": ("CUPTRACE_COMPRESS_LEVEL", _number),
     "driver": ("CUPTRACE_DRIVER", _text),
     "runtime": ("CUPTRACE_RUNTIME", _text),
+    "sync_records": ("CUPTRACE_SYNC_RECORDS", _text),
     "cuda_graphs": ("CUPTRACE_CUDA_GRAPHS", _text),
     "stacks": ("CUPTRACE_STACKS", _text),
     "stacks_every": ("CUPTRACE_STACKS_EVERY", _number),
