@@ -19,7 +19,7 @@ tmp=$(mktemp -d "${CUPTRACE_TMP:-/tmp}/gpuanalyze.XXXXXX")
 n=0
 fail=0
 cat >"$tmp/loop.py" <<'PY'
-import sys, torch
+import sys, time, torch
 case = sys.argv[1]
 # GPU-bound on purpose (a batch of 8192 through 4096-wide layers: milliseconds of GPU work per
 # step, far more than the host's launches): severity is judged against the steady state, where
@@ -49,10 +49,12 @@ for step in range(120 if case == "clean" else 30):
             del buf
             torch.cuda.empty_cache()
         if case == "item":
-            # A short step: with the full batch (about 23 ms of GEMMs a step on an H200) the
-            # drain after each .item() was 1.7% of the step, rightly not severe; on a step of a
-            # few ms the same drain is the planted problem.
-            x = x[:256]
+            # As in tests/gpu/planted.py: a step of a few ms, and 0.7 ms of batch collation on
+            # the host that a loop without the sync hides behind the GPU's work. On the full
+            # batch (23 ms of GEMMs a step on an H200) and no host work, the drain after each
+            # .item() was 1.7% of the step (0.11 ms on a 2.3 ms step: 4.5%), rightly not severe.
+            x = x[:2048]
+            time.sleep(0.0007)
         loss = m(x).square().mean()
         opt.zero_grad(); loss.backward(); opt.step()
         if case == "item":

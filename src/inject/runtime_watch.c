@@ -73,7 +73,10 @@ static void keep(CUpti_CallbackId cbid, const CUpti_CallbackData *d, uint64_t st
 
 void cuptrace_runtime_watch_callback(CUpti_CallbackId cbid, const CUpti_CallbackData *d)
 {
-	if (!d || cbid >= MAX_CBID)
+	/* Only the trivial calls this watch enabled: the subscriber also gets the synchronizing
+	 * calls (sync_watch.c), which have their own API records and must not be counted here or
+	 * kept a second time (nor have their start in correlationData overwritten). */
+	if (!d || cbid >= MAX_CBID || !cuptrace_runtime_cbid_is_trivial(cbid))
 		return;
 	/* correlationData carries the start from the ENTER to the EXIT callback of one call. */
 	if (d->callbackSite == CUPTI_API_ENTER) {
