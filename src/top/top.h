@@ -67,7 +67,8 @@ struct top_proc {
 	uint64_t dropped_cupti, dropped_cuptrace;
 	int ended; /* its trace is complete */
 	struct top_stat kern_cur, kern_last, kern_tot, api_cur, api_last, api_tot;
-	int64_t busy_last, win_last;
+	int64_t busy_last, win_last; /* busy summed over its GPUs; the window */
+	uint32_t ngpus;              /* its GPUs (busy_pct: busy / (window x GPUs)) */
 };
 
 struct top_copy {

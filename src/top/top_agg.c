@@ -467,6 +467,7 @@ int cuptrace_top_tick(struct cuptrace_top *t, int64_t dt_ns)
 		struct top_proc *p = &t->procs[i];
 		int64_t w0 = p->win_start, w1 = p->have_window ? p->frontier : w0;
 		p->busy_last = 0;
+		p->ngpus = 0;
 		p->win_last = w1 > w0 ? w1 - w0 : 0;
 		for (size_t j = 0; j < t->ngpus; j++) {
 			struct top_gpu *g = &t->gpus[j];
@@ -480,6 +481,7 @@ int cuptrace_top_tick(struct cuptrace_top *t, int64_t dt_ns)
 			g->busy_tot = sat_add(g->busy_tot, busy);
 			g->win_tot = sat_add(g->win_tot, g->win_last);
 			p->busy_last = sat_add(p->busy_last, busy);
+			p->ngpus++;
 			stat_roll(&g->kern_cur, &g->kern_last, &g->kern_tot);
 		}
 		if (w1 > w0)

@@ -93,7 +93,7 @@ int cuptrace_top_json(const struct cuptrace_top *t, FILE *f, double t_s)
 		stat_fields(w, "kernels", "kernel_ns", &p->kern_last);
 		stat_fields(w, "api_calls", "api_ns", &p->api_last);
 		cuptrace_json_name(w, "busy_pct");
-		cuptrace_json_double(w, pct(p->busy_last, p->win_last));
+		cuptrace_json_double(w, pct(p->busy_last, p->win_last * (int64_t)p->ngpus));
 		cuptrace_json_end_object(w);
 	}
 	cuptrace_json_end_array(w);
