@@ -4,7 +4,8 @@
 # computation: stats' own sink): the per-kernel calls and times summed over every interval of
 # --json equal stats' names of category kernel; the API calls likewise; the last interval's
 # totals equal the sums. --once's text fits 80 columns; a tmux pane of 80x24 shows the screen
-# with the kernel stats names first (skipped without tmux). Usage errors last.
+# with the kernel stats names first (skipped without tmux); a capture written while top
+# watches, through the CLI's live path. Usage errors last.
 set -u
 ct=$CUPTRACE_BIN
 if ! command -v python3 >/dev/null 2>&1; then
@@ -114,6 +115,49 @@ if command -v tmux >/dev/null 2>&1; then
 else
 	echo "SKIP (part): tmux not installed: the 80x24 pane is not checked"
 fi
+# The live path without a GPU: `top --no-check -- PROGRAM` runs record, whose program here is
+# a stand-in that writes a real capture to the file record names ($CUPTRACE_OUTPUT) a sixth at
+# a time (items cut anywhere) and exits 3. top tails it through the CLI: the kernels summed over
+# its intervals equal stats of the capture, the process ends, top exits with the status 3.
+cat >"$tmp/writer.sh" <<'SH'
+#!/bin/sh
+size=$(wc -c <"$1")
+chunk=$((size / 6 + 1))
+i=0
+while [ $((i * chunk)) -lt "$size" ]; do
+	dd if="$1" bs=$chunk skip=$i count=1 2>/dev/null >>"$CUPTRACE_OUTPUT"
+	i=$((i + 1))
+	sleep 0.2
+done
+exit 3
+SH
+chmod +x "$tmp/writer.sh"
+for name in multi_stream.cupti steps_base.cupti; do
+	TMPDIR=$tmp "$ct" top --no-check --interval 0.1 --json -- "$tmp/writer.sh" "$CUPTRACE_TEST_DATA/$name" \
+		>"$tmp/live.jsonl" 2>"$tmp/live.err"
+	rc=$?
+	if [ $rc != 3 ] || ! grep -q "ended (status 3)" "$tmp/live.err"; then
+		bad "live $name: exit $rc (want 3, the program's):"; cat "$tmp/live.err"; continue
+	fi
+	if python3 - "$tmp/$name.stats" "$tmp/live.jsonl" <<'PY'; then ok; else bad "live $name"; fi
+import json, sys
+st = json.load(open(sys.argv[1]))
+objs = [json.loads(l) for l in open(sys.argv[2])]
+want = {}
+for n in st["names"]:
+    if n["category"] == "kernel":
+        want[n["name"]] = (n["count"], n["total_ns"])
+got = {}
+for o in objs:
+    for r in o["kernels"]:
+        c, s = got.get(r["name"], (0, 0))
+        got[r["name"]] = (c + r["calls"], s + r["ns"])
+ended = objs and all(p["ended"] for p in objs[-1]["procs"]) and objs[-1]["procs"]
+if got != want or not ended or len(objs) < 3:
+    print(f"{len(objs)} intervals, ended {ended}, kernels {sorted(got.items())[:3]} want {sorted(want.items())[:3]}")
+    sys.exit(1)
+PY
+done
 expect 2 "needs a command" "$ct" top
 expect 2 "iterations" "$ct" top --iterations 0 --replay "$t"
 expect 2 "interval" "$ct" top --interval x --replay "$t"

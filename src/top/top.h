@@ -8,9 +8,9 @@
  * Definitions (README of src/top):
  *  - GPU work and its busy time are stats' (stats/busy.h: kernels, copies, memsets, the union
  *    of their intervals). An interval's busy % is that union clipped to the interval's window
- *    of trace time, [end of the previous window, the latest end of any event of the process
- *    so far), over the window's length. Work that reaches top after its window was shown
- *    counts in kernels and times, not in busy %.
+ *    of trace time, [end of the previous window, the latest end of the process's GPU work so
+ *    far (a replay: its clock)), over the window's length. Work that reaches top after its
+ *    window was shown counts in kernels and times, not in busy %.
  *  - kernels: slices of category "kernel" on a GPU's tracks, by name (as stats counts them);
  *    API calls: cuda_runtime and cuda_driver slices, by name; NCCL: kernels whose name starts
  *    with "nccl", by collective (the word after ncclDevKernel_ / ncclKernel_); copies: memcpy

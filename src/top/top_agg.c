@@ -204,7 +204,10 @@ static struct top_proc *proc_of(struct top_sink *s)
 	return s->proc < 0 ? NULL : &s->t->procs[s->proc];
 }
 
-/* The process's clock: its frontier, and where its first window starts. */
+/* The process's clock: its frontier, and where its first window starts. Only GPU work moves
+ * it: the converter draws GPU work once its watermark (3 s of trace time behind the latest
+ * record) passes it, while other events come sooner; a frontier they moved would close windows
+ * before their GPU work arrived. */
 static void note_time(struct top_proc *p, int64_t ts, int64_t end)
 {
 	if (!p)
@@ -278,7 +281,6 @@ static int tk_slice(struct cuptrace_sink *sk, const struct cuptrace_slice *e)
 		return t->err;
 	int64_t dur = e->dur < 0 ? 0 : e->dur;
 	struct top_proc *p = proc_of(s);
-	note_time(p, e->ts, sat_add(e->ts, dur));
 	struct trk *k = find_trk(s, e->track_uuid);
 	const char *cat = e->category ? e->category : "";
 	const char *name = e->name ? e->name : "";
@@ -291,6 +293,7 @@ static int tk_slice(struct cuptrace_sink *sk, const struct cuptrace_slice *e)
 	if (k->kind == TK_STREAM) {
 		struct top_gpu *g = &t->gpus[k->gpu];
 		if (cuptrace_busy_is_work(cat)) {
+			note_time(p, e->ts, sat_add(e->ts, dur));
 			if (gpu_work(t, g, e, dur))
 				return t->err;
 			stat_add(&t->streams.v[k->stream].cur, dur);
@@ -340,7 +343,6 @@ static int tk_slice(struct cuptrace_sink *sk, const struct cuptrace_slice *e)
 static int tk_instant(struct cuptrace_sink *sk, const struct cuptrace_instant *e)
 {
 	struct top_sink *s = to_sink(sk);
-	note_time(proc_of(s), e->ts, e->ts);
 	if (is_step(e->name))
 		stat_add(&s->t->step_cur, 0);
 	return s->t->err;
@@ -350,7 +352,6 @@ static int tk_counter(struct cuptrace_sink *sk, const struct cuptrace_counter *e
 {
 	struct top_sink *s = to_sink(sk);
 	struct trk *k = find_trk(s, e->track_uuid);
-	note_time(proc_of(s), e->ts, e->ts);
 	if (k && k->kind == TK_MEM) {
 		struct top_gpu *g = &s->t->gpus[k->gpu];
 		int64_t v = e->is_double ? (int64_t)e->d : e->i;

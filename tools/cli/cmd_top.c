@@ -29,6 +29,7 @@
 
 struct top_opts {
 	int once, json;
+	int no_check;    /* record --no-check */
 	long iterations; /* 0: until the end (or q) */
 	double interval; /* seconds */
 	double speed;    /* replay: trace seconds per wall second; 0: as fast as possible */
@@ -76,6 +77,9 @@ static int top_parse(struct top_opts *o, int argc, char **argv)
 			break;
 		case 'j':
 			o->json = 1;
+			break;
+		case 'N':
+			o->no_check = 1;
 			break;
 		case 'n':
 			o->iterations = strtol(optarg, &end, 10);
@@ -139,7 +143,7 @@ struct run {
 
 /* Starts `cuptrace record --format cupti` of argv in a private directory; its output and the
  * program's go to a log file there (the screen is top's). */
-static int run_start(struct run *r, char **argv)
+static int run_start(struct run *r, char **argv, int no_check)
 {
 	const char *tdir = getenv("TMPDIR");
 	snprintf(r->dir, sizeof(r->dir), "%s/cuptrace-top-XXXXXX", tdir && *tdir ? tdir : "/tmp");
@@ -171,6 +175,8 @@ static int run_start(struct run *r, char **argv)
 	av[k++] = "200"; /* records reach the file within a refresh */
 	av[k++] = "-o";
 	av[k++] = out;
+	if (no_check)
+		av[k++] = "--no-check";
 	av[k++] = "--";
 	for (size_t i = 0; i < argc; i++)
 		av[k++] = argv[i];
@@ -383,7 +389,7 @@ int cmd_top(int argc, char **argv)
 		snprintf(source, sizeof(source), "replay %s%s", o.replay[0],
 		         o.nreplay > 1 ? " ..." : "");
 	else {
-		if ((e = run_start(&run, argv + optind)) >= 0) {
+		if ((e = run_start(&run, argv + optind, o.no_check)) >= 0) {
 			cuptrace_top_free(&t);
 			return e;
 		}

@@ -84,7 +84,8 @@ const struct cli_option cli_options[] = {
     {"flush-ms", 0, CLI_ARG_REQUIRED, "N", T(RECORD), 'F', NULL,
      "write records at least this often (default 1000)"},
     {"no-summary", 0, CLI_ARG_NONE, NULL, T(RECORD), 'S', NULL, "no end-of-run summary on stderr"},
-    {"no-check", 0, CLI_ARG_NONE, NULL, T(RECORD), 'N', NULL, "skip the check for a CUDA device"},
+    {"no-check", 0, CLI_ARG_NONE, NULL, T(RECORD) | T(TOP), 'N', NULL,
+     "skip the check for a CUDA device"},
     {"gpu-metrics", 0, CLI_ARG_OPTIONAL, "LIST", T(RECORD), 'G', NULL,
      "sample GPU hardware metrics (SM, tensor, DRAM, PCIe,\n"
      "NVLink) as counter tracks under each GPU; LIST: CUPTI\n"
