@@ -17,6 +17,7 @@
 #      why        (cuptrace analyze)             may use stats, names
 #      rewrite    (cuptrace share)               uses no analysis
 #      symbolize  (native frames, libdw)         uses no analysis
+#      top        (cuptrace top's aggregator)    may use stats
 #    So stats never uses why, merge or compare; merge never uses why; rewrite and symbolize only
 #    what is below the analyses (format, read, common).
 # Builds each graph "A uses a symbol defined in B", prints it, and fails naming a cycle if there
@@ -112,7 +113,7 @@ check_graph() { # title edges-file nodes-file
 # collect_state.c, gpumetrics_state.c).
 sh "$CUPTRACE_SRC/tools/scripts/check_layers.sh" "$CUPTRACE_BUILD_DIR" src/inject src/window src/control \
 	src/preload src/format src/convert src/read src/output src/common src/names src/stats \
-	src/lines src/compare src/merge src/why src/rewrite src/symbolize
+	src/lines src/compare src/merge src/why src/rewrite src/symbolize src/top
 case $? in
 0) ;;
 1) fail=1 ;;
@@ -126,13 +127,14 @@ if ! sh "$CUPTRACE_SRC/tools/scripts/check_layers.sh" "$CUPTRACE_BUILD_DIR" src/
 fi
 
 # The analyses' folders, and which of them each may use (the header says why).
-analyses="names stats lines compare merge why rewrite symbolize"
+analyses="names stats lines compare merge why rewrite symbolize top"
 may_use() { # folder: the analyses it may use
 	case $1 in
 	lines) echo stats ;;
 	compare) echo stats lines names ;;
 	merge) echo stats ;;
 	why) echo stats names ;;
+	top) echo stats ;;
 	*) echo ;;
 	esac
 }

@@ -280,7 +280,43 @@ struct cuptrace_capture_reader {
 	const char *path;
 	size_t bad_at;        /* the corrupt item's offset (see corrupt) */
 	const char *bad_what; /* ... and what is wrong with it */
+	/* Tailing (cuptrace_capture_tail_open): data holds only what is not replayed yet, so
+	 * strings are kept apart, each a malloc'd copy (the map's values then point at them;
+	 * every copy lives until close, as a replaced text may still be referenced). */
+	int tail, fd, hdr_ok, ended;
+	size_t cap;
+	char **own;
+	size_t nown, owncap;
 };
+
+/* The header of r->data (r->len >= 16 or not a capture): 0, or -1 with errno EINVAL after a
+ * message. */
+static int check_header(struct cuptrace_capture_reader *r)
+{
+	const char *path = r->path;
+	if (r->len < 16 || memcmp(r->data, CAP_MAGIC, 8)) {
+		cuptrace_err("%s: not a cuptrace capture (bad magic)", path);
+		errno = EINVAL;
+		return -1;
+	}
+	uint32_t ver;
+	memcpy(&ver, r->data + 8, 4);
+	memcpy(&r->cupti_version, r->data + 12, 4);
+	if (ver != CAP_VERSION) {
+		cuptrace_err("%s: capture format version %u, this cuptrace reads version %u", path,
+		             ver, CAP_VERSION);
+		errno = EINVAL;
+		return -1;
+	}
+	/* Record structs are read with this build's CUPTI headers: same major.minor only. */
+	if (r->cupti_version / 100 != CUPTI_API_VERSION / 100) {
+		cuptrace_err("%s: captured with CUPTI API %u, this cuptrace was built for %u", path,
+		             r->cupti_version, CUPTI_API_VERSION);
+		errno = EINVAL;
+		return -1;
+	}
+	return 0;
+}
 
 struct cuptrace_capture_reader *cuptrace_capture_reader_open(const char *path)
 {
@@ -308,27 +344,8 @@ struct cuptrace_capture_reader *cuptrace_capture_reader_open(const char *path)
 			break;
 		r->len += (size_t)n;
 	}
-	if (r->len < 16 || memcmp(r->data, CAP_MAGIC, 8)) {
-		cuptrace_err("%s: not a cuptrace capture (bad magic)", path);
-		errno = EINVAL;
+	if (check_header(r))
 		goto fail;
-	}
-	uint32_t ver;
-	memcpy(&ver, r->data + 8, 4);
-	memcpy(&r->cupti_version, r->data + 12, 4);
-	if (ver != CAP_VERSION) {
-		cuptrace_err("%s: capture format version %u, this cuptrace reads version %u", path,
-		             ver, CAP_VERSION);
-		errno = EINVAL;
-		goto fail;
-	}
-	/* Record structs are read with this build's CUPTI headers: same major.minor only. */
-	if (r->cupti_version / 100 != CUPTI_API_VERSION / 100) {
-		cuptrace_err("%s: captured with CUPTI API %u, this cuptrace was built for %u", path,
-		             r->cupti_version, CUPTI_API_VERSION);
-		errno = EINVAL;
-		goto fail;
-	}
 	cuptrace_u64map_init(&r->strings);
 	close(fd);
 	return r;
@@ -421,11 +438,13 @@ static int replay_gpu_metrics(struct cuptrace_capture_reader *r, const uint8_t *
 	return ops->gpu_metrics ? ops->gpu_metrics(ops->ctx, &cfg) : 0;
 }
 
+/* Replays the items of r->data from off; *cut_at: where a cut item starts (or where the items
+ * stop without END), 0 after END; *stop: the offset after the last whole item replayed. */
 static int replay_items(struct cuptrace_capture_reader *r, const struct cuptrace_capture_ops *ops,
-                        uint64_t *cut_at)
+                        size_t off, uint64_t *cut_at, size_t *stop)
 {
-	size_t off = 16;
 	*cut_at = 0;
+	*stop = off;
 	int ended = 0;
 	while (off < r->len) {
 		if (r->len - off < 16) {
@@ -465,7 +484,21 @@ static int replay_items(struct cuptrace_capture_reader *r, const struct cuptrace
 			uint64_t *slot = cuptrace_u64map_put(&r->strings, ptr, NULL);
 			if (!slot)
 				return -ENOMEM;
-			*slot = (uint64_t)(p + 8 - r->data);
+			if (r->tail) {
+				char *copy = strdup((const char *)p + 8);
+				char **own = copy ? cuptrace_grow(r->own, &r->owncap, r->nown + 1,
+				                                  sizeof(*own))
+				                  : NULL;
+				if (!own) {
+					free(copy);
+					return -ENOMEM;
+				}
+				r->own = own;
+				r->own[r->nown++] = copy;
+				*slot = (uint64_t)(uintptr_t)copy;
+			} else {
+				*slot = (uint64_t)(p + 8 - r->data);
+			}
 			break;
 		}
 		case CUPTRACE_CAP_THREAD: {
@@ -526,9 +559,11 @@ static int replay_items(struct cuptrace_capture_reader *r, const struct cuptrace
 		if (ret)
 			return ret;
 		off += 16 + padded;
+		*stop = off;
 		if (ended)
 			break;
 	}
+	r->ended |= ended;
 	if (!ended && !*cut_at)
 		*cut_at = off; /* whole items, but not the one that ends a capture */
 	return 0;
@@ -544,7 +579,8 @@ int cuptrace_capture_replay(struct cuptrace_capture_reader *r,
                             const char **corrupt_what)
 {
 	*corrupt_what = NULL;
-	int ret = replay_items(r, ops, cut_at);
+	size_t stop;
+	int ret = replay_items(r, ops, 16, cut_at, &stop);
 	if (ret != -EBADMSG)
 		return ret;
 	*cut_at = r->bad_at;
@@ -558,7 +594,9 @@ const char *cuptrace_capture_resolve(void *reader, const char *ptr)
 	if (!ptr)
 		return NULL;
 	uint64_t *v = cuptrace_u64map_get(&r->strings, (uint64_t)(uintptr_t)ptr);
-	return v ? (const char *)r->data + *v : NULL;
+	if (!v)
+		return NULL;
+	return r->tail ? (const char *)(uintptr_t)*v : (const char *)r->data + *v;
 }
 
 uint32_t cuptrace_capture_cupti_version(const struct cuptrace_capture_reader *r)
@@ -571,6 +609,79 @@ void cuptrace_capture_reader_close(struct cuptrace_capture_reader *r)
 	if (!r)
 		return;
 	cuptrace_u64map_free(&r->strings);
+	for (size_t i = 0; i < r->nown; i++)
+		free(r->own[i]);
+	free(r->own);
+	if (r->tail && r->fd >= 0)
+		close(r->fd);
 	free(r->data);
 	free(r);
+}
+
+struct cuptrace_capture_reader *cuptrace_capture_tail_open(const char *path)
+{
+	struct cuptrace_capture_reader *r = calloc(1, sizeof(*r));
+	if (!r) {
+		errno = ENOMEM;
+		return NULL;
+	}
+	r->fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (r->fd < 0) {
+		free(r);
+		return NULL;
+	}
+	r->tail = 1;
+	r->path = path;
+	cuptrace_u64map_init(&r->strings);
+	return r;
+}
+
+int cuptrace_capture_tail_poll(struct cuptrace_capture_reader *r,
+                               const struct cuptrace_capture_ops *ops, int *ended,
+                               const char **corrupt_what)
+{
+	*corrupt_what = NULL;
+	*ended = r->ended;
+	if (r->ended)
+		return 0;
+	for (;;) {
+		if (r->cap - r->len < 65536) {
+			size_t ncap = r->cap ? r->cap * 2 : 1u << 20;
+			uint8_t *d = realloc(r->data, ncap);
+			if (!d)
+				return -ENOMEM;
+			r->data = d;
+			r->cap = ncap;
+		}
+		ssize_t n = read(r->fd, r->data + r->len, r->cap - r->len);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			return -errno;
+		if (n == 0)
+			break;
+		r->len += (size_t)n;
+	}
+	size_t off = 0;
+	if (!r->hdr_ok) {
+		if (r->len < 16)
+			return 0; /* the writer has not written its header yet */
+		if (check_header(r))
+			return -EINVAL;
+		r->hdr_ok = 1;
+		off = 16;
+	}
+	uint64_t cut_at;
+	size_t stop;
+	int ret = replay_items(r, ops, off, &cut_at, &stop);
+	if (ret == -EBADMSG) {
+		*corrupt_what = r->bad_what;
+		return ret;
+	}
+	/* What was replayed goes: the rest (an item being written) moves to the start, where
+	 * it keeps the 8-byte alignment the payloads need (items are 8-padded). */
+	memmove(r->data, r->data + stop, r->len - stop);
+	r->len -= stop;
+	*ended = r->ended;
+	return ret;
 }

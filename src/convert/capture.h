@@ -83,4 +83,19 @@ const char *cuptrace_capture_resolve(void *reader, const char *ptr);
 uint32_t cuptrace_capture_cupti_version(const struct cuptrace_capture_reader *r);
 void cuptrace_capture_reader_close(struct cuptrace_capture_reader *r);
 
+/* Tailing a capture that is still being written (cuptrace top): the reader keeps the file open
+ * and each poll replays the items appended since the last one, stopping before an item that is
+ * not whole yet (the writer flushes whole buffers, not whole items) and resuming there next
+ * time. Memory: only the unreplayed tail and the strings are kept, not the file. The file may be
+ * renamed while tailed (a partial file put in place). Opens path (it may be empty so far): NULL
+ * and errno on failure. Close with cuptrace_capture_reader_close; resolve strings with
+ * cuptrace_capture_resolve as for a whole file. */
+struct cuptrace_capture_reader *cuptrace_capture_tail_open(const char *path);
+/* Replays what was appended. *ended: the END item was read (the writer finished; later polls
+ * replay nothing). Returns 0, the first non-zero callback result, -EINVAL (not a capture: a
+ * message is logged) or -EBADMSG with *corrupt_what saying what is wrong. */
+int cuptrace_capture_tail_poll(struct cuptrace_capture_reader *r,
+                               const struct cuptrace_capture_ops *ops, int *ended,
+                               const char **corrupt_what);
+
 #endif

@@ -15,6 +15,7 @@ int cmd_share(int argc, char **argv);
 int cmd_trigger(int argc, char **argv);
 int cmd_analyze(int argc, char **argv);
 int cmd_symbolize(int argc, char **argv);
+int cmd_top(int argc, char **argv);
 
 /* record: puts in place the traces that processes of the run left unfinished in their partial
  * files (noted in run_dir, the run's CUPTRACE_CLAIMS), one line on stderr each; an unfinished

@@ -92,7 +92,8 @@ const struct cli_option cli_options[] = {
     {"flush-ms", 0, CLI_ARG_REQUIRED, "N", T(RECORD), 'F', NULL,
      "write records at least this often (default 1000)"},
     {"no-summary", 0, CLI_ARG_NONE, NULL, T(RECORD), 'S', NULL, "no end-of-run summary on stderr"},
-    {"no-check", 0, CLI_ARG_NONE, NULL, T(RECORD), 'N', NULL, "skip the check for a CUDA device"},
+    {"no-check", 0, CLI_ARG_NONE, NULL, T(RECORD) | T(TOP), 'N', NULL,
+     "skip the check for a CUDA device"},
     {"gpu-metrics", 0, CLI_ARG_OPTIONAL, "LIST", T(RECORD), 'G', NULL,
      "sample GPU hardware metrics (SM, tensor, DRAM, PCIe,\n"
      "NVLink) as counter tracks under each GPU; LIST: CUPTI\n"
@@ -251,6 +252,23 @@ const struct cli_option cli_options[] = {
      "also CUPTRACE_SYMBOL_PATH, a colon list): DIR/.build-id/\n"
      "xx/rest[.debug], DIR/<module's name>, DIR/<debuglink>"},
 
+    /* top */
+    {"once", 0, CLI_ARG_NONE, NULL, T(TOP), '1', NULL,
+     "one refresh (after one interval), then exit"},
+    {"iterations", 0, CLI_ARG_REQUIRED, "N", T(TOP), 'n', NULL, "N refreshes, then exit"},
+    {"interval", 0, CLI_ARG_REQUIRED, "S", T(TOP), 'i', NULL,
+     "seconds between refreshes (default 1; 0.5, 500ms)"},
+    {"json", 'j', CLI_ARG_NONE, NULL, T(TOP), 'j', NULL,
+     "one JSON object per interval, one a line (keys:\n"
+     "src/top/README.md)"},
+    {"replay", 0, CLI_ARG_REQUIRED, "CAPTURE", T(TOP), 'r', NULL,
+     "show a .cupti capture by its own clock instead of a\n"
+     "running program (repeatable: processes side by side)"},
+    {"speed", 0, CLI_ARG_REQUIRED, "X", T(TOP), 's', NULL,
+     "--replay: X trace seconds a second (default 1); max:\n"
+     "as fast as it goes (each interval still one trace\n"
+     "interval)"},
+
     /* trigger */
     {"duration", 0, CLI_ARG_REQUIRED, "T", T(TRIGGER), 'd', NULL,
      "the window lasts T (500ms, 2s, 1m); the command returns\n"
@@ -402,6 +420,21 @@ const struct cli_command cli_commands[CLI_NCMDS] = {
                        "(format from its extension, as convert; '-' is standard output) with the\n"
                        "native frames of its call stacks symbolized. OUTPUT must not be INPUT.",
                        EXITS_FILE, 0},
+    [CLI_TOP] = {"top", cmd_top,
+                 "watch a program's GPUs live: busy, kernels, API calls, copies, memory",
+                 "cuptrace top [options] -- command [args...]\n"
+                 "cuptrace top [options] --replay CAPTURE...",
+                 "Runs the command traced (as 'record --format cupti', into a private\n"
+                 "directory) and shows every interval: per GPU busy % (the union of kernels,\n"
+                 "copies and memsets) and memory, kernels/s, the top kernels by GPU time, the\n"
+                 "top API calls by host time, copies, NCCL time, steps, dropped records.\n"
+                 "Keys: k a s r n (views), o (sort), p (pause), q (quit: the program goes\n"
+                 "on). Plain text when stdout is not a terminal.",
+                 "N  the command's exit status when it ended while watched\n"
+                 "0  done (replay, or quit while the command goes on)\n"
+                 "1  failed (a capture unreadable, the command not started)\n"
+                 "2  bad usage (an option, its value, the arguments)",
+                 1},
     [CLI_SHARE] =
         {"share", cmd_share,
          "a copy safe to attach to a public bug report: no host, user, paths; "

@@ -22,6 +22,7 @@ enum cli_cmd {
 	CLI_ANALYZE,
 	CLI_SYMBOLIZE,
 	CLI_SHARE,
+	CLI_TOP,
 	CLI_NCMDS
 };
 

@@ -1,0 +1,464 @@
+/* Where cuptrace top's events come from: a capture being written (tailed: each poll converts
+ * what was appended), or a whole capture replayed by trace time (the events kept in memory,
+ * handed out as the replay's clock passes their end). Both go through the converter into an
+ * aggregator sink (top.h). Threading: the command's one thread. */
+#include "top/source.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/util.h"
+#include "convert/capture.h"
+#include "convert/convert.h"
+
+struct top_source {
+	struct cuptrace_top *t;
+	struct cuptrace_capture_reader *r;
+	struct cuptrace_converter *conv;
+	struct cuptrace_sink *sink; /* the aggregator's, or the store's while loading a replay */
+	struct cuptrace_sink *top;  /* the aggregator's sink */
+	char *keys[64], *vals[64];
+	size_t nmeta;
+	int ended, finished;
+	char *path;
+	/* Replay: the events, sorted by end. */
+	struct ev *ev;
+	size_t nev, evcap, next;
+	struct cuptrace_strtab strs;
+	int64_t t0, tend;
+};
+
+/* ---- the converter over capture items (as read/read.c does for a whole file) ---- */
+
+static const char *meta_get(struct top_source *s, const char *k, const char *def)
+{
+	for (size_t i = 0; i < s->nmeta; i++)
+		if (!strcmp(s->keys[i], k))
+			return s->vals[i];
+	return def;
+}
+
+static int start_conv(struct top_source *s)
+{
+	if (s->conv)
+		return 0;
+	struct cuptrace_meta m[64];
+	for (size_t i = 0; i < s->nmeta; i++)
+		m[i] = (struct cuptrace_meta){.key = s->keys[i], .s = s->vals[i]};
+	struct cuptrace_trace_info info = {
+	    .pid = (int32_t)atoi(meta_get(s, "pid", "1")),
+	    .process_name = meta_get(s, "process_name", "process"),
+	    .hostname = meta_get(s, "hostname", "?"),
+	    .start_realtime_ns = strtoll(meta_get(s, "start_realtime_ns", "0"), NULL, 10),
+	    .start_boottime_ns = strtoll(meta_get(s, "start_boottime_ns", "0"), NULL, 10),
+	    .meta = m,
+	    .nmeta = s->nmeta,
+	};
+	struct cuptrace_convert_opts o = {.sz = sizeof(o)};
+	s->conv = cuptrace_converter_new(s->sink, &info, &o);
+	if (!s->conv)
+		return -ENOMEM;
+	cuptrace_converter_set_resolver(s->conv, cuptrace_capture_resolve, s->r);
+	return 0;
+}
+
+static int c_meta(void *ctx, const char *k, const char *v)
+{
+	struct top_source *s = ctx;
+	if (s->conv) {
+		cuptrace_converter_meta(s->conv, k, v);
+		return 0;
+	}
+	if (s->nmeta == 64)
+		return 0;
+	char *key = strdup(k), *val = strdup(v);
+	if (!key || !val) {
+		free(key);
+		free(val);
+		return -ENOMEM;
+	}
+	s->keys[s->nmeta] = key;
+	s->vals[s->nmeta++] = val;
+	return 0;
+}
+
+static int c_thread(void *ctx, int64_t tid, const char *name)
+{
+	struct top_source *s = ctx;
+	int r = start_conv(s);
+	return r ? r : cuptrace_converter_thread_name(s->conv, tid, name);
+}
+
+static int c_records(void *ctx, const CUpti_Activity *const *recs, size_t n)
+{
+	struct top_source *s = ctx;
+	int r = start_conv(s);
+	return r ? r : cuptrace_converter_add(s->conv, recs, n);
+}
+
+static int c_startend(void *ctx, const uint64_t *ids, size_t n)
+{
+	struct top_source *s = ctx;
+	int r = start_conv(s);
+	return r ? r : cuptrace_converter_nvtx_startend(s->conv, ids, n);
+}
+
+static int c_dropped(void *ctx, uint64_t a, uint64_t b)
+{
+	struct top_source *s = ctx;
+	int r = start_conv(s);
+	if (!r) {
+		cuptrace_converter_dropped(s->conv, a, b);
+		cuptrace_top_dropped(s->t, cuptrace_top_sink_proc(s->top), a, b);
+	}
+	return r;
+}
+
+static const struct cuptrace_capture_ops cap_ops = {
+    .meta = c_meta,
+    .thread = c_thread,
+    .records = c_records,
+    .dropped = c_dropped,
+    .nvtx_startend = c_startend,
+};
+
+static struct top_source *source_new(struct cuptrace_top *t, const char *path)
+{
+	struct top_source *s = calloc(1, sizeof(*s));
+	if (!s || !(s->path = strdup(path)) || !(s->top = cuptrace_top_sink_new(t))) {
+		if (s)
+			free(s->path);
+		free(s);
+		errno = ENOMEM;
+		return NULL;
+	}
+	s->t = t;
+	s->sink = s->top;
+	cuptrace_strtab_init(&s->strs);
+	return s;
+}
+
+/* The end of the stream: the converter's held-back events, then the sink's finish. */
+static int source_finish(struct top_source *s)
+{
+	if (s->finished)
+		return 0;
+	s->finished = 1;
+	int r = start_conv(s);
+	if (!r)
+		r = cuptrace_converter_finish(s->conv);
+	int f = s->sink->ops->finish(s->sink);
+	return r ? r : f;
+}
+
+struct top_source *cuptrace_top_tail_open(struct cuptrace_top *t, const char *path)
+{
+	struct top_source *s = source_new(t, path);
+	if (!s)
+		return NULL;
+	if (!(s->r = cuptrace_capture_tail_open(s->path))) {
+		int e = errno;
+		cuptrace_top_source_free(s);
+		errno = e;
+		return NULL;
+	}
+	return s;
+}
+
+int cuptrace_top_source_poll(struct top_source *s, const char **why)
+{
+	*why = NULL;
+	if (s->ended)
+		return 0;
+	struct cuptrace_capture_ops ops = cap_ops;
+	ops.ctx = s;
+	int ended = 0;
+	int r = cuptrace_capture_tail_poll(s->r, &ops, &ended, why);
+	if (!r && ended) {
+		s->ended = 1;
+		r = source_finish(s);
+	}
+	return r;
+}
+
+int cuptrace_top_source_ended(const struct top_source *s)
+{
+	return s->ended;
+}
+
+const char *cuptrace_top_source_path(const struct top_source *s)
+{
+	return s->path;
+}
+
+/* ---- replay: a store sink keeps the events, handed to the aggregator by trace time ---- */
+
+enum { EV_SLICE, EV_INSTANT, EV_COUNTER };
+
+struct ev {
+	int type;
+	uint64_t track;
+	int64_t ts, dur;
+	uint32_t name, cat;      /* ids in strs */
+	uint32_t kind, src, dst; /* copies: the args top reads (ids, 0: none) */
+	uint64_t bytes;
+	int is_double;
+	int64_t i;
+	double d;
+};
+
+struct store_sink {
+	struct cuptrace_sink base;
+	struct top_source *s;
+};
+
+static struct top_source *store_of(struct cuptrace_sink *sk)
+{
+	return ((struct store_sink *)sk)->s;
+}
+
+static uint32_t intern(struct top_source *s, const char *str)
+{
+	return str ? cuptrace_strtab_intern(&s->strs, str, strlen(str)) : 0;
+}
+
+static struct ev *ev_new(struct top_source *s)
+{
+	struct ev *v = cuptrace_grow(s->ev, &s->evcap, s->nev + 1, sizeof(*v));
+	if (!v)
+		return NULL;
+	s->ev = v;
+	memset(&v[s->nev], 0, sizeof(*v));
+	return &v[s->nev++];
+}
+
+/* Tracks and the start go to the aggregator at once: they come before any event. */
+static int st_begin(struct cuptrace_sink *sk, const struct cuptrace_trace_info *info)
+{
+	struct top_source *s = store_of(sk);
+	return s->top->ops->begin(s->top, info);
+}
+
+static int st_track(struct cuptrace_sink *sk, const struct cuptrace_track *tr)
+{
+	struct top_source *s = store_of(sk);
+	return s->top->ops->track(s->top, tr);
+}
+
+static int st_slice(struct cuptrace_sink *sk, const struct cuptrace_slice *e)
+{
+	struct top_source *s = store_of(sk);
+	struct ev *v = ev_new(s);
+	if (!v)
+		return -ENOMEM;
+	*v = (struct ev){.type = EV_SLICE,
+	                 .track = e->track_uuid,
+	                 .ts = e->ts,
+	                 .dur = e->dur,
+	                 .name = intern(s, e->name),
+	                 .cat = intern(s, e->category)};
+	for (size_t i = 0; i < e->nargs; i++) {
+		const struct cuptrace_arg *a = &e->args[i];
+		if (!strcmp(a->key, "bytes"))
+			v->bytes = a->type == CUPTRACE_ARG_INT ? (uint64_t)a->v.i : a->v.u;
+		else if (a->type == CUPTRACE_ARG_STRING && !strcmp(a->key, "kind"))
+			v->kind = intern(s, a->v.s);
+		else if (a->type == CUPTRACE_ARG_STRING && !strcmp(a->key, "src"))
+			v->src = intern(s, a->v.s);
+		else if (a->type == CUPTRACE_ARG_STRING && !strcmp(a->key, "dst"))
+			v->dst = intern(s, a->v.s);
+	}
+	return (e->name && !v->name) || (e->category && !v->cat) ? -ENOMEM : 0;
+}
+
+static int st_instant(struct cuptrace_sink *sk, const struct cuptrace_instant *e)
+{
+	struct top_source *s = store_of(sk);
+	struct ev *v = ev_new(s);
+	if (!v)
+		return -ENOMEM;
+	*v = (struct ev){.type = EV_INSTANT,
+	                 .track = e->track_uuid,
+	                 .ts = e->ts,
+	                 .name = intern(s, e->name),
+	                 .cat = intern(s, e->category)};
+	return 0;
+}
+
+static int st_counter(struct cuptrace_sink *sk, const struct cuptrace_counter *e)
+{
+	struct top_source *s = store_of(sk);
+	struct ev *v = ev_new(s);
+	if (!v)
+		return -ENOMEM;
+	*v = (struct ev){.type = EV_COUNTER,
+	                 .track = e->track_uuid,
+	                 .ts = e->ts,
+	                 .is_double = e->is_double,
+	                 .i = e->i,
+	                 .d = e->d};
+	return 0;
+}
+
+static int st_meta(struct cuptrace_sink *sk, const struct cuptrace_meta *m, size_t n)
+{
+	(void)sk;
+	(void)m;
+	(void)n;
+	return 0;
+}
+
+static int st_finish(struct cuptrace_sink *sk)
+{
+	(void)sk;
+	return 0;
+}
+
+static void st_destroy(struct cuptrace_sink *sk)
+{
+	free(sk);
+}
+
+static const struct cuptrace_sink_ops store_ops = {
+    .name = "top replay store",
+    .begin = st_begin,
+    .track = st_track,
+    .slice = st_slice,
+    .instant = st_instant,
+    .counter = st_counter,
+    .meta = st_meta,
+    .finish = st_finish,
+    .destroy = st_destroy,
+};
+
+static int64_t ev_end(const struct ev *e)
+{
+	return e->dur > 0 ? e->ts + e->dur : e->ts;
+}
+
+static int ev_cmp(const void *pa, const void *pb)
+{
+	int64_t a = ev_end(pa), b = ev_end(pb);
+	return a < b ? -1 : a > b;
+}
+
+struct top_source *cuptrace_top_replay_open(struct cuptrace_top *t, const char *path,
+                                            const char **why)
+{
+	*why = NULL;
+	struct top_source *s = source_new(t, path);
+	struct store_sink *st = s ? calloc(1, sizeof(*st)) : NULL;
+	if (!st) {
+		cuptrace_top_source_free(s);
+		errno = ENOMEM;
+		return NULL;
+	}
+	st->base.ops = &store_ops;
+	st->s = s;
+	s->sink = &st->base;
+	s->r = cuptrace_capture_reader_open(s->path);
+	uint64_t cut_at = 0;
+	struct cuptrace_capture_ops ops = cap_ops;
+	ops.ctx = s;
+	int r =
+	    s->r ? cuptrace_capture_replay(s->r, &ops, &cut_at, why) : -(errno ? errno : EINVAL);
+	if (!r)
+		r = source_finish(s); /* the store's finish: the aggregator's comes at the end */
+	if (r) {
+		cuptrace_top_source_free(s);
+		errno = r < 0 ? -r : EIO;
+		return NULL;
+	}
+	if (s->nev)
+		qsort(s->ev, s->nev, sizeof(*s->ev), ev_cmp);
+	s->t0 = INT64_MAX;
+	for (size_t i = 0; i < s->nev; i++)
+		if (s->ev[i].ts < s->t0)
+			s->t0 = s->ev[i].ts;
+	s->t0 = s->nev ? s->t0 : 0;
+	s->tend = s->nev ? ev_end(&s->ev[s->nev - 1]) : 0;
+	return s;
+}
+
+int64_t cuptrace_top_replay_start(const struct top_source *s)
+{
+	return s->t0;
+}
+
+int cuptrace_top_replay_until(struct top_source *s, int64_t until)
+{
+	struct cuptrace_sink *k = s->top;
+	int r = 0;
+	for (; s->next < s->nev && ev_end(&s->ev[s->next]) <= until && !r; s->next++) {
+		const struct ev *e = &s->ev[s->next];
+		const char *name = e->name ? cuptrace_strtab_str(&s->strs, e->name) : NULL;
+		const char *cat = e->cat ? cuptrace_strtab_str(&s->strs, e->cat) : NULL;
+		if (e->type == EV_SLICE) {
+			struct cuptrace_arg a[4];
+			size_t na = 0;
+			a[na++] = (struct cuptrace_arg){
+			    .key = "bytes", .type = CUPTRACE_ARG_UINT, .v.u = e->bytes};
+			if (e->kind)
+				a[na++] = (struct cuptrace_arg){
+				    .key = "kind",
+				    .type = CUPTRACE_ARG_STRING,
+				    .v.s = cuptrace_strtab_str(&s->strs, e->kind)};
+			if (e->src)
+				a[na++] = (struct cuptrace_arg){
+				    .key = "src",
+				    .type = CUPTRACE_ARG_STRING,
+				    .v.s = cuptrace_strtab_str(&s->strs, e->src)};
+			if (e->dst)
+				a[na++] = (struct cuptrace_arg){
+				    .key = "dst",
+				    .type = CUPTRACE_ARG_STRING,
+				    .v.s = cuptrace_strtab_str(&s->strs, e->dst)};
+			struct cuptrace_slice sl = {.track_uuid = e->track,
+			                            .ts = e->ts,
+			                            .dur = e->dur,
+			                            .name = name,
+			                            .category = cat,
+			                            .args = a,
+			                            .nargs = na};
+			r = k->ops->slice(k, &sl);
+		} else if (e->type == EV_INSTANT) {
+			struct cuptrace_instant in = {
+			    .track_uuid = e->track, .ts = e->ts, .name = name, .category = cat};
+			r = k->ops->instant(k, &in);
+		} else {
+			struct cuptrace_counter c = {.track_uuid = e->track,
+			                             .ts = e->ts,
+			                             .is_double = e->is_double,
+			                             .i = e->i,
+			                             .d = e->d};
+			r = k->ops->counter(k, &c);
+		}
+	}
+	cuptrace_top_advance(s->t, cuptrace_top_sink_proc(k), until);
+	if (!r && s->next == s->nev && !s->ended) {
+		s->ended = 1;
+		r = k->ops->finish(k);
+	}
+	return r;
+}
+
+void cuptrace_top_source_free(struct top_source *s)
+{
+	if (!s)
+		return;
+	if (s->conv)
+		cuptrace_converter_free(s->conv);
+	if (s->sink != s->top)
+		cuptrace_sink_destroy(s->sink);
+	cuptrace_sink_destroy(s->top);
+	cuptrace_capture_reader_close(s->r);
+	for (size_t i = 0; i < s->nmeta; i++) {
+		free(s->keys[i]);
+		free(s->vals[i]);
+	}
+	free(s->ev);
+	cuptrace_strtab_free(&s->strs);
+	free(s->path);
+	free(s);
+}

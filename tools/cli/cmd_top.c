@@ -1,0 +1,526 @@
+/* cuptrace top: a live view of a traced program's GPUs, kernels and API calls (src/top/README.md).
+ * `top -- CMD` runs CMD under `cuptrace record --format cupti` writing into a private
+ * directory, and tails the captures there as they grow; `--replay CAPTURE` hands a capture's
+ * events out by trace time through the same aggregator and screen. The screen is plain ANSI
+ * (cursor home, lines overwritten and cleared to their end: no flicker, no ncurses needed for
+ * one full-screen table); keys are read from stdin in non-canonical mode when it is a terminal,
+ * and the terminal is restored on every exit path (q, the end, SIGINT, SIGTERM). */
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <limits.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <termios.h>
+#include <time.h>
+#include <dirent.h>
+#include <unistd.h>
+
+#include "cmd.h"
+#include "opt_table.h"
+#include "top/screen.h"
+#include "top/source.h"
+
+struct top_opts {
+	int once, json;
+	int no_check;    /* record --no-check */
+	long iterations; /* 0: until the end (or q) */
+	double interval; /* seconds */
+	double speed;    /* replay: trace seconds per wall second; 0: as fast as possible */
+	const char *replay[16];
+	size_t nreplay;
+};
+
+static volatile sig_atomic_t got_signal;
+static struct termios saved_tio;
+static int tio_saved, screen_on;
+
+static void on_signal(int sig)
+{
+	got_signal = sig;
+}
+
+static void term_restore(void)
+{
+	if (screen_on) {
+		fputs("\033[?25h\n", stdout); /* the last screen stays, the prompt below it */
+		fflush(stdout);
+		screen_on = 0;
+	}
+	if (tio_saved) {
+		tcsetattr(STDIN_FILENO, TCSANOW, &saved_tio);
+		tio_saved = 0;
+	}
+}
+
+static int64_t now_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+static int top_parse(struct top_opts *o, int argc, char **argv)
+{
+	int c;
+	char *end;
+	while ((c = cli_next(CLI_TOP, argc, argv)) != CLI_END) {
+		switch (c) {
+		case '1':
+			o->once = 1;
+			break;
+		case 'j':
+			o->json = 1;
+			break;
+		case 'N':
+			o->no_check = 1;
+			break;
+		case 'n':
+			o->iterations = strtol(optarg, &end, 10);
+			if (*end || o->iterations < 1) {
+				cli_usage_error(CLI_TOP,
+				                "--iterations takes a count above 0, not '%s'",
+				                optarg);
+				return EXIT_USAGE;
+			}
+			break;
+		case 'i':
+			o->interval = strtod(optarg, &end);
+			if (*end == 'm' && end[1] == 's' && !end[2]) {
+				o->interval /= 1000;
+				end += 2;
+			} else if (*end == 's' && !end[1]) {
+				end++;
+			}
+			if (*end || !(o->interval >= 0.001 && o->interval <= 3600)) {
+				cli_usage_error(
+				    CLI_TOP,
+				    "--interval takes seconds from 0.001 to 3600 (1, 0.5, "
+				    "500ms), not '%s'",
+				    optarg);
+				return EXIT_USAGE;
+			}
+			break;
+		case 'r':
+			if (o->nreplay == sizeof(o->replay) / sizeof(o->replay[0])) {
+				cli_usage_error(CLI_TOP, "at most 16 --replay captures");
+				return EXIT_USAGE;
+			}
+			o->replay[o->nreplay++] = optarg;
+			break;
+		case 's':
+			o->speed = strtod(optarg, &end);
+			if (!strcmp(optarg, "max"))
+				o->speed = 0, end = optarg + 3;
+			if (*end || o->speed < 0) {
+				cli_usage_error(CLI_TOP,
+				                "--speed takes a factor (1, 10) or max, not '%s'",
+				                optarg);
+				return EXIT_USAGE;
+			}
+			break;
+		}
+	}
+	return cli_status();
+}
+
+/* The launched run: record's child writes its captures into dir. */
+struct run {
+	char dir[PATH_MAX];
+	char log[PATH_MAX + 16];
+	pid_t pid; /* the `cuptrace record` process */
+	int done, status;
+	struct top_source *src[64];
+	ino_t ino[64];
+	size_t nsrc;
+};
+
+/* Starts `cuptrace record --format cupti` of argv in a private directory; its output and the
+ * program's go to a log file there (the screen is top's). */
+static int run_start(struct run *r, char **argv, int no_check)
+{
+	const char *tdir = getenv("TMPDIR");
+	snprintf(r->dir, sizeof(r->dir), "%s/cuptrace-top-XXXXXX", tdir && *tdir ? tdir : "/tmp");
+	if (!mkdtemp(r->dir)) {
+		fprintf(stderr, "cuptrace top: cannot make a directory in %s: %s\n",
+		        tdir && *tdir ? tdir : "/tmp", strerror(errno));
+		return EXIT_FAIL;
+	}
+	snprintf(r->log, sizeof(r->log), "%s/output.log", r->dir);
+	char out[PATH_MAX + 16], self[PATH_MAX];
+	snprintf(out, sizeof(out), "%s/top.cupti", r->dir);
+	ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+	if (n <= 0) {
+		fprintf(stderr, "cuptrace top: cannot find its own executable\n");
+		return EXIT_FAIL;
+	}
+	self[n] = 0;
+	size_t argc = 0;
+	while (argv[argc])
+		argc++;
+	char **av = calloc(argc + 12, sizeof(*av));
+	if (!av)
+		return EXIT_FAIL;
+	size_t k = 0;
+	av[k++] = self;
+	av[k++] = "record";
+	av[k++] = "--capture";
+	av[k++] = "--flush-ms";
+	av[k++] = "200"; /* records reach the file within a refresh */
+	av[k++] = "-o";
+	av[k++] = out;
+	if (no_check)
+		av[k++] = "--no-check";
+	av[k++] = "--";
+	for (size_t i = 0; i < argc; i++)
+		av[k++] = argv[i];
+	fflush(NULL);
+	r->pid = fork();
+	if (r->pid < 0) {
+		free(av);
+		perror("cuptrace top: fork");
+		return EXIT_FAIL;
+	}
+	if (r->pid == 0) {
+		/* Its own process group: the terminal's ^C is top's, and q leaves the program
+		 * running. */
+		setpgid(0, 0);
+		int fd = open(r->log, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+		int nul = open("/dev/null", O_RDONLY | O_CLOEXEC);
+		if (fd >= 0) {
+			dup2(fd, STDOUT_FILENO);
+			dup2(fd, STDERR_FILENO);
+		}
+		if (nul >= 0)
+			dup2(nul, STDIN_FILENO);
+		execv(self, av);
+		_exit(127);
+	}
+	free(av);
+	return -1;
+}
+
+/* New captures in the run's directory (a partial file, or one put in place since): each is
+ * tailed once (by inode: the rename keeps it). */
+static void run_scan(struct run *r, struct cuptrace_top *t)
+{
+	DIR *d = opendir(r->dir);
+	struct dirent *e;
+	while (d && (e = readdir(d))) {
+		size_t len = strlen(e->d_name);
+		int partial = len > 8 && !strcmp(e->d_name + len - 8, ".partial");
+		int cap = len > 6 && !strcmp(e->d_name + len - 6, ".cupti");
+		if (!partial && !cap)
+			continue;
+		char p[PATH_MAX * 2];
+		snprintf(p, sizeof(p), "%s/%s", r->dir, e->d_name);
+		struct stat st;
+		if (stat(p, &st))
+			continue;
+		size_t i = 0;
+		while (i < r->nsrc && r->ino[i] != st.st_ino)
+			i++;
+		if (i < r->nsrc || r->nsrc == 64)
+			continue;
+		struct top_source *s = cuptrace_top_tail_open(t, p);
+		if (s) {
+			r->ino[r->nsrc] = st.st_ino;
+			r->src[r->nsrc++] = s;
+		}
+	}
+	if (d)
+		closedir(d);
+}
+
+/* The last lines of the run's log on stderr (at most 4 KiB). */
+static void show_log(const char *path)
+{
+	FILE *f = fopen(path, "r");
+	if (!f)
+		return;
+	char buf[4096];
+	fseek(f, 0, SEEK_END);
+	long size = ftell(f);
+	fseek(f, size > (long)sizeof(buf) - 1 ? size - (long)sizeof(buf) + 1 : 0, SEEK_SET);
+	size_t n = fread(buf, 1, sizeof(buf) - 1, f);
+	fclose(f);
+	buf[n] = 0;
+	if (n)
+		fprintf(stderr, "cuptrace top: the end of %s:\n%s%s", path, buf,
+		        buf[n - 1] == '\n' ? "" : "\n");
+}
+
+static void term_size(int *w, int *h)
+{
+	struct winsize ws;
+	*w = 80;
+	*h = 24;
+	if (!ioctl(STDOUT_FILENO, TIOCGWINSZ, &ws) && ws.ws_col >= 40 && ws.ws_row >= 10) {
+		*w = ws.ws_col;
+		*h = ws.ws_row;
+	}
+}
+
+/* One refresh on the terminal: home, each line overwritten and cleared to its end, the rest of
+ * the screen cleared; the last line without its newline (no scroll). */
+static void draw(const struct cuptrace_top *t, struct top_view *v)
+{
+	char *buf = NULL;
+	size_t len = 0;
+	FILE *m = open_memstream(&buf, &len);
+	if (!m)
+		return;
+	cuptrace_top_render(t, v, m);
+	fclose(m);
+	fputs("\033[H", stdout);
+	for (size_t i = 0; i < len; i++) {
+		if (buf[i] != '\n') {
+			putchar(buf[i]);
+			continue;
+		}
+		fputs("\033[K", stdout);
+		if (i + 1 < len)
+			putchar('\n');
+	}
+	fputs("\033[J", stdout);
+	fflush(stdout);
+	free(buf);
+}
+
+static int key(struct top_view *v, int c)
+{
+	switch (c) {
+	case 'q':
+		return 1;
+	case 'p':
+		v->paused = !v->paused;
+		break;
+	case 'k':
+		v->view = TOP_VIEW_KERNELS;
+		break;
+	case 'a':
+		v->view = TOP_VIEW_API;
+		break;
+	case 's':
+		v->view = TOP_VIEW_STREAMS;
+		break;
+	case 'r':
+		v->view = TOP_VIEW_RANKS;
+		break;
+	case 'n':
+		v->view = TOP_VIEW_NCCL;
+		break;
+	case 'o':
+		v->sort = (enum top_sort)((v->sort + 1) % TOP_NSORTS);
+		break;
+	}
+	return 0;
+}
+
+/* Waits until deadline (monotonic ns), taking keys; 1 when the user quit. */
+static int wait_keys(struct top_view *v, int64_t deadline, int tty_in, const struct cuptrace_top *t)
+{
+	for (;;) {
+		if (got_signal)
+			return 1;
+		int64_t left = deadline - now_ns();
+		if (left <= 0)
+			return 0;
+		if (!tty_in) {
+			struct timespec ts = {left / 1000000000, left % 1000000000};
+			nanosleep(&ts, NULL);
+			continue;
+		}
+		struct pollfd pf = {.fd = STDIN_FILENO, .events = POLLIN};
+		if (poll(&pf, 1, (int)(left / 1000000 + 1)) > 0) {
+			char c;
+			if (read(STDIN_FILENO, &c, 1) == 1) {
+				if (key(v, c))
+					return 1;
+				draw(t, v); /* a key shows at once */
+			}
+		}
+	}
+}
+
+int cmd_top(int argc, char **argv)
+{
+	struct top_opts o = {.interval = 1.0, .speed = 1.0};
+	int e = top_parse(&o, argc, argv);
+	if (e >= 0)
+		return e;
+	int ncmd = argc - optind;
+	if (!o.nreplay && ncmd < 1) {
+		cli_usage_error(CLI_TOP, "needs a command (top -- CMD) or --replay CAPTURE");
+		return EXIT_USAGE;
+	}
+	if (o.nreplay && ncmd) {
+		cli_usage_error(CLI_TOP, "--replay takes no command");
+		return EXIT_USAGE;
+	}
+	cmd_log_begin("top");
+	struct cuptrace_top t;
+	cuptrace_top_init(&t);
+	struct top_source *rs[16] = {0};
+	struct run run = {0};
+	char source[PATH_MAX + 64];
+	int64_t clock = 0;
+	for (size_t i = 0; i < o.nreplay; i++) {
+		const char *why = NULL;
+		if (!(rs[i] = cuptrace_top_replay_open(&t, o.replay[i], &why))) {
+			fprintf(stderr, "cuptrace top: cannot replay %s: %s\n", o.replay[i],
+			        why ? why : strerror(errno));
+			for (size_t j = 0; j < i; j++)
+				cuptrace_top_source_free(rs[j]);
+			cuptrace_top_free(&t);
+			return EXIT_FAIL;
+		}
+		int64_t s0 = cuptrace_top_replay_start(rs[i]);
+		if (!i || s0 < clock)
+			clock = s0;
+	}
+	if (o.nreplay)
+		snprintf(source, sizeof(source), "replay %s%s", o.replay[0],
+		         o.nreplay > 1 ? " ..." : "");
+	else {
+		if ((e = run_start(&run, argv + optind, o.no_check)) >= 0) {
+			cuptrace_top_free(&t);
+			return e;
+		}
+		snprintf(source, sizeof(source), "%s (pid %d)", argv[optind], (int)run.pid);
+	}
+	int tty_out = isatty(STDOUT_FILENO) && !o.json;
+	int interactive = tty_out && !o.once;
+	int tty_in = interactive && isatty(STDIN_FILENO);
+	struct sigaction sa = {.sa_handler = on_signal};
+	sigemptyset(&sa.sa_mask);
+	sigaction(SIGINT, &sa, NULL);
+	sigaction(SIGTERM, &sa, NULL);
+	sigaction(SIGHUP, &sa, NULL);
+	if (tty_in && !tcgetattr(STDIN_FILENO, &saved_tio)) {
+		struct termios raw = saved_tio;
+		raw.c_lflag &= (tcflag_t) ~(ICANON | ECHO);
+		raw.c_cc[VMIN] = 0;
+		raw.c_cc[VTIME] = 0;
+		tio_saved = !tcsetattr(STDIN_FILENO, TCSANOW, &raw);
+	}
+	if (interactive) {
+		fputs("\033[?25l\033[H\033[2J", stdout);
+		screen_on = 1;
+	}
+	atexit(term_restore);
+	struct top_view v = {.ansi = tty_out, .keys = tty_in, .source = source};
+	int64_t step = (int64_t)(o.interval * 1e9);
+	int64_t start = now_ns(), next = start + step;
+	int quit = 0, err = 0;
+	long n = 0;
+	for (;;) {
+		if (o.nreplay && o.speed == 0) {
+			if (got_signal)
+				quit = 1;
+		} else {
+			quit = wait_keys(&v, next, tty_in, &t);
+		}
+		if (quit)
+			break;
+		next += step;
+		/* The interval's events. */
+		int all_ended = 1;
+		int64_t dt = step;
+		if (o.nreplay) {
+			int64_t adv = o.speed > 0 ? (int64_t)((double)step * o.speed) : step;
+			clock += adv;
+			dt = adv;
+			for (size_t i = 0; i < o.nreplay; i++) {
+				if (!err)
+					err = cuptrace_top_replay_until(rs[i], clock);
+				all_ended &= cuptrace_top_source_ended(rs[i]);
+			}
+		} else {
+			int st;
+			if (!run.done && waitpid(run.pid, &st, WNOHANG) == run.pid) {
+				run.done = 1;
+				run.status = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+			}
+			run_scan(&run, &t);
+			for (size_t i = 0; i < run.nsrc; i++) {
+				const char *why;
+				int r = cuptrace_top_source_poll(run.src[i], &why);
+				if (r && !err) {
+					fprintf(stderr, "cuptrace top: %s: %s\n",
+					        cuptrace_top_source_path(run.src[i]),
+					        why ? why : strerror(-r));
+					err = r;
+				}
+				all_ended &= cuptrace_top_source_ended(run.src[i]);
+			}
+			all_ended = run.done && (all_ended || err);
+		}
+		if (v.paused) {
+			/* The numbers go on accumulating; the screen stays. */
+			if (all_ended)
+				v.paused = 0;
+			else
+				continue;
+		}
+		if (cuptrace_top_tick(&t, dt)) {
+			fprintf(stderr, "cuptrace top: out of memory\n");
+			err = -ENOMEM;
+			break;
+		}
+		n++;
+		v.t_s = o.nreplay ? (double)(clock - cuptrace_top_replay_start(rs[0])) / 1e9
+		                  : (double)(now_ns() - start) / 1e9;
+		if (o.json) {
+			if (cuptrace_top_json(&t, stdout, v.t_s) || fflush(stdout)) {
+				err = -EIO;
+				break;
+			}
+		} else if (interactive) {
+			term_size(&v.width, &v.height);
+			draw(&t, &v);
+		} else {
+			v.width = 80;
+			v.height = 24;
+			if (tty_out)
+				term_size(&v.width, &v.height);
+			cuptrace_top_render(&t, &v, stdout);
+			if (!o.once)
+				putchar('\n');
+			fflush(stdout);
+		}
+		if (o.once || (o.iterations && n >= o.iterations) || all_ended || err)
+			break;
+	}
+	term_restore();
+	if (!o.nreplay) {
+		if (!run.done && waitpid(run.pid, NULL, WNOHANG) == 0)
+			fprintf(stderr,
+			        "cuptrace top: %s goes on (record pid %d); its captures: %s, its "
+			        "output: %s\n",
+			        argv[optind], (int)run.pid, run.dir, run.log);
+		else
+			fprintf(stderr,
+			        "cuptrace top: %s ended (status %d); its captures: %s, "
+			        "its output: %s\n",
+			        argv[optind], run.status, run.dir, run.log);
+		if (run.done && (run.status || !run.nsrc))
+			show_log(run.log); /* why: record's and the program's messages */
+	}
+	for (size_t i = 0; i < o.nreplay; i++)
+		cuptrace_top_source_free(rs[i]);
+	for (size_t i = 0; i < run.nsrc; i++)
+		cuptrace_top_source_free(run.src[i]);
+	cuptrace_top_free(&t);
+	if (err)
+		return EXIT_FAIL;
+	if (!o.nreplay && run.done)
+		return run.status;
+	return 0;
+}
