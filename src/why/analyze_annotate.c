@@ -63,6 +63,12 @@ static int an_stack(struct cuptrace_sink *s, const struct cuptrace_stack *st)
 	return in->ops->stack ? in->ops->stack(in, st) : 0;
 }
 
+static int an_sample(struct cuptrace_sink *s, const struct cuptrace_sample *e)
+{
+	struct cuptrace_sink *in = to_ann(s)->inner;
+	return in->ops->sample ? in->ops->sample(in, e) : 0;
+}
+
 static int an_meta(struct cuptrace_sink *s, const struct cuptrace_meta *m, size_t k)
 {
 	return to_ann(s)->inner->ops->meta(to_ann(s)->inner, m, k);
@@ -275,6 +281,7 @@ static const struct cuptrace_sink_ops ann_ops = {
     .instant = an_instant,
     .counter = an_counter,
     .stack = an_stack,
+    .sample = an_sample,
     .meta = an_meta,
     .tick = an_tick,
     .finish = an_finish,
