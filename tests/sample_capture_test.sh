@@ -10,6 +10,10 @@ trap 'rm -rf "$tmp"' EXIT
 python3 "$src/tests/sample_capture.py" make "$src/tests/data/torch_train.cupti" "$tmp/s.cupti"
 "$ct" convert "$tmp/s.cupti" -o "$tmp/s.pftrace"
 python3 "$src/tests/sample_capture.py" check "$tmp/s.cupti" "$tmp/s.pftrace"
+# Read back and written again (the reader's path: convert, merge, analyze --annotate): the same
+# samples at the same times.
+"$ct" convert "$tmp/s.pftrace" -o "$tmp/again.pftrace"
+python3 "$src/tests/sample_capture.py" check "$tmp/s.cupti" "$tmp/again.pftrace"
 # The same trace without samples: the slices are the same.
 "$ct" convert "$src/tests/data/torch_train.cupti" -o "$tmp/plain.pftrace"
 a=$(python3 "$src/tests/pf_times.py" "$tmp/s.pftrace" | python3 -c 'import json,sys; print(json.load(sys.stdin)["total_slices"])')
