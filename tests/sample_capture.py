@@ -5,8 +5,11 @@ layout in src/convert/stackrec.h, not by cuptrace's code), converts it, and read
 trace back on its own: every sample a PerfSample on its thread with its time, its callstack
 interned with the planted frames (function, file, line), a sample naming no stack dropped.
 
-  sample_capture.py make IN.cupti OUT.cupti       writes the capture with samples
+  sample_capture.py make IN.cupti OUT.cupti [PLAN] writes the capture with samples (PLAN: a
+                                                   JSON list of [ns after the start, tid,
+                                                   stack 1 or 2] instead of the default)
   sample_capture.py check OUT.cupti TRACE.pftrace checks the trace"""
+import json
 import os
 import struct
 import sys
@@ -62,10 +65,14 @@ def plan(data):
     return out
 
 
-def make(src, dst):
+def make(src, dst, plan_file=None):
     data = open(src, "rb").read()
     recs = [stack_record(sid, fr) for sid, fr in STACKS.items()]
-    sm = plan(data)
+    if plan_file:
+        t0 = int(meta(data)["start_boottime_ns"])
+        sm = [(t0 + int(t), int(tid), BASE + int(k)) for t, tid, k in json.load(open(plan_file))]
+    else:
+        sm = plan(data)
     body = b"".join(struct.pack("<QIIQ", ts, tid, 0, sid) for ts, tid, sid in sm)
     recs.append(struct.pack("<II", REC_SAMPLES, len(sm)) + body)
     payload = struct.pack("<II", len(recs), 0)
