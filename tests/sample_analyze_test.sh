@@ -42,7 +42,8 @@ python3 "$src/tests/sample_capture.py" make "$src/tests/data/torch_train.cupti" 
 "$ct" analyze --json "$tmp/s.pftrace" >"$tmp/s.json"
 "$ct" analyze "$tmp/s.pftrace" >"$tmp/s.txt"
 "$ct" analyze --markdown "$tmp/s.pftrace" >"$tmp/s.md"
-python3 - "$tmp/s.json" "$tmp/want.json" "$tmp/s.txt" "$tmp/s.md" <<'PY'
+"$ct" analyze --annotate "$tmp/ann.json" "$tmp/s.pftrace" >/dev/null
+python3 - "$tmp/s.json" "$tmp/want.json" "$tmp/s.txt" "$tmp/s.md" "$tmp/ann.json" <<'PY'
 import json, sys
 a = json.load(open(sys.argv[1]))
 want = json.load(open(sys.argv[2]))
@@ -64,7 +65,15 @@ if line not in text:
     fails.append(f"text: no line with '{line}'")
 if "`load_batch (train.py:13)` in 75%" not in md:
     fails.append("markdown: no load_batch line")
-print(f"interval 1: {n1} samples, interval 2: {n2}")
+# --annotate: the idle interval's slice carries the launching thread and what it was doing.
+ann = json.load(open(sys.argv[5]))
+evs = ann["traceEvents"] if isinstance(ann, dict) else ann
+hit = [e for e in evs if e.get("args", {}).get("host_was")]
+want_was = "load_batch (train.py:13) 75%, preprocess (data.py:7) 25% of 20 samples"
+if not any(e["args"]["host_was"] == want_was and e["args"].get("host_thread") == 1497 and
+           e.get("name") == "host_wait" for e in hit):
+    fails.append(f"annotate: no host_wait slice with host_was '{want_was}' (got {[e['args'] for e in hit][:3]})")
+print(f"interval 1: {n1} samples, interval 2: {n2}, annotated: {len(hit)}")
 if fails:
     print("FAIL: " + "; ".join(fails))
     sys.exit(1)
