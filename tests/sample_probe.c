@@ -68,8 +68,14 @@ int probe_stop(char *out, size_t n)
 		if (!sz)
 			break;
 		if (kind == CUPTRACE_REC_STACK) {
-			st = realloc(st, (nst + 1) * sizeof(*st));
-			frs = realloc(frs, (nst + 1) * sizeof(*frs));
+			struct cuptrace_stack *st2 = realloc(st, (nst + 1) * sizeof(*st));
+			if (st2)
+				st = st2;
+			struct cuptrace_frame **frs2 = realloc(frs, (nst + 1) * sizeof(*frs));
+			if (frs2)
+				frs = frs2;
+			if (!st2 || !frs2)
+				return -1;
 			frs[nst] = NULL;
 			size_t cap = 0;
 			if (cuptrace_stackrec_decode(b + off, sz, &st[nst], &frs[nst], &cap))

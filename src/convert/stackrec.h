@@ -46,7 +46,8 @@ static inline int cuptrace_stackrec_kind(uint32_t kind)
 size_t cuptrace_stackrec_size(const struct cuptrace_stack *st);
 /* Writes st's STACK record into out (cuptrace_stackrec_size bytes, 8-aligned). */
 void cuptrace_stackrec_encode(const struct cuptrace_stack *st, void *out);
-/* The size a STACK or STACK_CORR record says it has, from its first 8 bytes; 0 for others. */
+/* The size a STACK, STACK_CORR or SAMPLES record says it has, from its first 8 bytes; 0 for
+ * others. */
 size_t cuptrace_stackrec_bytes(const void *rec);
 /* Reads a STACK record of size bytes: fills st (frames into *frames, grown as needed; strings
  * point into rec). 0, or -EINVAL for a malformed record, -ENOMEM. */
