@@ -50,6 +50,10 @@
  *                         call stack at each launch, copy, memset and synchronizing call
  *                         (`record --stacks`)
  *   CUPTRACE_STACKS_EVERY N: a stack at one such call in N on average (default 1: every call)
+ *   CUPTRACE_SAMPLE       HZ: sample the Python stacks of the threads that call CUDA HZ times a
+ *                         second of wall-clock time (1 to 1000; 0, the default: off), without
+ *                         the GIL (`record --sample`; src/inject/SAMPLING.md)
+ *   CUPTRACE_SAMPLE_THREADS cuda (default) | all: which threads CUPTRACE_SAMPLE samples
  *   CUPTRACE_UNWINDER     glibc: native stacks through glibc's backtrace() instead of
  *                         libunwind (a test hook, to run both paths)
  *   CUPTRACE_PYTORCH      set by `record --pytorch` (1, or "shapes") for its Python hook, which

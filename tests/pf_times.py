@@ -79,7 +79,9 @@ def signed(v):
     return v - (1 << 64) if v >> 63 else v
 
 
-def read(path):
+def read(path, samples=None):
+    """samples: a list that gets (trace time, sequence, PerfSample as {field: [values]}) of each
+    PerfSample packet (TracePacket field 66)."""
     data = open(path, "rb").read()
     if data[:2] == b"\x1f\x8b":
         data = gzip.decompress(data)
@@ -166,6 +168,8 @@ def read(path):
             t = from_builtin(clock, raw)
         else:
             t = signed(raw)
+        if 66 in p and samples is not None and t is not None:
+            samples.append((t, seq, message(p[66][0])))
         if 11 not in p or t is None:
             continue
         ev = message(p[11][0])

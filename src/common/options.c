@@ -75,6 +75,11 @@ static const struct cuptrace_setting_name cuda_graphs_names[] = {
     {"graphs", CUPTRACE_CUDA_GRAPHS_GRAPH, 1},
     {NULL, 0, 0},
 };
+static const struct cuptrace_setting_name sample_threads_names[] = {
+    {"cuda", CUPTRACE_SAMPLE_THREADS_CUDA, 0},
+    {"all", CUPTRACE_SAMPLE_THREADS_ALL, 0},
+    {NULL, 0, 0},
+};
 static const struct cuptrace_setting_name api_enable_names[] = {
     {"kind", 0, 0},
     {"cbid", 1, 0},
@@ -237,6 +242,12 @@ static const struct cuptrace_setting settings[CUPTRACE_NSETTINGS] = {
     [CUPTRACE_SET_SYNC_RECORDS] = {CUPTRACE_SET_SYNC_RECORDS, "sync-records",
                                    "CUPTRACE_SYNC_RECORDS", CUPTRACE_SETTING_ENUM,
                                    sync_records_names, 0, 0, 0, 0, 0, "callback", NULL, NULL},
+    [CUPTRACE_SET_SAMPLE] = {CUPTRACE_SET_SAMPLE, "sample", "CUPTRACE_SAMPLE",
+                             CUPTRACE_SETTING_COUNT, NO_NAMES, 0, 1000, 0, 0, 0, "0",
+                             "samples a second per thread, 1 to 1000 (0: off)", NULL},
+    [CUPTRACE_SET_SAMPLE_THREADS] = {CUPTRACE_SET_SAMPLE_THREADS, "sample-threads",
+                                     "CUPTRACE_SAMPLE_THREADS", CUPTRACE_SETTING_ENUM,
+                                     sample_threads_names, 0, 0, 0, 0, 0, "cuda", NULL, NULL},
 };
 
 const struct cuptrace_setting *cuptrace_setting_get(enum cuptrace_setting_id id)

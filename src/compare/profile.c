@@ -496,6 +496,7 @@ static const struct cuptrace_sink_ops profile_ops = {
     .instant = fwd_instant,
     .counter = fwd_counter,
     .stack = fwd_stack,
+    .sample = fwd_sample,
     .meta = fwd_meta,
     .finish = pr_finish,
     .destroy = pr_destroy,

@@ -397,7 +397,7 @@ static int replay_records(struct cuptrace_capture_reader *r, const uint8_t *p, u
 		/* Kinds we read must be at least as large as our struct; others are passed on and
 		 * ignored by the converter. */
 		/* A call-stack record must lie inside its item (the converter trusts its size). */
-		int stk = h[0] == CUPTRACE_REC_STACK || h[0] == CUPTRACE_REC_STACK_CORR;
+		int stk = cuptrace_stackrec_kind(h[0]);
 		int fits = !stk || (h[1] >= 8 && cuptrace_stackrec_bytes(a) <= h[1]);
 		if (h[1] >= sizeof(CUpti_Activity) && (unsigned)a->kind == h[0] &&
 		    (!need || h[1] >= need) && fits)

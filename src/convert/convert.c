@@ -13,11 +13,9 @@ int cuptrace_converter_add(struct cuptrace_converter *c, const CUpti_Activity *c
 		return c->err;
 	/* Call stacks come in batches of their own (inject/stacks.c, or a capture's item): they
 	 * are no CUPTI buffer, so they leave the batch bookkeeping alone. */
-	if (n && ((uint32_t)recs[0]->kind == CUPTRACE_REC_STACK ||
-	          (uint32_t)recs[0]->kind == CUPTRACE_REC_STACK_CORR)) {
+	if (n && cuptrace_stackrec_kind((uint32_t)recs[0]->kind)) {
 		for (size_t i = 0; i < n && !c->err; i++)
-			if ((uint32_t)recs[i]->kind == CUPTRACE_REC_STACK ||
-			    (uint32_t)recs[i]->kind == CUPTRACE_REC_STACK_CORR)
+			if (cuptrace_stackrec_kind((uint32_t)recs[i]->kind))
 				conv_stacks_record(c, recs[i]);
 		return c->err;
 	}

@@ -50,6 +50,7 @@ struct cuptrace_convert_counts {
 	uint64_t window_peak;    /* most GPU records the reorder window held at once */
 	uint64_t stacks;         /* distinct call stacks received (convert/stackrec.h) */
 	uint64_t stacks_bad;     /* malformed stack records, or ones naming an unknown stack */
+	uint64_t samples;        /* host stack samples written (inject/sampler.h) */
 	/* Of unlinked_gpu, why (CUPTRACE_LOG=info): their correlation slot went to an id 65,536
 	 * later; their API call was already written; they ended before the call with their id
 	 * began (an id CUPTI got wrong); still waiting at the finish. */

@@ -84,11 +84,69 @@ static int add_corr(struct cuptrace_converter *c, const void *rec, size_t size)
 	return 0;
 }
 
+/* Sends stack s to the sink if not yet sent: 1 if the sink has it, 0 if not (a sink without
+ * stacks, or a record that does not decode: nothing may name it then). */
+static int emit_stack(struct cuptrace_converter *c, struct conv_stack *s)
+{
+	if (!s->emitted) {
+		s->emitted = -1;
+		struct cuptrace_stack st;
+		if (!c->sink->ops->stack ||
+		    cuptrace_stackrec_decode(s->rec, s->size, &st, &c->stk_frames,
+		                             &c->stk_frames_cap))
+			return 0;
+		int r = c->sink->ops->stack(c->sink, &st);
+		if (r && !c->err)
+			c->err = r;
+		s->emitted = 1;
+	}
+	return s->emitted > 0;
+}
+
+/* Host stack samples (issue 46): each on its thread's track, its stack sent first. A sample
+ * naming a stack not received is counted as bad. */
+static int add_samples(struct cuptrace_converter *c, const void *rec, size_t size)
+{
+	const struct cuptrace_stackrec_sample *sm;
+	size_t n;
+	if (cuptrace_stackrec_samples(rec, size, &sm, &n)) {
+		c->counts.stacks_bad++;
+		return 0;
+	}
+	if (!c->sink->ops->sample || !c->sink->ops->stack)
+		return 0; /* a sink without samples (Chrome JSON): dropped */
+	for (size_t i = 0; i < n && !c->err; i++) {
+		uint64_t *v = cuptrace_u64map_get(&c->stk_idx, sm[i].stack);
+		if (!v || !sm[i].tid) {
+			c->counts.stacks_bad++;
+			continue;
+		}
+		if (!emit_stack(c, &c->stk[*v - 1]))
+			continue;
+		struct cuptrace_sample e = {
+		    .track_uuid = conv_thread_track(c, sm[i].tid),
+		    .ts = conv_rel(c, sm[i].ts),
+		    .pid = c->pid,
+		    .tid = (int32_t)sm[i].tid,
+		    .stack_id = sm[i].stack,
+		};
+		if (c->err)
+			break;
+		int r = c->sink->ops->sample(c->sink, &e);
+		if (r && !c->err)
+			c->err = r;
+		c->counts.samples++;
+	}
+	return c->err;
+}
+
 int conv_stacks_record(struct cuptrace_converter *c, const CUpti_Activity *r)
 {
 	size_t size = cuptrace_stackrec_bytes(r);
 	if ((uint32_t)r->kind == CUPTRACE_REC_STACK)
 		return add_stack(c, r, size);
+	if ((uint32_t)r->kind == CUPTRACE_REC_SAMPLES)
+		return add_samples(c, r, size);
 	return add_corr(c, r, size);
 }
 
@@ -100,19 +158,7 @@ uint64_t conv_stacks_for(struct cuptrace_converter *c, uint64_t corr)
 	if (e->corr != corr || !e->stack)
 		return 0;
 	struct conv_stack *s = &c->stk[e->stack - 1];
-	if (!s->emitted) {
-		s->emitted = 1;
-		struct cuptrace_stack st;
-		if (!c->sink->ops->stack)
-			return 0; /* a sink without stacks: no slice may name one */
-		if (cuptrace_stackrec_decode(s->rec, s->size, &st, &c->stk_frames,
-		                             &c->stk_frames_cap))
-			return 0;
-		int r = c->sink->ops->stack(c->sink, &st);
-		if (r && !c->err)
-			c->err = r;
-	}
-	return c->sink->ops->stack ? s->id : 0;
+	return emit_stack(c, s) ? s->id : 0;
 }
 
 void conv_stacks_free(struct cuptrace_converter *c)

@@ -120,6 +120,22 @@ size_t cuptrace_stackrec_bytes(const void *rec)
 		return h[1];
 	if (h[0] == CUPTRACE_REC_STACK_CORR)
 		return 8 + 16 * (size_t)h[1];
+	if (h[0] == CUPTRACE_REC_SAMPLES)
+		return 8 + sizeof(struct cuptrace_stackrec_sample) * (size_t)h[1];
+	return 0;
+}
+
+int cuptrace_stackrec_samples(const void *rec, size_t size,
+                              const struct cuptrace_stackrec_sample **samples, size_t *n)
+{
+	uint32_t h[2];
+	if (size < 8)
+		return -EINVAL;
+	memcpy(h, rec, 8);
+	if (h[0] != CUPTRACE_REC_SAMPLES || h[1] > (size - 8) / sizeof(**samples))
+		return -EINVAL;
+	*samples = (const struct cuptrace_stackrec_sample *)((const uint8_t *)rec + 8);
+	*n = h[1];
 	return 0;
 }
 

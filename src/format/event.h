@@ -149,6 +149,15 @@ struct cuptrace_meta {
 	const char *s;
 };
 
+/* A host stack sample (issue 46): what thread tid (on its thread track) was doing at ts. Its
+ * stack is sent through stack() before the first sample that names it. */
+struct cuptrace_sample {
+	uint64_t track_uuid; /* the thread's track */
+	int64_t ts;
+	int32_t pid, tid;
+	uint64_t stack_id;
+};
+
 struct cuptrace_trace_info {
 	int32_t pid;
 	const char *process_name;
@@ -190,6 +199,9 @@ struct cuptrace_sink_ops {
 	/* Optional (may be NULL: the sink ignores stacks): a call stack, sent before the first
 	 * slice whose stack_id names it. */
 	int (*stack)(struct cuptrace_sink *s, const struct cuptrace_stack *st);
+	/* Optional (may be NULL: the sink drops samples): a host stack sample, whose stack was
+	 * sent through stack() before. */
+	int (*sample)(struct cuptrace_sink *s, const struct cuptrace_sample *e);
 	/* Metadata known only later (dropped counts, record counts); may be called several times,
 	 * a later value for a key replaces the earlier one. */
 	int (*meta)(struct cuptrace_sink *s, const struct cuptrace_meta *m, size_t n);

@@ -53,6 +53,13 @@ int fwd_stack(struct cuptrace_sink *s, const struct cuptrace_stack *st)
 	FORWARD(stack, st);
 }
 
+int fwd_sample(struct cuptrace_sink *s, const struct cuptrace_sample *e)
+{
+	if (!to_fwd(s)->inner->ops->sample)
+		return to_fwd(s)->err; /* the inner sink drops samples */
+	FORWARD(sample, e);
+}
+
 int fwd_meta(struct cuptrace_sink *s, const struct cuptrace_meta *m, size_t n)
 {
 	FORWARD(meta, m, n);

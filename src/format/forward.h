@@ -23,6 +23,8 @@ int fwd_instant(struct cuptrace_sink *s, const struct cuptrace_instant *e);
 int fwd_counter(struct cuptrace_sink *s, const struct cuptrace_counter *e);
 /* Hands the stack on if the inner sink takes stacks. */
 int fwd_stack(struct cuptrace_sink *s, const struct cuptrace_stack *st);
+/* Hands the host stack sample on if the inner sink takes samples. */
+int fwd_sample(struct cuptrace_sink *s, const struct cuptrace_sample *e);
 int fwd_meta(struct cuptrace_sink *s, const struct cuptrace_meta *m, size_t n);
 int fwd_finish(struct cuptrace_sink *s);
 

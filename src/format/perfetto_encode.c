@@ -593,3 +593,44 @@ int pf_counter(struct cuptrace_sink *sk, const struct cuptrace_counter *e)
 	p = w_clock_id(p, bt);
 	return w_packet_done(s, body, p);
 }
+
+/* A host stack sample (issue 46) as Perfetto's own CPU sample: TracePacket.perf_sample
+ * (PerfSample{pid, tid, callstack_iid, cpu_mode}), on the thread track's sequence, where its
+ * callstack is interned (trace_processor resolves a PerfSample's callstack_iid on the packet's
+ * sequence and puts the sample in its perf_sample table, which the UI draws per thread). */
+int pf_sample(struct cuptrace_sink *sk, const struct cuptrace_sample *e)
+{
+	struct pf_sink *s = to_pf(sk);
+	struct pf_seq *q;
+	uint8_t *p, *body, *ps;
+	int bt;
+
+	if (s->err)
+		return s->err;
+	if (!(q = pf_seq_get(s, e->track_uuid)))
+		return s->err;
+	uint64_t stack = pf_stack_intern(s, q, e->stack_id);
+	if (s->err || !stack)
+		return s->err;
+	if (pf_buf_reserve(s, B_FIXED))
+		return s->err;
+	uint64_t t = pkt_time(s, q, e->ts, &bt);
+	p = w_timed_head(s->buf, &body, t, q->id);
+	*p++ = P_FLAGS;
+	*p++ = SEQ_NEEDS;
+	*p++ = PF_KEY0(PF_PACKET_PERF_SAMPLE, PF_WT_LEN);
+	*p++ = PF_KEY1(PF_PACKET_PERF_SAMPLE, PF_WT_LEN);
+	p = open_len(p);
+	ps = p;
+	*p++ = PF_KEY0(PF_PERF_SAMPLE_PID, PF_WT_VARINT);
+	p = w_varint(p, (uint32_t)e->pid);
+	*p++ = PF_KEY0(PF_PERF_SAMPLE_TID, PF_WT_VARINT);
+	p = w_varint(p, (uint32_t)e->tid);
+	*p++ = PF_KEY0(PF_PERF_SAMPLE_CALLSTACK_IID, PF_WT_VARINT);
+	p = w_varint(p, stack);
+	*p++ = PF_KEY0(PF_PERF_SAMPLE_CPU_MODE, PF_WT_VARINT);
+	*p++ = PF_CPU_MODE_USER;
+	p = close_len(ps, p);
+	p = w_clock_id(p, bt);
+	return w_packet_done(s, body, p);
+}

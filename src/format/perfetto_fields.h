@@ -36,6 +36,7 @@ enum {
 	PF_PACKET_TRACK_DESCRIPTOR = 60,
 	PF_PACKET_TRACE_UUID = 89,
 	PF_PACKET_TRACE_ATTRIBUTES = 126,
+	PF_PACKET_PERF_SAMPLE = 66, /* PerfSample (profile_packet.proto) */
 };
 
 /* TracePacketDefaults, and the TrackEventDefaults inside it. */
@@ -167,6 +168,16 @@ enum {
 	PF_MAPPING_END = 5,
 	PF_MAPPING_LOAD_BIAS = 6,
 	PF_MAPPING_PATH_STRING_IDS = 7,
+};
+
+/* PerfSample (profile_packet.proto): a CPU sample with its interned callstack. */
+enum {
+	PF_PERF_SAMPLE_CPU = 1,
+	PF_PERF_SAMPLE_PID = 2,
+	PF_PERF_SAMPLE_TID = 3,
+	PF_PERF_SAMPLE_CALLSTACK_IID = 4,
+	PF_PERF_SAMPLE_CPU_MODE = 5, /* Profiling.CpuMode */
+	PF_CPU_MODE_USER = 2,
 };
 
 #endif

@@ -109,6 +109,8 @@ void pf_seq_free(struct pf_seq *q);
 
 /* The stack() op: keeps the stack. */
 int pf_stack(struct cuptrace_sink *sk, const struct cuptrace_stack *st);
+/* The sample() op (perfetto_encode.c): a PerfSample on the thread's sequence. */
+int pf_sample(struct cuptrace_sink *sk, const struct cuptrace_sample *e);
 /* The callstack iid of stack_id on q, its interned data written first (as a packet of its own)
  * if q's generation has not had it; 0 for an unknown stack or on error (in s->err). */
 uint64_t pf_stack_intern(struct pf_sink *s, struct pf_seq *q, uint64_t stack_id);

@@ -450,6 +450,7 @@ static const struct cuptrace_sink_ops pf_ops = {
     .track = pf_track,
     .slice = pf_slice,
     .stack = pf_stack,
+    .sample = pf_sample,
     .instant = pf_instant,
     .counter = pf_counter,
     .meta = pf_meta,

@@ -54,6 +54,16 @@ static int tee_stack(struct cuptrace_sink *s, const struct cuptrace_stack *st)
 	return t->err_a;
 }
 
+static int tee_sample(struct cuptrace_sink *s, const struct cuptrace_sample *e)
+{
+	struct tee_sink *t = to_tee(s);
+	if (t->a && !t->err_a && t->a->ops->sample)
+		t->err_a = t->a->ops->sample(t->a, e);
+	if (t->b && !t->err_b && t->b->ops->sample)
+		t->err_b = t->b->ops->sample(t->b, e);
+	return t->err_a;
+}
+
 static int tee_instant(struct cuptrace_sink *s, const struct cuptrace_instant *e)
 {
 	TEE(instant, e);
@@ -103,6 +113,7 @@ static const struct cuptrace_sink_ops tee_ops = {
     .track = tee_track,
     .slice = tee_slice,
     .stack = tee_stack,
+    .sample = tee_sample,
     .instant = tee_instant,
     .counter = tee_counter,
     .meta = tee_meta,

@@ -718,6 +718,7 @@ static void finish_session(struct collect_session *s)
 		return;
 	int64_t t0 = cuptrace_now_ns(CLOCK_MONOTONIC);
 	uint64_t cpu0 = collect_thread_cpu_ns();
+	collect_stacks_stop(); /* no samples of the exit path; at most one period's wait */
 	collect_window_end(s); /* an open window closes here; the flight recorder's last dump */
 	/* Everything CUPTI holds, complete or not (unfinished GPU work comes back with no times
 	 * and is counted, not drawn). */
@@ -761,6 +762,7 @@ static void finish_session(struct collect_session *s)
 	int64_t t_drained = cuptrace_now_ns(CLOCK_MONOTONIC), t_converted = 0;
 	collect_window_free(s);
 	collect_note_write_err(s, cuptrace_gm_drain(&s->to)); /* the last samples */
+	collect_note_write_err(s, collect_stacks_drain(s));   /* the last host stack samples */
 	int err = s->write_err;
 	int e = collect_finish_output(s, &s->out, &t_converted);
 	err = err ? err : e;

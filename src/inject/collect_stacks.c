@@ -17,6 +17,8 @@
 #include "inject/collect.h"
 #include "inject/collect_state.h"
 #include "inject/nstack.h"
+#include "inject/pyread.h"
+#include "inject/sampler.h"
 #include "inject/stacks.h"
 #include "inject/sync_watch.h"
 #include "common/log.h"
@@ -27,6 +29,9 @@
 
 static uint8_t rt_on[MAX_CBID], drv_on[MAX_CBID];
 static int stacks_mode;
+/* Host stack samples (issue 46, inject/sampler.h): the launch-type callbacks are on for them
+ * too, to learn which threads call CUDA (the sampler's targets). */
+static int sample_hz, sample_all;
 /* cuptrace_stacks(0/1), from any application thread: paused, the callbacks of launch-type calls
  * are switched off in CUPTI (a paused run costs what a run without --stacks costs). Set under
  * toggle_lock; read without it by the callbacks (a callback already under way when stacks are
@@ -124,13 +129,25 @@ void collect_stacks_setup(CUpti_SubscriberHandle sub)
 	cuptrace_setting_env(CUPTRACE_SET_STACKS_EVERY, &v);
 	stacks_every = v.i > 1 ? (uint64_t)v.i : 1;
 	cuptrace_stacks_reset();
-	if (!stacks_mode)
-		goto out;
-	if (cuptrace_stacks_init(stacks_mode)) {
+	cuptrace_setting_env(CUPTRACE_SET_SAMPLE, &v);
+	sample_hz = (int)v.i;
+	cuptrace_setting_env(CUPTRACE_SET_SAMPLE_THREADS, &v);
+	sample_all = v.i == CUPTRACE_SAMPLE_THREADS_ALL;
+	if (sample_hz) {
+		cuptrace_sampler_stop(); /* a session before this one (a window) */
+		cuptrace_sampler_reset();
+		int e = cuptrace_sampler_start((unsigned)sample_hz, sample_all);
+		if (e) {
+			cuptrace_warn("no host stack samples: %s", strerror(-e));
+			sample_hz = 0;
+		}
+	}
+	if (stacks_mode && cuptrace_stacks_init(stacks_mode)) {
 		cuptrace_warn("no call stacks: out of memory");
 		stacks_mode = 0;
-		goto out;
 	}
+	if (!stacks_mode && !sample_hz)
+		goto out;
 	char buf[64];
 	for (uint32_t id = 1; id < MAX_CBID; id++) {
 		rt_on[id] = (uint8_t)launch_like(
@@ -175,9 +192,14 @@ int cuptrace_collect_stacks(int on)
 
 int collect_stacks_callback(CUpti_CallbackDomain d, CUpti_CallbackId id, const void *data)
 {
-	if (!stacks_mode || id >= MAX_CBID)
+	if ((!stacks_mode && !sample_hz) || id >= MAX_CBID)
 		return 0;
 	const CUpti_CallbackData *cd = data;
+	int on = d == CUPTI_CB_DOMAIN_RUNTIME_API ? rt_on[id] : drv_on[id];
+	if (on && sample_hz && cd->callbackSite == CUPTI_API_ENTER)
+		cuptrace_sampler_note_thread(); /* one check of a thread-local after the first */
+	if (on && !stacks_mode)
+		return 1;
 	if (d == CUPTI_CB_DOMAIN_RUNTIME_API && rt_on[id]) {
 		if (cd->callbackSite == CUPTI_API_ENTER) {
 			unsigned g = atomic_load_explicit(&stacks_gen, memory_order_relaxed);
@@ -207,10 +229,45 @@ static int hand_over(struct collect_session *s, const CUpti_Activity **ptrs, uin
 	return n ? cuptrace_consumer_records(&s->to, ptrs, sizes, n) : 0;
 }
 
+/* The sampler's STACK and SAMPLES records, handed over like the launch stacks'. */
+static int drain_samples(struct collect_session *s)
+{
+	uint8_t *recs;
+	size_t len, nrec = 0;
+	int err = cuptrace_sampler_drain(&recs, &len);
+	if (err || !len)
+		return err;
+	for (size_t off = 0; off < len; off += cuptrace_stackrec_bytes(recs + off))
+		nrec++;
+	const CUpti_Activity **ptrs = malloc(nrec * sizeof(*ptrs));
+	uint32_t *sizes = malloc(nrec * sizeof(*sizes));
+	if (ptrs && sizes) {
+		size_t k = 0;
+		for (size_t off = 0; off < len; off += sizes[k++]) {
+			ptrs[k] = (const CUpti_Activity *)(recs + off);
+			sizes[k] = (uint32_t)cuptrace_stackrec_bytes(recs + off);
+		}
+		err = hand_over(s, ptrs, sizes, nrec);
+	} else {
+		err = -ENOMEM;
+	}
+	free(ptrs);
+	free(sizes);
+	free(recs);
+	return err;
+}
+
+void collect_stacks_stop(void)
+{
+	if (sample_hz)
+		cuptrace_sampler_stop();
+}
+
 int collect_stacks_drain(struct collect_session *s)
 {
+	int serr = sample_hz ? drain_samples(s) : 0;
 	if (!stacks_mode)
-		return 0;
+		return serr;
 	uint8_t *recs;
 	uint64_t *pairs;
 	size_t len, npairs;
@@ -247,11 +304,36 @@ out:
 	free(corr);
 	free(recs);
 	free(pairs);
-	return err;
+	return err ? err : serr;
+}
+
+static void sample_meta(void (*put)(void *ctx, const char *k, const char *v), void *ctx)
+{
+	char v[32];
+	struct cuptrace_sampler_stats st;
+	cuptrace_sampler_stats(&st);
+	snprintf(v, sizeof(v), "%d", sample_hz);
+	put(ctx, "host_samples_hz", v);
+	put(ctx, "host_samples_threads", sample_all ? "all" : "cuda");
+	snprintf(v, sizeof(v), "%llu", (unsigned long long)st.samples);
+	put(ctx, "host_samples", v);
+	snprintf(v, sizeof(v), "%llu", (unsigned long long)st.dropped);
+	put(ctx, "host_samples_dropped", v);
+	snprintf(v, sizeof(v), "%llu", (unsigned long long)st.no_python);
+	put(ctx, "host_samples_no_python", v);
+	snprintf(v, sizeof(v), "%llu", (unsigned long long)st.late);
+	put(ctx, "host_samples_late_ticks", v);
+	const char *py = cuptrace_pyread_version();
+	put(ctx, "host_samples_python",
+	    !py                       ? "none found"
+	    : cuptrace_pyread_ready() ? py
+	                              : "layout not recognised");
 }
 
 void collect_stacks_meta(void (*put)(void *ctx, const char *k, const char *v), void *ctx)
 {
+	if (sample_hz)
+		sample_meta(put, ctx);
 	if (!stacks_mode)
 		return;
 	char v[32];

@@ -341,6 +341,8 @@ int collect_stacks_callback(CUpti_CallbackDomain d, CUpti_CallbackId id, const v
 /* Writer thread: the new stacks and (correlation id, stack id) pairs to the capture or
  * converter, before the buffer whose records they describe. 0 or the first error. */
 int collect_stacks_drain(struct collect_session *s);
+/* Stops the host stack sampler (what it queued waits for the last drain). */
+void collect_stacks_stop(void);
 /* The counts as metadata (distinct stacks, launches that got none for want of room). */
 void collect_stacks_meta(void (*put)(void *ctx, const char *k, const char *v), void *ctx);
 

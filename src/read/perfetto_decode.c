@@ -350,6 +350,7 @@ static int do_packet(struct reader *r, const uint8_t *b, size_t n, int depth)
 		case PF_PACKET_TRACK_DESCRIPTOR:
 		case PF_PACKET_TRACE_UUID:
 		case PF_PACKET_TRACE_ATTRIBUTES:
+		case PF_PACKET_PERF_SAMPLE:
 			if (f.wt == PF_WT_LEN) {
 				k.payload = f;
 				k.payload_id = f.id;
@@ -443,6 +444,8 @@ static int do_packet(struct reader *r, const uint8_t *b, size_t n, int depth)
 	}
 	case PF_PACKET_TRACE_UUID:
 		return pf_parse_uuid(r, k.payload.b, k.payload.n);
+	case PF_PACKET_PERF_SAMPLE:
+		return pf_parse_perf_sample(r, q, &k);
 	}
 	return 0;
 }

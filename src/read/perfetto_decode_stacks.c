@@ -300,3 +300,40 @@ int pf_parse_inline_callstack(struct reader *r, const uint8_t *b, size_t n, uint
 	free(fb);
 	return rc < 0 ? -1 : 0;
 }
+
+int pf_parse_perf_sample(struct reader *r, struct rseq *q, const struct pkt *k)
+{
+	struct pb m = pb_of(k->payload.b, k->payload.n);
+	struct pbf f;
+	uint64_t pid = 0, tid = 0, iid = 0;
+	int rc;
+	while ((rc = pb_next(&m, &f)) > 0) {
+		if (f.wt != PF_WT_VARINT)
+			continue;
+		if (f.id == PF_PERF_SAMPLE_PID)
+			pid = f.v;
+		else if (f.id == PF_PERF_SAMPLE_TID)
+			tid = f.v;
+		else if (f.id == PF_PERF_SAMPLE_CALLSTACK_IID)
+			iid = f.v;
+	}
+	if (rc < 0)
+		return -1;
+	int64_t t;
+	if (!q || !q->has_def_track || !iid || !k->has_ts || k->time_err ||
+	    (!pf_trace_time(r, k->abs_ts, k->dom, &t) && t < 0))
+		return 0;
+	uint32_t stack = pf_callstack_iid(r, q, iid);
+	if (!stack)
+		return 0;
+	struct rev *slot = PUSH(r, evs, nevs, evcap);
+	if (slot)
+		*slot = (struct rev){
+		    .ts = (int64_t)k->abs_ts,
+		    .track = q->def_track,
+		    .dom = k->dom,
+		    .type = REV_SAMPLE,
+		    .slice = stack,
+		    .val.i = (int64_t)((pid & 0xffffffffu) << 32 | (tid & 0xffffffffu))};
+	return 0;
+}

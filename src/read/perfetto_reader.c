@@ -567,6 +567,19 @@ static int replay(struct reader *r, struct replay *p, struct cuptrace_sink *sink
 			r->ck.event_on_unknown_track++;
 			continue;
 		}
+		if (e->type == REV_SAMPLE) {
+			struct cuptrace_sample sm = {
+			    .track_uuid = e->track,
+			    .ts = e->ts,
+			    .pid = (int32_t)((uint64_t)e->val.i >> 32),
+			    .tid = (int32_t)(uint32_t)e->val.i,
+			    .stack_id = e->slice,
+			};
+			if (sink && sink->ops->sample &&
+			    !(err = cuptrace_stacktab_send(&r->stk, e->slice, sink, 0)))
+				err = sink->ops->sample(sink, &sm);
+			continue;
+		}
 		if (e->type == TE_COUNTER) {
 			struct cuptrace_counter c = {
 			    .track_uuid = e->track, .ts = e->ts, .is_double = e->is_double};

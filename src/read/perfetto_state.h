@@ -63,6 +63,9 @@ struct rarg {
 	} v;
 };
 
+/* struct rev's type for a host stack sample (TrackEvent's types are 1 to 4). */
+#define REV_SAMPLE 100
+
 struct rev {
 	int64_t ts; /* raw value on clock dom, then ns relative to the trace start */
 	/* No file-order field: evs is filled in file order, and the sort keeps ties in it. */
@@ -258,6 +261,10 @@ int pf_parse_event(struct reader *r, struct rseq *q, const struct pkt *k);
 int pf_parse_interned_stacks(struct reader *r, struct rseq *q, const uint8_t *b, size_t n);
 /* The stack id (in r->stk) of TrackEvent.callstack_iid on q; 0 (counted) if unknown. */
 uint32_t pf_callstack_iid(struct reader *r, struct rseq *q, uint64_t iid);
+/* A PerfSample (host stack sample, issue 46) with a callstack, on a sequence with a default
+ * track: an event of type REV_SAMPLE (stack id in .slice, pid << 32 | tid in .val.i). Others
+ * (perf's own, with no track of ours) are passed over. */
+int pf_parse_perf_sample(struct reader *r, struct rseq *q, const struct pkt *k);
 /* TrackEvent.callstack (InlineCallstack) into r->stk; *out its id. 0 or -1. */
 int pf_parse_inline_callstack(struct reader *r, const uint8_t *b, size_t n, uint32_t *out);
 

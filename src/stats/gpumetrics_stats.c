@@ -267,6 +267,7 @@ static const struct cuptrace_sink_ops gm_ops = {
     .instant = fwd_instant,
     .counter = gm_counter,
     .stack = fwd_stack,
+    .sample = fwd_sample,
     .meta = fwd_meta,
     .finish = gm_finish,
     .destroy = gm_destroy,

@@ -59,6 +59,7 @@ static const struct cuptrace_sink_ops sym_ops = {
     .instant = fwd_instant,
     .counter = fwd_counter,
     .stack = sy_stack,
+    .sample = fwd_sample,
     .meta = fwd_meta,
     .finish = fwd_finish,
     .destroy = sy_destroy,

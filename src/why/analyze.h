@@ -38,8 +38,21 @@ struct cuptrace_an_host_ctx {
 	int64_t tid;
 };
 
+/* Where the launching thread's host stack samples (record --sample, issue 46) fell inside a GPU
+ * idle interval: a frame of the program's own code ("load_batch (train.py:13)": the innermost
+ * frame outside Python's library and installed packages) and how many samples it had. */
+#define CUPTRACE_AN_HOST_FRAMES 3
+struct cuptrace_an_host_frame {
+	const char *frame;
+	uint32_t samples;
+};
+
 struct cuptrace_an_idle {
 	int64_t ts, dur;
+	/* The launching thread's samples inside the interval, and their top frames (most first). */
+	uint32_t host_samples;
+	struct cuptrace_an_host_frame host_frames[CUPTRACE_AN_HOST_FRAMES];
+	size_t nhost_frames;
 	enum cuptrace_idle_cause cause; /* the cause holding most of the interval */
 	int64_t by_cause[CUPTRACE_IDLE_NCAUSES];
 	size_t gpu;                       /* index in gpus */
@@ -277,6 +290,7 @@ struct cuptrace_analysis {
 	size_t nstreams;
 	struct cuptrace_an_idle *idle; /* the largest GPU idle intervals, longest first */
 	size_t nidle;
+	uint64_t host_samples;      /* host stack samples read (0: the trace has none) */
 	struct cuptrace_an_op *ops; /* by self time desc */
 	size_t nops;
 	int64_t unattributed_ns;              /* GPU work with no range around its launch */

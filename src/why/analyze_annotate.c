@@ -63,6 +63,12 @@ static int an_stack(struct cuptrace_sink *s, const struct cuptrace_stack *st)
 	return in->ops->stack ? in->ops->stack(in, st) : 0;
 }
 
+static int an_sample(struct cuptrace_sink *s, const struct cuptrace_sample *e)
+{
+	struct cuptrace_sink *in = to_ann(s)->inner;
+	return in->ops->sample ? in->ops->sample(in, e) : 0;
+}
+
 static int an_meta(struct cuptrace_sink *s, const struct cuptrace_meta *m, size_t k)
 {
 	return to_ann(s)->inner->ops->meta(to_ann(s)->inner, m, k);
@@ -98,6 +104,35 @@ static int slice(struct ann *n, uint64_t trk, int64_t ts, int64_t dur, const cha
 	                           .args = args,
 	                           .nargs = nargs};
 	return n->inner->ops->slice(n->inner, &e);
+}
+
+/* For one of the largest idle intervals (GPU g, starting at ts) with host stack samples: the
+ * args host_thread and host_was ("load_batch (train.py:13) 75%, ... of 20 samples"), into
+ * args[0..2) with the text in buf; how many (0 for any other interval). */
+static size_t host_was(const struct cuptrace_analysis *a, size_t g, int64_t ts, char *buf,
+                       size_t size, struct cuptrace_arg *args)
+{
+	for (size_t i = 0; i < a->nidle; i++) {
+		const struct cuptrace_an_idle *d = &a->idle[i];
+		if (d->gpu != g || d->ts != ts || !d->host_samples)
+			continue;
+		size_t k = 0;
+		buf[0] = 0;
+		for (size_t j = 0; j < d->nhost_frames && k < size; j++) {
+			int w = snprintf(buf + k, size - k, "%s%s %.0f%%", j ? ", " : "",
+			                 d->host_frames[j].frame,
+			                 100.0 * d->host_frames[j].samples / d->host_samples);
+			k += w > 0 ? (size_t)w : 0;
+		}
+		if (k < size)
+			snprintf(buf + k, size - k, " of %u samples", d->host_samples);
+		args[0] = (struct cuptrace_arg){
+		    .key = "host_thread", .type = CUPTRACE_ARG_INT, .v.i = d->host.tid};
+		args[1] = (struct cuptrace_arg){
+		    .key = "host_was", .type = CUPTRACE_ARG_STRING, .v.s = buf};
+		return 2;
+	}
+	return 0;
 }
 
 static int inst_cmp(const void *pa, const void *pb)
@@ -198,10 +233,12 @@ static int draw(struct ann *n)
 			const struct cuptrace_an_gap *p = &a->gaps[i];
 			if (p->gpu != g)
 				continue;
-			struct cuptrace_arg arg = {
-			    .key = "gpu", .type = CUPTRACE_ARG_STRING, .v.s = a->gpus[g].name};
+			struct cuptrace_arg args[3] = {
+			    {.key = "gpu", .type = CUPTRACE_ARG_STRING, .v.s = a->gpus[g].name}};
+			char was[512];
+			size_t nargs = 1 + host_was(a, g, p->ts, was, sizeof(was), &args[1]);
 			if ((err = slice(n, t, p->ts, p->dur, cuptrace_idle_cause_names[p->cause],
-			                 &arg, 1)))
+			                 args, nargs)))
 				return err;
 		}
 	}
@@ -275,6 +312,7 @@ static const struct cuptrace_sink_ops ann_ops = {
     .instant = an_instant,
     .counter = an_counter,
     .stack = an_stack,
+    .sample = an_sample,
     .meta = an_meta,
     .tick = an_tick,
     .finish = an_finish,

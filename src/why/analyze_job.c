@@ -238,6 +238,7 @@ int an_fold(struct an *an, struct cuptrace_analysis *p)
 	JGROW(&c, j->idle, f->idlecap, j->nidle + p->nidle);
 	if (c.err)
 		return c.err;
+	j->host_samples += p->host_samples;
 	for (size_t i = 0; i < p->nranks; i++) {
 		struct cuptrace_an_rank r = p->ranks[i];
 		r.host = jstr(&c, r.host);
@@ -266,6 +267,8 @@ int an_fold(struct an *an, struct cuptrace_analysis *p)
 		d.next_work = jstr(&c, d.next_work);
 		d.host.range = jstr(&c, d.host.range);
 		d.host.api = jstr(&c, d.host.api);
+		for (size_t k = 0; k < d.nhost_frames; k++)
+			d.host_frames[k].frame = jstr(&c, d.host_frames[k].frame);
 		d.gpu += g0;
 		d.rank = moved(d.rank, r0);
 		j->idle[j->nidle++] = d;

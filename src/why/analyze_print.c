@@ -21,6 +21,8 @@ static double pct(int64_t part, int64_t whole)
 }
 
 /* A table row: cells separated by " | " in markdown, by two spaces otherwise. */
+static void print_idle_samples(const struct cuptrace_analysis *a, FILE *f, int md);
+
 static void hdr(FILE *f, int md, const char *title)
 {
 	fprintf(f, md ? "\n### %s\n\n" : "\n== %s ==\n", title);
@@ -368,6 +370,36 @@ static void print_gpus(const struct cuptrace_analysis *a, FILE *f, int md)
 		        d->next_work ? d->next_work : "-", cell(md), d->host.tid, cell(md),
 		        d->host.range ? d->host.range : "-", cell(md),
 		        d->host.api ? d->host.api : "-", rowend(md));
+	}
+	print_idle_samples(a, f, md);
+}
+
+/* What the launching thread did in each of the largest idle intervals, from its host stack
+ * samples (record --sample, issue 46); without samples, how to get them. */
+static void print_idle_samples(const struct cuptrace_analysis *a, FILE *f, int md)
+{
+	fputc('\n', f);
+	if (!a->host_samples) {
+		fputs("No host stack samples in this trace: `cuptrace record --sample` records "
+		      "what the "
+		      "launching thread was doing in each interval.\n",
+		      f);
+		return;
+	}
+	fputs("What the launching thread was doing (host stack samples):\n\n", f);
+	for (size_t i = 0; i < a->nidle; i++) {
+		const struct cuptrace_an_idle *d = &a->idle[i];
+		fprintf(f, "%sidle %.3f ms at %.3f ms, thread %" PRId64 ": ", md ? "- " : "  ",
+		        ms(d->dur), ms(d->ts), d->host.tid);
+		if (!d->host_samples) {
+			fputs("no samples in it\n", f);
+			continue;
+		}
+		for (size_t k = 0; k < d->nhost_frames; k++)
+			fprintf(f, "%s%s%s%s in %.0f%%", k ? ", " : "", md ? "`" : "",
+			        d->host_frames[k].frame, md ? "`" : "",
+			        100.0 * d->host_frames[k].samples / d->host_samples);
+		fprintf(f, " of %u samples\n", d->host_samples);
 	}
 }
 
@@ -805,6 +837,16 @@ static void json_body(const struct cuptrace_analysis *a, struct cuptrace_json *w
 		cuptrace_json_int_field(w, "host_tid", d->host.tid);
 		str_or_null(w, "host_range", d->host.range);
 		str_or_null(w, "host_call", d->host.api);
+		cuptrace_json_int_field(w, "host_samples", d->host_samples);
+		cuptrace_json_name(w, "host_frames");
+		cuptrace_json_start_array(w);
+		for (size_t k = 0; k < d->nhost_frames; k++) {
+			cuptrace_json_start_object(w);
+			cuptrace_json_string_field(w, "frame", d->host_frames[k].frame);
+			cuptrace_json_int_field(w, "samples", d->host_frames[k].samples);
+			cuptrace_json_end_object(w);
+		}
+		cuptrace_json_end_array(w);
 		rank_fields(w, a, d->rank);
 		cuptrace_json_end_object(w);
 	}

@@ -370,6 +370,7 @@ static int busy_idle(struct anx *x)
 	return err ? err : sweep(x, 1);
 }
 
+static void host_frames(struct anx *x, struct cuptrace_an_idle *d);
 static const struct anx_gap *cmp_gaps;
 
 static int gap_dur_cmp(const void *pa, const void *pb)
@@ -420,9 +421,63 @@ static int idle_table(struct anx *x)
 		d->cause = main_cause(d->by_cause);
 		if (w->launch)
 			anx_host_ctx(x, x->an->host[w->launch - 1].thread, g->ts, &d->host);
+		if (w->launch)
+			host_frames(x, d);
 	}
 	free(idx);
 	return 0;
+}
+
+static int sample_ts_cmp(const void *a, const void *b)
+{
+	const struct an_sample *x = a, *y = b;
+	return (x->ts > y->ts) - (x->ts < y->ts);
+}
+
+/* The launching thread's samples inside idle interval d, counted by frame: the top ones. The
+ * samples are in time order (sorted once by an_compute). */
+static void host_frames(struct anx *x, struct cuptrace_an_idle *d)
+{
+	const struct an *an = x->an;
+	size_t lo = 0, hi = an->nsamples;
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+		if (an->samples[mid].ts < d->ts)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	/* A few distinct frames per interval: a small list, counted in place. */
+	uint32_t ids[64], counts[64];
+	size_t n = 0;
+	for (size_t i = lo; i < an->nsamples && an->samples[i].ts <= d->ts + d->dur; i++) {
+		const struct an_sample *s = &an->samples[i];
+		if (s->tid != d->host.tid)
+			continue;
+		d->host_samples++;
+		size_t k = 0;
+		while (k < n && ids[k] != s->frame)
+			k++;
+		if (k == n && n < 64) {
+			ids[n] = s->frame;
+			counts[n++] = 0;
+		}
+		if (k < n)
+			counts[k]++;
+	}
+	for (size_t t = 0; t < CUPTRACE_AN_HOST_FRAMES && t < n; t++) {
+		size_t best = t;
+		for (size_t k = t + 1; k < n; k++)
+			if (counts[k] > counts[best])
+				best = k;
+		uint32_t a = ids[t], c = counts[t];
+		ids[t] = ids[best];
+		counts[t] = counts[best];
+		ids[best] = a;
+		counts[best] = c;
+		d->host_frames[t] = (struct cuptrace_an_host_frame){anx_str(x, ids[t]), counts[t]};
+		d->nhost_frames = t + 1;
+	}
 }
 
 int an_compute(struct an *an)
@@ -438,6 +493,10 @@ int an_compute(struct an *an)
 	memset(&an->strs, 0, sizeof(an->strs));
 	cuptrace_strtab_init(&an->strs);
 	o->priv = x.priv;
+	/* Samples come in time order from a sorted reader; a merge of files may interleave. */
+	if (an->nsamples)
+		qsort(an->samples, an->nsamples, sizeof(*an->samples), sample_ts_cmp);
+	o->host_samples = an->nsamples;
 	o->min_ts = an->min_ts;
 	o->max_ts = an->max_ts;
 	if (an->nhost)

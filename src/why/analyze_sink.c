@@ -404,6 +404,54 @@ static int an_counter(struct cuptrace_sink *s, const struct cuptrace_counter *e)
 	return an_of(s)->err;
 }
 
+/* The frame a sample is told by: the innermost one of the program's own code, that is outside
+ * Python's library and installed packages; else the innermost. */
+static int user_file(const char *f)
+{
+	return f && *f != '<' && !strstr(f, "/lib/python") && !strstr(f, "site-packages") &&
+	       !strstr(f, "dist-packages");
+}
+
+static int an_stack(struct cuptrace_sink *s, const struct cuptrace_stack *st)
+{
+	struct an *an = an_of(s);
+	if (an->err || !st->nframes)
+		return an->err;
+	const struct cuptrace_frame *f = &st->frames[st->nframes - 1];
+	for (size_t i = st->nframes; i-- > 0;)
+		if (user_file(st->frames[i].file)) {
+			f = &st->frames[i];
+			break;
+		}
+	const char *file = f->file ? f->file : f->module ? f->module : "?";
+	const char *base = strrchr(file, '/');
+	char buf[512];
+	int n = snprintf(buf, sizeof(buf), "%s (%s:%u)", f->function ? f->function : "??",
+	                 base ? base + 1 : file, f->line);
+	uint32_t id = cuptrace_strtab_intern(&an->strs, buf,
+	                                     n < 0                     ? 0
+	                                     : (size_t)n < sizeof(buf) ? (size_t)n
+	                                                               : sizeof(buf) - 1);
+	int created;
+	uint64_t *v = id ? cuptrace_u64map_put(&an->stack_frame, st->id, &created) : NULL;
+	if (!v)
+		return an->err = -ENOMEM;
+	*v = id;
+	return 0;
+}
+
+static int an_sample(struct cuptrace_sink *s, const struct cuptrace_sample *e)
+{
+	struct an *an = an_of(s);
+	uint64_t *v = an->err ? NULL : cuptrace_u64map_get(&an->stack_frame, e->stack_id);
+	if (!v)
+		return an->err;
+	if (CUPTRACE_GROW(an->samples, an->samplecap, an->nsamples + 1))
+		return an->err = -ENOMEM;
+	an->samples[an->nsamples++] = (struct an_sample){e->ts, e->tid, (uint32_t)*v};
+	return 0;
+}
+
 static int an_meta(struct cuptrace_sink *s, const struct cuptrace_meta *m, size_t n)
 {
 	struct an *an = an_of(s);
@@ -442,6 +490,8 @@ static void file_reset(struct an *an)
 	cuptrace_u64map_free(&an->who_of);
 	an->ntracks = an->nthreads = an->ngpus = an->nstreams = 0;
 	an->nhost = an->nwork = an->nflows = an->nwho = 0;
+	an->nsamples = 0;
+	cuptrace_u64map_free(&an->stack_frame);
 	an->min_ts = an->max_ts = 0;
 	an->have_ts = 0;
 	an->max_uuid = 0;
@@ -479,6 +529,8 @@ static void an_destroy(struct cuptrace_sink *s)
 		return;
 	struct an *an = an_of(s);
 	cuptrace_strtab_free(&an->strs);
+	free(an->samples);
+	cuptrace_u64map_free(&an->stack_frame);
 	cuptrace_u64map_free(&an->trk);
 	cuptrace_u64map_free(&an->thr_of);
 	cuptrace_u64map_free(&an->name_thr);
@@ -503,6 +555,8 @@ static const struct cuptrace_sink_ops an_ops = {
     .slice = an_slice,
     .instant = an_instant,
     .counter = an_counter,
+    .stack = an_stack,
+    .sample = an_sample,
     .meta = an_meta,
     .finish = an_finish,
     .destroy = an_destroy,

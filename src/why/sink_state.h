@@ -150,6 +150,15 @@ struct an {
 	int64_t min_ts, max_ts;
 	int have_ts;
 	uint64_t max_uuid;
+	/* Host stack samples (issue 46): each with its stack's frame in the program's code (a
+	 * string id in strs), in time order as replayed; stack id -> that string id. */
+	struct an_sample {
+		int64_t ts;
+		int64_t tid;
+		uint32_t frame;
+	} * samples;
+	size_t nsamples, samplecap;
+	struct cuptrace_u64map stack_frame;
 };
 
 /* analyze_run.c: computes an->out from what the sink kept. 0 or -ENOMEM. */

@@ -540,7 +540,10 @@ static int record_parse(struct record_opts *o, int argc, char **argv)
 			break;
 		default:
 			if (c >= CMD_WOPT && c < CMD_WOPT + CUPTRACE_NSETTINGS)
-				o->wgiven[c - CMD_WOPT] = optarg ? optarg : "1";
+				o->wgiven[c - CMD_WOPT] = optarg ? optarg
+				                          : c == CMD_WOPT + CUPTRACE_SET_SAMPLE
+				                              ? "100" /* --sample alone */
+				                              : "1";
 			else
 				otlp_cli_take(&o->otlp, c, optarg);
 			break;
@@ -682,6 +685,8 @@ static int record_env(struct record_opts *o, int argc, char **argv)
 	setenv_opt("CUPTRACE_CUDA_GRAPHS", o->wgiven[CUPTRACE_SET_CUDA_GRAPHS]);
 	setenv_opt("CUPTRACE_CUPTI_EARLY", o->wgiven[CUPTRACE_SET_CUPTI_EARLY]);
 	setenv_opt("CUPTRACE_SYNC_RECORDS", o->wgiven[CUPTRACE_SET_SYNC_RECORDS]);
+	setenv_opt("CUPTRACE_SAMPLE", o->wgiven[CUPTRACE_SET_SAMPLE]);
+	setenv_opt("CUPTRACE_SAMPLE_THREADS", o->wgiven[CUPTRACE_SET_SAMPLE_THREADS]);
 	/* Whole graph launches cannot be switched on when a window opens (CUPTI 13.0 crashes the
 	 * program on graphs made before; collect.c's graph_trace_usable): said here once for the
 	 * whole job, rather than by every process of it. */

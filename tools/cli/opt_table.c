@@ -76,6 +76,15 @@ const struct cli_option cli_options[] = {
     {"stacks-every", 0, CLI_ARG_REQUIRED, "N", T(RECORD), 'e', NULL,
      "a stack at one such call in N on average, picked at\n"
      "random (default 1: every call)"},
+    {"sample", 0, CLI_ARG_OPTIONAL, "HZ", T(RECORD), W(SAMPLE), NULL,
+     "sample the Python stacks of the threads that call CUDA\n"
+     "HZ times a second (default 100) of wall-clock time,\n"
+     "running, sleeping or waiting, without the GIL:\n"
+     "Perfetto CPU samples; analyze says what the feeding\n"
+     "thread did while the GPU sat idle (src/inject/SAMPLING.md)"},
+    {"sample-threads", 0, CLI_ARG_REQUIRED, "WHICH", T(RECORD), W(SAMPLE_THREADS), NULL,
+     "cuda (default): the threads that called CUDA; all:\n"
+     "every thread of the process"},
     {"pytorch", 0, CLI_ARG_NONE, NULL, T(RECORD), 'P', NULL,
      "PyTorch operators (aten::*, autograd, nn.Module) as\n"
      "slices around the CUDA calls they make (Python programs;\n"
