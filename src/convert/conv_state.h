@@ -344,6 +344,13 @@ int conv_stacks_record(struct cuptrace_converter *c, const CUpti_Activity *r);
  * is its first use. */
 uint64_t conv_stacks_for(struct cuptrace_converter *c, uint64_t corr);
 void conv_stacks_free(struct cuptrace_converter *c);
+/* Sends the stack with this id to the sink if not yet sent: 1 if the sink has it. */
+int conv_stacks_emit(struct cuptrace_converter *c, uint64_t stack);
+
+/* ---- convert_samples.c: called by convert.c, calls convert_core.c and convert_stacks.c ---- */
+
+/* A SAMPLES record (convert/stackrec.h): host stack samples. */
+int conv_samples_record(struct cuptrace_converter *c, const CUpti_Activity *rec);
 
 /* ---- convert_core.c: used by every family, calls none ---- */
 

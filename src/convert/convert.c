@@ -15,7 +15,9 @@ int cuptrace_converter_add(struct cuptrace_converter *c, const CUpti_Activity *c
 	 * are no CUPTI buffer, so they leave the batch bookkeeping alone. */
 	if (n && cuptrace_stackrec_kind((uint32_t)recs[0]->kind)) {
 		for (size_t i = 0; i < n && !c->err; i++)
-			if (cuptrace_stackrec_kind((uint32_t)recs[i]->kind))
+			if ((uint32_t)recs[i]->kind == CUPTRACE_REC_SAMPLES)
+				conv_samples_record(c, recs[i]);
+			else if (cuptrace_stackrec_kind((uint32_t)recs[i]->kind))
 				conv_stacks_record(c, recs[i]);
 		return c->err;
 	}

@@ -103,41 +103,12 @@ static int emit_stack(struct cuptrace_converter *c, struct conv_stack *s)
 	return s->emitted > 0;
 }
 
-/* Host stack samples (issue 46): each on its thread's track, its stack sent first. A sample
- * naming a stack not received is counted as bad. */
-static int add_samples(struct cuptrace_converter *c, const void *rec, size_t size)
+/* Sends the stack with this id to the sink if not yet sent (convert_samples.c): 1 if the sink
+ * has it, 0 if not (unknown id, a sink without stacks, a record that does not decode). */
+int conv_stacks_emit(struct cuptrace_converter *c, uint64_t stack)
 {
-	const struct cuptrace_stackrec_sample *sm;
-	size_t n;
-	if (cuptrace_stackrec_samples(rec, size, &sm, &n)) {
-		c->counts.stacks_bad++;
-		return 0;
-	}
-	if (!c->sink->ops->sample || !c->sink->ops->stack)
-		return 0; /* a sink without samples (Chrome JSON): dropped */
-	for (size_t i = 0; i < n && !c->err; i++) {
-		uint64_t *v = cuptrace_u64map_get(&c->stk_idx, sm[i].stack);
-		if (!v || !sm[i].tid) {
-			c->counts.stacks_bad++;
-			continue;
-		}
-		if (!emit_stack(c, &c->stk[*v - 1]))
-			continue;
-		struct cuptrace_sample e = {
-		    .track_uuid = conv_thread_track(c, sm[i].tid),
-		    .ts = conv_rel(c, sm[i].ts),
-		    .pid = c->pid,
-		    .tid = (int32_t)sm[i].tid,
-		    .stack_id = sm[i].stack,
-		};
-		if (c->err)
-			break;
-		int r = c->sink->ops->sample(c->sink, &e);
-		if (r && !c->err)
-			c->err = r;
-		c->counts.samples++;
-	}
-	return c->err;
+	uint64_t *v = cuptrace_u64map_get(&c->stk_idx, stack);
+	return v && emit_stack(c, &c->stk[*v - 1]);
 }
 
 int conv_stacks_record(struct cuptrace_converter *c, const CUpti_Activity *r)
@@ -145,8 +116,6 @@ int conv_stacks_record(struct cuptrace_converter *c, const CUpti_Activity *r)
 	size_t size = cuptrace_stackrec_bytes(r);
 	if ((uint32_t)r->kind == CUPTRACE_REC_STACK)
 		return add_stack(c, r, size);
-	if ((uint32_t)r->kind == CUPTRACE_REC_SAMPLES)
-		return add_samples(c, r, size);
 	return add_corr(c, r, size);
 }
 
