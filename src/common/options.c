@@ -61,6 +61,11 @@ static const struct cuptrace_setting_name log_names[] = {
     {"debug", CUPTRACE_LOG_DEBUG, 0},
     {NULL, 0, 0},
 };
+static const struct cuptrace_setting_name overhead_names[] = {
+    {"process", CUPTRACE_OVERHEAD_PROCESS, 0},
+    {"thread", CUPTRACE_OVERHEAD_THREAD, 0},
+    {NULL, 0, 0},
+};
 static const struct cuptrace_setting_name cuda_graphs_names[] = {
     {"node", CUPTRACE_CUDA_GRAPHS_NODE, 0},
     {"graph", CUPTRACE_CUDA_GRAPHS_GRAPH, 0},
@@ -227,6 +232,9 @@ static const struct cuptrace_setting settings[CUPTRACE_NSETTINGS] = {
                                   NULL, NULL},
     [CUPTRACE_SET_CUPTI_EARLY] = {CUPTRACE_SET_CUPTI_EARLY, "cupti-early", "CUPTRACE_CUPTI_EARLY",
                                   CUPTRACE_SETTING_BOOL, NO_NAMES, 0, 0, 0, 0, 0, "0", NULL, NULL},
+    [CUPTRACE_SET_OVERHEAD_TRACKS] = {CUPTRACE_SET_OVERHEAD_TRACKS, "overhead-tracks",
+                                      "CUPTRACE_OVERHEAD_TRACKS", CUPTRACE_SETTING_ENUM,
+                                      overhead_names, 0, 0, 0, 0, 0, "process", NULL, NULL},
 };
 
 const struct cuptrace_setting *cuptrace_setting_get(enum cuptrace_setting_id id)

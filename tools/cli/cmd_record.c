@@ -679,6 +679,7 @@ static int record_env(struct record_opts *o, int argc, char **argv)
 	setenv_opt("CUPTRACE_COMPRESS_LEVEL", o->wgiven[CUPTRACE_SET_COMPRESS_LEVEL]);
 	setenv_opt("CUPTRACE_CUDA_GRAPHS", o->wgiven[CUPTRACE_SET_CUDA_GRAPHS]);
 	setenv_opt("CUPTRACE_CUPTI_EARLY", o->wgiven[CUPTRACE_SET_CUPTI_EARLY]);
+	setenv_opt("CUPTRACE_OVERHEAD_TRACKS", o->wgiven[CUPTRACE_SET_OVERHEAD_TRACKS]);
 	/* Whole graph launches cannot be switched on when a window opens (CUPTI 13.0 crashes the
 	 * program on graphs made before; collect.c's graph_trace_usable): said here once for the
 	 * whole job, rather than by every process of it. */

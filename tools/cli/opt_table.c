@@ -68,6 +68,11 @@ const struct cli_option cli_options[] = {
     {"stacks-every", 0, CLI_ARG_REQUIRED, "N", T(RECORD), 'e', NULL,
      "a stack at one such call in N on average, picked at\n"
      "random (default 1: every call)"},
+    {"overhead-tracks", 0, CLI_ARG_REQUIRED, "MODE", T(RECORD) | T(CONVERT), W(OVERHEAD_TRACKS),
+     NULL,
+     "process (default): CUPTI's own overhead (module\n"
+     "loading, buffer flushes) on one track per process;\n"
+     "thread: one track per thread it happened on"},
     {"pytorch", 0, CLI_ARG_NONE, NULL, T(RECORD), 'P', NULL,
      "PyTorch operators (aten::*, autograd, nn.Module) as\n"
      "slices around the CUDA calls they make (Python programs;\n"
