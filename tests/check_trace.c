@@ -6,10 +6,10 @@
  * --clean: the file obeys Perfetto's import rules (all reader checks zero, for .pftrace), no
  * partial overlap on any track, no negative time, every GPU slice ends a flow from an API call.
  * Counts match slices by category and name prefix.
- * --layout (.pftrace): the timeline as ui.perfetto.dev draws it (src/format/TIMELINE.md): no
+ * --layout: the timeline as ui.perfetto.dev draws it (src/format/TIMELINE.md): no
  * event on a process's own track (a row named like the process), no process_labels (drawn
  * across its header), no descriptor without events on it or below, and at most one CUPTI
- * overhead track name per process (lanes of one name are one row).
+ * overhead track name per process (lanes of one name are one row; the only check on JSON).
  * --view: where the UI opens (the trace's service event): nowhere but the start (none), or just
  * before the first kernel, by at most 2% of what follows (first-kernel).
  * Prints what it checked; exit 1 on failure. */
@@ -201,8 +201,7 @@ int main(int argc, char **argv)
 				       (unsigned long long)st.trk[t].instants,
 				       (unsigned long long)st.trk[t].counters);
 		} else if (!strcmp(argv[i], "--layout")) {
-			if (!pf)
-				FAIL("--layout needs a Perfetto trace");
+			/* JSON: the overhead tracks only (chk is Perfetto's) */
 			/* CUPTI overhead track names per process: distinct names, by pid */
 			uint64_t worst = 0;
 			for (size_t t = 0; t < st.ntrk; t++) {
