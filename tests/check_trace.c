@@ -2,6 +2,7 @@
  *   check_trace FILE [--clean] [--count CAT[:NAME]=N] [--at-least CAT[:NAME]=N]
  *                    [--threads PREFIX=N] [--flows N] [--meta KEY] [--dump-tracks]
  *                    [--allow-unlinked N] [--groups N] [--layout] [--view none|first-kernel]
+ *                    [--dump-meta-track]
  * FILE: any format cuptrace reads (read/read.h).
  * --clean: the file obeys Perfetto's import rules (all reader checks zero, for .pftrace), no
  * partial overlap on any track, no negative time, every GPU slice ends a flow from an API call.
@@ -251,6 +252,13 @@ int main(int argc, char **argv)
 				FAIL("view start %lld ns is not just before the first kernel",
 				     (long long)chk.view_start_ns);
 			}
+		} else if (!strcmp(argv[i], "--dump-meta-track")) {
+			/* the track of the trace info/summary instants that --dump-tracks leaves out
+			 * (the reader does not replay them; trace_processor counts them) */
+			for (size_t t = 0; t < st.ntrk && chk.meta_instants; t++)
+				if (st.trk[t].uuid == chk.meta_track)
+					printf("meta\t%s\t%llu\n", st.trk[t].name,
+					       (unsigned long long)chk.meta_instants);
 		} else if (!strcmp(argv[i], "--meta") && i + 1 < argc) {
 			const char *k = argv[++i];
 			int found = 0;

@@ -53,10 +53,10 @@ static int emit_meta(struct pf_sink *s, Cuptrace__Pb__TracePacket *p)
 /* ---- ops ---- */
 
 /* An instant that lists metadata, so that the UI shows it; the reader recognises these by
- * category and name and does not replay them. It goes on the first process's first thread
- * (meta_track), not on the process track: an event there makes trace_processor a process track
- * of its own, which ui.perfetto.dev draws as a row named like the process, empty but for two
- * instants (src/format/TIMELINE.md). */
+ * category and name and does not replay them. It goes on the first process's main thread
+ * (meta_track; the Chrome writer's too), not on the process track: an event there makes
+ * trace_processor a process track of its own, which ui.perfetto.dev draws as a row named like the
+ * process, empty but for two instants (src/format/TIMELINE.md). */
 static int meta_instant(struct pf_sink *s, const char *name, int64_t ts,
                         const struct cuptrace_meta *m, size_t n)
 {
@@ -365,7 +365,10 @@ static int pf_track(struct cuptrace_sink *sk, const struct cuptrace_track *t)
 		}
 		break;
 	case CUPTRACE_TRACK_THREAD:
-		meta_here = s->process_uuid && !s->meta_track && t->pid == s->process_pid;
+		if (s->process_uuid && t->pid == s->process_pid && !s->first_thread)
+			s->first_thread = t->uuid;
+		meta_here = s->process_uuid && !s->meta_track && t->pid == s->process_pid &&
+		            t->tid == t->pid;
 		thd.has_pid = thd.has_tid = 1;
 		thd.pid = t->pid;
 		thd.tid = t->tid;
@@ -439,7 +442,10 @@ static int pf_finish(struct cuptrace_sink *sk)
 	if (s->finished)
 		return s->err ? s->err : -EINVAL;
 	s->finished = 1;
-	/* A process without a thread: its metadata on its own track after all. */
+	/* A process whose main thread never called CUDA: its first thread; one without a
+	 * thread: its own track after all. */
+	if (!s->meta_track)
+		s->meta_track = s->first_thread;
 	if (!s->err && s->process_uuid && !s->info_written)
 		write_info(s);
 	if (!s->err && s->process_uuid && s->summary_pending)

@@ -33,13 +33,14 @@ struct shift_sink {
 	uint64_t stack_base;         /* output stack id = input's + this: unique over inputs */
 	uint64_t *ids;               /* scratch for one event's flow ids */
 	size_t idcap;
-	/* The input's own info and summary, as instants on its first process's first thread
-	 * (meta_uuid; the process track itself, proc_uuid, where it has no thread): the info when
-	 * that thread is declared, the summary at max_ts (its latest time) after the replay. Not
-	 * on the process track, where they would be a track of their own, empty but for them, in
-	 * ui.perfetto.dev (src/format/TIMELINE.md). */
+	/* The input's own info and summary, as instants on its first process's main thread
+	 * (meta_uuid; after the replay its first thread, first_thread, or the process track
+	 * itself, proc_uuid, where it has none): the info when that thread is declared, the
+	 * summary at max_ts (its latest time) after the replay. Not on the process track, where
+	 * they would be a track of their own, empty but for them, in ui.perfetto.dev
+	 * (src/format/TIMELINE.md). */
 	struct merge_meta mm;
-	uint64_t proc_uuid, meta_uuid;
+	uint64_t proc_uuid, meta_uuid, first_thread;
 	int32_t proc_pid; /* the first process's pid in the output */
 	int64_t max_ts;
 	int err;
@@ -198,8 +199,12 @@ static int sh_track(struct cuptrace_sink *sk, const struct cuptrace_track *t)
 		s->proc_pid = d.pid;
 	} else if (!err && t->kind == CUPTRACE_TRACK_THREAD && s->proc_uuid && !s->meta_uuid &&
 	           d.pid == s->proc_pid) {
-		s->meta_uuid = d.uuid;
-		err = write_info(s);
+		if (!s->first_thread)
+			s->first_thread = d.uuid;
+		if (t->tid == t->pid) {
+			s->meta_uuid = d.uuid;
+			err = write_info(s);
+		}
 	}
 	return err ? sh_fail(s, err) : 0;
 }
@@ -480,8 +485,10 @@ static int write_input(struct cuptrace_merge *m, size_t i, cuptrace_replay_fn re
 	int err = replay(ctx, m->in[i].path, &s.base);
 	if (!err)
 		err = s.err;
-	if (!err && s.proc_uuid && !s.meta_uuid) /* a process without threads */
+	if (!err && s.proc_uuid && !s.meta_uuid) { /* no main thread: the first, or none */
+		s.meta_uuid = s.first_thread;
 		err = write_info(&s);
+	}
 	if (!err && s.proc_uuid) /* meta() comes last from every reader */
 		err = merge_meta_write(&s.mm, 1, m->in[i].label, m->in[i].path, out,
 		                       s.meta_uuid ? s.meta_uuid : s.proc_uuid, s.max_ts);

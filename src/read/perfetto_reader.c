@@ -654,6 +654,10 @@ static void count_layout(struct reader *r)
 		if (!t)
 			continue;
 		r->ck.process_track_events += t->has_process && !t->has_thread;
+		if (e->type == TE_INSTANT && is_meta_instant(r, e)) {
+			r->ck.meta_instants++;
+			r->ck.meta_track = t->uuid;
+		}
 		if (t->used == 1)
 			continue;
 		t->used = 1;

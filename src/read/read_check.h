@@ -59,6 +59,9 @@ struct cuptrace_pf_check {
 	uint64_t process_track_events;
 	uint64_t process_labels;
 	uint64_t tracks_without_events;
+	/* The trace info and summary instants the reader does not replay (event.h): how many,
+	 * and the track of the last (trace_processor counts them as slices of that track). */
+	uint64_t meta_instants, meta_track;
 	int64_t view_start_ns;
 	int has_view_start;
 };

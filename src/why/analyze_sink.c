@@ -364,7 +364,7 @@ static int an_slice(struct cuptrace_sink *s, const struct cuptrace_slice *e)
 }
 
 /* A merged trace keeps each input's trace info as an instant on the input's first process
- * (merge_meta.h): the rank and host of that process. The instant sits on the process's first
+ * (merge_meta.h): the rank and host of that process. The instant sits on the process's main
  * thread (older merges: on the process track itself), so that no track holds only it. */
 static int an_instant(struct cuptrace_sink *s, const struct cuptrace_instant *e)
 {
