@@ -43,6 +43,9 @@
  *                         (CUPTI's GRAPH_TRACE: no per-node cost, no per-node detail; only
  *                         from before CUDA starts: with capture windows, or cuptrace_start
  *                         after the first CUDA call, graphs are recorded node by node)
+ *   CUPTRACE_OVERHEAD_TRACKS  process (default): CUPTI's own overhead (module loading, buffer
+ *                         flushes, ...) on one track "CUPTI overhead" per process, each slice's
+ *                         thread in its arg "tid" | thread: a track per thread it happened on
  *   CUPTRACE_CUPTI_EARLY  1: with capture windows, keep CUPTI subscribed while waiting (costs a
  *                         subscription; needed by programs that launch CUDA graphs from the
  *                         GPU: CUPTI 13.0 makes those launches fail when it starts later)

@@ -1,11 +1,19 @@
 /* check_trace: asserts what a trace file holds; used by the GPU tests after recording.
  *   check_trace FILE [--clean] [--count CAT[:NAME]=N] [--at-least CAT[:NAME]=N]
  *                    [--threads PREFIX=N] [--flows N] [--meta KEY] [--dump-tracks]
- *                    [--allow-unlinked N] [--groups N]
+ *                    [--allow-unlinked N] [--groups N] [--layout] [--view none|first-kernel]
+ *                    [--dump-meta-track]
  * FILE: any format cuptrace reads (read/read.h).
  * --clean: the file obeys Perfetto's import rules (all reader checks zero, for .pftrace), no
  * partial overlap on any track, no negative time, every GPU slice ends a flow from an API call.
- * Counts match slices by category and name prefix. Prints what it checked; exit 1 on failure. */
+ * Counts match slices by category and name prefix.
+ * --layout: the timeline as ui.perfetto.dev draws it (src/format/TIMELINE.md): no
+ * event on a process's own track (a row named like the process), no process_labels (drawn
+ * across its header), no descriptor without events on it or below, and at most one CUPTI
+ * overhead track name per process (lanes of one name are one row; the only check on JSON).
+ * --view: where the UI opens (the trace's service event): nowhere but the start (none), or just
+ * before the first kernel, by at most 2% of what follows (first-kernel).
+ * Prints what it checked; exit 1 on failure. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -193,6 +201,64 @@ int main(int argc, char **argv)
 				       (unsigned long long)st.trk[t].slices,
 				       (unsigned long long)st.trk[t].instants,
 				       (unsigned long long)st.trk[t].counters);
+		} else if (!strcmp(argv[i], "--layout")) {
+			/* JSON: the overhead tracks only (chk is Perfetto's) */
+			/* CUPTI overhead track names per process: distinct names, by pid */
+			uint64_t worst = 0;
+			for (size_t t = 0; t < st.ntrk; t++) {
+				const struct cuptrace_stats_track *a = &st.trk[t];
+				if (strncmp(a->name, "CUPTI overhead", 14))
+					continue;
+				uint64_t names = 0;
+				for (size_t u = 0; u < st.ntrk; u++) {
+					const struct cuptrace_stats_track *b = &st.trk[u];
+					int first = 1;
+					if (b->pid != a->pid ||
+					    strncmp(b->name, "CUPTI overhead", 14))
+						continue;
+					for (size_t w = 0; w < u && first; w++)
+						first = !(st.trk[w].pid == b->pid &&
+						          !strcmp(st.trk[w].name, b->name));
+					names += first;
+				}
+				worst = names > worst ? names : worst;
+			}
+			printf("  layout: %llu events on process tracks, %llu process labels, "
+			       "%llu tracks without events, at most %llu overhead tracks per "
+			       "process\n",
+			       (unsigned long long)chk.process_track_events,
+			       (unsigned long long)chk.process_labels,
+			       (unsigned long long)chk.tracks_without_events,
+			       (unsigned long long)worst);
+			if (chk.process_track_events || chk.process_labels ||
+			    chk.tracks_without_events || worst > 1)
+				FAIL("%s: timeline layout (see above)", path);
+		} else if (!strcmp(argv[i], "--view") && i + 1 < argc) {
+			const char *want = argv[++i];
+			int64_t gpu = INT64_MAX;
+			for (size_t t = 0; t < st.ntrk; t++)
+				if (st.trk[t].group_uuid && st.trk[t].kernels &&
+				    st.trk[t].first_kernel_ts < gpu)
+					gpu = st.trk[t].first_kernel_ts;
+			printf("  view start: %s%lld ns (first kernel at %lld ns, end %lld ns)\n",
+			       chk.has_view_start ? "" : "none, ", (long long)chk.view_start_ns,
+			       (long long)(gpu == INT64_MAX ? -1 : gpu), (long long)st.max_ts);
+			if (!strcmp(want, "none")) {
+				if (chk.has_view_start)
+					FAIL("a view start, expected none");
+			} else if (!chk.has_view_start || gpu == INT64_MAX ||
+			           chk.view_start_ns <= 0 || chk.view_start_ns > gpu ||
+			           gpu - chk.view_start_ns > (st.max_ts - gpu) / 50) {
+				FAIL("view start %lld ns is not just before the first kernel",
+				     (long long)chk.view_start_ns);
+			}
+		} else if (!strcmp(argv[i], "--dump-meta-track")) {
+			/* the track of the trace info/summary instants that --dump-tracks leaves out
+			 * (the reader does not replay them; trace_processor counts them) */
+			for (size_t t = 0; t < st.ntrk && chk.meta_instants; t++)
+				if (st.trk[t].uuid == chk.meta_track)
+					printf("meta\t%s\t%llu\n", st.trk[t].name,
+					       (unsigned long long)chk.meta_instants);
 		} else if (!strcmp(argv[i], "--meta") && i + 1 < argc) {
 			const char *k = argv[++i];
 			int found = 0;

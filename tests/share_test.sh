@@ -65,7 +65,8 @@ print(e["slices"], e["instants"], e["counter_values"], j["flows"]["complete"],
       j["flows"]["one_end_only"], e["tracks"])'
 }
 want=$(counts "$tmp/secret.cupti")
-[ "$want" = "676 21 18 183 0 12" ] && ok || bad "torch_train holds $want"
+# 11 tracks: CUPTI's overhead of its three threads is one track (two lanes), src/format/TIMELINE.md
+[ "$want" = "676 21 18 183 0 11" ] && ok || bad "torch_train holds $want"
 
 # Every input format into both output formats.
 for in in secret.cupti secret.pftrace secret.json.gz; do
@@ -208,7 +209,7 @@ check_window() { # label from to share-args...
 	# What the file holds: the same, with no flow left with one end.
 	set -- $want_w $(counts "$tmp/w.pftrace")
 	[ "$1 $2 $3 $4 0" = "$5 $6 $7 $8 $9" ] && ok || bad "$label: file holds $5 $6 $7 $8 $9, expected $1 $2 $3 $4 0"
-	[ "$(shift 9; echo "$1")" = 12 ] && ok || bad "$label: tracks lost"
+	[ "$(shift 9; echo "$1")" = 11 ] && ok || bad "$label: tracks lost"
 	bytes "$tmp/w.pftrace" | grep -a -i -F -f "$tmp/secrets" >/dev/null && bad "$label leaks" || ok
 }
 set -- $(window_range "$tmp/all.json" "step 1" 1)

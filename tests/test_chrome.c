@@ -1236,10 +1236,10 @@ static void check_full_events(const struct trace *t)
 			nc++;
 		} else if (!strcmp(ph, "i")) {
 			const char *sc = jstr(e, "s"), *n = jstr(e, "name");
-			if (sc && !strcmp(sc, "g") && n && !strcmp(n, "cuptrace: trace info")) {
+			if (sc && !strcmp(sc, "t") && n && !strcmp(n, "cuptrace: trace info")) {
 				ninfo++;
 				info = e;
-			} else if (sc && !strcmp(sc, "g") && n && !strcmp(n, "cuptrace: summary")) {
+			} else if (sc && !strcmp(sc, "t") && n && !strcmp(n, "cuptrace: summary")) {
 				nsum++;
 				last_sum = e;
 			} else if (sc && !strcmp(sc, "t")) {

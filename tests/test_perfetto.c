@@ -971,6 +971,7 @@ static const uint8_t *raw_event(const uint8_t *p, size_t n, size_t *len)
 static void test_wire_rules(void)
 {
 	size_t len = 0, npk = 0, flows = 0, snaps = 0, counters = 0, events = 0;
+	size_t on_process = 0, labels = 0;
 	uint8_t *buf = write_trace(CUPTRACE_COMPRESS_NONE, 0, &len, "wire");
 	struct wire_seq seqs[32];
 	size_t nseqs = 0;
@@ -1021,6 +1022,8 @@ static void test_wire_rules(void)
 			counter_tracks[ncounter_tracks++] = pk->track_descriptor->uuid;
 		if (pk->track_descriptor)
 			CHECK(!pk->has_timestamp);
+		if (pk->track_descriptor && pk->track_descriptor->process)
+			labels += pk->track_descriptor->process->n_process_labels;
 		Cuptrace__Pb__InternedData *id = pk->interned_data;
 		if (id) {
 			for (size_t i = 0; i < id->n_event_names; i++)
@@ -1035,6 +1038,7 @@ static void test_wire_rules(void)
 		Cuptrace__Pb__TrackEvent *te = pk->track_event;
 		if (te) {
 			events++;
+			on_process += q->track == 1; /* the process's uuid in feed() */
 			CHECK(pk->has_timestamp);
 			int uses =
 			    te->has_name_iid || te->n_category_iids || te->n_debug_annotations;
@@ -1071,9 +1075,12 @@ static void test_wire_rules(void)
 		}
 		cuptrace__pb__trace_packet__free_unpacked(pk, NULL);
 	}
-	/* metadata sequence + one per track with events (8 tracks, the group has none) */
-	CHECK_EQ_INT(nseqs, 1 + 7);
-	CHECK_EQ_INT(snaps, 1 + 7);
+	/* metadata sequence + one per track with events (8 tracks; the group has none, nor has the
+	 * process: the metadata instants are on its first thread, src/format/TIMELINE.md) */
+	CHECK_EQ_INT(nseqs, 1 + 6);
+	CHECK_EQ_INT(snaps, 1 + 6);
+	CHECK_EQ_INT(on_process, 0);
+	CHECK_EQ_INT(labels, 0);
 	CHECK_EQ_INT(counters, 4);
 	CHECK_EQ_INT(flows, 1 + 1 + 3 + 3 + 1 + 1 + 1);
 	CHECK(events > 40);

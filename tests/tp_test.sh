@@ -51,11 +51,12 @@ meta_args() {
 	awk '/^os: / { print "--meta\nsystem_name=" $2 "\n--meta\nsystem_release=" $3
 		print "--meta\nsystem_machine=" $4 }' "$1"
 }
-# Slices and instants per track name from our reader (lanes of one name summed); $2 = --track
-# for the counts, or --thread: in the JSON every track is a thread of that name.
+# Slices and instants per track name from our reader (lanes of one name summed), with the trace
+# info and summary instants it leaves out on the main thread that holds them ("meta" line);
+# $2 = --track for the counts, or --thread: in the JSON every track is a thread of that name.
 track_args() {
 	awk -F '\t' -v opt="$2" '
-	$1 == "track" { n[$2] += $3 + $4 }
+	$1 == "track" || $1 == "meta" { n[$2] += $1 == "meta" ? $3 : $3 + $4 }
 	END { for (t in n) if (n[t] > 0) { print opt; print opt == "--track" ? t "=" n[t] : t } }
 	' "$1"
 }
@@ -79,7 +80,7 @@ for cap in "$CUPTRACE_TEST_DATA"/*.cupti; do
 	name=$(basename "$cap" .cupti)
 	t=$tmp/$name
 	if ! "$ct" convert "$cap" -o "$t.pftrace" 2>"$t.err" || ! "$ct" convert "$cap" -o "$t.json" 2>>"$t.err" ||
-		! "$ct" stats "$cap" >"$t.stats" 2>>"$t.err" || ! "$chk" "$t.pftrace" --dump-tracks >"$t.tracks"; then
+		! "$ct" stats "$cap" >"$t.stats" 2>>"$t.err" || ! "$chk" "$t.pftrace" --dump-tracks --dump-meta-track >"$t.tracks"; then
 		echo "FAIL $name: convert, stats or check_trace"; cat "$t.err"; fail=1; continue
 	fi
 	{ stats_args "$t.stats"; track_args "$t.tracks" --track; exact_args "$name"; } >"$t.args"

@@ -68,6 +68,11 @@ static const struct cuptrace_setting_name log_names[] = {
     {"debug", CUPTRACE_LOG_DEBUG, 0},
     {NULL, 0, 0},
 };
+static const struct cuptrace_setting_name overhead_names[] = {
+    {"process", CUPTRACE_OVERHEAD_PROCESS, 0},
+    {"thread", CUPTRACE_OVERHEAD_THREAD, 0},
+    {NULL, 0, 0},
+};
 static const struct cuptrace_setting_name cuda_graphs_names[] = {
     {"node", CUPTRACE_CUDA_GRAPHS_NODE, 0},
     {"graph", CUPTRACE_CUDA_GRAPHS_GRAPH, 0},
@@ -248,6 +253,9 @@ static const struct cuptrace_setting settings[CUPTRACE_NSETTINGS] = {
     [CUPTRACE_SET_SAMPLE_THREADS] = {CUPTRACE_SET_SAMPLE_THREADS, "sample-threads",
                                      "CUPTRACE_SAMPLE_THREADS", CUPTRACE_SETTING_ENUM,
                                      sample_threads_names, 0, 0, 0, 0, 0, "cuda", NULL, NULL},
+    [CUPTRACE_SET_OVERHEAD_TRACKS] = {CUPTRACE_SET_OVERHEAD_TRACKS, "overhead-tracks",
+                                      "CUPTRACE_OVERHEAD_TRACKS", CUPTRACE_SETTING_ENUM,
+                                      overhead_names, 0, 0, 0, 0, 0, "process", NULL, NULL},
 };
 
 const struct cuptrace_setting *cuptrace_setting_get(enum cuptrace_setting_id id)

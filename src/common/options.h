@@ -67,6 +67,7 @@ enum cuptrace_setting_id {
 	CUPTRACE_SET_SYNC_RECORDS,
 	CUPTRACE_SET_SAMPLE,         /* host stack samples a second per thread, 0: off (issue 46) */
 	CUPTRACE_SET_SAMPLE_THREADS, /* CUPTRACE_SAMPLE_THREADS_* */
+	CUPTRACE_SET_OVERHEAD_TRACKS,
 	CUPTRACE_NSETTINGS
 };
 
@@ -99,6 +100,9 @@ enum { CUPTRACE_RUNTIME_MODE_FILTERED, CUPTRACE_RUNTIME_MODE_WATCH, CUPTRACE_RUN
 /* CUPTRACE_SET_CUDA_GRAPHS: a CUDA graph launch as its nodes (kernels, copies, memsets), or as
  * one slice (CUPTI's GRAPH_TRACE kind; inject/kinds.h). */
 enum { CUPTRACE_CUDA_GRAPHS_NODE, CUPTRACE_CUDA_GRAPHS_GRAPH };
+/* CUPTRACE_SET_OVERHEAD_TRACKS: CUPTI's overhead on one track per process, or one per thread
+ * (src/format/TIMELINE.md). */
+enum { CUPTRACE_OVERHEAD_PROCESS, CUPTRACE_OVERHEAD_THREAD };
 /* Why graph falls back to node with capture windows or a late C API start: said by `record`
  * (once for the job) and by the library (collect.c's graph_trace_usable), in the same words. */
 #define CUPTRACE_GRAPH_TRACE_LATE_WHY                                                              \

@@ -190,7 +190,8 @@ struct memev {
 	int64_t delta;
 };
 
-/* CUPTI overhead lanes of one thread (0: the process's own). */
+/* CUPTI overhead lanes of one thread (0: the process's own, which holds every thread's unless
+ * opts.overhead_per_thread). */
 struct ovh_track {
 	int64_t tid;
 	struct lane lanes[MAX_LANES];

@@ -103,6 +103,7 @@ struct cuptrace_converter *cuptrace_converter_new(struct cuptrace_sink *sink,
 	if (opts && opts->sz >= sizeof(*opts)) {
 		c->opts.driver_all = opts->driver_all;
 		c->opts.runtime_all = opts->runtime_all;
+		c->opts.overhead_per_thread = opts->overhead_per_thread;
 		if (opts->max_pending)
 			c->opts.max_pending = opts->max_pending;
 	}

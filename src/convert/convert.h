@@ -28,6 +28,9 @@ struct cuptrace_convert_opts {
 	int driver_all;     /* 1: keep the runtime's internal driver calls too */
 	int runtime_all;    /* 1: keep trivial runtime calls too (convert/runtime_filter.h) */
 	size_t max_pending; /* API calls held back waiting for their GPU records (default 64K) */
+	/* 1: CUPTI's overhead on a track per thread ("CUPTI overhead: <thread> (<tid>)"); 0: on
+	 * one track "CUPTI overhead" per process, each slice's thread in its arg "tid" */
+	int overhead_per_thread;
 };
 
 /* Per-kind counts of what went in and what came out, for the summary and the trace's metadata. */

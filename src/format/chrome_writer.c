@@ -19,8 +19,9 @@
  * Metadata. The array form has no top-level "metadata" object, and trace_processor ignores every
  * 'M' event but process/thread names and sort indexes. So the trace metadata (cuptrace_trace_info:
  * pid, process name, host, start clocks, trace uuid, then every meta entry: GPU, driver, CUDA and
- * CUPTI versions, command line, dropped records, ...) goes into the args of a global instant
- * event ("ph":"i","s":"g") named "cuptrace: trace info" at ts 0, written first. Each later
+ * CUPTI versions, command line, dropped records, ...) goes into the args of an instant on the
+ * process's main thread ("ph":"i","s":"t", tid = pid) named "cuptrace: trace info" at ts 0,
+ * written first. Each later
  * meta() call writes an instant "cuptrace: summary" at the latest end time seen so far, holding
  * ALL metadata known at that point (later values replace earlier ones), so the last summary is
  * complete on its own. In trace_processor: the slice with that name and its args. The command
@@ -249,7 +250,9 @@ static int write_meta_instant(struct chrome_sink *s, const char *name, int64_t t
 	struct cuptrace_json *w = s->w;
 
 	head(w, "i", ts, NULL, s->host_pid, &s->host_pid);
-	cuptrace_json_string_field(w, "s", "g");
+	/* On the main thread (tid = pid), not global ("g"): trace_processor puts a global
+	 * instant on a top-level track of its own, a row empty but for these (TIMELINE.md). */
+	cuptrace_json_string_field(w, "s", "t");
 	cuptrace_json_string_field(w, "name", name);
 	cuptrace_json_string_field(w, "cat", CUPTRACE_META_CATEGORY);
 	cuptrace_json_name(w, "args");

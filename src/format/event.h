@@ -181,8 +181,13 @@ struct cuptrace_trace_info {
 /* Metadata key of a trace read from a damaged file: what could not be read, with the file's
  * name and the byte offset (read/read.c); stats shows it in its header. */
 #define CUPTRACE_META_READ_DAMAGE "read_damage"
-#define CUPTRACE_META_INFO        "cuptrace: trace info"
-#define CUPTRACE_META_SUMMARY     "cuptrace: summary"
+/* Metadata key of where ui.perfetto.dev should open (ns, relative to the trace's start): the
+ * Perfetto writer turns it into a TracingServiceEvent at that time, which the UI takes as the
+ * start of its first view (src/format/TIMELINE.md). cuptrace merge sets it where the inputs'
+ * GPU work begins, so that start-up does not fill the first screen. */
+#define CUPTRACE_META_VIEW_START "view_start_ns"
+#define CUPTRACE_META_INFO       "cuptrace: trace info"
+#define CUPTRACE_META_SUMMARY    "cuptrace: summary"
 
 struct cuptrace_sink;
 

@@ -37,6 +37,7 @@ enum {
 	PF_PACKET_TRACE_UUID = 89,
 	PF_PACKET_TRACE_ATTRIBUTES = 126,
 	PF_PACKET_PERF_SAMPLE = 66, /* PerfSample (profile_packet.proto) */
+	PF_PACKET_SERVICE_EVENT = 69, /* TracingServiceEvent */
 };
 
 /* TracePacketDefaults, and the TrackEventDefaults inside it. */
@@ -83,6 +84,8 @@ enum {
 	PF_PROCESS_PID = 1,
 	PF_PROCESS_CMDLINE = 2,
 	PF_PROCESS_PROCESS_NAME = 6,
+	PF_PROCESS_LABELS = 8,      /* process_labels: not written (the UI's header) */
+	PF_SERVICE_ALL_STARTED = 1, /* TracingServiceEvent.all_data_sources_started */
 	PF_THREAD_PID = 1,
 	PF_THREAD_TID = 2,
 	PF_THREAD_THREAD_NAME = 5,

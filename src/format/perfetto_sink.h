@@ -61,8 +61,14 @@ struct pf_sink {
 	int begun;
 	int meta_packets; /* packets written on sequence 1 so far */
 	int64_t start_boottime;
-	int64_t max_ts; /* latest time seen, where the summary instant goes */
-	uint64_t process_uuid;
+	int64_t max_ts;        /* latest time seen, where the summary instant goes */
+	uint64_t process_uuid; /* the first process track */
+	int32_t process_pid;
+	/* Where the metadata instants go: the first process's main thread (tid = pid; 0: not
+	 * declared yet), else at finish its first thread (first_thread), else the process track.
+	 * info_written: the trace-info instant is out. */
+	uint64_t meta_track, first_thread;
+	int info_written, summary_pending;
 	int process_ordering; /* the root descriptor that orders processes was written */
 	struct pf_seq **seqs;
 	size_t nseqs, seqcap;

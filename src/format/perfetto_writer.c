@@ -52,14 +52,17 @@ static int emit_meta(struct pf_sink *s, Cuptrace__Pb__TracePacket *p)
 }
 /* ---- ops ---- */
 
-/* An instant on the process track that lists metadata, so that the UI shows it; the reader
- * recognises these by category and name and does not replay them. */
+/* An instant that lists metadata, so that the UI shows it; the reader recognises these by
+ * category and name and does not replay them. It goes on the first process's main thread
+ * (meta_track; the Chrome writer's too), not on the process track: an event there makes
+ * trace_processor a process track of its own, which ui.perfetto.dev draws as a row named like the
+ * process, empty but for two instants (src/format/TIMELINE.md). */
 static int meta_instant(struct pf_sink *s, const char *name, int64_t ts,
                         const struct cuptrace_meta *m, size_t n)
 {
 	struct cuptrace_arg *args = n ? calloc(n, sizeof(*args)) : NULL;
 	struct cuptrace_instant e = {
-	    .track_uuid = s->process_uuid,
+	    .track_uuid = s->meta_track ? s->meta_track : s->process_uuid,
 	    .ts = ts,
 	    .name = name,
 	    .category = CUPTRACE_META_CATEGORY,
@@ -85,6 +88,24 @@ static int meta_instant(struct pf_sink *s, const char *name, int64_t ts,
 	return err;
 }
 
+/* CUPTRACE_META_VIEW_START: a TracingServiceEvent "all data sources started" at that time.
+ * trace_processor keeps the last one it reads (file order) as all_data_source_started_ns, and
+ * ui.perfetto.dev opens on the trace from there to its end; nothing is hidden or dropped. */
+static int emit_view_start(struct pf_sink *s, int64_t rel_ns)
+{
+	Cuptrace__Pb__TracePacket p = CUPTRACE__PB__TRACE_PACKET__INIT;
+	Cuptrace__Pb__TracingServiceEvent ev = CUPTRACE__PB__TRACING_SERVICE_EVENT__INIT;
+
+	if (rel_ns <= 0)
+		return 0; /* the trace's start: the UI's default */
+	ev.has_all_data_sources_started = 1;
+	ev.all_data_sources_started = 1;
+	p.has_timestamp = 1;
+	p.timestamp = (uint64_t)s->start_boottime + (uint64_t)rel_ns;
+	p.service_event = &ev;
+	return emit_meta(s, &p);
+}
+
 static int meta_store(struct pf_sink *s, const struct cuptrace_meta *m)
 {
 	struct pf_meta *e = NULL;
@@ -92,6 +113,8 @@ static int meta_store(struct pf_sink *s, const struct cuptrace_meta *m)
 
 	if (!m->key)
 		return 0;
+	if (m->is_int && !strcmp(m->key, CUPTRACE_META_VIEW_START) && emit_view_start(s, m->i))
+		return s->err;
 	if (!m->is_int && !(v = strdup(m->s ? m->s : "")))
 		return -ENOMEM;
 	for (size_t i = 0; i < s->nmeta && !e; i++)
@@ -254,12 +277,30 @@ static int pf_begin(struct cuptrace_sink *sk, const struct cuptrace_trace_info *
 	return emit_attributes(s);
 }
 
-/* Process labels: the metadata a reader of the process track wants at a glance (GPU model,
- * driver and CUDA versions). */
-static int is_label_key(const char *k)
+/* An instant of every metadata entry known so far. */
+static int meta_instant_all(struct pf_sink *s, const char *name, int64_t ts)
 {
-	return !strncmp(k, "gpu", 3) || !strncmp(k, "cuda", 4) || !strncmp(k, "driver", 6) ||
-	       !strncmp(k, "cupti", 5);
+	if (!s->nmeta)
+		return s->err;
+	struct cuptrace_meta *m = calloc(s->nmeta, sizeof(*m));
+	if (!m)
+		return fail(s, -ENOMEM);
+	for (size_t i = 0; i < s->nmeta; i++)
+		m[i] = (struct cuptrace_meta){s->meta[i].key, s->meta[i].is_int, s->meta[i].i,
+		                              s->meta[i].s};
+	meta_instant(s, name, ts, m, s->nmeta);
+	free(m);
+	return s->err;
+}
+
+/* The trace info at time 0, once: the metadata known when its track is declared (as of
+ * begin(), unless meta() came before the first thread). */
+static int write_info(struct pf_sink *s)
+{
+	if (s->info_written)
+		return s->err;
+	s->info_written = 1;
+	return meta_instant_all(s, CUPTRACE_META_INFO, 0);
 }
 
 /* A process track with a sort rank (several processes in one trace, as `cuptrace merge` writes
@@ -288,8 +329,7 @@ static int pf_track(struct cuptrace_sink *sk, const struct cuptrace_track *t)
 	Cuptrace__Pb__ProcessDescriptor pd = CUPTRACE__PB__PROCESS_DESCRIPTOR__INIT;
 	Cuptrace__Pb__ThreadDescriptor thd = CUPTRACE__PB__THREAD_DESCRIPTOR__INIT;
 	Cuptrace__Pb__CounterDescriptor cd = CUPTRACE__PB__COUNTER_DESCRIPTOR__INIT;
-	char **labels = NULL;
-	int first_process = 0;
+	int meta_here = 0;
 
 	if (s->err)
 		return s->err;
@@ -315,24 +355,20 @@ static int pf_track(struct cuptrace_sink *sk, const struct cuptrace_track *t)
 		pd.process_name = (char *)t->name;
 		pd.n_cmdline = t->cmdline_len;
 		pd.cmdline = (char **)t->cmdline;
-		if (s->nmeta && (labels = calloc(s->nmeta, sizeof(*labels)))) {
-			for (size_t i = 0; i < s->nmeta; i++) {
-				const struct pf_meta *m = &s->meta[i];
-				if (m->is_int || !is_label_key(m->key))
-					continue;
-				size_t n = strlen(m->key) + strlen(m->s) + 3;
-				if (!(labels[pd.n_process_labels] = malloc(n)))
-					break;
-				snprintf(labels[pd.n_process_labels++], n, "%s: %s", m->key, m->s);
-			}
-			pd.process_labels = labels;
-		}
+		/* No process_labels: ui.perfetto.dev draws them, comma-joined, across the
+		 * process's header (its subtitle), and they are the only process args this path
+		 * gives. The metadata is in the trace attributes and the instants below. */
 		td.process = &pd;
-		first_process = !s->process_uuid;
-		if (first_process)
+		if (!s->process_uuid) {
 			s->process_uuid = t->uuid;
+			s->process_pid = t->pid;
+		}
 		break;
 	case CUPTRACE_TRACK_THREAD:
+		if (s->process_uuid && t->pid == s->process_pid && !s->first_thread)
+			s->first_thread = t->uuid;
+		meta_here = s->process_uuid && !s->meta_track && t->pid == s->process_pid &&
+		            t->tid == t->pid;
 		thd.has_pid = thd.has_tid = 1;
 		thd.pid = t->pid;
 		thd.tid = t->tid;
@@ -360,22 +396,10 @@ static int pf_track(struct cuptrace_sink *sk, const struct cuptrace_track *t)
 	}
 	p.track_descriptor = &td;
 	emit_meta(s, &p);
-	for (size_t i = 0; i < pd.n_process_labels; i++)
-		free(labels[i]);
-	free(labels);
-	if (s->err || !first_process || !s->nmeta)
+	if (s->err || !meta_here)
 		return s->err;
-
-	/* The metadata as of begin(), at time 0 on the first process track. */
-	struct cuptrace_meta *m = calloc(s->nmeta, sizeof(*m));
-	if (!m)
-		return fail(s, -ENOMEM);
-	for (size_t i = 0; i < s->nmeta; i++)
-		m[i] = (struct cuptrace_meta){s->meta[i].key, s->meta[i].is_int, s->meta[i].i,
-		                              s->meta[i].s};
-	meta_instant(s, CUPTRACE_META_INFO, 0, m, s->nmeta);
-	free(m);
-	return s->err;
+	s->meta_track = t->uuid;
+	return write_info(s);
 }
 
 /* Later metadata (dropped and record counts): the attributes again, complete, and an instant at
@@ -392,8 +416,10 @@ static int pf_meta(struct cuptrace_sink *sk, const struct cuptrace_meta *m, size
 			return fail(s, err);
 	if (emit_attributes(s))
 		return s->err;
-	if (s->process_uuid && n)
+	if (s->meta_track && n)
 		meta_instant(s, CUPTRACE_META_SUMMARY, s->max_ts, m, n);
+	else if (n)
+		s->summary_pending = 1; /* no thread yet: at finish, with every entry */
 	return s->err;
 }
 
@@ -416,6 +442,14 @@ static int pf_finish(struct cuptrace_sink *sk)
 	if (s->finished)
 		return s->err ? s->err : -EINVAL;
 	s->finished = 1;
+	/* A process whose main thread never called CUDA: its first thread; one without a
+	 * thread: its own track after all. */
+	if (!s->meta_track)
+		s->meta_track = s->first_thread;
+	if (!s->err && s->process_uuid && !s->info_written)
+		write_info(s);
+	if (!s->err && s->process_uuid && s->summary_pending)
+		meta_instant_all(s, CUPTRACE_META_SUMMARY, s->max_ts);
 	/* Every packet is handed to the output as it is built: nothing is pending here. */
 	err = cuptrace_output_close(s->out);
 	s->out = NULL;

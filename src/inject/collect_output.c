@@ -234,9 +234,13 @@ static int open_writers(struct collect_session *s, struct collect_output *o)
 	    .meta = m,
 	    .nmeta = nmeta,
 	};
+	struct cuptrace_setting_value ovh;
+	cuptrace_setting_env(CUPTRACE_SET_OVERHEAD_TRACKS, &ovh);
 	struct cuptrace_convert_opts co = {.sz = sizeof(co),
 	                                   .driver_all = s->driver_mode == CUPTRACE_DRIVER_ALL,
-	                                   .runtime_all = s->runtime_mode == CUPTRACE_RUNTIME_ALL};
+	                                   .runtime_all = s->runtime_mode == CUPTRACE_RUNTIME_ALL,
+	                                   .overhead_per_thread =
+	                                       ovh.i == CUPTRACE_OVERHEAD_THREAD};
 	struct cuptrace_converter *c = cuptrace_converter_new(o->sink, &info, &co);
 	if (!c)
 		return -ENOMEM;

@@ -1,7 +1,8 @@
 /* Each input's own trace info and summary in a side-by-side merge (merge.h): copies of what the
  * input's begin() and meta() said, written back as instants of category "cuptrace" on the
- * input's first process, named "cuptrace: trace info (<label>)" and "cuptrace: summary
- * (<label>)", so every input's metadata shows where that input is in the timeline. (The
+ * input's first process (its main thread's track: merge_write.c says why), named "cuptrace:
+ * trace info (<label>)" and "cuptrace: summary (<label>)", so every input's metadata shows
+ * where that input is in the timeline. (The
  * readers take only the exact names of event.h as the trace's own info and summary: these are
  * replayed as ordinary instants.)
  *

@@ -33,10 +33,15 @@ struct shift_sink {
 	uint64_t stack_base;         /* output stack id = input's + this: unique over inputs */
 	uint64_t *ids;               /* scratch for one event's flow ids */
 	size_t idcap;
-	/* The input's own info and summary, as instants on its first process (proc_uuid): the
-	 * info when it is declared, the summary at max_ts (its latest time) after the replay. */
+	/* The input's own info and summary, as instants on its first process's main thread
+	 * (meta_uuid; after the replay its first thread, first_thread, or the process track
+	 * itself, proc_uuid, where it has none): the info when that thread is declared, the
+	 * summary at max_ts (its latest time) after the replay. Not on the process track, where
+	 * they would be a track of their own, empty but for them, in ui.perfetto.dev
+	 * (src/format/TIMELINE.md). */
 	struct merge_meta mm;
-	uint64_t proc_uuid;
+	uint64_t proc_uuid, meta_uuid, first_thread;
+	int32_t proc_pid; /* the first process's pid in the output */
 	int64_t max_ts;
 	int err;
 };
@@ -88,6 +93,15 @@ static int sh_meta(struct cuptrace_sink *sk, const struct cuptrace_meta *m, size
 static int64_t shifted(const struct shift_sink *s, int64_t ts)
 {
 	return s->native ? ts : cuptrace_align_apply(&s->r->map, ts);
+}
+
+/* The input's info where the input begins (its earliest event), on meta_uuid, or on the
+ * process track where the input's first process has no thread. */
+static int write_info(struct shift_sink *s)
+{
+	int64_t at = s->r->has_events ? shifted(s, s->r->first_ts) : 0;
+	return merge_meta_write(&s->mm, 0, s->r->label, s->r->path, s->out,
+	                        s->meta_uuid ? s->meta_uuid : s->proc_uuid, at > 0 ? at : 0);
 }
 
 /* --ranks: a GPU group "GPU N: model" of rank R becomes "rank R · GPU N: model (GPU-xxxxxxxx)",
@@ -181,11 +195,16 @@ static int sh_track(struct cuptrace_sink *sk, const struct cuptrace_track *t)
 	free(name);
 	free(desc);
 	if (!err && t->kind == CUPTRACE_TRACK_PROCESS && !s->proc_uuid) {
-		/* The input's info where the input begins: its earliest event. */
 		s->proc_uuid = d.uuid;
-		int64_t at = s->r->has_events ? shifted(s, s->r->first_ts) : 0;
-		err = merge_meta_write(&s->mm, 0, s->r->label, s->r->path, s->out, d.uuid,
-		                       at > 0 ? at : 0);
+		s->proc_pid = d.pid;
+	} else if (!err && t->kind == CUPTRACE_TRACK_THREAD && s->proc_uuid && !s->meta_uuid &&
+	           d.pid == s->proc_pid) {
+		if (!s->first_thread)
+			s->first_thread = d.uuid;
+		if (t->tid == t->pid) {
+			s->meta_uuid = d.uuid;
+			err = write_info(s);
+		}
 	}
 	return err ? sh_fail(s, err) : 0;
 }
@@ -301,6 +320,43 @@ static const struct cuptrace_sink_ops shift_ops = {
     .destroy = sh_destroy,
 };
 
+/* Where ui.perfetto.dev should open (event.h's CUPTRACE_META_VIEW_START), in output time: just
+ * before the earliest input's first kernel (or graph), where that comes after the first fifth of
+ * the merged span; else 0 (the whole trace). The ranks of a job spend most of a short run in
+ * start-up (2-rank DDP on tests/data: 7.1 s of 8.2 s before the first kernel: host calls, module
+ * loading, the model's copies to the GPU at 1.1 s), which filled the first screen and left the
+ * loop its last eighth. Copies are not where the work begins: loading a model is start-up. The
+ * start-up stays in the trace, one zoom-out away. Not for --native-clocks archives, whose files
+ * keep their own time axes. */
+static int64_t view_start(const struct cuptrace_merge *m)
+{
+	int64_t lo = INT64_MAX, hi = INT64_MIN, work = INT64_MAX;
+	if (m->native_clocks)
+		return 0;
+	for (size_t i = 0; i < m->n; i++) {
+		const struct cuptrace_stats *st = &m->st->in[i].st;
+		const struct cuptrace_align_out *map = &m->in[i].map;
+		if (!m->in[i].has_events)
+			continue;
+		int64_t a = cuptrace_align_apply(map, st->min_ts),
+		        b = cuptrace_align_apply(map, st->max_ts);
+		lo = a < lo ? a : lo;
+		hi = b > hi ? b : hi;
+		for (size_t t = 0; t < st->ntrk; t++) {
+			const struct cuptrace_stats_track *k = &st->trk[t];
+			if (!k->group_uuid || !k->kernels)
+				continue;
+			int64_t w = cuptrace_align_apply(map, k->first_kernel_ts);
+			work = w < work ? w : work;
+		}
+	}
+	if (work == INT64_MAX || hi <= lo || work - lo <= (hi - lo) / 5)
+		return 0;
+	/* A margin of 1% of what is shown, so the first launch is not on the screen's edge. */
+	int64_t at = work - (hi - work) / 100;
+	return at > 0 ? at : 0;
+}
+
 /* The output's metadata: the inputs' entries under "<label>: <key>", and what the merge did. */
 static int merged_meta(struct cuptrace_merge *m, struct cuptrace_meta **out, size_t *nout,
                        char ***strs, size_t *nstrs)
@@ -317,6 +373,10 @@ static int merged_meta(struct cuptrace_merge *m, struct cuptrace_meta **out, siz
 	if (!meta || !keep)
 		return -ENOMEM;
 	meta[n++] = (struct cuptrace_meta){.key = "merged_inputs", .is_int = 1, .i = (int64_t)m->n};
+	int64_t view = view_start(m);
+	if (view > 0)
+		meta[n++] =
+		    (struct cuptrace_meta){.key = CUPTRACE_META_VIEW_START, .is_int = 1, .i = view};
 	if (m->st->align_name) {
 		snprintf(buf, sizeof(buf), "#%" PRIu64, m->st->k);
 		if (!(keep[ns++] = cuptrace_str_join3(m->st->align_name, "", buf)))
@@ -425,9 +485,13 @@ static int write_input(struct cuptrace_merge *m, size_t i, cuptrace_replay_fn re
 	int err = replay(ctx, m->in[i].path, &s.base);
 	if (!err)
 		err = s.err;
+	if (!err && s.proc_uuid && !s.meta_uuid) { /* no main thread: the first, or none */
+		s.meta_uuid = s.first_thread;
+		err = write_info(&s);
+	}
 	if (!err && s.proc_uuid) /* meta() comes last from every reader */
-		err = merge_meta_write(&s.mm, 1, m->in[i].label, m->in[i].path, out, s.proc_uuid,
-		                       s.max_ts);
+		err = merge_meta_write(&s.mm, 1, m->in[i].label, m->in[i].path, out,
+		                       s.meta_uuid ? s.meta_uuid : s.proc_uuid, s.max_ts);
 	merge_meta_free(&s.mm);
 	cuptrace_u64map_free(&s.uuid);
 	cuptrace_u64map_free(&s.flow);

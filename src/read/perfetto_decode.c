@@ -351,6 +351,7 @@ static int do_packet(struct reader *r, const uint8_t *b, size_t n, int depth)
 		case PF_PACKET_TRACE_UUID:
 		case PF_PACKET_TRACE_ATTRIBUTES:
 		case PF_PACKET_PERF_SAMPLE:
+		case PF_PACKET_SERVICE_EVENT:
 			if (f.wt == PF_WT_LEN) {
 				k.payload = f;
 				k.payload_id = f.id;
@@ -431,6 +432,17 @@ static int do_packet(struct reader *r, const uint8_t *b, size_t n, int depth)
 	switch (k.payload_id) {
 	case PF_PACKET_TRACK_EVENT:
 		return pf_parse_event(r, q, &k);
+	case PF_PACKET_SERVICE_EVENT: {
+		/* TP reads its time as BOOTTIME without a clock id; the last one read wins. */
+		struct pb s = pb_of(k.payload.b, k.payload.n);
+		struct pbf g;
+		while (k.has_ts && pb_next(&s, &g) > 0)
+			if (g.id == PF_SERVICE_ALL_STARTED && g.wt == PF_WT_VARINT && g.v) {
+				r->view_raw = k.ts;
+				r->has_view = 1;
+			}
+		return 0;
+	}
 	case PF_PACKET_SYSTEM_INFO:
 		return pf_parse_sysinfo(r, k.payload.b, k.payload.n);
 	case PF_PACKET_TRACK_DESCRIPTOR: {
@@ -686,6 +698,13 @@ int pf_decode(struct reader *r, const void *data, size_t len)
 		} else if (to_rel(r, e)) {
 			e->dropped = 1;
 			r->ck.clock_errors++;
+		}
+	}
+	if (r->has_view) {
+		struct rev v = {.ts = (int64_t)r->view_raw, .dom = CLOCK_BOOTTIME_ID};
+		if (!to_rel(r, &v)) {
+			r->ck.view_start_ns = v.ts;
+			r->ck.has_view_start = 1;
 		}
 	}
 	return 0;

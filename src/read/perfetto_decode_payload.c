@@ -70,6 +70,8 @@ int pf_parse_track(struct reader *r, const uint8_t *b, size_t n)
 						t.unit = (int)g.v;
 					continue;
 				}
+				if (f.id == PF_TRACK_PROCESS && g.id == PF_PROCESS_LABELS)
+					r->ck.process_labels++;
 				/* ProcessDescriptor.pid and ThreadDescriptor.pid are both 1. */
 				if (g.id == PF_PROCESS_PID && g.wt == PF_WT_VARINT) {
 					t.pid = (int32_t)g.v;

@@ -657,6 +657,35 @@ out:
 	return err;
 }
 
+/* The timeline's shape as trace_processor imports it (read_check.h): which descriptors hold
+ * events, on themselves or below, by their declared parents (TP nests by those). */
+static void count_layout(struct reader *r)
+{
+	for (size_t i = 0; i < r->nevs; i++) {
+		const struct rev *e = &r->evs[i];
+		struct rtrack *t = e->dropped || e->type == TE_END ? NULL : track_of(r, e->track);
+		if (!t)
+			continue;
+		r->ck.process_track_events += t->has_process && !t->has_thread;
+		if (e->type == TE_INSTANT && is_meta_instant(r, e)) {
+			r->ck.meta_instants++;
+			r->ck.meta_track = t->uuid;
+		}
+		if (t->used == 1)
+			continue;
+		t->used = 1;
+		struct rtrack *a = t;
+		for (int hops = 0; hops < 64 && a->has_parent; hops++) {
+			if (!(a = track_of(r, a->parent)) || a->used)
+				break;
+			a->used = 2;
+		}
+	}
+	for (size_t i = 0; i < r->ntrk; i++)
+		r->ck.tracks_without_events +=
+		    !r->trk[i].used && !r->trk[i].has_process && r->trk[i].uuid;
+}
+
 static void replay_free(struct replay *p)
 {
 	for (size_t i = 0; i < p->nstacks; i++)
@@ -684,6 +713,7 @@ int cuptrace_perfetto_read_mem(const void *data, size_t len, struct cuptrace_sin
 	if ((err = sort_events(&r)))
 		goto out;
 	resolve_tracks(&r);
+	count_layout(&r);
 	if ((err = build_slices(&r, &p)) || (err = assign_flows(&r, &p)))
 		goto out;
 	/* What replay no longer needs goes before the sink starts to fill, to lower the peak. */

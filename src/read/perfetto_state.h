@@ -99,6 +99,7 @@ struct rtrack {
 	uint32_t cmd0, ncmd; /* string ids in cmds[] */
 	/* resolved at replay */
 	int valid, kind, emitted, mark, has_children;
+	int used; /* an event on it (1) or on a descendant (2): tracks_without_events */
 	uint64_t rparent;
 	uint32_t lane;
 };
@@ -120,6 +121,8 @@ struct rframe { /* string ids; map is an index + 1 in r->maps, 0 if none */
 
 struct reader {
 	struct cuptrace_pf_check ck;
+	uint64_t view_raw; /* the last service event "all data sources started": BOOTTIME */
+	int has_view;
 	int err;           /* first hard error (ENOMEM), sticky */
 	uint64_t pkt_off;  /* where the top-level packet being parsed starts (see damage_at) */
 	uint64_t base_off; /* where the buffer parse_stream reads starts in the trace */

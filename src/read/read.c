@@ -86,7 +86,9 @@ static int start_converter(struct cap_ctx *c)
 	info.trace_uuid_lo = (uint64_t)info.start_boottime_ns * 0x9e3779b97f4a7c15ull;
 	struct cuptrace_convert_opts o = {.sz = sizeof(o),
 	                                  .driver_all = !!(c->flags & CUPTRACE_READ_DRIVER_ALL),
-	                                  .runtime_all = !!(c->flags & CUPTRACE_READ_RUNTIME_ALL)};
+	                                  .runtime_all = !!(c->flags & CUPTRACE_READ_RUNTIME_ALL),
+	                                  .overhead_per_thread =
+	                                      !!(c->flags & CUPTRACE_READ_OVERHEAD_THREADS)};
 	c->conv = cuptrace_converter_new(c->sink, &info, &o);
 	if (!c->conv)
 		return -ENOMEM;

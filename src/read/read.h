@@ -16,8 +16,9 @@
 #include "read/perfetto_reader.h"
 
 /* Flags of cuptrace_read_trace, for captures (other formats hold only what was kept). */
-#define CUPTRACE_READ_DRIVER_ALL  1 /* keep the runtime's own driver calls */
-#define CUPTRACE_READ_RUNTIME_ALL 2 /* keep trivial runtime calls (cudaGetDevice, ...) */
+#define CUPTRACE_READ_DRIVER_ALL       1 /* keep the runtime's own driver calls */
+#define CUPTRACE_READ_RUNTIME_ALL      2 /* keep trivial runtime calls (cudaGetDevice, ...) */
+#define CUPTRACE_READ_OVERHEAD_THREADS 4 /* CUPTI's overhead on a track per thread */
 
 /* Reads any trace file cuptrace knows and replays it into sink, which the caller then finishes.
  * The format is told from the content, never from the name:

@@ -50,6 +50,20 @@ struct cuptrace_pf_check {
 	uint64_t damage_at;
 	int damage_in_gzip;
 	uint64_t file_bytes; /* the file's size, for the reports */
+	/* How ui.perfetto.dev lays the timeline out (src/format/TIMELINE.md), for the tests:
+	 * events (slices, instants, counter values) on a process descriptor's own uuid, which
+	 * trace_processor draws as a track named like the process; process_labels written (the
+	 * UI draws them across the process's header); non-process descriptors with no event on
+	 * themselves or any descendant; the last "all data sources started" service event, in ns
+	 * relative to the trace's start (where the UI opens), and whether there is one. */
+	uint64_t process_track_events;
+	uint64_t process_labels;
+	uint64_t tracks_without_events;
+	/* The trace info and summary instants the reader does not replay (event.h): how many,
+	 * and the track of the last (trace_processor counts them as slices of that track). */
+	uint64_t meta_instants, meta_track;
+	int64_t view_start_ns;
+	int has_view_start;
 };
 
 /* One line on what a damaged Perfetto trace lost ("cut at byte 3000 of 17353: ..."), from what

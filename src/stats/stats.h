@@ -26,6 +26,10 @@ struct cuptrace_stats_track {
 	int64_t busy_ns; /* GPU work only (stats/busy.h): the union of this track's kernels,
 	                  * copies and memsets; on a GROUP, the union over all its tracks */
 	uint64_t partial_overlaps; /* pairs of slices on this track that partially overlap */
+	/* GPU tracks: kernel and graph slices ("kernel", "graph"), the earliest's ts (0 if none):
+	 * where a run's compute begins, after start-up copies (merge_write.c's view start) */
+	uint64_t kernels;
+	int64_t first_kernel_ts;
 };
 struct cuptrace_stats_name {
 	char *name;

@@ -335,6 +335,10 @@ static int st_slice(struct cuptrace_sink *sk, const struct cuptrace_slice *e)
 			a->work = w;
 			a->work[a->nwork++] = (struct cuptrace_busy_span){e->ts, dur};
 		}
+		if (gpu && e->category &&
+		    (!strcmp(e->category, "kernel") || !strcmp(e->category, "graph")) &&
+		    (!a->st.kernels++ || e->ts < a->st.first_kernel_ts))
+			a->st.first_kernel_ts = e->ts;
 	}
 	if ((err = add_name(s, e->category, e->name, dur, gpu)) ||
 	    (err = add_flows(s, e->flows_out, e->nflows_out, FLOW_OUT)) ||

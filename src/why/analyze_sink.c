@@ -364,7 +364,8 @@ static int an_slice(struct cuptrace_sink *s, const struct cuptrace_slice *e)
 }
 
 /* A merged trace keeps each input's trace info as an instant on the input's first process
- * (merge_meta.h): the rank and host of that process. */
+ * (merge_meta.h): the rank and host of that process. The instant sits on the process's main
+ * thread (older merges: on the process track itself), so that no track holds only it. */
 static int an_instant(struct cuptrace_sink *s, const struct cuptrace_instant *e)
 {
 	struct an *an = an_of(s);
@@ -372,9 +373,15 @@ static int an_instant(struct cuptrace_sink *s, const struct cuptrace_instant *e)
 	    strncmp(e->name, CUPTRACE_META_INFO, strlen(CUPTRACE_META_INFO)))
 		return an->err;
 	uint64_t *v = cuptrace_u64map_get(&an->trk, an_key(an->file, e->track_uuid, 0));
-	if (!v || an->tracks[*v - 1].kind != 4)
+	if (!v)
 		return 0;
-	struct an_who *w = &an->who[an->tracks[*v - 1].idx];
+	const struct an_track *tr = &an->tracks[*v - 1];
+	uint32_t wi = tr->kind == 4 ? tr->idx : UINT32_MAX;
+	if (tr->kind == 1 && an->threads[tr->idx].tid >= 0)
+		wi = who_get(an, an->threads[tr->idx].pid);
+	if (wi == UINT32_MAX)
+		return an->err;
+	struct an_who *w = &an->who[wi];
 	for (size_t i = 0; i < e->nargs; i++) {
 		const struct cuptrace_arg *a = &e->args[i];
 		if (!a->key)

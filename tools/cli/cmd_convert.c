@@ -70,6 +70,12 @@ static int convert_parse(struct convert_args *a, int argc, char **argv)
 			if (v.i == CUPTRACE_RUNTIME_MODE_ALL)
 				a->flags |= CUPTRACE_READ_RUNTIME_ALL;
 			break;
+		case CMD_WOPT + CUPTRACE_SET_OVERHEAD_TRACKS:
+			if (cmd_setting("convert", CUPTRACE_SET_OVERHEAD_TRACKS, optarg, &v))
+				return EXIT_USAGE;
+			if (v.i == CUPTRACE_OVERHEAD_THREAD)
+				a->flags |= CUPTRACE_READ_OVERHEAD_THREADS;
+			break;
 		case CMD_WOPT + CUPTRACE_SET_COMPRESS_LEVEL:
 			if (cmd_setting("convert", CUPTRACE_SET_COMPRESS_LEVEL, optarg, &v))
 				return EXIT_USAGE;

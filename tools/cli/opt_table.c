@@ -85,6 +85,11 @@ const struct cli_option cli_options[] = {
     {"sample-threads", 0, CLI_ARG_REQUIRED, "WHICH", T(RECORD), W(SAMPLE_THREADS), NULL,
      "cuda (default): the threads that called CUDA; all:\n"
      "every thread of the process"},
+    {"overhead-tracks", 0, CLI_ARG_REQUIRED, "MODE", T(RECORD) | T(CONVERT), W(OVERHEAD_TRACKS),
+     NULL,
+     "process (default): CUPTI's own overhead (module\n"
+     "loading, buffer flushes) on one track per process;\n"
+     "thread: one track per thread it happened on"},
     {"pytorch", 0, CLI_ARG_NONE, NULL, T(RECORD), 'P', NULL,
      "PyTorch operators (aten::*, autograd, nn.Module) as\n"
      "slices around the CUDA calls they make (Python programs;\n"
