@@ -30,9 +30,9 @@
  *   CUPTRACE_DRIVER       work (default: the driver calls that make, order or wait for GPU
  *                         work; getters and context calls are left out) | user (every call
  *                         the application made itself) | all (the runtime's own calls too)
- *   CUPTRACE_SYNC_RECORDS callback (default: synchronizations timed by callbacks on the calls
- *                         that synchronize) | cupti (CUPTI's SYNCHRONIZATION records, which
- *                         CUPTI pays for on every launch)
+ *   CUPTRACE_SYNC_RECORDS cupti (default: CUPTI's SYNCHRONIZATION records) | callback
+ *                         (synchronizations timed by callbacks on the calls that synchronize
+ *                         instead: the same slices, no saving measured yet)
  *   CUPTRACE_RUNTIME      filtered (default: trivial runtime calls such as cudaGetDevice are
  *                         switched off in CUPTI) | watch (off, but counted, and kept when they
  *                         fail, take 50 us or more, or change the device) | all

@@ -1,6 +1,6 @@
 #!/bin/sh
-# GPU test (issue 45): synchronizations timed by cuptrace's callbacks (the default) against
-# CUPTI's SYNCHRONIZATION records (--sync-records cupti), and the driver calls left out by
+# GPU test (issue 45): synchronizations timed by cuptrace's callbacks (--sync-records callback)
+# against CUPTI's SYNCHRONIZATION records (the default, --sync-records cupti), and the driver calls left out by
 # default (--driver work) against --driver user. On the examples that synchronize (device,
 # stream and event syncs, stream waits, on worker threads, through the driver): each run
 # recorded both ways, and the traces must have the same synchronization slices, each a child
@@ -19,7 +19,7 @@ run() { # out options... -- command...
 	timeout 120 "$ct" record --no-summary -o "$tmp/$out.pftrace" "$@" >"$tmp/$out.log" 2>&1 &&
 		"$ct" convert "$tmp/$out.pftrace" -o "$tmp/$out.json" >>"$tmp/$out.log" 2>&1
 }
-compare() { # name: compares $tmp/NAME-cb.json (default) with $tmp/NAME-cupti.json
+compare() { # name: compares $tmp/NAME-cb.json (callbacks) with $tmp/NAME-cupti.json
 	python3 - "$tmp/$1-cb.json" "$tmp/$1-cupti.json" <<'PY'
 import collections, json, re, sys
 SYNC_CALL = re.compile(r"^(cuda(Device|Thread|Stream|Event)Synchronize|cudaStream(WaitEvent|Query)"
@@ -71,7 +71,7 @@ for mode, path in (("callback", sys.argv[1]), ("cupti", sys.argv[2])):
 for i, what in enumerate(("sync slices by call, name and stream", "events", "GPU work", "flows",
                           "synchronizing call slices")):
     if res["callback"][i] != res["cupti"][i]:
-        fails.append("%s differ: default %s, --sync-records cupti %s" % (
+        fails.append("%s differ: --sync-records callback %s, cupti %s" % (
             what, res["callback"][i], res["cupti"][i]))
 for f in fails:
     print("FAIL:", f)
@@ -88,7 +88,7 @@ for spec in "vector_add vector_add" "memory memory" "graphs graphs" "nvtx nvtx" 
 	shift
 	prog=$1
 	shift
-	if run "$name-cb" -- "$ex/$prog" "$@" && run "$name-cupti" --sync-records cupti -- "$ex/$prog" "$@" &&
+	if run "$name-cb" --sync-records callback -- "$ex/$prog" "$@" && run "$name-cupti" --sync-records cupti -- "$ex/$prog" "$@" &&
 		compare "$name"; then
 		echo "ok $name: the same synchronizations from callbacks as from CUPTI"
 	else
@@ -97,7 +97,7 @@ for spec in "vector_add vector_add" "memory memory" "graphs graphs" "nvtx nvtx" 
 done
 # The summary's count of trivial runtime calls left out names no synchronizing call: those have
 # callbacks for their sync slices, which the trivial-call count must not take for its own.
-if timeout 120 "$ct" record -o "$tmp/sum.pftrace" -- "$ex/multi_stream" 4 200 >/dev/null 2>"$tmp/sum.log" &&
+if timeout 120 "$ct" record --sync-records callback -o "$tmp/sum.pftrace" -- "$ex/multi_stream" 4 200 >/dev/null 2>"$tmp/sum.log" &&
 	! grep 'trivial runtime calls' "$tmp/sum.log" | grep -q 'Synchronize\|WaitEvent\|Query'; then
 	echo "ok summary: no synchronizing call counted as a trivial one"
 else
@@ -106,7 +106,7 @@ fi
 # PyTorch (event queries and syncs of its caching allocator and streams), where there is one.
 if python3 -c "import torch; assert torch.cuda.is_available()" 2>/dev/null; then
 	src=${CUPTRACE_SRC:-$(cd "$(dirname "$0")/.." && pwd)}
-	if run torch-cb -- python3 "$src/examples/torch_train.py" --steps 3 &&
+	if run torch-cb --sync-records callback -- python3 "$src/examples/torch_train.py" --steps 3 &&
 		run torch-cupti --sync-records cupti -- python3 "$src/examples/torch_train.py" --steps 3 &&
 		compare torch; then
 		echo "ok torch_train: the same synchronizations"
@@ -120,7 +120,7 @@ fi
 # (no GPU work), which --driver user records; its launches, copies and synchronization stay,
 # with the same arrows to the same GPU work.
 if run da-user --driver user -- "$ex/driver_api" &&
-	python3 - "$tmp/driver_api-cb.json" "$tmp/da-user.json" <<'PY'
+	python3 - "$tmp/driver_api-cupti.json" "$tmp/da-user.json" <<'PY'
 import collections, json, sys
 def load(p):
     ev = json.load(open(p))

@@ -52,9 +52,9 @@ def load_batch():
 
 
 def preprocess():
-    end = time.perf_counter() + 0.010
-    if numpy is not None:
-        a = numpy.ones((256, 256))
+    end = time.perf_counter() + 0.010  # MARK: preprocess
+    if numpy is not None:  # MARK: preprocess
+        a = numpy.ones((256, 256))  # MARK: preprocess
         while time.perf_counter() < end:  # MARK: preprocess
             a = numpy.sqrt(a @ a.T / 256.0)  # MARK: preprocess
     else:

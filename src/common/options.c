@@ -246,7 +246,7 @@ static const struct cuptrace_setting settings[CUPTRACE_NSETTINGS] = {
                                   CUPTRACE_SETTING_BOOL, NO_NAMES, 0, 0, 0, 0, 0, "0", NULL, NULL},
     [CUPTRACE_SET_SYNC_RECORDS] = {CUPTRACE_SET_SYNC_RECORDS, "sync-records",
                                    "CUPTRACE_SYNC_RECORDS", CUPTRACE_SETTING_ENUM,
-                                   sync_records_names, 0, 0, 0, 0, 0, "callback", NULL, NULL},
+                                   sync_records_names, 0, 0, 0, 0, 0, "cupti", NULL, NULL},
     [CUPTRACE_SET_SAMPLE] = {CUPTRACE_SET_SAMPLE, "sample", "CUPTRACE_SAMPLE",
                              CUPTRACE_SETTING_COUNT, NO_NAMES, 0, 1000, 0, 0, 0, "0",
                              "samples a second per thread, 1 to 1000 (0: off)", NULL},

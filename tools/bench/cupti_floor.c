@@ -1,9 +1,9 @@
 /* The benchmark's floor: a minimal CUPTI client, injected like cuptrace, that enables the same
  * activity kinds with the same settings and throws every buffer away. What cuptrace costs beyond
  * this is cuptrace's own overhead (README "Overhead"). The same API calls are switched off at
- * the source as in cuptrace's default (driver calls that do no GPU work, trivial runtime calls),
- * and synchronizations come from the same callbacks; CUPTRACE_RUNTIME=all, CUPTRACE_DRIVER=user
- * or all and CUPTRACE_SYNC_RECORDS=cupti change them as they do for cuptrace. */
+ * the source as in cuptrace's default (driver calls that do no GPU work, trivial runtime calls);
+ * CUPTRACE_RUNTIME=all, CUPTRACE_DRIVER=user or all and CUPTRACE_SYNC_RECORDS=callback (the
+ * synchronizations from the same callbacks as cuptrace's) change them as they do for cuptrace. */
 #include <cupti.h>
 #include <pthread.h>
 #include <signal.h>

@@ -26,8 +26,8 @@ Configurations:
   cuptrace           cuptrace record, defaults (trivial runtime calls left out, unwatched)
   cuptrace_watch     --runtime watch: the same, with the callback that keeps failed, slow
                      and device-changing trivial calls and counts the rest
-  cuptrace_full      --driver user --sync-records cupti: the recording before issue 45
-                     (driver getters and context calls, CUPTI's synchronization records);
+  cuptrace_full      --driver user: the recording before issue 45 (driver getters and
+                     context calls too); cuptrace_synccb: --sync-records callback;
                      floor_full: the floor likewise (floor, floor_gpu: see FLOOR_VARIANTS)
   cuptrace_all       --runtime all: every runtime call recorded
   cuptrace_pytorch   --pytorch: PyTorch ops and modules as NVTX ranges
@@ -78,9 +78,9 @@ FLOOR_VARIANTS = {
     # the GPU alone (issue 45's floor): device, context, concurrent kernel, memcpy, memset,
     # stream, name; no API, synchronization, memory, event or marker records
     "floor_gpu": {"CUPTRACE_FLOOR_KINDS": "8,9,10,1,2,37,11"},
-    # cuptrace's recording before issue 45 on the floor: CUPTI's synchronization records, and
-    # the driver records of calls that do no GPU work (getters, context calls)
-    "floor_full": {"CUPTRACE_DRIVER": "user", "CUPTRACE_SYNC_RECORDS": "cupti"},
+    # cuptrace's recording before issue 45 on the floor: the driver records of calls that do no
+    # GPU work (getters, context calls)
+    "floor_full": {"CUPTRACE_DRIVER": "user"},
     # CUPTI loaded and subscribed, no kind enabled (no kind has number 999): what waiting for a
     # capture window can cost at best
     "floor_idle": {"CUPTRACE_FLOOR_KINDS": "999"},
@@ -120,7 +120,9 @@ def under_tracer(cfg, build, cmd, env, tmp):
                  # the recording before issue 45: every driver call the program makes and
                  # CUPTI's synchronization records (the default: GPU-work driver calls,
                  # synchronizations from callbacks)
-                 "cuptrace_full": ["--driver", "user", "--sync-records", "cupti"],
+                 "cuptrace_full": ["--driver", "user"],
+                 # synchronizations from callbacks instead of CUPTI's kind (not the default)
+                 "cuptrace_synccb": ["--sync-records", "callback"],
                  "cuptrace_all": ["--runtime", "all"], "cuptrace_pytorch": ["--pytorch"],
                  # a CUDA graph launch as one slice (CUPTI's GRAPH_TRACE), no per-node cost
                  "cuptrace_graphs": ["--cuda-graphs", "graph"],
@@ -365,7 +367,7 @@ def cmd_report(a):
         for r in rows:
             if r["workload"] == wl:
                 by.setdefault((r.get("tag"), r["round"]), {})[r["config"]] = r
-        configs = [c for c in dict.fromkeys(CONFIGS + ["cuptrace_all", "cuptrace_cbid", "cuptrace_gpumetrics", "cuptrace_gpumetrics_1k", "cuptrace_ondemand", "cuptrace_range", "cuptrace_profapi", "cuptrace_timewin", "cuptrace_steprange", "cuptrace_steps", "cuptrace_capture", "cuptrace_stacks_py", "cuptrace_stacks_py2", "cuptrace_stacks_ab", "cuptrace_stacks_all", "tp_cpu_cuda_stack", "cuptrace_graphs", "cuptrace_full"] + sorted(FLOOR_VARIANTS)
+        configs = [c for c in dict.fromkeys(CONFIGS + ["cuptrace_all", "cuptrace_cbid", "cuptrace_gpumetrics", "cuptrace_gpumetrics_1k", "cuptrace_ondemand", "cuptrace_range", "cuptrace_profapi", "cuptrace_timewin", "cuptrace_steprange", "cuptrace_steps", "cuptrace_capture", "cuptrace_stacks_py", "cuptrace_stacks_py2", "cuptrace_stacks_ab", "cuptrace_stacks_all", "tp_cpu_cuda_stack", "cuptrace_graphs", "cuptrace_full", "cuptrace_synccb"] + sorted(FLOOR_VARIANTS)
                                            # and any other configuration the rows have
                                            + sorted({c for v in by.values() for c in v}))
                    if any(c in v for v in by.values())]
@@ -485,6 +487,7 @@ def cmd_report(a):
         ratio("cuptrace", "floor_gpu", "added")
         ratio("cuptrace_full", "floor_gpu", "added")
         ratio("cuptrace", "cuptrace_full", "added")
+        ratio("cuptrace_synccb", "cuptrace", "added")
         ratio("floor", "floor_gpu", "added")
         ratio("floor_full", "floor_gpu", "added")
         ratio("cuptrace", "floor", "time")

@@ -49,9 +49,9 @@ const struct cli_option cli_options[] = {
      "itself (getters, context calls too); all: also the\n"
      "CUDA runtime's own driver calls"},
     {"sync-records", 0, CLI_ARG_REQUIRED, "FROM", T(RECORD), W(SYNC_RECORDS), NULL,
-     "callback (default): synchronizations timed by callbacks\n"
-     "on the calls that synchronize; cupti: CUPTI's\n"
-     "synchronization records (paid on every launch)"},
+     "cupti (default): CUPTI's synchronization records;\n"
+     "callback: timed by callbacks on the calls that\n"
+     "synchronize instead (no saving measured yet)"},
     {"runtime", 0, CLI_ARG_REQUIRED, "MODE", T(RECORD), 'R', NULL,
      "filtered (default): trivial runtime calls\n"
      "(cudaGetDevice, cudaGetLastError, ...) left out at the\n"
