@@ -128,13 +128,13 @@ static void fit(struct table *t, size_t nrows, size_t *w, char **legend, size_t 
 		size_t total = 2 * (t->ncols - 1), wide = SIZE_MAX;
 		for (size_t c = 0; c < t->ncols; c++) {
 			total += w[c];
-			if (t->align[c] == 'L' && w[c] > 16 && (wide == SIZE_MAX || w[c] > w[wide]))
+			if (t->align[c] == 'L' && w[c] > 24 && (wide == SIZE_MAX || w[c] > w[wide]))
 				wide = c;
 		}
 		if (total <= CUPTRACE_TEXT_WIDTH || wide == SIZE_MAX)
 			return;
 		size_t to = w[wide] - (total - CUPTRACE_TEXT_WIDTH);
-		to = to < 16 ? 16 : to;
+		to = to < 24 ? 24 : to; /* below, names no longer read: the line stays longer */
 		const char **names = calloc(nrows + 1, sizeof(*names));
 		char **out = calloc(nrows + 1, sizeof(*out));
 		unsigned *num = calloc(nrows + 1, sizeof(*num));
@@ -146,7 +146,7 @@ static void fit(struct table *t, size_t nrows, size_t *w, char **legend, size_t 
 		}
 		for (size_t r = 0; r < nrows; r++)
 			names[r] = t->cells[r * t->ncols + wide];
-		if (report_shorten(names, nrows, to - 5, out, num)) {
+		if (report_shorten(names, nrows, to - 4, out, num)) {
 			free(names);
 			free(out);
 			free(num);
@@ -230,21 +230,29 @@ void report_kv(FILE *f, int md, int w, const char *label, const char *value, int
 	} else if (md) {
 		fprintf(f, "- **%s:** %s\n", label, buf);
 	} else {
-		fprintf(f, "%-*s %s\n", w - 1, lab, buf);
+		char ind[64];
+		int n = w > 0 && w < (int)sizeof(ind) ? w : 0;
+		memset(ind, ' ', (size_t)n);
+		ind[n] = 0;
+		report_para(f, 0, ind, "%-*s %s\n", w - 1, lab, buf);
 	}
 }
 
 void report_dur(char *buf, size_t cap, int64_t ns)
 {
 	double a = ns < 0 ? -(double)ns : (double)ns;
-	if (a < 1e3)
+	static const char *const unit[] = {"us", "ms", "s"};
+	double v = (double)ns;
+	int u = -1;
+	if (a < 1e3) {
 		snprintf(buf, cap, "%" PRId64 " ns", ns);
-	else if (a < 1e6)
-		snprintf(buf, cap, "%.3f us", ns / 1e3);
-	else if (a < 1e9)
-		snprintf(buf, cap, "%.3f ms", ns / 1e6);
-	else
-		snprintf(buf, cap, "%.3f s", ns / 1e9);
+		return;
+	}
+	/* Four significant digits: as exact as a trace's clocks are, and 8 columns at most
+	 * below 1000 s. */
+	for (a /= 1e3, v /= 1e3, u = 0; a >= 999.95 && u < 2; a /= 1e3, v /= 1e3, u++)
+		;
+	snprintf(buf, cap, a < 9.9995 ? "%.3f %s" : a < 99.995 ? "%.2f %s" : "%.1f %s", v, unit[u]);
 }
 
 void report_dur_signed(char *buf, size_t cap, int64_t ns)
@@ -290,8 +298,7 @@ static size_t width_n(const char *s, size_t n)
  * leading spaces kept; each wrapped line starts with indent. */
 static void wrap_line(FILE *f, const char *s, size_t len, const char *indent)
 {
-	size_t col = 0, i = 0, ind = report_width(indent);
-	int first = 1;
+	size_t col = 0, i = 0, ind = report_width(indent), gap = 0;
 	while (i < len && s[i] == ' ') {
 		fputc(' ', f);
 		i++;
@@ -302,19 +309,21 @@ static void wrap_line(FILE *f, const char *s, size_t len, const char *indent)
 		while (j < len && s[j] != ' ')
 			j++;
 		size_t ww = width_n(s + i, j - i);
-		if (!first && col + 1 + ww > CUPTRACE_TEXT_WIDTH) {
+		if (col > ind && col + gap + ww > CUPTRACE_TEXT_WIDTH) {
 			fputc('\n', f);
 			fputs(indent, f);
 			col = ind;
-		} else if (!first) {
-			fputc(' ', f);
-			col++;
+		} else {
+			for (size_t k = 0; k < gap;
+			     k++) /* the spaces as they were (aligned values) */
+				fputc(' ', f);
+			col += gap;
 		}
 		fwrite(s + i, 1, j - i, f);
 		col += ww;
-		first = 0;
+		gap = 0;
 		while (j < len && s[j] == ' ')
-			j++;
+			j++, gap++;
 		i = j;
 	}
 }
@@ -370,7 +379,7 @@ static char *shorten_one(const char *s, size_t max, size_t d)
 	char *o = malloc(max + 16);
 	if (!o)
 		return NULL;
-	if (d + 8 <= max - 3 || max < 24) { /* the difference shows in the head */
+	if (d + 8 <= max - 3 || max < 20) { /* the difference shows in the head */
 		size_t h = utf8_start(s, max - 3);
 		memcpy(o, s, h);
 		memcpy(o + h, "...", 4);

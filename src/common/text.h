@@ -53,7 +53,8 @@ void report_section(FILE *f, int md, const char *title);
 void report_kv(FILE *f, int md, int w, const char *label, const char *value, int code);
 /* Display width: UTF-8 continuation bytes take no column. */
 size_t report_width(const char *s);
-/* "123 ns", "1.500 us", "2.250 ms", "1.000 s": three decimals of the unit that fits. */
+/* "123 ns", "1.500 us", "22.50 ms", "451.6 ms", "1.000 s": the unit that fits, four significant
+ * digits (at most 8 columns below 1000 s). */
 void report_dur(char *buf, size_t cap, int64_t ns);
 /* The same, signed: "+1.500 us", "-2.250 ms", "0 ns". */
 void report_dur_signed(char *buf, size_t cap, int64_t ns);
