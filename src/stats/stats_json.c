@@ -68,6 +68,8 @@ static void header(struct cuptrace_json *w, const struct cuptrace_stats *st)
 		m = NULL;
 		for (size_t k = 0; k < 2 && !m && stats_known_lines[i].keys[k]; k++)
 			m = stats_meta_get(st, stats_known_lines[i].keys[k]);
+		if (m && !m->is_int && m->s && !strcmp(m->s, "?"))
+			m = NULL; /* a reader's "the file does not say" */
 		cuptrace_json_name(w, stats_known_lines[i].json);
 		meta_value(w, m);
 	}

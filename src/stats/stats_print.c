@@ -90,8 +90,9 @@ static void print_header(const struct cuptrace_stats *st, FILE *f, int md)
 		m = NULL;
 		for (size_t k = 0; k < 2 && !m && stats_known_lines[i].keys[k]; k++)
 			m = stats_meta_get(st, stats_known_lines[i].keys[k]);
-		if (m && !m->is_int && (!m->s || !*m->s))
-			m = NULL; /* "": removed on purpose (cuptrace share, private recording) */
+		if (m && !m->is_int && (!m->s || !*m->s || !strcmp(m->s, "?")))
+			m = NULL; /* "": removed on purpose (cuptrace share, private recording);
+			           * "?": a reader's "the file does not say" */
 		int have = m != NULL;
 		if (m)
 			stats_meta_str(m, buf, sizeof(buf));
@@ -263,7 +264,7 @@ static void print_names(const struct cuptrace_stats *st, FILE *f, int md)
 			table_cell(&t, "%s", "");
 	}
 	table_print(&t, f);
-	fputs(md ? "\n" : "", f);
+	fputs("\n", f);
 	report_para(f, md, "",
 	            "%% GPU work: share of the time of all GPU work (kernels, copies and memsets, "
 	            "summed over streams and GPUs: work that overlaps on several streams counts on "
@@ -299,7 +300,7 @@ static void print_gpu_tracks(const struct cuptrace_stats *st, FILE *f, int md)
 	}
 	free(rows);
 	table_print(&t, f);
-	fputs(md ? "\n" : "", f);
+	fputs("\n", f);
 	report_para(f, md, "",
 	            "Busy %%: of the GPU's window, from its first work's start to its last "
 	            "work's end (as `cuptrace analyze` says it).\n");

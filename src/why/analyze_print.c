@@ -291,7 +291,7 @@ static void print_job_steps(const struct cuptrace_analysis *a, FILE *f, int md)
 		                                      : "-");
 	}
 	table_print(&t, f);
-	fputs(md ? "\n" : "", f);
+	fputs("\n", f);
 	report_para(f, md, "",
 	            "median: the median wall time of the ranks that ran the step; wait: how long "
 	            "the others waited for the "
@@ -408,7 +408,7 @@ static void print_gpus(const struct cuptrace_analysis *a, FILE *f, int md)
 	}
 	table_print(&t, f);
 	fputs(md ? "\n" : "", f);
-	report_para(f, md, "", "Idle by cause (a stream's, from its first work to its last):%s",
+	report_para(f, md, "", "\nIdle by cause (a stream's, from its first work to its last):%s",
 	            md ? "\n\n" : "\n");
 	table_print(&c, f);
 	if (!a->nidle)
