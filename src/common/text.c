@@ -262,6 +262,31 @@ void report_dur_signed(char *buf, size_t cap, int64_t ns)
 	snprintf(buf, cap, "%s%s", ns > 0 ? "+" : ns < 0 ? "-" : "", d);
 }
 
+void report_dur_exact(char *buf, size_t cap, int64_t ns, int sign)
+{
+	static const struct {
+		uint64_t scale;
+		int digits;
+		const char *unit;
+	} u[] = {{1000000000, 9, "s"}, {1000000, 6, "ms"}, {1000, 3, "us"}, {1, 0, "ns"}};
+	uint64_t a = ns < 0 ? (uint64_t)0 - (uint64_t)ns : (uint64_t)ns;
+	size_t k = 0;
+	while (k + 1 < sizeof(u) / sizeof(u[0]) && a < u[k].scale)
+		k++;
+	char frac[16] = "";
+	uint64_t rest = a % u[k].scale;
+	if (rest) {
+		snprintf(frac, sizeof(frac), ".%0*" PRIu64, u[k].digits, rest);
+		for (size_t n = strlen(frac); n > 1 && frac[n - 1] == '0'; n--)
+			frac[n - 1] = 0;
+	}
+	snprintf(buf, cap, "%s%" PRIu64 "%s %s",
+	         ns < 0           ? "-"
+	         : sign && ns > 0 ? "+"
+	                          : "",
+	         a / u[k].scale, frac, u[k].unit);
+}
+
 void report_bytes(char *buf, size_t cap, uint64_t b)
 {
 	static const char *const unit[] = {"KiB", "MiB", "GiB", "TiB"};

@@ -58,6 +58,9 @@ size_t report_width(const char *s);
 void report_dur(char *buf, size_t cap, int64_t ns);
 /* The same, signed: "+1.500 us", "-2.250 ms", "0 ns". */
 void report_dur_signed(char *buf, size_t cap, int64_t ns);
+/* Exact, for offsets a user checks to the nanosecond: the unit that fits and every digit that is
+ * not a trailing zero ("+6 us", "-43.5 us", "1.999999 s"); sign: a "+" before a positive one. */
+void report_dur_exact(char *buf, size_t cap, int64_t ns, int sign);
 /* "512 B", "1.5 KiB", "2.25 MiB", "3.00 GiB". */
 void report_bytes(char *buf, size_t cap, uint64_t bytes);
 /* "1 copy", "2 copies": n and the noun that goes with it (one for 1, many otherwise). */

@@ -213,7 +213,7 @@ static void report_ranks(const struct cuptrace_merge *m, enum cuptrace_align_mod
 		const struct cuptrace_merge_result *x = &m->in[i];
 		const struct cuptrace_align_out *a = &x->map;
 		char off[48];
-		report_dur_signed(off, sizeof(off), x->offset_ns);
+		report_dur_exact(off, sizeof(off), x->offset_ns, 1);
 		fprintf(stderr, "cuptrace merge: %s (%s): %s, shifted by %s", x->label, x->path,
 		        cuptrace_merge_clock_name(a->clock), off);
 		if (a->clock == CUPTRACE_CLOCK_NCCL)
@@ -221,7 +221,7 @@ static void report_ranks(const struct cuptrace_merge *m, enum cuptrace_align_mod
 			        ", drift %.3f ppm; REALTIME placement corrected by %s (%zu "
 			        "collectives matched)",
 			        a->drift * 1e6,
-			        (report_dur_signed(off, sizeof(off), a->realtime_error_ns), off),
+			        (report_dur_exact(off, sizeof(off), a->realtime_error_ns, 1), off),
 			        a->matched);
 		if (x->pid != x->orig_pid)
 			fprintf(stderr, ", pid %" PRId32 " (was %" PRId32 ")", x->pid, x->orig_pid);
@@ -418,8 +418,8 @@ static void report_side(const struct cuptrace_merge *m, const struct cuptrace_me
 	for (size_t i = 0; i < m->n; i++) {
 		const struct cuptrace_merge_result *x = &m->in[i];
 		char off[48], at[48];
-		report_dur_signed(off, sizeof(off), x->offset_ns);
-		report_dur(at, sizeof(at), x->align_ts + x->offset_ns);
+		report_dur_exact(off, sizeof(off), x->offset_ns, 1);
+		report_dur_exact(at, sizeof(at), x->align_ts + x->offset_ns, 0);
 		fprintf(stderr, "cuptrace merge: %s (%s): shifted by %s", x->label, x->path, off);
 		if (mo->align_name)
 			fprintf(stderr, ", %s #%" PRIu64 " at %s", mo->align_name, mo->align_k, at);
