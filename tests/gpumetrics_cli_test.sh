@@ -26,10 +26,10 @@ fi
 
 # stats: the per-kernel table, with the averages the synthetic samples give.
 expect 0 "GPU metrics per kernel" "$ct" stats "$cap"
-grep -Eq "mm_bf16 +1 +0.500 +90.00 +10.00" "$tmp/out" ||
+grep -Eq "^mm_bf16 +1 +500\.0 us +90\.00 +10\.00" "$tmp/out" ||
 	{ echo "FAIL: stats per-kernel row:"; cat "$tmp/out"; fail=1; }
 expect 0 "" "$ct" stats --markdown "$cap"
-grep -q "| mm_bf16 | 1 | 0.500 | 90.00 | 10.00 |" "$tmp/out" ||
+grep -q "| mm_bf16 | 1 | 500.0 us | 90.00 | 10.00 |" "$tmp/out" ||
 	{ echo "FAIL: markdown row:"; cat "$tmp/out"; fail=1; }
 # stats --json: the same averages under "gpu_metrics"; none in a trace without GPU metrics.
 if command -v python3 >/dev/null 2>&1; then
@@ -54,7 +54,7 @@ d=$(grep -o '"name":"DRAM read GB/s","args"' "$tmp/gm.json" | wc -l)
 # Perfetto and back: the same per-kernel table.
 expect 0 "" "$ct" convert "$cap" -o "$tmp/gm.pftrace"
 expect 0 "GPU metrics per kernel" "$ct" stats "$tmp/gm.pftrace"
-grep -Eq "mm_bf16 +1 +0.500 +90.00 +10.00" "$tmp/out" ||
+grep -Eq "^mm_bf16 +1 +500\.0 us +90\.00 +10\.00" "$tmp/out" ||
 	{ echo "FAIL: stats of the Perfetto trace:"; cat "$tmp/out"; fail=1; }
 expect 0 "GPU metrics per kernel" "$ct" stats "$tmp/gm.json"
 
@@ -65,7 +65,10 @@ expect 0 "GPU metrics per kernel" "$ct" stats "$tmp/gm.json"
 # read back, and stats' per-kernel table has the matmul with its tensor activity.
 h100=$data/gm_h100.cupti
 expect 0 "gpu0_metrics_samples: *6810" "$ct" stats "$h100"
-grep -Eq "mm_bf16.* 8 +154\.[0-9]+ +9[0-9]\.[0-9]+ .* [5-9]\.[0-9]+ +1[0-9]{3}\." "$tmp/out" ||
+# (the metrics come a few per table: count, time and SM active in the first, tensor active and
+# DRAM read in the next)
+grep -Eq "^mm_bf16.* 8 +154\.[0-9] ms +9[0-9]\.[0-9]+ " "$tmp/out" &&
+	grep -Eq "^mm_bf16.* +[5-9]\.[0-9]+ +1[0-9]{3}\.[0-9]+ " "$tmp/out" ||
 	{ echo "FAIL: stats of the H100 capture: mm_bf16 row:"; grep -A9 "GPU metrics per kernel" "$tmp/out"; fail=1; }
 if command -v python3 >/dev/null 2>&1; then
 	expect 0 "" "$ct" convert "$h100" -o "$tmp/h100.json"

@@ -80,8 +80,8 @@ tp_processes() {
 # 1. Two runs of one program: labels, shifts, pids (--no-align: each from its first event).
 "$ct" merge --side-by-side --no-align --label A --label B "$tmp/base.pftrace" "$tmp/slow.pftrace" \
 	-o "$tmp/ab.pftrace" 2>"$tmp/err" && ok || { bad "merge A B"; cat "$tmp/err"; }
-grep -qxF "cuptrace merge: A ($tmp/base.pftrace): shifted by -1000 ns" "$tmp/err" &&
-	grep -qxF "cuptrace merge: B ($tmp/slow.pftrace): shifted by -43000 ns, pid 4244 (was 4242)" "$tmp/err" &&
+grep -qxF "cuptrace merge: A ($tmp/base.pftrace): shifted by -1 us" "$tmp/err" &&
+	grep -qxF "cuptrace merge: B ($tmp/slow.pftrace): shifted by -43 us, pid 4244 (was 4242)" "$tmp/err" &&
 	ok || { bad "merge: shifts on stderr:"; cat "$tmp/err"; }
 check_merged "$tmp/ab.pftrace" "$tmp/base.pftrace" "$tmp/slow.pftrace"
 if [ $have_tp = 1 ]; then
@@ -106,8 +106,8 @@ fi
 # 2. Aligned on the second step: both start it at 17 us.
 "$ct" merge --side-by-side --align-on 'step#2' "$tmp/base.pftrace" "$tmp/slow.pftrace" \
 	-o "$tmp/al.pftrace" 2>"$tmp/err" && ok || { bad "merge --align-on"; cat "$tmp/err"; }
-grep -qxF "cuptrace merge: base.pftrace ($tmp/base.pftrace): shifted by 6000 ns, step #2 at 17000 ns" "$tmp/err" &&
-	grep -qxF "cuptrace merge: slow.pftrace ($tmp/slow.pftrace): shifted by -43000 ns, step #2 at 17000 ns, pid 4244 (was 4242)" "$tmp/err" &&
+grep -qxF "cuptrace merge: base.pftrace ($tmp/base.pftrace): shifted by +6 us, step #2 at 17 us" "$tmp/err" &&
+	grep -qxF "cuptrace merge: slow.pftrace ($tmp/slow.pftrace): shifted by -43 us, step #2 at 17 us, pid 4244 (was 4242)" "$tmp/err" &&
 	ok || { bad "--align-on: shifts on stderr:"; cat "$tmp/err"; }
 if [ $have_tp = 1 ]; then
 	# Every step's start, relative to the earliest slice of all (the slow run's cudaMalloc).
@@ -133,8 +133,8 @@ for r in sorted(json.load(sys.stdin)["steps"]["rows"], key=lambda r: (r["pid"], 
 }
 ( cd "$tmp" && "$ct" merge --side-by-side base.pftrace late.pftrace -o auto.pftrace 2>err ) &&
 	grep -qxF "cuptrace merge: runs aligned at their first GPU work (no steps found); --align-on NAME[#K] or --no-align to choose" "$tmp/err" &&
-	grep -qxF "cuptrace merge: base.pftrace (base.pftrace): shifted by 1999999000 ns, aligned at 2000001000 ns" "$tmp/err" &&
-	grep -qxF "cuptrace merge: late.pftrace (late.pftrace): shifted by -1000001000 ns, aligned at 2000001000 ns" "$tmp/err" &&
+	grep -qxF "cuptrace merge: base.pftrace (base.pftrace): shifted by +1.999999 s, aligned at 2.000001 s" "$tmp/err" &&
+	grep -qxF "cuptrace merge: late.pftrace (late.pftrace): shifted by -1.000001 s, aligned at 2.000001 s" "$tmp/err" &&
 	ok || { bad "default alignment on stderr:"; cat "$tmp/err"; }
 # every step of both at the same time: 2 s (the late run's start-up) + 10 us * i
 for p in 77 4242; do for i in 0 1 2; do echo "$p $((2000000000 + 10000 * i))"; done; done >"$tmp/want"

@@ -130,8 +130,8 @@ if [ -d "$ext" ]; then
 	# .tar one, the other four. With --ranks --align none the runs, 8.5 days apart on the
 	# files' clock, lost the whole control run (149879 events).
 	merge_all "$ext/hta_trace_diff_control.json.gz" "$ext/hta_trace_diff_test.json.gz" \
-		"--side-by-side|A (.*hta_trace_diff_control.json.gz): shifted by 10591000 ns
---ranks --align none|B (.*hta_trace_diff_test.json.gz): none, shifted by 735003655724000 ns"
+		"--side-by-side|A (.*hta_trace_diff_control.json.gz): shifted by +10.591 ms
+--ranks --align none|B (.*hta_trace_diff_test.json.gz): none, shifted by +735003.655724 s"
 	# Two ranks of one job, and a baseline and a test run.
 	merge_all "$ext/hta_sampled_rank-0.json.gz" "$ext/hta_sampled_rank-1.json.gz"
 	merge_all "$ext/hta_trace_compare_base.json.gz" "$ext/hta_trace_compare_test.json.gz"

@@ -592,18 +592,18 @@ static void test_diff_print(void)
 		return;
 	cuptrace_diff_print(&d, f, 1);
 	fclose(f);
-	CHECK(buf && strstr(buf, "| Wall span | 30.000 us | 30.000 us | 0 ns | 0.0 |\n"));
-	CHECK(buf && strstr(buf, "| GPU busy | 13.500 us | 24.900 us | +11.400 us | +84.4 |\n"));
+	CHECK(buf && strstr(buf, "| Wall span | 30.00 us | 30.00 us | 0 ns | 0.0 |\n"));
+	CHECK(buf && strstr(buf, "| GPU busy | 13.50 us | 24.90 us | +11.40 us | +84.4 |\n"));
 	CHECK(buf && strstr(buf, "| Kernels | 6 | 9 | +3 | +50.0 |\n"));
 	CHECK(buf && strstr(buf, "#### Kernels (1 added, 0 removed)\n"));
 	CHECK(buf && strstr(buf, "| void gemm<float, 128>(float const*, float*, int) | 3 | 3 | "
-	                         "0.009 | 0.018 | +0.009 | +100.0 | 3.000 | 6.000 | +100.0 |\n"));
-	CHECK(buf && strstr(buf, "| void softmax<float>(float*) | - | 3 | 0.000 | 0.002 | +0.002 | "
-	                         "added | - | 0.800 |  |\n"));
-	CHECK(buf && strstr(buf, "| relu(float*) | 3 | 3 | 0.002 | 0.002 | 0.000 | 0.0 | 0.500 | "
-	                         "0.500 | 0.0 |\n"));
+	                         "9.000 us | 18.00 us | +9.000 us | +100.0 | +100.0 |\n"));
+	CHECK(buf && strstr(buf, "| void softmax<float>(float*) | - | 3 | 0 ns | 2.400 us | "
+	                         "+2.400 us | added |  |\n"));
+	CHECK(buf && strstr(buf, "| relu(float*) | 3 | 3 | 1.500 us | 1.500 us | 0 ns | 0.0 | "
+	                         "0.0 |\n"));
 	CHECK(buf && strstr(buf, "#### Fail above 10%\n\n4 grew by more than 10%:\n\n"
-	                         "- GPU busy time: 13.500 us -> 24.900 us (+84.4%)\n"));
+	                         "- GPU busy time: 13.50 us -> 24.90 us (+84.4%)\n"));
 	CHECK(buf && strstr(buf, "- kernel void softmax<float>(float*): 0 ns -> 2.400 us (new)\n"));
 	free(buf);
 	cuptrace_diff_free(&d);

@@ -31,7 +31,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define LIST_NAMES 10 /* added or removed names listed under a table */
+#define LIST_NAMES 5  /* added or removed names listed under a table (the rest counted) */
+#define LIST_NAME  60 /* bytes of such a name before it is shortened */
 
 static const char *const family_title[CUPTRACE_FAM_N] = {
     "Kernels", "API calls", "Copies and memsets", "NVTX ranges", "PyTorch ops"};
@@ -67,9 +68,7 @@ static void fmt_count(char *buf, size_t cap, double v, int per, int sign)
 
 static void fmt_dur_signed(char *buf, size_t cap, double ns)
 {
-	char d[40];
-	report_dur(d, sizeof(d), (int64_t)llround(fabs(ns)));
-	snprintf(buf, cap, "%s%s", ns > 0 ? "+" : ns < 0 ? "-" : "", d);
+	report_dur_signed(buf, cap, (int64_t)llround(ns));
 }
 
 /* One line of the header table: a label, the two values, the change and the change in %. */
@@ -83,6 +82,12 @@ static void header_row(struct table *t, const char *label, struct cuptrace_diff_
 		report_dur(a, sizeof(a), (int64_t)llround(v.base));
 		report_dur(b, sizeof(b), (int64_t)llround(v.new_));
 		fmt_dur_signed(c, sizeof(c), v.new_ - v.base);
+	} else if (u == U_BYTES) {
+		double dl = v.new_ - v.base;
+		report_bytes(a, sizeof(a), (uint64_t)llround(fabs(v.base)));
+		report_bytes(b, sizeof(b), (uint64_t)llround(fabs(v.new_)));
+		report_bytes(p, sizeof(p), (uint64_t)llround(fabs(dl)));
+		snprintf(c, sizeof(c), "%s%s", dl > 0 ? "+" : dl < 0 ? "-" : "", p);
 	} else {
 		fmt_count(a, sizeof(a), v.base, per && u == U_COUNT, 0);
 		fmt_count(b, sizeof(b), v.new_, per && u == U_COUNT, 0);
@@ -101,12 +106,12 @@ static void print_header(const struct cuptrace_diff *d, FILE *f, int md)
 	struct table t = {.md = md,
 	                  .ncols = 5,
 	                  .head = {"", "Base", "New", "Change", "Change %"},
-	                  .align = "lrrrr"};
+	                  .align = "Lrrrr"};
 	char buf[512], label[REPORT_CELL_BYTES];
 	int per = d->per_name != NULL;
 
-	report_kv(f, md, 7, "Base", d->base_path ? d->base_path : "?", 1);
-	report_kv(f, md, 7, "New", d->new_path ? d->new_path : "?", 1);
+	report_kv(f, md, 7, "Base", d->base_path ? d->base_path : "-", 1);
+	report_kv(f, md, 7, "New", d->new_path ? d->new_path : "-", 1);
 	if (d->base_damage) /* compared up to the damage (read/read.c) */
 		report_kv(f, md, 7, "Damaged", d->base_damage, 0);
 	if (d->new_damage)
@@ -147,10 +152,10 @@ static void print_header(const struct cuptrace_diff *d, FILE *f, int md)
 	for (size_t i = 0; i < d->ndev; i++) {
 		const struct cuptrace_diff_device *v = &d->dev[i];
 		if (d->dev_by_position && v->in_base && v->in_new)
-			snprintf(label, sizeof(label), "  %.120s (base) vs %.100s (new)", v->name,
+			snprintf(label, sizeof(label), "  %.100s (base) vs %.100s (new)", v->name,
 			         v->other_name ? v->other_name : v->name);
 		else
-			snprintf(label, sizeof(label), "  %.120s%s%.100s", v->name,
+			snprintf(label, sizeof(label), "  %.100s%s%.100s", v->name,
 			         v->other_name ? " / " : "", v->other_name ? v->other_name : "");
 		header_row(&t, label, v->busy_ns, U_DUR, per, v->in_base, v->in_new);
 	}
@@ -159,41 +164,51 @@ static void print_header(const struct cuptrace_diff *d, FILE *f, int md)
 	table_print(&t, f);
 }
 
-/* The names of one status that the table did not show, as one line. */
+/* The names of one status that the table did not show: the first few, shortened so that they
+ * stay different, then how many more; wrapped as a paragraph. */
 static void list_hidden(const struct cuptrace_diff *d, int fam, enum cuptrace_diff_status st,
                         size_t shown, FILE *f, int md)
 {
 	char buf[REPORT_VALUE], name[REPORT_CELL_BYTES];
+	const char *names[LIST_NAMES];
+	char *sn[LIST_NAMES];
+	unsigned num[LIST_NAMES];
 	size_t n = 0, listed = 0, len = 0;
 
 	for (size_t i = shown; i < d->nrows[fam]; i++)
 		n += d->rows[fam][i].status == st;
 	if (!n)
 		return;
+	for (size_t i = shown; i < d->nrows[fam] && listed < LIST_NAMES; i++)
+		if (d->rows[fam][i].status == st)
+			names[listed++] = d->rows[fam][i].name;
+	int ok = !report_shorten(names, listed, LIST_NAME, sn, num);
 	len = (size_t)snprintf(buf, sizeof(buf), "%zu more %s (not shown above): ", n,
 	                       st == CUPTRACE_DIFF_ADDED ? "added, only in new"
 	                                                 : "removed, only in base");
-	for (size_t i = shown; i < d->nrows[fam] && listed < LIST_NAMES; i++) {
-		if (d->rows[fam][i].status != st)
-			continue;
-		report_clean(name, sizeof(name), d->rows[fam][i].name, 80, 0);
+	for (size_t i = 0; i < listed; i++) {
+		report_clean(name, sizeof(name), ok ? sn[i] : names[i], LIST_NAME + 8, md);
 		if (len < sizeof(buf))
-			len += (size_t)snprintf(buf + len, sizeof(buf) - len, "%s%s",
-			                        listed ? ", " : "", name);
-		listed++;
+			len += (size_t)snprintf(buf + len, sizeof(buf) - len, "%s%s", i ? ", " : "",
+			                        name);
+		if (ok)
+			free(sn[i]);
 	}
 	if (listed < n && len < sizeof(buf))
-		snprintf(buf + len, sizeof(buf) - len, ", and %zu more", n - listed);
-	fprintf(f, md ? "\n%s\n" : "%s\n", buf);
+		snprintf(buf + len, sizeof(buf) - len, ", and %zu more (--json lists them all)",
+		         n - listed);
+	report_para(f, md, "  ", "\n%s\n", buf);
+	if (ok)
+		report_legend(f, md, names, num, listed);
 }
 
 static void print_family(const struct cuptrace_diff *d, int fam, FILE *f, int md)
 {
-	struct table t = {.md = md,
-	                  .ncols = 10,
-	                  .head = {"Name", "Base n", "New n", "Base ms", "New ms", "Change ms",
-	                           "Change %", "Base avg us", "New avg us", "Avg %"},
-	                  .align = "lrrrrrrrrr"};
+	struct table t = {
+	    .md = md,
+	    .ncols = 8, /* each side's mean is in --json (mean_ns); Avg % says it */
+	    .head = {"Name", "Base n", "New n", "Base", "New", "Change", "Change %", "Avg %"},
+	    .align = "Lrrrrrrr"};
 	size_t n = d->nrows[fam], shown = n < (size_t)d->top ? n : (size_t)d->top;
 	size_t added = 0, removed = 0;
 	int per = d->per_name != NULL;
@@ -220,26 +235,16 @@ static void print_family(const struct cuptrace_diff *d, int fam, FILE *f, int md
 		fmt_count(b, sizeof(b), r->count.new_, per, 0);
 		table_cell(&t, "%s", r->status == CUPTRACE_DIFF_ADDED ? "-" : a);
 		table_cell(&t, "%s", r->status == CUPTRACE_DIFF_REMOVED ? "-" : b);
-		table_cell(&t, "%.3f", r->total_ns.base / 1e6);
-		table_cell(&t, "%.3f", r->total_ns.new_ / 1e6);
-		if (r->total_ns.new_ != r->total_ns.base)
-			table_cell(&t, "%+.3f", (r->total_ns.new_ - r->total_ns.base) / 1e6);
-		else
-			table_cell(&t, "0.000");
+		table_cell_dur(&t, (int64_t)llround(r->total_ns.base));
+		table_cell_dur(&t, (int64_t)llround(r->total_ns.new_));
+		fmt_dur_signed(a, sizeof(a), r->total_ns.new_ - r->total_ns.base);
+		table_cell(&t, "%s", a);
 		if (r->status == CUPTRACE_DIFF_COMMON)
 			fmt_pct(a, sizeof(a), r->total_ns);
 		table_cell(&t, "%s",
 		           r->status == CUPTRACE_DIFF_ADDED     ? "added"
 		           : r->status == CUPTRACE_DIFF_REMOVED ? "removed"
 		                                                : a);
-		if (r->status != CUPTRACE_DIFF_ADDED)
-			table_cell(&t, "%.3f", mean.base / 1e3);
-		else
-			table_cell(&t, "%s", "-");
-		if (r->status != CUPTRACE_DIFF_REMOVED)
-			table_cell(&t, "%.3f", mean.new_ / 1e3);
-		else
-			table_cell(&t, "%s", "-");
 		if (r->status == CUPTRACE_DIFF_COMMON)
 			fmt_pct(a, sizeof(a), mean);
 		table_cell(&t, "%s", r->status == CUPTRACE_DIFF_COMMON ? a : "");

@@ -340,7 +340,10 @@ static int rank_labels(struct cuptrace_merge_input *inputs, const struct cuptrac
 		size_t len = (r->host ? strlen(r->host) : 1) + 32;
 		if (!(made[i] = malloc(len)))
 			return -ENOMEM;
-		snprintf(made[i], len, "rank %d @ %s", r->rank, r->host ? r->host : "?");
+		if (r->host) /* no "@ ?" where the trace names no host: the rank says it */
+			snprintf(made[i], len, "rank %d @ %s", r->rank, r->host);
+		else
+			snprintf(made[i], len, "rank %d", r->rank);
 		inputs[i].label = made[i];
 	}
 	return 0;

@@ -220,11 +220,21 @@ static int make_info(struct jr *r, struct cuptrace_trace_info *info, struct info
 			kineto = 1;
 			/* As convert_meta.c words a GPU. */
 			snprintf(b->key[d], sizeof(b->key[d]), "gpu%d", d);
-			snprintf(b->gpu[d], sizeof(b->gpu[d]),
-			         "%.160s, compute capability %" PRId64 ".%" PRId64 ", %" PRId64
-			         " SMs, %.1f GiB",
-			         v->name ? jr_s(r, v->name) : "GPU", v->major, v->minor, v->sms,
-			         (double)v->mem / (1024.0 * 1024 * 1024));
+			/* Compute capability and SMs are NVIDIA's words: ROCm's Kineto fills the
+			 * same fields (gfx9 as "9.0", compute units as SMs), which would
+			 * misdescribe an AMD GPU as a Hopper. Other vendors get their name and
+			 * memory. */
+			const char *gname = v->name ? jr_s(r, v->name) : "GPU";
+			if (!strncmp(gname, "NVIDIA", 6) || !strncmp(gname, "Tesla", 5) ||
+			    !strncmp(gname, "Quadro", 6) || !strncmp(gname, "GeForce", 7))
+				snprintf(b->gpu[d], sizeof(b->gpu[d]),
+				         "%.160s, compute capability %" PRId64 ".%" PRId64
+				         ", %" PRId64 " SMs, %.1f GiB",
+				         gname, v->major, v->minor, v->sms,
+				         (double)v->mem / (1024.0 * 1024 * 1024));
+			else
+				snprintf(b->gpu[d], sizeof(b->gpu[d]), "%.160s, %.1f GiB", gname,
+				         (double)v->mem / (1024.0 * 1024 * 1024));
 			b->m[b->n++] = (struct cuptrace_meta){.key = b->key[d], .s = b->gpu[d]};
 		}
 		b->m[b->n++] = (struct cuptrace_meta){.key = "trace_format",

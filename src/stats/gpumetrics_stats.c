@@ -2,6 +2,7 @@
  * so counter values and GPU slices are kept until finish, then each slice is laid over the
  * sorted values of its GPU's metric tracks. */
 #include "stats/gpumetrics_stats.h"
+#include "common/text.h"
 
 #include <errno.h>
 #include <math.h>
@@ -292,30 +293,18 @@ struct cuptrace_sink *cuptrace_gm_stats_sink_new(struct cuptrace_gm_stats *out,
 	return &s->fwd.base;
 }
 
-void cuptrace_gm_stats_print(const struct cuptrace_gm_stats *g, FILE *f, int markdown)
+/* One table of the rows that have samples: the name, with count and time in the first table,
+ * then the metrics [from, to). Returns the rows shown. */
+static size_t gm_table(const struct cuptrace_gm_stats *g, FILE *f, int md, size_t from, size_t to)
 {
-	if (!g->nmetrics || !g->nrows)
-		return;
-	size_t shown = 0;
-	fprintf(f, markdown ? "\n### GPU metrics per kernel\n\n" : "\nGPU metrics per kernel");
-	if (!markdown)
-		fprintf(f, " (averages over each slice's time where samples cover it):\n");
-	if (markdown) {
-		fprintf(f, "| name | count | time ms |");
-		for (size_t m = 0; m < g->nmetrics; m++)
-			fprintf(f, " %s |", g->metrics[m]);
-		fprintf(f, "\n|---|---:|---:|");
-		for (size_t m = 0; m < g->nmetrics; m++)
-			fprintf(f, "---:|");
-		fprintf(f, "\n");
-	} else {
-		fprintf(f, "  %-40s %7s %10s", "name", "count", "time ms");
-		for (size_t m = 0; m < g->nmetrics; m++)
-			fprintf(f, " %*s",
-			        (int)(strlen(g->metrics[m]) > 8 ? strlen(g->metrics[m]) : 8),
-			        g->metrics[m]);
-		fprintf(f, "\n");
+	char align[REPORT_MAX_COLS + 1] = "Lrr";
+	size_t shown = 0, lead = from ? 1 : 3;
+	struct table t = {.md = md, .ncols = lead + to - from, .head = {"Name", "Count", "Time"}};
+	for (size_t m = from; m < to; m++) {
+		t.head[lead + m - from] = g->metrics[m];
+		align[lead + m - from] = 'r';
 	}
+	t.align = align;
 	for (size_t r = 0; r < g->nrows && shown < 20; r++) {
 		const struct cuptrace_gm_row *row = &g->rows[r];
 		int any = 0;
@@ -324,27 +313,49 @@ void cuptrace_gm_stats_print(const struct cuptrace_gm_stats *g, FILE *f, int mar
 		if (!any)
 			continue;
 		shown++;
-		if (markdown)
-			fprintf(f, "| %s | %llu | %.3f |", row->name,
-			        (unsigned long long)row->count, (double)row->total_ns / 1e6);
-		else
-			fprintf(f, "  %-40.40s %7llu %10.3f", row->name,
-			        (unsigned long long)row->count, (double)row->total_ns / 1e6);
-		for (size_t m = 0; m < g->nmetrics; m++) {
-			int w = (int)(strlen(g->metrics[m]) > 8 ? strlen(g->metrics[m]) : 8);
-			if (isnan(row->avg[m]) && markdown)
-				fprintf(f, " - |");
-			else if (isnan(row->avg[m]))
-				fprintf(f, " %*s", w, "-");
-			else if (markdown)
-				fprintf(f, " %.2f |", row->avg[m]);
-			else
-				fprintf(f, " %*.2f", w, row->avg[m]);
+		table_cell_text(&t, row->name);
+		if (!from) {
+			table_cell(&t, "%llu", (unsigned long long)row->count);
+			table_cell_dur(&t, row->total_ns);
 		}
-		fprintf(f, "\n");
+		for (size_t m = from; m < to; m++)
+			if (isnan(row->avg[m]))
+				table_cell(&t, "-");
+			else
+				table_cell(&t, "%.2f", row->avg[m]);
 	}
-	if (!shown)
-		fprintf(f, "  (no kernel, copy or memset falls where samples were taken)\n");
+	if (shown)
+		table_print(&t, f);
+	free(t.cells);
+	return shown;
+}
+
+void cuptrace_gm_stats_print(const struct cuptrace_gm_stats *g, FILE *f, int markdown)
+{
+	if (!g->nmetrics || !g->nrows)
+		return;
+	report_section(f, markdown, "GPU metrics per kernel");
+	report_para(f, markdown, "", "Averages over each slice's time where samples cover it.\n%s",
+	            markdown ? "\n" : "");
+	/* Metrics a table at a time, as many as fit the width beside a name of 32 columns (all
+	 * of them in one markdown table). */
+	for (size_t from = 0; from < g->nmetrics;) {
+		size_t used = 32 + (from ? 0 : 2 + 5 + 2 + 8), to = from;
+		while (to < g->nmetrics && to - from < REPORT_MAX_COLS - 3) {
+			size_t w = report_width(g->metrics[to]) + 2;
+			if (!markdown && to > from && used + w > CUPTRACE_TEXT_WIDTH)
+				break;
+			used += w;
+			to++;
+		}
+		if (from)
+			fputc('\n', f);
+		if (!gm_table(g, f, markdown, from, to)) {
+			fputs("No kernel, copy or memset falls where samples were taken.\n", f);
+			return;
+		}
+		from = to;
+	}
 }
 
 int cuptrace_gm_stats_json(const struct cuptrace_gm_stats *g, char **out)

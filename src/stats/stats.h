@@ -30,6 +30,8 @@ struct cuptrace_stats_track {
 	 * where a run's compute begins, after start-up copies (merge_write.c's view start) */
 	uint64_t kernels;
 	int64_t first_kernel_ts;
+	int64_t work_from, work_to; /* GROUP (a GPU): its work's first start and last end, the
+	                             * window a GPU track's busy % is over; both 0 without work */
 };
 struct cuptrace_stats_name {
 	char *name;
@@ -45,6 +47,8 @@ struct cuptrace_stats {
 	uint64_t gpu_slices;              /* slices on tracks under a group */
 	uint64_t gpu_slices_with_flow_in; /* ... that end a flow whose out end exists */
 	int64_t gpu_busy_ns;              /* busy_ns of the GROUP tracks (the GPUs) summed */
+	int64_t gpu_work_ns;    /* total_ns of the names of GPU work summed: overlapping work on
+	                         * several streams counts on each (the denominator of % GPU work) */
 	int64_t min_ts, max_ts; /* earliest ts, latest end (ts + dur); both 0 without events */
 	uint64_t negative_ts;   /* events with ts < 0 (the producer contract says >= 0) */
 	uint64_t negative_dur;  /* slices with dur < 0; taken as 0 for busy and overlaps */
@@ -92,10 +96,14 @@ void cuptrace_stats_print(const struct cuptrace_stats *st, FILE *f, int markdown
  *   categories    [{category, slices, total_ns}] by total desc
  *   names         [{name, category, count, total_ns, avg_ns, min_ns, max_ns, gpu_share_pct}],
  *                 every name (the text shows the first 20), in the text's order; gpu_share_pct
- *                 is null for names never on a GPU track
+ *                 (% GPU work): the name's share of gpu_work_ns, at most 100; null for names
+ *                 that are not GPU work on a GPU track
  *   gpu_busy_ns   busy time (union of kernels, copies, memsets) per GPU, summed over GPUs
+ *   gpu_work_ns   the time of every kernel, copy and memset summed (overlaps on each stream)
  *   devices       [{name, slices, busy_ns}] per GPU (GROUP track), declaration order
- *   gpu_tracks    [{gpu, track, lane, slices, busy_ns, span_pct}] in the text's order
+ *   gpu_tracks    [{gpu, track, lane, slices, busy_ns, span_pct, busy_pct}] in the text's
+ *                 order; span_pct: of the trace's span; busy_pct (the text's): of its GPU's
+ *                 window, from the GPU's first work's start to its last work's end
  * Returns 0, or a negative errno (-ENOMEM, -EIO for a failed write). */
 int cuptrace_stats_print_json(const struct cuptrace_stats *st, FILE *f);
 

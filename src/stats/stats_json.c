@@ -68,6 +68,8 @@ static void header(struct cuptrace_json *w, const struct cuptrace_stats *st)
 		m = NULL;
 		for (size_t k = 0; k < 2 && !m && stats_known_lines[i].keys[k]; k++)
 			m = stats_meta_get(st, stats_known_lines[i].keys[k]);
+		if (m && !m->is_int && m->s && !strcmp(m->s, "?"))
+			m = NULL; /* a reader's "the file does not say" */
 		cuptrace_json_name(w, stats_known_lines[i].json);
 		meta_value(w, m);
 	}
@@ -170,9 +172,9 @@ static int tables(struct cuptrace_json *w, const struct cuptrace_stats *st)
 		cuptrace_json_int_field(w, "min_ns", s->min_ns);
 		cuptrace_json_int_field(w, "max_ns", s->max_ns);
 		cuptrace_json_name(w, "gpu_share_pct");
-		if (s->on_gpu && cuptrace_busy_is_work(s->category) && st->gpu_busy_ns > 0)
+		if (s->on_gpu && cuptrace_busy_is_work(s->category) && st->gpu_work_ns > 0)
 			cuptrace_json_double(w,
-			                     100.0 * (double)s->total_ns / (double)st->gpu_busy_ns);
+			                     100.0 * (double)s->total_ns / (double)st->gpu_work_ns);
 		else
 			cuptrace_json_null(w);
 		cuptrace_json_end_object(w);
@@ -180,6 +182,7 @@ static int tables(struct cuptrace_json *w, const struct cuptrace_stats *st)
 	cuptrace_json_end_array(w);
 
 	cuptrace_json_int_field(w, "gpu_busy_ns", st->gpu_busy_ns);
+	cuptrace_json_int_field(w, "gpu_work_ns", st->gpu_work_ns);
 	cuptrace_json_name(w, "devices");
 	cuptrace_json_start_array(w);
 	for (size_t i = 0; i < ndev; i++) {
@@ -205,6 +208,8 @@ static int tables(struct cuptrace_json *w, const struct cuptrace_stats *st)
 		cuptrace_json_int_field(w, "busy_ns", k->busy_ns);
 		cuptrace_json_name(w, "span_pct");
 		cuptrace_json_double(w, span > 0 ? 100.0 * (double)k->busy_ns / (double)span : 0.0);
+		cuptrace_json_name(w, "busy_pct");
+		cuptrace_json_double(w, stats_gpu_window_pct(st, &rows[i]));
 		cuptrace_json_end_object(w);
 	}
 	cuptrace_json_end_array(w);

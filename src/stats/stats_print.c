@@ -14,6 +14,45 @@
 
 #define LABEL_W 18 /* value column of the header lines in text */
 
+/* A merged trace keeps each input's metadata under "<label>: <key>" (merge_meta.c). The values
+ * of key over the inputs, once each, into buf: "v" where they agree, else "v (label); ...".
+ * 0 if no input has it. */
+static int merged_value(const struct cuptrace_stats *st, const char *key, char *buf, size_t cap)
+{
+	size_t len = 0, klen = strlen(key), n = 0;
+	char v[REPORT_VALUE / 4], first[REPORT_VALUE / 4] = "";
+	int differ = 0;
+	for (size_t i = 0; i < st->nmeta; i++) {
+		const char *k = st->meta[i].key;
+		size_t l = k ? strlen(k) : 0;
+		if (l < klen + 3 || strcmp(k + l - klen, key) || k[l - klen - 2] != ':' ||
+		    k[l - klen - 1] != ' ')
+			continue;
+		stats_meta_str(&st->meta[i], v, sizeof(v));
+		if (!n++)
+			snprintf(first, sizeof(first), "%s", v);
+		else if (strcmp(first, v))
+			differ = 1;
+	}
+	if (!n)
+		return 0;
+	if (!differ) {
+		snprintf(buf, cap, "%s", first);
+		return 1;
+	}
+	for (size_t i = 0; i < st->nmeta && len < cap; i++) {
+		const char *k = st->meta[i].key;
+		size_t l = k ? strlen(k) : 0;
+		if (l < klen + 3 || strcmp(k + l - klen, key) || k[l - klen - 2] != ':' ||
+		    k[l - klen - 1] != ' ')
+			continue;
+		stats_meta_str(&st->meta[i], v, sizeof(v));
+		len += (size_t)snprintf(buf + len, cap - len, "%s%s (%.*s)", len ? "; " : "", v,
+		                        (int)(l - klen - 2), k);
+	}
+	return 1;
+}
+
 static void print_header(const struct cuptrace_stats *st, FILE *f, int md)
 {
 	const struct cuptrace_meta *m;
@@ -26,8 +65,24 @@ static void print_header(const struct cuptrace_stats *st, FILE *f, int md)
 		stats_meta_str(m, buf, sizeof(buf));
 		report_kv(f, md, LABEL_W, v, buf, 0);
 	}
+	for (int n = 0; !gpus && n < 64; n++) { /* a merged trace: its inputs' GPUs */
+		char key[16];
+		snprintf(key, sizeof(key), "gpu%d", n);
+		if (!merged_value(st, key, buf, sizeof(buf)))
+			continue;
+		snprintf(v, sizeof(v), "GPU %d", n);
+		report_kv(f, md, LABEL_W, v, buf, 0);
+		while (++n < 64) {
+			snprintf(key, sizeof(key), "gpu%d", n);
+			if (!merged_value(st, key, buf, sizeof(buf)))
+				break;
+			snprintf(v, sizeof(v), "GPU %d", n);
+			report_kv(f, md, LABEL_W, v, buf, 0);
+		}
+		gpus = n;
+	}
 	if (!gpus)
-		report_kv(f, md, LABEL_W, "GPU", "(not recorded)", 0);
+		report_kv(f, md, LABEL_W, "GPU", CUPTRACE_NOT_RECORDED, 0);
 	/* Which of them the process used: a rank of a job sees every GPU of its node. */
 	if (stats_gpus_used_text(st, 0, buf, sizeof(buf)))
 		report_kv(f, md, LABEL_W, "GPUs used", buf, 0);
@@ -35,17 +90,21 @@ static void print_header(const struct cuptrace_stats *st, FILE *f, int md)
 		m = NULL;
 		for (size_t k = 0; k < 2 && !m && stats_known_lines[i].keys[k]; k++)
 			m = stats_meta_get(st, stats_known_lines[i].keys[k]);
-		if (m && !m->is_int && (!m->s || !*m->s))
-			m = NULL; /* "": removed on purpose (cuptrace share, private recording) */
+		if (m && !m->is_int && (!m->s || !*m->s || !strcmp(m->s, "?")))
+			m = NULL; /* "": removed on purpose (cuptrace share, private recording);
+			           * "?": a reader's "the file does not say" */
+		int have = m != NULL;
 		if (m)
 			stats_meta_str(m, buf, sizeof(buf));
-		report_kv(f, md, LABEL_W, stats_known_lines[i].label, m ? buf : "(not recorded)",
-		          0);
+		for (size_t k = 0; k < 2 && !have && stats_known_lines[i].keys[k]; k++)
+			have = merged_value(st, stats_known_lines[i].keys[k], buf, sizeof(buf));
+		report_kv(f, md, LABEL_W, stats_known_lines[i].label,
+		          have ? buf : CUPTRACE_NOT_RECORDED, 0);
 	}
 	const struct cuptrace_meta *name = stats_meta_get(st, "process_name"),
 	                           *pid = stats_meta_get(st, "pid");
 	if (name || pid) {
-		char n[REPORT_VALUE / 2] = "?", p[32] = "?";
+		char n[REPORT_VALUE / 2] = CUPTRACE_NOT_RECORDED, p[32] = CUPTRACE_NOT_RECORDED;
 		if (name)
 			stats_meta_str(name, n, sizeof(n));
 		if (pid)
@@ -54,7 +113,9 @@ static void print_header(const struct cuptrace_stats *st, FILE *f, int md)
 		report_kv(f, md, LABEL_W, "Process", buf, 0);
 	}
 	const char *cmd = stats_cmdline(st, buf, sizeof(buf));
-	report_kv(f, md, LABEL_W, "Command line", cmd ? cmd : "(not recorded)", cmd != NULL);
+	if (!cmd && merged_value(st, "cmdline", buf, sizeof(buf)))
+		cmd = buf;
+	report_kv(f, md, LABEL_W, "Command line", cmd ? cmd : CUPTRACE_NOT_RECORDED, cmd != NULL);
 	if (stats_start_utc(st, &start, buf, sizeof(buf)))
 		report_kv(f, md, LABEL_W, "Start", buf, 0);
 	/* Dropped records under any key: the reader must know the trace is incomplete. */
@@ -63,7 +124,7 @@ static void print_header(const struct cuptrace_stats *st, FILE *f, int md)
 	if (seen)
 		snprintf(buf, sizeof(buf), "%" PRId64 "%s", dropped,
 		         dropped ? " (the trace is incomplete)" : "");
-	report_kv(f, md, LABEL_W, "Dropped records", seen ? buf : "(not recorded)", 0);
+	report_kv(f, md, LABEL_W, "Dropped records", seen ? buf : CUPTRACE_NOT_RECORDED, 0);
 	/* A damaged input read up to its damage (read/read.c): the trace is incomplete. */
 	const struct cuptrace_meta *dm = stats_meta_get(st, CUPTRACE_META_READ_DAMAGE);
 	if (dm && !dm->is_int && dm->s)
@@ -147,7 +208,7 @@ static void print_counts(const struct cuptrace_stats *st, FILE *f, int md)
 static void print_categories(const struct cuptrace_stats *st, FILE *f, int md)
 {
 	struct table t = {
-	    .md = md, .ncols = 3, .head = {"Category", "Slices", "Total ms"}, .align = "lrr"};
+	    .md = md, .ncols = 3, .head = {"Category", "Slices", "Total"}, .align = "lrr"};
 	struct stats_cat *cats;
 	size_t n;
 
@@ -160,7 +221,7 @@ static void print_categories(const struct cuptrace_stats *st, FILE *f, int md)
 	for (size_t k = 0; k < n; k++) {
 		table_cell_text(&t, cats[k].cat);
 		table_cell(&t, "%" PRIu64, cats[k].count);
-		table_cell(&t, "%.3f", cats[k].total / 1e6);
+		table_cell_dur(&t, cats[k].total);
 	}
 	free(cats);
 	table_print(&t, f);
@@ -170,10 +231,9 @@ static void print_names(const struct cuptrace_stats *st, FILE *f, int md)
 {
 	struct table t = {
 	    .md = md,
-	    .ncols = 8,
-	    .head = {"Name", "Category", "Count", "Total ms", "Avg us", "Min us", "Max us",
-	             "% GPU"},
-	    .align = "llrrrrrr",
+	    .ncols = 7, /* the minimum is in --json (min_ns): the line stays within the width */
+	    .head = {"Name", "Category", "Count", "Total", "Avg", "Max", "% GPU work"},
+	    .align = "Llrrrrr",
 	};
 	size_t n = st->nnames < STATS_TOP_NAMES ? st->nnames : STATS_TOP_NAMES;
 	char title[64];
@@ -193,31 +253,30 @@ static void print_names(const struct cuptrace_stats *st, FILE *f, int md)
 		table_cell_text(&t, s->name);
 		table_cell_text(&t, s->category);
 		table_cell(&t, "%" PRIu64, s->count);
-		table_cell(&t, "%.3f", s->total_ns / 1e6);
-		table_cell(&t, "%.3f",
-		           s->count ? (double)s->total_ns / (double)s->count / 1e3 : 0.0);
-		table_cell(&t, "%.3f", s->min_ns / 1e3);
-		table_cell(&t, "%.3f", s->max_ns / 1e3);
-		if (s->on_gpu && cuptrace_busy_is_work(s->category) && st->gpu_busy_ns > 0)
+		table_cell_dur(&t, s->total_ns);
+		table_cell_dur(
+		    &t, s->count ? (int64_t)((double)s->total_ns / (double)s->count + 0.5) : 0);
+		table_cell_dur(&t, s->max_ns);
+		if (s->on_gpu && cuptrace_busy_is_work(s->category) && st->gpu_work_ns > 0)
 			table_cell(&t, "%.1f",
-			           100.0 * (double)s->total_ns / (double)st->gpu_busy_ns);
+			           100.0 * (double)s->total_ns / (double)st->gpu_work_ns);
 		else
 			table_cell(&t, "%s", "");
 	}
 	table_print(&t, f);
-	fputs(md ? "\n" : "", f);
-	fputs("% GPU: share of the GPUs' busy time (kernels, copies and memsets, overlaps counted "
-	      "once); annotation and sync ranges on GPU rows are not work.\n",
-	      f);
+	fputs("\n", f);
+	report_para(f, md, "",
+	            "%% GPU work: share of the time of all GPU work (kernels, copies and memsets, "
+	            "summed over streams and GPUs: work that overlaps on several streams counts on "
+	            "each); annotation and sync ranges on GPU rows are not work.\n");
 }
 
 static void print_gpu_tracks(const struct cuptrace_stats *st, FILE *f, int md)
 {
 	struct table t = {.md = md,
 	                  .ncols = 5,
-	                  .head = {"GPU", "Track", "Slices", "Busy ms", "% of span"},
-	                  .align = "llrrr"};
-	int64_t span = sat_sub(st->max_ts, st->min_ts);
+	                  .head = {"GPU", "Track", "Slices", "Busy", "Busy %"},
+	                  .align = "LLrrr"};
 	struct stats_gpu_row *rows;
 	char label[REPORT_CELL_BYTES];
 	size_t n;
@@ -230,17 +289,21 @@ static void print_gpu_tracks(const struct cuptrace_stats *st, FILE *f, int md)
 	}
 	for (size_t i = 0; i < n; i++) {
 		const struct cuptrace_stats_track *k = rows[i].k;
-		table_cell_text(&t, rows[i].group < st->ntrk ? st->trk[rows[i].group].name : "?");
+		table_cell_text(&t, rows[i].group < st->ntrk ? st->trk[rows[i].group].name : "-");
 		if (k->lane)
 			snprintf(label, sizeof(label), "%.200s (lane %" PRIu32 ")", k->name,
 			         k->lane);
 		table_cell_text(&t, k->lane ? label : k->name);
 		table_cell(&t, "%" PRIu64, k->slices);
-		table_cell(&t, "%.3f", k->busy_ns / 1e6);
-		table_cell(&t, "%.1f", span > 0 ? 100.0 * (double)k->busy_ns / (double)span : 0.0);
+		table_cell_dur(&t, k->busy_ns);
+		table_cell(&t, "%.1f", stats_gpu_window_pct(st, &rows[i]));
 	}
 	free(rows);
 	table_print(&t, f);
+	fputs("\n", f);
+	report_para(f, md, "",
+	            "Busy %%: of the GPU's window, from its first work's start to its last "
+	            "work's end (as `cuptrace analyze` says it).\n");
 }
 
 void cuptrace_stats_print(const struct cuptrace_stats *st, FILE *f, int markdown)

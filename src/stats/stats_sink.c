@@ -504,6 +504,13 @@ static int busy_times(struct stats_sink *s, struct cuptrace_stats *r)
 			memcpy(tmp + n, a->work, a->nwork * sizeof(*tmp));
 			n += a->nwork;
 		}
+		for (size_t i = 0; i < n; i++) {
+			int64_t e = sat_add(tmp[i].ts, tmp[i].dur);
+			if (!i || tmp[i].ts < grp->st.work_from)
+				grp->st.work_from = tmp[i].ts;
+			if (!i || e > grp->st.work_to)
+				grp->st.work_to = e;
+		}
 		grp->st.busy_ns = cuptrace_busy_union(tmp, n);
 		r->gpu_busy_ns = sat_add(r->gpu_busy_ns, grp->st.busy_ns);
 	}
@@ -580,6 +587,8 @@ static int st_finish(struct cuptrace_sink *sk)
 		};
 		if (!names[i].name || !names[i].category)
 			goto out;
+		if (names[i].on_gpu && cuptrace_busy_is_work(names[i].category))
+			r.gpu_work_ns = sat_add(r.gpu_work_ns, names[i].total_ns);
 	}
 	if (names)
 		qsort(names, s->nnames, sizeof(*names), name_cmp);

@@ -168,3 +168,13 @@ uint64_t stats_partial_overlaps(const struct cuptrace_stats *st)
 		n += st->trk[i].partial_overlaps;
 	return n;
 }
+
+double stats_gpu_window_pct(const struct cuptrace_stats *st, const struct stats_gpu_row *row)
+{
+	if (row->group >= st->ntrk)
+		return 0.0;
+	const struct cuptrace_stats_track *g = &st->trk[row->group];
+	int64_t win = g->work_to - g->work_from;
+	double p = win > 0 ? 100.0 * (double)row->k->busy_ns / (double)win : 0.0;
+	return p > 100.0 ? 100.0 : p; /* a track's union lies within its GPU's: rounding only */
+}

@@ -41,6 +41,10 @@ struct stats_device {
 };
 int stats_devices(const struct cuptrace_stats *st, struct stats_device **out, size_t *n);
 
+/* A GPU track's busy time in percent of its GPU's window (the GPU's first work's start to its
+ * last work's end): the same definition as `cuptrace analyze` uses for a stream; 0 without. */
+double stats_gpu_window_pct(const struct cuptrace_stats *st, const struct stats_gpu_row *row);
+
 /* Pairs of partially overlapping slices, summed over the tracks. */
 uint64_t stats_partial_overlaps(const struct cuptrace_stats *st);
 

@@ -1,7 +1,9 @@
 /* The `cuptrace analyze` report from a struct cuptrace_analysis: text, GitHub markdown, and JSON
  * (schema "cuptrace-analyze/1", documented in README "Why is it slow: analyze"). Output depends
- * only on the analysis. */
+ * only on the analysis. Text goes through common/text.h: aligned tables, each duration in the
+ * unit that fits it, names cut so that different names stay different, prose wrapped. */
 #include "why/analyze.h"
+#include "common/text.h"
 #include "format/json_writer.h"
 
 #include <errno.h>
@@ -10,99 +12,103 @@
 #include <stdlib.h>
 #include <string.h>
 
-static double ms(int64_t ns)
-{
-	return (double)ns / 1e6;
-}
+#define NAME_COL 40 /* bytes of a kernel or range name in a table cell before it is cut */
 
 static double pct(int64_t part, int64_t whole)
 {
 	return whole > 0 ? 100.0 * (double)part / (double)whole : 0.0;
 }
 
-/* A table row: cells separated by " | " in markdown, by two spaces otherwise. */
 static void print_idle_samples(const struct cuptrace_analysis *a, FILE *f, int md);
+
+/* A duration in the unit that fits it, in one of a few rotating buffers (one printf may hold
+ * several; printing is on one thread). */
+static const char *D(int64_t ns)
+{
+	static char buf[8][48];
+	static unsigned k;
+	char *b = buf[k++ % 8];
+	report_dur(b, sizeof(buf[0]), ns);
+	return b;
+}
 
 static void hdr(FILE *f, int md, const char *title)
 {
 	fprintf(f, md ? "\n### %s\n\n" : "\n== %s ==\n", title);
 }
 
-static void sep(FILE *f, int md, int cols)
-{
-	if (!md)
-		return;
-	fputc('|', f);
-	for (int i = 0; i < cols; i++)
-		fputs("---|", f);
-	fputc('\n', f);
-}
-
-static const char *row0(int md)
-{
-	return md ? "| " : "";
-}
-static const char *cell(int md)
-{
-	return md ? " | " : "  ";
-}
-static const char *rowend(int md)
-{
-	return md ? " |\n" : "\n";
-}
-
 /* Where the steps came from, in words. */
-static void step_source(const struct cuptrace_analysis *a, FILE *f)
+static void step_source(const struct cuptrace_analysis *a, FILE *f, int md)
 {
 	const char *k = a->step_kind ? a->step_kind : "";
 	if (!strcmp(k, "option"))
-		fprintf(f, "Steps: the ranges named \"%s\" (--step), numbered or not.\n",
-		        a->step_source);
+		report_para(f, md, "",
+		            "Steps: the ranges named \"%s\" (--step), numbered or not.\n",
+		            a->step_source);
 	else if (!strcmp(k, "profiler_step"))
 		fputs("Steps: torch.profiler's ProfilerStep#N ranges.\n", f);
 	else if (!strcmp(k, "nvtx_family"))
-		fprintf(f, "Steps: the numbered ranges \"%s N\".\n", a->step_source);
+		report_para(f, md, "", "Steps: the numbered ranges \"%s N\".\n", a->step_source);
 	else if (!strcmp(k, "optimizer"))
-		fprintf(f,
-		        "Steps: %s, each from the end of the previous one to the end of its own.\n",
-		        !strcmp(a->step_source, "optimizer.step")
-		            ? "the optimizer.step() marks `record` makes"
-		            : "--pytorch's Optimizer.step# ranges");
+		report_para(f, md, "",
+		            "Steps: %s, each from the end of the previous one to the end of its "
+		            "own.\n",
+		            !strcmp(a->step_source, "optimizer.step")
+		                ? "the optimizer.step() marks `record` makes"
+		                : "--pytorch's Optimizer.step# ranges");
 	else if (!strcmp(k, "gpu_period"))
-		fprintf(f,
-		        "Steps: no marks; iterations found in the GPU work, its launches repeating "
-		        "(confidence %.2f).\n",
-		        a->step_confidence);
+		report_para(f, md, "",
+		            "Steps: no marks; iterations found in the GPU work, its launches "
+		            "repeating (confidence %.2f).\n",
+		            a->step_confidence);
 	else
-		fputs("Steps: from several sources (the processes differ; JSON rows say which).\n",
-		      f);
+		report_para(f, md, "",
+		            "Steps: from several sources (the processes differ; JSON rows say "
+		            "which).\n");
 }
 
 /* What made an outlier slow, in words. */
-static void step_cause(const struct cuptrace_an_step *s, FILE *f)
+static void step_cause(const struct cuptrace_an_step *s, char *buf, size_t n)
 {
 	switch (s->cause) {
 	case CUPTRACE_STEP_CAUSE_GPU_WORK:
-		fprintf(f, "GPU work %.3f ms over the median", ms(s->cause_ns));
+		snprintf(buf, n, "GPU work %s over the median", D(s->cause_ns));
 		break;
 	case CUPTRACE_STEP_CAUSE_HOST_GAP:
 	case CUPTRACE_STEP_CAUSE_HOST_SYNC:
-		fprintf(f,
-		        "GPU idle %.3f ms over the median, the host %s (its longest launch-free "
-		        "stretch %.3f ms, %s)",
-		        ms(s->cause_ns),
-		        s->cause == CUPTRACE_STEP_CAUSE_HOST_GAP ? "busy outside CUDA"
-		                                                 : "in blocking CUDA calls",
-		        ms(s->host_gap_ns),
-		        s->host_gap_ts <= s->host_ts && s->launches ? "before its first launch"
-		                                                    : "inside it");
+		snprintf(buf, n,
+		         "GPU idle %s over the median, the host %s (its longest launch-free "
+		         "stretch %s, %s)",
+		         D(s->cause_ns),
+		         s->cause == CUPTRACE_STEP_CAUSE_HOST_GAP ? "busy outside CUDA"
+		                                                  : "in blocking CUDA calls",
+		         D(s->host_gap_ns),
+		         s->host_gap_ts <= s->host_ts && s->launches ? "before its first launch"
+		                                                     : "inside it");
 		break;
 	case CUPTRACE_STEP_CAUSE_COLLECTIVE:
-		fprintf(f, "collectives %.3f ms over the median (a wait for another rank)",
-		        ms(s->cause_ns));
+		snprintf(buf, n, "collectives %s over the median (a wait for another rank)",
+		         D(s->cause_ns));
 		break;
 	default:
-		fputs("no single part grew", f);
+		snprintf(buf, n, "no single part grew");
+	}
+}
+
+/* The cause of an outlier in a few words, for its table row (the sentence is under the table). */
+static const char *step_cause_short(const struct cuptrace_an_step *s)
+{
+	switch (s->cause) {
+	case CUPTRACE_STEP_CAUSE_GPU_WORK:
+		return "slow: GPU work";
+	case CUPTRACE_STEP_CAUSE_HOST_GAP:
+		return "slow: host";
+	case CUPTRACE_STEP_CAUSE_HOST_SYNC:
+		return "slow: host sync";
+	case CUPTRACE_STEP_CAUSE_COLLECTIVE:
+		return "slow: collective";
+	default:
+		return "slow";
 	}
 }
 
@@ -126,55 +132,60 @@ static const char *who(const struct cuptrace_analysis *a, size_t rank)
 	return rank < a->nranks && a->ranks[rank].label ? a->ranks[rank].label : "-";
 }
 
-/* The rank and number cells of a step row with several ranks ("" with one). */
-static const char *step_who(const struct cuptrace_analysis *a, const struct cuptrace_an_step *s,
-                            int md, char *buf, size_t len)
-{
-	if (!a->multi_rank)
-		return "";
-	snprintf(buf, len, "%s%s%" PRId64 "%s", who(a, s->rank), cell(md), s->number, cell(md));
-	return buf;
-}
-
 /* With many ranks the per-rank step rows are left to the JSON: the job's steps say it. */
 enum { AN_PRINT_RANK_ROWS = 8 };
 
+/* A row that says how many rows were left out: its first cell says it, the others are empty. */
+static void more_row(struct table *t, size_t left)
+{
+	table_cell(t, "... %zu more", left);
+	for (size_t c = 1; c < t->ncols; c++)
+		table_cell(t, "%s", "");
+}
+
 static void print_steps(const struct cuptrace_analysis *a, FILE *f, int md)
 {
+	char buf[512];
 	if (!a->nsteps) {
-		fprintf(f,
-		        "%sNo steps found: no step marks (--step NAME, ProfilerStep#N, numbered "
-		        "ranges, optimizer.step()) and no repeating GPU work (best try: confidence "
-		        "%.2f).\n",
-		        md ? "\n" : "\n== Steps ==\n", a->step_confidence);
+		fputs(md ? "\n" : "\n== Steps ==\n", f);
+		report_para(f, md, "",
+		            "No steps found: no step marks (--step NAME, ProfilerStep#N, numbered "
+		            "ranges, optimizer.step()) and no repeating GPU work (best try: "
+		            "confidence %.2f).\n",
+		            a->step_confidence);
 		return;
 	}
 	hdr(f, md, "Steps");
-	step_source(a, f);
-	fputs("A step's period runs from the previous step's completion to its own: the later of "
-	      "its mark's end and the end of the GPU work launched in it (in an async loop, when "
-	      "the GPU finished it). GPU extent: that work's first start to its last end; busy % "
-	      "over the period.\n\n",
-	      f);
+	step_source(a, f, md);
+	report_para(f, md, "",
+	            "A step's period runs from the previous step's completion to its own: the "
+	            "later of its mark's end and the end of the GPU work launched in it (in an "
+	            "async loop, when the GPU finished it). GPU extent: that work's first start to "
+	            "its last end; busy %% over the period. Slow (an outlier): host = busy outside "
+	            "CUDA, host sync = in blocking CUDA calls.\n\n");
 	size_t ranks = 0;
 	for (size_t i = 0; i < a->nranks; i++)
 		ranks += a->ranks[i].nsteps > 0;
 	int rows = !a->multi_rank || ranks <= AN_PRINT_RANK_ROWS;
-	char wb[320];
-	if (rows) {
-		fprintf(
-		    f,
-		    "%s%sstep%speriod ms%sGPU extent ms%sGPU busy %%%sidle ms%skernels%slaunches%s"
-		    "note%s",
-		    row0(md), a->multi_rank ? (md ? "rank | # | " : "rank  #  ") : "", cell(md),
-		    cell(md), cell(md), cell(md), cell(md), cell(md), cell(md), rowend(md));
-		sep(f, md, 8 + 2 * a->multi_rank);
-	} else {
-		fprintf(f,
-		        "%zu ranks: their steps one by one are in --json (steps.rows); the job's "
-		        "steps by number below.\n",
-		        ranks);
-	}
+	struct table t = {.md = md};
+	if (a->multi_rank)
+		t = (struct table){.md = md,
+		                   .ncols = 10,
+		                   .head = {"rank", "#", "step", "period", "GPU extent", "busy %",
+		                            "idle", "kernels", "launches", "note"},
+		                   .align = "LrLrrrrrrl"};
+	else
+		t = (struct table){.md = md,
+		                   .ncols = 8,
+		                   .head = {"step", "period", "GPU extent", "busy %", "idle",
+		                            "kernels", "launches", "note"},
+		                   .align = "lrrrrrrl"};
+	if (!rows)
+		report_para(
+		    f, md, "",
+		    "%zu ranks: their steps one by one are in --json (steps.rows); the job's "
+		    "steps by number below.\n",
+		    ranks);
 	size_t shown = 0, left = 0;
 	for (size_t i = 0; rows && i < a->nsteps; i++) {
 		const struct cuptrace_an_step *s = &a->steps[i];
@@ -184,39 +195,43 @@ static void print_steps(const struct cuptrace_analysis *a, FILE *f, int md)
 			left++;
 			continue;
 		}
-		if (left) {
-			fprintf(f, "%s... %zu more%s", row0(md), left,
-			        md ? " | | | | | | | |\n" : "\n");
-			left = 0;
-		}
+		if (left)
+			more_row(&t, left);
+		left = 0;
 		shown++;
 		char label[96];
 		step_label(s, label, sizeof(label));
-		fprintf(f, "%s%s%s%s%s%.3f%s%.3f%s%.1f%s%.3f%s%" PRIu64 "%s%" PRIu64 "%s", row0(md),
-		        step_who(a, s, md, wb, sizeof(wb)), label, s->outlier ? " (outlier)" : "",
-		        cell(md), ms(s->dur), cell(md), ms(s->gpu_end - s->gpu_ts), cell(md),
-		        pct(s->busy_ns, s->dur), cell(md), ms(s->idle_ns), cell(md), s->kernels,
-		        cell(md), s->launches, cell(md));
-		if (s->startup)
-			fputs("start-up", f);
-		else if (s->outlier) {
-			fputs("slow: ", f);
-			step_cause(s, f);
+		if (a->multi_rank) {
+			table_cell_text(&t, who(a, s->rank));
+			table_cell(&t, "%" PRId64, s->number);
 		}
-		fputs(rowend(md), f);
+		table_cell(&t, "%s", label);
+		table_cell_dur(&t, s->dur);
+		table_cell_dur(&t, s->gpu_end - s->gpu_ts);
+		table_cell(&t, "%.1f", pct(s->busy_ns, s->dur));
+		table_cell_dur(&t, s->idle_ns);
+		table_cell(&t, "%" PRIu64, s->kernels);
+		table_cell(&t, "%" PRIu64, s->launches);
+		table_cell(&t, "%s",
+		           s->startup   ? "start-up"
+		           : s->outlier ? step_cause_short(s)
+		                        : "");
 	}
 	if (left)
-		fprintf(f, "%s... %zu more%s", row0(md), left, md ? " | | | | | | | |\n" : "\n");
+		more_row(&t, left);
+	if (rows)
+		table_print(&t, f);
 	size_t nout = 0;
 	for (size_t i = 0; i < a->nsteps; i++)
 		nout += a->steps[i].outlier;
-	fprintf(f, "\n%zu steps (%s)", a->nsteps, a->step_source ? a->step_source : "");
+	char over[64] = "";
 	if (a->multi_rank)
-		fprintf(f, " over %zu ranks", ranks);
-	fprintf(f,
-	        ": judged (after start-up), period median %.3f ms, min %.3f, max %.3f, MAD %.3f "
-	        "ms.",
-	        ms(a->step_median_ns), ms(a->step_min_ns), ms(a->step_max_ns), ms(a->step_mad_ns));
+		snprintf(over, sizeof(over), " over %zu ranks", ranks);
+	report_para(f, md, "",
+	            "\n%zu steps (%s)%s: judged (after start-up), period median %s, min %s, max "
+	            "%s, MAD %s.",
+	            a->nsteps, a->step_source ? a->step_source : "", over, D(a->step_median_ns),
+	            D(a->step_min_ns), D(a->step_max_ns), D(a->step_mad_ns));
 	if (!nout) {
 		fputs(" No outliers.\n", f);
 		return;
@@ -229,14 +244,14 @@ static void print_steps(const struct cuptrace_analysis *a, FILE *f, int md)
 			continue;
 		char label[96];
 		step_label(s, label, sizeof(label));
+		step_cause(s, buf, sizeof(buf));
 		if (a->multi_rank)
-			fprintf(f, "%s%s (%s, at %.3f ms): %.3f ms; ", md ? "- " : "  - ", label,
-			        who(a, s->rank), ms(s->ts), ms(s->dur));
+			report_para(f, md, "    ", "%s%s (%s, at %s): %s; %s.\n",
+			            md ? "- " : "  - ", label, who(a, s->rank), D(s->ts), D(s->dur),
+			            buf);
 		else
-			fprintf(f, "%s%s (pid %d, at %.3f ms): %.3f ms; ", md ? "- " : "  - ",
-			        label, s->pid, ms(s->ts), ms(s->dur));
-		step_cause(s, f);
-		fputs(".\n", f);
+			report_para(f, md, "    ", "%s%s (pid %d, at %s): %s; %s.\n",
+			            md ? "- " : "  - ", label, s->pid, D(s->ts), D(s->dur), buf);
 		k++;
 	}
 }
@@ -248,129 +263,183 @@ static void print_job_steps(const struct cuptrace_analysis *a, FILE *f, int md)
 	if (!a->njob_steps)
 		return;
 	hdr(f, md, "Steps of the job (by number, over its ranks)");
-	fprintf(f,
-	        "%sstep%sranks%smedian wall ms%sslowest rank%sits wall ms%swaited for%s"
-	        "others' wait ms%sits GPU work +ms%sits host +ms%sslow%s",
-	        row0(md), cell(md), cell(md), cell(md), cell(md), cell(md), cell(md), cell(md),
-	        cell(md), cell(md), rowend(md));
-	sep(f, md, 10);
+	struct table t = {.md = md,
+	                  .ncols = 9,
+	                  .head = {"step", "median", "slowest", "its wall", "waited for", "wait",
+	                           "GPU +", "host +", "slow"},
+	                  .align = "rrLrLrrrl"};
+	char g[48], h[48];
 	for (size_t i = 0; i < a->njob_steps; i++) {
 		const struct cuptrace_an_job_step *s = &a->job_steps[i];
 		int met = s->waited_for != SIZE_MAX;
-		fprintf(f, "%s%" PRId64 "%s%zu%s%.3f%s%s%s%.3f%s%s", row0(md), s->number, cell(md),
-		        s->nranks, cell(md), ms(s->median_ns), cell(md), who(a, s->slowest),
-		        cell(md), ms(s->max_ns), cell(md), met ? who(a, s->waited_for) : "-");
+		table_cell(&t, "%" PRId64, s->number);
+		table_cell_dur(&t, s->median_ns);
+		table_cell_text(&t, who(a, s->slowest));
+		table_cell_dur(&t, s->max_ns);
+		table_cell_text(&t, met ? who(a, s->waited_for) : "-");
+		report_dur_signed(g, sizeof(g), s->extra_gpu_ns);
+		report_dur_signed(h, sizeof(h), s->extra_host_ns);
 		if (met)
-			fprintf(f, "%s%.3f%s%+.3f%s%+.3f", cell(md), ms(s->wait_ns), cell(md),
-			        ms(s->extra_gpu_ns), cell(md), ms(s->extra_host_ns));
+			table_cell_dur(&t, s->wait_ns);
 		else
-			fprintf(f, "%s-%s-%s-", cell(md), cell(md), cell(md));
-		const char *what = s->startup                 ? "start-up"
-		                   : s->held_up && s->outlier ? "held up, outlier"
-		                   : s->held_up               ? "held up"
-		                   : s->outlier               ? "outlier"
-		                                              : "-";
-		fprintf(f, "%s%s%s", cell(md), what, rowend(md));
+			table_cell(&t, "-");
+		table_cell(&t, "%s", met ? g : "-");
+		table_cell(&t, "%s", met ? h : "-");
+		table_cell(&t, "%s",
+		           s->startup                 ? "start-up"
+		           : s->held_up && s->outlier ? "held up, outlier"
+		           : s->held_up               ? "held up"
+		           : s->outlier               ? "outlier"
+		                                      : "-");
 	}
+	table_print(&t, f);
+	fputs("\n", f);
+	report_para(f, md, "",
+	            "median: the median wall time of the ranks that ran the step; wait: how long "
+	            "the others waited for the "
+	            "rank they waited for; GPU +, host +: how much longer than usual that rank "
+	            "took in its GPU work and on the host before its collective.\n");
 	int any = 0;
 	for (size_t i = 0; i < a->njob_steps; i++) {
 		const struct cuptrace_an_job_step *s = &a->job_steps[i];
 		if (!s->slow)
 			continue;
-		fprintf(f, "%s%" PRId64, any++ ? "; " : "\nSlow steps: ", s->number);
+		if (!any++)
+			fputs("\nSlow steps:\n", f);
+		report_dur_signed(g, sizeof(g), s->extra_gpu_ns);
+		report_dur_signed(h, sizeof(h), s->extra_host_ns);
 		if (s->held_up)
-			fprintf(f,
-			        " (%s held up the others: they waited %.3f ms for it; its GPU work "
-			        "%+.3f ms, host %+.3f ms before its collective)",
-			        who(a, s->waited_for), ms(s->wait_ns), ms(s->extra_gpu_ns),
-			        ms(s->extra_host_ns));
+			report_para(f, md, "    ",
+			            "%s%" PRId64
+			            ": %s held up the others: they waited %s for it; its "
+			            "GPU work %s, host %s before its collective.\n",
+			            md ? "- " : "  - ", s->number, who(a, s->waited_for),
+			            D(s->wait_ns), g, h);
 		else
-			fprintf(
-			    f,
-			    " (an outlier, nobody held up beyond the usual; slowest %s, %.3f ms)",
-			    who(a, s->slowest), ms(s->max_ns));
+			report_para(f, md, "    ",
+			            "%s%" PRId64 ": an outlier, nobody held up beyond the usual; "
+			            "slowest %s, %s.\n",
+			            md ? "- " : "  - ", s->number, who(a, s->slowest),
+			            D(s->max_ns));
 	}
-	fputs(any ? ".\n" : "\nNo slow steps.\n", f);
+	if (!any)
+		fputs("\nNo slow steps.\n", f);
+}
+
+/* A GPU's row label. */
+static void gpu_label(const struct cuptrace_analysis *a, const struct cuptrace_an_gpu *d, char *buf,
+                      size_t n)
+{
+	if (a->multi_rank)
+		snprintf(buf, n, "%s \u00b7 %s", who(a, d->rank), d->name);
+	else
+		snprintf(buf, n, "%s (pid %d)", d->name, d->pid);
 }
 
 static void print_gpus(const struct cuptrace_analysis *a, FILE *f, int md)
 {
+	char label[REPORT_CELL_BYTES];
 	hdr(f, md, "GPU busy and idle");
 	if (!a->ngpus) {
 		fputs("No GPU work (kernels, copies, memsets) in the trace.\n", f);
 		return;
 	}
 	if (a->steady_steps)
-		fputs(
-		    "The steady state: from the completion of the start-up steps to that of the "
-		    "last (start-up on a line of its own, work after the last step left out).\n\n",
-		    f);
+		report_para(f, md, "",
+		            "The steady state: from the completion of the start-up steps to that "
+		            "of the last (start-up on a line of its own, work after the last step "
+		            "left out).\n");
 	else if (a->startup_end)
-		fprintf(f,
-		        "No steps: from the end of start-up at %.3f ms (the last long one-off GPU "
-		        "idle: model load, compilation) to the end (start-up on a line of its "
-		        "own).\n\n",
-		        ms(a->startup_end));
+		report_para(f, md, "",
+		            "No steps: from the end of start-up at %s (the last long one-off GPU "
+		            "idle: model load, compilation) to the end (start-up on a line of its "
+		            "own).\n",
+		            D(a->startup_end));
 	else
-		fputs("The whole trace (no steps, no start-up phase found).\n\n", f);
-	fprintf(f, "%sGPU / stream%swork%sbusy ms%sbusy %%%sidle ms", row0(md), cell(md), cell(md),
-	        cell(md), cell(md));
-	for (int k = 0; k < CUPTRACE_IDLE_NCAUSES; k++)
-		fprintf(f, "%s%s", cell(md), cuptrace_idle_cause_names[k]);
-	fputs(rowend(md), f);
-	sep(f, md, 5 + CUPTRACE_IDLE_NCAUSES);
+		report_para(f, md, "", "The whole trace (no steps, no start-up phase found).\n");
+	report_para(f, md, "",
+	            "busy %%: of the GPU's window, from its first work's start to its last "
+	            "work's end, for the GPU and for each of its streams.\n\n");
+	struct table t = {.md = md,
+	                  .ncols = 5,
+	                  .head = {"GPU / stream", "work", "busy", "busy %", "idle"},
+	                  .align = "lrrrr"};
+	struct table c = {.md = md, .ncols = 1 + CUPTRACE_IDLE_NCAUSES, .head = {"GPU / stream"}};
+	char calign[REPORT_MAX_COLS + 1] = "l";
+	for (int k = 0; k < CUPTRACE_IDLE_NCAUSES; k++) {
+		c.head[1 + k] = cuptrace_idle_cause_names[k];
+		calign[1 + k] = 'r';
+	}
+	c.align = calign;
 	for (size_t g = 0; g < a->ngpus; g++) {
 		const struct cuptrace_an_gpu *d = &a->gpus[g];
 		int64_t win = d->last_end - d->first_ts;
-		if (a->multi_rank)
-			fprintf(f, "%s%s · %s", row0(md), who(a, d->rank), d->name);
-		else
-			fprintf(f, "%s%s (pid %d)", row0(md), d->name, d->pid);
-		fprintf(f, "%s%" PRIu64 "%s%.3f%s%.1f%s%.3f", cell(md),
-		        d->kernels + d->copies + d->memsets + d->graphs, cell(md), ms(d->busy_ns),
-		        cell(md), pct(d->busy_ns, win), cell(md), ms(d->idle_ns));
+		gpu_label(a, d, label, sizeof(label));
+		table_cell_text(&t, label);
+		table_cell(&t, "%" PRIu64, d->kernels + d->copies + d->memsets + d->graphs);
+		table_cell_dur(&t, d->busy_ns);
+		table_cell(&t, "%.1f", pct(d->busy_ns, win));
+		table_cell_dur(&t, d->idle_ns);
+		table_cell_text(&c, label);
 		for (int k = 0; k < CUPTRACE_IDLE_NCAUSES; k++)
-			fprintf(f, "%s%.3f", cell(md), ms(d->idle_by_cause[k]));
-		fputs(rowend(md), f);
-		if (d->startup_ns)
-			fprintf(f, "%s  start-up: %.3f ms, of which idle %.3f ms%s", row0(md),
-			        ms(d->startup_ns), ms(d->startup_idle_ns), md ? " |" : "\n");
-		if (d->startup_ns && md) {
-			for (int k = 0; k < 4 + CUPTRACE_IDLE_NCAUSES; k++)
-				fputs(" |", f);
-			fputc('\n', f);
+			table_cell_dur(&c, d->idle_by_cause[k]);
+		if (d->startup_ns) {
+			table_cell(&t, "  start-up, before the window");
+			table_cell(&t, "%s", "");
+			table_cell_dur(&t, d->startup_ns - d->startup_idle_ns);
+			table_cell(&t, "%.1f",
+			           pct(d->startup_ns - d->startup_idle_ns, d->startup_ns));
+			table_cell_dur(&t, d->startup_idle_ns);
 		}
 		for (size_t s = 0; s < a->nstreams; s++) {
 			const struct cuptrace_an_stream *st = &a->streams[s];
 			if (st->gpu != g)
 				continue;
-			fprintf(f, "%s  %s%s%" PRIu64 "%s%.3f%s%.1f%s%.3f", row0(md), st->name,
-			        cell(md), st->ops, cell(md), ms(st->busy_ns), cell(md),
-			        pct(st->busy_ns, st->last_end - st->first_ts), cell(md),
-			        ms(st->idle_ns));
+			snprintf(label, sizeof(label), "  %s", st->name);
+			table_cell_text(&t, label);
+			table_cell(&t, "%" PRIu64, st->ops);
+			table_cell_dur(&t, st->busy_ns);
+			/* The GPU's window, as the GPU's own row: a stream that ran a moment is
+			 * not "busy" for that moment alone (and `stats` says the same). */
+			table_cell(&t, "%.1f", pct(st->busy_ns, win));
+			table_cell_dur(&t, st->idle_ns);
+			table_cell_text(&c, label);
 			for (int k = 0; k < CUPTRACE_IDLE_NCAUSES; k++)
-				fprintf(f, "%s%.3f", cell(md), ms(st->idle_by_cause[k]));
-			fputs(rowend(md), f);
+				table_cell_dur(&c, st->idle_by_cause[k]);
 		}
 	}
+	table_print(&t, f);
+	fputs(md ? "\n" : "", f);
+	report_para(f, md, "", "\nIdle by cause (a stream's, from its first work to its last):%s",
+	            md ? "\n\n" : "\n");
+	table_print(&c, f);
 	if (!a->nidle)
 		return;
 	hdr(f, md, "Largest GPU idle intervals");
-	fprintf(f, "%s%sstart ms%sidle ms%scause%snext work%shost thread%shost range%shost call%s",
-	        row0(md), a->multi_rank ? (md ? "rank | " : "rank  ") : "", cell(md), cell(md),
-	        cell(md), cell(md), cell(md), cell(md), rowend(md));
-	sep(f, md, 7 + a->multi_rank);
+	struct table x = {
+	    .md = md,
+	    .ncols = 7 + (size_t)a->multi_rank,
+	    .head = {"start", "idle", "cause", "next work", "tid", "host range", "host call"},
+	    .align = "rrlLrLl"};
+	if (a->multi_rank)
+		x = (struct table){.md = md,
+		                   .ncols = 8,
+		                   .head = {"rank", "start", "idle", "cause", "next work", "tid",
+		                            "host range", "host call"},
+		                   .align = "lrrlLrLl"};
 	for (size_t i = 0; i < a->nidle; i++) {
 		const struct cuptrace_an_idle *d = &a->idle[i];
 		if (a->multi_rank)
-			fprintf(f, "%s%s%s", row0(md), who(a, d->rank), cell(md));
-		fprintf(f, "%s%.3f%s%.3f%s%s%s%.60s%s%" PRId64 "%s%.60s%s%s%s",
-		        a->multi_rank ? "" : row0(md), ms(d->ts), cell(md), ms(d->dur), cell(md),
-		        cuptrace_idle_cause_names[d->cause], cell(md),
-		        d->next_work ? d->next_work : "-", cell(md), d->host.tid, cell(md),
-		        d->host.range ? d->host.range : "-", cell(md),
-		        d->host.api ? d->host.api : "-", rowend(md));
+			table_cell_text(&x, who(a, d->rank));
+		table_cell_dur(&x, d->ts);
+		table_cell_dur(&x, d->dur);
+		table_cell(&x, "%s", cuptrace_idle_cause_names[d->cause]);
+		table_cell_text(&x, d->next_work ? d->next_work : "-");
+		table_cell(&x, "%" PRId64, d->host.tid);
+		table_cell_text(&x, d->host.range ? d->host.range : "-");
+		table_cell_text(&x, d->host.api ? d->host.api : "-");
 	}
+	table_print(&x, f);
 	print_idle_samples(a, f, md);
 }
 
@@ -381,16 +450,16 @@ static void print_idle_samples(const struct cuptrace_analysis *a, FILE *f, int m
 	fputc('\n', f);
 	if (!a->host_samples) {
 		fputs("No host stack samples in this trace: `cuptrace record --sample` records "
-		      "what the "
-		      "launching thread was doing in each interval.\n",
+		      "what the\n"
+		      "launching thread was doing in each idle interval.\n",
 		      f);
 		return;
 	}
 	fputs("What the launching thread was doing (host stack samples):\n\n", f);
 	for (size_t i = 0; i < a->nidle; i++) {
 		const struct cuptrace_an_idle *d = &a->idle[i];
-		fprintf(f, "%sidle %.3f ms at %.3f ms, thread %" PRId64 ": ", md ? "- " : "  ",
-		        ms(d->dur), ms(d->ts), d->host.tid);
+		fprintf(f, "%sidle %s at %s, thread %" PRId64 ": ", md ? "- " : "  ", D(d->dur),
+		        D(d->ts), d->host.tid);
 		if (!d->host_samples) {
 			fputs("no samples in it\n", f);
 			continue;
@@ -412,22 +481,57 @@ static void print_ops(const struct cuptrace_analysis *a, FILE *f, int md)
 	}
 	if (a->multi_rank) /* ops are summed over the ranks: the job's GPU time */
 		fputs("Over every rank (the job's GPU time).\n\n", f);
-	fprintf(f, "%srange%sself GPU ms%stotal GPU ms%swork%stop kernels (self ms)%s", row0(md),
-	        cell(md), cell(md), cell(md), cell(md), rowend(md));
-	sep(f, md, 5);
-	size_t n = a->nops < 20 ? a->nops : 20;
+	size_t n = a->nops < 20 ? a->nops : 20, nk = 0;
+	/* Names of the ranges, then of their top kernels, shortened together per kind. */
+	const char **names = calloc(n * 4 + 1, sizeof(*names));
+	char **sn = calloc(n * 4 + 1, sizeof(*sn));
+	unsigned *lg = calloc(n * 4 + 1, sizeof(*lg));
+	int ok = names && sn && lg;
+	for (size_t i = 0; ok && i < n; i++) {
+		names[i] = a->ops[i].name;
+		for (int k = 0; k < 3 && a->ops[i].top[k].name; k++)
+			names[n + nk++] = a->ops[i].top[k].name;
+	}
+	ok = ok && !report_shorten(names, n, NAME_COL, sn, lg) &&
+	     !report_shorten(names + n, nk, 56, sn + n, lg + n);
+	struct table t = {.md = md,
+	                  .ncols = 5,
+	                  .head = {"#", "range", "self GPU", "total GPU", "work"},
+	                  .align = "rlrrr"};
 	for (size_t i = 0; i < n; i++) {
 		const struct cuptrace_an_op *o = &a->ops[i];
-		fprintf(f, "%s%.60s%s%.3f%s%.3f%s%" PRIu64 "%s", row0(md), o->name, cell(md),
-		        ms(o->self_ns), cell(md), ms(o->total_ns), cell(md), o->self_count,
-		        cell(md));
-		for (int k = 0; k < 3 && o->top[k].name; k++)
-			fprintf(f, "%s%.50s (%.3f)", k ? "; " : "", o->top[k].name,
-			        ms(o->top[k].ns));
-		fputs(rowend(md), f);
+		table_cell(&t, "%zu", i + 1);
+		table_cell_text(&t, ok ? sn[i] : o->name);
+		table_cell_dur(&t, o->self_ns);
+		table_cell_dur(&t, o->total_ns);
+		table_cell(&t, "%" PRIu64, o->self_count);
 	}
-	fprintf(f, "\nGPU time with no range around its launch: %.3f ms.\n",
-	        ms(a->unattributed_ns));
+	table_print(&t, f);
+	if (ok)
+		report_legend(f, md, names, lg, n);
+	report_para(f, md, "", "\nGPU time with no range around its launch: %s.\n",
+	            D(a->unattributed_ns));
+	if (nk) {
+		fputs(md ? "\nTop kernels of each range (self GPU time):\n\n"
+		         : "\nTop kernels of each range (self GPU time):\n",
+		      f);
+		struct table k = {
+		    .md = md, .ncols = 3, .head = {"#", "kernel", "self GPU"}, .align = "rlr"};
+		for (size_t i = 0, j = 0; i < n; i++)
+			for (int q = 0; q < 3 && a->ops[i].top[q].name; q++, j++) {
+				table_cell(&k, "%zu", i + 1);
+				table_cell_text(&k, ok ? sn[n + j] : a->ops[i].top[q].name);
+				table_cell_dur(&k, a->ops[i].top[q].ns);
+			}
+		table_print(&k, f);
+		if (ok)
+			report_legend(f, md, names + n, lg + n, nk);
+	}
+	for (size_t i = 0; sn && i < n + nk; i++)
+		free(sn[i]);
+	free(names);
+	free(sn);
+	free(lg);
 }
 
 /* Ranks in the order of their rank numbers (those without one last, by input and pid). */
@@ -445,12 +549,16 @@ static int rank_before(const struct cuptrace_an_rank *x, const struct cuptrace_a
 static void print_ranks(const struct cuptrace_analysis *a, FILE *f, int md)
 {
 	hdr(f, md, "Ranks");
-	fprintf(f,
-	        "%srank%spid%sGPU busy ms%scompute ms%scollectives ms%soverlap ms%smean step ms%s"
-	        "host in collectives ms%ssteps it came last%sothers' wait for it ms%s",
-	        row0(md), cell(md), cell(md), cell(md), cell(md), cell(md), cell(md), cell(md),
-	        cell(md), cell(md), rowend(md));
-	sep(f, md, 10);
+	struct table t = {
+	    .md = md,
+	    .ncols = 7,
+	    .head = {"rank", "pid", "GPU busy", "compute", "collectives", "overlap", "mean step"},
+	    .align = "Lrrrrrr"};
+	struct table w = {
+	    .md = md,
+	    .ncols = 4,
+	    .head = {"rank", "host in collectives", "steps it came last", "others' wait for it"},
+	    .align = "Lrrr"};
 	/* Selection in rank order: the ranks are few enough, and printing is once. */
 	size_t done = 0;
 	unsigned char *shown = calloc(a->nranks + 1, 1);
@@ -464,74 +572,84 @@ static void print_ranks(const struct cuptrace_analysis *a, FILE *f, int md)
 		const struct cuptrace_an_rank *r = &a->ranks[b];
 		if (!r->busy_ns && !r->nsteps && !r->host_comm_ns)
 			continue; /* a process with neither GPU work nor steps */
-		fprintf(f, "%s%s%s%d%s%.3f%s%.3f%s%.3f%s%.3f%s%.3f%s%.3f%s%" PRIu64 "%s%.3f%s",
-		        row0(md), r->label ? r->label : "-", cell(md), r->pid, cell(md),
-		        ms(r->busy_ns), cell(md), ms(r->compute_ns), cell(md), ms(r->comm_ns),
-		        cell(md), ms(r->overlap_ns), cell(md), ms(r->step_median_ns), cell(md),
-		        ms(r->host_comm_ns), cell(md), r->last_steps, cell(md), ms(r->waited_ns),
-		        rowend(md));
+		table_cell_text(&t, r->label ? r->label : "-");
+		table_cell(&t, "%d", r->pid);
+		table_cell_dur(&t, r->busy_ns);
+		table_cell_dur(&t, r->compute_ns);
+		table_cell_dur(&t, r->comm_ns);
+		table_cell_dur(&t, r->overlap_ns);
+		table_cell_dur(&t, r->step_median_ns);
+		table_cell_text(&w, r->label ? r->label : "-");
+		table_cell_dur(&w, r->host_comm_ns);
+		table_cell(&w, "%" PRIu64, r->last_steps);
+		table_cell_dur(&w, r->waited_ns);
 	}
 	free(shown);
+	table_print(&t, f);
+	fputs("\n", f);
+	table_print(&w, f);
 }
 
 /* What a finding counts, for a count of n: "copies", "copy". */
-static void count_of(FILE *f, uint64_t n, const char *what)
+static const char *count_of(uint64_t n, const char *what, char *buf, size_t cap)
 {
 	static const char *const one[][2] = {{"copies", "copy"},
 	                                     {"stretches", "stretch"},
+	                                     {"times", "time"},
 	                                     {"steps it came last", "step it came last"}};
 	if (!what)
 		what = "times";
 	for (size_t i = 0; n == 1 && i < sizeof(one) / sizeof(one[0]); i++)
-		if (!strcmp(what, one[i][0])) {
-			fputs(one[i][1], f);
-			return;
-		}
+		if (!strcmp(what, one[i][0]))
+			return one[i][1];
 	size_t len = strlen(what);
 	if (n == 1 && len > 1 && what[len - 1] == 's')
-		fprintf(f, "%.*s", (int)len - 1, what);
+		snprintf(buf, cap, "%.*s", (int)len - 1, what);
 	else
-		fputs(what, f);
+		snprintf(buf, cap, "%s", what);
+	return buf;
 }
 
-/* The figures a finding keeps apart, those it has. */
-static void print_figures(const struct cuptrace_an_finding *x, FILE *f, const char *ind)
+/* The figures a finding keeps apart, those it has, as one sentence. */
+static void finding_figures(const struct cuptrace_an_finding *x, char *buf, size_t cap)
 {
-	int any = 0;
-	if (x->call_ns)
-		fprintf(f, "%sHost time in the calls %.3f ms", any++ ? "; " : ind, ms(x->call_ns));
-	if (x->work_ns)
-		fprintf(f, "%sGPU work %.3f ms", any++ ? "; " : ind, ms(x->work_ns));
-	if (x->idle_ns) {
-		fprintf(f, "%sGPU idle it explains %.3f ms", any++ ? "; " : ind, ms(x->idle_ns));
-		if (x->idle_host_ns)
-			fprintf(f, " (in %.3f ms of it the host was busy outside CUDA)",
-			        ms(x->idle_host_ns));
+	size_t n = 0;
+	buf[0] = 0;
+	if (x->call_ns && n < cap)
+		n += (size_t)snprintf(buf + n, cap - n, "%sHost time in the calls %s",
+		                      n ? "; " : "", D(x->call_ns));
+	if (x->work_ns && n < cap)
+		n += (size_t)snprintf(buf + n, cap - n, "%sGPU work %s", n ? "; " : "",
+		                      D(x->work_ns));
+	if (x->idle_ns && n < cap) {
+		n += (size_t)snprintf(buf + n, cap - n, "%sGPU idle it explains %s", n ? "; " : "",
+		                      D(x->idle_ns));
+		if (x->idle_host_ns && n < cap)
+			n += (size_t)snprintf(buf + n, cap - n,
+			                      " (in %s of it the host was busy outside CUDA)",
+			                      D(x->idle_host_ns));
 	}
-	if (any)
-		fputs(".\n", f);
 }
 
 static void print_findings(const struct cuptrace_analysis *a, FILE *f, int md)
 {
+	char buf[1024], what[64];
 	hdr(f, md, "Findings");
 	if (a->multi_rank)
-		fprintf(
-		    f,
-		    "Severe: what a finding is judged on (said with each) is at least 5%% of its "
-		    "rank's steady state on some rank (from the completion of the rank's start-up "
-		    "steps to that of its last; its traced span after start-up without steps). "
-		    "Start-up is never severe.\n\n");
+		report_para(f, md, "",
+		            "Severe: what a finding is judged on (said with each) is at least 5%% "
+		            "of its rank's steady state on some rank (from the completion of the "
+		            "rank's start-up steps to that of its last; its traced span after "
+		            "start-up without steps). Start-up is never severe.\n\n");
 	else
-		fprintf(
-		    f,
-		    "Severe: what a finding is judged on (said with each) is at least 5%% of %s, "
-		    "%.3f ms. Start-up is never severe.\n\n",
-		    a->steady_steps  ? "the steady state (the completion of the start-up steps "
-		                       "to that of the last)"
-		    : a->startup_end ? "the traced span after start-up (no steps)"
-		                     : "the traced span (no steps)",
-		    ms(a->steady_to - a->steady_from));
+		report_para(f, md, "",
+		            "Severe: what a finding is judged on (said with each) is at least 5%% "
+		            "of %s, %s. Start-up is never severe.\n\n",
+		            a->steady_steps  ? "the steady state (the completion of the start-up "
+		                               "steps to that of the last)"
+		            : a->startup_end ? "the traced span after start-up (no steps)"
+		                             : "the traced span (no steps)",
+		            D(a->steady_to - a->steady_from));
 	if (!a->nfindings) {
 		fputs("Nothing found: a clean bill.\n", f);
 		return;
@@ -539,80 +657,103 @@ static void print_findings(const struct cuptrace_analysis *a, FILE *f, int md)
 	const char *ind = md ? "  " : "    ";
 	for (size_t i = 0; i < a->nfindings; i++) {
 		const struct cuptrace_an_finding *x = &a->findings[i];
-		fprintf(f, "%s%s%s [%s]: ", md ? "- **" : "* ", x->title, md ? "**" : "",
-		        x->severe ? "severe" : "note");
+		char straggler[160] = "", share[256];
 		if (!strcmp(x->id, "straggler") && x->top_rank != SIZE_MAX)
-			fprintf(f, "%s; ", who(a, x->top_rank));
-		fprintf(f, "%" PRIu64 " ", x->count);
-		count_of(f, x->count, x->count_of);
-		fprintf(f, "; %.3f ms", ms(x->total_ns));
-		if (x->judged_on)
-			fprintf(f, " = %.1f%% of %s steady state, judged on %s.\n",
-			        100.0 * x->share, a->multi_rank ? "its rank's" : "the",
-			        x->judged_on);
-		else
-			fputs(" (a note, never severe).\n", f);
-		print_figures(x, f, ind);
+			snprintf(straggler, sizeof(straggler), "%s; ", who(a, x->top_rank));
+		const char *of = a->multi_rank ? "its rank's" : "the";
+		if (!x->judged_on)
+			snprintf(share, sizeof(share), " (a note, never severe)");
+		else if (x->share <= 1.0)
+			snprintf(share, sizeof(share), " = %.1f%% of %s steady state, judged on %s",
+			         100.0 * x->share, of, x->judged_on);
+		else /* instances on concurrent streams overlap: their sum outlasts the window */
+			snprintf(
+			    share, sizeof(share),
+			    " = %.1f times the length of %s steady state (the instances overlap "
+			    "on concurrent streams), judged on %s",
+			    x->share, of, x->judged_on);
+		report_para(
+		    f, md, ind, "%s%s%s [%s]: %s%" PRIu64 " %s; %s%s.\n", md ? "- **" : "* ",
+		    x->title, md ? "**" : "", x->severe ? "severe" : "note", straggler, x->count,
+		    count_of(x->count, x->count_of, what, sizeof(what)), D(x->total_ns), share);
+		finding_figures(x, buf, sizeof(buf));
+		if (*buf)
+			report_para(f, md, ind, "%s%s.\n", ind, buf);
 		if (a->multi_rank && strcmp(x->id, "straggler") && x->top_rank != SIZE_MAX)
-			fprintf(f, "%sFound on %zu rank%s; the most on %s (%.3f ms).\n", ind,
-			        x->nranks, x->nranks == 1 ? "" : "s", who(a, x->top_rank),
-			        ms(x->top_rank_ns));
+			report_para(f, md, ind, "%sFound on %zu rank%s; the most on %s (%s).\n",
+			            ind, x->nranks, x->nranks == 1 ? "" : "s", who(a, x->top_rank),
+			            D(x->top_rank_ns));
 		if (!strcmp(x->id, "straggler")) {
-			int any = 0;
-			for (size_t k = 0; k < a->njob_steps; k++) {
+			size_t n = 0;
+			buf[0] = 0;
+			for (size_t k = 0; k < a->njob_steps && n < sizeof(buf); k++) {
 				const struct cuptrace_an_job_step *js = &a->job_steps[k];
 				if (!js->held_up || js->waited_for != x->top_rank)
 					continue;
-				if (!any++)
-					fprintf(f, "%sSlow steps it held up: ", ind);
-				else
-					fputs(", ", f);
-				fprintf(f, "%" PRId64, js->number);
+				n += (size_t)snprintf(buf + n, sizeof(buf) - n, "%s%" PRId64,
+				                      n ? ", " : "", js->number);
 			}
-			if (any)
-				fputs(".\n", f);
+			if (*buf)
+				report_para(f, md, ind, "%sSlow steps it held up: %s.\n", ind, buf);
 		}
-		fprintf(f, "%sAdvice: %s.\n", ind, x->advice);
+		report_para(f, md, ind, "%sAdvice: %s.\n", ind, x->advice);
 		for (size_t k = 0; k < x->nworst; k++) {
 			const struct cuptrace_an_instance *in = &x->worst[k];
-			fputs(md ? "  - " : "    - ", f);
+			size_t n = 0;
+			char cut[96];
 			if (a->multi_rank)
-				fprintf(f, "%s, ", who(a, in->rank));
-			fprintf(f, "at %.3f ms: %.3f ms", ms(in->ts), ms(in->dur));
-			if (in->tid)
-				fprintf(f, ", tid %" PRId64, in->tid);
-			fprintf(f, ", %s", in->what ? in->what : "-");
-			if (in->op)
-				fprintf(f, ", op %.60s", in->op);
-			if (in->bytes)
-				fprintf(f, ", %" PRIu64 " bytes", in->bytes);
-			fputc('\n', f);
+				n += (size_t)snprintf(buf + n, sizeof(buf) - n, "%s, ",
+				                      who(a, in->rank));
+			n += (size_t)snprintf(buf + n, sizeof(buf) - n, "at %s: %s", D(in->ts),
+			                      D(in->dur));
+			if (in->tid && n < sizeof(buf))
+				n += (size_t)snprintf(buf + n, sizeof(buf) - n, ", tid %" PRId64,
+				                      in->tid);
+			report_clean(cut, sizeof(cut), in->what ? in->what : "-", 60, md);
+			if (n < sizeof(buf))
+				n += (size_t)snprintf(buf + n, sizeof(buf) - n, ", %s", cut);
+			if (in->op && n < sizeof(buf)) {
+				report_clean(cut, sizeof(cut), in->op, 60, md);
+				n += (size_t)snprintf(buf + n, sizeof(buf) - n, ", op %s", cut);
+			}
+			if (in->bytes && n < sizeof(buf)) {
+				char b[32];
+				report_bytes(b, sizeof(b), in->bytes);
+				snprintf(buf + n, sizeof(buf) - n, ", %s", b);
+			}
+			report_para(f, md, "        ", "%s%s\n", md ? "  - " : "    - ", buf);
 		}
 	}
 }
 
 void cuptrace_analysis_print(const struct cuptrace_analysis *a, FILE *f, int md)
 {
-	char graphs[64] = "";
+	char graphs[64] = "", k[48], c[48], m[48], g[48];
 	if (a->graphs)
-		snprintf(graphs, sizeof(graphs), ", %" PRIu64 " CUDA graph launches", a->graphs);
-	fprintf(f,
-	        "%scuptrace analyze: %.3f ms traced; %" PRIu64 " kernels, %" PRIu64
-	        " copies, %" PRIu64 " memsets%s; %" PRIu64 " launch calls; %" PRIu64
-	        " GPU work items linked to their launch.\n",
-	        md ? "## " : "", ms(a->max_ts - a->min_ts), a->kernels, a->copies, a->memsets,
-	        graphs, a->launches, a->linked);
+		snprintf(graphs, sizeof(graphs), ", %s",
+		         (report_count(g, sizeof(g), a->graphs, "CUDA graph launch",
+		                       "CUDA graph launches"),
+		          g));
+	report_count(k, sizeof(k), a->kernels, "kernel", "kernels");
+	report_count(c, sizeof(c), a->copies, "copy", "copies");
+	report_count(m, sizeof(m), a->memsets, "memset", "memsets");
+	report_para(f, md, "",
+	            "%scuptrace analyze: %s traced; %s, %s, %s%s; %" PRIu64
+	            " launch call%s; %" PRIu64 " GPU work item%s linked to %s launch.\n",
+	            md ? "## " : "", D(a->max_ts - a->min_ts), k, c, m, graphs, a->launches,
+	            a->launches == 1 ? "" : "s", a->linked, a->linked == 1 ? "" : "s",
+	            a->linked == 1 ? "its" : "their");
 	if (a->unrecorded_device_graphs)
-		fprintf(
-		    f,
-		    "%sNot recorded: what %" PRIu64 " CUDA graph%s instantiated for launch from "
-		    "the GPU ran (node by node CUPTI records none of it): the GPU was busier than "
-		    "below. `record --cuda-graphs graph` records those launches.\n",
-		    md ? "\n**Warning.** " : "", a->unrecorded_device_graphs,
-		    a->unrecorded_device_graphs == 1 ? "" : "s");
+		report_para(f, md, "",
+		            "%sNot recorded: what %" PRIu64 " CUDA graph%s instantiated for launch "
+		            "from the GPU ran (node by node CUPTI records none of it): the GPU was "
+		            "busier than below. `record --cuda-graphs graph` records those "
+		            "launches.\n",
+		            md ? "\n**Warning.** " : "", a->unrecorded_device_graphs,
+		            a->unrecorded_device_graphs == 1 ? "" : "s");
 	if (a->damage)
-		fprintf(f, "%sDamaged input, analyzed up to the damage: %s\n",
-		        md ? "\n**Warning.** " : "", a->damage);
+		report_para(f, md, "", "%sDamaged input, analyzed up to the damage: %s\n",
+		            md ? "\n**Warning.** " : "", a->damage);
 	print_steps(a, f, md);
 	print_job_steps(a, f, md);
 	print_gpus(a, f, md);

@@ -11,6 +11,7 @@
 
 #include "merge/merge.h"
 #include "cmd.h"
+#include "common/text.h"
 #include "opt_table.h"
 #include "output/outfile.h"
 #include "common/util.h"
@@ -211,13 +212,17 @@ static void report_ranks(const struct cuptrace_merge *m, enum cuptrace_align_mod
 	for (size_t i = 0; i < m->n; i++) {
 		const struct cuptrace_merge_result *x = &m->in[i];
 		const struct cuptrace_align_out *a = &x->map;
-		fprintf(stderr, "cuptrace merge: %s (%s): %s, shifted by %" PRId64 " ns", x->label,
-		        x->path, cuptrace_merge_clock_name(a->clock), x->offset_ns);
+		char off[48];
+		report_dur_exact(off, sizeof(off), x->offset_ns, 1);
+		fprintf(stderr, "cuptrace merge: %s (%s): %s, shifted by %s", x->label, x->path,
+		        cuptrace_merge_clock_name(a->clock), off);
 		if (a->clock == CUPTRACE_CLOCK_NCCL)
 			fprintf(stderr,
-			        ", drift %.3f ppm; REALTIME placement corrected by %.1f us (%zu "
+			        ", drift %.3f ppm; REALTIME placement corrected by %s (%zu "
 			        "collectives matched)",
-			        a->drift * 1e6, (double)a->realtime_error_ns / 1e3, a->matched);
+			        a->drift * 1e6,
+			        (report_dur_exact(off, sizeof(off), a->realtime_error_ns, 1), off),
+			        a->matched);
 		if (x->pid != x->orig_pid)
 			fprintf(stderr, ", pid %" PRId32 " (was %" PRId32 ")", x->pid, x->orig_pid);
 		if (x->gpus)
@@ -412,13 +417,14 @@ static void report_side(const struct cuptrace_merge *m, const struct cuptrace_me
 		        cuptrace_merge_auto_name(m->auto_align));
 	for (size_t i = 0; i < m->n; i++) {
 		const struct cuptrace_merge_result *x = &m->in[i];
-		fprintf(stderr, "cuptrace merge: %s (%s): shifted by %" PRId64 " ns", x->label,
-		        x->path, x->offset_ns);
+		char off[48], at[48];
+		report_dur_exact(off, sizeof(off), x->offset_ns, 1);
+		report_dur_exact(at, sizeof(at), x->align_ts + x->offset_ns, 0);
+		fprintf(stderr, "cuptrace merge: %s (%s): shifted by %s", x->label, x->path, off);
 		if (mo->align_name)
-			fprintf(stderr, ", %s #%" PRIu64 " at %" PRId64 " ns", mo->align_name,
-			        mo->align_k, x->align_ts + x->offset_ns);
+			fprintf(stderr, ", %s #%" PRIu64 " at %s", mo->align_name, mo->align_k, at);
 		else if (m->auto_align && x->has_events)
-			fprintf(stderr, ", aligned at %" PRId64 " ns", x->align_ts + x->offset_ns);
+			fprintf(stderr, ", aligned at %s", at);
 		if (x->pid != x->orig_pid)
 			fprintf(stderr, ", pid %" PRId32 " (was %" PRId32 ")", x->pid, x->orig_pid);
 		fputc('\n', stderr);
