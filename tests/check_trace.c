@@ -253,8 +253,8 @@ int main(int argc, char **argv)
 				     (long long)chk.view_start_ns);
 			}
 		} else if (!strcmp(argv[i], "--dump-meta-track")) {
-			/* the track of the trace info/summary instants that --dump-tracks leaves out
-			 * (the reader does not replay them; trace_processor counts them) */
+			/* the track of the trace info/summary instants that --dump-tracks leaves
+			 * out (the reader does not replay them; trace_processor counts them) */
 			for (size_t t = 0; t < st.ntrk && chk.meta_instants; t++)
 				if (st.trk[t].uuid == chk.meta_track)
 					printf("meta\t%s\t%llu\n", st.trk[t].name,

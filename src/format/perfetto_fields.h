@@ -36,7 +36,7 @@ enum {
 	PF_PACKET_TRACK_DESCRIPTOR = 60,
 	PF_PACKET_TRACE_UUID = 89,
 	PF_PACKET_TRACE_ATTRIBUTES = 126,
-	PF_PACKET_PERF_SAMPLE = 66, /* PerfSample (profile_packet.proto) */
+	PF_PACKET_PERF_SAMPLE = 66,   /* PerfSample (profile_packet.proto) */
 	PF_PACKET_SERVICE_EVENT = 69, /* TracingServiceEvent */
 };
 
