@@ -53,12 +53,26 @@ for f in "$CUPTRACE_TEST_DATA"/*.json*; do
 done
 [ $kineto -gt 0 ] || echo "note: no *.kineto.json* in $CUPTRACE_TEST_DATA: only captures checked"
 
+# conv IN OUT: cuptrace convert. Under ASan, LeakSanitizer itself can crash at exit ("fatal
+# error" while it walks a thread's dynamic TLS, after libdw/libelf were loaded with dlopen for
+# symbolizing: glibc 2.36 with gcc 12's LSan, seen on stacks_native's pftrace -> JSON; valgrind
+# finds nothing there). That is the checker failing, not the program: said, and that one
+# conversion run again without the leak check.
+conv() {
+	if "$ct" convert "$1" -o "$2" 2>"$tmp/conv.err"; then
+		return 0
+	elif grep -q "LeakSanitizer has encountered a fatal error" "$tmp/conv.err"; then
+		echo "note: LeakSanitizer crashed converting $(basename "$1") to $(basename "$2"): run again without the leak check"
+		ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0" "$ct" convert "$1" -o "$2" 2>/dev/null
+	else
+		return 1
+	fi
+}
 # Perfetto -> JSON (gz) -> Perfetto keeps what stats counts, for every capture.
 for cap in "$CUPTRACE_TEST_DATA"/*.cupti; do
 	c=$(basename "$cap" .cupti)
-	if "$ct" convert "$cap" -o "$tmp/$c.pftrace" 2>/dev/null &&
-		"$ct" convert "$tmp/$c.pftrace" -o "$tmp/$c.json.gz" 2>/dev/null &&
-		"$ct" convert "$tmp/$c.json.gz" -o "$tmp/$c.2.pftrace" 2>/dev/null; then
+	if conv "$cap" "$tmp/$c.pftrace" && conv "$tmp/$c.pftrace" "$tmp/$c.json.gz" &&
+		conv "$tmp/$c.json.gz" "$tmp/$c.2.pftrace"; then
 		"$ct" stats "$tmp/$c.pftrace" >"$tmp/a.stats"
 		"$ct" stats "$tmp/$c.2.pftrace" >"$tmp/b.stats"
 		if cmp -s "$tmp/a.stats" "$tmp/b.stats"; then
