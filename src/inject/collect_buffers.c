@@ -203,23 +203,25 @@ static int64_t record_tid(const CUpti_Activity *r)
 	}
 }
 
-/* cuptrace_range_push/pop's marker records (collect_ranges.c), as one batch of their own, the
- * way a CUPTI buffer's would go: through the capture windows where there are windows. */
-static void handle_ranges(struct collect_session *s)
+/* Records cuptrace made itself (not a CUPTI buffer's), n of them stride bytes apart from
+ * first, each size bytes, of this kind: counted, and sent as one batch the way a CUPTI buffer's
+ * would go, through the capture windows where there are windows. markers: they are marker
+ * records whose threads are noted, as a buffer's are. The caller keeps the records. */
+static void send_own_records(struct collect_session *s, CUpti_ActivityKind kind, const void *first,
+                             size_t stride, uint32_t size, size_t n, int markers)
 {
-	struct collect_range_rec *e;
-	size_t n = collect_ranges_drain(&e);
-	if (!n)
-		return;
 	const CUpti_Activity **ptrs = malloc(n * sizeof(*ptrs));
 	uint32_t *sizes = malloc(n * sizeof(*sizes));
 	if (ptrs && sizes) {
 		for (size_t i = 0; i < n; i++) {
-			ptrs[i] = (const CUpti_Activity *)&e[i].m;
-			sizes[i] = sizeof(e[i].m);
-			note_thread(s, e[i].m.objectId.pt.threadId);
+			ptrs[i] = (const CUpti_Activity *)((const char *)first + i * stride);
+			sizes[i] = size;
+			if (markers)
+				note_thread(
+				    s,
+				    ((const CUpti_ActivityMarker2 *)ptrs[i])->objectId.pt.threadId);
 		}
-		s->kind_counts[CUPTI_ACTIVITY_KIND_MARKER] += n;
+		s->kind_counts[kind] += n;
 		s->records += n;
 		if (s->win.active)
 			collect_wwriter_records(s, ptrs, sizes, n);
@@ -231,6 +233,17 @@ static void handle_ranges(struct collect_session *s)
 	}
 	free(ptrs);
 	free(sizes);
+}
+
+/* cuptrace_range_push/pop's marker records (collect_ranges.c), as one batch of their own. */
+static void handle_ranges(struct collect_session *s)
+{
+	struct collect_range_rec *e;
+	size_t n = collect_ranges_drain(&e);
+	if (!n)
+		return;
+	send_own_records(s, CUPTI_ACTIVITY_KIND_MARKER, &e[0].m, sizeof(e[0]), sizeof(e[0].m), n,
+	                 1);
 	collect_ranges_release(e, n);
 }
 
@@ -314,25 +327,8 @@ static void handle_syncs(struct collect_session *s, int all)
 	size_t n = cuptrace_sync_watch_ready(&recs, all);
 	if (!n)
 		return;
-	const CUpti_Activity **ptrs = malloc(n * sizeof(*ptrs));
-	uint32_t *sizes = malloc(n * sizeof(*sizes));
-	if (ptrs && sizes) {
-		for (size_t i = 0; i < n; i++) {
-			ptrs[i] = (const CUpti_Activity *)&recs[i];
-			sizes[i] = sizeof(recs[i]);
-		}
-		s->kind_counts[CUPTI_ACTIVITY_KIND_SYNCHRONIZATION] += n;
-		s->records += n;
-		if (s->win.active)
-			collect_wwriter_records(s, ptrs, sizes, n);
-		else
-			collect_note_write_err(s,
-			                       cuptrace_consumer_records(&s->to, ptrs, sizes, n));
-	} else {
-		atomic_fetch_add(&s->records_dropped, n);
-	}
-	free(ptrs);
-	free(sizes);
+	send_own_records(s, CUPTI_ACTIVITY_KIND_SYNCHRONIZATION, recs, sizeof(recs[0]),
+	                 sizeof(recs[0]), n, 0);
 	free(recs);
 }
 
