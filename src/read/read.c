@@ -9,6 +9,7 @@
 
 #include "common/log.h"
 #include "convert/capture.h"
+#include "convert/capture_conv.h"
 #include "convert/convert.h"
 #include "read/read.h"
 #include "read/read_file.h"
@@ -30,8 +31,7 @@ struct cap_ctx {
 	struct cuptrace_capture_reader *reader;
 	struct cuptrace_converter *conv;
 	int flags;
-	char *keys[64], *vals[64];
-	size_t nmeta;
+	struct cuptrace_capture_meta meta;
 	int err;
 };
 
@@ -43,57 +43,21 @@ static int cap_meta(void *ctx, const char *k, const char *v)
 		cuptrace_converter_meta(c->conv, k, v);
 		return 0;
 	}
-	if (c->nmeta == 64)
-		return 0;
 	/* Out of memory stops the replay: the caller reports the error. */
-	char *key = strdup(k), *val = strdup(v);
-	if (!key || !val) {
-		free(key);
-		free(val);
-		return -ENOMEM;
-	}
-	c->keys[c->nmeta] = key;
-	c->vals[c->nmeta] = val;
-	c->nmeta++;
-	return 0;
-}
-
-static const char *meta_get(struct cap_ctx *c, const char *k, const char *def)
-{
-	for (size_t i = 0; i < c->nmeta; i++)
-		if (!strcmp(c->keys[i], k))
-			return c->vals[i];
-	return def;
+	return cuptrace_capture_meta_add(&c->meta, k, v);
 }
 
 static int start_converter(struct cap_ctx *c)
 {
 	if (c->conv)
 		return 0;
-	struct cuptrace_meta m[64];
-	for (size_t i = 0; i < c->nmeta; i++)
-		m[i] = (struct cuptrace_meta){.key = c->keys[i], .s = c->vals[i]};
-	struct cuptrace_trace_info info = {
-	    .pid = (int32_t)atoi(meta_get(c, "pid", "1")),
-	    .process_name = meta_get(c, "process_name", "process"),
-	    .hostname = meta_get(c, "hostname", "?"),
-	    .start_realtime_ns = strtoll(meta_get(c, "start_realtime_ns", "0"), NULL, 10),
-	    .start_boottime_ns = strtoll(meta_get(c, "start_boottime_ns", "0"), NULL, 10),
-	    .meta = m,
-	    .nmeta = c->nmeta,
-	};
-	info.trace_uuid_hi = (uint64_t)info.start_realtime_ns ^ ((uint64_t)info.pid << 32);
-	info.trace_uuid_lo = (uint64_t)info.start_boottime_ns * 0x9e3779b97f4a7c15ull;
 	struct cuptrace_convert_opts o = {.sz = sizeof(o),
 	                                  .driver_all = !!(c->flags & CUPTRACE_READ_DRIVER_ALL),
 	                                  .runtime_all = !!(c->flags & CUPTRACE_READ_RUNTIME_ALL),
 	                                  .overhead_per_thread =
 	                                      !!(c->flags & CUPTRACE_READ_OVERHEAD_THREADS)};
-	c->conv = cuptrace_converter_new(c->sink, &info, &o);
-	if (!c->conv)
-		return -ENOMEM;
-	cuptrace_converter_set_resolver(c->conv, cuptrace_capture_resolve, c->reader);
-	return 0;
+	c->conv = cuptrace_capture_converter_new(&c->meta, c->sink, &o, c->reader);
+	return c->conv ? 0 : -ENOMEM;
 }
 
 static int cap_thread(void *ctx, int64_t tid, const char *name)
@@ -205,10 +169,7 @@ static int read_capture(const char *path, const char *name, struct cuptrace_sink
 		cuptrace_converter_free(c.conv);
 	}
 	cuptrace_capture_reader_close(c.reader);
-	for (size_t i = 0; i < c.nmeta; i++) {
-		free(c.keys[i]);
-		free(c.vals[i]);
-	}
+	cuptrace_capture_meta_free(&c.meta);
 	return r;
 }
 

@@ -10,6 +10,7 @@
 
 #include "common/util.h"
 #include "convert/capture.h"
+#include "convert/capture_conv.h"
 #include "convert/convert.h"
 
 struct top_source {
@@ -18,8 +19,7 @@ struct top_source {
 	struct cuptrace_converter *conv;
 	struct cuptrace_sink *sink; /* the aggregator's, or the store's while loading a replay */
 	struct cuptrace_sink *top;  /* the aggregator's sink */
-	char *keys[64], *vals[64];
-	size_t nmeta;
+	struct cuptrace_capture_meta meta;
 	int ended, finished;
 	char *path;
 	/* Replay: the events, sorted by end. */
@@ -31,36 +31,13 @@ struct top_source {
 
 /* ---- the converter over capture items (as read/read.c does for a whole file) ---- */
 
-static const char *meta_get(struct top_source *s, const char *k, const char *def)
-{
-	for (size_t i = 0; i < s->nmeta; i++)
-		if (!strcmp(s->keys[i], k))
-			return s->vals[i];
-	return def;
-}
-
 static int start_conv(struct top_source *s)
 {
 	if (s->conv)
 		return 0;
-	struct cuptrace_meta m[64];
-	for (size_t i = 0; i < s->nmeta; i++)
-		m[i] = (struct cuptrace_meta){.key = s->keys[i], .s = s->vals[i]};
-	struct cuptrace_trace_info info = {
-	    .pid = (int32_t)atoi(meta_get(s, "pid", "1")),
-	    .process_name = meta_get(s, "process_name", "process"),
-	    .hostname = meta_get(s, "hostname", "?"),
-	    .start_realtime_ns = strtoll(meta_get(s, "start_realtime_ns", "0"), NULL, 10),
-	    .start_boottime_ns = strtoll(meta_get(s, "start_boottime_ns", "0"), NULL, 10),
-	    .meta = m,
-	    .nmeta = s->nmeta,
-	};
 	struct cuptrace_convert_opts o = {.sz = sizeof(o)};
-	s->conv = cuptrace_converter_new(s->sink, &info, &o);
-	if (!s->conv)
-		return -ENOMEM;
-	cuptrace_converter_set_resolver(s->conv, cuptrace_capture_resolve, s->r);
-	return 0;
+	s->conv = cuptrace_capture_converter_new(&s->meta, s->sink, &o, s->r);
+	return s->conv ? 0 : -ENOMEM;
 }
 
 static int c_meta(void *ctx, const char *k, const char *v)
@@ -70,17 +47,7 @@ static int c_meta(void *ctx, const char *k, const char *v)
 		cuptrace_converter_meta(s->conv, k, v);
 		return 0;
 	}
-	if (s->nmeta == 64)
-		return 0;
-	char *key = strdup(k), *val = strdup(v);
-	if (!key || !val) {
-		free(key);
-		free(val);
-		return -ENOMEM;
-	}
-	s->keys[s->nmeta] = key;
-	s->vals[s->nmeta++] = val;
-	return 0;
+	return cuptrace_capture_meta_add(&s->meta, k, v);
 }
 
 static int c_thread(void *ctx, int64_t tid, const char *name)
@@ -453,10 +420,7 @@ void cuptrace_top_source_free(struct top_source *s)
 		cuptrace_sink_destroy(s->sink);
 	cuptrace_sink_destroy(s->top);
 	cuptrace_capture_reader_close(s->r);
-	for (size_t i = 0; i < s->nmeta; i++) {
-		free(s->keys[i]);
-		free(s->vals[i]);
-	}
+	cuptrace_capture_meta_free(&s->meta);
 	free(s->ev);
 	cuptrace_strtab_free(&s->strs);
 	free(s->path);
