@@ -51,6 +51,7 @@ Configurations:
                      every buffer thrown away (the cost of CUPTI itself)
 """
 import argparse
+import glob
 import json
 import os
 import random
@@ -193,14 +194,20 @@ def run_one(cfg, build, workload, tmp, cpus=None, steps=None, pin_main=None, ab=
     res = json.loads(lines[-1])
     if trace:
         # no file: a capture window never opened (cuptrace_ondemand and the like)
-        res["bytes"] = os.path.getsize(trace) if os.path.exists(trace) else 0
-        st = subprocess.run([os.path.join(build, "cuptrace"), "stats", "--json", trace],
-                            stdout=subprocess.PIPE, text=True).stdout
-        try:
-            meta = json.loads(st)["metadata"]
-        except (ValueError, KeyError):
-            meta = {}
-        res["kernels"] = int(meta.get("kernels", 0))
+        # a launcher's workers (torchrun's ranks) write NAME-<pid>.EXT each: count them all
+        base, ext = os.path.splitext(trace)
+        traces = [trace] if os.path.exists(trace) else sorted(glob.glob(base + "-*" + ext))
+        res["bytes"] = sum(os.path.getsize(t) for t in traces)
+        res["kernels"] = 0
+        meta = {}
+        for t in traces:
+            st = subprocess.run([os.path.join(build, "cuptrace"), "stats", "--json", t],
+                                stdout=subprocess.PIPE, text=True).stdout
+            try:
+                meta = json.loads(st)["metadata"]
+            except (ValueError, KeyError):
+                meta = {}
+            res["kernels"] += int(meta.get("kernels", 0))
         if "graph_launches" in meta:
             res["graph_launches"] = int(meta["graph_launches"])
         # what GPU metrics sampling cost: the sampler thread's CPU time, and its samples
@@ -208,8 +215,8 @@ def run_one(cfg, build, workload, tmp, cpus=None, steps=None, pin_main=None, ab=
             res["sampler_cpu_ms"] = float(meta["gpu_metrics_sampler_cpu_ms"])
             res["gm_samples"] = sum(int(v) for k, v in meta.items()
                                     if re.fullmatch(r"gpu\d+_metrics_samples", k))
-        if os.path.exists(trace):
-            os.unlink(trace)
+        for t in traces:
+            os.unlink(t)
     return res
 
 
