@@ -217,13 +217,13 @@ static int instantiate_call(struct collect_session *s, CUpti_CallbackId id,
 	return 1;
 }
 
-/* The one subscriber callback CUPTI allows: NVTX start calls, the trivial runtime calls
- * watched while their records are off (runtime_watch.h), the synchronizing calls
- * (sync_watch.h). Application threads. */
-void CUPTIAPI collect_subscriber_callback(void *ud, CUpti_CallbackDomain d, CUpti_CallbackId id,
-                                          const void *data)
+/* The one subscriber callback CUPTI allows (collect.c's trampoline calls this): NVTX start
+ * calls, the trivial runtime calls watched while their records are off (runtime_watch.h), the
+ * synchronizing calls (sync_watch.h), the calls that open capture windows. Application
+ * threads. */
+void collect_callbacks_dispatch(struct collect_session *s, CUpti_CallbackDomain d,
+                                CUpti_CallbackId id, const void *data)
 {
-	struct collect_session *s = ud; /* cuptiSubscribe's user data */
 	if (!data)
 		return;
 	if (watch_profiler &&
