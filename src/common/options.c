@@ -256,6 +256,29 @@ static const struct cuptrace_setting settings[CUPTRACE_NSETTINGS] = {
     [CUPTRACE_SET_OVERHEAD_TRACKS] = {CUPTRACE_SET_OVERHEAD_TRACKS, "overhead-tracks",
                                       "CUPTRACE_OVERHEAD_TRACKS", CUPTRACE_SETTING_ENUM,
                                       overhead_names, 0, 0, 0, 0, 0, "process", NULL, NULL},
+    /* No defaults here: the OTLP sink keeps its own (format/otlp.h) for what is not given. The
+     * URL's form is checked where it is used (output/otlp_http.h), above this layer. */
+    [CUPTRACE_SET_OTLP_URL] = {CUPTRACE_SET_OTLP_URL, "otlp", "CUPTRACE_OTLP_URL",
+                               CUPTRACE_SETTING_STRING, NO_NAMES, 0, 0, 0, 0, 0, NULL,
+                               "a collector's URL, http://HOST:PORT", NULL},
+    [CUPTRACE_SET_OTLP_SERVICE] = {CUPTRACE_SET_OTLP_SERVICE, "service", "CUPTRACE_OTLP_SERVICE",
+                                   CUPTRACE_SETTING_STRING, NO_NAMES, 0, 0, 0, 0, 0, NULL,
+                                   "a non-empty string", NULL},
+    [CUPTRACE_SET_OTLP_TRACE_PER] = {CUPTRACE_SET_OTLP_TRACE_PER, "otlp-trace-per",
+                                     "CUPTRACE_OTLP_TRACE_PER", CUPTRACE_SETTING_STRING, NO_NAMES,
+                                     0, 0, 0, 0, 0, NULL, "a non-empty string", NULL},
+    [CUPTRACE_SET_OTLP_BATCH] = {CUPTRACE_SET_OTLP_BATCH, "otlp-batch", "CUPTRACE_OTLP_BATCH",
+                                 CUPTRACE_SETTING_COUNT, NO_NAMES, 1, 65536, 0, 0, 0, NULL,
+                                 "a span count from 1 to 65536", NULL},
+    [CUPTRACE_SET_OTLP_INTERVAL] = {CUPTRACE_SET_OTLP_INTERVAL, "otlp-interval",
+                                    "CUPTRACE_OTLP_INTERVAL_MS", CUPTRACE_SETTING_COUNT, NO_NAMES,
+                                    1, 3600000, 0, 0, 0, NULL, "milliseconds, 1 to 3600000", NULL},
+    [CUPTRACE_SET_OTLP_WINDOW] = {CUPTRACE_SET_OTLP_WINDOW, "otlp-window",
+                                  "CUPTRACE_OTLP_WINDOW_MS", CUPTRACE_SETTING_COUNT, NO_NAMES, 1,
+                                  3600000, 0, 0, 0, NULL, "milliseconds, 1 to 3600000", NULL},
+    [CUPTRACE_SET_OTLP_TIMEOUT] = {CUPTRACE_SET_OTLP_TIMEOUT, "otlp-timeout",
+                                   "CUPTRACE_OTLP_TIMEOUT_MS", CUPTRACE_SETTING_COUNT, NO_NAMES, 1,
+                                   600000, 0, 0, 0, NULL, "milliseconds, 1 to 600000", NULL},
 };
 
 const struct cuptrace_setting *cuptrace_setting_get(enum cuptrace_setting_id id)
