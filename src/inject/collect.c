@@ -84,8 +84,9 @@ static void *flusher_main(void *arg)
 		if (atomic_load(&s->stop_flusher))
 			break;
 		timeout = collect_window_tick(s, s->flush_ms);
-		/* A window decided here, by the trigger socket or by an NVTX handler (which waits
-		 * for this) wants CUPTI: this thread attaches it. */
+		/* A window decided here (time), by the trigger socket or by an NVTX handler (which
+		 * woke this thread and waits) wants CUPTI: this thread attaches it. Also a request
+		 * no other thread served, at the latest one flush period later. */
 		cupti_attach_late(s);
 		if (r > 0 && (p[0].revents & POLLIN)) {
 			unsigned char sig = 0;
@@ -313,13 +314,14 @@ static void cupti_attach_late(struct collect_session *s)
 
 /* CUPTI's one subscriber callback: application threads, inside the CUDA call. What it does is
  * collect_callbacks.c's; a cudaProfilerStart that opened a window has CUPTI attached here,
- * before the call returns. */
+ * before the call returns (only after the calls windows watch: a request of the flush thread's
+ * is its own to serve, not that of whatever call comes by meanwhile). */
 static void CUPTIAPI on_cupti_callback(void *ud, CUpti_CallbackDomain d, CUpti_CallbackId id,
                                        const void *data)
 {
 	struct collect_session *s = ud; /* trampoline: CUPTI callback (cuptiSubscribe's data) */
-	collect_callbacks_dispatch(s, d, id, data);
-	cupti_attach_late(s);
+	if (collect_callbacks_dispatch(s, d, id, data))
+		cupti_attach_late(s);
 }
 
 /* A start after CUDA initialized (the C API, a deferred window): the contexts that exist

@@ -121,10 +121,10 @@ struct collect_windows {
 
 	/* A window opened while CUPTI waits to be attached (s->cupti_deferred): the window code
 	 * does not attach CUPTI itself (collect.c owns CUPTI: attaching registers the callbacks
-	 * whose events open windows). It sets this, wakes the flush thread and leaves the kinds
-	 * off; whoever owns the thread that made the decision attaches (collect.c: the CUPTI
-	 * callback, the C API, the flush thread, which also serves the trigger socket and the NVTX
-	 * handlers) and calls collect_window_cupti_ready. Set under lock, read without it. */
+	 * whose events open windows). It sets this and leaves the kinds off; whoever owns the
+	 * thread that made the decision attaches (collect.c: the CUPTI callback, the C API, the
+	 * flush thread, which also serves the trigger socket and the NVTX handlers when they wake
+	 * it) and calls collect_window_cupti_ready. Set under lock, read without it. */
 	atomic_int cupti_wanted;
 	atomic_int crashing;           /* a fault signal is being handled */
 	struct sigaction crash_old[4]; /* the handlers ours replaced (SIGSEGV, SIGBUS, ...) */
@@ -292,10 +292,11 @@ static inline int collect_kind_wanted(struct collect_session *s, CUpti_ActivityK
 }
 
 /* ---- collect_callbacks.c ---- */
-/* What CUPTI's subscriber callback does (collect.c's trampoline calls it first): NVTX start
- * ids, watched runtime calls, GPU metrics contexts, the calls that open windows. */
-void collect_callbacks_dispatch(struct collect_session *s, CUpti_CallbackDomain d,
-                                CUpti_CallbackId id, const void *data);
+/* What CUPTI's subscriber callback does (collect.c's trampoline calls it): NVTX start ids,
+ * watched runtime calls, GPU metrics contexts, the calls that open windows. 1 for one of
+ * those last (a window may want CUPTI attached now), else 0. */
+int collect_callbacks_dispatch(struct collect_session *s, CUpti_CallbackDomain d,
+                               CUpti_CallbackId id, const void *data);
 /* Turns on the callbacks the capture windows watch (NVTX ranges, cudaProfilerStart/Stop). */
 void collect_callbacks_windows(struct collect_session *s, CUpti_SubscriberHandle sub);
 /* Node by node: watch for graphs instantiated for launch from the GPU (collect_callbacks.c). */

@@ -19,12 +19,12 @@
  *
  * Attaching CUPTI is not done here: it registers the callbacks whose events open windows
  * (collect.c owns CUPTI; a call from here would close a loop of files). Where CUPTI waits to
- * be attached, a window that opens sets win.cupti_wanted and wakes the flush thread instead
- * of turning the kinds on; the caller that owns the event's thread attaches right after the
- * event (collect.c: its CUPTI callback and C API trampolines, the flush thread for time
- * windows and the trigger socket) and calls collect_window_cupti_ready, which turns them on.
- * The NVTX handlers (nvtx_watch.c) wait in collect_window_cupti_wait until the flush thread
- * has done it, so the opening thread's next launch is still recorded. */
+ * be attached, a window that opens sets win.cupti_wanted instead of turning the kinds on; the
+ * caller that owns the event's thread attaches right after the event (collect.c: its CUPTI
+ * callback and C API trampolines, the flush thread for time windows and, woken, for the
+ * trigger socket) and calls collect_window_cupti_ready, which turns them on. The NVTX handlers
+ * (nvtx_watch.c) wake the flush thread and wait in collect_window_cupti_wait until it has done
+ * it, so the opening thread's next launch is still recorded. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
@@ -169,17 +169,17 @@ static int is_gpu_kind(CUpti_ActivityKind k)
 	return !is_api_kind(k) && !is_sticky_kind(k) && k != CUPTI_ACTIVITY_KIND_OVERHEAD;
 }
 
-static void wake_flusher(struct collect_session *s);
-
 /* Caller holds s->win.lock. While CUPTI waits to be attached, the window asks for it instead
- * (win.cupti_wanted; collect.c attaches, then collect_window_cupti_ready comes back here). */
+ * (win.cupti_wanted; collect.c attaches, then collect_window_cupti_ready comes back here). The
+ * thread that reported the event serves it where it can (collect.c); the flush thread is woken
+ * only by those that cannot (the trigger socket, collect_window_cupti_wait), so that it does
+ * not attach CUPTI while the thread that should is inside a CUPTI callback. */
 static void kinds_on(struct collect_session *s)
 {
 	if (s->win.kinds_on)
 		return;
 	if (s->cupti_deferred && !atomic_load(&s->cupti_attached)) {
 		atomic_store(&s->win.cupti_wanted, 1);
-		wake_flusher(s);
 		return;
 	}
 	for (size_t i = 0; i < CUPTRACE_NKINDS; i++) {
@@ -473,6 +473,7 @@ void collect_window_cupti_wait(struct collect_session *s)
 	if (!atomic_load(&s->win.cupti_wanted) || !atomic_load(&s->have_flusher))
 		return;
 	pthread_mutex_lock(&s->win.lock);
+	wake_flusher(s);
 	int64_t deadline = now_boot() + 5 * (int64_t)1000000000;
 	while (atomic_load(&s->win.cupti_wanted) && !s->win.closing && now_boot() < deadline) {
 		struct timespec ts;
@@ -667,6 +668,8 @@ static void on_request(const char *req, int fd, void *ctx)
 			                       s->win.tracker.windows);
 		} else {
 			apply_all(s, 1, &a, NULL, 0, 0);
+			if (atomic_load(&s->win.cupti_wanted))
+				wake_flusher(s); /* it attaches CUPTI for this window */
 			uint64_t n = a.window;
 			if (!dur && !steps) {
 				cuptrace_control_reply(fd,
