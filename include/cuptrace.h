@@ -10,7 +10,7 @@
  * Environment variables (read once, when tracing starts; `cuptrace record` sets them from its
  * options). One table (src/common/options.c) checks each value for record and for the library
  * alike: record refuses a bad one (exit 2); the library says so once on stderr and uses the
- * default. The OTLP ones go through their own single parser (src/format/otlp_opts.c).
+ * default (the OTLP ones included: the sink's own default where none is given).
  *   CUPTRACE_OUTPUT       output path; %p = pid, %h = host name, %r / %l = the global / local
  *                         rank the launcher gives (RANK/LOCAL_RANK of torchrun, OMPI_COMM_WORLD_*,
  *                         PMI_RANK/MPI_LOCALRANKID, SLURM_PROCID/SLURM_LOCALID; the pid without

@@ -4,7 +4,7 @@
 #     each means) and in README.md. The names are taken from the sources, not from a list kept
 #     by hand: every string literal that is exactly a CUPTRACE_* name, in C and Python, which is
 #     how each way of reading one names it: getenv("CUPTRACE_X"), a row of the settings table
-#     (src/common/options.c, read through getenv(s->env)), the OTLP name tables, and
+#     (src/common/options.c, read through getenv(s->env)), and
 #     os.environ.get("CUPTRACE_X") in the Python hook. tools/bench is left out: its
 #     CUPTRACE_FLOOR_* knobs belong to the benchmark's own CUPTI floor library, not to cuptrace.
 # (b) every option of the command line's option table is in README.md, the list coming from

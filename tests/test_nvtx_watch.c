@@ -77,6 +77,20 @@ void collect_window_step(struct collect_session *s)
 	nsteps++;
 }
 
+/* The handlers wait for a window's CUPTI after every range call that can open one (all but the
+ * wide push): the events the window code had by then, at each wait. */
+static int nwaits, waits_begins[64], waits_steps[64];
+
+void collect_window_cupti_wait(struct collect_session *s)
+{
+	wrong_session += s != collect_process_session;
+	if (nwaits < 64) {
+		waits_begins[nwaits] = nbegins;
+		waits_steps[nwaits] = nsteps;
+	}
+	nwaits++;
+}
+
 /* ---- a fake NVTX with fake CUPTI handlers in its table ---- */
 
 static int cupti_pushes, cupti_pops, cupti_ends, cupti_dpushes;
@@ -252,13 +266,20 @@ static void test_push_pop(void)
 {
 	CHECK(core_slot[NVTX_CBID_CORE_RangePushA] != (NvtxFunctionPointer)f_push_a); /* ours */
 	nev = nsteps = 0;
-	int p0 = cupti_pushes, q0 = cupti_pops;
+	int p0 = cupti_pushes, q0 = cupti_pops, b0 = nbegins;
 	CHECK_EQ_INT(push("outer"), p0 + 1); /* depth 1 */
+	nwaits = 0;
 	CHECK_EQ_INT(push("win"), p0 + 2);   /* depth 2: followed */
 	CHECK_EQ_STR(cupti_last_msg, "win"); /* the argument passed through */
-	CHECK_EQ_INT(push("iter"), p0 + 3);  /* depth 3: a step */
-	CHECK_EQ_INT(pop(), 100 + q0 + 1);   /* iter ends: a step */
+	/* The wait comes after the window code heard of the range, before the call returns. */
+	CHECK_EQ_INT(nwaits, 1);
+	CHECK_EQ_INT(waits_begins[0], b0 + 1);
+	CHECK_EQ_INT(push("iter"), p0 + 3); /* depth 3: a step */
+	CHECK_EQ_INT(pop(), 100 + q0 + 1);  /* iter ends: a step */
 	CHECK_EQ_INT(nsteps, 1);
+	CHECK_EQ_INT(nwaits, 3);
+	CHECK_EQ_INT(waits_steps[1], 0);
+	CHECK_EQ_INT(waits_steps[2], 1);   /* after the step the pop ended */
 	CHECK_EQ_INT(pop(), 100 + q0 + 2); /* win ends */
 	CHECK_EQ_INT(pop(), 100 + q0 + 3); /* outer: nothing */
 	CHECK_EQ_INT(pop(), 100 + q0 + 4); /* a pop of a push before us: ignored */

@@ -8,6 +8,7 @@
 #include "check.h"
 #include "common/util.h"
 #include "format/formats.h"
+#include "common/options.h"
 #include "format/otlp.h"
 #include "opentelemetry/proto/collector/trace/v1/trace_service.pb-c.h"
 #include "output/otlp_http.h"
@@ -593,18 +594,38 @@ static void test_tee(void)
 
 static void test_opts(void)
 {
+	/* The values through the settings table (common/options.c), as the command line and the
+	 * library read them, then into the sink's options. */
 	struct cuptrace_otlp_opts o = {.sz = sizeof(o)};
-	const char *range;
-	CHECK_EQ_INT(cuptrace_otlp_opts_set(&o, "batch", "100", &range), 0);
+	struct cuptrace_setting_value v;
+	char err[256];
+	const struct cuptrace_setting *batch = cuptrace_setting_by_option("otlp-batch");
+	CHECK(batch && batch == cuptrace_setting_by_env("CUPTRACE_OTLP_BATCH"));
+	CHECK_EQ_INT(cuptrace_setting_parse(batch, "100", CUPTRACE_FROM_OPTION, &v, err, 256), 0);
+	CHECK_EQ_INT(cuptrace_otlp_opts_set(&o, batch->id, &v), 0);
 	CHECK_EQ_INT(o.batch_spans, 100);
-	CHECK_EQ_INT(cuptrace_otlp_opts_set(&o, "batch", "0", &range), -EINVAL);
-	CHECK(strstr(range, "65536") != NULL);
-	CHECK_EQ_INT(cuptrace_otlp_opts_set(&o, "batch", "12x", &range), -EINVAL);
-	CHECK_EQ_INT(cuptrace_otlp_opts_set(&o, "timeout_ms", "250", &range), 0);
+	CHECK_EQ_INT(cuptrace_setting_parse(batch, "0", CUPTRACE_FROM_OPTION, &v, err, 256),
+	             -EINVAL);
+	CHECK_EQ_STR(err, "bad value for --otlp-batch: '0' (a span count from 1 to 65536)");
+	CHECK_EQ_INT(cuptrace_setting_parse(batch, "12x", CUPTRACE_FROM_ENV, &v, err, 256),
+	             -EINVAL);
+	CHECK_EQ_STR(err,
+	             "bad value for CUPTRACE_OTLP_BATCH: '12x' (a span count from 1 to 65536)");
+	const struct cuptrace_setting *tmo = cuptrace_setting_by_env("CUPTRACE_OTLP_TIMEOUT_MS");
+	CHECK(tmo && tmo == cuptrace_setting_by_option("otlp-timeout"));
+	CHECK_EQ_INT(cuptrace_setting_parse(tmo, "250", CUPTRACE_FROM_OPTION, &v, err, 256), 0);
+	CHECK_EQ_INT(cuptrace_otlp_opts_set(&o, tmo->id, &v), 0);
 	CHECK_EQ_INT(o.http.timeout_ms, 250);
-	CHECK_EQ_INT(cuptrace_otlp_opts_set(&o, "window_ms", "-1", &range), -EINVAL);
-	CHECK_EQ_INT(cuptrace_otlp_opts_set(&o, "service", "", &range), -EINVAL);
-	CHECK_EQ_INT(cuptrace_otlp_opts_set(&o, "nope", "1", &range), -ENOENT);
+	CHECK_EQ_INT(o.batch_spans, 100); /* the others stay */
+	const struct cuptrace_setting *win = cuptrace_setting_by_option("otlp-window");
+	CHECK(win && cuptrace_setting_parse(win, "-1", CUPTRACE_FROM_OPTION, &v, err, 256));
+	const struct cuptrace_setting *svc = cuptrace_setting_by_option("service");
+	CHECK(svc && cuptrace_setting_parse(svc, "", CUPTRACE_FROM_OPTION, &v, err, 256));
+	CHECK_EQ_INT(cuptrace_setting_parse(svc, "trainer", CUPTRACE_FROM_OPTION, &v, err, 256), 0);
+	CHECK_EQ_INT(cuptrace_otlp_opts_set(&o, svc->id, &v), 0);
+	CHECK_EQ_STR(o.service, "trainer");
+	/* Not an OTLP setting: nothing set. */
+	CHECK_EQ_INT(cuptrace_otlp_opts_set(&o, CUPTRACE_SET_DRIVER, &v), -ENOENT);
 	char *u = cuptrace_otlp_http_full_url("http://127.0.0.1:4318");
 	CHECK_EQ_STR(u, "http://127.0.0.1:4318/v1/traces");
 	free(u);

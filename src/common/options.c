@@ -141,6 +141,16 @@ static int check_slow(const char *text, struct cuptrace_setting_value *v, char *
 
 #define NO_NAMES NULL
 #define SEC      1000000000LL
+/* The OTLP sink's settings (format/otlp.h): a string or a count, no names, no default. */
+#define OTLP_ROW(id_, opt_, var_, kind_, lo_, hi_, expect_)                                        \
+	[CUPTRACE_SET_##id_] = {.id = CUPTRACE_SET_##id_,                                          \
+	                        .option = opt_,                                                    \
+	                        .env = var_,                                                       \
+	                        .kind = CUPTRACE_SETTING_##kind_,                                  \
+	                        .min = lo_,                                                        \
+	                        .max = hi_,                                                        \
+	                        .expect = expect_}
+#define MS_3600000 "milliseconds, 1 to 3600000"
 /* Rows: id, option, variable, kind, names, min, max, rmin, rmax, unit_ns, default, expect,
  * validate; each at its id (tests/test_options.c checks that none is missing). */
 static const struct cuptrace_setting settings[CUPTRACE_NSETTINGS] = {
@@ -256,6 +266,20 @@ static const struct cuptrace_setting settings[CUPTRACE_NSETTINGS] = {
     [CUPTRACE_SET_OVERHEAD_TRACKS] = {CUPTRACE_SET_OVERHEAD_TRACKS, "overhead-tracks",
                                       "CUPTRACE_OVERHEAD_TRACKS", CUPTRACE_SETTING_ENUM,
                                       overhead_names, 0, 0, 0, 0, 0, "process", NULL, NULL},
+    /* No defaults here: the OTLP sink keeps its own (format/otlp.h) for what is not given. The
+     * URL's form is checked where it is used (output/otlp_http.h), above this layer. */
+    OTLP_ROW(OTLP_URL, "otlp", "CUPTRACE_OTLP_URL", STRING, 0, 0,
+             "a collector's URL, http://HOST:PORT"),
+    OTLP_ROW(OTLP_SERVICE, "service", "CUPTRACE_OTLP_SERVICE", STRING, 0, 0, "a non-empty string"),
+    OTLP_ROW(OTLP_TRACE_PER, "otlp-trace-per", "CUPTRACE_OTLP_TRACE_PER", STRING, 0, 0,
+             "a non-empty string"),
+    OTLP_ROW(OTLP_BATCH, "otlp-batch", "CUPTRACE_OTLP_BATCH", COUNT, 1, 65536,
+             "a span count from 1 to 65536"),
+    OTLP_ROW(OTLP_INTERVAL, "otlp-interval", "CUPTRACE_OTLP_INTERVAL_MS", COUNT, 1, 3600000,
+             MS_3600000),
+    OTLP_ROW(OTLP_WINDOW, "otlp-window", "CUPTRACE_OTLP_WINDOW_MS", COUNT, 1, 3600000, MS_3600000),
+    OTLP_ROW(OTLP_TIMEOUT, "otlp-timeout", "CUPTRACE_OTLP_TIMEOUT_MS", COUNT, 1, 600000,
+             "milliseconds, 1 to 600000"),
 };
 
 const struct cuptrace_setting *cuptrace_setting_get(enum cuptrace_setting_id id)

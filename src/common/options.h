@@ -68,6 +68,15 @@ enum cuptrace_setting_id {
 	CUPTRACE_SET_SAMPLE,         /* host stack samples a second per thread, 0: off (issue 46) */
 	CUPTRACE_SET_SAMPLE_THREADS, /* CUPTRACE_SAMPLE_THREADS_* */
 	CUPTRACE_SET_OVERHEAD_TRACKS,
+	/* --otlp and its options (format/otlp.h's struct cuptrace_otlp_opts): record hands them to
+	 * the library, convert gives them to the sink. */
+	CUPTRACE_SET_OTLP_URL,
+	CUPTRACE_SET_OTLP_SERVICE,
+	CUPTRACE_SET_OTLP_TRACE_PER,
+	CUPTRACE_SET_OTLP_BATCH,
+	CUPTRACE_SET_OTLP_INTERVAL,
+	CUPTRACE_SET_OTLP_WINDOW,
+	CUPTRACE_SET_OTLP_TIMEOUT,
 	CUPTRACE_NSETTINGS
 };
 

@@ -36,6 +36,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "common/options.h"
 #include "format/event.h"
 #include "output/otlp_http.h"
 
@@ -65,12 +66,11 @@ struct cuptrace_sink *cuptrace_otlp_sink_new(const struct cuptrace_otlp_opts *op
 void cuptrace_otlp_sink_stats(struct cuptrace_sink *s, struct cuptrace_otlp_stats *st);
 /* The collector URL requests go to ("" with emit). */
 const char *cuptrace_otlp_sink_url(struct cuptrace_sink *s);
-/* Sets one option by name, as the command line and the environment give it: url, service,
- * trace_per (strings, borrowed: they must outlive the sink's creation), batch (1 to 65536),
- * interval_ms, window_ms (1 to 3600000), timeout_ms (1 to 600000). Returns 0, -EINVAL for a
- * bad value (range says what is accepted) or -ENOENT for an unknown key. */
-int cuptrace_otlp_opts_set(struct cuptrace_otlp_opts *o, const char *key, const char *value,
-                           const char **range);
+/* Sets the option of one OTLP setting (common/options.h: CUPTRACE_SET_OTLP_*), its value
+ * parsed by the settings table, as the command line and the library read them; strings are
+ * borrowed (they must outlive the sink's creation). 0, or -ENOENT for another setting. */
+int cuptrace_otlp_opts_set(struct cuptrace_otlp_opts *o, enum cuptrace_setting_id id,
+                           const struct cuptrace_setting_value *v);
 /* One line for the summaries: "OTLP URL: N spans, S sent in R requests, D dropped, ...". */
 void cuptrace_otlp_stats_line(char *buf, size_t n, const char *url,
                               const struct cuptrace_otlp_stats *st);

@@ -1,69 +1,38 @@
-/* The OTLP sink's options by name (one parser for the command line and the injected library's
- * environment) and its summary line (otlp.h). */
+/* The OTLP sink's options from the settings table's values (one parser for the command line and
+ * the injected library's environment: common/options.c) and its summary line (otlp.h). */
 #include <errno.h>
 #include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
 
 #include "format/otlp.h"
 
-static int number(const char *v, long long min, long long max, long long *out)
+int cuptrace_otlp_opts_set(struct cuptrace_otlp_opts *o, enum cuptrace_setting_id id,
+                           const struct cuptrace_setting_value *v)
 {
-	char *end;
-	errno = 0;
-	long long x = v && *v ? strtoll(v, &end, 10) : 0;
-	if (!v || !*v || errno || *end || x < min || x > max)
-		return -EINVAL;
-	*out = x;
-	return 0;
-}
-
-int cuptrace_otlp_opts_set(struct cuptrace_otlp_opts *o, const char *key, const char *value,
-                           const char **range)
-{
-	static const struct {
-		const char *key, *range;
-		long long min, max;
-	} nums[] = {
-	    {"batch", "a span count from 1 to 65536", 1, 65536},
-	    {"interval_ms", "milliseconds, 1 to 3600000", 1, 3600000},
-	    {"window_ms", "milliseconds, 1 to 3600000", 1, 3600000},
-	    {"timeout_ms", "milliseconds, 1 to 600000", 1, 600000},
-	};
-	const char *dummy;
-	range = range ? range : &dummy;
-	*range = "";
-	if (!strcmp(key, "url") || !strcmp(key, "service") || !strcmp(key, "trace_per")) {
-		if (!value || !*value) {
-			*range = "a non-empty string";
-			return -EINVAL;
-		}
-		if (!strcmp(key, "url"))
-			o->url = value;
-		else if (!strcmp(key, "service"))
-			o->service = value;
-		else
-			o->trace_per = value;
+	switch (id) {
+	case CUPTRACE_SET_OTLP_URL:
+		o->url = v->s;
 		return 0;
-	}
-	for (size_t i = 0; i < sizeof(nums) / sizeof(nums[0]); i++) {
-		if (strcmp(key, nums[i].key))
-			continue;
-		long long x;
-		*range = nums[i].range;
-		if (number(value, nums[i].min, nums[i].max, &x))
-			return -EINVAL;
-		if (i == 0)
-			o->batch_spans = (size_t)x;
-		else if (i == 1)
-			o->interval_ms = (int)x;
-		else if (i == 2)
-			o->window_ms = (int)x;
-		else
-			o->http.timeout_ms = (int)x;
+	case CUPTRACE_SET_OTLP_SERVICE:
+		o->service = v->s;
 		return 0;
+	case CUPTRACE_SET_OTLP_TRACE_PER:
+		o->trace_per = v->s;
+		return 0;
+	case CUPTRACE_SET_OTLP_BATCH:
+		o->batch_spans = (size_t)v->i;
+		return 0;
+	case CUPTRACE_SET_OTLP_INTERVAL:
+		o->interval_ms = (int)v->i;
+		return 0;
+	case CUPTRACE_SET_OTLP_WINDOW:
+		o->window_ms = (int)v->i;
+		return 0;
+	case CUPTRACE_SET_OTLP_TIMEOUT:
+		o->http.timeout_ms = (int)v->i;
+		return 0;
+	default:
+		return -ENOENT;
 	}
-	return -ENOENT;
 }
 
 void cuptrace_otlp_stats_line(char *buf, size_t n, const char *url,

@@ -410,17 +410,31 @@ static uint8_t *w_clock_id(uint8_t *p, int boottime)
 	return p;
 }
 
-/* The common head of the packets that start with their time: 0A len, timestamp, sequence id.
- * Returns the packet body's start in *body. */
-static uint8_t *w_timed_head(uint8_t *p, uint8_t **body, uint64_t time, uint32_t seq)
+/* Opens the packet of an event at ts on q's sequence in s->buf, with the common head of the
+ * packets that start with their time: 0A len, timestamp, sequence id. The body's start goes in
+ * *body (w_packet_done), whether the time needs its clock in *bt (w_clock_id). */
+static uint8_t *w_open_timed(struct pf_sink *s, struct pf_seq *q, int64_t ts, uint8_t **body,
+                             int *bt)
 {
+	uint64_t time = pkt_time(s, q, ts, bt);
+	uint8_t *p = s->buf;
 	*p++ = T_PACKET;
 	p = open_len(p);
 	*body = p;
 	*p++ = P_TIMESTAMP;
 	p = w_varint(p, time);
 	*p++ = P_SEQ_ID;
-	return w_varint(p, seq);
+	return w_varint(p, q->id);
+}
+
+/* The sequence of track for a packet of at most B_FIXED bytes, s->buf reserved for it; NULL
+ * once s has failed (s->err says why). */
+static struct pf_seq *fixed_packet_seq(struct pf_sink *s, uint64_t track)
+{
+	struct pf_seq *q;
+	if (s->err || !(q = pf_seq_get(s, track)) || pf_buf_reserve(s, B_FIXED))
+		return NULL;
+	return q;
 }
 
 /* Closes the packet framed at s->buf and hands it to the output. */
@@ -521,8 +535,7 @@ int pf_slice(struct cuptrace_sink *sk, const struct cuptrace_slice *e)
 	int64_t end;
 	if (__builtin_add_overflow(e->ts, e->dur > 0 ? e->dur : 0, &end))
 		end = INT64_MAX;
-	t = pkt_time(s, q, end, &bt);
-	p = w_timed_head(s->buf, &body, t, q->id);
+	p = w_open_timed(s, q, end, &body, &bt);
 	memcpy(p, end_event, sizeof(end_event));
 	p = w_clock_id(p + sizeof(end_event), bt);
 	return w_packet_done(s, body, p);
@@ -540,8 +553,7 @@ int pf_instant(struct cuptrace_sink *sk, const struct cuptrace_instant *e)
 		return s->err;
 
 	/* Field-number order, as protobuf-c packed it before this was hand-encoded. */
-	uint64_t t = pkt_time(s, q, e->ts, &bt);
-	p = w_timed_head(s->buf, &body, t, q->id);
+	p = w_open_timed(s, q, e->ts, &body, &bt);
 	*p++ = P_EVENT;
 	p = open_len(p);
 	te = p;
@@ -567,14 +579,9 @@ int pf_counter(struct cuptrace_sink *sk, const struct cuptrace_counter *e)
 	uint8_t *p, *body, *te;
 	int bt;
 
-	if (s->err)
+	if (!(q = fixed_packet_seq(s, e->track_uuid)))
 		return s->err;
-	if (!(q = pf_seq_get(s, e->track_uuid)))
-		return s->err;
-	if (pf_buf_reserve(s, B_FIXED))
-		return s->err;
-	uint64_t t = pkt_time(s, q, e->ts, &bt);
-	p = w_timed_head(s->buf, &body, t, q->id);
+	p = w_open_timed(s, q, e->ts, &body, &bt);
 	*p++ = P_EVENT;
 	p = open_len(p);
 	te = p;
@@ -605,17 +612,13 @@ int pf_sample(struct cuptrace_sink *sk, const struct cuptrace_sample *e)
 	uint8_t *p, *body, *ps;
 	int bt;
 
-	if (s->err)
+	if (!(q = fixed_packet_seq(s, e->track_uuid)))
 		return s->err;
-	if (!(q = pf_seq_get(s, e->track_uuid)))
-		return s->err;
+	/* perfetto_stacks.c writes its packets from a buffer of its own: s->buf's stands. */
 	uint64_t stack = pf_stack_intern(s, q, e->stack_id);
 	if (s->err || !stack)
 		return s->err;
-	if (pf_buf_reserve(s, B_FIXED))
-		return s->err;
-	uint64_t t = pkt_time(s, q, e->ts, &bt);
-	p = w_timed_head(s->buf, &body, t, q->id);
+	p = w_open_timed(s, q, e->ts, &body, &bt);
 	*p++ = P_FLAGS;
 	*p++ = SEQ_NEEDS;
 	*p++ = PF_KEY0(PF_PACKET_PERF_SAMPLE, PF_WT_LEN);

@@ -58,6 +58,7 @@ static const char *cupti_err(CUptiResult r)
 /* ---- flush thread: periodic CUPTI flush, and SIGINT/SIGTERM turned into a clean finish ---- */
 
 static void finish_session(struct collect_session *s);
+static void cupti_attach_late(struct collect_session *s);
 
 static void on_signal(int sig)
 {
@@ -83,6 +84,10 @@ static void *flusher_main(void *arg)
 		if (atomic_load(&s->stop_flusher))
 			break;
 		timeout = collect_window_tick(s, s->flush_ms);
+		/* A window decided here (time), by the trigger socket or by an NVTX handler (which
+		 * woke this thread and waits) wants CUPTI: this thread attaches it. Also a request
+		 * no other thread served, at the latest one flush period later. */
+		cupti_attach_late(s);
 		if (r > 0 && (p[0].revents & POLLIN)) {
 			unsigned char sig = 0;
 			if (read(s->sigpipe[0], &sig, 1) == 1 && sig) {
@@ -194,7 +199,6 @@ static void atexit_handler(void)
 }
 
 static int attach_cupti(struct collect_session *s, int injected);
-static int cupti_attach_late(struct collect_session *s);
 static int subscribe_cupti(struct collect_session *s);
 
 /* The driver's cuDeviceGetCount: its CUresult, or -1 where libcuda is not loaded (cudart opens
@@ -254,13 +258,12 @@ static int setup_cupti(struct collect_session *s, int injected)
 	s->start_real = cuptrace_now_ns(CLOCK_REALTIME);
 	s->graph_trace = graph_trace_usable(s, injected);
 	s->cupti_deferred = collect_window_defers_cupti(s, collect_nvtx_ours());
-	s->cupti_attach = cupti_attach_late;
 	atomic_store(&s->cupti_attached, 0);
 	atomic_store(&s->multi_gpu, 0);
 	atomic_store(&s->two_gpu_kinds_on, 0);
 	if (!s->cupti_deferred)
 		return attach_cupti(s, injected);
-	/* cupti_attach_late, when the first window opens. A profiler-range window watches
+	/* cupti_attach_late, when the first window wants it. A profiler-range window watches
 	 * cudaProfilerStart/Stop meanwhile with CUPTI subscribed and four callbacks on: no clock
 	 * or buffer callback, no kind. With --cupti-early every deferred window does the same,
 	 * watching the driver's graph-instantiate calls instead: CUPTI 13.0 breaks graphs
@@ -284,19 +287,41 @@ static int setup_cupti(struct collect_session *s, int injected)
 	return 0;
 }
 
-/* Subscribes and registers with CUPTI where setup deferred it; 0 or -errno. Called through
- * s->cupti_attach by the window code, under s->win.lock. */
-static int cupti_attach_late(struct collect_session *s)
+/* Subscribes and registers with CUPTI where setup deferred it, if a window wants it now
+ * (s->win.cupti_wanted), then has the window code turn the kinds on. The window code decides
+ * and asks; this file, which owns CUPTI, acts: called after each event that may open a window,
+ * on the thread that reported it where this file is its trampoline (the CUPTI callback, the C
+ * API) and by the flush thread for the others (time, the trigger socket, NVTX handlers, which
+ * wait for it). attach_lock makes one of them attach; never called holding s->win.lock. */
+static void cupti_attach_late(struct collect_session *s)
 {
-	if (atomic_load(&s->cupti_attached))
-		return 0;
-	/* After CUDA started: the devices, contexts and streams that exist are dumped by the
-	 * window's kinds_on. */
-	int r = attach_cupti(s, 0);
-	if (r)
-		cuptrace_err("capture window: CUPTI could not be started (%s); nothing is recorded",
-		             strerror(-r));
-	return r;
+	if (!collect_window_cupti_wanted(s))
+		return;
+	pthread_mutex_lock(&s->attach_lock);
+	int r = 0;
+	if (collect_window_cupti_wanted(s) && !atomic_load(&s->cupti_attached)) {
+		/* After CUDA started: the devices, contexts and streams that exist are dumped by
+		 * the window's kinds_on. */
+		r = attach_cupti(s, 0);
+		if (r)
+			cuptrace_err(
+			    "capture window: CUPTI could not be started (%s); nothing is recorded",
+			    strerror(-r));
+	}
+	collect_window_cupti_ready(s, r == 0);
+	pthread_mutex_unlock(&s->attach_lock);
+}
+
+/* CUPTI's one subscriber callback: application threads, inside the CUDA call. What it does is
+ * collect_callbacks.c's; a cudaProfilerStart that opened a window has CUPTI attached here,
+ * before the call returns (only after the calls windows watch: a request of the flush thread's
+ * is its own to serve, not that of whatever call comes by meanwhile). */
+static void CUPTIAPI on_cupti_callback(void *ud, CUpti_CallbackDomain d, CUpti_CallbackId id,
+                                       const void *data)
+{
+	struct collect_session *s = ud; /* trampoline: CUPTI callback (cuptiSubscribe's data) */
+	if (collect_callbacks_dispatch(s, d, id, data))
+		cupti_attach_late(s);
 }
 
 /* A start after CUDA initialized (the C API, a deferred window): the contexts that exist
@@ -322,7 +347,7 @@ static int subscribe_cupti(struct collect_session *s)
 	sp.subscriberName = "cuptrace";
 	sp.oldSubscriberName = old_name;
 	sp.oldSubscriberSize = sizeof(old_name);
-	CUptiResult r = cuptiSubscribe_v2(&s->subscriber, collect_subscriber_callback, s, &sp);
+	CUptiResult r = cuptiSubscribe_v2(&s->subscriber, on_cupti_callback, s, &sp);
 	if (r == CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED) {
 		s->subscriber = NULL;
 		cuptrace_err(
@@ -519,6 +544,7 @@ int cuptrace_collect_start(const char *path, int injected)
 	/* Without the flush thread records still arrive as buffers fill and at the end; only
 	 * the periodic flush and the SIGINT/SIGTERM finish are lost. */
 	collect_window_begin(s); /* before the flush thread, which polls its wake pipe */
+	cupti_attach_late(s);    /* a window open from the start */
 	if (cuptrace_thread_start(&s->flusher, flusher_main, s) == 0)
 		s->have_flusher = 1;
 	else
@@ -865,7 +891,9 @@ static void finish_session(struct collect_session *s)
 int cuptrace_collect_window(int open)
 {
 	struct collect_session *s = collect_process_session; /* trampoline: C API */
-	return collect_window_api(s, open);
+	int r = collect_window_api(s, open);
+	cupti_attach_late(s);
+	return r;
 }
 
 int cuptrace_collect_on_demand(void)
@@ -878,6 +906,7 @@ void cuptrace_collect_step(void)
 {
 	struct collect_session *s = collect_process_session; /* trampoline: C API */
 	collect_window_step(s);
+	cupti_attach_late(s);
 }
 
 int cuptrace_collect_stop(void)
@@ -906,5 +935,7 @@ int cuptrace_collect_end(void)
 int cuptrace_collect_range(const char *name)
 {
 	struct collect_session *s = collect_process_session; /* trampoline: C API */
-	return name ? collect_range_push(s, name) : collect_range_pop(s);
+	int r = name ? collect_range_push(s, name) : collect_range_pop(s);
+	cupti_attach_late(s); /* a range that opened a window, or ended a step */
+	return r;
 }

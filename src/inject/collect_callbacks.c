@@ -217,31 +217,33 @@ static int instantiate_call(struct collect_session *s, CUpti_CallbackId id,
 	return 1;
 }
 
-/* The one subscriber callback CUPTI allows: NVTX start calls, the trivial runtime calls
- * watched while their records are off (runtime_watch.h), the synchronizing calls
- * (sync_watch.h). Application threads. */
-void CUPTIAPI collect_subscriber_callback(void *ud, CUpti_CallbackDomain d, CUpti_CallbackId id,
-                                          const void *data)
+/* The one subscriber callback CUPTI allows (collect.c's trampoline calls this): NVTX start
+ * calls, the trivial runtime calls watched while their records are off (runtime_watch.h), the
+ * synchronizing calls (sync_watch.h), the calls that open capture windows. Application
+ * threads. Returns 1 for a call the capture windows watch (cudaProfilerStart/Stop, an NVTX range
+ * followed through CUPTI): a window may have asked for CUPTI. */
+int collect_callbacks_dispatch(struct collect_session *s, CUpti_CallbackDomain d,
+                               CUpti_CallbackId id, const void *data)
 {
-	struct collect_session *s = ud; /* cuptiSubscribe's user data */
 	if (!data)
-		return;
+		return 0;
 	if (watch_profiler &&
 	    (d == CUPTI_CB_DOMAIN_RUNTIME_API || d == CUPTI_CB_DOMAIN_DRIVER_API) &&
 	    profiler_call(s, d, id, data))
-		return;
+		return 1;
 	if (d == CUPTI_CB_DOMAIN_DRIVER_API && instantiate_call(s, id, data))
-		return;
+		return 0;
 	/* Not returning: a synchronizing call may have its stack taken too. */
 	if (!s->sync_cupti && (d == CUPTI_CB_DOMAIN_RUNTIME_API || d == CUPTI_CB_DOMAIN_DRIVER_API))
 		cuptrace_sync_watch_callback(d, id, data);
 	if ((d == CUPTI_CB_DOMAIN_RUNTIME_API || d == CUPTI_CB_DOMAIN_DRIVER_API) &&
 	    collect_stacks_callback(d, id, data))
-		return; /* a launch-type call: never one of the watched trivial calls */
+		return 0; /* a launch-type call: never one of the watched trivial calls */
+	int windows = 0;
 	if (d == CUPTI_CB_DOMAIN_RUNTIME_API) {
 		cuptrace_runtime_watch_callback(id, data);
 	} else if (d == CUPTI_CB_DOMAIN_NVTX) {
-		if (watch_ranges && !collect_nvtx_watching())
+		if ((windows = watch_ranges && !collect_nvtx_watching()))
 			window_nvtx(s, id, data);
 		if (id == CUPTI_CBID_NVTX_nvtxRangeStartA ||
 		    id == CUPTI_CBID_NVTX_nvtxRangeStartW ||
@@ -255,6 +257,7 @@ void CUPTIAPI collect_subscriber_callback(void *ud, CUpti_CallbackDomain d, CUpt
 		}
 		cuptrace_gm_on_callback(d, id, data);
 	}
+	return windows;
 }
 
 void collect_startend_drain(struct collect_session *s)

@@ -7,15 +7,13 @@
 
 #include "format/event.h"
 
-/* Is CUPTRACE_OTLP_URL set? */
+/* Is CUPTRACE_OTLP_URL set? (Every CUPTRACE_OTLP_* variable is a row of the settings table,
+ * common/options.c.) */
 int cuptrace_collect_otlp_wanted(void);
 /* The OTLP sink, live (the clock moves the span window) and dropping rather than waiting when
  * the collector is slow; NULL when it cannot start (one message said why). A bad value in one of
  * the other variables is warned about and ignored. */
 struct cuptrace_sink *cuptrace_collect_otlp_open(void);
-/* Checks value as variable var (one of the CUPTRACE_OTLP_* the sink reads) with the parser the
- * sink uses: 0; -EINVAL with why (n bytes) said as the warning would; -ENOENT: not one of them. */
-int cuptrace_collect_otlp_check(const char *var, const char *value, char *why, size_t n);
 /* The summary line of an OTLP sink that has finished, on stderr. */
 void cuptrace_collect_otlp_summary(struct cuptrace_sink *otlp);
 

@@ -5,6 +5,7 @@
 
 static struct collect_session session = {
     .lock = PTHREAD_MUTEX_INITIALIZER,
+    .attach_lock = PTHREAD_MUTEX_INITIALIZER,
     .sigpipe = {-1, -1},
     .startend = {.lock = PTHREAD_MUTEX_INITIALIZER},
     .win = {.lock = PTHREAD_MUTEX_INITIALIZER,

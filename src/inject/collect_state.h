@@ -117,7 +117,15 @@ struct collect_windows {
 	struct cuptrace_control *control; /* the trigger socket */
 	int64_t ring_ns;
 	size_t ring_max;
-	int closing;                   /* the session ends: handlers stop waiting */
+	int closing; /* the session ends: handlers stop waiting */
+
+	/* A window opened while CUPTI waits to be attached (s->cupti_deferred): the window code
+	 * does not attach CUPTI itself (collect.c owns CUPTI: attaching registers the callbacks
+	 * whose events open windows). It sets this and leaves the kinds off; whoever owns the
+	 * thread that made the decision attaches (collect.c: the CUPTI callback, the C API, the
+	 * flush thread, which also serves the trigger socket and the NVTX handlers when they wake
+	 * it) and calls collect_window_cupti_ready. Set under lock, read without it. */
+	atomic_int cupti_wanted;
 	atomic_int crashing;           /* a fault signal is being handled */
 	struct sigaction crash_old[4]; /* the handlers ours replaced (SIGSEGV, SIGBUS, ...) */
 	int crash_installed[4];
@@ -185,7 +193,8 @@ struct collect_session {
 
 	struct cuptrace_queue queue;
 	pthread_t writer, flusher;
-	int have_writer, have_flusher;
+	int have_writer;
+	atomic_int have_flusher; /* read by NVTX handlers waiting for it (collect_window.c) */
 	int sigpipe[2];
 	atomic_int stop_flusher;
 	int dying_signal;
@@ -219,10 +228,10 @@ struct collect_session {
 
 	CUpti_SubscriberHandle subscriber;
 	/* Capture windows that need no CUPTI callback to open (on demand, time, optimizer steps):
-	 * CUPTI is not touched until the first window opens (collect.c's cupti_attach_late;
-	 * --cupti-early: only subscribed meanwhile), so waiting for a window costs what an
-	 * untraced run costs. cupti_attached: it has been (under s->win.lock after the start; read
-	 * by the flush thread and at the end). */
+	 * CUPTI is not touched until the first window wants it (win.cupti_wanted, collect.c's
+	 * cupti_attach_late; --cupti-early: only subscribed meanwhile), so waiting for a window
+	 * costs what an untraced run costs. cupti_attached: it has been (under attach_lock after
+	 * the start; read by the flush thread, the NVTX handlers and at the end). */
 	int cupti_deferred;
 	_Atomic int cupti_attached;
 	/* Whole CUDA graph launches recorded (GRAPH_TRACE): --cuda-graphs graph where CUPTI can
@@ -234,12 +243,10 @@ struct collect_session {
 	/* Graphs instantiated for launch from the GPU, counted node by node (application threads;
 	 * collect_callbacks.c): CUPTI records none of their work then. */
 	atomic_ullong device_launch_graphs;
-	/* collect.c's attach, for collect_window.c: a pointer rather than a call. Opening a
-	 * window attaches CUPTI, attaching registers the callbacks (collect_callbacks.c,
-	 * nvtx_watch.c) whose events open windows: a loop at run time that a call would make a
-	 * loop of files (layers_test). Still to go (issue 44): event sources the window code is
-	 * given, as consumers are given to the writer. */
-	int (*cupti_attach)(struct collect_session *s);
+	/* Serializes a late attach of CUPTI (collect.c's cupti_attach_late) between the threads
+	 * that may do it: the CUPTI callback's, the C API's and the flush thread. Taken before
+	 * win.lock, never while holding it. */
+	pthread_mutex_t attach_lock;
 	int atexit_done;
 	int queue_ready;                          /* the queue outlives sessions (see start) */
 	cuptrace_preload_register_fn preload_reg; /* libcuptrace_preload.so, when preloaded */
@@ -285,9 +292,11 @@ static inline int collect_kind_wanted(struct collect_session *s, CUpti_ActivityK
 }
 
 /* ---- collect_callbacks.c ---- */
-/* CUPTI's subscriber callback: NVTX start ids, watched runtime calls, GPU metrics contexts. */
-void CUPTIAPI collect_subscriber_callback(void *ud, CUpti_CallbackDomain d, CUpti_CallbackId id,
-                                          const void *data);
+/* What CUPTI's subscriber callback does (collect.c's trampoline calls it): NVTX start ids,
+ * watched runtime calls, GPU metrics contexts, the calls that open windows. 1 for one of
+ * those last (a window may want CUPTI attached now), else 0. */
+int collect_callbacks_dispatch(struct collect_session *s, CUpti_CallbackDomain d,
+                               CUpti_CallbackId id, const void *data);
 /* Turns on the callbacks the capture windows watch (NVTX ranges, cudaProfilerStart/Stop). */
 void collect_callbacks_windows(struct collect_session *s, CUpti_SubscriberHandle sub);
 /* Node by node: watch for graphs instantiated for launch from the GPU (collect_callbacks.c). */
@@ -396,6 +405,16 @@ int collect_window_range_wanted(struct collect_session *s, const char *name);
 int collect_window_nvtx_wanted(void);
 /* C API start/stop inside a windowed session: open / close a window. */
 int collect_window_api(struct collect_session *s, int open);
+/* A window wants CUPTI attached (s->win.cupti_wanted): lock-free, for the callers that act on
+ * it after an event (collect.c). */
+int collect_window_cupti_wanted(struct collect_session *s);
+/* collect.c, after it attached CUPTI for a window (ok: 1, or 0 if that failed): the kinds go on
+ * if a window is open now; whoever waits in collect_window_cupti_wait goes on. Any thread, not
+ * holding s->win.lock. */
+void collect_window_cupti_ready(struct collect_session *s, int ok);
+/* The NVTX handlers (nvtx_watch.c), which cannot attach CUPTI themselves: waits until the flush
+ * thread has (at most 5 s), so that the window is recording before the thread's next launch. */
+void collect_window_cupti_wait(struct collect_session *s);
 void collect_window_summary(struct collect_session *s);
 
 /* ---- collect_wwriter.c (writer thread) ---- */

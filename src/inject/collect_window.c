@@ -4,7 +4,7 @@
  * handlers of the flight recorder. What goes into which file is collect_wwriter.c's.
  *
  * Cost outside a window: CUPTI's activity is left untouched until the first window opens
- * (collect_window_defers_cupti; collect.c attaches then) for windows on demand, by time, by
+ * (collect_window_defers_cupti) for windows on demand, by time, by
  * steps (the optimizer hook, or --step-range), and by NVTX range where NVTX hands its calls to
  * this library (nvtx_watch.c follows them: one call per range call). A cudaProfilerStart/Stop
  * window waits with CUPTI subscribed and only those calls' callbacks on. The ring, GPU metrics,
@@ -12,10 +12,19 @@
  * CUPTI attached, watching with its callbacks. Devices, contexts and streams are dumped when a
  * window opens.
  *
- * Threads: events arrive on application threads (CUPTI callbacks, cuptrace_step), the control
- * thread (trigger) and the flush thread (time); all take s->win.lock, decide with the tracker and
- * switch CUPTI's kinds on the spot, so a window opens before the next launch of the thread that
- * opened it. The writer thread reads the window log under the same lock. */
+ * Threads: events arrive on application threads (CUPTI callbacks, NVTX handlers, the C API),
+ * the control thread (trigger) and the flush thread (time); all take s->win.lock, decide with
+ * the tracker and switch CUPTI's kinds on the spot, so a window opens before the next launch of
+ * the thread that opened it. The writer thread reads the window log under the same lock.
+ *
+ * Attaching CUPTI is not done here: it registers the callbacks whose events open windows
+ * (collect.c owns CUPTI; a call from here would close a loop of files). Where CUPTI waits to
+ * be attached, a window that opens sets win.cupti_wanted instead of turning the kinds on; the
+ * caller that owns the event's thread attaches right after the event (collect.c: its CUPTI
+ * callback and C API trampolines, the flush thread for time windows and, woken, for the
+ * trigger socket) and calls collect_window_cupti_ready, which turns them on. The NVTX handlers
+ * (nvtx_watch.c) wake the flush thread and wait in collect_window_cupti_wait until it has done
+ * it, so the opening thread's next launch is still recorded. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
@@ -160,13 +169,19 @@ static int is_gpu_kind(CUpti_ActivityKind k)
 	return !is_api_kind(k) && !is_sticky_kind(k) && k != CUPTI_ACTIVITY_KIND_OVERHEAD;
 }
 
-/* Caller holds s->win.lock. */
+/* Caller holds s->win.lock. While CUPTI waits to be attached, the window asks for it instead
+ * (win.cupti_wanted; collect.c attaches, then collect_window_cupti_ready comes back here). The
+ * thread that reported the event serves it where it can (collect.c); the flush thread is woken
+ * only by those that cannot (the trigger socket, collect_window_cupti_wait), so that it does
+ * not attach CUPTI while the thread that should is inside a CUPTI callback. */
 static void kinds_on(struct collect_session *s)
 {
 	if (s->win.kinds_on)
 		return;
-	if (s->cupti_deferred && s->cupti_attach && s->cupti_attach(s))
+	if (s->cupti_deferred && !atomic_load(&s->cupti_attached)) {
+		atomic_store(&s->win.cupti_wanted, 1);
 		return;
+	}
 	for (size_t i = 0; i < CUPTRACE_NKINDS; i++) {
 		CUpti_ActivityKind k = cuptrace_kinds[i];
 		if (is_api_kind(k) ||
@@ -432,6 +447,47 @@ int collect_window_api(struct collect_session *s, int open)
 	return r ? 0 : -EALREADY;
 }
 
+/* ---- CUPTI attached for a window (collect.c) ---- */
+
+int collect_window_cupti_wanted(struct collect_session *s)
+{
+	return atomic_load(&s->win.cupti_wanted);
+}
+
+void collect_window_cupti_ready(struct collect_session *s, int ok)
+{
+	pthread_mutex_lock(&s->win.lock);
+	if (atomic_load(&s->win.cupti_wanted)) {
+		atomic_store(&s->win.cupti_wanted, 0);
+		/* The window may have closed meanwhile (its kinds then stay off), or closed and
+		 * another opened: what counts is whether one is open now. */
+		if (ok && s->win.tracker.open)
+			kinds_on(s);
+	}
+	pthread_cond_broadcast(&s->win.changed);
+	pthread_mutex_unlock(&s->win.lock);
+}
+
+void collect_window_cupti_wait(struct collect_session *s)
+{
+	if (!atomic_load(&s->win.cupti_wanted) || !atomic_load(&s->have_flusher))
+		return;
+	pthread_mutex_lock(&s->win.lock);
+	wake_flusher(s);
+	int64_t deadline = now_boot() + 5 * (int64_t)1000000000;
+	while (atomic_load(&s->win.cupti_wanted) && !s->win.closing && now_boot() < deadline) {
+		struct timespec ts;
+		clock_gettime(CLOCK_REALTIME, &ts);
+		ts.tv_nsec += 50000000; /* re-check the state and the deadline */
+		if (ts.tv_nsec >= 1000000000) {
+			ts.tv_sec++;
+			ts.tv_nsec -= 1000000000;
+		}
+		pthread_cond_timedwait(&s->win.changed, &s->win.lock, &ts);
+	}
+	pthread_mutex_unlock(&s->win.lock);
+}
+
 /* ---- the flush thread's part ---- */
 
 int collect_window_wake_fd(struct collect_session *s)
@@ -612,6 +668,8 @@ static void on_request(const char *req, int fd, void *ctx)
 			                       s->win.tracker.windows);
 		} else {
 			apply_all(s, 1, &a, NULL, 0, 0);
+			if (atomic_load(&s->win.cupti_wanted))
+				wake_flusher(s); /* it attaches CUPTI for this window */
 			uint64_t n = a.window;
 			if (!dur && !steps) {
 				cuptrace_control_reply(fd,

@@ -7,7 +7,6 @@
 #include <stdio.h>
 
 #include "inject/collect.h"
-#include "inject/collect_otlp.h"
 #include "inject/gpumetrics.h"
 #include "common/options.h"
 #include "common/log.h"
@@ -86,8 +85,8 @@ EXPORT int cuptrace_range_pop(void)
 	return cuptrace_collect_range(NULL);
 }
 
-/* The settings table (common/options.c) as `record` and the library use it, then the OTLP
- * variables' own parser: a caller (the Python package) checks a value before it sets it. */
+/* The settings table (common/options.c) as `record` and the library use it: a caller (the
+ * Python package) checks a value before it sets it. */
 EXPORT int cuptrace_setting_check(const char *var, const char *value, char *why, size_t n)
 {
 	char msg[512] = "";
@@ -99,8 +98,9 @@ EXPORT int cuptrace_setting_check(const char *var, const char *value, char *why,
 	} else if (st) {
 		struct cuptrace_setting_value v;
 		r = cuptrace_setting_parse(st, value, CUPTRACE_FROM_ENV, &v, msg, sizeof(msg));
-	} else if ((r = cuptrace_collect_otlp_check(var, value, msg, sizeof(msg))) == -ENOENT) {
+	} else {
 		snprintf(msg, sizeof(msg), "%s is not a setting of this library", var);
+		r = -ENOENT;
 	}
 	if (why && n)
 		snprintf(why, n, "%s", r ? msg : "");

@@ -17,7 +17,10 @@
  * Threads: range calls arrive on application threads; push/pop depth is per thread. NVTX's
  * tables and the slots taken are set once, in InitializeInjectionNvtx2; CUPTI's handlers are
  * filled in once, under inject_lock, before s->cupti_attached (which the handlers read with
- * acquire) says CUPTI is attached. */
+ * acquire) says CUPTI is attached. A range that opens a window while CUPTI waits to be
+ * attached has the flush thread attach it (collect.c owns CUPTI, and hands NVTX to it through
+ * collect_nvtx_cupti_attach below): the handler waits for that (collect_window_cupti_wait), so
+ * its thread's next launch is recorded. */
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <pthread.h>
@@ -267,6 +270,7 @@ static int w_push_a(const char *message)
 	    CUPTI_FN(CORE, NVTX_CBID_CORE_RangePushA, nvtxRangePushA_impl_fntype);
 	int r = f ? f(message) : NO_TRACKING;
 	collect_nvtx_pushed(s, message);
+	collect_window_cupti_wait(s);
 	return push_result(f != NULL, r);
 }
 
@@ -288,6 +292,7 @@ static int w_push_ex(const nvtxEventAttributes_t *a)
 	nvtxEventAttributes_t tmp;
 	int r = f ? f(for_cupti(a, &tmp)) : NO_TRACKING;
 	collect_nvtx_pushed(s, attr_name(a));
+	collect_window_cupti_wait(s);
 	return push_result(f != NULL, r);
 }
 
@@ -298,6 +303,7 @@ static int w_pop(void)
 	    pop_seen() ? CUPTI_FN(CORE, NVTX_CBID_CORE_RangePop, nvtxRangePop_impl_fntype) : NULL;
 	int r = f ? f() : NO_TRACKING;
 	collect_nvtx_popped(s);
+	collect_window_cupti_wait(s);
 	return r;
 }
 
@@ -308,6 +314,7 @@ static nvtxRangeId_t w_start_a(const char *message)
 	    CUPTI_FN(CORE, NVTX_CBID_CORE_RangeStartA, nvtxRangeStartA_impl_fntype);
 	nvtxRangeId_t id = own_id(f ? f(message) : 0);
 	collect_nvtx_started(s, message, id);
+	collect_window_cupti_wait(s);
 	return id;
 }
 
@@ -327,6 +334,7 @@ static nvtxRangeId_t w_start_ex(const nvtxEventAttributes_t *a)
 	nvtxEventAttributes_t tmp;
 	nvtxRangeId_t id = own_id(f ? f(for_cupti(a, &tmp)) : 0);
 	collect_nvtx_started(s, attr_name(a), id);
+	collect_window_cupti_wait(s);
 	return id;
 }
 
@@ -338,6 +346,7 @@ static void w_end(nvtxRangeId_t id)
 	if (f && !(id & OWN_ID_BIT))
 		f(id);
 	collect_nvtx_ended(s, id);
+	collect_window_cupti_wait(s);
 }
 
 static int w_dpush(nvtxDomainHandle_t d, const nvtxEventAttributes_t *a)
@@ -348,6 +357,7 @@ static int w_dpush(nvtxDomainHandle_t d, const nvtxEventAttributes_t *a)
 	nvtxEventAttributes_t tmp;
 	int r = f ? f(d, for_cupti(a, &tmp)) : NO_TRACKING;
 	collect_nvtx_pushed(s, attr_name(a));
+	collect_window_cupti_wait(s);
 	return push_result(f != NULL, r);
 }
 
@@ -360,6 +370,7 @@ static int w_dpop(nvtxDomainHandle_t d)
 	        : NULL;
 	int r = f ? f(d) : NO_TRACKING;
 	collect_nvtx_popped(s);
+	collect_window_cupti_wait(s);
 	return r;
 }
 
@@ -371,6 +382,7 @@ static nvtxRangeId_t w_dstart(nvtxDomainHandle_t d, const nvtxEventAttributes_t 
 	nvtxEventAttributes_t tmp;
 	nvtxRangeId_t id = own_id(f ? f(d, for_cupti(a, &tmp)) : 0);
 	collect_nvtx_started(s, attr_name(a), id);
+	collect_window_cupti_wait(s);
 	return id;
 }
 
@@ -382,6 +394,7 @@ static void w_dend(nvtxDomainHandle_t d, nvtxRangeId_t id)
 	if (f && !(id & OWN_ID_BIT))
 		f(d, id);
 	collect_nvtx_ended(s, id);
+	collect_window_cupti_wait(s);
 }
 
 static nvtxStringHandle_t w_dregister(nvtxDomainHandle_t d, const char *str)

@@ -25,86 +25,6 @@ int cuptrace_is_capture_file(const char *path)
 	return n == 8 && !memcmp(magic, "CUPTCAP", 8);
 }
 
-/* Replaying a capture: META items build the trace info, then records go to the converter. */
-struct cap_ctx {
-	struct cuptrace_sink *sink;
-	struct cuptrace_capture_reader *reader;
-	struct cuptrace_converter *conv;
-	int flags;
-	struct cuptrace_capture_meta meta;
-	int err;
-};
-
-static int cap_meta(void *ctx, const char *k, const char *v)
-{
-	struct cap_ctx *c = ctx;
-	/* META after the records: what the run learnt at its end (convert.h). */
-	if (c->conv) {
-		cuptrace_converter_meta(c->conv, k, v);
-		return 0;
-	}
-	/* Out of memory stops the replay: the caller reports the error. */
-	return cuptrace_capture_meta_add(&c->meta, k, v);
-}
-
-static int start_converter(struct cap_ctx *c)
-{
-	if (c->conv)
-		return 0;
-	struct cuptrace_convert_opts o = {.sz = sizeof(o),
-	                                  .driver_all = !!(c->flags & CUPTRACE_READ_DRIVER_ALL),
-	                                  .runtime_all = !!(c->flags & CUPTRACE_READ_RUNTIME_ALL),
-	                                  .overhead_per_thread =
-	                                      !!(c->flags & CUPTRACE_READ_OVERHEAD_THREADS)};
-	c->conv = cuptrace_capture_converter_new(&c->meta, c->sink, &o, c->reader);
-	return c->conv ? 0 : -ENOMEM;
-}
-
-static int cap_thread(void *ctx, int64_t tid, const char *name)
-{
-	struct cap_ctx *c = ctx;
-	int r = start_converter(c);
-	return r ? r : cuptrace_converter_thread_name(c->conv, tid, name);
-}
-
-static int cap_records(void *ctx, const CUpti_Activity *const *recs, size_t n)
-{
-	struct cap_ctx *c = ctx;
-	int r = start_converter(c);
-	return r ? r : cuptrace_converter_add(c->conv, recs, n);
-}
-
-static int cap_startend(void *ctx, const uint64_t *ids, size_t n)
-{
-	struct cap_ctx *c = ctx;
-	int r = start_converter(c);
-	return r ? r : cuptrace_converter_nvtx_startend(c->conv, ids, n);
-}
-
-static int cap_dropped(void *ctx, uint64_t a, uint64_t b)
-{
-	struct cap_ctx *c = ctx;
-	int r = start_converter(c);
-	if (!r)
-		cuptrace_converter_dropped(c->conv, a, b);
-	return r;
-}
-
-static int cap_gpu_metrics(void *ctx, const struct cuptrace_gm_config *cfg)
-{
-	struct cap_ctx *c = ctx;
-	int r = start_converter(c);
-	return r ? r : cuptrace_converter_gpu_metrics(c->conv, cfg);
-}
-
-static int cap_gpu_samples(void *ctx, uint32_t dev, size_t nmetrics, const uint64_t *times,
-                           const double *values, size_t n)
-{
-	struct cap_ctx *c = ctx;
-	int r = start_converter(c);
-	return r ? r : cuptrace_converter_gpu_samples(c->conv, dev, nmetrics, times, values, n);
-}
-
 /* A damaged file read up to its damage: one warning naming it, and the same words in the
  * output's metadata (CUPTRACE_META_READ_DAMAGE), so that stats, the JSON outputs and a
  * converted trace carry them. Returns 0, or the sink's error. */
@@ -121,25 +41,22 @@ static int damage(const char *name, struct cuptrace_sink *sink, const char *what
 
 static int read_capture(const char *path, const char *name, struct cuptrace_sink *sink, int flags)
 {
-	struct cap_ctx c = {.sink = sink, .flags = flags};
+	/* META items build the trace info, then records go to the converter (capture_conv.h). */
+	struct cuptrace_capture_conv c = {
+	    .sink = sink,
+	    .opts = {.driver_all = !!(flags & CUPTRACE_READ_DRIVER_ALL),
+	             .runtime_all = !!(flags & CUPTRACE_READ_RUNTIME_ALL),
+	             .overhead_per_thread = !!(flags & CUPTRACE_READ_OVERHEAD_THREADS)}};
 	c.reader = cuptrace_capture_reader_open(path);
 	if (!c.reader)
 		return -(errno ? errno : EINVAL);
-	struct cuptrace_capture_ops ops = {
-	    .ctx = &c,
-	    .meta = cap_meta,
-	    .thread = cap_thread,
-	    .records = cap_records,
-	    .dropped = cap_dropped,
-	    .nvtx_startend = cap_startend,
-	    .gpu_metrics = cap_gpu_metrics,
-	    .gpu_samples = cap_gpu_samples,
-	};
+	struct cuptrace_capture_ops ops;
+	cuptrace_capture_conv_ops(&c, &ops);
 	uint64_t cut_at = 0;
 	const char *bad = NULL;
 	int r = cuptrace_capture_replay(c.reader, &ops, &cut_at, &bad);
 	if (!r)
-		r = start_converter(&c);
+		r = cuptrace_capture_conv_start(&c);
 	if (cut_at && cut_at <= 16 && !r) {
 		/* Not one item whole past the header: nothing to convert. */
 		cuptrace_err("%s: nothing could be read: %s capture at byte %llu of %llu%s%s", name,
@@ -166,10 +83,9 @@ static int read_capture(const char *path, const char *name, struct cuptrace_sink
 	if (c.conv) {
 		int f = cuptrace_converter_finish(c.conv);
 		r = r ? r : f;
-		cuptrace_converter_free(c.conv);
 	}
+	cuptrace_capture_conv_free(&c);
 	cuptrace_capture_reader_close(c.reader);
-	cuptrace_capture_meta_free(&c.meta);
 	return r;
 }
 

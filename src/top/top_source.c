@@ -5,6 +5,7 @@
 #include "top/source.h"
 
 #include <errno.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -15,11 +16,10 @@
 
 struct top_source {
 	struct cuptrace_top *t;
-	struct cuptrace_capture_reader *r;
-	struct cuptrace_converter *conv;
-	struct cuptrace_sink *sink; /* the aggregator's, or the store's while loading a replay */
-	struct cuptrace_sink *top;  /* the aggregator's sink */
-	struct cuptrace_capture_meta meta;
+	/* The converter over the capture's items (as read/read.c has for a whole file); its sink
+	 * is the aggregator's, or the store's while loading a replay. */
+	struct cuptrace_capture_conv cc;
+	struct cuptrace_sink *top; /* the aggregator's sink */
 	int ended, finished;
 	char *path;
 	/* Replay: the events, sorted by end. */
@@ -29,66 +29,26 @@ struct top_source {
 	int64_t t0, tend;
 };
 
-/* ---- the converter over capture items (as read/read.c does for a whole file) ---- */
-
-static int start_conv(struct top_source *s)
-{
-	if (s->conv)
-		return 0;
-	struct cuptrace_convert_opts o = {.sz = sizeof(o)};
-	s->conv = cuptrace_capture_converter_new(&s->meta, s->sink, &o, s->r);
-	return s->conv ? 0 : -ENOMEM;
-}
-
-static int c_meta(void *ctx, const char *k, const char *v)
-{
-	struct top_source *s = ctx;
-	if (s->conv) {
-		cuptrace_converter_meta(s->conv, k, v);
-		return 0;
-	}
-	return cuptrace_capture_meta_add(&s->meta, k, v);
-}
-
-static int c_thread(void *ctx, int64_t tid, const char *name)
-{
-	struct top_source *s = ctx;
-	int r = start_conv(s);
-	return r ? r : cuptrace_converter_thread_name(s->conv, tid, name);
-}
-
-static int c_records(void *ctx, const CUpti_Activity *const *recs, size_t n)
-{
-	struct top_source *s = ctx;
-	int r = start_conv(s);
-	return r ? r : cuptrace_converter_add(s->conv, recs, n);
-}
-
-static int c_startend(void *ctx, const uint64_t *ids, size_t n)
-{
-	struct top_source *s = ctx;
-	int r = start_conv(s);
-	return r ? r : cuptrace_converter_nvtx_startend(s->conv, ids, n);
-}
+/* ---- the converter over capture items (convert/capture_conv.h), and top's drop count ---- */
 
 static int c_dropped(void *ctx, uint64_t a, uint64_t b)
 {
-	struct top_source *s = ctx;
-	int r = start_conv(s);
-	if (!r) {
-		cuptrace_converter_dropped(s->conv, a, b);
+	struct top_source *s =
+	    (struct top_source *)((char *)ctx - offsetof(struct top_source, cc)); /* ctx: &s->cc */
+	int r = cuptrace_capture_conv_dropped(ctx, a, b);
+	if (!r)
 		cuptrace_top_dropped(s->t, cuptrace_top_sink_proc(s->top), a, b);
-	}
 	return r;
 }
 
-static const struct cuptrace_capture_ops cap_ops = {
-    .meta = c_meta,
-    .thread = c_thread,
-    .records = c_records,
-    .dropped = c_dropped,
-    .nvtx_startend = c_startend,
-};
+/* The replay's callbacks: the shared ones, top's drops, no GPU metrics (top shows none). */
+static void cap_ops(struct top_source *s, struct cuptrace_capture_ops *ops)
+{
+	cuptrace_capture_conv_ops(&s->cc, ops);
+	ops->dropped = c_dropped;
+	ops->gpu_metrics = NULL;
+	ops->gpu_samples = NULL;
+}
 
 static struct top_source *source_new(struct cuptrace_top *t, const char *path)
 {
@@ -101,7 +61,7 @@ static struct top_source *source_new(struct cuptrace_top *t, const char *path)
 		return NULL;
 	}
 	s->t = t;
-	s->sink = s->top;
+	s->cc.sink = s->top;
 	cuptrace_strtab_init(&s->strs);
 	return s;
 }
@@ -112,10 +72,10 @@ static int source_finish(struct top_source *s)
 	if (s->finished)
 		return 0;
 	s->finished = 1;
-	int r = start_conv(s);
+	int r = cuptrace_capture_conv_start(&s->cc);
 	if (!r)
-		r = cuptrace_converter_finish(s->conv);
-	int f = s->sink->ops->finish(s->sink);
+		r = cuptrace_converter_finish(s->cc.conv);
+	int f = s->cc.sink->ops->finish(s->cc.sink);
 	return r ? r : f;
 }
 
@@ -124,7 +84,7 @@ struct top_source *cuptrace_top_tail_open(struct cuptrace_top *t, const char *pa
 	struct top_source *s = source_new(t, path);
 	if (!s)
 		return NULL;
-	if (!(s->r = cuptrace_capture_tail_open(s->path))) {
+	if (!(s->cc.reader = cuptrace_capture_tail_open(s->path))) {
 		int e = errno;
 		cuptrace_top_source_free(s);
 		errno = e;
@@ -138,10 +98,10 @@ int cuptrace_top_source_poll(struct top_source *s, const char **why)
 	*why = NULL;
 	if (s->ended)
 		return 0;
-	struct cuptrace_capture_ops ops = cap_ops;
-	ops.ctx = s;
+	struct cuptrace_capture_ops ops;
+	cap_ops(s, &ops);
 	int ended = 0;
-	int r = cuptrace_capture_tail_poll(s->r, &ops, &ended, why);
+	int r = cuptrace_capture_tail_poll(s->cc.reader, &ops, &ended, why);
 	if (!r && ended) {
 		s->ended = 1;
 		r = source_finish(s);
@@ -323,13 +283,13 @@ struct top_source *cuptrace_top_replay_open(struct cuptrace_top *t, const char *
 	}
 	st->base.ops = &store_ops;
 	st->s = s;
-	s->sink = &st->base;
-	s->r = cuptrace_capture_reader_open(s->path);
+	s->cc.sink = &st->base;
+	s->cc.reader = cuptrace_capture_reader_open(s->path);
 	uint64_t cut_at = 0;
-	struct cuptrace_capture_ops ops = cap_ops;
-	ops.ctx = s;
-	int r =
-	    s->r ? cuptrace_capture_replay(s->r, &ops, &cut_at, why) : -(errno ? errno : EINVAL);
+	struct cuptrace_capture_ops ops;
+	cap_ops(s, &ops);
+	int r = s->cc.reader ? cuptrace_capture_replay(s->cc.reader, &ops, &cut_at, why)
+	                     : -(errno ? errno : EINVAL);
 	if (!r)
 		r = source_finish(s); /* the store's finish: the aggregator's comes at the end */
 	if (r) {
@@ -414,13 +374,11 @@ void cuptrace_top_source_free(struct top_source *s)
 {
 	if (!s)
 		return;
-	if (s->conv)
-		cuptrace_converter_free(s->conv);
-	if (s->sink != s->top)
-		cuptrace_sink_destroy(s->sink);
+	cuptrace_capture_conv_free(&s->cc);
+	if (s->cc.sink != s->top)
+		cuptrace_sink_destroy(s->cc.sink);
 	cuptrace_sink_destroy(s->top);
-	cuptrace_capture_reader_close(s->r);
-	cuptrace_capture_meta_free(&s->meta);
+	cuptrace_capture_reader_close(s->cc.reader);
 	free(s->ev);
 	cuptrace_strtab_free(&s->strs);
 	free(s->path);

@@ -19,7 +19,7 @@
 
 /* What `convert` was asked (borrowed from argv; dirs malloc'd). */
 struct convert_args {
-	struct otlp_cli otlp;
+	const char *otlp[CUPTRACE_NSETTINGS]; /* the OTLP settings given, by id (otlp_cli.h) */
 	const char *in, *out, *format, *compress, **dirs;
 	size_t ndirs;
 	int flags, level; /* the reader's flags (read/read.h), the compression level */
@@ -86,7 +86,13 @@ static int convert_parse(struct convert_args *a, int argc, char **argv)
 				return EXIT_FAIL;
 			break;
 		default:
-			otlp_cli_take(&a->otlp, c, optarg);
+			if (c < CMD_WOPT + CUPTRACE_SET_OTLP_URL ||
+			    c > CMD_WOPT + CUPTRACE_SET_OTLP_TIMEOUT)
+				break; /* not reached: the table holds no other row for convert */
+			if (cmd_setting("convert", (enum cuptrace_setting_id)(c - CMD_WOPT), optarg,
+			                &v))
+				return EXIT_USAGE;
+			a->otlp[c - CMD_WOPT] = optarg;
 			break;
 		}
 	}
@@ -96,13 +102,13 @@ static int convert_parse(struct convert_args *a, int argc, char **argv)
 /* The OTLP values, the operand and the input: -1, or the exit code after one line. */
 static int convert_check(struct convert_args *a, int argc, char **argv)
 {
-	if (otlp_cli_check(&a->otlp, "convert", NULL))
+	if (otlp_cli_check(CLI_CONVERT, a->otlp))
 		return EXIT_USAGE;
 	if (optind != argc - 1) {
 		cli_usage_error(CLI_CONVERT, "takes one INPUT (got %d)", argc - optind);
 		return EXIT_USAGE;
 	}
-	if (!a->out && !a->otlp.v[0]) {
+	if (!a->out && !a->otlp[CUPTRACE_SET_OTLP_URL]) {
 		cli_usage_error(CLI_CONVERT, "needs -o OUTPUT (or --otlp URL)");
 		return EXIT_USAGE;
 	}
@@ -122,11 +128,11 @@ static int convert_run(struct convert_args *a)
 	                                     a->level, &a->in, 1, &e)))
 		return e;
 	struct cuptrace_sink *spans = NULL;
-	if (a->otlp.v[0]) {
+	if (a->otlp[CUPTRACE_SET_OTLP_URL]) {
 		/* Nothing waits on convert: a full queue waits for room rather than dropping. */
 		struct cuptrace_otlp_opts o = {.sz = sizeof(o),
 		                               .http = {.sz = sizeof(o.http), .block = 1}};
-		otlp_cli_check(&a->otlp, "convert", &o);
+		otlp_cli_opts(a->otlp, &o);
 		spans = cuptrace_otlp_sink_new(&o);
 		if (!spans) {
 			cuptrace_sink_destroy(sink);
@@ -173,7 +179,7 @@ static int convert_run(struct convert_args *a)
 	}
 	if (f) {
 		fprintf(stderr, "cuptrace convert: %s -> %s failed: %s%s\n", a->in,
-		        a->out ? a->out : a->otlp.v[0], strerror(-(r ? r : f)),
+		        a->out ? a->out : a->otlp[CUPTRACE_SET_OTLP_URL], strerror(-(r ? r : f)),
 		        a->out && strcmp(a->out, "-") ? "; nothing was written" : "");
 		cuptrace_outfile_abort(&of);
 		return EXIT_FAIL;

@@ -450,7 +450,6 @@ static void remove_claims(const char *dir)
  * step worked out from them (the library, the output's absolute path). */
 struct record_opts {
 	const char *wgiven[CUPTRACE_NSETTINGS]; /* settings given as options, by id */
-	struct otlp_cli otlp;
 	const char *output, *format, *compress, *driver, *bufsz, *flushms, *lib, *runtime;
 	const char *stacks, *stacks_every, *gm, *gm_rate;
 	int gm_list, summary, check, pytorch, marks, private_;
@@ -544,8 +543,6 @@ static int record_parse(struct record_opts *o, int argc, char **argv)
 				                          : c == CMD_WOPT + CUPTRACE_SET_SAMPLE
 				                              ? "100" /* --sample alone */
 				                              : "1";
-			else
-				otlp_cli_take(&o->otlp, c, optarg);
 			break;
 		}
 	}
@@ -595,14 +592,15 @@ static int record_check(struct record_opts *o, int argc, char **argv)
 		                "no command given (cuptrace record [options] -- command)");
 		return EXIT_USAGE;
 	}
-	if (otlp_cli_check(&o->otlp, "record", NULL))
+	if (otlp_cli_check(CLI_RECORD, o->wgiven))
 		return EXIT_USAGE;
+	const char *otlp = o->wgiven[CUPTRACE_SET_OTLP_URL];
 	o->none = o->output && !strcmp(o->output, "none");
-	if (o->none && !o->otlp.v[0]) {
+	if (o->none && !otlp) {
 		fprintf(stderr, "cuptrace record: -o none writes no trace: it needs --otlp URL\n");
 		return EXIT_USAGE;
 	}
-	if (o->otlp.v[0] && o->format && !strcmp(o->format, "capture")) {
+	if (otlp && o->format && !strcmp(o->format, "capture")) {
 		fprintf(stderr,
 		        "cuptrace record: --otlp sends a converted trace, not a raw capture "
 		        "(send one later with 'cuptrace convert RUN.cupti --otlp URL')\n");
@@ -745,7 +743,8 @@ static int record_env(struct record_opts *o, int argc, char **argv)
 		        o->wgiven[CUPTRACE_SET_RING]
 		            ? "writes what it holds"
 		            : "opens a window in every process of the run");
-	otlp_cli_setenv(&o->otlp);
+	for (int i = CUPTRACE_SET_OTLP_URL; i <= CUPTRACE_SET_OTLP_TIMEOUT; i++)
+		setenv_opt(cuptrace_setting_get((enum cuptrace_setting_id)i)->env, o->wgiven[i]);
 	setenv_opt("CUPTRACE_BUFFER_SIZE", o->bufsz);
 	setenv_opt("CUPTRACE_FLUSH_MS", o->flushms);
 	setenv_opt("CUPTRACE_GPU_METRICS", o->gm);

@@ -7,7 +7,6 @@
 
 #include "cmd.h"
 #include "common/options.h"
-#include "otlp_cli.h"
 
 #define T(c) (1u << CLI_##c)
 #define ALL  ((1u << CLI_NCMDS) - 1)
@@ -304,23 +303,22 @@ const struct cli_option cli_options[] = {
      "give up waiting after T (default: the duration + 60s)"},
 
     /* record, convert: OpenTelemetry */
-    {"otlp", 0, CLI_ARG_REQUIRED, "URL", T(RECORD) | T(CONVERT), OPT_OTLP, OTLP,
+    {"otlp", 0, CLI_ARG_REQUIRED, "URL", T(RECORD) | T(CONVERT), W(OTLP_URL), OTLP,
      "also send the trace as OpenTelemetry spans (OTLP/HTTP,\n"
      "POST URL/v1/traces) to a collector, Jaeger or Tempo"},
-    {"service", 0, CLI_ARG_REQUIRED, "NAME", T(RECORD) | T(CONVERT), OPT_OTLP_SERVICE, OTLP,
+    {"service", 0, CLI_ARG_REQUIRED, "NAME", T(RECORD) | T(CONVERT), W(OTLP_SERVICE), OTLP,
      "service.name of the spans (default: the program's name)"},
-    {"otlp-trace-per", 0, CLI_ARG_REQUIRED, "NAME", T(RECORD) | T(CONVERT), OPT_OTLP_TRACE_PER,
-     OTLP,
+    {"otlp-trace-per", 0, CLI_ARG_REQUIRED, "NAME", T(RECORD) | T(CONVERT), W(OTLP_TRACE_PER), OTLP,
      "one trace per occurrence of the NVTX range (or any\n"
      "slice) NAME instead of one per run"},
-    {"otlp-batch", 0, CLI_ARG_REQUIRED, "N", T(RECORD) | T(CONVERT), OPT_OTLP_BATCH, OTLP,
+    {"otlp-batch", 0, CLI_ARG_REQUIRED, "N", T(RECORD) | T(CONVERT), W(OTLP_BATCH), OTLP,
      "spans per request (default 512)"},
-    {"otlp-interval", 0, CLI_ARG_REQUIRED, "MS", T(RECORD) | T(CONVERT), OPT_OTLP_INTERVAL, OTLP,
+    {"otlp-interval", 0, CLI_ARG_REQUIRED, "MS", T(RECORD) | T(CONVERT), W(OTLP_INTERVAL), OTLP,
      "send a partial batch after this long (default 1000)"},
-    {"otlp-window", 0, CLI_ARG_REQUIRED, "MS", T(RECORD) | T(CONVERT), OPT_OTLP_WINDOW, OTLP,
+    {"otlp-window", 0, CLI_ARG_REQUIRED, "MS", T(RECORD) | T(CONVERT), W(OTLP_WINDOW), OTLP,
      "how long a span waits for the ranges around it (trace\n"
      "time, default 10000)"},
-    {"otlp-timeout", 0, CLI_ARG_REQUIRED, "MS", T(RECORD) | T(CONVERT), OPT_OTLP_TIMEOUT, OTLP,
+    {"otlp-timeout", 0, CLI_ARG_REQUIRED, "MS", T(RECORD) | T(CONVERT), W(OTLP_TIMEOUT), OTLP,
      "at the end, stop sending after this long (default 5000)"},
 
     {"help", 'h', CLI_ARG_NONE, NULL, ALL, 'h', NULL, "this help"},

@@ -1,31 +1,18 @@
-/* The --otlp options that record and convert share (their rows are in opt_table.c): one check,
- * one hand-over to the library. */
+/* The --otlp options that record and convert share. They are settings of the one table
+ * (common/options.h; their rows in opt_table.c), parsed and named in errors as every other
+ * option is; this adds what one value alone cannot say: the others need --otlp, and --otlp's
+ * URL must have the form the sender takes. */
 #ifndef CUPTRACE_TOOLS_OTLP_CLI_H
 #define CUPTRACE_TOOLS_OTLP_CLI_H
 
+#include "opt_table.h"
+
 struct cuptrace_otlp_opts;
 
-enum {
-	OPT_OTLP = 0x200,
-	OPT_OTLP_SERVICE,
-	OPT_OTLP_TRACE_PER,
-	OPT_OTLP_BATCH,
-	OPT_OTLP_INTERVAL,
-	OPT_OTLP_WINDOW,
-	OPT_OTLP_TIMEOUT,
-	OPT_OTLP_END,
-};
-
-struct otlp_cli {
-	const char *v[OPT_OTLP_END - OPT_OTLP]; /* by option, as given */
-};
-
-/* Keeps opt's argument if opt is one of ours: 1, else 0. */
-int otlp_cli_take(struct otlp_cli *c, int opt, const char *arg);
-/* Checks the values into o (may be NULL); says what is wrong ("cuptrace CMD: ...") and returns
- * -1, else 0. Options other than --otlp need --otlp. */
-int otlp_cli_check(const struct otlp_cli *c, const char *cmd, struct cuptrace_otlp_opts *o);
-/* Passes the options to the injected library (CUPTRACE_OTLP_*). */
-void otlp_cli_setenv(const struct otlp_cli *c);
+/* given: the settings given as options, by setting id (values already parsed by the table).
+ * Says what is wrong ("cuptrace CMD: ...") and returns -1, else 0. */
+int otlp_cli_check(enum cli_cmd cmd, const char *const *given);
+/* The sink's options from the values given (strings borrowed from given). */
+void otlp_cli_opts(const char *const *given, struct cuptrace_otlp_opts *o);
 
 #endif
