@@ -30,9 +30,12 @@ static int64_t step_ts(int i)
 
 /* The stacks: frame names as analyze shows a stack (its innermost frame of user code). */
 enum { S_ALLOC = 1, S_LOAD, S_TOK, S_TRAIN, S_WORKER, S_N };
-static const char *const frame_of[S_N] = {
-    NULL, "alloc_buffers (train.py:20)", "load_batch (train.py:13)", "tokenize (data.py:7)",
-    "train (train.py:31)", "worker (loader.py:5)"};
+static const char *const frame_of[S_N] = {NULL,
+                                          "alloc_buffers (train.py:20)",
+                                          "load_batch (train.py:13)",
+                                          "tokenize (data.py:7)",
+                                          "train (train.py:31)",
+                                          "worker (loader.py:5)"};
 
 static int stack_at(int64_t t)
 {
@@ -62,8 +65,7 @@ static void feed_stacks(struct cuptrace_sink *s)
 	static const struct cuptrace_frame train = PY("train", "/w/train.py", 31);
 	const struct cuptrace_frame stacks[S_N][3] = {
 	    [S_ALLOC] = {train, PY("alloc_buffers", "/w/train.py", 20)},
-	    [S_LOAD] = {train,
-	                PY("load_batch", "/w/train.py", 13),
+	    [S_LOAD] = {train, PY("load_batch", "/w/train.py", 13),
 	                PY("wait", "/usr/lib/python3.11/threading.py", 320)},
 	    [S_TOK] = {train, PY("tokenize", "/w/data.py", 7)},
 	    [S_TRAIN] = {train},
@@ -71,7 +73,8 @@ static void feed_stacks(struct cuptrace_sink *s)
 	};
 	static const size_t n[S_N] = {0, 2, 3, 2, 1, 1};
 	for (int k = 1; k < S_N; k++) {
-		struct cuptrace_stack st = {.id = 100 + (uint64_t)k, .frames = stacks[k], .nframes = n[k]};
+		struct cuptrace_stack st = {
+		    .id = 100 + (uint64_t)k, .frames = stacks[k], .nframes = n[k]};
 		CHECK_EQ_INT(s->ops->stack(s, &st), 0);
 	}
 }
@@ -107,10 +110,10 @@ static void feed(struct cuptrace_sink *s, int samples)
 		snprintf(name, sizeof(name), "ProfilerStep#%d", i);
 		steps_slice(s, MAIN, t, 2000 * US, "user_annotation", name, NULL, 0, 0, 0);
 		if (i % 2 == 0)
-			steps_slice(s, MAIN, t + 100 * US, 300 * US, "cuda_runtime", "cudaMalloc", NULL,
-			            0, 0, 0);
-		steps_slice(s, MAIN, t + 1000 * US, 5 * US, "cuda_runtime", "cudaLaunchKernel", NULL,
-		            0, (uint64_t)i + 1, 0);
+			steps_slice(s, MAIN, t + 100 * US, 300 * US, "cuda_runtime", "cudaMalloc",
+			            NULL, 0, 0, 0);
+		steps_slice(s, MAIN, t + 1000 * US, 5 * US, "cuda_runtime", "cudaLaunchKernel",
+		            NULL, 0, (uint64_t)i + 1, 0);
 		steps_slice(s, STREAM, t + 1010 * US, 800 * US, "kernel", "gemm", NULL, 0, 0,
 		            (uint64_t)i + 1);
 	}
@@ -320,7 +323,8 @@ static void test_findings(void)
 	int64_t line_ns[S_N], total;
 	expect(&gap, &outside, &alloc, line_ns, &total);
 	char want[256];
-	snprintf(want, sizeof(want), "The launching thread was in load_batch (train.py:13) in %.0f%%",
+	snprintf(want, sizeof(want),
+	         "The launching thread was in load_batch (train.py:13) in %.0f%%",
 	         100.0 * gap.n[S_LOAD] / gap.all);
 	char *txt = flat(report(&a, 0)), *md = flat(report(&a, 1)), *js = report(&a, -1);
 	CHECK(txt && strstr(txt, want));
@@ -380,7 +384,8 @@ static void test_no_samples(void)
 	char *txt = flat(report(&a, 0));
 	CHECK(txt && strstr(txt, "needs host stack samples: record with `cuptrace record "
 	                         "--sample`"));
-	CHECK(txt && strstr(txt, "No host stack samples in this trace: `cuptrace record --sample`"));
+	CHECK(txt &&
+	      strstr(txt, "No host stack samples in this trace: `cuptrace record --sample`"));
 	free(txt);
 	cuptrace_analysis_free(&a);
 }

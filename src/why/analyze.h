@@ -313,7 +313,7 @@ struct cuptrace_analysis {
 	size_t nstreams;
 	struct cuptrace_an_idle *idle; /* the largest GPU idle intervals, longest first */
 	size_t nidle;
-	uint64_t host_samples;      /* host stack samples read (0: the trace has none) */
+	uint64_t host_samples; /* host stack samples read (0: the trace has none) */
 	/* With by_line: host wait by line (by wait_ns desc, then line), the host_wait idle of the
 	 * gaps it comes from, and of that the part with no sample of its thread in it. */
 	int by_line;

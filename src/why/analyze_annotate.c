@@ -293,7 +293,8 @@ static int draw(struct ann *n)
 			 * and what the finding's were over all its intervals. */
 			size_t nargs = sizeof(args) / sizeof(args[0]);
 			if (w[k].host_samples && w[k].host_frame)
-				snprintf(was, sizeof(was), "%s %.0f%% of %u samples", w[k].host_frame,
+				snprintf(was, sizeof(was), "%s %.0f%% of %u samples",
+				         w[k].host_frame,
 				         100.0 * w[k].host_frame_samples / w[k].host_samples,
 				         w[k].host_samples);
 			else

@@ -291,7 +291,8 @@ int an_fold(struct an *an, struct cuptrace_analysis *p)
 			JGROW(&c, j->line_waits, f->linecap, j->nline_waits + 1);
 			if (c.err)
 				break;
-			j->line_waits[j->nline_waits++] = (struct cuptrace_an_line_wait){line, 0, 0};
+			j->line_waits[j->nline_waits++] =
+			    (struct cuptrace_an_line_wait){line, 0, 0};
 		}
 		j->line_waits[k].wait_ns += p->line_waits[i].wait_ns;
 		j->line_waits[k].samples += p->line_waits[i].samples;

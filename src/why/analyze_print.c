@@ -636,7 +636,8 @@ static void finding_samples(const struct cuptrace_an_finding *x, char *buf, size
 {
 	size_t n = 0;
 	if (!x->host_samples) {
-		snprintf(buf, cap, "No host stack sample of the launching thread fell in its intervals");
+		snprintf(buf, cap,
+		         "No host stack sample of the launching thread fell in its intervals");
 		return;
 	}
 	n += (size_t)snprintf(buf, cap, "The launching thread was in ");
@@ -748,8 +749,9 @@ static void print_findings(const struct cuptrace_analysis *a, FILE *f, int md)
 				n += (size_t)snprintf(buf + n, sizeof(buf) - n, ", %s", b);
 			}
 			if (in->host_samples && in->host_frame && n < sizeof(buf))
-				snprintf(buf + n, sizeof(buf) - n, ", host in %s%s%s %.0f%% of %u samples",
-				         md ? "`" : "", in->host_frame, md ? "`" : "",
+				snprintf(buf + n, sizeof(buf) - n,
+				         ", host in %s%s%s %.0f%% of %u samples", md ? "`" : "",
+				         in->host_frame, md ? "`" : "",
 				         100.0 * in->host_frame_samples / in->host_samples,
 				         in->host_samples);
 			report_para(f, md, "        ", "%s%s\n", md ? "  - " : "    - ", buf);
@@ -1154,9 +1156,10 @@ void cuptrace_analysis_print_line_waits(const struct cuptrace_analysis *a, FILE 
 {
 	hdr(f, md, "Host wait by source line (host stack samples)");
 	if (!a->host_samples) {
-		fputs("No host stack samples in this trace: `cuptrace record --sample` records them; "
-		      "then each\nline gets the GPU idle (host_wait) its thread spent there.\n",
-		      f);
+		fputs(
+		    "No host stack samples in this trace: `cuptrace record --sample` records them; "
+		    "then each\nline gets the GPU idle (host_wait) its thread spent there.\n",
+		    f);
 		return;
 	}
 	report_para(f, md, "",

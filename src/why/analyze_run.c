@@ -482,7 +482,8 @@ static int line_waits(struct anx *x)
 		o->line_wait_total_ns += wait;
 		c.len = c.samples = 0;
 		const struct an_host *l = &an->host[w->launch - 1];
-		if ((err = anx_samples_count(x, an->threads[l->thread].tid, g->ts, g->ts + wait, &c)))
+		if ((err =
+		         anx_samples_count(x, an->threads[l->thread].tid, g->ts, g->ts + wait, &c)))
 			break;
 		if (!c.samples) {
 			o->line_wait_unsampled_ns += wait;
@@ -492,9 +493,9 @@ static int line_waits(struct anx *x)
 			int created;
 			uint64_t *v = cuptrace_u64map_put(&row_of, c.id[k], &created);
 			struct cuptrace_an_line_wait *r =
-			    v && created ? cuptrace_grow(o->line_waits, &cap, o->nline_waits + 1,
-			                                 sizeof(*r))
-			                 : o->line_waits;
+			    v && created
+			        ? cuptrace_grow(o->line_waits, &cap, o->nline_waits + 1, sizeof(*r))
+			        : o->line_waits;
 			if (!v || !r) {
 				err = -ENOMEM;
 				break;
@@ -502,7 +503,8 @@ static int line_waits(struct anx *x)
 			o->line_waits = r;
 			if (created) {
 				*v = ++o->nline_waits;
-				r[*v - 1] = (struct cuptrace_an_line_wait){anx_str(x, c.id[k]), 0, 0};
+				r[*v - 1] =
+				    (struct cuptrace_an_line_wait){anx_str(x, c.id[k]), 0, 0};
 			}
 			r[*v - 1].wait_ns += wait * c.n[k] / c.samples;
 			r[*v - 1].samples += c.n[k];
