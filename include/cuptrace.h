@@ -57,6 +57,8 @@
  *                         second of wall-clock time (1 to 1000; 0, the default: off), without
  *                         the GIL (`record --sample`; src/inject/SAMPLING.md)
  *   CUPTRACE_SAMPLE_THREADS cuda (default) | all: which threads CUPTRACE_SAMPLE samples
+ *   CUPTRACE_SAMPLE_NATIVE 1: the samples carry native frames too, through a signal to each
+ *                         running thread (`record --sample-native`; SAMPLING.md)
  *   CUPTRACE_UNWINDER     glibc: native stacks through glibc's backtrace() instead of
  *                         libunwind (a test hook, to run both paths)
  *   CUPTRACE_PYTORCH      set by `record --pytorch` (1, or "shapes") for its Python hook, which
