@@ -178,9 +178,14 @@ int cuptrace_collect_stacks(int on)
 	struct collect_session *s = collect_process_session; /* trampoline: C API */
 	struct cuptrace_setting_value v;
 	cuptrace_setting_env(CUPTRACE_SET_STACKS, &v);
-	if (!v.i)
+	int stacks = v.i != 0;
+	cuptrace_setting_env(CUPTRACE_SET_SAMPLE, &v);
+	if (!stacks && !v.i)
 		return -ENOTSUP;
 	pthread_mutex_lock(&toggle_lock);
+	/* Host stack samples pause with the launch stacks (and their callbacks, which find the
+	 * sampler's targets): a paused block costs what plain record costs. */
+	cuptrace_sampler_pause(!on);
 	int was_paused = atomic_exchange(&stacks_paused, !on);
 	if (was_paused == !on) {
 		pthread_mutex_unlock(&toggle_lock);
@@ -191,7 +196,7 @@ int cuptrace_collect_stacks(int on)
 	else
 		atomic_fetch_add(&stacks_pauses, 1);
 	/* Before CUPTI is attached (a window not yet opened) setup reads stacks_paused. */
-	if (stacks_sub && stacks_mode && atomic_load(&s->state) == ST_RUNNING)
+	if (stacks_sub && (stacks_mode || sample_hz) && atomic_load(&s->state) == ST_RUNNING)
 		enable_calls(on, !s->sync_cupti);
 	pthread_mutex_unlock(&toggle_lock);
 	return 0;

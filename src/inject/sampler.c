@@ -43,6 +43,7 @@ static struct {
 	pthread_t thread;
 	int have_thread;
 	atomic_int stop;
+	atomic_int paused; /* cuptrace_sampler_pause */
 	unsigned hz;
 	int all;
 	int native;     /* native frames asked for (cuptrace_sampler_set_native) */
@@ -245,8 +246,8 @@ static void *sampler_main(void *arg)
 			;
 		if (atomic_load(&s.stop))
 			break;
-		if (!cuptrace_pyread_ready() && !s.native_on)
-			continue; /* no Python (yet), or its layout did not check out */
+		if ((!cuptrace_pyread_ready() && !s.native_on) || atomic_load(&s.paused))
+			continue; /* no Python (yet), or its layout did not check out; or paused */
 		size_t n;
 		if (s.all) {
 			n = all_threads(tids, TARGETS_MAX);
@@ -302,6 +303,11 @@ int cuptrace_sampler_start(unsigned hz, int all_threads_too)
 		return -e;
 	s.have_thread = 1;
 	return 0;
+}
+
+void cuptrace_sampler_pause(int paused)
+{
+	atomic_store(&s.paused, paused);
 }
 
 void cuptrace_sampler_set_native(int on)

@@ -44,6 +44,9 @@ int cuptrace_sampler_start(unsigned hz, int all_threads);
 /* The calling thread becomes a target (cheap after the first call on a thread); it also lets
  * the Python reader check its layout against this thread (pyread validate). */
 void cuptrace_sampler_note_thread(void);
+/* paused 1: the sampler takes no samples (it still wakes at its rate) until paused 0. Any
+ * thread. */
+void cuptrace_sampler_pause(int paused);
 /* Stops and joins the sampler thread (what it queued stays for the drain). */
 void cuptrace_sampler_stop(void);
 /* Takes what was queued: STACK records, then one SAMPLES record, back to back (each 8-aligned,
