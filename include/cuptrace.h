@@ -57,6 +57,8 @@
  *                         second of wall-clock time (1 to 1000; 0, the default: off), without
  *                         the GIL (`record --sample`; src/inject/SAMPLING.md)
  *   CUPTRACE_SAMPLE_THREADS cuda (default) | all: which threads CUPTRACE_SAMPLE samples
+ *   CUPTRACE_SAMPLE_NATIVE 1: the samples carry native frames too, through a signal to each
+ *                         running thread (`record --sample-native`; SAMPLING.md)
  *   CUPTRACE_UNWINDER     glibc: native stacks through glibc's backtrace() instead of
  *                         libunwind (a test hook, to run both paths)
  *   CUPTRACE_PYTORCH      set by `record --pytorch` (1, or "shapes") for its Python hook, which
@@ -192,13 +194,14 @@ CUPTRACE_API int cuptrace_range_pop(void);
  * -ENOENT: var is not one the library reads. Sets nothing. */
 CUPTRACE_API int cuptrace_setting_check(const char *var, const char *value, char *why, size_t n);
 
-/* With call stacks (record --stacks, CUPTRACE_STACKS): on = 0 pauses them, from now on and for
- * every thread, until cuptrace_stacks(1): launches made meanwhile carry no stack and cost what
- * they cost without --stacks (CUPTI's callbacks for those calls are switched off, not just
- * ignored). For code whose stacks you know already, or to measure what stacks cost in one
+/* With call stacks (record --stacks, CUPTRACE_STACKS) or host stack samples (record --sample,
+ * CUPTRACE_SAMPLE): on = 0 pauses them, from now on and for every thread, until
+ * cuptrace_stacks(1): launches made meanwhile carry no stack, no sample is taken, and they cost
+ * what they cost without those options (CUPTI's callbacks for those calls are switched off, not
+ * just ignored). For code whose stacks you know already, or to measure what stacks cost in one
  * process (tools/bench/torch_workload.py --ab-stacks). Callable before tracing starts (it starts
  * paused) and before a capture window opens. Returns 0, or -ENOTSUP when the process takes no
- * stacks. */
+ * stacks and no samples. */
 CUPTRACE_API int cuptrace_stacks(int on);
 
 #ifdef __cplusplus

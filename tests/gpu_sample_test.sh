@@ -4,7 +4,9 @@
 # by another thread and a pure-Python tokenizer loop, and measures each phase itself. Recorded
 # with `record --sample` (100 Hz), the feeding thread's samples (and only its: the other threads
 # never call CUDA) must name each planted function at its planted lines, with a share within 4
-# points of the measured time. Needs a build without the sanitizers (python3 loads the library).
+# points of the measured time. Then a DataLoader with worker processes (tests/sample_dataloader.py,
+# needs PyTorch): analyze must name the main thread's wait for the next batch. Needs a build
+# without the sanitizers (python3 loads the library).
 set -u
 gpu_test=gpu_sample
 # shellcheck source=tests/gpu_common.sh
@@ -63,5 +65,52 @@ if fails:
 print("ok")
 PY
 rc=$?
+# A DataLoader with worker processes slower than the GPU: the main thread waits on its queue,
+# and analyze (every finding and idle interval of that thread) must say it was at the loop's
+# line waiting for the next batch, in a share near the time it measured waiting.
+dl=$tmp/dl.pftrace
+if [ $rc -eq 0 ]; then
+	"$ct" record --sample -o "$dl" -- python3 "$src/sample_dataloader.py" 60 >"$tmp/dl.log" 2>&1
+	drc=$?
+	if grep -q "^SKIP" "$tmp/dl.log"; then
+		echo "DataLoader case: $(grep "^SKIP" "$tmp/dl.log")"
+	elif [ $drc -ne 0 ]; then
+		echo "FAIL: record --sample (DataLoader)"; tail -20 "$tmp/dl.log"; rc=1
+	else
+		sed -n 's/^RESULT //p' "$tmp/dl.log" >"$tmp/dl.json"
+		"$ct" analyze --json "$dl" >"$tmp/dl_an.json" || rc=1
+		python3 - "$tmp/dl.json" "$tmp/dl_an.json" <<'PY' || rc=1
+import json, sys
+r = json.load(open(sys.argv[1]))
+a = json.load(open(sys.argv[2]))
+fails = []
+want_share = r["wait_s"] / r["step_s"]
+# The largest idle intervals on the main thread: their top frame is the loop's line.
+mine = [d for d in a["largest_idle"] if d["host_tid"] == r["main_tid"] and d["host_samples"]]
+if not mine:
+    fails.append("no idle interval of the main thread with samples")
+for d in mine:
+    top = d["host_frames"][0]
+    if top["frame"] != r["frame"] or top["samples"] < 0.8 * d["host_samples"]:
+        fails.append(f"idle at {d['start_ns']}: {d['host_frames']} of {d['host_samples']}, expected {r['frame']}")
+# The finding holding the idle (gpu_gap, or whichever holds most samples): the loop's line first.
+fs = sorted((f for f in a["findings"] if f["host_samples"]), key=lambda f: -f["host_samples"])
+if not fs:
+    fails.append("no finding with host samples")
+else:
+    f = fs[0]
+    top = f["host_frames"][0]
+    share = top["samples"] / f["host_samples"]
+    print(f"DataLoader: finding {f['id']}: {top['frame']} in {100 * share:.0f}% of "
+          f"{f['host_samples']} samples; main thread waited {100 * want_share:.0f}% of the loop")
+    if top["frame"] != r["frame"] or share < 0.8:
+        fails.append(f"finding {f['id']}: {f['host_frames']}, expected {r['frame']} first")
+if fails:
+    print("FAIL: " + "; ".join(fails))
+    sys.exit(1)
+print("ok (DataLoader)")
+PY
+	fi
+fi
 rm -rf "$tmp"
 exit $rc

@@ -4,7 +4,11 @@
 # in load_batch, 5 in preprocess), inside it on another thread (not counted), just before it
 # (not counted), and inside an interval of the other thread (8, all preprocess). analyze must
 # count exactly those of the launching thread inside each interval, by frame, in JSON and text;
-# and say how to get samples where a trace has none.
+# and say how to get samples where a trace has none. Per finding: each finding's host_samples are
+# those of the launching thread inside its worst instances at least (every instance is a
+# superset), and its frames' counts add up to them; --annotate puts them on the finding's slices.
+# --group-by line: the host wait of each line, the largest interval's host_wait part split over
+# its samples, computed here; the lines' total is the GPUs' host_wait.
 set -eu
 ct=${CUPTRACE_BIN:?} src=${CUPTRACE_SRC:?}
 tmp=$(mktemp -d)
@@ -73,7 +77,57 @@ want_was = "load_batch (train.py:13) 75%, preprocess (data.py:7) 25% of 20 sampl
 if not any(e["args"]["host_was"] == want_was and e["args"].get("host_thread") == 1497 and
            e.get("name") == "host_wait" for e in hit):
     fails.append(f"annotate: no host_wait slice with host_was '{want_was}' (got {[e['args'] for e in hit][:3]})")
-print(f"interval 1: {n1} samples, interval 2: {n2}, annotated: {len(hit)}")
+# Findings: frames add up to the samples; the worst instances' samples are inside the finding's.
+for f in a["findings"]:
+    fr = sum(x["samples"] for x in f["host_frames"])
+    inst = sum(w["host_samples"] for w in f["worst"])
+    if fr > f["host_samples"] or inst > f["host_samples"]:
+        fails.append(f"finding {f['id']}: frames {fr}, worst {inst}, samples {f['host_samples']}")
+    for w in f["worst"]:
+        if w["host_samples"] and not (0 < w["host_frame_samples"] <= w["host_samples"]):
+            fails.append(f"finding {f['id']}: instance {w}")
+with_s = [f for f in a["findings"] if f["host_samples"]]
+if not with_s:
+    fails.append("no finding has host samples")
+fann = [e for e in evs if e.get("args", {}).get("finding_host_was")]
+if with_s and not fann:
+    fails.append("annotate: no finding slice with finding_host_was")
+if "The launching thread was in" not in " ".join(text.split()):
+    fails.append("text: no finding says what the launching thread was in")
+print(f"interval 1: {n1} samples, interval 2: {n2}, annotated: {len(hit)}, findings with samples: {len(with_s)}")
+if fails:
+    print("FAIL: " + "; ".join(fails))
+    sys.exit(1)
+print("ok")
+PY
+
+# --group-by line: host wait per line.
+"$ct" analyze --group-by line --json "$tmp/s.pftrace" >"$tmp/l.json"
+"$ct" analyze --group-by line "$tmp/s.pftrace" >"$tmp/l.txt"
+python3 - "$tmp/l.json" "$tmp/plan.json" "$tmp/l.txt" <<'PY'
+import json, sys
+a = json.load(open(sys.argv[1]))
+plan = json.load(open(sys.argv[2]))
+hl = a["host_wait_lines"]
+fails = []
+total = sum(g["idle_by_cause_ns"]["host_wait"] for g in a["gpus"])
+if hl["host_wait_ns"] != total:
+    fails.append(f"host wait total {hl['host_wait_ns']} != GPUs' host_wait {total}")
+i1 = next(d for d in a["largest_idle"] if d["host_tid"] == 1497)
+g0, hw = i1["start_ns"], i1["idle_by_cause_ns"]["host_wait"]
+# load_batch samples were planted in the largest interval alone: its host_wait part's share.
+inside = [k for t, tid, k in plan if tid == 1497 and g0 <= t <= g0 + hw]
+want = hw * sum(1 for k in inside if k == 1) // len(inside) if inside else 0
+rows = {r["line"]: r for r in hl["rows"]}
+got = rows.get("load_batch (train.py:13)", {}).get("host_wait_ns", 0)
+if got != want:
+    fails.append(f"load_batch host wait {got}, expected {want}")
+if sum(r["host_wait_ns"] for r in hl["rows"]) + hl["unsampled_ns"] > total:
+    fails.append("lines' host wait exceeds the total")
+txt = open(sys.argv[3]).read()
+if "Host wait by source line" not in txt or "load_batch (train.py:13)" not in txt:
+    fails.append("text: no host wait by line table")
+print(f"host wait {total} ns, load_batch {got} ns")
 if fails:
     print("FAIL: " + "; ".join(fails))
     sys.exit(1)

@@ -67,6 +67,7 @@ enum cuptrace_setting_id {
 	CUPTRACE_SET_SYNC_RECORDS,
 	CUPTRACE_SET_SAMPLE,         /* host stack samples a second per thread, 0: off (issue 46) */
 	CUPTRACE_SET_SAMPLE_THREADS, /* CUPTRACE_SAMPLE_THREADS_* */
+	CUPTRACE_SET_SAMPLE_NATIVE,  /* host stack samples carry native frames too */
 	CUPTRACE_SET_OVERHEAD_TRACKS,
 	/* --otlp and its options (format/otlp.h's struct cuptrace_otlp_opts): record hands them to
 	 * the library, convert gives them to the sink. */

@@ -16,6 +16,7 @@
 
 #include "inject/collect.h"
 #include "inject/collect_state.h"
+#include "inject/nsample.h"
 #include "inject/nstack.h"
 #include "inject/pyread.h"
 #include "inject/sampler.h"
@@ -133,6 +134,8 @@ void collect_stacks_setup(CUpti_SubscriberHandle sub)
 	sample_hz = (int)v.i;
 	cuptrace_setting_env(CUPTRACE_SET_SAMPLE_THREADS, &v);
 	sample_all = v.i == CUPTRACE_SAMPLE_THREADS_ALL;
+	cuptrace_setting_env(CUPTRACE_SET_SAMPLE_NATIVE, &v);
+	cuptrace_sampler_set_native(sample_hz && v.i);
 	if (sample_hz) {
 		cuptrace_sampler_stop(); /* a session before this one (a window) */
 		cuptrace_sampler_reset();
@@ -140,6 +143,10 @@ void collect_stacks_setup(CUpti_SubscriberHandle sub)
 		if (e) {
 			cuptrace_warn("no host stack samples: %s", strerror(-e));
 			sample_hz = 0;
+		} else if ((e = cuptrace_sampler_native()) < 0) {
+			cuptrace_warn("host stack samples without native frames: %s",
+			              e == -EBUSY ? "every real-time signal is the program's"
+			                          : strerror(-e));
 		}
 	}
 	if (stacks_mode && cuptrace_stacks_init(stacks_mode)) {
@@ -171,9 +178,14 @@ int cuptrace_collect_stacks(int on)
 	struct collect_session *s = collect_process_session; /* trampoline: C API */
 	struct cuptrace_setting_value v;
 	cuptrace_setting_env(CUPTRACE_SET_STACKS, &v);
-	if (!v.i)
+	int stacks = v.i != 0;
+	cuptrace_setting_env(CUPTRACE_SET_SAMPLE, &v);
+	if (!stacks && !v.i)
 		return -ENOTSUP;
 	pthread_mutex_lock(&toggle_lock);
+	/* Host stack samples pause with the launch stacks (and their callbacks, which find the
+	 * sampler's targets): a paused block costs what plain record costs. */
+	cuptrace_sampler_pause(!on);
 	int was_paused = atomic_exchange(&stacks_paused, !on);
 	if (was_paused == !on) {
 		pthread_mutex_unlock(&toggle_lock);
@@ -184,7 +196,7 @@ int cuptrace_collect_stacks(int on)
 	else
 		atomic_fetch_add(&stacks_pauses, 1);
 	/* Before CUPTI is attached (a window not yet opened) setup reads stacks_paused. */
-	if (stacks_sub && stacks_mode && atomic_load(&s->state) == ST_RUNNING)
+	if (stacks_sub && (stacks_mode || sample_hz) && atomic_load(&s->state) == ST_RUNNING)
 		enable_calls(on, !s->sync_cupti);
 	pthread_mutex_unlock(&toggle_lock);
 	return 0;
@@ -323,6 +335,14 @@ static void sample_meta(void (*put)(void *ctx, const char *k, const char *v), vo
 	put(ctx, "host_samples_no_python", v);
 	snprintf(v, sizeof(v), "%llu", (unsigned long long)st.late);
 	put(ctx, "host_samples_late_ticks", v);
+	int nat = cuptrace_sampler_native();
+	if (nat > 0)
+		snprintf(v, sizeof(v), "signal %d", cuptrace_nsample_signal());
+	put(ctx, "host_samples_native", nat > 0 ? v : nat < 0 ? "unavailable" : "off");
+	snprintf(v, sizeof(v), "%llu", (unsigned long long)st.native);
+	put(ctx, "host_samples_with_native", v);
+	snprintf(v, sizeof(v), "%llu", (unsigned long long)st.native_failed);
+	put(ctx, "host_samples_native_failed", v);
 	const char *py = cuptrace_pyread_version();
 	put(ctx, "host_samples_python",
 	    !py                       ? "none found"

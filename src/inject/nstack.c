@@ -50,6 +50,18 @@ size_t cuptrace_nstack_walk(uint64_t *pcs, size_t max)
 	return n > 0 ? (size_t)n : 0;
 }
 
+static pthread_mutex_t mods_lock = PTHREAD_MUTEX_INITIALIZER;
+
+void cuptrace_nstack_lock(void)
+{
+	pthread_mutex_lock(&mods_lock);
+}
+
+void cuptrace_nstack_unlock(void)
+{
+	pthread_mutex_unlock(&mods_lock);
+}
+
 static struct {
 	struct cuptrace_module *m;
 	size_t n, cap;

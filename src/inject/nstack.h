@@ -8,7 +8,8 @@
  * address and is about 15x faster on a repeated stack; else glibc's backtrace(). Both unwind
  * with the DWARF call-frame information every x86-64 object carries (.eh_frame), so code built
  * without frame pointers works.
- * Threading: cuptrace_nstack_walk on any thread; the module functions under the caller's lock. */
+ * Threading: cuptrace_nstack_walk on any thread; the module functions under cuptrace_nstack_lock.
+ */
 #ifndef CUPTRACE_INJECT_NSTACK_H
 #define CUPTRACE_INJECT_NSTACK_H
 
@@ -27,6 +28,11 @@ struct cuptrace_module {
 	char *build_id; /* lowercase hex, NULL if none */
 	int ours;       /* cuptrace, CUPTI or the CUDA driver: frames left out of stacks */
 };
+
+/* The module list is shared by the launch stacks (stacks.c) and the sampler (sampler.c): every
+ * use of cuptrace_nstack_module and of what it returns is between these two. */
+void cuptrace_nstack_lock(void);
+void cuptrace_nstack_unlock(void);
 
 /* The module holding pc, reading the process's modules again when pc is in none known (a
  * library loaded since); NULL if none holds it. The pointer is valid until the next call. */

@@ -228,6 +228,11 @@ int cuptrace_pyread_init(void)
 	return r.found;
 }
 
+uint64_t cuptrace_pyread_anchor(void)
+{
+	return r.found ? (uint64_t)(uintptr_t)r.get_version : 0;
+}
+
 const char *cuptrace_pyread_version(void)
 {
 	return r.found ? r.version : NULL;

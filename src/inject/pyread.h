@@ -48,6 +48,9 @@ int cuptrace_pyread_stack(pid_t tid, struct cuptrace_pyread_frame *out, size_t m
 /* The file and function of a frame's code (valid until the next cuptrace_pyread_stack). */
 void cuptrace_pyread_code(const struct cuptrace_pyread_frame *f, const char **file,
                           const char **function);
+/* An address inside the interpreter's code (its module holds the interpreter's native frames),
+ * 0 before init found one. */
+uint64_t cuptrace_pyread_anchor(void);
 /* "3.11" and so on, or NULL before init found one. */
 const char *cuptrace_pyread_version(void);
 /* Frees the cache (tests, end of a session). */

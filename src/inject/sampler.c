@@ -19,6 +19,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "inject/nsample.h"
+#include "inject/nstack.h"
 #include "inject/pyread.h"
 #include "inject/stacks.h"
 #include "common/util.h"
@@ -41,8 +43,12 @@ static struct {
 	pthread_t thread;
 	int have_thread;
 	atomic_int stop;
+	atomic_int paused; /* cuptrace_sampler_pause */
 	unsigned hz;
 	int all;
+	int native;     /* native frames asked for (cuptrace_sampler_set_native) */
+	int native_on;  /* ... and the signal is installed */
+	int native_err; /* why not (cuptrace_nsample_init) */
 	pid_t self_tid; /* the sampler's own thread: never a target */
 	/* Targets noted by the callbacks (under lock). */
 	pid_t targets[TARGETS_MAX];
@@ -100,8 +106,10 @@ static size_t all_threads(pid_t *out, size_t max)
 	return n;
 }
 
-/* Describes a new stack (outermost first) and queues its STACK record. Under the lock. */
-static int describe(uint64_t id, const struct cuptrace_pyread_frame *py, size_t npy)
+/* Describes a new stack (outermost first: the Python frames, then the native ones, whose
+ * modules are looked up under the module lock) and queues its STACK record. Under the lock. */
+static int describe(uint64_t id, const struct cuptrace_pyread_frame *py, size_t npy,
+                    const uint64_t *nat, size_t nnat)
 {
 	size_t k = 0;
 	for (size_t i = npy; i-- > 0;) {
@@ -111,27 +119,41 @@ static int describe(uint64_t id, const struct cuptrace_pyread_frame *py, size_t 
 		f->line = py[i].line;
 		cuptrace_pyread_code(&py[i], &f->file, &f->function);
 	}
+	cuptrace_nstack_lock();
+	for (size_t i = nnat; i-- > 0;) {
+		struct cuptrace_frame *f = &s.frames[k++];
+		memset(f, 0, sizeof(*f));
+		f->kind = CUPTRACE_FRAME_NATIVE;
+		const struct cuptrace_module *m = cuptrace_nstack_module(nat[i]);
+		f->module = m ? m->path : NULL;
+		f->build_id = m ? m->build_id : NULL;
+		f->rel_pc = m ? nat[i] - m->bias : nat[i];
+	}
 	struct cuptrace_stack st = {.id = id, .frames = s.frames, .nframes = k};
 	size_t size = cuptrace_stackrec_size(&st);
-	if (!size || CUPTRACE_GROW(s.recs, s.cap, s.len + size))
-		return -1;
-	cuptrace_stackrec_encode(&st, s.recs + s.len);
-	s.len += size;
-	return 0;
+	int err = !size || CUPTRACE_GROW(s.recs, s.cap, s.len + size);
+	if (!err) {
+		cuptrace_stackrec_encode(&st, s.recs + s.len);
+		s.len += size;
+	}
+	cuptrace_nstack_unlock();
+	return err ? -1 : 0;
 }
 
 /* The id of this stack, interned (new ones described); 0 if there is no room. Under the lock. */
-static uint64_t intern(const struct cuptrace_pyread_frame *py, size_t npy)
+static uint64_t intern(const struct cuptrace_pyread_frame *py, size_t npy, const uint64_t *nat,
+                       size_t nnat)
 {
-	size_t len = 1 + 2 * npy;
+	size_t len = 1 + 2 * npy + nnat;
 	if (s.nwords + len > STACKS_MAX_WORDS)
 		return 0;
 	uint64_t *key = s.words + s.nwords;
-	key[0] = npy;
+	key[0] = (uint64_t)npy << 32 | nnat;
 	for (size_t i = 0; i < npy; i++) {
 		key[1 + 2 * i] = py[i].code;
 		key[2 + 2 * i] = py[i].line;
 	}
+	memcpy(key + 1 + 2 * npy, nat, nnat * sizeof(*nat));
 	uint64_t h = cuptrace_hash_bytes(key, len * sizeof(*key));
 	size_t mask = SLOTS - 1, i = (size_t)h & mask;
 	for (; s.slots[i].id; i = (i + 1) & mask) {
@@ -139,7 +161,7 @@ static uint64_t intern(const struct cuptrace_pyread_frame *py, size_t npy)
 		if (e->hash == h && e->len == len && !memcmp(s.words + e->off, key, len * 8))
 			return CUPTRACE_SAMPLE_STACK_BASE + e->id;
 	}
-	if (s.n >= STACKS_MAX || describe(CUPTRACE_SAMPLE_STACK_BASE + s.n + 1, py, npy))
+	if (s.n >= STACKS_MAX || describe(CUPTRACE_SAMPLE_STACK_BASE + s.n + 1, py, npy, nat, nnat))
 		return 0;
 	s.slots[i] = (struct ent){.hash = h, .id = ++s.n, .len = (uint32_t)len, .off = s.nwords};
 	s.nwords += len;
@@ -147,17 +169,44 @@ static uint64_t intern(const struct cuptrace_pyread_frame *py, size_t npy)
 	return CUPTRACE_SAMPLE_STACK_BASE + s.n;
 }
 
-static void sample_one(pid_t tid, struct cuptrace_pyread_frame *py)
+/* Of a native walk (innermost first), the frames to keep: up to the first address in no module
+ * (a walk through code without frame pointers went astray) and, with Python frames, up to the
+ * first in the interpreter (the Python frames say more). Return addresses become call sites
+ * (one byte back, so that symbolizing finds the calling line); the interrupted pc stays. */
+static size_t native_keep(uint64_t *pcs, size_t n, int with_py)
 {
-	int n = cuptrace_pyread_stack(tid, py, PY_MAX);
+	uint64_t anchor = with_py ? cuptrace_pyread_anchor() : 0;
+	size_t k = 0;
+	cuptrace_nstack_lock();
+	const struct cuptrace_module *pm = anchor ? cuptrace_nstack_module(anchor) : NULL;
+	uint64_t lo = pm ? pm->lo : 0, hi = pm ? pm->hi : 0;
+	for (; k < n; k++) {
+		uint64_t pc = k ? pcs[k] - 1 : pcs[k];
+		if (!cuptrace_nstack_module(pc) || (pc >= lo && pc < hi))
+			break;
+		pcs[k] = pc;
+	}
+	cuptrace_nstack_unlock();
+	return k;
+}
+
+static void sample_one(pid_t tid, struct cuptrace_pyread_frame *py, uint64_t *nat, uint64_t tick)
+{
+	int n = cuptrace_pyread_ready() ? cuptrace_pyread_stack(tid, py, PY_MAX) : 0;
+	int nn = s.native_on && n >= 0 ? cuptrace_nsample_stack(tid, nat, NSAMPLE_MAX, tick) : 0;
 	uint64_t ts = (uint64_t)cuptrace_now_ns(CLOCK_BOOTTIME);
+	size_t nk = nn > 0 ? native_keep(nat, (size_t)nn, n > 0) : 0;
 	pthread_mutex_lock(&s.lock);
+	if (nn < 0)
+		s.st.native_failed++;
+	else if (nk)
+		s.st.native++;
 	if (n < 0) {
 		s.st.dropped++;
-	} else if (n == 0) {
+	} else if (n == 0 && !nk) {
 		s.st.no_python++;
 	} else {
-		uint64_t id = s.nsamples < SAMPLER_MAX_PENDING ? intern(py, (size_t)n) : 0;
+		uint64_t id = s.nsamples < SAMPLER_MAX_PENDING ? intern(py, (size_t)n, nat, nk) : 0;
 		if (!id || CUPTRACE_GROW(s.samples, s.scap, s.nsamples + 1)) {
 			s.st.dropped++;
 		} else {
@@ -175,9 +224,11 @@ static void *sampler_main(void *arg)
 	s.self_tid = (pid_t)syscall(SYS_gettid);
 	struct cuptrace_pyread_frame *py = malloc(PY_MAX * sizeof(*py));
 	pid_t *tids = malloc(TARGETS_MAX * sizeof(*tids));
-	if (!py || !tids)
+	uint64_t *nat = malloc(NSAMPLE_MAX * sizeof(*nat));
+	if (!py || !tids || !nat)
 		goto out;
 	int64_t period = 1000000000ll / s.hz;
+	uint64_t tick = 1;
 	int64_t next = cuptrace_now_ns(CLOCK_MONOTONIC);
 	while (!atomic_load(&s.stop)) {
 		next += period;
@@ -185,6 +236,7 @@ static void *sampler_main(void *arg)
 		if (now > next + period) { /* late (suspended, starved): skip, do not burst */
 			uint64_t missed = (uint64_t)((now - next) / period);
 			next += (int64_t)missed * period;
+			tick += missed + 1; /* no thread was seen at the ticks in between */
 			pthread_mutex_lock(&s.lock);
 			s.st.late += missed;
 			pthread_mutex_unlock(&s.lock);
@@ -194,8 +246,8 @@ static void *sampler_main(void *arg)
 			;
 		if (atomic_load(&s.stop))
 			break;
-		if (!cuptrace_pyread_ready())
-			continue; /* no Python (yet), or its layout did not check out */
+		if ((!cuptrace_pyread_ready() && !s.native_on) || atomic_load(&s.paused))
+			continue; /* no Python (yet), or its layout did not check out; or paused */
 		size_t n;
 		if (s.all) {
 			n = all_threads(tids, TARGETS_MAX);
@@ -206,11 +258,13 @@ static void *sampler_main(void *arg)
 			pthread_mutex_unlock(&s.lock);
 		}
 		for (size_t i = 0; i < n && !atomic_load(&s.stop); i++)
-			sample_one(tids[i], py);
+			sample_one(tids[i], py, nat, tick);
+		tick++;
 	}
 out:
 	free(py);
 	free(tids);
+	free(nat);
 	return NULL;
 }
 
@@ -224,7 +278,7 @@ int cuptrace_sampler_start(unsigned hz, int all_threads_too)
 	if (!s.slots) {
 		s.slots = calloc(SLOTS, sizeof(*s.slots));
 		s.words = malloc(STACKS_MAX_WORDS * sizeof(*s.words));
-		s.frames = malloc(PY_MAX * sizeof(*s.frames));
+		s.frames = malloc((PY_MAX + NSAMPLE_MAX) * sizeof(*s.frames));
 	}
 	int ok = s.slots && s.words && s.frames;
 	pthread_mutex_unlock(&s.lock);
@@ -234,6 +288,11 @@ int cuptrace_sampler_start(unsigned hz, int all_threads_too)
 	s.all = all_threads_too;
 	atomic_store(&s.stop, 0);
 	cuptrace_pyread_init();
+	if (s.native && !s.native_on) {
+		int e = cuptrace_nsample_init();
+		s.native_on = !e;
+		s.native_err = e;
+	}
 	/* Every signal blocked in the new thread: the program's handlers run on its threads. */
 	sigset_t all, old;
 	sigfillset(&all);
@@ -244,6 +303,21 @@ int cuptrace_sampler_start(unsigned hz, int all_threads_too)
 		return -e;
 	s.have_thread = 1;
 	return 0;
+}
+
+void cuptrace_sampler_pause(int paused)
+{
+	atomic_store(&s.paused, paused);
+}
+
+void cuptrace_sampler_set_native(int on)
+{
+	s.native = on;
+}
+
+int cuptrace_sampler_native(void)
+{
+	return s.native ? (s.native_on ? 1 : s.native_err) : 0;
 }
 
 int cuptrace_sampler_running(void)
@@ -258,6 +332,9 @@ void cuptrace_sampler_stop(void)
 	atomic_store(&s.stop, 1);
 	pthread_join(s.thread, NULL);
 	s.have_thread = 0;
+	if (s.native_on)
+		cuptrace_nsample_fini();
+	s.native_on = 0;
 }
 
 int cuptrace_sampler_drain(uint8_t **recs, size_t *len)

@@ -149,6 +149,7 @@ uint64_t cuptrace_stacks_take(void)
 		return 0;
 	}
 	pthread_mutex_lock(&st.lock);
+	cuptrace_nstack_lock(); /* the modules, shared with the sampler (after st.lock) */
 	size_t first = 0, nnat = nall ? native_keep(pcs, nall, &first, npy > 0) : 0;
 	if (nnat > NAT_MAX)
 		nnat = NAT_MAX;
@@ -188,6 +189,7 @@ uint64_t cuptrace_stacks_take(void)
 	    (struct ent){.hash = h, .id = (uint32_t)id, .len = (uint32_t)len, .off = st.nwords};
 	st.nwords += len;
 out:
+	cuptrace_nstack_unlock();
 	pthread_mutex_unlock(&st.lock);
 	cuptrace_pystack_release(took_gil); /* after describe(), which reads code objects */
 	return id;

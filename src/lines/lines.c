@@ -431,6 +431,7 @@ static const struct cuptrace_sink_ops lines_ops = {
     .instant = fwd_instant,
     .counter = fwd_counter,
     .stack = ln_stack,
+    .sample = fwd_sample,
     .meta = fwd_meta,
     .finish = ln_finish,
     .destroy = ln_destroy,

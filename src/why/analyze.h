@@ -19,6 +19,7 @@ struct cuptrace_analyze_opts {
 	int64_t gap_ns;        /* a GPU gap at least this long is a finding (default 100 us) */
 	int64_t tiny_ns;       /* a kernel shorter than this is tiny (default 10 us) */
 	int top;               /* rows of the longer tables (default 10) */
+	int by_line;           /* --group-by line: host wait per line from host stack samples */
 };
 
 /* Idle causes, in this order everywhere (text columns, JSON keys, annotation slice names). */
@@ -46,6 +47,9 @@ struct cuptrace_an_host_frame {
 	const char *frame;
 	uint32_t samples;
 };
+/* A finding keeps more of its frames than it shows (CUPTRACE_AN_HOST_FRAMES), so that the top
+ * ones of a job stay right when its files' findings are merged. */
+#define CUPTRACE_AN_FINDING_FRAMES 8
 
 struct cuptrace_an_idle {
 	int64_t ts, dur;
@@ -177,6 +181,10 @@ struct cuptrace_an_instance {
 	const char *op;   /* innermost range on the launching thread */
 	uint64_t bytes;
 	size_t rank; /* index in ranks; SIZE_MAX: none */
+	/* Host stack samples of thread tid inside [ts, ts + dur], and the frame most of them were
+	 * in (NULL: none) with its count. */
+	uint32_t host_samples, host_frame_samples;
+	const char *host_frame;
 };
 
 enum { CUPTRACE_AN_WORST = 5 };
@@ -209,6 +217,21 @@ struct cuptrace_an_finding {
 	int64_t top_rank_ns;
 	struct cuptrace_an_instance worst[CUPTRACE_AN_WORST];
 	size_t nworst;
+	/* What the launching threads were doing in its instances' intervals (every instance, not
+	 * only the worst: the gaps it owns, its calls, its runs), from the host stack samples of
+	 * each instance's thread inside it: how many, and the top frames (most first). */
+	uint32_t host_samples;
+	struct cuptrace_an_host_frame host_frames[CUPTRACE_AN_FINDING_FRAMES];
+	size_t nhost_frames;
+};
+
+/* Host wait by source line (--group-by line, host stack samples): the GPU idle of cause
+ * host_wait in the tables' gaps, each gap's share split evenly over the launching thread's
+ * samples in its host_wait part, summed by their frame. */
+struct cuptrace_an_line_wait {
+	const char *line; /* "function (file:line)" as host_frames */
+	int64_t wait_ns;
+	uint64_t samples;
 };
 
 /* A process of the job (a rank): every process with GPU work, steps or host calls, in the order
@@ -290,7 +313,13 @@ struct cuptrace_analysis {
 	size_t nstreams;
 	struct cuptrace_an_idle *idle; /* the largest GPU idle intervals, longest first */
 	size_t nidle;
-	uint64_t host_samples;      /* host stack samples read (0: the trace has none) */
+	uint64_t host_samples; /* host stack samples read (0: the trace has none) */
+	/* With by_line: host wait by line (by wait_ns desc, then line), the host_wait idle of the
+	 * gaps it comes from, and of that the part with no sample of its thread in it. */
+	int by_line;
+	struct cuptrace_an_line_wait *line_waits;
+	size_t nline_waits;
+	int64_t line_wait_total_ns, line_wait_unsampled_ns;
 	struct cuptrace_an_op *ops; /* by self time desc */
 	size_t nops;
 	int64_t unattributed_ns;              /* GPU work with no range around its launch */
@@ -325,6 +354,10 @@ void cuptrace_analysis_free(struct cuptrace_analysis *a);
 void cuptrace_analysis_print(const struct cuptrace_analysis *a, FILE *f, int markdown);
 /* One JSON object and a newline, schema "cuptrace-analyze/1" (README). 0 or -EIO. */
 int cuptrace_analysis_print_json(const struct cuptrace_analysis *a, FILE *f);
+
+/* The section "Host wait by source line" (by_line): text or markdown; JSON key
+ * "host_wait_lines" of cuptrace_analysis_print_json. */
+void cuptrace_analysis_print_line_waits(const struct cuptrace_analysis *a, FILE *f, int markdown);
 
 /* A sink that passes everything to inner (owned: destroyed with it) and, at finish, adds the
  * "Analysis" group under the trace's first process before finishing inner: per GPU a track of

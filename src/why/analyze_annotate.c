@@ -106,6 +106,24 @@ static int slice(struct ann *n, uint64_t trk, int64_t ts, int64_t dur, const cha
 	return n->inner->ops->slice(n->inner, &e);
 }
 
+/* "load_batch (train.py:13) 75%, ... of 20 samples" (the top CUPTRACE_AN_HOST_FRAMES), into
+ * buf; empty without samples. */
+static void frames_text(const struct cuptrace_an_host_frame *fr, size_t n, uint32_t samples,
+                        char *buf, size_t size)
+{
+	size_t k = 0;
+	buf[0] = 0;
+	if (!samples)
+		return;
+	for (size_t j = 0; j < n && j < CUPTRACE_AN_HOST_FRAMES && k < size; j++) {
+		int w = snprintf(buf + k, size - k, "%s%s %.0f%%", j ? ", " : "", fr[j].frame,
+		                 100.0 * fr[j].samples / samples);
+		k += w > 0 ? (size_t)w : 0;
+	}
+	if (k < size)
+		snprintf(buf + k, size - k, " of %u samples", samples);
+}
+
 /* For one of the largest idle intervals (GPU g, starting at ts) with host stack samples: the
  * args host_thread and host_was ("load_batch (train.py:13) 75%, ... of 20 samples"), into
  * args[0..2) with the text in buf; how many (0 for any other interval). */
@@ -116,16 +134,7 @@ static size_t host_was(const struct cuptrace_analysis *a, size_t g, int64_t ts, 
 		const struct cuptrace_an_idle *d = &a->idle[i];
 		if (d->gpu != g || d->ts != ts || !d->host_samples)
 			continue;
-		size_t k = 0;
-		buf[0] = 0;
-		for (size_t j = 0; j < d->nhost_frames && k < size; j++) {
-			int w = snprintf(buf + k, size - k, "%s%s %.0f%%", j ? ", " : "",
-			                 d->host_frames[j].frame,
-			                 100.0 * d->host_frames[j].samples / d->host_samples);
-			k += w > 0 ? (size_t)w : 0;
-		}
-		if (k < size)
-			snprintf(buf + k, size - k, " of %u samples", d->host_samples);
+		frames_text(d->host_frames, d->nhost_frames, d->host_samples, buf, size);
 		args[0] = (struct cuptrace_arg){
 		    .key = "host_thread", .type = CUPTRACE_ARG_INT, .v.i = d->host.tid};
 		args[1] = (struct cuptrace_arg){
@@ -255,6 +264,7 @@ static int draw(struct ann *n)
 		for (size_t k = 0; k < x->nworst; k++) {
 			if (w[k].ts < end)
 				continue; /* one track: no partial overlaps */
+			char was[256], fwas[512];
 			struct cuptrace_arg args[] = {
 			    {.key = "advice", .type = CUPTRACE_ARG_STRING, .v.s = x->advice},
 			    {.key = "what",
@@ -276,9 +286,28 @@ static int draw(struct ann *n)
 			     .v.s = w[k].rank < a->nranks && a->ranks[w[k].rank].label
 			                ? a->ranks[w[k].rank].label
 			                : ""},
+			    {.key = "host_was", .type = CUPTRACE_ARG_STRING, .v.s = was},
+			    {.key = "finding_host_was", .type = CUPTRACE_ARG_STRING, .v.s = fwas},
 			};
-			if ((err = slice(n, t, w[k].ts, w[k].dur, x->title, args,
-			                 sizeof(args) / sizeof(args[0]))))
+			/* With host stack samples: what this instance's thread was doing in it,
+			 * and what the finding's were over all its intervals. */
+			size_t nargs = sizeof(args) / sizeof(args[0]);
+			if (w[k].host_samples && w[k].host_frame)
+				snprintf(was, sizeof(was), "%s %.0f%% of %u samples",
+				         w[k].host_frame,
+				         100.0 * w[k].host_frame_samples / w[k].host_samples,
+				         w[k].host_samples);
+			else
+				was[0] = 0;
+			frames_text(x->host_frames, x->nhost_frames, x->host_samples, fwas,
+			            sizeof(fwas));
+			if (!*fwas) /* no samples in the finding: neither arg */
+				nargs -= 2;
+			else if (!*was) { /* the finding's alone */
+				args[nargs - 2] = args[nargs - 1];
+				nargs--;
+			}
+			if ((err = slice(n, t, w[k].ts, w[k].dur, x->title, args, nargs)))
 				return err;
 			end = w[k].ts + w[k].dur;
 		}

@@ -228,6 +228,9 @@ struct fset {
 	size_t n, cap;
 	uint32_t *idx;
 	size_t nranks;
+	/* Per record (index in f): its instances' host stack samples by frame. */
+	struct anx_fcount *hc;
+	size_t hccap;
 };
 
 static struct cuptrace_an_finding *finding(struct fset *fs, int kind, size_t rank)
@@ -273,11 +276,44 @@ void anx_worst_add(struct cuptrace_an_finding *f, const struct cuptrace_an_insta
 	f->worst[k] = *in;
 }
 
-static void add(struct cuptrace_an_finding *f, const struct cuptrace_an_instance *in)
+/* One more instance of record f: counted, kept if among the worst, and its thread's host
+ * stack samples inside it added to the record's (and the instance's own top frame noted). */
+static int add(const struct anx *x, struct fset *fs, struct cuptrace_an_finding *f,
+               struct cuptrace_an_instance *in)
 {
 	f->count++;
+	if (x->an->nsamples && in->tid) {
+		size_t r = (size_t)(f - fs->f);
+		size_t had = fs->hccap;
+		struct anx_fcount *hc = cuptrace_grow(fs->hc, &fs->hccap, fs->n, sizeof(*hc));
+		if (!hc)
+			return -ENOMEM;
+		memset(hc + had, 0, (fs->hccap - had) * sizeof(*hc)); /* the new slots */
+		fs->hc = hc;
+		struct anx_fcount one = {0};
+		int err = anx_samples_count(x, in->tid, in->ts, in->ts + in->dur, &one);
+		if (!err && one.samples) {
+			struct cuptrace_an_host_frame top;
+			anx_fcount_top(x, &one, &top, 1);
+			in->host_samples = one.samples;
+			in->host_frame = top.frame;
+			in->host_frame_samples = top.samples;
+			err = anx_samples_count(x, in->tid, in->ts, in->ts + in->dur, &hc[r]);
+		}
+		anx_fcount_free(&one);
+		if (err)
+			return err;
+	}
 	anx_worst_add(f, in);
+	return 0;
 }
+
+#define ADD(f, in)                                                                                 \
+	do {                                                                                       \
+		int add_err_ = add(x, fs, f, &(in));                                               \
+		if (add_err_)                                                                      \
+			return add_err_;                                                           \
+	} while (0)
 
 /* An instance for host slice h (index + 1) of rank. */
 static struct cuptrace_an_instance host_inst(const struct anx *x, uint32_t h, int64_t ts,
@@ -440,7 +476,7 @@ static int host_findings(struct anx *x, struct fset *fs)
 		F_OR_FAIL(f, kind, rank);
 		struct cuptrace_an_instance in =
 		    host_inst(x, hi, h->ts, h->dur, anx_str(x, h->name), 0, rank);
-		add(f, &in);
+		ADD(f, in);
 		f->call_ns += h->dur;
 	}
 	return 0;
@@ -491,7 +527,7 @@ static int close_run(struct anx *x, struct fset *fs, struct spans *sp, struct ru
 		    host_inst(x, a->launch, a->ts, wall, NULL, 0, rank);
 		in.what = tiny ? "run of tiny kernels" : "run of launch-bound kernels";
 		if (f) {
-			add(f, &in);
+			ADD(f, in);
 			f->total_ns += wall;
 			f->work_ns += work;
 			f->idle_ns += wall > work ? wall - work : 0;
@@ -711,7 +747,7 @@ static int work_findings(struct anx *x, struct fset *fs, const struct spans *sp)
 			F_OR_FAIL(f, K_PAGEABLE, rank);
 			struct cuptrace_an_instance in = host_inst(
 			    x, w->launch, w->ts, w->dur, anx_str(x, w->name), w->bytes, rank);
-			add(f, &in);
+			ADD(f, in);
 			f->work_ns += w->dur;
 			f->call_ns += l ? l->dur : 0;
 		}
@@ -726,7 +762,7 @@ static int work_findings(struct anx *x, struct fset *fs, const struct spans *sp)
 			struct cuptrace_an_instance in =
 			    host_inst(x, w->launch, l ? l->ts : w->ts, t, anx_str(x, w->name),
 			              w->bytes, rank);
-			add(f, &in);
+			ADD(f, in);
 			f->call_ns += t;
 			f->work_ns += w->dur;
 		}
@@ -751,7 +787,7 @@ static int work_findings(struct anx *x, struct fset *fs, const struct spans *sp)
 			if (g->dur >= an->opts.gap_ns || g->cause == CUPTRACE_IDLE_HOST_SYNC) {
 				F_OR_FAIL(f, K_OUTSIDE, rank);
 				in.what = cuptrace_idle_cause_names[g->cause];
-				add(f, &in);
+				ADD(f, in);
 				f->idle_ns += g->dur;
 				f->idle_host_ns += gap_outside(x, g);
 			}
@@ -767,7 +803,7 @@ static int work_findings(struct anx *x, struct fset *fs, const struct spans *sp)
 		                               K_PAGEABLE};
 		if (kind == B_SYNC) {
 			F_OR_FAIL(f, K_HOST_SYNC, rank);
-			add(f, &in);
+			ADD(f, in);
 			f->call_ns += blocked;
 		} else if (!(f = kind >= 0 ? existing(fs, owner[kind], rank) : NULL)) {
 			if (in_run(sp, g->gpu, g->ts, g->ts + g->dur))
@@ -776,7 +812,7 @@ static int work_findings(struct anx *x, struct fset *fs, const struct spans *sp)
 				continue;
 			F_OR_FAIL(f, K_GPU_GAP, rank);
 			in.what = cuptrace_idle_cause_names[g->cause];
-			add(f, &in);
+			ADD(f, in);
 			/* The step of the work that ended it: where its time was lost. */
 			size_t k = anx_step_at(x, rank, g->ts + g->dur - 1);
 			if (k != SIZE_MAX) {
@@ -835,6 +871,15 @@ static void judge(struct cuptrace_analysis *o, struct cuptrace_an_finding *f, in
 	}
 }
 
+static void fcounts_free(struct fset *fs)
+{
+	for (size_t i = 0; i < fs->hccap; i++)
+		anx_fcount_free(&fs->hc[i]);
+	free(fs->hc);
+	fs->hc = NULL;
+	fs->hccap = 0;
+}
+
 int anx_findings(struct anx *x)
 {
 	struct cuptrace_analysis *o = x->out;
@@ -850,9 +895,17 @@ int anx_findings(struct anx *x)
 		free(sp.v);
 		free(fs.f);
 		free(fs.idx);
+		fcounts_free(&fs);
 		return err;
 	}
 	free(sp.v);
+	/* Each record's top frames from its instances' samples. */
+	for (size_t i = 0; i < fs.n && i < fs.hccap; i++) {
+		fs.f[i].host_samples = fs.hc[i].samples;
+		fs.f[i].nhost_frames =
+		    anx_fcount_top(x, &fs.hc[i], fs.f[i].host_frames, CUPTRACE_AN_FINDING_FRAMES);
+	}
+	fcounts_free(&fs);
 	/* Each rank's GPU busy in the tables (its steady state where it has steps). */
 	int64_t *busy = calloc(o->nranks + 1, sizeof(*busy));
 	if (!busy) {

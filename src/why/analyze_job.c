@@ -44,6 +44,7 @@ static void inst_move(struct jctx *c, struct cuptrace_an_instance *in, size_t r0
 {
 	in->what = jstr(c, in->what);
 	in->op = jstr(c, in->op);
+	in->host_frame = jstr(c, in->host_frame);
 	in->rank = moved(in->rank, r0);
 }
 
@@ -63,6 +64,36 @@ static struct cuptrace_an_finding *job_finding(struct jctx *c, const char *id)
 	f = &j->findings[j->nfindings++];
 	*f = (struct cuptrace_an_finding){.id = id, .top_rank = SIZE_MAX};
 	return f;
+}
+
+/* src's host frames into f's (both the job's strings): counts of one frame added, the top
+ * CUPTRACE_AN_FINDING_FRAMES kept, most first (a tie: f's first). */
+static void merge_frames(struct cuptrace_an_finding *f, const struct cuptrace_an_finding *src)
+{
+	struct cuptrace_an_host_frame all[2 * CUPTRACE_AN_FINDING_FRAMES];
+	size_t n = f->nhost_frames;
+	memcpy(all, f->host_frames, n * sizeof(*all));
+	for (size_t k = 0; k < src->nhost_frames; k++) {
+		size_t i = 0;
+		while (i < n && strcmp(all[i].frame, src->host_frames[k].frame))
+			i++;
+		if (i == n)
+			all[n++] = (struct cuptrace_an_host_frame){src->host_frames[k].frame, 0};
+		all[i].samples += src->host_frames[k].samples;
+	}
+	f->host_samples += src->host_samples;
+	/* Insertion sort, stable: few entries. */
+	for (size_t i = 1; i < n; i++) {
+		struct cuptrace_an_host_frame v = all[i];
+		size_t k = i;
+		while (k > 0 && all[k - 1].samples < v.samples) {
+			all[k] = all[k - 1];
+			k--;
+		}
+		all[k] = v;
+	}
+	f->nhost_frames = n < CUPTRACE_AN_FINDING_FRAMES ? n : CUPTRACE_AN_FINDING_FRAMES;
+	memcpy(f->host_frames, all, f->nhost_frames * sizeof(*all));
 }
 
 /* One record (one finding on one rank, or already merged) into the job's finding of its id. */
@@ -100,6 +131,15 @@ static void merge_finding(struct jctx *c, const struct cuptrace_an_finding *src,
 		inst_move(c, &in, r0);
 		anx_worst_add(f, &in);
 	}
+	merge_frames(f, src);
+}
+
+static int line_wait_cmp(const void *pa, const void *pb)
+{
+	const struct cuptrace_an_line_wait *a = pa, *b = pb;
+	if (a->wait_ns != b->wait_ns)
+		return a->wait_ns > b->wait_ns ? -1 : 1;
+	return strcmp(a->line, b->line);
 }
 
 static int idle_cmp(const void *pa, const void *pb)
@@ -239,6 +279,26 @@ int an_fold(struct an *an, struct cuptrace_analysis *p)
 	if (c.err)
 		return c.err;
 	j->host_samples += p->host_samples;
+	j->by_line |= p->by_line;
+	j->line_wait_total_ns += p->line_wait_total_ns;
+	j->line_wait_unsampled_ns += p->line_wait_unsampled_ns;
+	for (size_t i = 0; i < p->nline_waits && !c.err; i++) {
+		const char *line = jstr(&c, p->line_waits[i].line);
+		size_t k = 0;
+		while (k < j->nline_waits && j->line_waits[k].line != line)
+			k++;
+		if (k == j->nline_waits) {
+			JGROW(&c, j->line_waits, f->linecap, j->nline_waits + 1);
+			if (c.err)
+				break;
+			j->line_waits[j->nline_waits++] =
+			    (struct cuptrace_an_line_wait){line, 0, 0};
+		}
+		j->line_waits[k].wait_ns += p->line_waits[i].wait_ns;
+		j->line_waits[k].samples += p->line_waits[i].samples;
+	}
+	if (j->nline_waits > p->nline_waits)
+		qsort(j->line_waits, j->nline_waits, sizeof(*j->line_waits), line_wait_cmp);
 	for (size_t i = 0; i < p->nranks; i++) {
 		struct cuptrace_an_rank r = p->ranks[i];
 		r.host = jstr(&c, r.host);
@@ -285,6 +345,8 @@ int an_fold(struct an *an, struct cuptrace_analysis *p)
 		r.top_rank = moved(r.top_rank, r0);
 		for (size_t k = 0; k < r.nworst; k++)
 			inst_move(&c, &r.worst[k], r0);
+		for (size_t k = 0; k < r.nhost_frames; k++)
+			r.host_frames[k].frame = jstr(&c, r.host_frames[k].frame);
 		f->recs[f->nrecs++] = r;
 	}
 	/* Every GPU gap is for --annotate, which takes one file: not a summary to keep. */

@@ -631,6 +631,25 @@ static void finding_figures(const struct cuptrace_an_finding *x, char *buf, size
 	}
 }
 
+/* What the launching threads were doing in a finding's intervals, from the samples in them. */
+static void finding_samples(const struct cuptrace_an_finding *x, char *buf, size_t cap, int md)
+{
+	size_t n = 0;
+	if (!x->host_samples) {
+		snprintf(buf, cap,
+		         "No host stack sample of the launching thread fell in its intervals");
+		return;
+	}
+	n += (size_t)snprintf(buf, cap, "The launching thread was in ");
+	for (size_t k = 0; k < x->nhost_frames && k < CUPTRACE_AN_HOST_FRAMES && n < cap; k++)
+		n += (size_t)snprintf(buf + n, cap - n, "%s%s%s%s in %.0f%%", k ? ", " : "",
+		                      md ? "`" : "", x->host_frames[k].frame, md ? "`" : "",
+		                      100.0 * x->host_frames[k].samples / x->host_samples);
+	if (n < cap)
+		snprintf(buf + n, cap - n, " of %u host stack samples in its intervals",
+		         x->host_samples);
+}
+
 static void print_findings(const struct cuptrace_analysis *a, FILE *f, int md)
 {
 	char buf[1024], what[64];
@@ -654,6 +673,10 @@ static void print_findings(const struct cuptrace_analysis *a, FILE *f, int md)
 		fputs("Nothing found: a clean bill.\n", f);
 		return;
 	}
+	if (!a->host_samples)
+		report_para(f, md, "",
+		            "What the launching thread was doing in each finding's intervals needs "
+		            "host stack samples: record with `cuptrace record --sample`.\n\n");
 	const char *ind = md ? "  " : "    ";
 	for (size_t i = 0; i < a->nfindings; i++) {
 		const struct cuptrace_an_finding *x = &a->findings[i];
@@ -696,6 +719,10 @@ static void print_findings(const struct cuptrace_analysis *a, FILE *f, int md)
 			if (*buf)
 				report_para(f, md, ind, "%sSlow steps it held up: %s.\n", ind, buf);
 		}
+		if (a->host_samples) {
+			finding_samples(x, buf, sizeof(buf), md);
+			report_para(f, md, ind, "%s%s.\n", ind, buf);
+		}
 		report_para(f, md, ind, "%sAdvice: %s.\n", ind, x->advice);
 		for (size_t k = 0; k < x->nworst; k++) {
 			const struct cuptrace_an_instance *in = &x->worst[k];
@@ -719,8 +746,14 @@ static void print_findings(const struct cuptrace_analysis *a, FILE *f, int md)
 			if (in->bytes && n < sizeof(buf)) {
 				char b[32];
 				report_bytes(b, sizeof(b), in->bytes);
-				snprintf(buf + n, sizeof(buf) - n, ", %s", b);
+				n += (size_t)snprintf(buf + n, sizeof(buf) - n, ", %s", b);
 			}
+			if (in->host_samples && in->host_frame && n < sizeof(buf))
+				snprintf(buf + n, sizeof(buf) - n,
+				         ", host in %s%s%s %.0f%% of %u samples", md ? "`" : "",
+				         in->host_frame, md ? "`" : "",
+				         100.0 * in->host_frame_samples / in->host_samples,
+				         in->host_samples);
 			report_para(f, md, "        ", "%s%s\n", md ? "  - " : "    - ", buf);
 		}
 	}
@@ -1040,6 +1073,16 @@ static void json_body(const struct cuptrace_analysis *a, struct cuptrace_json *w
 		str_or_null(w, "top_rank_label",
 		            x->top_rank != SIZE_MAX ? who(a, x->top_rank) : NULL);
 		cuptrace_json_int_field(w, "top_rank_ns", x->top_rank_ns);
+		cuptrace_json_int_field(w, "host_samples", x->host_samples);
+		cuptrace_json_name(w, "host_frames");
+		cuptrace_json_start_array(w);
+		for (size_t k = 0; k < x->nhost_frames && k < CUPTRACE_AN_HOST_FRAMES; k++) {
+			cuptrace_json_start_object(w);
+			cuptrace_json_string_field(w, "frame", x->host_frames[k].frame);
+			cuptrace_json_int_field(w, "samples", x->host_frames[k].samples);
+			cuptrace_json_end_object(w);
+		}
+		cuptrace_json_end_array(w);
 		cuptrace_json_name(w, "worst");
 		cuptrace_json_start_array(w);
 		for (size_t k = 0; k < x->nworst; k++) {
@@ -1051,6 +1094,9 @@ static void json_body(const struct cuptrace_analysis *a, struct cuptrace_json *w
 			str_or_null(w, "what", in->what);
 			str_or_null(w, "op", in->op);
 			cuptrace_json_int_field(w, "bytes", (int64_t)in->bytes);
+			cuptrace_json_int_field(w, "host_samples", in->host_samples);
+			str_or_null(w, "host_frame", in->host_frame);
+			cuptrace_json_int_field(w, "host_frame_samples", in->host_frame_samples);
 			cuptrace_json_name(w, "pid");
 			if (in->rank < a->nranks)
 				cuptrace_json_int(w, a->ranks[in->rank].pid);
@@ -1085,7 +1131,57 @@ static void json_body(const struct cuptrace_analysis *a, struct cuptrace_json *w
 		cuptrace_json_end_object(w);
 	}
 	cuptrace_json_end_array(w);
+	if (a->by_line) {
+		cuptrace_json_name(w, "host_wait_lines");
+		cuptrace_json_start_object(w);
+		cuptrace_json_int_field(w, "host_wait_ns", a->line_wait_total_ns);
+		cuptrace_json_int_field(w, "unsampled_ns", a->line_wait_unsampled_ns);
+		cuptrace_json_name(w, "rows");
+		cuptrace_json_start_array(w);
+		for (size_t i = 0; i < a->nline_waits; i++) {
+			cuptrace_json_start_object(w);
+			cuptrace_json_string_field(w, "line", a->line_waits[i].line);
+			cuptrace_json_int_field(w, "host_wait_ns", a->line_waits[i].wait_ns);
+			cuptrace_json_int_field(w, "samples", (int64_t)a->line_waits[i].samples);
+			cuptrace_json_end_object(w);
+		}
+		cuptrace_json_end_array(w);
+		cuptrace_json_end_object(w);
+	}
 	cuptrace_json_end_object(w);
+}
+
+/* Host wait by source line (--group-by line), after the lines table. */
+void cuptrace_analysis_print_line_waits(const struct cuptrace_analysis *a, FILE *f, int md)
+{
+	hdr(f, md, "Host wait by source line (host stack samples)");
+	if (!a->host_samples) {
+		fputs(
+		    "No host stack samples in this trace: `cuptrace record --sample` records them; "
+		    "then each\nline gets the GPU idle (host_wait) its thread spent there.\n",
+		    f);
+		return;
+	}
+	report_para(f, md, "",
+	            "GPU idle while the launching thread was busy outside CUDA (host_wait, %s in "
+	            "all), each gap's split over that thread's samples in it; %s of it had no "
+	            "sample.\n\n",
+	            D(a->line_wait_total_ns), D(a->line_wait_unsampled_ns));
+	struct table t = {.md = md,
+	                  .ncols = 4,
+	                  .head = {"line", "host wait", "share", "samples"},
+	                  .align = "Lrrr"};
+	size_t top = 20;
+	for (size_t i = 0; i < a->nline_waits && i < top; i++) {
+		const struct cuptrace_an_line_wait *r = &a->line_waits[i];
+		table_cell_text(&t, r->line);
+		table_cell_dur(&t, r->wait_ns);
+		table_cell(&t, "%.1f%%", pct(r->wait_ns, a->line_wait_total_ns));
+		table_cell(&t, "%" PRIu64, r->samples);
+	}
+	if (a->nline_waits > top)
+		more_row(&t, a->nline_waits - top);
+	table_print(&t, f);
 }
 
 int cuptrace_analysis_print_json(const struct cuptrace_analysis *a, FILE *f)

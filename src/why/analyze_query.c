@@ -285,3 +285,75 @@ void anx_free(struct anx *x)
 	free(x->rank_steps);
 	cuptrace_u64map_free(&x->rank_of);
 }
+
+int anx_samples_count(const struct anx *x, int64_t tid, int64_t a, int64_t b, struct anx_fcount *c)
+{
+	const struct an *an = x->an;
+	size_t lo = 0, hi = an->nsamples;
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+		if (an->samples[mid].ts < a)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	for (size_t i = lo; i < an->nsamples && an->samples[i].ts <= b; i++) {
+		const struct an_sample *s = &an->samples[i];
+		if (s->tid != tid)
+			continue;
+		/* A few distinct frames per interval: a short list, searched from its end (the
+		 * frame of the sample before is the likeliest). */
+		size_t k = c->len;
+		while (k > 0 && c->id[k - 1] != s->frame)
+			k--;
+		if (!k) {
+			if (c->len == c->cap) {
+				size_t cap = c->cap ? 2 * c->cap : 8;
+				uint32_t *id = realloc(c->id, cap * sizeof(*id));
+				if (!id)
+					return -ENOMEM;
+				c->id = id;
+				uint32_t *n = realloc(c->n, cap * sizeof(*n));
+				if (!n)
+					return -ENOMEM;
+				c->n = n;
+				c->cap = cap;
+			}
+			c->id[c->len] = s->frame;
+			c->n[c->len++] = 0;
+			k = c->len;
+		}
+		c->n[k - 1]++;
+		c->samples++;
+	}
+	return 0;
+}
+
+size_t anx_fcount_top(const struct anx *x, const struct anx_fcount *c,
+                      struct cuptrace_an_host_frame *out, size_t max)
+{
+	size_t n = 0;
+	/* Selection of the top max, each pass the largest count not yet taken (the earliest of
+	 * equal ones): max is small. */
+	while (n < max && n < c->len) {
+		size_t best = SIZE_MAX;
+		for (size_t k = 0; k < c->len; k++) {
+			int taken = 0;
+			for (size_t t = 0; t < n && !taken; t++)
+				taken = out[t].frame == anx_str(x, c->id[k]);
+			if (!taken && (best == SIZE_MAX || c->n[k] > c->n[best]))
+				best = k;
+		}
+		if (best == SIZE_MAX)
+			break;
+		out[n++] = (struct cuptrace_an_host_frame){anx_str(x, c->id[best]), c->n[best]};
+	}
+	return n;
+}
+
+void anx_fcount_free(struct anx_fcount *c)
+{
+	free(c->id);
+	free(c->n);
+	memset(c, 0, sizeof(*c));
+}

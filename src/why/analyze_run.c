@@ -370,7 +370,7 @@ static int busy_idle(struct anx *x)
 	return err ? err : sweep(x, 1);
 }
 
-static void host_frames(struct anx *x, struct cuptrace_an_idle *d);
+static int host_frames(struct anx *x, struct cuptrace_an_idle *d);
 static const struct anx_gap *cmp_gaps;
 
 static int gap_dur_cmp(const void *pa, const void *pb)
@@ -419,10 +419,13 @@ static int idle_table(struct anx *x)
 		d->next_work = anx_str(x, w->name);
 		classify(x, g->ts, g->ts + g->dur, w, INT64_MIN, d->by_cause);
 		d->cause = main_cause(d->by_cause);
-		if (w->launch)
+		if (w->launch) {
 			anx_host_ctx(x, x->an->host[w->launch - 1].thread, g->ts, &d->host);
-		if (w->launch)
-			host_frames(x, d);
+			if (host_frames(x, d)) {
+				free(idx);
+				return -ENOMEM;
+			}
+		}
 	}
 	free(idx);
 	return 0;
@@ -436,48 +439,82 @@ static int sample_ts_cmp(const void *a, const void *b)
 
 /* The launching thread's samples inside idle interval d, counted by frame: the top ones. The
  * samples are in time order (sorted once by an_compute). */
-static void host_frames(struct anx *x, struct cuptrace_an_idle *d)
+static int host_frames(struct anx *x, struct cuptrace_an_idle *d)
 {
-	const struct an *an = x->an;
-	size_t lo = 0, hi = an->nsamples;
-	while (lo < hi) {
-		size_t mid = lo + (hi - lo) / 2;
-		if (an->samples[mid].ts < d->ts)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
-	/* A few distinct frames per interval: a small list, counted in place. */
-	uint32_t ids[64], counts[64];
-	size_t n = 0;
-	for (size_t i = lo; i < an->nsamples && an->samples[i].ts <= d->ts + d->dur; i++) {
-		const struct an_sample *s = &an->samples[i];
-		if (s->tid != d->host.tid)
+	struct anx_fcount c = {0};
+	int err = anx_samples_count(x, d->host.tid, d->ts, d->ts + d->dur, &c);
+	d->host_samples = c.samples;
+	d->nhost_frames = anx_fcount_top(x, &c, d->host_frames, CUPTRACE_AN_HOST_FRAMES);
+	anx_fcount_free(&c);
+	return err;
+}
+
+static int line_wait_cmp(const void *pa, const void *pb)
+{
+	const struct cuptrace_an_line_wait *a = pa, *b = pb;
+	if (a->wait_ns != b->wait_ns)
+		return a->wait_ns > b->wait_ns ? -1 : 1;
+	return strcmp(a->line, b->line);
+}
+
+/* Host wait by line (--group-by line, README): for each GPU gap of the tables, its host_wait
+ * part (from the gap's start to the launch of the work ending it, where the launching thread
+ * sat in no synchronize) split evenly over that thread's samples in it, each share added to the
+ * sample's frame; a part without a sample is counted apart. */
+static int line_waits(struct anx *x)
+{
+	struct an *an = x->an;
+	struct cuptrace_analysis *o = x->out;
+	struct cuptrace_u64map row_of; /* frame string id -> row + 1 */
+	struct anx_fcount c = {0};
+	size_t cap = 0;
+	int err = 0;
+	o->by_line = 1;
+	cuptrace_u64map_init(&row_of);
+	for (size_t i = 0; i < x->ntgaps && !err; i++) {
+		const struct anx_gap *g = &x->tgaps[i];
+		const struct an_work *w = &an->work[g->work];
+		int64_t by[CUPTRACE_IDLE_NCAUSES] = {0};
+		classify(x, g->ts, g->ts + g->dur, w, INT64_MIN, by);
+		int64_t wait = by[CUPTRACE_IDLE_HOST_WAIT];
+		if (wait <= 0 || !w->launch)
 			continue;
-		d->host_samples++;
-		size_t k = 0;
-		while (k < n && ids[k] != s->frame)
-			k++;
-		if (k == n && n < 64) {
-			ids[n] = s->frame;
-			counts[n++] = 0;
+		o->line_wait_total_ns += wait;
+		c.len = c.samples = 0;
+		const struct an_host *l = &an->host[w->launch - 1];
+		if ((err =
+		         anx_samples_count(x, an->threads[l->thread].tid, g->ts, g->ts + wait, &c)))
+			break;
+		if (!c.samples) {
+			o->line_wait_unsampled_ns += wait;
+			continue;
 		}
-		if (k < n)
-			counts[k]++;
+		for (size_t k = 0; k < c.len; k++) {
+			int created;
+			uint64_t *v = cuptrace_u64map_put(&row_of, c.id[k], &created);
+			struct cuptrace_an_line_wait *r =
+			    v && created
+			        ? cuptrace_grow(o->line_waits, &cap, o->nline_waits + 1, sizeof(*r))
+			        : o->line_waits;
+			if (!v || !r) {
+				err = -ENOMEM;
+				break;
+			}
+			o->line_waits = r;
+			if (created) {
+				*v = ++o->nline_waits;
+				r[*v - 1] =
+				    (struct cuptrace_an_line_wait){anx_str(x, c.id[k]), 0, 0};
+			}
+			r[*v - 1].wait_ns += wait * c.n[k] / c.samples;
+			r[*v - 1].samples += c.n[k];
+		}
 	}
-	for (size_t t = 0; t < CUPTRACE_AN_HOST_FRAMES && t < n; t++) {
-		size_t best = t;
-		for (size_t k = t + 1; k < n; k++)
-			if (counts[k] > counts[best])
-				best = k;
-		uint32_t a = ids[t], c = counts[t];
-		ids[t] = ids[best];
-		counts[t] = counts[best];
-		ids[best] = a;
-		counts[best] = c;
-		d->host_frames[t] = (struct cuptrace_an_host_frame){anx_str(x, ids[t]), counts[t]};
-		d->nhost_frames = t + 1;
-	}
+	anx_fcount_free(&c);
+	cuptrace_u64map_free(&row_of);
+	if (o->nline_waits)
+		qsort(o->line_waits, o->nline_waits, sizeof(*o->line_waits), line_wait_cmp);
+	return err;
 }
 
 int an_compute(struct an *an)
@@ -531,7 +568,8 @@ int an_compute(struct an *an)
 		o->launches += an->host[i].launched;
 	/* Steps first (steps_find.c): their steady state cuts the busy and idle tables. */
 	if ((err = anx_steps(&x)) || (err = anx_steady_windows(&x)) || (err = busy_idle(&x)) ||
-	    (err = idle_table(&x)) || (err = anx_ops(&x)) || (err = anx_findings(&x)))
+	    (err = idle_table(&x)) || (an->opts.by_line && (err = line_waits(&x))) ||
+	    (err = anx_ops(&x)) || (err = anx_findings(&x)))
 		goto out;
 	err = 0;
 out:
@@ -548,6 +586,7 @@ void cuptrace_analysis_free(struct cuptrace_analysis *a)
 	free(a->gpus);
 	free(a->streams);
 	free(a->idle);
+	free(a->line_waits);
 	free(a->ops);
 	free(a->findings);
 	free(a->ranks);

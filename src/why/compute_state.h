@@ -97,6 +97,21 @@ int64_t anx_busy_in(const struct anx_proc *p, int64_t a, int64_t b);
 uint64_t anx_count_in(const int64_t *v, size_t n, int64_t a, int64_t b);
 void anx_free(struct anx *x);
 
+/* Host stack samples counted by frame (string ids of the analysis, in the order first seen), and
+ * how many were counted. */
+struct anx_fcount {
+	uint32_t *id, *n;
+	size_t len, cap;
+	uint32_t samples;
+};
+/* Adds thread tid's samples with a <= ts <= b to c (the samples are in time order). 0 or
+ * -ENOMEM (c then holds part of them). */
+int anx_samples_count(const struct anx *x, int64_t tid, int64_t a, int64_t b, struct anx_fcount *c);
+/* c's top frames, most first (a tie: the one seen first), into out[0..max); their number. */
+size_t anx_fcount_top(const struct anx *x, const struct anx_fcount *c,
+                      struct cuptrace_an_host_frame *out, size_t max);
+void anx_fcount_free(struct anx_fcount *c);
+
 /* steps_find.c: the steps (out->steps, sorted by file, pid, start) with their figures and
  * outliers, and each step-less process's start-up end. Builds the process tables first. */
 int anx_steps(struct anx *x);

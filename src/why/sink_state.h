@@ -106,7 +106,7 @@ struct an_who {
 struct an_fold {
 	void *priv;                   /* struct anx_priv of the job's result */
 	struct cuptrace_u64map op_of; /* job string id of an op's name -> index + 1 */
-	size_t stepcap, gpucap, streamcap, opcap, rankcap, findcap, idlecap;
+	size_t stepcap, gpucap, streamcap, opcap, rankcap, findcap, idlecap, linecap;
 	int have_ts; /* a file with events was folded: the job's span is set */
 	/* The files' findings, one record per finding and rank, merged by id at the end (the
 	 * straggler takes its rank's GPU gaps in the steps it held up first). */

@@ -37,6 +37,13 @@ run_mode() { # mode -> prints ns
 	stacks_e2 | stacks_e4) CUDA_INJECTION64_PATH="$build/libcuptrace.so" CUPTRACE_SUMMARY=0 \
 		CUPTRACE_STACKS=native CUPTRACE_STACKS_EVERY=${1#stacks_e} \
 		CUPTRACE_OUTPUT="$tmp/t.pftrace" "$ex" "$threads" "$launches" >/dev/null ;;
+	# host stack samples (issue 46) at HZ, and with native frames: sampleHZ, sample_nativeHZ
+	sample_native*) CUDA_INJECTION64_PATH="$build/libcuptrace.so" CUPTRACE_SUMMARY=0 \
+		CUPTRACE_SAMPLE=${1#sample_native} CUPTRACE_SAMPLE_NATIVE=1 \
+		CUPTRACE_OUTPUT="$tmp/t.pftrace" "$ex" "$threads" "$launches" >/dev/null ;;
+	sample*) CUDA_INJECTION64_PATH="$build/libcuptrace.so" CUPTRACE_SUMMARY=0 \
+		CUPTRACE_SAMPLE=${1#sample} \
+		CUPTRACE_OUTPUT="$tmp/t.pftrace" "$ex" "$threads" "$launches" >/dev/null ;;
 	esac
 	t1=$(now)
 	echo $((t1 - t0))

@@ -46,6 +46,9 @@ Configurations:
                      blocks of one process (torch_workload.py --ab-stacks): report gives the
                      on / paused ratio per process and over rounds, free of the machine's
                      process-to-process spread (--ab-pairs, --ab-block)
+  cuptrace_sample_abHZ --sample=HZ (50, 100, 200, 500), sampling on and paused
+                     (cuptrace_stacks) in alternating blocks, as cuptrace_stacks_ab (issue 46);
+                     cuptrace_sample_native_ab100: --sample=100 --sample-native
   tp_cpu_cuda_stack  torch.profiler, CPU and CUDA activities, with_stack=True
   floor              libcupti_floor.so: CUPTI with the same kinds and settings as the default,
                      every buffer thrown away (the cost of CUPTI itself)
@@ -145,6 +148,12 @@ def under_tracer(cfg, build, cmd, env, tmp):
                  # call stacks at every launch (issue 27)
                  "cuptrace_stacks_py": ["--stacks", "python"],
                  "cuptrace_stacks_ab": ["--stacks", "python"],
+                 # host stack samples (issue 46), on and paused in alternating blocks
+                 "cuptrace_sample_ab50": ["--sample=50"],
+                 "cuptrace_sample_ab100": ["--sample=100"],
+                 "cuptrace_sample_ab200": ["--sample=200"],
+                 "cuptrace_sample_ab500": ["--sample=500"],
+                 "cuptrace_sample_native_ab100": ["--sample=100", "--sample-native"],
                  "cuptrace_stacks_all": ["--stacks", "all"],
                  # a stack at one launch in 2 on average
                  "cuptrace_stacks_py2": ["--stacks", "python", "--stacks-every", "2"]}[cfg]
@@ -177,7 +186,7 @@ def run_one(cfg, build, workload, tmp, cpus=None, steps=None, pin_main=None, ab=
             cmd += ["--steps", str(steps)]
         if pin_main is not None:
             cmd += ["--pin-main", str(pin_main)]
-        if cfg == "cuptrace_stacks_ab":
+        if cfg == "cuptrace_stacks_ab" or cfg.startswith("cuptrace_sample_"):
             cmd += ["--ab-stacks", str(ab[0]), "--ab-block", str(ab[1])]
     env = dict(os.environ)
     if cfg.startswith("tp_"):
@@ -338,7 +347,7 @@ def fast_mode(by, pairs):
               "[%.3f, %.3f] (%s)" % (num, den, len(rs), f(rs) or 0, lo, hi, tie_or(lo, hi)))
 
 
-def ab_report(rows):
+def ab_report(rows, what="--stacks python"):
     """cuptrace_stacks_ab: time per step with stacks on over paused, blocks adjacent in time in
     one process. Per process the median of its pairs' ratios; over processes their median, the
     interval resampling processes (the pairs of one process are not independent of each other:
@@ -353,9 +362,9 @@ def ab_report(rows):
     lo, hi = boot(per, statistics.median)
     on = statistics.median(x[0] for x in pairs)
     off = statistics.median(x[1] for x in pairs)
-    print("- --stacks python on / paused, one process, adjacent blocks (%d processes, %d "
+    print("- %s on / paused, one process, adjacent blocks (%d processes, %d "
           "pairs; steps %.2f / %.2f ms): %.3f [%.3f, %.3f] (%s); per process: %s" % (
-              len(per), npairs, on * 1e3, off * 1e3, est, lo, hi, tie_or(lo, hi),
+              what, len(per), npairs, on * 1e3, off * 1e3, est, lo, hi, tie_or(lo, hi),
               " ".join("%.3f" % x for x in sorted(per))))
 
 
@@ -374,7 +383,7 @@ def cmd_report(a):
         for r in rows:
             if r["workload"] == wl:
                 by.setdefault((r.get("tag"), r["round"]), {})[r["config"]] = r
-        configs = [c for c in dict.fromkeys(CONFIGS + ["cuptrace_all", "cuptrace_cbid", "cuptrace_gpumetrics", "cuptrace_gpumetrics_1k", "cuptrace_ondemand", "cuptrace_range", "cuptrace_profapi", "cuptrace_timewin", "cuptrace_steprange", "cuptrace_steps", "cuptrace_capture", "cuptrace_stacks_py", "cuptrace_stacks_py2", "cuptrace_stacks_ab", "cuptrace_stacks_all", "tp_cpu_cuda_stack", "cuptrace_graphs", "cuptrace_full", "cuptrace_synccb"] + sorted(FLOOR_VARIANTS)
+        configs = [c for c in dict.fromkeys(CONFIGS + ["cuptrace_all", "cuptrace_cbid", "cuptrace_gpumetrics", "cuptrace_gpumetrics_1k", "cuptrace_ondemand", "cuptrace_range", "cuptrace_profapi", "cuptrace_timewin", "cuptrace_steprange", "cuptrace_steps", "cuptrace_capture", "cuptrace_stacks_py", "cuptrace_stacks_py2", "cuptrace_stacks_ab", "cuptrace_sample_ab50", "cuptrace_sample_ab100", "cuptrace_sample_ab200", "cuptrace_sample_ab500", "cuptrace_sample_native_ab100", "cuptrace_stacks_all", "tp_cpu_cuda_stack", "cuptrace_graphs", "cuptrace_full", "cuptrace_synccb"] + sorted(FLOOR_VARIANTS)
                                            # and any other configuration the rows have
                                            + sorted({c for v in by.values() for c in v}))
                    if any(c in v for v in by.values())]
@@ -512,6 +521,11 @@ def cmd_report(a):
         by_state(by, "cuptrace_stacks_py", "cuptrace")
         by_state(by, "cuptrace_stacks_py2", "cuptrace")
         ab_report([v["cuptrace_stacks_ab"] for v in by.values() if "cuptrace_stacks_ab" in v])
+        for hz in ("50", "100", "200", "500", "native_100"):
+            c = "cuptrace_sample_ab" + hz if hz[0] != "n" else "cuptrace_sample_native_ab100"
+            ab_report([v[c] for v in by.values() if c in v],
+                      "--sample=%s" % hz.replace("native_", "") +
+                      (" --sample-native" if hz[0] == "n" else ""))
         for c in ("cuptrace_ondemand", "cuptrace_range", "cuptrace_profapi", "cuptrace_steps",
                   "cuptrace_steprange"):
             by_state(by, c, "none")

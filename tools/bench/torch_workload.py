@@ -216,7 +216,7 @@ def timed_ab(step, pairs, per, warmup, res):
 
     def block(on):
         if lib.cuptrace_stacks(1 if on else 0) != 0:
-            raise SystemExit("cuptrace_stacks failed: is this run under record --stacks?")
+            raise SystemExit("cuptrace_stacks failed: is this run under record --stacks or --sample?")
         return block_time(step, per)
 
     ab = [list(alternating(i, lambda: block(True), lambda: block(False)))

@@ -131,7 +131,9 @@ static int analyze_run(const struct analyze_args *x, struct cmd_report *rep, int
 	struct cuptrace_analysis a;
 	struct cuptrace_lines ln = {0};
 	struct cuptrace_lines_opts lo = cmd_lines_opts(&rep->lines);
-	struct cuptrace_sink *an = cuptrace_analyze_sink_new(&a, &x->o), *s = an, *ls = NULL;
+	struct cuptrace_analyze_opts o = x->o;
+	o.by_line = rep->by_line;
+	struct cuptrace_sink *an = cuptrace_analyze_sink_new(&a, &o), *s = an, *ls = NULL;
 	/* --group-by line: symbolize -> lines -> analyze. */
 	if (s && rep->by_line && (ls = cuptrace_lines_sink_new(&ln, &lo, s)))
 		s = cmd_lines_symbolize(&rep->lines, ls);
@@ -176,8 +178,10 @@ static int analyze_run(const struct analyze_args *x, struct cmd_report *rep, int
 		r = cuptrace_analysis_print_json(&a, stdout);
 	} else {
 		cuptrace_analysis_print(&a, stdout, rep->markdown);
-		if (rep->by_line)
+		if (rep->by_line) {
 			cuptrace_lines_print(&ln, stdout, rep->markdown, 0);
+			cuptrace_analysis_print_line_waits(&a, stdout, rep->markdown);
+		}
 	}
 	cuptrace_lines_free(&ln);
 	if (!r && x->ann)

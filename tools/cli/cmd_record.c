@@ -685,6 +685,7 @@ static int record_env(struct record_opts *o, int argc, char **argv)
 	setenv_opt("CUPTRACE_SYNC_RECORDS", o->wgiven[CUPTRACE_SET_SYNC_RECORDS]);
 	setenv_opt("CUPTRACE_SAMPLE", o->wgiven[CUPTRACE_SET_SAMPLE]);
 	setenv_opt("CUPTRACE_SAMPLE_THREADS", o->wgiven[CUPTRACE_SET_SAMPLE_THREADS]);
+	setenv_opt("CUPTRACE_SAMPLE_NATIVE", o->wgiven[CUPTRACE_SET_SAMPLE_NATIVE]);
 	setenv_opt("CUPTRACE_OVERHEAD_TRACKS", o->wgiven[CUPTRACE_SET_OVERHEAD_TRACKS]);
 	/* Whole graph launches cannot be switched on when a window opens (CUPTI 13.0 crashes the
 	 * program on graphs made before; collect.c's graph_trace_usable): said here once for the

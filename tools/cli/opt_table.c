@@ -84,6 +84,11 @@ const struct cli_option cli_options[] = {
     {"sample-threads", 0, CLI_ARG_REQUIRED, "WHICH", T(RECORD), W(SAMPLE_THREADS), NULL,
      "cuda (default): the threads that called CUDA; all:\n"
      "every thread of the process"},
+    {"sample-native", 0, CLI_ARG_NONE, NULL, T(RECORD), W(SAMPLE_NATIVE), NULL,
+     "with --sample: native frames too (build id and offset,\n"
+     "symbolized after the run), through a signal to each\n"
+     "running thread; a call such as nanosleep or poll that\n"
+     "begins just as it arrives returns EINTR (SAMPLING.md)"},
     {"overhead-tracks", 0, CLI_ARG_REQUIRED, "MODE", T(RECORD) | T(CONVERT), W(OVERHEAD_TRACKS),
      NULL,
      "process (default): CUPTI's own overhead (module\n"
