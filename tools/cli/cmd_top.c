@@ -24,6 +24,7 @@
 
 #include "cmd.h"
 #include "opt_table.h"
+#include "top/cpu.h"
 #include "top/screen.h"
 #include "top/source.h"
 
@@ -267,6 +268,60 @@ static void term_size(int *w, int *h)
 	}
 }
 
+/* CPU time at the last refresh: of each watched process's cuptrace-* threads, of top and its
+ * record process. */
+struct cpu_clock {
+	int64_t *proc; /* per process of the aggregator; -1: not read yet */
+	size_t nproc;
+	int64_t self, at; /* top's (and record's) CPU ns; the monotonic time of the reading */
+	int64_t rec;      /* record's at its last reading (it stays counted once it is gone) */
+	int have_self;
+};
+
+static double cpu_pct(int64_t d_cpu, int64_t d_wall)
+{
+	return d_wall > 0 && d_cpu >= 0 ? 100.0 * (double)d_cpu / (double)d_wall : -1;
+}
+
+/* The tracer's own CPU over the last interval into t (percent of one core; -1: not known). */
+static void cpu_update(struct cpu_clock *c, struct cuptrace_top *t, pid_t record)
+{
+	int64_t now = now_ns(), dt = c->at ? now - c->at : 0;
+	if (c->nproc < t->nprocs) {
+		int64_t *v = realloc(c->proc, t->nprocs * sizeof(*v));
+		if (!v)
+			return;
+		for (size_t i = c->nproc; i < t->nprocs; i++)
+			v[i] = -1;
+		c->proc = v;
+		c->nproc = t->nprocs;
+	}
+	for (size_t i = 0; i < t->nprocs; i++) {
+		struct top_proc *p = &t->procs[i];
+		int64_t ns;
+		int nth = 0;
+		p->tracer_cpu_pct = -1;
+		if (p->ended || cuptrace_top_cpu_ns(p->pid, 1, &ns, &nth)) {
+			c->proc[i] = -1;
+			continue;
+		}
+		if (c->proc[i] >= 0)
+			p->tracer_cpu_pct = cpu_pct(ns - c->proc[i], dt);
+		p->tracer_threads = nth;
+		c->proc[i] = ns;
+	}
+	int64_t self = 0, rec = 0;
+	if (!cuptrace_top_cpu_ns(getpid(), 0, &self, NULL)) {
+		if (record > 0 && !cuptrace_top_cpu_ns(record, 0, &rec, NULL))
+			c->rec = rec;
+		self += c->rec;
+		t->top_cpu_pct = c->have_self ? cpu_pct(self - c->self, dt) : -1;
+		c->self = self;
+		c->have_self = 1;
+	}
+	c->at = now;
+}
+
 /* One refresh on the terminal: home, each line overwritten and cleared to its end, the rest of
  * the screen cleared; the last line without its newline (no scroll). */
 static void draw(const struct cuptrace_top *t, struct top_view *v)
@@ -420,6 +475,10 @@ int cmd_top(int argc, char **argv)
 	int64_t start = now_ns(), next = start + step;
 	int quit = 0, err = 0;
 	long n = 0;
+	struct cpu_clock cpu = {0};
+	if (!o.nreplay)
+		cpu_update(&cpu, &t,
+		           run.pid); /* the first reading: the base of the first interval */
 	for (;;) {
 		if (o.nreplay && o.speed == 0) {
 			if (got_signal)
@@ -469,6 +528,8 @@ int cmd_top(int argc, char **argv)
 			else
 				continue;
 		}
+		if (!o.nreplay)
+			cpu_update(&cpu, &t, run.done ? 0 : run.pid);
 		if (cuptrace_top_tick(&t, dt)) {
 			fprintf(stderr, "cuptrace top: out of memory\n");
 			err = -ENOMEM;
@@ -518,6 +579,7 @@ int cmd_top(int argc, char **argv)
 	for (size_t i = 0; i < run.nsrc; i++)
 		cuptrace_top_source_free(run.src[i]);
 	cuptrace_top_free(&t);
+	free(cpu.proc);
 	if (err)
 		return EXIT_FAIL;
 	if (!o.nreplay && run.done)
