@@ -143,8 +143,47 @@ if command -v tmux >/dev/null 2>&1; then
 	else
 		bad "tmux pane lacks the kernel '$first' or the busy line:"; cat "$tmp/pane"
 	fi
+	# The t key: on a replay at half speed of a capture whose kernels run from 0.67 s to
+	# 1.26 s after its first event, t pressed once the screen says 0.7 s writes a trace of
+	# the next 300 ms. Its kernels are exactly the capture's kernels that overlap the span the
+	# status line names (both read back with convert: an independent reading of each file).
+	tc=$CUPTRACE_TEST_DATA/gm_h100.cupti
+	tmux -S "$sock" new-session -d -x 80 -y 24 \
+		"cd '$tmp' && '$ct' top --replay '$tc' --speed 0.5 --interval 0.1 --t-duration 300ms; sleep 30" 2>"$tmp/err" ||
+		{ bad "tmux did not start"; cat "$tmp/err"; }
+	i=0
+	pressed=0
+	while [ $i -lt 200 ]; do
+		tmux -S "$sock" capture-pane -p >"$tmp/pane" 2>/dev/null
+		if [ $pressed = 0 ] && awk '/cuptrace top  t / {v = $4; sub("s", "", v); f = v + 0 >= 0.7} END {exit !f}' "$tmp/pane"; then
+			tmux -S "$sock" send-keys t
+			pressed=1
+		fi
+		grep -q "t: wrote\|t: writing .* failed" "$tmp/pane" && break
+		sleep 0.1
+		i=$((i + 1))
+	done
+	tmux -S "$sock" kill-server 2>/dev/null
+	shot=$(sed -n 's/.*t: wrote \([^ ]*\) (\([0-9.]*\) s to \([0-9.]*\) s).*/\1 \2 \3/p' "$tmp/pane")
+	set -- $shot
+	if [ $# != 3 ] || ! "$ct" convert "$tmp/$1" -o "$tmp/shot.json" 2>"$tmp/err" ||
+		! "$ct" convert "$tc" -o "$tmp/whole.json" 2>>"$tmp/err"; then
+		bad "t: no trace written, or unreadable:"; cat "$tmp/pane" "$tmp/err"
+	elif python3 - "$tmp/shot.json" "$tmp/whole.json" "$2" "$3" <<'PY'; then ok; else bad "t: the trace's kernels"; fi
+import json, sys
+def kernels(p):
+    d = json.load(open(p))
+    ev = d["traceEvents"] if isinstance(d, dict) else d
+    return sorted((e["ts"], e.get("dur", 0), e["name"]) for e in ev
+                  if e.get("ph") == "X" and e.get("cat") == "kernel")
+got, whole = kernels(sys.argv[1]), kernels(sys.argv[2])
+t0, t1 = float(sys.argv[3]) * 1e6, float(sys.argv[4]) * 1e6  # us, as the JSON's ts
+want = [k for k in whole if k[0] < t1 and k[0] + k[1] > t0]
+print(f"t: {len(got)} kernels in {t0:.0f}..{t1:.0f} us; the capture has {len(want)} there of {len(whole)}")
+sys.exit(0 if want and got == want else 1)
+PY
 else
-	echo "SKIP (part): tmux not installed: the 80x24 pane is not checked"
+	echo "SKIP (part): tmux not installed: the 80x24 pane and the t key are not checked"
 fi
 # The live path without a GPU: `top --no-check -- PROGRAM` runs record, whose program here is
 # a stand-in that writes a real capture to the file record names ($CUPTRACE_OUTPUT) a sixth at

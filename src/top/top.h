@@ -76,6 +76,7 @@ struct top_proc {
 	char *name;
 	int have_window;
 	int64_t frontier; /* the latest end of any of its events, trace ns */
+	int64_t latest;   /* the latest end of any slice (host calls come sooner than GPU work) */
 	int64_t win_start;
 	uint64_t dropped_cupti, dropped_cuptrace;
 	int ended; /* its trace is complete */

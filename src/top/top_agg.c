@@ -499,6 +499,8 @@ static int tk_slice(struct cuptrace_sink *sk, const struct cuptrace_slice *e)
 	int64_t dur = e->dur < 0 ? 0 : e->dur;
 	struct top_proc *p = proc_of(s);
 	struct trk *k = find_trk(s, e->track_uuid);
+	if (p && sat_add(e->ts, dur) > p->latest)
+		p->latest = sat_add(e->ts, dur);
 	const char *cat = e->category ? e->category : "";
 	const char *name = e->name ? e->name : "";
 	if (is_step(name) && !(k && k->kind == TK_STREAM)) {

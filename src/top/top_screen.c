@@ -307,6 +307,6 @@ void cuptrace_top_render(const struct cuptrace_top *t, const struct top_view *v,
 		for (int i = 0; i < rows - shown; i++)
 			line(f, v, NULL, ""); /* the keys stay on the last line */
 		line(f, v, NULL,
-		     "k kernels  a API  s streams  r ranks  n NCCL  o sort  p pause  q quit");
+		     "k kernels a API s streams r ranks n NCCL o sort p pause t trace q quit");
 	}
 }
