@@ -64,9 +64,9 @@ def run_one(build, variant, workload, a):
         ct = os.path.join(build, "cuptrace")
         env = dict(os.environ, TMPDIR=tmp)
         if variant == "record":
-            argv = [ct, "record", "-o", os.path.join(tmp, "t.pftrace"), "--"] + argv
+            argv = [ct, "record"] + a.check + ["-o", os.path.join(tmp, "t.pftrace"), "--"] + argv
         elif variant == "top":
-            argv = [ct, "top", "--json", "--"] + argv
+            argv = [ct, "top"] + a.check + ["--json", "--"] + argv
         p = subprocess.run(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                            text=True, timeout=1800)
         if p.returncode:
@@ -97,7 +97,10 @@ def main():
     ap.add_argument("--storm-seconds", type=float, default=5)
     ap.add_argument("--steps", type=int, default=300)
     ap.add_argument("--raw", help="write every round's measures here (JSON)")
+    ap.add_argument("--no-check", action="store_true",
+                    help="pass --no-check (a dry run of the script with stand-in programs)")
     a = ap.parse_args()
+    a.check = ["--no-check"] if a.no_check else []
     build = os.path.abspath(a.build)
     raw = {}
     for w in a.workloads.split(","):
