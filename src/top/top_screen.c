@@ -70,9 +70,10 @@ static void line(FILE *f, const struct top_view *v, const char *style, const cha
 		fprintf(f, "%s\n", clean);
 }
 
-/* Idle causes in a few columns (idle_cause.h's order). */
-static const char *const cause_short[CUPTRACE_IDLE_NCAUSES] = {"wait", "launch", "stream", "sync",
-                                                               "other"};
+/* Idle causes in a few columns (idle_cause.h's order), so that the GPU line's worst case
+ * (busy 100.0%, kern/s 12.3k, mem and peak in GB, a cause at 100%) is 80 columns. */
+static const char *const cause_short[CUPTRACE_IDLE_NCAUSES] = {"wait", "lat", "strm", "sync",
+                                                               "oth"};
 
 /* The interval's idle by cause: the main cause and its share (narrow), or every cause with a
  * share (wide); "" before any gap closed. */
