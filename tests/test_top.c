@@ -7,10 +7,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <pthread.h>
+#include <sys/prctl.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "check.h"
 #include "convert/capture.h"
+#include "top/cpu.h"
 #include "top/top.h"
 
 static void track(struct cuptrace_sink *s, uint64_t uuid, enum cuptrace_track_kind kind,
@@ -249,4 +253,127 @@ static void test_tail(void)
 	unlink(out);
 }
 
-TEST_MAIN(T(test_intervals), T(test_tail))
+/* A slice with a correlation id and flows (0: none). */
+static void linked(struct cuptrace_sink *s, uint64_t trk, int64_t ts, int64_t dur, const char *cat,
+                   const char *name, uint64_t corr, uint64_t flow_out, uint64_t flow_in)
+{
+	struct cuptrace_slice e = {.track_uuid = trk,
+	                           .ts = ts,
+	                           .dur = dur,
+	                           .name = name,
+	                           .category = cat,
+	                           .correlation_id = corr,
+	                           .flows_out = &flow_out,
+	                           .nflows_out = flow_out != 0,
+	                           .flows_in = &flow_in,
+	                           .nflows_in = flow_in != 0};
+	CHECK_EQ_INT(s->ops->slice(s, &e), 0);
+}
+
+/* Idle by cause (analyze's definitions), worked out by hand. Thread 11 launches K1 [20,50)
+ * at 0; sits in cudaStreamSynchronize [55,100); launches K2 [130,150) at 100: the gap [50,130)
+ * is host_sync 50 ([50,100), the thread in a synchronize) + launch_latency 30. K3 [210,220)
+ * is linked by its flow to the launch at 200 (its correlation id names no call: the flow
+ * wins, as in analyze): the gap [150,210) is host_wait 50 + launch_latency 10. Interval 2:
+ * K4 [300,310) has no known launch: the gap [220,300) is other 80, counted in the interval in
+ * which K4 came. */
+static void test_idle(void)
+{
+	struct cuptrace_top t;
+	CHECK_EQ_INT(cuptrace_top_init(&t), 0);
+	struct cuptrace_sink *s = cuptrace_top_sink_new(&t);
+	CHECK(s != NULL);
+	if (!s)
+		return;
+	struct cuptrace_trace_info info = {.pid = 7, .process_name = "train"};
+	CHECK_EQ_INT(s->ops->begin(s, &info), 0);
+	track(s, 1, CUPTRACE_TRACK_PROCESS, 0, "train");
+	track(s, 2, CUPTRACE_TRACK_GROUP, 1, "GPU 0: Test GPU");
+	track(s, 3, CUPTRACE_TRACK_SLICES, 2, "Stream 7");
+	struct cuptrace_track th = {
+	    .uuid = 6, .kind = CUPTRACE_TRACK_THREAD, .parent_uuid = 1, .pid = 7, .tid = 11};
+	th.name = "main";
+	CHECK_EQ_INT(s->ops->track(s, &th), 0);
+	linked(s, 6, 0, 10, "cuda_runtime", "cudaLaunchKernel", 1, 0, 0);
+	linked(s, 6, 55, 45, "cuda_runtime", "cudaStreamSynchronize", 5, 0, 0);
+	linked(s, 6, 100, 10, "cuda_runtime", "cudaLaunchKernel", 2, 0, 0);
+	linked(s, 6, 200, 5, "cuda_runtime", "cudaLaunchKernel", 3, 77, 0);
+	linked(s, 3, 20, 30, "kernel", "K1", 1, 0, 0);
+	linked(s, 3, 130, 20, "kernel", "K2", 2, 0, 0);
+	linked(s, 3, 210, 10, "kernel", "K3", 999, 0, 77);
+	CHECK_EQ_INT(cuptrace_top_tick(&t, 1000), 0);
+	const struct top_gpu *g = &t.gpus[0];
+	CHECK_EQ_INT(g->idle_last[CUPTRACE_IDLE_HOST_SYNC], 50);
+	CHECK_EQ_INT(g->idle_last[CUPTRACE_IDLE_HOST_WAIT], 50);
+	CHECK_EQ_INT(g->idle_last[CUPTRACE_IDLE_LAUNCH], 40);
+	CHECK_EQ_INT(g->idle_last[CUPTRACE_IDLE_OTHER], 0);
+	linked(s, 3, 300, 10, "kernel", "K4", 12345, 0, 0);
+	CHECK_EQ_INT(cuptrace_top_tick(&t, 1000), 0);
+	CHECK_EQ_INT(g->idle_last[CUPTRACE_IDLE_OTHER], 80);
+	CHECK_EQ_INT(g->idle_last[CUPTRACE_IDLE_HOST_WAIT], 0);
+	CHECK_EQ_INT(g->idle_tot[CUPTRACE_IDLE_HOST_WAIT], 50);
+	CHECK_EQ_INT(g->idle_tot[CUPTRACE_IDLE_HOST_SYNC], 50);
+	CHECK_EQ_INT(g->idle_tot[CUPTRACE_IDLE_OTHER], 80);
+	CHECK_EQ_INT(s->ops->finish(s), 0);
+	s->ops->destroy(s);
+	cuptrace_top_free(&t);
+}
+
+static volatile int spin_stop;
+
+struct spin {
+	const char *name;
+	volatile int64_t cpu; /* its own CPU clock once stopped; -1 before */
+};
+
+/* Burns CPU under a name until spin_stop is 1, notes its own CPU time, and stays alive (so
+ * that /proc still lists it) until spin_stop is 2. */
+static void *spinner(void *arg)
+{
+	struct spin *sp = arg;
+	prctl(PR_SET_NAME, sp->name, 0, 0, 0);
+	while (spin_stop < 1)
+		;
+	struct timespec ts;
+	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+	sp->cpu = (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+	struct timespec nap = {0, 1000000};
+	while (spin_stop < 2)
+		nanosleep(&nap, NULL);
+	return NULL;
+}
+
+/* The tracer's own CPU: a thread named cuptrace-test spins 300 ms and another, not named so,
+ * as long. Counted by name, /proc gives the first's CPU (its own clock; /proc counts in clock
+ * ticks, 10 ms steps) and not the second's. */
+static void test_cpu(void)
+{
+	int64_t before, after;
+	int nth = -1;
+	CHECK_EQ_INT(cuptrace_top_cpu_ns(getpid(), 1, &before, &nth), 0);
+	CHECK_EQ_INT(nth, 0);
+	CHECK_EQ_INT(before, 0);
+	pthread_t a, b;
+	struct spin sa = {"cuptrace-test", -1}, sb = {"someone-else", -1};
+	spin_stop = 0;
+	CHECK_EQ_INT(pthread_create(&a, NULL, spinner, &sa), 0);
+	CHECK_EQ_INT(pthread_create(&b, NULL, spinner, &sb), 0);
+	struct timespec ts = {0, 300000000}, nap = {0, 1000000};
+	nanosleep(&ts, NULL);
+	spin_stop = 1;
+	while (sa.cpu < 0 || sb.cpu < 0)
+		nanosleep(&nap, NULL);
+	CHECK_EQ_INT(cuptrace_top_cpu_ns(getpid(), 1, &after, &nth), 0);
+	spin_stop = 2;
+	pthread_join(a, NULL);
+	pthread_join(b, NULL);
+	printf("cpu: named %lld ms by /proc, its own clock %lld ms, the other %lld ms\n",
+	       (long long)(after / 1000000), (long long)(sa.cpu / 1000000),
+	       (long long)(sb.cpu / 1000000));
+	CHECK_EQ_INT(nth, 1);
+	CHECK(after >= sa.cpu - 20000000 && after <= sa.cpu + 20000000);
+	CHECK(sa.cpu > 0);
+	CHECK_EQ_INT(cuptrace_top_cpu_ns(-5, 1, &after, NULL) < 0, 1);
+}
+
+TEST_MAIN(T(test_intervals), T(test_tail), T(test_idle), T(test_cpu))

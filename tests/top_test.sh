@@ -5,7 +5,10 @@
 # --json equal stats' names of category kernel; the API calls likewise; the last interval's
 # totals equal the sums. --once's text fits 80 columns; a tmux pane of 80x24 shows the screen
 # with the kernel stats names first (skipped without tmux); a capture written while top
-# watches, through the CLI's live path. Usage errors last.
+# watches, through the CLI's live path. Idle by cause: on the captures where `analyze` covers
+# the whole trace (no steps, no start-up), each GPU's idle_by_cause_total_ns of top's last
+# interval equals analyze's idle_by_cause_ns (its own sink and sweep), and the intervals' values
+# sum to it. Usage errors last.
 set -u
 ct=$CUPTRACE_BIN
 if ! command -v python3 >/dev/null 2>&1; then
@@ -25,7 +28,10 @@ for t in "$CUPTRACE_TEST_DATA"/*.cupti; do
 	if ! "$ct" top --replay "$t" --speed max --interval 0.005 --json >"$tmp/$name.top" 2>"$tmp/err"; then
 		echo "FAIL $name: top --json"; cat "$tmp/err"; fail=1; continue
 	fi
-	if python3 - "$tmp/$name.stats" "$tmp/$name.top" "$src/tests" <<'PY'; then ok; else echo "FAIL $name"; fail=1; fi
+	if ! "$ct" analyze --json "$t" >"$tmp/$name.an" 2>"$tmp/err"; then
+		echo "FAIL $name: analyze --json"; cat "$tmp/err"; fail=1; continue
+	fi
+	if python3 - "$tmp/$name.stats" "$tmp/$name.top" "$src/tests" "$tmp/$name.an" "$tmp/idle_compared" <<'PY'; then ok; else echo "FAIL $name"; fail=1; fi
 import sys
 sys.path.insert(0, sys.argv[3])
 from strict_json import load
@@ -66,6 +72,28 @@ for o in objs:
     for g in o["gpus"]:
         if not 0 <= g["busy_pct"] <= 100:
             bad.append(f"busy {g['busy_pct']}")
+# Idle by cause: the intervals sum to the total; the total is analyze's where analyze covers
+# the whole trace.
+summed = {}
+for o in objs:
+    for i, g in enumerate(o["gpus"]):
+        d = summed.setdefault(i, {})
+        for k, v in g["idle_by_cause_ns"].items():
+            d[k] = d.get(k, 0) + v
+tot = {i: g["idle_by_cause_total_ns"] for i, g in enumerate(objs[-1]["gpus"])} if objs else {}
+if any(o["top_cpu_pct"] is not None or any(p["tracer_cpu_pct"] is not None for p in o["procs"])
+       for o in objs):
+    bad.append("a replay has a CPU figure (no process to measure)")
+if summed != tot:
+    bad.append(f"idle by cause: intervals sum to {summed}, the totals say {tot}")
+an = json.load(open(sys.argv[4], encoding="utf-8"))
+if not an["steady_state"]["from_steps"] and all(g.get("startup_ns", 0) == 0 for g in an["gpus"]):
+    want = [g["idle_by_cause_ns"] for g in an["gpus"]]
+    got = [tot.get(i) for i in range(len(want))]
+    if got != want:
+        bad.append(f"idle by cause {got}, analyze {want}")
+    elif sum(sum(w.values()) for w in want):
+        open(sys.argv[5], "a").write(sys.argv[2] + "\n")
 for b in bad:
     print(sys.argv[2].split("/")[-1], b)
 sys.exit(1 if bad else 0)
@@ -79,6 +107,9 @@ PY
 		ok
 	fi
 done
+# Idle by cause was compared on enough captures with idle (host_sync, host_wait, launch_latency).
+nidle=$(wc -l <"$tmp/idle_compared" 2>/dev/null || echo 0)
+if [ "$nidle" -ge 5 ]; then ok; else bad "idle by cause compared with analyze on $nidle captures, want 5"; fi
 # --once of a whole capture (one interval longer than the run) lists the run's first kernel
 # by time as stats does (the first kernel name of stats' names, category kernel).
 t=$CUPTRACE_TEST_DATA/multi_stream.cupti
@@ -112,8 +143,47 @@ if command -v tmux >/dev/null 2>&1; then
 	else
 		bad "tmux pane lacks the kernel '$first' or the busy line:"; cat "$tmp/pane"
 	fi
+	# The t key: on a replay at half speed of a capture whose kernels run from 0.67 s to
+	# 1.26 s after its first event, t pressed once the screen says 0.7 s writes a trace of
+	# the next 300 ms. Its kernels are exactly the capture's kernels that overlap the span the
+	# status line names (both read back with convert: an independent reading of each file).
+	tc=$CUPTRACE_TEST_DATA/gm_h100.cupti
+	tmux -S "$sock" new-session -d -x 80 -y 24 \
+		"cd '$tmp' && '$ct' top --replay '$tc' --speed 0.5 --interval 0.1 --t-duration 300ms; sleep 30" 2>"$tmp/err" ||
+		{ bad "tmux did not start"; cat "$tmp/err"; }
+	i=0
+	pressed=0
+	while [ $i -lt 200 ]; do
+		tmux -S "$sock" capture-pane -p >"$tmp/pane" 2>/dev/null
+		if [ $pressed = 0 ] && awk '/cuptrace top  t / {v = $4; sub("s", "", v); f = v + 0 >= 0.7} END {exit !f}' "$tmp/pane"; then
+			tmux -S "$sock" send-keys t
+			pressed=1
+		fi
+		grep -q "t: wrote\|t: writing .* failed" "$tmp/pane" && break
+		sleep 0.1
+		i=$((i + 1))
+	done
+	tmux -S "$sock" kill-server 2>/dev/null
+	shot=$(sed -n 's/.*t: wrote \([^ ]*\) (\([0-9.]*\) s to \([0-9.]*\) s).*/\1 \2 \3/p' "$tmp/pane")
+	set -- $shot
+	if [ $# != 3 ] || ! "$ct" convert "$tmp/$1" -o "$tmp/shot.json" 2>"$tmp/err" ||
+		! "$ct" convert "$tc" -o "$tmp/whole.json" 2>>"$tmp/err"; then
+		bad "t: no trace written, or unreadable:"; cat "$tmp/pane" "$tmp/err"
+	elif python3 - "$tmp/shot.json" "$tmp/whole.json" "$2" "$3" <<'PY'; then ok; else bad "t: the trace's kernels"; fi
+import json, sys
+def kernels(p):
+    d = json.load(open(p))
+    ev = d["traceEvents"] if isinstance(d, dict) else d
+    return sorted((e["ts"], e.get("dur", 0), e["name"]) for e in ev
+                  if e.get("ph") == "X" and e.get("cat") == "kernel")
+got, whole = kernels(sys.argv[1]), kernels(sys.argv[2])
+t0, t1 = float(sys.argv[3]) * 1e6, float(sys.argv[4]) * 1e6  # us, as the JSON's ts
+want = [k for k in whole if k[0] < t1 and k[0] + k[1] > t0]
+print(f"t: {len(got)} kernels in {t0:.0f}..{t1:.0f} us; the capture has {len(want)} there of {len(whole)}")
+sys.exit(0 if want and got == want else 1)
+PY
 else
-	echo "SKIP (part): tmux not installed: the 80x24 pane is not checked"
+	echo "SKIP (part): tmux not installed: the 80x24 pane and the t key are not checked"
 fi
 # The live path without a GPU: `top --no-check -- PROGRAM` runs record, whose program here is
 # a stand-in that writes a real capture to the file record names ($CUPTRACE_OUTPUT) a sixth at
@@ -153,6 +223,11 @@ for o in objs:
         c, s = got.get(r["name"], (0, 0))
         got[r["name"]] = (c + r["calls"], s + r["ns"])
 ended = objs and all(p["ended"] for p in objs[-1]["procs"]) and objs[-1]["procs"]
+# top's own CPU is known live from the second interval on (a difference of two readings).
+cpu = [o["top_cpu_pct"] for o in objs]
+if any(c is None or c < 0 for c in cpu[1:]):
+    print(f"top_cpu_pct {cpu}")
+    sys.exit(1)
 if got != want or not ended or len(objs) < 3:
     print(f"{len(objs)} intervals, ended {ended}, kernels {sorted(got.items())[:3]} want {sorted(want.items())[:3]}")
     sys.exit(1)

@@ -19,6 +19,7 @@
 #include <sys/un.h>
 #include <time.h>
 #include <unistd.h>
+#include <sys/prctl.h>
 
 #include "common/util.h"
 
@@ -133,6 +134,8 @@ static void serve(struct cuptrace_control *c, int fd)
 
 static void *control_main(void *arg)
 {
+	/* Named cuptrace-*: `top` counts the tracer's own CPU by these names. */
+	prctl(PR_SET_NAME, "cuptrace-ctl", 0, 0, 0);
 	struct cuptrace_control *c = arg;
 	for (;;) {
 		struct pollfd p[2] = {{c->fd, POLLIN, 0}, {c->wake[0], POLLIN, 0}};

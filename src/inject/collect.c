@@ -27,6 +27,7 @@
 #include <unistd.h>
 
 #include <cupti.h>
+#include <sys/prctl.h>
 
 #include "inject/api_enable.h"
 #include "inject/collect_otlp.h"
@@ -74,6 +75,8 @@ static void on_signal(int sig)
 
 static void *flusher_main(void *arg)
 {
+	/* Named cuptrace-*: `top` counts the tracer's own CPU by these names. */
+	prctl(PR_SET_NAME, "cuptrace-flush", 0, 0, 0);
 	struct collect_session *s = arg;
 	int timeout = s->flush_ms > 0 ? s->flush_ms : 1000;
 	while (!atomic_load(&s->stop_flusher)) {

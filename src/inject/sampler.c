@@ -18,6 +18,7 @@
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
+#include <sys/prctl.h>
 
 #include "inject/nsample.h"
 #include "inject/nstack.h"
@@ -220,6 +221,8 @@ static void sample_one(pid_t tid, struct cuptrace_pyread_frame *py, uint64_t *na
 
 static void *sampler_main(void *arg)
 {
+	/* Named cuptrace-*: `top` counts the tracer's own CPU by these names. */
+	prctl(PR_SET_NAME, "cuptrace-sample", 0, 0, 0);
 	(void)arg;
 	s.self_tid = (pid_t)syscall(SYS_gettid);
 	struct cuptrace_pyread_frame *py = malloc(PY_MAX * sizeof(*py));

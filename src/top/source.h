@@ -26,8 +26,9 @@ struct top_source *cuptrace_top_replay_open(struct cuptrace_top *t, const char *
                                             const char **why);
 /* The trace time of its first event. */
 int64_t cuptrace_top_replay_start(const struct top_source *s);
-/* Hands the aggregator every event that ends at or before until (trace ns), and moves the
- * process's clock there; after the last event, the process ends. 0 or a negative errno. */
+/* Hands the aggregator every event that starts at or before until (trace ns), and moves the
+ * process's clock there; once the clock passes the last event's end, the process ends. 0 or a
+ * negative errno. */
 int cuptrace_top_replay_until(struct top_source *s, int64_t until);
 
 void cuptrace_top_source_free(struct top_source *s);

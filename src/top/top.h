@@ -17,6 +17,13 @@
  *    slices' "bytes" by "kind" (HtoD, DtoH, other), pageable when "src" or "dst" is pageable.
  *  - device memory: the last and largest value of each GPU's "Device memory in use" counter.
  *  - steps: ProfilerStep#N ranges and optimizer.step marks (slices or instants).
+ *  - idle by cause: analyze's (why/idle_cause.h): each GPU gap (the GPU's work union, from its
+ *    first work on) before work W counts once, whole, in the interval in which W reached top,
+ *    split by W's launch call (linked by flow, else correlation id, as analyze links them)
+ *    and whether the launching thread sat in a synchronize then. At each tick the GPU's work
+ *    that arrived is swept in start order (a replay hands work out by start, a live capture
+ *    in start order behind the converter's watermark), so summed over a whole replay the
+ *    causes equal analyze's over the whole trace.
  *
  * Threading: one thread (the command's). Ownership: the aggregator owns its sinks' state; a
  * sink borrows the aggregator, which must outlive it. */
@@ -29,6 +36,7 @@
 
 #include "common/util.h"
 #include "format/event.h"
+#include "why/idle_cause.h"
 
 struct top_stat {
 	uint64_t calls;
@@ -56,6 +64,11 @@ struct top_gpu {
 	int have_mem;
 	int64_t mem, mem_peak;
 	struct top_stat kern_cur, kern_last, kern_tot;
+	/* Idle by cause (top.h's definition): of the interval, the last, since the start. */
+	int64_t idle_cur[CUPTRACE_IDLE_NCAUSES], idle_last[CUPTRACE_IDLE_NCAUSES],
+	    idle_tot[CUPTRACE_IDLE_NCAUSES];
+	int have_end;
+	int64_t g_end; /* the end of its work union so far (swept) */
 };
 
 struct top_proc {
@@ -63,12 +76,19 @@ struct top_proc {
 	char *name;
 	int have_window;
 	int64_t frontier; /* the latest end of any of its events, trace ns */
+	int64_t latest;   /* the latest end of any slice (host calls come sooner than GPU work) */
 	int64_t win_start;
 	uint64_t dropped_cupti, dropped_cuptrace;
 	int ended; /* its trace is complete */
 	struct top_stat kern_cur, kern_last, kern_tot, api_cur, api_last, api_tot;
 	int64_t busy_last, win_last; /* busy summed over its GPUs; the window */
 	uint32_t ngpus;              /* its GPUs (busy_pct: busy / (window x GPUs)) */
+	int clocked;                 /* a replay: only cuptrace_top_advance moves the frontier */
+	struct top_hosts *hosts;     /* private: launch calls and blocking calls (idle causes) */
+	/* The tracer's own CPU in the process (cuptrace-* threads), percent of one core over
+	 * the last interval; < 0: not known (a replay, /proc unreadable). Set by the caller. */
+	double tracer_cpu_pct;
+	int tracer_threads;
 };
 
 struct top_copy {
@@ -86,7 +106,8 @@ struct cuptrace_top {
 	uint64_t interval;                             /* closed intervals */
 	int64_t last_dt, tot_dt; /* the last interval's length, the sum: wall (or replay) ns */
 	struct cuptrace_strtab strs;
-	int err; /* first error (-ENOMEM), sticky */
+	double top_cpu_pct; /* top's own CPU (and its record process), < 0: not known */
+	int err;            /* first error (-ENOMEM), sticky */
 };
 
 /* 0 or -ENOMEM. */
@@ -100,6 +121,10 @@ int cuptrace_top_sink_proc(const struct cuptrace_sink *s);
 void cuptrace_top_dropped(struct cuptrace_top *t, int proc, uint64_t cupti, uint64_t cuptrace);
 /* Moves process proc's trace-time frontier to at least ts (a replay's clock). */
 void cuptrace_top_advance(struct cuptrace_top *t, int proc, int64_t ts);
+/* Process proc's clock is a replay's: only cuptrace_top_advance moves its frontier (its GPU
+ * work comes by start, so that work running past the clock is clipped, not a reason to widen
+ * the window). */
+void cuptrace_top_clocked(struct cuptrace_top *t, int proc);
 /* Closes the interval, which lasted dt_ns: busy per GPU, then the interval's values become
  * "last" and are added to the totals. 0 or -ENOMEM. */
 int cuptrace_top_tick(struct cuptrace_top *t, int64_t dt_ns);

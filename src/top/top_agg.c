@@ -9,10 +9,48 @@
 #include "common/saturate.h"
 #include "stats/busy.h"
 
-/* A GPU's work spans not yet behind a closed window. */
+/* GPU work that reached top since the last tick, for the idle sweep: its launch link. */
+struct top_work {
+	int64_t ts, end;
+	uint64_t flow, corr; /* flow id in, correlation id; 0: none */
+	uint32_t stream;
+};
+
+/* A GPU's work spans not yet behind a closed window, and its work not yet swept for gaps. */
 struct top_busy_spans {
 	struct cuptrace_busy_span *v;
 	size_t n, cap;
+	struct top_work *w;
+	size_t nw, wcap;
+};
+
+/* A process's host calls that idle causes need (idle_cause.h): the launch calls by flow and
+ * correlation id (a queue by arrival, dropped LAUNCH_KEEP_NS of trace time behind the
+ * process's frontier), and per thread its blocking calls (synchronize, synchronous copies),
+ * dropped once every GPU's swept union is past their end. Memory: bounded by the launches of
+ * LAUNCH_KEEP_NS and the blocking calls of about one interval. */
+#define LAUNCH_KEEP_NS 30000000000ll
+struct top_launch {
+	int64_t ts;
+	uint64_t thread;
+	uint64_t key; /* flow id or correlation id */
+	int is_flow;
+};
+struct top_block {
+	int64_t ts, end;
+};
+struct top_blocks {
+	struct top_block *v; /* by start */
+	size_t n, cap;
+};
+struct top_hosts {
+	struct cuptrace_u64map flow, corr; /* id -> seq + 1 */
+	struct top_launch *q;              /* seq = base + index */
+	size_t n, cap, head;
+	uint64_t base;
+	struct cuptrace_u64map thr; /* tid -> index + 1 in th */
+	struct top_blocks *th;
+	size_t nth, thcap;
 };
 
 enum trk_kind { TK_OTHER, TK_GPU, TK_STREAM, TK_MEM, TK_THREAD };
@@ -21,6 +59,7 @@ struct trk {
 	enum trk_kind kind;
 	uint32_t gpu;    /* TK_GPU, TK_STREAM, TK_MEM: index in t->gpus */
 	uint32_t stream; /* TK_STREAM: row in t->streams */
+	uint64_t thread; /* TK_THREAD: its tid */
 };
 
 struct top_sink {
@@ -41,9 +80,157 @@ static int fail(struct cuptrace_top *t, int err)
 	return t->err;
 }
 
+static void hosts_free(struct top_hosts *h)
+{
+	if (!h)
+		return;
+	cuptrace_u64map_free(&h->flow);
+	cuptrace_u64map_free(&h->corr);
+	cuptrace_u64map_free(&h->thr);
+	free(h->q);
+	for (size_t i = 0; i < h->nth; i++)
+		free(h->th[i].v);
+	free(h->th);
+	free(h);
+}
+
+static struct top_hosts *hosts_new(void)
+{
+	struct top_hosts *h = calloc(1, sizeof(*h));
+	if (h) {
+		cuptrace_u64map_init(&h->flow);
+		cuptrace_u64map_init(&h->corr);
+		cuptrace_u64map_init(&h->thr);
+	}
+	return h;
+}
+
+/* Notes a launch call's id (flow or correlation). 0 or -ENOMEM. */
+static int launch_add(struct top_hosts *h, int is_flow, uint64_t key, int64_t ts, uint64_t thread)
+{
+	struct top_launch *q = cuptrace_grow(h->q, &h->cap, h->n + 1, sizeof(*q));
+	if (!q)
+		return -ENOMEM;
+	h->q = q;
+	uint64_t *v = cuptrace_u64map_put(is_flow ? &h->flow : &h->corr, key, NULL);
+	if (!v)
+		return -ENOMEM;
+	q[h->n] = (struct top_launch){ts, thread, key, is_flow};
+	*v = h->base + h->n + 1;
+	h->n++;
+	return 0;
+}
+
+static const struct top_launch *launch_get(const struct top_hosts *h, int is_flow, uint64_t key)
+{
+	uint64_t *v = key ? cuptrace_u64map_get(is_flow ? &h->flow : &h->corr, key) : NULL;
+	if (!v || *v - 1 < h->base + h->head)
+		return NULL;
+	return &h->q[*v - 1 - h->base];
+}
+
+/* Drops the launches that began before cut (the queue is by arrival, close to by time). */
+static void launch_prune(struct top_hosts *h, int64_t cut)
+{
+	while (h->head < h->n && h->q[h->head].ts < cut) {
+		const struct top_launch *l = &h->q[h->head];
+		struct cuptrace_u64map *m = l->is_flow ? &h->flow : &h->corr;
+		uint64_t *v = cuptrace_u64map_get(m, l->key);
+		if (v && *v == h->base + h->head + 1)
+			cuptrace_u64map_del(m, l->key);
+		h->head++;
+	}
+	if (h->head > 4096 && h->head > h->n / 2) {
+		memmove(h->q, h->q + h->head, (h->n - h->head) * sizeof(*h->q));
+		h->n -= h->head;
+		h->base += h->head;
+		h->head = 0;
+	}
+}
+
+static struct top_blocks *blocks_of(struct top_hosts *h, uint64_t thread, int make)
+{
+	uint64_t *v = cuptrace_u64map_get(&h->thr, thread);
+	if (v || !make)
+		return v ? &h->th[*v - 1] : NULL;
+	struct top_blocks *th = cuptrace_grow(h->th, &h->thcap, h->nth + 1, sizeof(*th));
+	if (!th || !(v = cuptrace_u64map_put(&h->thr, thread, NULL)))
+		return NULL;
+	h->th = th;
+	th[h->nth] = (struct top_blocks){0};
+	*v = ++h->nth;
+	return &th[h->nth - 1];
+}
+
+/* A blocking call of a thread, kept in start order (they arrive nearly so). */
+static int block_add(struct top_hosts *h, uint64_t thread, int64_t ts, int64_t end)
+{
+	struct top_blocks *b = blocks_of(h, thread, 1);
+	if (!b)
+		return -ENOMEM;
+	struct top_block *v = cuptrace_grow(b->v, &b->cap, b->n + 1, sizeof(*v));
+	if (!v)
+		return -ENOMEM;
+	b->v = v;
+	size_t i = b->n++;
+	while (i > 0 && v[i - 1].ts > ts) {
+		v[i] = v[i - 1];
+		i--;
+	}
+	v[i] = (struct top_block){ts, end};
+	return 0;
+}
+
+struct sync_q {
+	const struct top_hosts *h;
+	uint64_t thread;
+};
+
+/* Did the thread sit in a blocking call during [a, b)? As analyze walks them (analyze_query.c):
+ * back from the last one starting before b, stopping after two in a row that end before a. */
+static int synced(const void *ctx, int64_t a, int64_t b)
+{
+	const struct sync_q *q = ctx;
+	uint64_t *v = cuptrace_u64map_get(&q->h->thr, q->thread);
+	if (!v)
+		return 0;
+	const struct top_blocks *bl = &q->h->th[*v - 1];
+	size_t lo = 0, hi = bl->n;
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+		if (bl->v[mid].ts < b)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	int before = 0;
+	for (size_t i = lo, n = 0; i > 0 && before < 2 && n < 64; i--, n++) {
+		const struct top_block *k = &bl->v[i - 1];
+		int64_t s = k->ts > a ? k->ts : a, e = k->end < b ? k->end : b;
+		if (e > s)
+			return 1;
+		before++;
+	}
+	return 0;
+}
+
+/* Drops the blocking calls that ended before cut. */
+static void blocks_prune(struct top_hosts *h, int64_t cut)
+{
+	for (size_t t = 0; t < h->nth; t++) {
+		struct top_blocks *b = &h->th[t];
+		size_t k = 0;
+		for (size_t i = 0; i < b->n; i++)
+			if (b->v[i].end >= cut)
+				b->v[k++] = b->v[i];
+		b->n = k;
+	}
+}
+
 int cuptrace_top_init(struct cuptrace_top *t)
 {
 	memset(t, 0, sizeof(*t));
+	t->top_cpu_pct = -1;
 	cuptrace_strtab_init(&t->strs);
 	cuptrace_u64map_init(&t->kernels.index);
 	cuptrace_u64map_init(&t->api.index);
@@ -65,13 +252,17 @@ void cuptrace_top_free(struct cuptrace_top *t)
 	tab_free(&t->streams);
 	tab_free(&t->nccl);
 	for (size_t i = 0; i < t->ngpus; i++) {
-		if (t->gpus[i].spans)
+		if (t->gpus[i].spans) {
 			free(t->gpus[i].spans->v);
+			free(t->gpus[i].spans->w);
+		}
 		free(t->gpus[i].spans);
 	}
 	free(t->gpus);
-	for (size_t i = 0; i < t->nprocs; i++)
+	for (size_t i = 0; i < t->nprocs; i++) {
 		free(t->procs[i].name);
+		hosts_free(t->procs[i].hosts);
+	}
 	free(t->procs);
 	cuptrace_strtab_free(&t->strs);
 	memset(t, 0, sizeof(*t));
@@ -137,10 +328,11 @@ static int tk_begin(struct cuptrace_sink *sk, const struct cuptrace_trace_info *
 		return fail(t, -ENOMEM);
 	t->procs = p;
 	p = &t->procs[t->nprocs];
-	*p = (struct top_proc){.pid = info->pid};
-	if (!(p->name = strdup(info->process_name ? info->process_name : "")))
-		return fail(t, -ENOMEM);
+	*p = (struct top_proc){.pid = info->pid, .tracer_cpu_pct = -1};
 	s->proc = (int)t->nprocs++;
+	if (!(p->name = strdup(info->process_name ? info->process_name : "")) ||
+	    !(p->hosts = hosts_new()))
+		return fail(t, -ENOMEM);
 	return 0;
 }
 
@@ -148,7 +340,7 @@ static int tk_track(struct cuptrace_sink *sk, const struct cuptrace_track *tr)
 {
 	struct top_sink *s = to_sink(sk);
 	struct cuptrace_top *t = s->t;
-	struct trk k = {TK_OTHER, 0, 0};
+	struct trk k = {TK_OTHER, 0, 0, 0};
 	struct trk *parent = find_trk(s, tr->parent_uuid);
 	const char *name = tr->name ? tr->name : "";
 	if (tr->kind == CUPTRACE_TRACK_GROUP) {
@@ -162,10 +354,10 @@ static int tk_track(struct cuptrace_sink *sk, const struct cuptrace_track *tr)
 		                      .proc = s->proc < 0 ? 0 : (uint32_t)s->proc};
 		if (!(g->spans = calloc(1, sizeof(*g->spans))))
 			return fail(t, -ENOMEM);
-		k = (struct trk){TK_GPU, (uint32_t)t->ngpus++, 0};
+		k = (struct trk){TK_GPU, (uint32_t)t->ngpus++, 0, 0};
 	} else if (parent && parent->kind == TK_GPU && tr->kind == CUPTRACE_TRACK_COUNTER) {
 		k = (struct trk){strcmp(name, "Device memory in use") ? TK_OTHER : TK_MEM,
-		                 parent->gpu, 0};
+		                 parent->gpu, 0, 0};
 	} else if (parent && (parent->kind == TK_GPU || parent->kind == TK_STREAM) &&
 	           tr->kind == CUPTRACE_TRACK_SLICES) {
 		/* A stream's lanes share its name: one row per GPU and name. */
@@ -178,9 +370,10 @@ static int tk_track(struct cuptrace_sink *sk, const struct cuptrace_track *tr)
 		    tab_row(t, &t->streams, buf, len, s->proc < 0 ? 0 : (uint32_t)s->proc);
 		if (!row)
 			return fail(t, -ENOMEM);
-		k = (struct trk){TK_STREAM, parent->gpu, (uint32_t)(row - t->streams.v)};
+		k = (struct trk){TK_STREAM, parent->gpu, (uint32_t)(row - t->streams.v), 0};
 	} else if (tr->kind == CUPTRACE_TRACK_THREAD) {
 		k.kind = TK_THREAD;
+		k.thread = (uint64_t)tr->tid;
 	}
 	int created;
 	uint64_t *slot = cuptrace_u64map_put(&s->index, tr->uuid, &created);
@@ -215,11 +408,11 @@ static void note_time(struct top_proc *p, int64_t ts, int64_t end)
 	if (!p->have_window) {
 		p->have_window = 1;
 		p->win_start = ts;
-		p->frontier = end;
+		p->frontier = p->clocked ? ts : end;
 	}
 	if (ts < p->win_start && !p->win_last && !p->kern_tot.calls)
 		p->win_start = ts; /* before the first window closed: widen it */
-	if (end > p->frontier)
+	if (end > p->frontier && !p->clocked)
 		p->frontier = end;
 }
 
@@ -262,7 +455,7 @@ static int is_step(const char *name)
 }
 
 static int gpu_work(struct cuptrace_top *t, struct top_gpu *g, const struct cuptrace_slice *e,
-                    int64_t dur)
+                    int64_t dur, uint32_t stream)
 {
 	struct top_busy_spans *b = g->spans;
 	struct cuptrace_busy_span *v = cuptrace_grow(b->v, &b->cap, b->n + 1, sizeof(*v));
@@ -270,7 +463,31 @@ static int gpu_work(struct cuptrace_top *t, struct top_gpu *g, const struct cupt
 		return fail(t, -ENOMEM);
 	b->v = v;
 	b->v[b->n++] = (struct cuptrace_busy_span){e->ts, dur};
+	struct top_work *w = cuptrace_grow(b->w, &b->wcap, b->nw + 1, sizeof(*w));
+	if (!w)
+		return fail(t, -ENOMEM);
+	b->w = w;
+	b->w[b->nw++] =
+	    (struct top_work){e->ts, sat_add(e->ts, dur), e->nflows_in ? e->flows_in[0] : 0,
+	                      e->correlation_id, stream};
 	return 0;
+}
+
+/* A host slice that idle causes need: a launch (an API call with ids) or a blocking call. */
+static int host_call(struct cuptrace_top *t, struct top_proc *p, const struct trk *k,
+                     const struct cuptrace_slice *e, int64_t dur)
+{
+	int cls = cuptrace_host_class(e->category, e->name);
+	if (!p || cls <= CUPTRACE_HOST_RANGE)
+		return 0;
+	int r = 0;
+	for (size_t i = 0; i < e->nflows_out && !r; i++)
+		r = launch_add(p->hosts, 1, e->flows_out[i], e->ts, k->thread);
+	if (!r && e->correlation_id)
+		r = launch_add(p->hosts, 0, e->correlation_id, e->ts, k->thread);
+	if (!r && (cls == CUPTRACE_HOST_SYNC || cls == CUPTRACE_HOST_COPY_SYNC))
+		r = block_add(p->hosts, k->thread, e->ts, sat_add(e->ts, dur));
+	return r ? fail(t, r) : 0;
 }
 
 static int tk_slice(struct cuptrace_sink *sk, const struct cuptrace_slice *e)
@@ -282,6 +499,8 @@ static int tk_slice(struct cuptrace_sink *sk, const struct cuptrace_slice *e)
 	int64_t dur = e->dur < 0 ? 0 : e->dur;
 	struct top_proc *p = proc_of(s);
 	struct trk *k = find_trk(s, e->track_uuid);
+	if (p && sat_add(e->ts, dur) > p->latest)
+		p->latest = sat_add(e->ts, dur);
 	const char *cat = e->category ? e->category : "";
 	const char *name = e->name ? e->name : "";
 	if (is_step(name) && !(k && k->kind == TK_STREAM)) {
@@ -294,7 +513,7 @@ static int tk_slice(struct cuptrace_sink *sk, const struct cuptrace_slice *e)
 		struct top_gpu *g = &t->gpus[k->gpu];
 		if (cuptrace_busy_is_work(cat)) {
 			note_time(p, e->ts, sat_add(e->ts, dur));
-			if (gpu_work(t, g, e, dur))
+			if (gpu_work(t, g, e, dur, k->stream))
 				return t->err;
 			stat_add(&t->streams.v[k->stream].cur, dur);
 		}
@@ -328,6 +547,8 @@ static int tk_slice(struct cuptrace_sink *sk, const struct cuptrace_slice *e)
 				c->pageable += bytes;
 			c->count++;
 		}
+	} else if (k->kind == TK_THREAD && host_call(t, p, k, e, dur)) {
+		return t->err;
 	} else if (k->kind == TK_THREAD &&
 	           (!strcmp(cat, "cuda_runtime") || !strcmp(cat, "cuda_driver"))) {
 		struct top_row *r = tab_row(t, &t->api, name, strlen(name), 0);
@@ -432,6 +653,50 @@ void cuptrace_top_advance(struct cuptrace_top *t, int proc, int64_t ts)
 		p->frontier = ts;
 }
 
+void cuptrace_top_clocked(struct cuptrace_top *t, int proc)
+{
+	if (proc >= 0 && (size_t)proc < t->nprocs)
+		t->procs[proc].clocked = 1;
+}
+
+static int work_cmp(const void *pa, const void *pb)
+{
+	const struct top_work *a = pa, *b = pb;
+	if (a->ts != b->ts)
+		return a->ts < b->ts ? -1 : 1;
+	if (a->stream != b->stream)
+		return a->stream < b->stream ? -1 : 1;
+	int64_t da = a->end - a->ts, db = b->end - b->ts;
+	return da < db ? -1 : da > db;
+}
+
+/* The gaps in g's work union before the work that arrived since the last sweep, by cause
+ * (idle_cause.h), into g->idle_cur; the work is then forgotten. */
+static void sweep_gpu(struct top_gpu *g, const struct top_hosts *h)
+{
+	struct top_busy_spans *b = g->spans;
+	if (b->nw > 1)
+		qsort(b->w, b->nw, sizeof(*b->w), work_cmp);
+	for (size_t i = 0; i < b->nw; i++) {
+		const struct top_work *w = &b->w[i];
+		if (!g->have_end) {
+			g->have_end = 1;
+			g->g_end = w->ts;
+		}
+		if (w->ts > g->g_end) {
+			const struct top_launch *l = launch_get(h, 1, w->flow);
+			if (!l)
+				l = launch_get(h, 0, w->corr);
+			struct sync_q q = {h, l ? l->thread : 0};
+			cuptrace_idle_split(g->g_end, w->ts, l != NULL, l ? l->ts : 0, synced, &q,
+			                    INT64_MIN, g->idle_cur);
+		}
+		if (w->end > g->g_end)
+			g->g_end = w->end;
+	}
+	b->nw = 0;
+}
+
 /* The busy time of g's spans inside [w0, w1); the spans that end at or before w1 go. */
 static int close_gpu(struct top_gpu *g, int64_t w0, int64_t w1, int64_t *busy)
 {
@@ -469,12 +734,21 @@ int cuptrace_top_tick(struct cuptrace_top *t, int64_t dt_ns)
 		int64_t w0 = p->win_start, w1 = p->have_window ? p->frontier : w0;
 		p->busy_last = 0;
 		p->ngpus = 0;
+		int64_t cut = 0;
+		int have_cut = 0;
 		p->win_last = w1 > w0 ? w1 - w0 : 0;
 		for (size_t j = 0; j < t->ngpus; j++) {
 			struct top_gpu *g = &t->gpus[j];
 			if (g->proc != i)
 				continue;
 			int64_t busy;
+			sweep_gpu(g, p->hosts);
+			memcpy(g->idle_last, g->idle_cur, sizeof(g->idle_last));
+			for (int c = 0; c < CUPTRACE_IDLE_NCAUSES; c++)
+				g->idle_tot[c] = sat_add(g->idle_tot[c], g->idle_cur[c]);
+			memset(g->idle_cur, 0, sizeof(g->idle_cur));
+			if (g->have_end && (!have_cut || g->g_end < cut))
+				cut = g->g_end, have_cut = 1;
 			if (close_gpu(g, w0, w1, &busy))
 				return fail(t, -ENOMEM);
 			g->busy_last = busy;
@@ -487,6 +761,13 @@ int cuptrace_top_tick(struct cuptrace_top *t, int64_t dt_ns)
 		}
 		if (w1 > w0)
 			p->win_start = w1;
+		if (p->hosts) {
+			/* Later gaps start at or after each GPU's swept end. */
+			if (have_cut)
+				blocks_prune(p->hosts, cut);
+			if (p->have_window)
+				launch_prune(p->hosts, p->frontier - LAUNCH_KEEP_NS);
+		}
 		stat_roll(&p->kern_cur, &p->kern_last, &p->kern_tot);
 		stat_roll(&p->api_cur, &p->api_last, &p->api_tot);
 	}

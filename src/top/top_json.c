@@ -60,6 +60,26 @@ static void stat_fields(struct cuptrace_json *w, const char *calls, const char *
 	cuptrace_json_int_field(w, ns, s->ns);
 }
 
+/* {"host_wait": ns, ...}: analyze's keys (idle_by_cause_ns). */
+static void causes(struct cuptrace_json *w, const char *key, const int64_t *by)
+{
+	cuptrace_json_name(w, key);
+	cuptrace_json_start_object(w);
+	for (int k = 0; k < CUPTRACE_IDLE_NCAUSES; k++)
+		cuptrace_json_int_field(w, cuptrace_idle_cause_names[k], by[k]);
+	cuptrace_json_end_object(w);
+}
+
+/* A percentage of one core, or null when not known. */
+static void cpu(struct cuptrace_json *w, const char *key, double v)
+{
+	cuptrace_json_name(w, key);
+	if (v < 0)
+		cuptrace_json_null(w);
+	else
+		cuptrace_json_double(w, v);
+}
+
 int cuptrace_top_json(const struct cuptrace_top *t, FILE *f, double t_s)
 {
 	struct cuptrace_json *w = report_json_begin("cuptrace-top/1");
@@ -94,6 +114,8 @@ int cuptrace_top_json(const struct cuptrace_top *t, FILE *f, double t_s)
 		stat_fields(w, "api_calls", "api_ns", &p->api_last);
 		cuptrace_json_name(w, "busy_pct");
 		cuptrace_json_double(w, pct(p->busy_last, p->win_last * (int64_t)p->ngpus));
+		cpu(w, "tracer_cpu_pct", p->tracer_cpu_pct);
+		cuptrace_json_int_field(w, "tracer_threads", p->tracer_threads);
 		cuptrace_json_end_object(w);
 	}
 	cuptrace_json_end_array(w);
@@ -121,6 +143,8 @@ int cuptrace_top_json(const struct cuptrace_top *t, FILE *f, double t_s)
 		else
 			cuptrace_json_null(w);
 		stat_fields(w, "kernels", "kernel_ns", &g->kern_last);
+		causes(w, "idle_by_cause_ns", g->idle_last);
+		causes(w, "idle_by_cause_total_ns", g->idle_tot);
 		cuptrace_json_end_object(w);
 	}
 	cuptrace_json_end_array(w);
@@ -151,6 +175,7 @@ int cuptrace_top_json(const struct cuptrace_top *t, FILE *f, double t_s)
 	cuptrace_json_int_field(w, "total", (int64_t)t->step_tot.calls);
 	cuptrace_json_end_object(w);
 	cuptrace_json_int_field(w, "dropped", (int64_t)dropped);
+	cpu(w, "top_cpu_pct", t->top_cpu_pct);
 	struct top_stat kt = {0}, at = {0};
 	for (size_t i = 0; i < t->nprocs; i++) {
 		kt.calls += t->procs[i].kern_tot.calls;

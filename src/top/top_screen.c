@@ -70,14 +70,58 @@ static void line(FILE *f, const struct top_view *v, const char *style, const cha
 		fprintf(f, "%s\n", clean);
 }
 
+/* Idle causes in a few columns (idle_cause.h's order), so that the GPU line's worst case
+ * (busy 100.0%, kern/s 12.3k, mem and peak in GB, a cause at 100%) is 80 columns. */
+static const char *const cause_short[CUPTRACE_IDLE_NCAUSES] = {"wait", "lat", "strm", "sync",
+                                                               "oth"};
+
+/* The interval's idle by cause: the main cause and its share (narrow), or every cause with a
+ * share (wide); "" before any gap closed. */
+static void idle_text(char *b, size_t n, const struct top_gpu *g, int wide)
+{
+	int64_t sum = 0;
+	int top = 0;
+	b[0] = 0;
+	for (int k = 0; k < CUPTRACE_IDLE_NCAUSES; k++) {
+		sum += g->idle_last[k];
+		if (g->idle_last[k] > g->idle_last[top])
+			top = k;
+	}
+	if (sum <= 0)
+		return;
+	if (!wide) {
+		snprintf(b, n, " idle %s %.0f%%", cause_short[top], pct(g->idle_last[top], sum));
+		return;
+	}
+	size_t len = (size_t)snprintf(b, n, " idle");
+	for (int k = 0; k < CUPTRACE_IDLE_NCAUSES && len < n; k++)
+		if (g->idle_last[k] > 0)
+			len += (size_t)snprintf(b + len, n - len, " %s %.0f%%", cause_short[k],
+			                        pct(g->idle_last[k], sum));
+}
+
 static const char *view_names[TOP_NVIEWS] = {"kernels", "API calls", "streams", "ranks", "NCCL"};
 
 static void header(FILE *f, const struct cuptrace_top *t, const struct top_view *v, int *used)
 {
 	char b[512];
-	snprintf(b, sizeof(b), "cuptrace top  %s  t %.1fs  interval %.2fs%s",
-	         v->source ? v->source : "", v->t_s, (double)t->last_dt / 1e9,
-	         v->paused ? "  [paused]" : "");
+	/* The tracer's own CPU (cuptrace-* threads of the watched processes) and top's: before
+	 * the source, which may be long and is cut first. */
+	char cpu[64] = "";
+	double tr = -1;
+	for (size_t i = 0; i < t->nprocs; i++)
+		if (t->procs[i].tracer_cpu_pct >= 0)
+			tr = (tr < 0 ? 0 : tr) + t->procs[i].tracer_cpu_pct;
+	if (tr >= 0 || t->top_cpu_pct >= 0) {
+		size_t k = (size_t)snprintf(cpu, sizeof(cpu), "  cpu");
+		if (tr >= 0)
+			k += (size_t)snprintf(cpu + k, sizeof(cpu) - k, " tracer %.1f%%", tr);
+		if (t->top_cpu_pct >= 0)
+			snprintf(cpu + k, sizeof(cpu) - k, " top %.1f%%", t->top_cpu_pct);
+	}
+	snprintf(b, sizeof(b), "cuptrace top  t %.1fs  every %.2fs%s%s  %s", v->t_s,
+	         (double)t->last_dt / 1e9, cpu, v->paused ? "  [paused]" : "",
+	         v->source ? v->source : "");
 	line(f, v, BOLD, b);
 	(*used)++;
 	size_t maxg = v->height > 16 ? (size_t)(v->height - 14) : 2;
@@ -107,7 +151,7 @@ static void header(FILE *f, const struct cuptrace_top *t, const struct top_view 
 		report_clean(name, sizeof(name), g->name,
 		             v->width >= 100 ? 28
 		             : t->nprocs > 1 ? 12
-		                             : 18,
+		                             : 17,
 		             0);
 		char who[24] = "";
 		if (t->nprocs > 1)
@@ -115,8 +159,10 @@ static void header(FILE *f, const struct cuptrace_top *t, const struct top_view 
 		char avg[32] = "";
 		if (v->width >= 100)
 			snprintf(avg, sizeof(avg), "(avg %5.1f%%) ", pct(g->busy_tot, g->win_tot));
-		snprintf(b, sizeof(b), "%-*s%s busy %5.1f%% %s%skern/s %s%s",
-		         v->width >= 100 ? 28 : 20, name, who, bp, bar, avg, kps, m);
+		char idle[96];
+		idle_text(idle, sizeof(idle), g, v->width >= 130);
+		snprintf(b, sizeof(b), "%-*s%s busy %5.1f%% %s%skern/s %s%s%s",
+		         v->width >= 100 ? 28 : 18, name, who, bp, bar, avg, kps, m, idle);
 		line(f, v, NULL, b);
 		(*used)++;
 	}
@@ -262,6 +308,6 @@ void cuptrace_top_render(const struct cuptrace_top *t, const struct top_view *v,
 		for (int i = 0; i < rows - shown; i++)
 			line(f, v, NULL, ""); /* the keys stay on the last line */
 		line(f, v, NULL,
-		     "k kernels  a API  s streams  r ranks  n NCCL  o sort  p pause  q quit");
+		     "k kernels a API s streams r ranks n NCCL o sort p pause t trace q quit");
 	}
 }

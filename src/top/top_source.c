@@ -130,6 +130,7 @@ struct ev {
 	uint32_t name, cat;      /* ids in strs */
 	uint32_t kind, src, dst; /* copies: the args top reads (ids, 0: none) */
 	uint64_t bytes;
+	uint64_t corr, flow_in, flow_out; /* the launch link (idle causes); 0: none */
 	int is_double;
 	int64_t i;
 	double d;
@@ -184,7 +185,10 @@ static int st_slice(struct cuptrace_sink *sk, const struct cuptrace_slice *e)
 	                 .ts = e->ts,
 	                 .dur = e->dur,
 	                 .name = intern(s, e->name),
-	                 .cat = intern(s, e->category)};
+	                 .cat = intern(s, e->category),
+	                 .corr = e->correlation_id,
+	                 .flow_in = e->nflows_in ? e->flows_in[0] : 0,
+	                 .flow_out = e->nflows_out ? e->flows_out[0] : 0};
 	for (size_t i = 0; i < e->nargs; i++) {
 		const struct cuptrace_arg *a = &e->args[i];
 		if (!strcmp(a->key, "bytes"))
@@ -264,10 +268,15 @@ static int64_t ev_end(const struct ev *e)
 	return e->dur > 0 ? e->ts + e->dur : e->ts;
 }
 
+/* By start: GPU work then comes in start order, as a live capture's does behind the
+ * converter's watermark (what top's idle sweep needs), and a launch call before its work. */
 static int ev_cmp(const void *pa, const void *pb)
 {
-	int64_t a = ev_end(pa), b = ev_end(pb);
-	return a < b ? -1 : a > b;
+	const struct ev *a = pa, *b = pb;
+	if (a->ts != b->ts)
+		return a->ts < b->ts ? -1 : 1;
+	int64_t ea = ev_end(a), eb = ev_end(b);
+	return ea < eb ? -1 : ea > eb;
 }
 
 struct top_source *cuptrace_top_replay_open(struct cuptrace_top *t, const char *path,
@@ -304,7 +313,10 @@ struct top_source *cuptrace_top_replay_open(struct cuptrace_top *t, const char *
 		if (s->ev[i].ts < s->t0)
 			s->t0 = s->ev[i].ts;
 	s->t0 = s->nev ? s->t0 : 0;
-	s->tend = s->nev ? ev_end(&s->ev[s->nev - 1]) : 0;
+	s->tend = 0;
+	for (size_t i = 0; i < s->nev; i++)
+		if (ev_end(&s->ev[i]) > s->tend)
+			s->tend = ev_end(&s->ev[i]);
 	return s;
 }
 
@@ -317,7 +329,8 @@ int cuptrace_top_replay_until(struct top_source *s, int64_t until)
 {
 	struct cuptrace_sink *k = s->top;
 	int r = 0;
-	for (; s->next < s->nev && ev_end(&s->ev[s->next]) <= until && !r; s->next++) {
+	cuptrace_top_clocked(s->t, cuptrace_top_sink_proc(k));
+	for (; s->next < s->nev && s->ev[s->next].ts <= until && !r; s->next++) {
 		const struct ev *e = &s->ev[s->next];
 		const char *name = e->name ? cuptrace_strtab_str(&s->strs, e->name) : NULL;
 		const char *cat = e->cat ? cuptrace_strtab_str(&s->strs, e->cat) : NULL;
@@ -342,6 +355,11 @@ int cuptrace_top_replay_until(struct top_source *s, int64_t until)
 				    .type = CUPTRACE_ARG_STRING,
 				    .v.s = cuptrace_strtab_str(&s->strs, e->dst)};
 			struct cuptrace_slice sl = {.track_uuid = e->track,
+			                            .correlation_id = e->corr,
+			                            .flows_in = &e->flow_in,
+			                            .nflows_in = e->flow_in != 0,
+			                            .flows_out = &e->flow_out,
+			                            .nflows_out = e->flow_out != 0,
 			                            .ts = e->ts,
 			                            .dur = e->dur,
 			                            .name = name,
@@ -363,7 +381,7 @@ int cuptrace_top_replay_until(struct top_source *s, int64_t until)
 		}
 	}
 	cuptrace_top_advance(s->t, cuptrace_top_sink_proc(k), until);
-	if (!r && s->next == s->nev && !s->ended) {
+	if (!r && s->next == s->nev && until >= s->tend && !s->ended) {
 		s->ended = 1;
 		r = k->ops->finish(k);
 	}

@@ -9,6 +9,7 @@
 #define CUPTRACE_WHY_ANALYZE_H
 
 #include "format/event.h"
+#include "why/idle_cause.h"
 
 #include <stdint.h>
 #include <stdio.h>
@@ -21,17 +22,6 @@ struct cuptrace_analyze_opts {
 	int top;               /* rows of the longer tables (default 10) */
 	int by_line;           /* --group-by line: host wait per line from host stack samples */
 };
-
-/* Idle causes, in this order everywhere (text columns, JSON keys, annotation slice names). */
-enum cuptrace_idle_cause {
-	CUPTRACE_IDLE_HOST_WAIT = 0, /* the next launch call began after the stream went idle */
-	CUPTRACE_IDLE_LAUNCH,        /* the launch began in time, the work started late */
-	CUPTRACE_IDLE_OTHER_STREAM,  /* waiting on work of another stream (event, dependency) */
-	CUPTRACE_IDLE_HOST_SYNC,     /* the launching thread sat in a synchronize call */
-	CUPTRACE_IDLE_OTHER,         /* no launch is known for the next work */
-	CUPTRACE_IDLE_NCAUSES
-};
-extern const char *const cuptrace_idle_cause_names[CUPTRACE_IDLE_NCAUSES]; /* "host_wait", ... */
 
 /* What the launching thread was doing at a time: innermost range and API call (NULL: none). */
 struct cuptrace_an_host_ctx {

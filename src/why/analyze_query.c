@@ -7,11 +7,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* The causes' names, shared by the figures (analyze_run.c), the findings and the outputs: here,
- * in the file the others all use, so none of them depends on another for it. */
-const char *const cuptrace_idle_cause_names[CUPTRACE_IDLE_NCAUSES] = {
-    "host_wait", "launch_latency", "other_stream", "host_sync", "other"};
-
 const char *anx_str(const struct anx *x, uint32_t id)
 {
 	return id ? cuptrace_strtab_str(&x->priv->strs, id) : "";

@@ -184,22 +184,24 @@ struct gpu_state {
 	int have;
 };
 
-/* Splits the idle interval [g0, g1) before work w by cause into by[]. */
+struct sync_ctx {
+	const struct anx *x;
+	uint32_t thread;
+};
+
+static int synced(const void *ctx, int64_t a, int64_t b)
+{
+	const struct sync_ctx *c = ctx;
+	return in_sync(c->x, c->thread, a, b);
+}
+
+/* Splits the idle interval [g0, g1) before work w by cause into by[] (idle_cause.h). */
 static void classify(const struct anx *x, int64_t g0, int64_t g1, const struct an_work *w,
                      int64_t other_end, int64_t by[CUPTRACE_IDLE_NCAUSES])
 {
-	if (!w->launch) {
-		by[CUPTRACE_IDLE_OTHER] += g1 - g0;
-		return;
-	}
-	const struct an_host *l = &x->an->host[w->launch - 1];
-	int64_t hend = l->ts < g0 ? g0 : l->ts > g1 ? g1 : l->ts;
-	if (hend > g0)
-		by[in_sync(x, l->thread, g0, hend) ? CUPTRACE_IDLE_HOST_SYNC
-		                                   : CUPTRACE_IDLE_HOST_WAIT] += hend - g0;
-	if (g1 > hend)
-		by[other_end >= hend ? CUPTRACE_IDLE_OTHER_STREAM : CUPTRACE_IDLE_LAUNCH] +=
-		    g1 - hend;
+	const struct an_host *l = w->launch ? &x->an->host[w->launch - 1] : NULL;
+	struct sync_ctx c = {x, l ? l->thread : 0};
+	cuptrace_idle_split(g0, g1, l != NULL, l ? l->ts : 0, synced, &c, other_end, by);
 }
 
 static uint32_t main_cause(const int64_t by[CUPTRACE_IDLE_NCAUSES])

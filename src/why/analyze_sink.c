@@ -241,32 +241,6 @@ static int has(const char *s, const char *sub)
 	return s && strcasestr(s, sub) != NULL;
 }
 
-static int starts(const char *s, const char *p)
-{
-	return s && !strncmp(s, p, strlen(p));
-}
-
-/* The class of a host slice from its category and name; -1: not kept. */
-static int host_class(const char *cat, const char *name)
-{
-	if (cat && (!strcmp(cat, "python_function") || !strcmp(cat, CUPTRACE_META_CATEGORY)))
-		return -1;
-	if (!(has(cat, "runtime") || has(cat, "driver") || has(cat, "cuda_api")))
-		return H_RANGE;
-	if (has(name, "Synchronize"))
-		return H_SYNC;
-	if ((starts(name, "cudaMemcpy") || starts(name, "cudaMemset") || starts(name, "cuMemcpy") ||
-	     starts(name, "cuMemsetD")) &&
-	    !has(name, "Async"))
-		return H_COPY_SYNC;
-	if ((starts(name, "cudaMalloc") || starts(name, "cudaFree") || starts(name, "cuMemAlloc") ||
-	     starts(name, "cuMemFree") || starts(name, "cudaHostAlloc") ||
-	     starts(name, "cuMemHostAlloc")) &&
-	    !has(name, "Async"))
-		return H_ALLOC;
-	return H_API;
-}
-
 static int work_kind(const char *cat)
 {
 	if (!cat)
@@ -303,7 +277,7 @@ static int an_slice(struct cuptrace_sink *s, const struct cuptrace_slice *e)
 	const struct an_track *tr = &an->tracks[*v - 1];
 	int64_t dur = e->dur < 0 ? 0 : e->dur;
 	if (tr->kind == 1) {
-		int cls = host_class(e->category, e->name);
+		int cls = cuptrace_host_class(e->category, e->name);
 		if (cls < 0)
 			return 0;
 		struct an_host *h = PUSH(an, host, nhost, hostcap);

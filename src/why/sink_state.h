@@ -26,7 +26,13 @@ static inline void an_sort(void *base, size_t n, size_t size,
 }
 
 /* Host slice classes. */
-enum { H_RANGE = 0, H_API, H_SYNC, H_COPY_SYNC, H_ALLOC };
+enum {
+	H_RANGE = CUPTRACE_HOST_RANGE,
+	H_API = CUPTRACE_HOST_API,
+	H_SYNC = CUPTRACE_HOST_SYNC,
+	H_COPY_SYNC = CUPTRACE_HOST_COPY_SYNC,
+	H_ALLOC = CUPTRACE_HOST_ALLOC
+};
 /* GPU work kinds. */
 /* W_GRAPH: a whole CUDA graph launch (--cuda-graphs graph): GPU time like a kernel's, left out
  * of what is said of single kernels (tiny kernels, NCCL). */

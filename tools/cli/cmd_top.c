@@ -23,7 +23,9 @@
 #include <unistd.h>
 
 #include "cmd.h"
+#include "common/options.h"
 #include "opt_table.h"
+#include "top/cpu.h"
 #include "top/screen.h"
 #include "top/source.h"
 
@@ -33,11 +35,13 @@ struct top_opts {
 	long iterations; /* 0: until the end (or q) */
 	double interval; /* seconds */
 	double speed;    /* replay: trace seconds per wall second; 0: as fast as possible */
+	int64_t t_dur;   /* the t key's trace: its length, trace ns */
 	const char *replay[16];
 	size_t nreplay;
 };
 
 static volatile sig_atomic_t got_signal;
+static int t_pressed; /* the t key, handled at the next refresh */
 static struct termios saved_tio;
 static int tio_saved, screen_on;
 
@@ -103,6 +107,17 @@ static int top_parse(struct top_opts *o, int argc, char **argv)
 				    CLI_TOP,
 				    "--interval takes seconds from 0.001 to 3600 (1, 0.5, "
 				    "500ms), not '%s'",
+				    optarg);
+				return EXIT_USAGE;
+			}
+			break;
+		case 'D':
+			if (cuptrace_parse_duration(optarg, 1000000000, &o->t_dur) ||
+			    o->t_dur <= 0) {
+				cli_usage_error(
+				    CLI_TOP,
+				    "--t-duration takes a time above 0 (500ms, 2s, 1m), "
+				    "not '%s'",
 				    optarg);
 				return EXIT_USAGE;
 			}
@@ -267,6 +282,60 @@ static void term_size(int *w, int *h)
 	}
 }
 
+/* CPU time at the last refresh: of each watched process's cuptrace-* threads, of top and its
+ * record process. */
+struct cpu_clock {
+	int64_t *proc; /* per process of the aggregator; -1: not read yet */
+	size_t nproc;
+	int64_t self, at; /* top's (and record's) CPU ns; the monotonic time of the reading */
+	int64_t rec;      /* record's at its last reading (it stays counted once it is gone) */
+	int have_self;
+};
+
+static double cpu_pct(int64_t d_cpu, int64_t d_wall)
+{
+	return d_wall > 0 && d_cpu >= 0 ? 100.0 * (double)d_cpu / (double)d_wall : -1;
+}
+
+/* The tracer's own CPU over the last interval into t (percent of one core; -1: not known). */
+static void cpu_update(struct cpu_clock *c, struct cuptrace_top *t, pid_t record)
+{
+	int64_t now = now_ns(), dt = c->at ? now - c->at : 0;
+	if (c->nproc < t->nprocs) {
+		int64_t *v = realloc(c->proc, t->nprocs * sizeof(*v));
+		if (!v)
+			return;
+		for (size_t i = c->nproc; i < t->nprocs; i++)
+			v[i] = -1;
+		c->proc = v;
+		c->nproc = t->nprocs;
+	}
+	for (size_t i = 0; i < t->nprocs; i++) {
+		struct top_proc *p = &t->procs[i];
+		int64_t ns;
+		int nth = 0;
+		p->tracer_cpu_pct = -1;
+		if (p->ended || cuptrace_top_cpu_ns(p->pid, 1, &ns, &nth)) {
+			c->proc[i] = -1;
+			continue;
+		}
+		if (c->proc[i] >= 0)
+			p->tracer_cpu_pct = cpu_pct(ns - c->proc[i], dt);
+		p->tracer_threads = nth;
+		c->proc[i] = ns;
+	}
+	int64_t self = 0, rec = 0;
+	if (!cuptrace_top_cpu_ns(getpid(), 0, &self, NULL)) {
+		if (record > 0 && !cuptrace_top_cpu_ns(record, 0, &rec, NULL))
+			c->rec = rec;
+		self += c->rec;
+		t->top_cpu_pct = c->have_self ? cpu_pct(self - c->self, dt) : -1;
+		c->self = self;
+		c->have_self = 1;
+	}
+	c->at = now;
+}
+
 /* One refresh on the terminal: home, each line overwritten and cleared to its end, the rest of
  * the screen cleared; the last line without its newline (no scroll). */
 static void draw(const struct cuptrace_top *t, struct top_view *v)
@@ -319,6 +388,9 @@ static int key(struct top_view *v, int c)
 	case 'o':
 		v->sort = (enum top_sort)((v->sort + 1) % TOP_NSORTS);
 		break;
+	case 't':
+		t_pressed = 1;
+		break;
 	}
 	return 0;
 }
@@ -349,9 +421,127 @@ static int wait_keys(struct top_view *v, int64_t deadline, int tty_in, const str
 	}
 }
 
+/* The t key: a trace of the next T of trace time, cut from the capture top reads (the live
+ * run's, which holds everything: no window needs opening in the program; or the replay's) by
+ * `cuptrace share --keep-time --window FROM:TO` in a child, once the capture is past TO (live:
+ * one more second of records, or the program ended). One at a time; the file is named on the
+ * status line and at exit. */
+struct shot {
+	int state;             /* 0 none, 1 waiting for the capture to pass t1, 2 being written */
+	int64_t t0, t1, asked; /* trace ns; the monotonic time t was pressed */
+	int k;
+	pid_t child;
+	char path[PATH_MAX];
+	char status[PATH_MAX + 160];
+};
+
+/* The trace time that the data top has reached: a replay's clock, else the latest record. */
+static int64_t trace_now(const struct cuptrace_top *t, int replay, int64_t clock)
+{
+	if (replay)
+		return clock;
+	int64_t m = 0;
+	for (size_t i = 0; i < t->nprocs; i++)
+		if (t->procs[i].latest > m)
+			m = t->procs[i].latest;
+	return m;
+}
+
+static void shot_begin(struct shot *sh, int64_t now, int64_t dur)
+{
+	if (sh->state) {
+		snprintf(sh->status, sizeof(sh->status), "t: %s is still being written", sh->path);
+		return;
+	}
+	struct stat st;
+	do
+		snprintf(sh->path, sizeof(sh->path), "cuptrace-top-%d-%d.pftrace", (int)getpid(),
+		         ++sh->k);
+	while (!stat(sh->path, &st)); /* never over a file there */
+	sh->t0 = now;
+	sh->t1 = now + dur;
+	sh->asked = now_ns();
+	sh->state = 1;
+	snprintf(sh->status, sizeof(sh->status), "t: tracing %.3f s from %.6f s into %s",
+	         (double)dur / 1e9, (double)sh->t0 / 1e9, sh->path);
+}
+
+/* Starts the cut of capture into the shot's file (its output to log, NULL: none). */
+static void shot_write(struct shot *sh, const char *capture, const char *log)
+{
+	char self[PATH_MAX], win[96];
+	ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+	sh->state = 0;
+	if (n <= 0 || !capture) {
+		snprintf(sh->status, sizeof(sh->status), "t: no capture to cut %s from", sh->path);
+		return;
+	}
+	self[n] = 0;
+	snprintf(win, sizeof(win), "%.9fs:%.9fs", (double)sh->t0 / 1e9, (double)sh->t1 / 1e9);
+	fflush(NULL);
+	pid_t c = fork();
+	if (c == 0) {
+		int fd =
+		    open(log ? log : "/dev/null", O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
+		int nul = open("/dev/null", O_RDWR | O_CLOEXEC);
+		if (fd >= 0) {
+			dup2(fd, STDOUT_FILENO);
+			dup2(fd, STDERR_FILENO);
+		}
+		if (nul >= 0)
+			dup2(nul, STDIN_FILENO);
+		execl(self, self, "share", "--keep-time", "--window", win, "-o", sh->path, capture,
+		      (char *)NULL);
+		_exit(127);
+	}
+	if (c < 0) {
+		snprintf(sh->status, sizeof(sh->status), "t: cannot start writing %s", sh->path);
+		return;
+	}
+	sh->child = c;
+	sh->state = 2;
+	snprintf(sh->status, sizeof(sh->status), "t: writing %s", sh->path);
+}
+
+/* Whether the writing child ended (block: wait for it). */
+static void shot_reap(struct shot *sh, int block)
+{
+	int st;
+	if (sh->state != 2 || waitpid(sh->child, &st, block ? 0 : WNOHANG) != sh->child)
+		return;
+	sh->state = 0;
+	if (WIFEXITED(st) && !WEXITSTATUS(st))
+		snprintf(sh->status, sizeof(sh->status), "t: wrote %s (%.6f s to %.6f s)", sh->path,
+		         (double)sh->t0 / 1e9, (double)sh->t1 / 1e9);
+	else
+		snprintf(sh->status, sizeof(sh->status), "t: writing %s failed (status %d)",
+		         sh->path, WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st));
+}
+
+/* The capture the live run writes now (the file tailed first; renamed when it ended). */
+static const char *run_capture(struct run *r, char *buf, size_t n)
+{
+	DIR *d = r->nsrc ? opendir(r->dir) : NULL;
+	struct dirent *e;
+	const char *found = NULL;
+	while (d && (e = readdir(d))) {
+		struct stat st;
+		snprintf(buf, n, "%s/%s", r->dir, e->d_name);
+		if (!stat(buf, &st) && st.st_ino == r->ino[0]) {
+			found = buf;
+			break;
+		}
+	}
+	if (d)
+		closedir(d);
+	return found;
+}
+
 int cmd_top(int argc, char **argv)
 {
-	struct top_opts o = {.interval = 1.0, .speed = 1.0};
+	struct top_opts o = {.interval = 1.0, .speed = 1.0, .t_dur = 10000000000ll};
+	struct shot sh = {0};
+	char capbuf[PATH_MAX * 2];
 	int e = top_parse(&o, argc, argv);
 	if (e >= 0)
 		return e;
@@ -420,6 +610,10 @@ int cmd_top(int argc, char **argv)
 	int64_t start = now_ns(), next = start + step;
 	int quit = 0, err = 0;
 	long n = 0;
+	struct cpu_clock cpu = {0};
+	if (!o.nreplay)
+		cpu_update(&cpu, &t,
+		           run.pid); /* the first reading: the base of the first interval */
 	for (;;) {
 		if (o.nreplay && o.speed == 0) {
 			if (got_signal)
@@ -462,6 +656,22 @@ int cmd_top(int argc, char **argv)
 			}
 			all_ended = run.done && (all_ended || err);
 		}
+		/* The t key's trace. */
+		int64_t tnow = trace_now(&t, o.nreplay > 0, clock);
+		if (t_pressed) {
+			t_pressed = 0;
+			shot_begin(&sh, tnow, o.t_dur);
+		}
+		if (sh.state == 1 &&
+		    (o.nreplay ? tnow >= sh.t1 || all_ended
+		               : tnow >= sh.t1 + 1000000000 || all_ended ||
+		                     now_ns() - sh.asked > o.t_dur + 30000000000ll))
+			shot_write(&sh,
+			           o.nreplay ? o.replay[0]
+			                     : run_capture(&run, capbuf, sizeof(capbuf)),
+			           o.nreplay ? NULL : run.log);
+		shot_reap(&sh, 0);
+		v.status = sh.status[0] ? sh.status : NULL;
 		if (v.paused) {
 			/* The numbers go on accumulating; the screen stays. */
 			if (all_ended)
@@ -469,6 +679,8 @@ int cmd_top(int argc, char **argv)
 			else
 				continue;
 		}
+		if (!o.nreplay)
+			cpu_update(&cpu, &t, run.done ? 0 : run.pid);
 		if (cuptrace_top_tick(&t, dt)) {
 			fprintf(stderr, "cuptrace top: out of memory\n");
 			err = -ENOMEM;
@@ -499,6 +711,13 @@ int cmd_top(int argc, char **argv)
 			break;
 	}
 	term_restore();
+	/* A trace asked for is written before top goes (with what the capture has so far). */
+	if (sh.state == 1)
+		shot_write(&sh, o.nreplay ? o.replay[0] : run_capture(&run, capbuf, sizeof(capbuf)),
+		           o.nreplay ? NULL : run.log);
+	shot_reap(&sh, 1);
+	if (sh.status[0])
+		fprintf(stderr, "cuptrace top: %s\n", sh.status);
 	if (!o.nreplay) {
 		if (!run.done && waitpid(run.pid, NULL, WNOHANG) == 0)
 			fprintf(stderr,
@@ -518,6 +737,7 @@ int cmd_top(int argc, char **argv)
 	for (size_t i = 0; i < run.nsrc; i++)
 		cuptrace_top_source_free(run.src[i]);
 	cuptrace_top_free(&t);
+	free(cpu.proc);
 	if (err)
 		return EXIT_FAIL;
 	if (!o.nreplay && run.done)

@@ -286,6 +286,9 @@ const struct cli_option cli_options[] = {
      "--replay: X trace seconds a second (default 1); max:\n"
      "as fast as it goes (each interval still one trace\n"
      "interval)"},
+    {"t-duration", 0, CLI_ARG_REQUIRED, "T", T(TOP), 'D', NULL,
+     "the trace the t key writes covers the next T (500ms,\n"
+     "2s, 1m; default 10s), as record's windows are timed"},
 
     /* trigger */
     {"duration", 0, CLI_ARG_REQUIRED, "T", T(TRIGGER), 'd', NULL,
@@ -445,8 +448,9 @@ const struct cli_command cli_commands[CLI_NCMDS] = {
                  "directory) and shows every interval: per GPU busy % (the union of kernels,\n"
                  "copies and memsets) and memory, kernels/s, the top kernels by GPU time, the\n"
                  "top API calls by host time, copies, NCCL time, steps, dropped records.\n"
-                 "Keys: k a s r n (views), o (sort), p (pause), q (quit: the program goes\n"
-                 "on). Plain text when stdout is not a terminal.",
+                 "Keys: k a s r n (views), o (sort), p (pause), t (write a trace of the next\n"
+                 "--t-duration), q (quit: the program goes on). Plain text when stdout is\n"
+                 "not a terminal.",
                  "N  the command's exit status when it ended while watched\n"
                  "0  done (replay, or quit while the command goes on)\n"
                  "1  failed (a capture unreadable, the command not started)\n"
