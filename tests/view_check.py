@@ -11,7 +11,7 @@ sequence-relative; neither is worth decoding again here).
 
 The trace starts at the capture's start_boottime_ns (its "trace info" instant). The work begins at the first
 kernel or graph, or earlier at its lead-in: the copies and memsets before it, each followed by GPU
-work within a tenth of what follows the kernel, none starting further before the kernel than what
+work within a quarter of what follows the kernel, none starting further before the kernel than what
 follows it. Where the work begins after the first fifth of the span, the trace must hold one
 "all data sources started" event, 1% of what follows before the work begins (within 1 us); else
 none. Prints
@@ -72,11 +72,11 @@ def capture(path):
 
 def lead_in(work, end, copies):
     """Where the GPU work begins: walk back from the first kernel, in time, through the copies
-    that end within a tenth of what follows it of the work after them."""
+    that end within a quarter of what follows it of the work after them."""
     after = end - work
     begin = work
     for s, e in sorted((c for c in copies if c[0] < work), key=lambda c: -c[1]):
-        if e < begin - after // 10:
+        if e < begin - after // 4:
             break
         if s >= work - after:
             begin = min(begin, s)

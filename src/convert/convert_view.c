@@ -62,7 +62,7 @@ static int by_end_desc(const void *a, const void *b)
 }
 
 /* The first kernel's lead-in: the copies and memsets that run up to it, each followed by GPU work
- * within a tenth of what follows the kernel (the input copies of a small program, a training
+ * within a quarter of what follows the kernel (the input copies of a small program, a training
  * loop's first batch), reaching back at most as far as what follows (the lead-in never takes
  * more than half the first screen). A longer GPU-idle stretch is start-up: the copies before it
  * (a model loaded seconds before the loop) stay out. Then the rule of event.h: a view start
@@ -73,7 +73,7 @@ int64_t conv_view_start(struct cuptrace_converter *c)
 	int64_t work = c->view_work, hi = c->view_end;
 	if (work == INT64_MAX || hi <= work)
 		return 0;
-	int64_t after = hi - work, gap = after / 10, limit = work - after, from = work;
+	int64_t after = hi - work, gap = after / 4, limit = work - after, from = work;
 	if (!c->lead_full && c->nlead) {
 		qsort(c->lead, c->nlead, sizeof(*c->lead), by_end_desc);
 		for (size_t i = 0; i < c->nlead; i++) {
