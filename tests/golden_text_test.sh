@@ -35,7 +35,7 @@ run analyze-md-steps_long "$ct" analyze --markdown steps_long.cupti
 run diff-steps "$ct" diff steps_base.cupti steps_changed.cupti
 run diff-md-steps "$ct" diff --markdown steps_base.cupti steps_changed.cupti
 run diff-torch "$ct" diff torch_small.kineto.json.gz torch_stack.kineto.json.gz
-run lines-stacks "$ct" lines stacks_native.cupti
+run lines-stacks "$ct" stats --group-by line stacks_native.cupti
 run merge-ranks "$ct" merge --ranks -o "$tmp/m.pftrace" ddp2_rank0.cupti ddp2_rank1.cupti
 sed -i "s|$tmp/||g" "$tmp/merge-ranks.txt"
 run stats-merged "$ct" stats "$tmp/m.pftrace"

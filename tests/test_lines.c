@@ -302,6 +302,26 @@ static void test_rule(void)
 	CHECK(cuptrace_frame_is_user(&n, NULL));
 	struct cuptrace_stack empty = {9, NULL, 0};
 	CHECK_EQ_INT(cuptrace_stack_user_frame(&empty, NULL), -1);
+
+	/* A native frame's row without a module path: its build id, else the address itself (in
+	 * no module: JIT code, an anonymous mapping); never a "?". */
+	char key[128];
+	struct cuptrace_frame u = {NA, NULL, NULL, 0, NULL, "0123456789abcdef0123", 0x4010};
+	cuptrace_frame_key(&u, key, sizeof(key));
+	CHECK_EQ_STR(key, "build id 0123456789ab+0x4010");
+	u.function = "jit_fn";
+	cuptrace_frame_key(&u, key, sizeof(key));
+	CHECK_EQ_STR(key, "jit_fn (build id 0123456789ab)");
+	u.build_id = "";
+	cuptrace_frame_key(&u, key, sizeof(key));
+	CHECK_EQ_STR(key, "jit_fn [unknown module]");
+	u.function = NULL;
+	u.rel_pc = 0x7f0012345678;
+	cuptrace_frame_key(&u, key, sizeof(key));
+	CHECK_EQ_STR(key, "[unknown module] 0x7f0012345678");
+	u.module = "/opt/app/libx.so.1";
+	cuptrace_frame_key(&u, key, sizeof(key));
+	CHECK_EQ_STR(key, "libx.so.1+0x7f0012345678");
 }
 
 static void run_sink(int slow, int opts)

@@ -2,13 +2,15 @@
 # The timeline as ui.perfetto.dev draws it (src/format/TIMELINE.md), on the captures of
 # tests/data and a 2-rank merge: check_trace --layout reads the written .pftrace's descriptors
 # and events (no event on a process's own track, no process_labels, no descriptor without
-# events, at most one CUPTI overhead track name per process) and --view where the UI opens.
+# events, at most one CUPTI overhead track name per process) and --view where the UI opens
+# (checked against tests/view_check.py's computation from the capture).
 # What the overhead option changes is counted here from the outputs (track names, the "tid"
 # args of the Chrome JSON), not taken from the converter.
 set -u
 ct=$CUPTRACE_BIN
 ck=$CHECK_TRACE
 data=$CUPTRACE_TEST_DATA
+src=${CUPTRACE_SRC:-$(cd "$(dirname "$0")/.." && pwd)}
 if ! command -v python3 >/dev/null 2>&1; then
 	echo "SKIP: python3 not found"
 	exit 77
@@ -30,10 +32,22 @@ run() { # what, command...: runs it, says FAIL with its output if it fails
 	return 0
 }
 
-for f in ddp2_rank0 ddp2_rank1 torch_train multi_stream nvtx vector_add graphs memory; do
+for f in ddp2_rank0 ddp2_rank1 torch_train multi_stream nvtx vector_add graphs memory c_api \
+	driver_api steps_long multi_gpu_2gpu peer_copy stacks_native; do
 	run "convert $f" "$ct" convert "$data/$f.cupti" -o "$tmp/$f.pftrace" || continue
-	# One trace: nothing says where to open, so the UI shows it whole, start-up included.
-	run "$f.pftrace" "$ck" "$tmp/$f.pftrace" --clean --layout --view none
+	# One trace opens where its GPU work begins, if start-up took over a fifth of it
+	# (TIMELINE.md): where, computed from the capture's records by view_check.py; the
+	# trace's end as cuptrace's reader sees it.
+	run "$f.pftrace" "$ck" "$tmp/$f.pftrace" --clean --layout --view any || continue
+	end=$(sed -n 's/.*view start: .* end \(-*[0-9][0-9]*\) ns.*/\1/p' "$tmp/out")
+	if python3 "$src/tests/view_check.py" "$data/$f.cupti" "$tmp/$f.pftrace" "${end:-0}" \
+		>"$tmp/vc" 2>&1; then
+		echo "$f.pftrace: view start $(head -1 "$tmp/vc" | sed 's/^expect //')"
+	else
+		echo "FAIL: $f.pftrace: view start"
+		cat "$tmp/vc"
+		fail=1
+	fi
 	run "convert $f json" "$ct" convert "$data/$f.cupti" -o "$tmp/$f.json" &&
 		run "$f.json" "$ck" "$tmp/$f.json" --layout
 done

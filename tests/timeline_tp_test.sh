@@ -2,13 +2,15 @@
 # The timeline layout (src/format/TIMELINE.md) as Perfetto's own trace processor imports it:
 # per process, the CUPTI overhead track names that hold slices (at most 1), the tracks named like
 # the process (or unnamed) that hold slices (0: the row ui.perfetto.dev drew for the metadata
-# instants), and process labels (0: drawn across the process's header); in a 2-rank merge, the
-# "all data sources started" time the UI opens at, after the trace's start. Needs
+# instants), and process labels (0: drawn across the process's header); the "all data sources
+# started" time the UI opens at: in one trace where tests/view_check.py computes it from the
+# capture, in a 2-rank merge past the ranks' start-up. Needs
 # trace_processor_shell on PATH (or TRACE_PROCESSOR); skips without it. timeline_layout_test.sh
 # checks the same with check_trace where it is absent.
 set -u
 ct=$CUPTRACE_BIN
 data=$CUPTRACE_TEST_DATA
+src=${CUPTRACE_SRC:-$(cd "$(dirname "$0")/.." && pwd)}
 tp=${TRACE_PROCESSOR:-$(command -v trace_processor_shell 2>/dev/null || true)}
 if [ -z "$tp" ] || [ ! -x "$tp" ]; then
 	echo "SKIP: trace_processor_shell not found (PATH or TRACE_PROCESSOR): Perfetto's counts not taken"
@@ -49,7 +51,9 @@ UNION ALL
 SELECT 'BAD no process' WHERE NOT EXISTS (SELECT 1 FROM _cuptrace_proc)
 UNION ALL
 SELECT 'VIEW ' || (int_value - (SELECT start_ts FROM trace_bounds)) FROM metadata
-WHERE name = 'all_data_source_started_ns';
+WHERE name = 'all_data_source_started_ns'
+UNION ALL
+SELECT 'END ' || (end_ts - start_ts) FROM trace_bounds;
 SQL
 
 query() { # trace -> its lines in $tmp/q
@@ -59,7 +63,7 @@ query() { # trace -> its lines in $tmp/q
 		fail=1
 		return 1
 	fi
-	grep -E "ROW|BAD|VIEW" "$tmp/q" | sed "s|^|$(basename "$1"): |"
+	grep -E "ROW|BAD|VIEW|END" "$tmp/q" | sed "s|^|$(basename "$1"): |"
 	if grep -q "BAD" "$tmp/q"; then
 		echo "FAIL: $(basename "$1") (BAD rows above)"
 		fail=1
@@ -67,13 +71,28 @@ query() { # trace -> its lines in $tmp/q
 	return 0
 }
 
-for f in ddp2_rank0 ddp2_rank1 torch_train multi_stream; do
+for f in ddp2_rank0 ddp2_rank1 torch_train multi_stream vector_add peer_copy; do
 	"$ct" convert "$data/$f.cupti" -o "$tmp/$f.pftrace" >/dev/null 2>&1 ||
 		{ echo "FAIL: convert $f"; fail=1; continue; }
 	query "$tmp/$f.pftrace" || continue
-	# One trace says nothing about where to open: the UI shows it whole.
-	if grep -q "VIEW" "$tmp/q"; then
-		echo "FAIL: $f.pftrace: a view start"
+	# One trace opens where its GPU work begins (TIMELINE.md): trace_processor's view start
+	# is where tests/view_check.py puts it from the capture's records, given the trace's end
+	# as trace_processor sees it.
+	v=$(sed -n 's/.*VIEW \([0-9][0-9]*\).*/\1/p' "$tmp/q" | head -1)
+	e=$(sed -n 's/.*END \([0-9][0-9]*\).*/\1/p' "$tmp/q" | head -1)
+	if ! python3 "$src/tests/view_check.py" "$data/$f.cupti" "$tmp/$f.pftrace" "${e:-0}" \
+		>"$tmp/vc" 2>&1; then
+		echo "FAIL: $f.pftrace: view start"
+		cat "$tmp/vc"
+		fail=1
+		continue
+	fi
+	want=$(sed -n 's/^expect view at \([0-9][0-9]*\) ns$/\1/p' "$tmp/vc")
+	if [ -n "$want" ] && { [ -z "$v" ] || [ $((v > want ? v - want : want - v)) -gt 1000 ]; }; then
+		echo "FAIL: $f.pftrace: trace_processor's view start '${v}' ns, expected $want ns"
+		fail=1
+	elif [ -z "$want" ] && [ -n "$v" ]; then
+		echo "FAIL: $f.pftrace: a view start, expected none"
 		fail=1
 	fi
 done

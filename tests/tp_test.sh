@@ -9,7 +9,8 @@
 # tests/data (*.kineto.json*) converted to Perfetto and JSON loads clean with the slices, flows
 # and counter values trace_processor reads from the original, and JSON -> Perfetto -> JSON
 # keeps its timeline. Call stacks (native, symbolized; Python-like) come back as the slices'
-# callstacks. Uses $TRACE_PROCESSOR_SHELL, trace_processor_shell on PATH, or
+# callstacks. Host stack samples (PerfSample) land in perf_sample with their callstacks. Uses
+# $TRACE_PROCESSOR_SHELL, trace_processor_shell on PATH, or
 # shared/tools/trace_processor_shell beside the checkout; skips where there is none.
 set -u
 src=${CUPTRACE_SRC:-$(cd "$(dirname "$0")/.." && pwd)}
@@ -222,6 +223,44 @@ sys.exit(1 if fails else 0)
 PY
 else
 	echo "FAIL call stacks: convert or trace_processor"; cat "$tmp/sn.err" "$tmp/tp.err"; fail=1
+fi
+
+# Host stack samples (record --sample: PerfSample packets, TracePacket field 66), planted in a
+# GPU capture by sample_capture.py from its own plan (70 samples in load_batch, 30 in
+# preprocess, all on the main thread, 1 ms apart; one more naming no stack, which the converter
+# drops): trace_processor's perf_sample rows, their thread, their callsites' leaf frames and
+# depth (3 frames: depth 2), and no import error or data loss.
+cat >"$tmp/samples.sql" <<'SQL'
+SELECT 'SAMPLES ' || COUNT(*) || ' ' || COUNT(DISTINCT utid) || ' '
+       || IFNULL(MAX(ts) - MIN(ts), -1) AS line FROM perf_sample
+UNION ALL
+SELECT 'TID ' || t.tid || ' ' || COUNT(*) FROM perf_sample s JOIN thread t USING (utid)
+GROUP BY t.tid
+UNION ALL
+SELECT 'LEAF ' || f.name || ' ' || COUNT(*) || ' ' || MAX(c.depth)
+FROM perf_sample s JOIN stack_profile_callsite c ON c.id = s.callsite_id
+JOIN stack_profile_frame f ON f.id = c.frame_id GROUP BY f.name
+UNION ALL
+SELECT 'STAT ' || name || ' ' || idx || ' ' || severity || ' ' || value FROM stats
+WHERE value > 0 AND severity IN ('error', 'data_losses');
+SQL
+if python3 "$src/tests/sample_capture.py" make "$CUPTRACE_TEST_DATA/torch_train.cupti" \
+	"$tmp/s.cupti" >/dev/null 2>&1 && "$ct" convert "$tmp/s.cupti" -o "$tmp/s.pftrace" \
+	>/dev/null 2>&1 && "$tp" -q "$tmp/samples.sql" "$tmp/s.pftrace" >"$tmp/s.csv" 2>"$tmp/tp.err"; then
+	got=$(grep -oE '(SAMPLES|TID|LEAF|STAT) [^"]*' "$tmp/s.csv" | sort | tr '\n' ';')
+	main=$(python3 -c 'import sys; sys.path.insert(0, sys.argv[1]); import sample_capture as s
+print(s.meta(open(sys.argv[2], "rb").read())["pid"])' "$src/tests" "$tmp/s.cupti")
+	want="LEAF load_batch 70 2;LEAF preprocess 30 2;SAMPLES 100 1 99000000;TID $main 100;"
+	if [ "$got" = "$want" ]; then
+		echo "ok host samples in trace_processor: $got"
+	else
+		echo "FAIL host samples in trace_processor: got '$got', expected '$want'"
+		fail=1
+	fi
+else
+	echo "FAIL host samples: sample_capture, convert or trace_processor"
+	cat "$tmp/tp.err"
+	fail=1
 fi
 [ $fail = 0 ] && rm -rf "$tmp"
 exit $fail

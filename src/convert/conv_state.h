@@ -37,6 +37,7 @@
 struct conv_gm;      /* convert_gpumetrics.c */
 struct conv_stack;   /* convert_stacks.c */
 struct conv_corrstk; /* convert_stacks.c */
+struct conv_span;    /* convert_view.c */
 
 /* ---- types of convert_core.c ---- */
 
@@ -228,6 +229,14 @@ struct cuptrace_converter {
 	uint64_t next_lane_idx;
 	struct cuptrace_meta *meta; /* trace metadata, handed to the sink at the end */
 	size_t nmeta, meta_cap;
+	/* convert_view.c: where ui.perfetto.dev opens, from the slices emitted (relative ns): the
+	 * latest end, the earliest kernel or CUDA graph start (INT64_MAX: none yet), and the
+	 * copies and memsets that started before that kernel as they came (lead, nlead; lead_full:
+	 * too many to keep, the lead-in is not looked for). */
+	int64_t view_end, view_work;
+	struct conv_span *lead;
+	size_t nlead, lead_cap;
+	int lead_full;
 	/* Scratch for one event's args: any file, for one event at a time. */
 	struct cuptrace_arg args[24];
 
@@ -438,6 +447,12 @@ int conv_gpumetrics_finish(struct cuptrace_converter *c);
 void conv_gpumetrics_free(struct cuptrace_converter *c);
 
 /* convert_meta.c */
+/* convert_view.c: conv_view_note sees every slice emitted (conv_emit_slice); conv_view_start
+ * says, at the end, where the first view should start (0: the whole trace). */
+void conv_view_init(struct cuptrace_converter *c);
+void conv_view_note(struct cuptrace_converter *c, const struct cuptrace_slice *s);
+int64_t conv_view_start(struct cuptrace_converter *c);
+void conv_view_free(struct cuptrace_converter *c);
 void conv_meta_init(struct cuptrace_converter *c);
 void conv_meta_free(struct cuptrace_converter *c);
 void conv_device(struct cuptrace_converter *c, const CUpti_ActivityDevice5 *d);

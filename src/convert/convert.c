@@ -113,6 +113,7 @@ struct cuptrace_converter *cuptrace_converter_new(struct cuptrace_sink *sink,
 	conv_gpu_init(c);
 	conv_nvtx_init(c);
 	conv_meta_init(c);
+	conv_view_init(c);
 	if (conv_corr_init(c) || conv_api_init(c)) {
 		cuptrace_converter_free(c);
 		return NULL;
@@ -187,6 +188,7 @@ void cuptrace_converter_free(struct cuptrace_converter *c)
 	conv_memory_free(c);
 	conv_gpumetrics_free(c);
 	conv_meta_free(c);
+	conv_view_free(c);
 	conv_stacks_free(c);
 	conv_core_free(c);
 	free(c);

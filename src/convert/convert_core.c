@@ -55,6 +55,7 @@ int conv_emit_slice(struct cuptrace_converter *c, const struct cuptrace_slice *s
 {
 	if (c->err)
 		return c->err;
+	conv_view_note(c, s);
 	uint64_t stack = c->nstk ? conv_stacks_for(c, s->correlation_id) : 0;
 	if (stack && !s->stack_id) {
 		struct cuptrace_slice t = *s;

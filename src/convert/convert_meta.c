@@ -204,6 +204,10 @@ int conv_meta_finish(struct cuptrace_converter *c)
 		conv_meta_set(c, "call_stacks", NULL, (int64_t)k->stacks, 1);
 		conv_meta_set(c, "call_stack_records_bad", NULL, (int64_t)k->stacks_bad, 1);
 	}
+	/* Where ui.perfetto.dev opens (src/format/TIMELINE.md). */
+	int64_t view = conv_view_start(c);
+	if (view > 0)
+		conv_meta_set(c, CUPTRACE_META_VIEW_START, NULL, view, 1);
 	if (!c->err && c->sink->ops->meta) {
 		int r = c->sink->ops->meta(c->sink, c->meta, c->nmeta);
 		if (r)

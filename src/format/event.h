@@ -183,11 +183,26 @@ struct cuptrace_trace_info {
 #define CUPTRACE_META_READ_DAMAGE "read_damage"
 /* Metadata key of where ui.perfetto.dev should open (ns, relative to the trace's start): the
  * Perfetto writer turns it into a TracingServiceEvent at that time, which the UI takes as the
- * start of its first view (src/format/TIMELINE.md). cuptrace merge sets it where the inputs'
- * GPU work begins, so that start-up does not fill the first screen. */
+ * start of its first view (src/format/TIMELINE.md). The converter and cuptrace merge set it
+ * where the GPU work begins, so that start-up does not fill the first screen. */
 #define CUPTRACE_META_VIEW_START "view_start_ns"
-#define CUPTRACE_META_INFO       "cuptrace: trace info"
-#define CUPTRACE_META_SUMMARY    "cuptrace: summary"
+/* The rule for CUPTRACE_META_VIEW_START, shared by the converter (one recorded or converted
+ * trace: convert/convert_view.c) and cuptrace merge: given the trace's span [lo, hi] and where
+ * its GPU work begins (work: the first kernel or CUDA graph, or the copies leading up to it;
+ * INT64_MAX if none), where the first view should start, or 0 for the whole trace. Start-up
+ * (host calls, module loading, a model's copies to the GPU) fills the first screen only when
+ * the work begins late, so a view start is set only where it comes after the first fifth of the
+ * span; it is 1% of what follows before the work, so that the first of it is not on the
+ * screen's edge. */
+static inline int64_t cuptrace_view_start_rule(int64_t lo, int64_t hi, int64_t work)
+{
+	if (work == INT64_MAX || hi <= lo || work <= lo || work - lo <= (hi - lo) / 5)
+		return 0;
+	int64_t at = work - (hi - work) / 100;
+	return at > 0 ? at : 0;
+}
+#define CUPTRACE_META_INFO    "cuptrace: trace info"
+#define CUPTRACE_META_SUMMARY "cuptrace: summary"
 
 struct cuptrace_sink;
 

@@ -115,12 +115,26 @@ void cuptrace_frame_key(const struct cuptrace_frame *f, char *buf, size_t cap)
 			n = snprintf(buf, cap, "%s", f->file);
 		if (fn && n >= 0 && (size_t)n < cap)
 			snprintf(buf + n, cap - (size_t)n, " %s", fn);
-	} else if (f->kind == CUPTRACE_FRAME_NATIVE) {
-		const char *mod = f->module && *f->module ? base_name(f->module) : "?";
+	} else if (f->kind == CUPTRACE_FRAME_NATIVE && f->module && *f->module) {
+		const char *mod = base_name(f->module);
 		if (fn)
 			snprintf(buf, cap, "%s (%s)", fn, mod);
 		else
 			snprintf(buf, cap, "%s+0x%" PRIx64, mod, f->rel_pc);
+	} else if (f->kind == CUPTRACE_FRAME_NATIVE && f->build_id && *f->build_id) {
+		/* A module known by its build id alone (its path could not be read): the id names
+		 * the file to look for, as a symbolizer would; 12 digits keep rows apart. */
+		if (fn)
+			snprintf(buf, cap, "%s (build id %.12s)", fn, f->build_id);
+		else
+			snprintf(buf, cap, "build id %.12s+0x%" PRIx64, f->build_id, f->rel_pc);
+	} else if (f->kind == CUPTRACE_FRAME_NATIVE) {
+		/* An address in no module (JIT code, an anonymous mapping): the recorder keeps the
+		 * address itself then (inject/stacks.c), which is what there is to say. */
+		if (fn)
+			snprintf(buf, cap, "%s [unknown module]", fn);
+		else
+			snprintf(buf, cap, "[unknown module] 0x%" PRIx64, f->rel_pc);
 	} else {
 		snprintf(buf, cap, "%s", fn ? fn : "?");
 	}

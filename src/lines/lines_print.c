@@ -51,12 +51,12 @@ void cuptrace_lines_print(const struct cuptrace_lines *l, FILE *f, int md, int t
 		table_cell(&t, "%s", kern);
 	}
 	table_print(&t, f);
+	/* A blank line first: a line right under the rows would read as one more row. */
 	fprintf(f,
-	        "%s%" PRIu64 " kernels, copies and memsets; %" PRIu64
+	        "\n%" PRIu64 " kernels, copies and memsets; %" PRIu64
 	        " with a call stack; %zu lines"
 	        "%s\n",
-	        md ? "\n" : "", l->count, l->with_stack, l->nrows,
-	        n < l->nrows ? " (top rows shown)" : "");
+	        l->count, l->with_stack, l->nrows, n < l->nrows ? " (top rows shown)" : "");
 }
 
 int cuptrace_lines_json(const struct cuptrace_lines *l, char **out)

@@ -320,13 +320,13 @@ static const struct cuptrace_sink_ops shift_ops = {
     .destroy = sh_destroy,
 };
 
-/* Where ui.perfetto.dev should open (event.h's CUPTRACE_META_VIEW_START), in output time: just
- * before the earliest input's first kernel (or graph), where that comes after the first fifth of
- * the merged span; else 0 (the whole trace). The ranks of a job spend most of a short run in
- * start-up (2-rank DDP on tests/data: 7.1 s of 8.2 s before the first kernel: host calls, module
- * loading, the model's copies to the GPU at 1.1 s), which filled the first screen and left the
- * loop its last eighth. Copies are not where the work begins: loading a model is start-up. The
- * start-up stays in the trace, one zoom-out away. Not for --native-clocks archives, whose files
+/* Where ui.perfetto.dev should open (event.h's CUPTRACE_META_VIEW_START and its rule), in output
+ * time: just before the earliest input's first kernel (or graph), where that comes after the
+ * first fifth of the merged span; else 0 (the whole trace). The ranks of a job spend most of a
+ * short run in start-up (2-rank DDP on tests/data: 7.1 s of 8.2 s before the first kernel: host
+ * calls, module loading, the model's copies to the GPU at 1.1 s), which filled the first screen and
+ * left the loop its last eighth. Copies are not where the work begins: loading a model is start-up.
+ * The start-up stays in the trace, one zoom-out away. Not for --native-clocks archives, whose files
  * keep their own time axes. */
 static int64_t view_start(const struct cuptrace_merge *m)
 {
@@ -350,11 +350,7 @@ static int64_t view_start(const struct cuptrace_merge *m)
 			work = w < work ? w : work;
 		}
 	}
-	if (work == INT64_MAX || hi <= lo || work - lo <= (hi - lo) / 5)
-		return 0;
-	/* A margin of 1% of what is shown, so the first launch is not on the screen's edge. */
-	int64_t at = work - (hi - work) / 100;
-	return at > 0 ? at : 0;
+	return cuptrace_view_start_rule(lo, hi, work);
 }
 
 /* The output's metadata: the inputs' entries under "<label>: <key>", and what the merge did. */
@@ -397,6 +393,10 @@ static int merged_meta(struct cuptrace_merge *m, struct cuptrace_meta **out, siz
 		const struct cuptrace_stats *st = &m->st->in[i].st;
 		const char *label = m->in[i].label;
 		for (size_t k = 0; k < st->nmeta; k++) {
+			/* An input's own view start is in its own time; the merge sets one above.
+			 */
+			if (st->meta[k].key && !strcmp(st->meta[k].key, CUPTRACE_META_VIEW_START))
+				continue;
 			if (!(keep[ns++] = cuptrace_str_join3(label, ": ", st->meta[k].key)))
 				goto oom;
 			meta[n] = st->meta[k];
