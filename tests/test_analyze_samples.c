@@ -79,6 +79,13 @@ static void feed_stacks(struct cuptrace_sink *s)
 	}
 }
 
+/* test_pageable: each step's work is a 5 us copy from pageable memory, not the kernel. */
+static int pageable;
+static int64_t work_us(void)
+{
+	return pageable ? 5 : 800;
+}
+
 /* The trace into s (not finished). */
 static void feed(struct cuptrace_sink *s, int samples)
 {
@@ -112,9 +119,12 @@ static void feed(struct cuptrace_sink *s, int samples)
 		if (i % 2 == 0)
 			steps_slice(s, MAIN, t + 100 * US, 300 * US, "cuda_runtime", "cudaMalloc",
 			            NULL, 0, 0, 0);
-		steps_slice(s, MAIN, t + 1000 * US, 5 * US, "cuda_runtime", "cudaLaunchKernel",
-		            NULL, 0, (uint64_t)i + 1, 0);
-		steps_slice(s, STREAM, t + 1010 * US, 800 * US, "kernel", "gemm", NULL, 0, 0,
+		steps_slice(s, MAIN, t + 1000 * US, 5 * US, "cuda_runtime",
+		            pageable ? "cudaMemcpyAsync" : "cudaLaunchKernel", NULL, 0,
+		            (uint64_t)i + 1, 0);
+		steps_slice(s, STREAM, t + 1010 * US, work_us() * US,
+		            pageable ? "memcpy" : "kernel",
+		            pageable ? "Memcpy HtoD (Pageable -> Device)" : "gemm", NULL, 0, 0,
 		            (uint64_t)i + 1);
 	}
 	for (int k = 0; samples && k < NSAMPLES; k++) {
@@ -206,7 +216,7 @@ static void expect(struct want *gap, struct want *outside, struct want *alloc, i
 	*wait_total = 0;
 	for (int i = 1; i < NSTEP; i++) {
 		/* The gap before step i's kernel: from the previous kernel's end. */
-		int64_t g0 = step_ts(i - 1) + 1810 * US, g1 = step_ts(i) + 1010 * US;
+		int64_t g0 = step_ts(i - 1) + (1010 + work_us()) * US, g1 = step_ts(i) + 1010 * US;
 		int inside = g0 >= steady_from() && g1 <= steady_to();
 		struct want *w = inside ? gap : outside;
 		w->all += count_in(g0, g1, w->n);
@@ -390,4 +400,29 @@ static void test_no_samples(void)
 	cuptrace_analysis_free(&a);
 }
 
-TEST_MAIN(T(test_findings), T(test_two_files), T(test_no_samples))
+/* Copies from pageable memory: the GPU idle before each is the pageable_copy finding's (the
+ * copy's gap), so the finding's samples are the gaps' (the copies' own intervals, 15 us from
+ * each call's start, hold none): the thread in load_batch and tokenize, not "no sample". */
+static void test_pageable(void)
+{
+	struct cuptrace_analysis a;
+	struct cuptrace_analyze_opts o = {0};
+	pageable = 1;
+	struct cuptrace_sink *s = cuptrace_analyze_sink_new(&a, &o);
+	CHECK(s != NULL);
+	if (s) {
+		feed(s, 1);
+		CHECK_EQ_INT(s->ops->finish(s), 0);
+		cuptrace_sink_destroy(s);
+		struct want gap, outside, alloc;
+		int64_t line_ns[S_N], total;
+		expect(&gap, &outside, &alloc, line_ns, &total);
+		CHECK(gap.all > 0 && gap.n[S_LOAD] > 0);
+		CHECK(find(&a, "gpu_gap") == NULL);
+		check_frames(find(&a, "pageable_copy"), &gap, 1);
+		cuptrace_analysis_free(&a);
+	}
+	pageable = 0;
+}
+
+TEST_MAIN(T(test_findings), T(test_two_files), T(test_no_samples), T(test_pageable))

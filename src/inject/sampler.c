@@ -50,6 +50,8 @@ static struct {
 	int native;     /* native frames asked for (cuptrace_sampler_set_native) */
 	int native_on;  /* ... and the signal is installed */
 	int native_err; /* why not (cuptrace_nsample_init) */
+	int native_ran; /* the signal was installed in this session: the trace's metadata, written
+	                 * after cuptrace_sampler_stop took it down, says so */
 	pid_t self_tid; /* the sampler's own thread: never a target */
 	/* Targets noted by the callbacks (under lock). */
 	pid_t targets[TARGETS_MAX];
@@ -294,6 +296,7 @@ int cuptrace_sampler_start(unsigned hz, int all_threads_too)
 	if (s.native && !s.native_on) {
 		int e = cuptrace_nsample_init();
 		s.native_on = !e;
+		s.native_ran |= !e;
 		s.native_err = e;
 	}
 	/* Every signal blocked in the new thread: the program's handlers run on its threads. */
@@ -320,7 +323,7 @@ void cuptrace_sampler_set_native(int on)
 
 int cuptrace_sampler_native(void)
 {
-	return s.native ? (s.native_on ? 1 : s.native_err) : 0;
+	return s.native ? (s.native_on || s.native_ran ? 1 : s.native_err) : 0;
 }
 
 int cuptrace_sampler_running(void)
@@ -387,6 +390,7 @@ void cuptrace_sampler_reset(void)
 	s.recs = NULL;
 	s.samples = NULL;
 	s.len = s.cap = s.nsamples = s.scap = 0;
+	s.native_ran = 0;
 	memset(&s.st, 0, sizeof(s.st));
 	atomic_fetch_add(&gen, 1);
 	pthread_mutex_unlock(&s.lock);

@@ -276,6 +276,31 @@ void anx_worst_add(struct cuptrace_an_finding *f, const struct cuptrace_an_insta
 	f->worst[k] = *in;
 }
 
+/* The per-record sample counts, grown to hold record f's: NULL when out of memory. */
+static struct anx_fcount *fcounts(struct fset *fs)
+{
+	size_t had = fs->hccap;
+	struct anx_fcount *hc = cuptrace_grow(fs->hc, &fs->hccap, fs->n, sizeof(*hc));
+	if (!hc)
+		return NULL;
+	memset(hc + had, 0, (fs->hccap - had) * sizeof(*hc)); /* the new slots */
+	fs->hc = hc;
+	return hc;
+}
+
+/* The host stack samples of thread tid in [t0, t1) added to record f's, without an instance:
+ * the GPU idle a finding explains (the gap before a pageable copy, a blocking call's) is where
+ * the launching thread's time went, while the instance itself is the call. */
+static int add_samples(const struct anx *x, struct fset *fs, struct cuptrace_an_finding *f,
+                       int64_t tid, int64_t t0, int64_t t1)
+{
+	if (!x->an->nsamples || !tid)
+		return 0;
+	size_t r = (size_t)(f - fs->f);
+	struct anx_fcount *hc = fcounts(fs);
+	return hc ? anx_samples_count(x, tid, t0, t1, &hc[r]) : -ENOMEM;
+}
+
 /* One more instance of record f: counted, kept if among the worst, and its thread's host
  * stack samples inside it added to the record's (and the instance's own top frame noted). */
 static int add(const struct anx *x, struct fset *fs, struct cuptrace_an_finding *f,
@@ -284,12 +309,9 @@ static int add(const struct anx *x, struct fset *fs, struct cuptrace_an_finding 
 	f->count++;
 	if (x->an->nsamples && in->tid) {
 		size_t r = (size_t)(f - fs->f);
-		size_t had = fs->hccap;
-		struct anx_fcount *hc = cuptrace_grow(fs->hc, &fs->hccap, fs->n, sizeof(*hc));
+		struct anx_fcount *hc = fcounts(fs);
 		if (!hc)
 			return -ENOMEM;
-		memset(hc + had, 0, (fs->hccap - had) * sizeof(*hc)); /* the new slots */
-		fs->hc = hc;
 		struct anx_fcount one = {0};
 		int err = anx_samples_count(x, in->tid, in->ts, in->ts + in->dur, &one);
 		if (!err && one.samples) {
@@ -805,7 +827,12 @@ static int work_findings(struct anx *x, struct fset *fs, const struct spans *sp)
 			F_OR_FAIL(f, K_HOST_SYNC, rank);
 			ADD(f, in);
 			f->call_ns += blocked;
-		} else if (!(f = kind >= 0 ? existing(fs, owner[kind], rank) : NULL)) {
+		} else if ((f = kind >= 0 ? existing(fs, owner[kind], rank) : NULL)) {
+			/* explained by a call counted above: what the thread did in the gap */
+			int err = add_samples(x, fs, f, in.tid, g->ts, g->ts + g->dur);
+			if (err)
+				return err;
+		} else {
 			if (in_run(sp, g->gpu, g->ts, g->ts + g->dur))
 				continue; /* the run's wall holds it */
 			if (g->dur < an->opts.gap_ns)
