@@ -17,7 +17,7 @@
  *    slices' "bytes" by "kind" (HtoD, DtoH, other), pageable when "src" or "dst" is pageable.
  *  - device memory: the last and largest value of each GPU's "Device memory in use" counter.
  *  - steps: ProfilerStep#N ranges and optimizer.step marks (slices or instants).
- *  - idle by cause: analyze's (why/idle_cause.h): each GPU gap (the GPU's work union, from its
+ *  - idle by cause: analyze's (stats/idle_cause.h): each GPU gap (the GPU's work union, from its
  *    first work on) before work W counts once, whole, in the interval in which W reached top,
  *    split by W's launch call (linked by flow, else correlation id, as analyze links them)
  *    and whether the launching thread sat in a synchronize then. At each tick the GPU's work
@@ -36,7 +36,7 @@
 
 #include "common/util.h"
 #include "format/event.h"
-#include "why/idle_cause.h"
+#include "stats/idle_cause.h"
 
 struct top_stat {
 	uint64_t calls;

@@ -9,7 +9,7 @@
 #define CUPTRACE_WHY_ANALYZE_H
 
 #include "format/event.h"
-#include "why/idle_cause.h"
+#include "stats/idle_cause.h"
 
 #include <stdint.h>
 #include <stdio.h>

@@ -2,8 +2,8 @@
  * share (README "Why is it slow: analyze"): which host slices are API calls and which of them
  * block (synchronize, synchronous copies), and how one GPU gap before work W, launched by call L,
  * splits into causes. Pure functions; no state, any thread. */
-#ifndef CUPTRACE_WHY_IDLE_CAUSE_H
-#define CUPTRACE_WHY_IDLE_CAUSE_H
+#ifndef CUPTRACE_STATS_IDLE_CAUSE_H
+#define CUPTRACE_STATS_IDLE_CAUSE_H
 
 #include <stdint.h>
 

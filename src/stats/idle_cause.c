@@ -1,6 +1,6 @@
 /* GPU idle by cause, the definitions analyze and top share (idle_cause.h). */
 #define _GNU_SOURCE /* strcasestr */
-#include "why/idle_cause.h"
+#include "stats/idle_cause.h"
 
 #include <string.h>
 
