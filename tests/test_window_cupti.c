@@ -21,7 +21,7 @@
 
 /* ---- CUPTI and the API kinds, stubbed ---- */
 
-static int enables, api_on;
+static int enables, api_on, api_off, api_off_cbid;
 
 CUptiResult cuptiActivityEnable(CUpti_ActivityKind k)
 {
@@ -54,6 +54,12 @@ int cuptrace_enable_api(int driver_mode, int runtime_all, int by_cbid)
 	(void)driver_mode, (void)runtime_all, (void)by_cbid;
 	api_on++;
 	return 0;
+}
+
+void cuptrace_disable_api(int by_cbid)
+{
+	api_off++;
+	api_off_cbid += by_cbid;
 }
 
 void cuptrace_sync_watch_active(int on)
@@ -130,9 +136,13 @@ static void test_open_asks_then_ready_turns_on(void)
 	CHECK_EQ_INT(api_on, a0 + 1);
 	CHECK_EQ_INT(s->win.kinds_on, 1);
 	CHECK_EQ_INT(collect_window_recording(s), 1);
-	/* Attached: the next window needs no request. */
+	/* Attached: the next window needs no request. Closing turns the API records off; windows
+	 * switch the kinds, never call by call (CUPTI lost the calls of kernels that way). */
+	int o0 = api_off, c0 = api_off_cbid;
 	CHECK_EQ_INT(collect_window_api(s, 0), 0);
 	CHECK_EQ_INT(s->win.kinds_on, 0);
+	CHECK_EQ_INT(api_off, o0 + 1);
+	CHECK_EQ_INT(api_off_cbid, c0);
 	CHECK_EQ_INT(collect_window_api(s, 1), 0);
 	CHECK_EQ_INT(wanted(), 0);
 	CHECK_EQ_INT(s->win.kinds_on, 1);

@@ -200,7 +200,7 @@ static const struct cuptrace_setting settings[CUPTRACE_NSETTINGS] = {
     [CUPTRACE_SET_LOG] = {CUPTRACE_SET_LOG, NULL, "CUPTRACE_LOG", CUPTRACE_SETTING_ENUM, log_names,
                           0, 0, 0, 0, 0, "warn", NULL, NULL},
     [CUPTRACE_SET_API_ENABLE] = {CUPTRACE_SET_API_ENABLE, NULL, "CUPTRACE_API_ENABLE",
-                                 CUPTRACE_SETTING_ENUM, api_enable_names, 0, 0, 0, 0, 0, "kind",
+                                 CUPTRACE_SETTING_ENUM, api_enable_names, 0, 0, 0, 0, 0, "cbid",
                                  NULL, NULL},
     [CUPTRACE_SET_LIB] = {CUPTRACE_SET_LIB, "lib", "CUPTRACE_LIB", CUPTRACE_SETTING_STRING,
                           NO_NAMES, 0, 0, 0, 0, 0, NULL, "a path", NULL},

@@ -53,6 +53,21 @@ int cuptrace_enable_api(int driver_mode, int runtime_all, int by_cbid)
 	return -(int)first;
 }
 
+void cuptrace_disable_api(int by_cbid)
+{
+	cuptiActivityDisable(CUPTI_ACTIVITY_KIND_RUNTIME);
+	cuptiActivityDisable(CUPTI_ACTIVITY_KIND_DRIVER);
+	if (!by_cbid)
+		return;
+	/* The kinds were never on: each call was, and stays so until switched off by itself. */
+	for (uint32_t id = 1; id < cuptrace_runtime_cbid_names_len; id++)
+		if (cuptrace_runtime_cbid_names[id])
+			cuptiActivityEnableRuntimeApi(id, 0);
+	for (uint32_t id = 1; id < cuptrace_driver_cbid_names_len; id++)
+		if (cuptrace_driver_cbid_names[id])
+			cuptiActivityEnableDriverApi(id, 0);
+}
+
 void cuptrace_enable_profiler_callbacks(void *sub)
 {
 	CUpti_SubscriberHandle h = sub;

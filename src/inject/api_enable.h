@@ -13,6 +13,10 @@
  * Returns 0, or the first CUPTI error (as a negative number). */
 int cuptrace_enable_api(int driver_mode, int runtime_all, int by_cbid);
 
+/* Every API record off: the kinds, and with by_cbid each call that was switched on by itself
+ * (disabling a kind that was never on leaves those on). */
+void cuptrace_disable_api(int by_cbid);
+
 /* Turns on the callbacks of cudaProfilerStart/Stop and cuProfilerStart/Stop for subscriber sub
  * (a void * for CUpti_SubscriberHandle): what a --capture-range cuda-profiler-api window waits
  * on, in libcuptrace and in the floor that measures it. */

@@ -429,7 +429,7 @@ static int attach_cupti(struct collect_session *s, int injected)
 	 * (runtime_filter.h), unless asked for. */
 	int e = defer ? 0
 	              : cuptrace_enable_api(s->driver_mode, s->runtime_mode == CUPTRACE_RUNTIME_ALL,
-	                                    cuptrace_api_by_cbid());
+	                                    s->api_by_cbid);
 	if (e)
 		cuptrace_warn("API calls may not be recorded: %s", cupti_err((CUptiResult)-e));
 	collect_callbacks_windows(s, s->subscriber);
@@ -516,6 +516,7 @@ int cuptrace_collect_start(const char *path, int injected)
 	collect_window_setup(s);
 	cuptrace_setting_env(CUPTRACE_SET_SYNC_RECORDS, &v);
 	s->sync_cupti = v.i == CUPTRACE_SYNC_RECORDS_CUPTI || s->win.ring;
+	s->api_by_cbid = cuptrace_api_by_cbid() && injected && !s->win.active && !s->win.ring;
 	cuptrace_sync_watch_reset();
 	if ((ret = setup_cupti(s, injected)))
 		goto out_cupti;
@@ -570,6 +571,7 @@ out_cupti:
 	/* Leave CUPTI as harmless as we can: nothing enabled, nothing subscribed. */
 	for (size_t i = 0; i < CUPTRACE_NKINDS; i++)
 		cuptiActivityDisable(cuptrace_kinds[i]);
+	cuptrace_disable_api(s->api_by_cbid);
 	if (s->subscriber)
 		cuptiUnsubscribe(s->subscriber);
 	s->subscriber = NULL;
@@ -761,6 +763,7 @@ static void finish_session(struct collect_session *s)
 		 * kind's records without the other's. */
 		for (size_t i = CUPTRACE_NKINDS; i-- > 0;)
 			cuptiActivityDisable(cuptrace_kinds[i]);
+		cuptrace_disable_api(s->api_by_cbid);
 		cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
 		size_t dropped = 0;
 		if (cuptiActivityGetNumDroppedRecords(NULL, 0, &dropped) == CUPTI_SUCCESS &&

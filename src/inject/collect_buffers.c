@@ -305,6 +305,8 @@ static void handle_kept_calls(struct collect_session *s)
 			ptrs[i] = (const CUpti_Activity *)&recs[i];
 			sizes[i] = sizeof(recs[i]);
 			note_thread(s, recs[i].threadId);
+			if (!s->sync_cupti) /* a synchronization timed by callbacks may go now */
+				cuptrace_sync_watch_api_seen(&recs[i]);
 		}
 		s->kind_counts[CUPTI_ACTIVITY_KIND_RUNTIME] += n;
 		s->records += n;

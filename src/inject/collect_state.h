@@ -185,6 +185,11 @@ struct collect_session {
 	 * flight recorder, whose ring holds CUPTI's buffers only), else from our callbacks
 	 * (sync_watch.h). Set at the start. */
 	int sync_cupti;
+	/* API records switched on call by call (CUPTRACE_API_ENABLE=cbid, inject/kinds.h): only
+	 * for a whole run the driver started. With capture windows, or started by the C API
+	 * after CUDA, CUPTI 13.0 left kernels without their calls that way (tests/gpu_window_test,
+	 * gpu_record_test's c_api cases), so those enable the kinds. Set at the start. */
+	int api_by_cbid;
 	unsigned
 	    fault_every; /* CUPTRACE_FAULT_BUFFERS: refuse every n-th buffer request (drills) */
 	atomic_uint buffer_requests;

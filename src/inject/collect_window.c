@@ -199,7 +199,7 @@ static void kinds_on(struct collect_session *s)
 			cuptrace_debug("window: activity kind %d not enabled: %d", (int)k, (int)r);
 	}
 	int e = cuptrace_enable_api(s->driver_mode, s->runtime_mode == CUPTRACE_RUNTIME_ALL,
-	                            cuptrace_api_by_cbid());
+	                            s->api_by_cbid);
 	if (e)
 		cuptrace_debug("window: API kinds: %d", e);
 	if (!s->sync_cupti)
@@ -213,11 +213,8 @@ static void kinds_off_host(struct collect_session *s)
 {
 	if (!s->win.kinds_on)
 		return;
-	for (size_t i = 0; i < CUPTRACE_NKINDS; i++) {
-		CUpti_ActivityKind k = cuptrace_kinds[i];
-		if (is_api_kind(k) || k == CUPTI_ACTIVITY_KIND_OVERHEAD)
-			cuptiActivityDisable(k);
-	}
+	cuptrace_disable_api(s->api_by_cbid);
+	cuptiActivityDisable(CUPTI_ACTIVITY_KIND_OVERHEAD);
 	if (!s->sync_cupti)
 		cuptrace_sync_watch_active(0);
 	s->win.kinds_on = 0;

@@ -56,10 +56,9 @@ static inline int cuptrace_kind_by_setting(CUpti_ActivityKind k)
 {
 	struct cuptrace_setting_value v;
 	if (k == CUPTI_ACTIVITY_KIND_SYNCHRONIZATION) {
-		/* SYNCHRONIZATION only with --sync-records cupti (CUPTRACE_SYNC_RECORDS): CUPTI
-		 * pays for it on every launch, not at the synchronizations (tools/bench/README.md,
-		 * "Where CUPTI's time goes"); by default callbacks on the synchronizing calls time
-		 * them (inject/sync_watch.h). */
+		/* SYNCHRONIZATION unless --sync-records callback (CUPTRACE_SYNC_RECORDS), where
+		 * callbacks on the synchronizing calls time them (inject/sync_watch.h): measured
+		 * inside one process the two cost the same (tools/bench/README.md). */
 		cuptrace_setting_env(CUPTRACE_SET_SYNC_RECORDS, &v);
 		return v.i == CUPTRACE_SYNC_RECORDS_CUPTI;
 	}
@@ -69,10 +68,12 @@ static inline int cuptrace_kind_by_setting(CUpti_ActivityKind k)
 	return v.i == CUPTRACE_CUDA_GRAPHS_GRAPH;
 }
 
-/* How the API kinds (RUNTIME, DRIVER) are switched on. By kind: cuptiActivityEnable, then the
- * filtered calls off one by one. By cbid (CUPTRACE_API_ENABLE=cbid): the kind stays off and
- * every call that is not filtered is switched on by itself, so CUPTI need not look at the
- * filtered ones at all. Shared with the benchmark's floor so both do the same. */
+/* How the API kinds (RUNTIME, DRIVER) are switched on. By cbid (the default;
+ * CUPTRACE_API_ENABLE=cbid): the kind stays off and every call that is not filtered is switched
+ * on by itself, so CUPTI need not look at the filtered ones at all; inside one process it
+ * saved 6% of a DDP and of a transformer step, 4% of a launch, against the kind
+ * (tools/bench/README.md, "cuptrace's own time"). By kind: cuptiActivityEnable, then the
+ * filtered calls off one by one. Shared with the benchmark's floor so both do the same. */
 static inline int cuptrace_api_by_cbid(void)
 {
 	struct cuptrace_setting_value v;

@@ -71,8 +71,33 @@ static void keep(CUpti_CallbackId cbid, const CUpti_CallbackData *d, uint64_t st
 	pthread_mutex_unlock(&kept.lock);
 }
 
+/* Every call timed by callbacks (cuptrace_runtime_watch_all): on while the in-process benchmark
+ * says so. The start of the thread's call in flight (runtime calls do not nest on a thread). */
+static atomic_int all_calls;
+static __thread uint64_t all_start;
+
+void cuptrace_runtime_watch_all(CUpti_SubscriberHandle sub, int on)
+{
+	for (uint32_t id = 1; id < MAX_CBID; id++)
+		if (!cuptrace_runtime_cbid_is_trivial(id))
+			cuptiEnableCallback(on ? 1 : 0, sub, CUPTI_CB_DOMAIN_RUNTIME_API, id);
+	atomic_store(&all_calls, on);
+}
+
 void cuptrace_runtime_watch_callback(CUpti_CallbackId cbid, const CUpti_CallbackData *d)
 {
+	if (d && cbid < MAX_CBID && atomic_load_explicit(&all_calls, memory_order_relaxed) &&
+	    !cuptrace_runtime_cbid_is_trivial(cbid)) {
+		uint64_t t = (uint64_t)cuptrace_now_ns(CLOCK_BOOTTIME);
+		if (d->callbackSite == CUPTI_API_ENTER) {
+			all_start = t;
+			return;
+		}
+		keep(cbid, d, all_start ? all_start : t, t,
+		     d->functionReturnValue ? *(const int32_t *)d->functionReturnValue : 0);
+		all_start = 0;
+		return;
+	}
 	/* Only the trivial calls this watch enabled: the subscriber also gets the synchronizing
 	 * calls (sync_watch.c), which have their own API records and must not be counted here or
 	 * kept a second time (nor have their start in correlationData overwritten). */

@@ -26,6 +26,11 @@ enum cuptrace_runtime_mode {
  * records off). */
 void cuptrace_runtime_watch_setup(CUpti_SubscriberHandle sub, enum cuptrace_runtime_mode mode);
 
+/* Every call that is not trivial timed by callbacks and kept as an API record (on = 1), or no
+ * longer (0: their callbacks off; the caller turns the synchronizing calls' back on). For the
+ * in-process benchmark (collect_bench.c): callbacks against CUPTI's RUNTIME kind. */
+void cuptrace_runtime_watch_all(CUpti_SubscriberHandle sub, int on);
+
 /* From the subscriber's callback, for CUPTI_CB_DOMAIN_RUNTIME_API. */
 void cuptrace_runtime_watch_callback(CUpti_CallbackId cbid, const CUpti_CallbackData *d);
 

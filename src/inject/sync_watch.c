@@ -91,6 +91,14 @@ void cuptrace_sync_watch_setup(CUpti_SubscriberHandle sub)
 		cuptiEnableCallback(1, sub, CUPTI_CB_DOMAIN_DRIVER_API, drv_calls[i].cbid);
 }
 
+void cuptrace_sync_watch_teardown(CUpti_SubscriberHandle sub)
+{
+	for (size_t i = 0; i < NRT; i++)
+		cuptiEnableCallback(0, sub, CUPTI_CB_DOMAIN_RUNTIME_API, rt_calls[i].cbid);
+	for (size_t i = 0; i < NDRV; i++)
+		cuptiEnableCallback(0, sub, CUPTI_CB_DOMAIN_DRIVER_API, drv_calls[i].cbid);
+}
+
 /* ---- application threads ---- */
 
 /* Records made, waiting for the writer; event numbers. Under lock: one synchronizing call

@@ -31,6 +31,8 @@
 
 /* Turns the callbacks of the synchronizing calls on (for subscriber sub). */
 void cuptrace_sync_watch_setup(CUpti_SubscriberHandle sub);
+/* Turns them off again (the in-process benchmark switch, collect_bench.c). */
+void cuptrace_sync_watch_teardown(CUpti_SubscriberHandle sub);
 
 /* From the subscriber's callback, for the runtime and driver domains; returns 1 if id is one
  * of the synchronizing calls. */

@@ -19,6 +19,15 @@ interval resampling pairs), as a share of the default step, and of what the whol
 
 Specs: "kN" an activity kind (cupti_activity.h numbers), "rt~SUB" / "drv~SUB" the runtime /
 driver API records of every call whose name contains SUB; joined by commas.
+
+--tracer cuptrace measures cuptrace itself instead of the floor: the workload runs under
+`BUILD/cuptrace record --sync-records callback` (records converted and written as users get
+them) and cuptrace_bench_ab (src/inject/collect_bench.c) switches between blocks: "kN" off,
+"+kN" on, "cb-sync" the synchronizing calls' callbacks off. Its default specs include "gpu"
+(every host-side kind and callback off: the GPU alone) and "none" (nothing recorded per call:
+CUPTI attached and idle, the in-process stand-in for untraced), from which it prints issue 45's
+target, the default's added time over the GPU alone's, for callbacks and for CUPTI's
+synchronization records, with 95% intervals (pairs resampled per spec).
 """
 import argparse
 import json
@@ -58,9 +67,36 @@ SPECS = [
 ]
 
 
+# cuptrace's own switch (--tracer cuptrace): the run is `record --sync-records callback`
+PER_CALL_KINDS = "k1,k2,k4,k5,k10,k12,k13,k17,k22,k36,k38,k49,k50,k51"
+CT_SPECS = [
+    ("+k38,cb-sync", "CUPTI's synchronization records instead of callbacks"),
+    ("k5,cb-rt", "runtime API records from callbacks instead of CUPTI's (kind 5)"),
+    ("cb-sync", "synchronization callbacks off (no synchronization slices)"),
+    ("k5", "runtime API records (kind 5)"),
+    ("k4", "driver API records (kind 4)"),
+    ("k49,k50", "memory, memory pool (49, 50)"),
+    ("k36", "CUDA events (36)"),
+    ("k12,k13,k17", "NVTX markers, overhead records (12, 13, 17)"),
+    ("k10", "kernels (10)"),
+    ("api-cbid", "API records switched on call by call (CUPTRACE_API_ENABLE=cbid)"),
+    (HOST_KINDS + ",cb-sync", "gpu: every host-side kind and callback off (the GPU alone)"),
+    (PER_CALL_KINDS + ",cb-sync", "none: nothing recorded per call (CUPTI attached, idle)"),
+    # the GPU alone against nothing, in the same pair: the target's denominator, measured
+    # directly instead of as the difference of two savings
+    (HOST_KINDS + ",cb-sync>" + PER_CALL_KINDS + ",cb-sync", "the GPU alone against none"),
+]
+
+
 def run(a, specs):
     env = dict(os.environ, CUDA_INJECTION64_PATH=os.path.join(a.build, "libcupti_floor.so"),
                NCCL_NVLS_ENABLE="0")
+    pre = []
+    if a.tracer == "cuptrace":
+        env.pop("CUDA_INJECTION64_PATH")
+        out = os.path.join(a.tmp, "ab.pftrace")
+        pre = [os.path.join(a.build, "cuptrace"), "record", "--sync-records", a.sync_records,
+               "-o", out, "--"]
     if a.workload == "launch":
         cmd = [os.path.join(a.build, "examples", "launch_ab"), str(a.pairs),
                str(a.block or 20000)] + specs
@@ -72,7 +108,7 @@ def run(a, specs):
         if a.workload == "ddp":
             cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone",
                    "--nproc-per-node", "2"] + w
-    p = subprocess.run(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    p = subprocess.run(pre + cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     lines = [l for l in p.stdout.splitlines() if l.startswith("{")]
     if p.returncode or not lines:
         raise SystemExit("kinds_ab: %s failed (exit %d): %s" % (" ".join(cmd[:3]), p.returncode,
@@ -89,9 +125,15 @@ def main():
     ap.add_argument("--block", type=int)
     ap.add_argument("--specs", help="';'-separated specs (default: the built-in list)")
     ap.add_argument("--raw", help="append each process's JSON line to this file")
+    ap.add_argument("--tracer", choices=["floor", "cuptrace"], default="floor")
+    ap.add_argument("--sync-records", choices=["callback", "cupti"], default="callback",
+                    help="--tracer cuptrace: the recording's synchronization records")
+    ap.add_argument("--tmp", default=os.environ.get("TMPDIR", "/tmp"),
+                    help="where --tracer cuptrace writes its traces")
     a = ap.parse_args()
-    specs = a.specs.split(";") if a.specs else [s for s, _ in SPECS]
-    names = dict(SPECS)
+    table = CT_SPECS if a.tracer == "cuptrace" else SPECS
+    specs = a.specs.split(";") if a.specs else [s for s, _ in table]
+    names = dict(table)
     pooled = {s: [] for s in specs}
     for i in range(a.procs):
         res = run(a, specs)
@@ -102,11 +144,12 @@ def main():
             pooled[s] += res["abk"][s]
     base = statistics.median(b for s in specs for b, _ in pooled[s])
     host = None
-    if HOST_KINDS in pooled:
-        host = statistics.median(b - o for b, o in pooled[HOST_KINDS])
+    gpu_spec = HOST_KINDS + (",cb-sync" if a.tracer == "cuptrace" else "")
+    if gpu_spec in pooled:
+        host = statistics.median(b - o for b, o in pooled[gpu_spec])
     unit = "launch" if a.workload == "launch" else "step"
-    print("kinds_ab: %s, %d processes x %d pairs per spec; default floor %.2f us per %s" % (
-        a.workload, a.procs, a.pairs, base * 1e6, unit))
+    print("kinds_ab: %s, %d processes x %d pairs per spec; default %s %.2f us per %s" % (
+        a.workload, a.procs, a.pairs, a.tracer, base * 1e6, unit))
     print("| switched off | what | saves per %s, median [95%% CI] | of the step | of the host "
           "side |" % unit)
     print("|---|---|---:|---:|---:|")
@@ -117,6 +160,61 @@ def main():
         print("| `%s` | %s | %.2f us [%.2f, %.2f] | %.1f%% | %s |" % (
             s, names.get(s, ""), med * 1e6, lo * 1e6, hi * 1e6, 100 * med / base,
             "%.0f%%" % (100 * med / host) if host and host > 0 else "-"))
+    if a.tracer == "cuptrace":
+        targets(pooled, unit, a.sync_records)
+
+
+def targets(pooled, unit, sync_records):
+    """(A ">" B specs: the pair's blocks are A and B: b - o is what A costs over B.)"""
+    """Issue 45's target from the in-process blocks: added = X - none; the default's added time
+    over the GPU alone's, and over the untraced stand-in's step."""
+    none = PER_CALL_KINDS + ",cb-sync"
+    gpu = HOST_KINDS + ",cb-sync"
+    cupti = "+k38,cb-sync"
+    direct = gpu + ">" + none
+    if not all(k in pooled for k in (none, gpu)):
+        return
+    keys = (none, gpu, cupti) + ((direct,) if direct in pooled else ())
+    if cupti not in pooled:  # a run whose default is CUPTI's records: no switch to them
+        pooled = dict(pooled, **{cupti: [[b, b] for b, _ in pooled[none]]})
+    import random
+    rng = random.Random(45)
+
+    def est(p):
+        d = {k: statistics.median(b - o for b, o in p[k]) for k in keys}
+        base = statistics.median(b for b, _ in p[none])
+        untraced = base - d[none]
+        add_cb = d[none]
+        add_gpu = d[direct] if direct in d else d[none] - d[gpu]
+        add_cupti = d[none] - d[cupti]
+        return (add_cb / add_gpu if add_gpu > 0 else float("inf"),
+                add_cupti / add_gpu if add_gpu > 0 else float("inf"),
+                add_cb / untraced, add_cupti / untraced, add_gpu / untraced,
+                add_cb * 1e6, add_cupti * 1e6, add_gpu * 1e6)
+
+    point = est(pooled)
+    reps = []
+    for _ in range(2000):
+        reps.append(est({k: [rng.choice(pooled[k]) for _ in pooled[k]] for k in keys}))
+    lo = [sorted(r[i] for r in reps)[50] for i in range(len(point))]
+    hi = [sorted(r[i] for r in reps)[1949] for i in range(len(point))]
+    rows = [("added per %s, the run's default (sync records: %s)" % (unit, sync_records), 5,
+             "%.1f us"),
+            ("added per %s, CUPTI synchronization records" % unit, 6, "%.1f us"),
+            ("added per %s, the GPU alone (%s)" % (unit, "its own pairs against none"
+                                                   if direct in pooled else "none - gpu"),
+             7, "%.1f us"),
+            ("the run's default / GPU alone (target <= 2)", 0, "%.2f"),
+            ("CUPTI syncs / GPU alone", 1, "%.2f"),
+            ("the run's default, of the untraced step (target <= 10%)", 2, "%.1f%%"),
+            ("CUPTI syncs, of the untraced step", 3, "%.1f%%"),
+            ("GPU alone, of the untraced step", 4, "%.1f%%")]
+    print("\n| target (in-process; untraced = nothing recorded per call) | point [95% CI] |")
+    print("|---|---:|")
+    for name, i, f in rows:
+        m = 100 if "%%" in f else 1
+        print("| %s | %s [%s, %s] |" % (name, f % (point[i] * m), f % (lo[i] * m),
+                                        f % (hi[i] * m)))
 
 
 if __name__ == "__main__":

@@ -8,12 +8,14 @@
 // For each pair and each SPEC (in an order rotated every pair), two blocks of LAUNCHES
 // launches and one cudaStreamSynchronize: one with the floor's default set (spec ""), one with
 // SPEC switched off (cuptrace_floor_ab in tools/bench/cupti_floor.c), which first in
-// alternate pairs. Prints one JSON line: {"workload": "launch", "abk": {SPEC: [[default s,
-// SPEC s] per launch, ...]}} (tools/bench/kinds_ab.py reads it).
+// alternate pairs; a SPEC "A>B" pairs a block with A against one with B. Prints one JSON line:
+// {"workload": "launch", "abk": {SPEC: [[default s, SPEC s] per launch, ...]}}
+// (tools/bench/kinds_ab.py reads it).
 #include <cuda_runtime.h>
 #include <dlfcn.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 
 #include "common.h" /* examples/: CK, the examples' error check */
@@ -31,6 +33,15 @@ static double now(void)
 	return ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
+// The floor's switch, or cuptrace's own under `record` (src/inject/collect_bench.c).
+static int (*find_ab(void *h))(const char *)
+{
+	void *f = dlsym(h, "cuptrace_floor_ab");
+	if (!f)
+		f = dlsym(h, "cuptrace_bench_ab");
+	return (int (*)(const char *))f;
+}
+
 int main(int argc, char **argv)
 {
 	if (argc < 4) {
@@ -41,7 +52,7 @@ int main(int argc, char **argv)
 	int pairs = atoi(argv[1]), launches = atoi(argv[2]), nspec = argc - 3;
 	const char *lib = getenv("CUDA_INJECTION64_PATH");
 	void *h = lib ? dlopen(lib, RTLD_NOW | RTLD_NOLOAD) : NULL;
-	int (*ab)(const char *) = h ? (int (*)(const char *))dlsym(h, "cuptrace_floor_ab") : NULL;
+	int (*ab)(const char *) = h ? find_ab(h) : NULL;
 	int *counter;
 	cudaStream_t s;
 	CK(cudaMalloc(&counter, sizeof(int)));
@@ -49,11 +60,12 @@ int main(int argc, char **argv)
 	// CUDA is up, so the driver has loaded the injection library by now
 	if (!ab) {
 		h = lib ? dlopen(lib, RTLD_NOW | RTLD_NOLOAD) : NULL;
-		ab = h ? (int (*)(const char *))dlsym(h, "cuptrace_floor_ab") : NULL;
+		ab = h ? find_ab(h) : NULL;
 	}
 	if (!ab) {
-		fprintf(stderr, "launch_ab: no cuptrace_floor_ab: run it with "
-		                "CUDA_INJECTION64_PATH=BUILD/libcupti_floor.so\n");
+		fprintf(stderr, "launch_ab: no cuptrace_floor_ab or cuptrace_bench_ab: run it with "
+		                "CUDA_INJECTION64_PATH=BUILD/libcupti_floor.so or under cuptrace "
+		                "record\n");
 		return 2;
 	}
 	double *res = (double *)calloc((size_t)pairs * nspec * 2, sizeof(double));
@@ -66,7 +78,17 @@ int main(int argc, char **argv)
 			for (int half = 0; half < 2; half++) {
 				int off =
 				    (half == 0) == (p % 2 == 0); // default first in even pairs
-				if (ab(off ? argv[3 + v] : "") < 0) {
+				// "A>B": the pair's blocks are A and B instead of "" and the spec
+				char spec[512];
+				snprintf(spec, sizeof(spec), "%s", argv[3 + v]);
+				char *gt = strchr(spec, '>');
+				const char *first = "", *second = spec;
+				if (gt) {
+					*gt = 0;
+					first = spec;
+					second = gt + 1;
+				}
+				if (ab(off ? second : first) < 0) {
 					fprintf(stderr, "launch_ab: cannot read spec '%s'\n",
 					        argv[3 + v]);
 					return 2;

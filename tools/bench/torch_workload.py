@@ -230,23 +230,27 @@ def timed_ab_kinds(step, specs, pairs, per, warmup, res):
     """--ab-kinds: per pair and spec, a block with the floor's default set and one with spec
     switched off, adjacent in time (the order alternating pair by pair)."""
     import ctypes
-    lib = ctypes.CDLL(os.environ["CUDA_INJECTION64_PATH"])  # the floor the driver loaded
-    lib.cuptrace_floor_ab.argtypes = [ctypes.c_char_p]
+    lib = ctypes.CDLL(os.environ["CUDA_INJECTION64_PATH"])  # the library the driver loaded
+    # the floor's switch, or cuptrace's own (src/inject/collect_bench.c) under `record`
+    ab = getattr(lib, "cuptrace_floor_ab", None) or lib.cuptrace_bench_ab
+    ab.argtypes = [ctypes.c_char_p]
     for _ in range(warmup):
         step()
     torch.cuda.synchronize()
 
     def block(spec):
-        if lib.cuptrace_floor_ab(spec.encode()) < 0:
-            raise SystemExit("cuptrace_floor_ab cannot read %r" % spec)
+        if ab(spec.encode()) < 0:
+            raise SystemExit("the in-process switch refused %r" % spec)
         return block_time(step, per)
 
     abk = {s: [] for s in specs}
     for i in range(pairs):
         for j in range(len(specs)):
             s = specs[(i + j) % len(specs)]
-            abk[s].append(list(alternating(i, lambda: block(""), lambda: block(s))))
-    lib.cuptrace_floor_ab(b"")
+            # "A>B": the pair's blocks are A and B instead of "" and the spec
+            first, second = s.split(">", 1) if ">" in s else ("", s)
+            abk[s].append(list(alternating(i, lambda: block(first), lambda: block(second))))
+    ab(b"")
     res["abk"] = abk
     return statistics.median(x[0] for v in abk.values() for x in v)
 
