@@ -3,9 +3,10 @@
 # samples planted by tests/sample_capture.py (A and B: two of one run, two threads each, one pid
 # that the merge gives B anew, a sample of A's before its first event; C: another run), merged
 # side by side (auto-aligned, --align-on, --no-align; into one .pftrace and into the .tar of one
-# file per input; from the captures through the converter, and from their .pftrace conversions
-# through the reader) and checked by tests/merge_samples_check.py against the plans, on its own:
-# every sample once, on its input's thread, with its frames, moved exactly as its input's slices.
+# file per input) and as ranks, from the captures (the converter's path) and from their .pftrace
+# conversions (the reader's), and checked by tests/merge_samples_check.py against the plans, on
+# its own: every sample once, on its input's thread, with its frames, moved exactly as its
+# input's slices.
 set -u
 ct=${CUPTRACE_BIN:?} src=${CUPTRACE_SRC:?}
 if ! command -v python3 >/dev/null 2>&1; then
@@ -42,7 +43,7 @@ done
 check() {
 	what=$1 out=$2
 	shift 2
-	if ! "$ct" merge --side-by-side --label A --label B --label C "$@" -o "$out" 2>"$tmp/err"; then
+	if ! "$ct" merge --label A --label B --label C "$@" -o "$out" 2>"$tmp/err"; then
 		bad "$what: merge failed: $(cat "$tmp/err")"
 		return
 	fi
@@ -56,12 +57,13 @@ check() {
 		bad "$what: $(cat "$tmp/check")"
 	fi
 }
-check "captures, auto-aligned" "$tmp/m1.pftrace" "$tmp/a.cupti" "$tmp/b.cupti" "$tmp/c.cupti"
-check "captures, --align-on" "$tmp/m2.pftrace" --align-on 'cudaLaunchKernel#3' \
+check "captures, auto-aligned" "$tmp/m1.pftrace" --side-by-side "$tmp/a.cupti" "$tmp/b.cupti" "$tmp/c.cupti"
+check "captures, --align-on" "$tmp/m2.pftrace" --side-by-side --align-on 'cudaLaunchKernel#3' \
 	"$tmp/a.cupti" "$tmp/b.cupti" "$tmp/c.cupti"
-check "traces, --no-align" "$tmp/m3.pftrace" --no-align "$tmp/a.pftrace" "$tmp/b.pftrace" "$tmp/c.pftrace"
-check "traces, --align-on, .tar" "$tmp/m4.tar" --align-on 'cudaLaunchKernel#3' \
+check "traces, --no-align" "$tmp/m3.pftrace" --side-by-side --no-align "$tmp/a.pftrace" "$tmp/b.pftrace" "$tmp/c.pftrace"
+check "traces, --align-on, .tar" "$tmp/m4.tar" --side-by-side --align-on 'cudaLaunchKernel#3' \
 	"$tmp/a.pftrace" "$tmp/b.pftrace" "$tmp/c.pftrace"
+check "captures, --ranks" "$tmp/m5.pftrace" --ranks "$tmp/a.cupti" "$tmp/b.cupti" "$tmp/c.cupti"
 # The merged trace read again (stats and analyze take it; the samples survive a convert).
 "$ct" convert "$tmp/m2.pftrace" -o "$tmp/again.pftrace" 2>"$tmp/err" &&
 	python3 "$src/tests/pf_samples.py" "$tmp/again.pftrace" >"$tmp/again.txt" &&
