@@ -15,7 +15,9 @@ sample may fall before the merged trace's 0.
     MERGED   the merged .pftrace or .tar; STDERR what `cuptrace merge` printed
     CAPTURE  the input with samples (sample_capture.py make CAPTURE.in CAPTURE PLAN)
     PLAN     its plan: JSON [[ns after the capture's start, tid, stack 1 or 2], ...]
-    ALONE    the input converted alone to .pftrace (where its slices are, unmerged)"""
+    ALONE    the input converted alone to .pftrace (where its slices are, unmerged)
+  CAPTURE and PLAN "-": ALONE is a recorded trace, whose own samples are what the merge must
+  keep (tests/gpu_sample_test.sh)."""
 import collections
 import decimal
 import json
@@ -84,8 +86,6 @@ def main():
     report = []
     for arg in sys.argv[3:]:
         label, cap, plan, alone = arg.split(":")
-        m = meta(open(cap, "rb").read())
-        boot = int(m["start_boottime_ns"])
         alone_info = read(alone)
         if len(alone_info["first_slice"]) != 1 or label not in first:
             fails.append(f"{label}: slices alone {alone_info['first_slice']}, merged {first}")
@@ -96,8 +96,13 @@ def main():
         elif base and delta != base - alone_info["boottime"] + shifts[label]:
             fails.append(f"{label}: slices moved by {delta} ns, the merge said "
                          f"{shifts[label]} ns relative")
-        want = sorted((boot + int(t) + delta, int(tid), STACKS[BASE + int(k)])
-                      for t, tid, k in json.load(open(plan)))
+        if cap == "-":  # a recorded trace: its own samples, decoded here
+            want = sorted((t + delta, tid, [tuple(x) for x in fr])
+                          for t, _, tid, fr in samples(alone))
+        else:
+            boot = int(meta(open(cap, "rb").read())["start_boottime_ns"])
+            want = sorted((boot + int(t) + delta, int(tid), STACKS[BASE + int(k)])
+                          for t, tid, k in json.load(open(plan)))
         have = sorted(got.pop(label, []))
         if have != want:
             miss = [w for w in want if w not in have][:3]
