@@ -5,8 +5,9 @@
 # with `record --sample` (100 Hz), the feeding thread's samples (and only its: the other threads
 # never call CUDA) must name each planted function at its planted lines, with a share within 4
 # points of the measured time. Then a DataLoader with worker processes (tests/sample_dataloader.py,
-# needs PyTorch): analyze must name the main thread's wait for the next batch. Needs a build
-# without the sanitizers (python3 loads the library).
+# needs PyTorch): analyze must name the main thread's wait for the next batch, each sample owned
+# by one finding. The first trace merged with itself keeps every sample. Needs a build without
+# the sanitizers (python3 loads the library).
 set -u
 gpu_test=gpu_sample
 # shellcheck source=tests/gpu_common.sh
@@ -65,6 +66,14 @@ if fails:
 print("ok")
 PY
 rc=$?
+# The recorded trace merged with itself: both copies keep every sample, on their threads, with
+# their frames, moved as their slices (tests/merge_samples_check.py).
+if [ $rc -eq 0 ]; then
+	"$ct" merge --side-by-side --no-align --label A --label B "$out" "$out" \
+		-o "$tmp/m.pftrace" 2>"$tmp/m.err" &&
+		python3 "$src/merge_samples_check.py" "$tmp/m.pftrace" "$tmp/m.err" "A:-:-:$out" \
+			"B:-:-:$out" || { echo "FAIL: merge of the recorded trace"; cat "$tmp/m.err"; rc=1; }
+fi
 # A DataLoader with worker processes slower than the GPU: the main thread waits on its queue,
 # and analyze (every finding and idle interval of that thread) must say it was at the loop's
 # line waiting for the next batch, in a share near the time it measured waiting.
@@ -105,6 +114,11 @@ else:
           f"{f['host_samples']} samples; main thread waited {100 * want_share:.0f}% of the loop")
     if top["frame"] != r["frame"] or share < 0.8:
         fails.append(f"finding {f['id']}: {f['host_frames']}, expected {r['frame']} first")
+# Each sample owned by one finding: the owned counts add up to the samples in any finding.
+owned = sum(f["host_samples_owned"] for f in a["findings"])
+if owned != a["findings_host_samples"] or any(f["host_samples_owned"] > f["host_samples"]
+                                              for f in a["findings"]):
+    fails.append(f"owned samples {owned}, findings_host_samples {a['findings_host_samples']}")
 if fails:
     print("FAIL: " + "; ".join(fails))
     sys.exit(1)

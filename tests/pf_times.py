@@ -19,7 +19,8 @@ process of its pid.
 
   pf_times.py TRACE...      prints one JSON object per trace:
     {"slices": {LABEL: N}, "total_slices": N, "counter_values": N, "negative": N,
-     "boottime": BOOTTIME of the first snapshot or null}"""
+     "boottime": BOOTTIME of the first snapshot or null, "first_slice": {LABEL: trace time of
+     its earliest slice}}"""
 import gzip
 import json
 import os
@@ -193,6 +194,7 @@ def read(path, samples=None):
                 return t["name"].split(": ", 1)[0]
         return "?"
 
+    first = out["first_slice"] = {}
     for uuid, typ, t in events:
         if t < 0:
             out["negative"] += 1
@@ -200,6 +202,7 @@ def read(path, samples=None):
             g = label(uuid)
             out["slices"][g] = out["slices"].get(g, 0) + 1
             out["total_slices"] += 1
+            first[g] = min(first.get(g, t), t)
         elif typ == 4:
             out["counter_values"] += 1
     return out

@@ -47,7 +47,7 @@ python3 "$src/tests/sample_capture.py" make "$src/tests/data/torch_train.cupti" 
 "$ct" analyze "$tmp/s.pftrace" >"$tmp/s.txt"
 "$ct" analyze --markdown "$tmp/s.pftrace" >"$tmp/s.md"
 "$ct" analyze --annotate "$tmp/ann.json" "$tmp/s.pftrace" >/dev/null
-python3 - "$tmp/s.json" "$tmp/want.json" "$tmp/s.txt" "$tmp/s.md" "$tmp/ann.json" <<'PY'
+python3 - "$tmp/s.json" "$tmp/want.json" "$tmp/s.txt" "$tmp/s.md" "$tmp/ann.json" "$tmp/plan.json" <<'PY'
 import json, sys
 a = json.load(open(sys.argv[1]))
 want = json.load(open(sys.argv[2]))
@@ -86,6 +86,15 @@ for f in a["findings"]:
     for w in f["worst"]:
         if w["host_samples"] and not (0 < w["host_frame_samples"] <= w["host_samples"]):
             fails.append(f"finding {f['id']}: instance {w}")
+# Each sample owned by one finding at most: the owned counts add up to the distinct samples in
+# any finding's intervals, which no finding's own count exceeds and the plan bounds.
+owned = sum(f["host_samples_owned"] for f in a["findings"])
+most = max((f["host_samples"] for f in a["findings"]), default=0)
+if owned != a["findings_host_samples"] or not most <= owned <= len(json.load(open(sys.argv[6]))):
+    fails.append(f"owned {owned}, findings_host_samples {a['findings_host_samples']}, "
+                 f"largest finding {most}")
+if any(f["host_samples_owned"] > f["host_samples"] for f in a["findings"]):
+    fails.append("a finding owns more samples than it counts")
 with_s = [f for f in a["findings"] if f["host_samples"]]
 if not with_s:
     fails.append("no finding has host samples")

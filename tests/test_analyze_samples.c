@@ -14,6 +14,7 @@
 #include "check.h"
 #include "steps.h"
 
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -236,6 +237,88 @@ static void expect(struct want *gap, struct want *outside, struct want *alloc, i
 	}
 }
 
+/* Which finding owns each sample, worked out here from the intervals the trace was built with
+ * and the rule of src/inject/SAMPLING.md: a GPU gap's owner (the finding holding its idle:
+ * gpu_gap, or pageable_copy with pageable copies; outside_steady before the steady state) first,
+ * then the calls and copies (alloc_steady's allocations, pageable_copy's copies). The even
+ * steps' allocations lie inside the gaps: their samples are counted by both findings and owned
+ * by the gap's. Each finding's host_samples (each sample once), host_samples_owned, and the
+ * analysis's findings_host_samples (the owned ones, over all findings) are compared. */
+enum { O_GAP, O_OUTSIDE, O_ALLOC, O_COPY, O_N };
+struct iv {
+	int who, gap;
+	int64_t a, b;
+};
+
+static size_t intervals(struct iv *v)
+{
+	size_t n = 0;
+	for (int i = 1; i < NSTEP; i++) {
+		int64_t g0 = step_ts(i - 1) + (1010 + work_us()) * US, g1 = step_ts(i) + 1010 * US;
+		int inside = g0 >= steady_from() && g1 <= steady_to();
+		v[n++] = (struct iv){inside ? O_GAP : O_OUTSIDE, 1, g0, g1};
+	}
+	for (int i = 0; i < NSTEP; i++) {
+		int64_t a = step_ts(i) + 100 * US, c = step_ts(i) + 1010 * US;
+		if (i % 2 == 0 && a >= steady_from() && a < steady_to())
+			v[n++] = (struct iv){O_ALLOC, 0, a, a + 300 * US};
+		if (pageable && c >= steady_from() && c < steady_to())
+			v[n++] = (struct iv){O_COPY, 0, c, c + work_us() * US};
+	}
+	return n;
+}
+
+static void check_owners(const struct cuptrace_analysis *a, uint32_t mul)
+{
+	struct iv v[4 * NSTEP];
+	size_t n = intervals(v);
+	uint32_t seen[O_N] = {0}, owned[O_N] = {0}, any = 0, shared = 0;
+	for (int k = 0; k < NSAMPLES; k++) {
+		int64_t t = sample_ts(k);
+		int in[O_N] = {0}, owner = -1;
+		for (int gap = 1; gap >= 0; gap--)
+			for (size_t i = 0; i < n; i++)
+				if (v[i].gap == gap && t >= v[i].a && t <= v[i].b) {
+					in[v[i].who] = 1;
+					owner = owner < 0 ? v[i].who : owner;
+				}
+		int nin = 0;
+		for (int j = 0; j < O_N; j++) {
+			seen[j] += (uint32_t)in[j];
+			nin += in[j];
+		}
+		shared += nin > 1;
+		if (owner >= 0) {
+			owned[owner]++;
+			any++;
+		}
+	}
+	/* The fixture has samples in two findings at once, and the owned counts add up. */
+	CHECK(shared > 0 && owned[O_ALLOC] < seen[O_ALLOC]);
+	const char *id[O_N] = {pageable ? "pageable_copy" : "gpu_gap", "outside_steady",
+	                       "alloc_steady", "pageable_copy"};
+	for (int j = 0; j < O_N; j++) {
+		if (j == O_COPY) /* one finding with the gaps: add them up */
+			continue;
+		uint32_t s = seen[j], o = owned[j];
+		if (pageable && j == O_GAP) {
+			s += seen[O_COPY];
+			o += owned[O_COPY];
+		}
+		const struct cuptrace_an_finding *f = find(a, id[j]);
+		CHECK(f != NULL);
+		if (!f)
+			continue;
+		CHECK_EQ_INT(f->host_samples, s * mul);
+		CHECK_EQ_INT(f->host_samples_owned, o * mul);
+	}
+	uint64_t sum = 0;
+	for (size_t i = 0; i < a->nfindings; i++)
+		sum += a->findings[i].host_samples_owned;
+	CHECK_EQ_INT(a->findings_host_samples, (uint64_t)any * mul);
+	CHECK_EQ_INT(sum, (uint64_t)any * mul);
+}
+
 static void check_analysis(const struct cuptrace_analysis *a, uint32_t mul)
 {
 	struct want gap, outside, alloc;
@@ -282,6 +365,7 @@ static void check_analysis(const struct cuptrace_analysis *a, uint32_t mul)
 	CHECK_EQ_INT(a->nline_waits, rows);
 	for (size_t i = 1; i < a->nline_waits; i++)
 		CHECK(a->line_waits[i - 1].wait_ns >= a->line_waits[i].wait_ns);
+	check_owners(a, mul);
 }
 
 static char *report(const struct cuptrace_analysis *a, int md)
@@ -346,6 +430,21 @@ static void test_findings(void)
 	snprintf(want, sizeof(want), "{\"frame\":\"load_batch (train.py:13)\",\"samples\":%u}",
 	         gap.n[S_LOAD]);
 	CHECK(js && strstr(js, want));
+	/* The owned counts (checked above against the test's own) in JSON and text. */
+	const struct cuptrace_an_finding *al = find(&a, "alloc_steady");
+	snprintf(want, sizeof(want), "\"findings_host_samples\":%" PRIu64 ",",
+	         a.findings_host_samples);
+	CHECK(js && strstr(js, want));
+	snprintf(want, sizeof(want), "\"host_samples\":%u,\"host_samples_owned\":%u,",
+	         al ? al->host_samples : 0, al ? al->host_samples_owned : 0);
+	CHECK(al && js && strstr(js, want));
+	snprintf(want, sizeof(want), "(%u of them counted for another finding)",
+	         al ? al->host_samples - al->host_samples_owned : 0);
+	CHECK(al && txt && strstr(txt, want));
+	snprintf(want, sizeof(want),
+	         "%" PRIu64 " host stack samples fell in the findings' intervals",
+	         a.findings_host_samples);
+	CHECK(txt && strstr(txt, want));
 	if (getenv("SAMPLES_PRINT"))
 		fprintf(stderr, "%s\n%s\n", txt, js);
 	free(txt);
@@ -420,6 +519,7 @@ static void test_pageable(void)
 		CHECK(gap.all > 0 && gap.n[S_LOAD] > 0);
 		CHECK(find(&a, "gpu_gap") == NULL);
 		check_frames(find(&a, "pageable_copy"), &gap, 1);
+		check_owners(&a, 1);
 		cuptrace_analysis_free(&a);
 	}
 	pageable = 0;

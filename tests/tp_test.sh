@@ -9,8 +9,8 @@
 # tests/data (*.kineto.json*) converted to Perfetto and JSON loads clean with the slices, flows
 # and counter values trace_processor reads from the original, and JSON -> Perfetto -> JSON
 # keeps its timeline. Call stacks (native, symbolized; Python-like) come back as the slices'
-# callstacks. Host stack samples (PerfSample) land in perf_sample with their callstacks. Uses
-# $TRACE_PROCESSOR_SHELL, trace_processor_shell on PATH, or
+# callstacks. Host stack samples (PerfSample) land in perf_sample with their callstacks, also
+# after a merge. Uses $TRACE_PROCESSOR_SHELL, trace_processor_shell on PATH, or
 # shared/tools/trace_processor_shell beside the checkout; skips where there is none.
 set -u
 src=${CUPTRACE_SRC:-$(cd "$(dirname "$0")/.." && pwd)}
@@ -259,6 +259,38 @@ print(s.meta(open(sys.argv[2], "rb").read())["pid"])' "$src/tests" "$tmp/s.cupti
 	fi
 else
 	echo "FAIL host samples: sample_capture, convert or trace_processor"
+	cat "$tmp/tp.err"
+	fail=1
+fi
+# The same trace merged with itself (`cuptrace merge` keeps every input's samples): 200
+# perf_sample rows on two threads (the merge gives the second input a pid of its own, so its
+# thread is another), 100 in each input's process, the leaf frames doubled.
+cat >"$tmp/msamples.sql" <<'SQL'
+SELECT 'SAMPLES ' || COUNT(*) || ' ' || COUNT(DISTINCT utid) AS line FROM perf_sample
+UNION ALL
+SELECT 'PROC ' || SUBSTR(p.name, 1, INSTR(p.name, ':') - 1) || ' ' || COUNT(*)
+FROM perf_sample s JOIN thread t USING (utid) JOIN process p USING (upid) GROUP BY p.name
+UNION ALL
+SELECT 'LEAF ' || f.name || ' ' || COUNT(*)
+FROM perf_sample s JOIN stack_profile_callsite c ON c.id = s.callsite_id
+JOIN stack_profile_frame f ON f.id = c.frame_id GROUP BY f.name
+UNION ALL
+SELECT 'STAT ' || name || ' ' || idx || ' ' || severity || ' ' || value FROM stats
+WHERE value > 0 AND severity IN ('error', 'data_losses');
+SQL
+if [ -s "$tmp/s.pftrace" ] && "$ct" merge --side-by-side --no-align --label A --label B \
+	"$tmp/s.pftrace" "$tmp/s.pftrace" -o "$tmp/ms.pftrace" >/dev/null 2>&1 &&
+	"$tp" -q "$tmp/msamples.sql" "$tmp/ms.pftrace" >"$tmp/ms.csv" 2>"$tmp/tp.err"; then
+	got=$(grep -oE '(SAMPLES|PROC|LEAF|STAT) [^"]*' "$tmp/ms.csv" | sort | tr '\n' ';')
+	want="LEAF load_batch 140;LEAF preprocess 60;PROC A 100;PROC B 100;SAMPLES 200 2;"
+	if [ "$got" = "$want" ]; then
+		echo "ok merged host samples in trace_processor: $got"
+	else
+		echo "FAIL merged host samples in trace_processor: got '$got', expected '$want'"
+		fail=1
+	fi
+else
+	echo "FAIL merged host samples: merge or trace_processor"
 	cat "$tmp/tp.err"
 	fail=1
 fi

@@ -64,6 +64,18 @@ static int probe_slice(struct cuptrace_sink *sk, const struct cuptrace_slice *e)
 	return 0;
 }
 
+/* A host stack sample: not an event the stats count, but the earliest one decides the input's
+ * shift as the earliest event does (a sample before it would land before 0, where Perfetto drops
+ * it). */
+static int probe_sample(struct cuptrace_sink *sk, const struct cuptrace_sample *e)
+{
+	struct in_state *in = ((struct probe_sink *)sk)->in;
+	if (!in->nsamples || e->ts < in->samples_min_ts)
+		in->samples_min_ts = e->ts;
+	in->nsamples++;
+	return 0;
+}
+
 static void probe_destroy(struct cuptrace_sink *sk)
 {
 	struct probe_sink *s = (struct probe_sink *)sk;
@@ -80,6 +92,7 @@ static const struct cuptrace_sink_ops probe_ops = {
     .instant = fwd_instant,
     .counter = fwd_counter,
     .stack = fwd_stack,
+    .sample = probe_sample,
     .meta = fwd_meta,
     .finish = fwd_finish,
     .destroy = probe_destroy,
@@ -458,6 +471,8 @@ int cuptrace_merge_plan(struct cuptrace_merge *m, const struct cuptrace_merge_in
 			return err;
 		r->has_events = in->st.slices + in->st.instants + in->st.counters > 0;
 		r->first_ts = r->has_events ? in->st.min_ts : 0;
+		if (in->nsamples && (!r->has_events || in->samples_min_ts < r->first_ts))
+			r->first_ts = in->samples_min_ts;
 		r->align_found = in->nalign;
 		if (ranks && ((err = nccl_keys(in)) || (err = rank_info(in, r))))
 			return err;

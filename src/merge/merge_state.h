@@ -19,6 +19,8 @@ struct in_state {
 	uint64_t uuid_hi, uuid_lo;
 	int64_t *align;           /* starts of the slices named align_name */
 	struct merge_marks marks; /* first step, first GPU work (the default alignment) */
+	uint64_t nsamples;        /* host stack samples, and the earliest one's time */
+	int64_t samples_min_ts;
 	size_t nalign, aligncap;
 	int32_t *pids, *newpids; /* distinct original pids in first-seen order; their new pids */
 	size_t npids;

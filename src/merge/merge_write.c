@@ -296,6 +296,26 @@ static int sh_stack(struct cuptrace_sink *sk, const struct cuptrace_stack *e)
 	return err ? sh_fail(s, err) : 0;
 }
 
+/* A host stack sample (record --sample): on its thread's track in the output's numbering, at its
+ * time shifted as every other event of the input, in the process the merge gave that input (its
+ * thread tracks keep their tids, sh_track), its stack renumbered as the slices' stacks are (the
+ * reader sends the stack through sh_stack first). Before, the shift sink had no sample op and
+ * every input's samples were dropped. */
+static int sh_sample(struct cuptrace_sink *sk, const struct cuptrace_sample *e)
+{
+	struct shift_sink *s = (struct shift_sink *)sk;
+	struct cuptrace_sample d = *e;
+	if (!s->out->ops->sample) /* the output drops samples (Chrome JSON) */
+		return s->err;
+	int err = place(s, &d.track_uuid, &d.ts);
+	if (err)
+		return err;
+	d.pid = map_pid(s->in, e->pid);
+	d.stack_id = e->stack_id ? e->stack_id + s->stack_base : 0;
+	err = s->out->ops->sample(s->out, &d);
+	return err ? sh_fail(s, err) : 0;
+}
+
 /* The output is finished by the caller, once, after every input. */
 static int sh_finish(struct cuptrace_sink *sk)
 {
@@ -315,6 +335,7 @@ static const struct cuptrace_sink_ops shift_ops = {
     .instant = sh_instant,
     .counter = sh_counter,
     .stack = sh_stack,
+    .sample = sh_sample,
     .meta = sh_meta,
     .finish = sh_finish,
     .destroy = sh_destroy,

@@ -213,6 +213,13 @@ struct cuptrace_an_finding {
 	uint32_t host_samples;
 	struct cuptrace_an_host_frame host_frames[CUPTRACE_AN_FINDING_FRAMES];
 	size_t nhost_frames;
+	/* Of host_samples, those this finding owns: a sample inside the intervals of several
+	 * findings (a pageable copy's gap holding an allocation call, a run holding a synchronize's
+	 * gap) is counted by each in host_samples and host_frames, but owned by one (the finding
+	 * holding the GPU idle interval it is in, else the run, else the call or copy that came
+	 * first: src/inject/SAMPLING.md), so that the owned counts add up over findings to the
+	 * analysis's findings_host_samples. */
+	uint32_t host_samples_owned;
 };
 
 /* Host wait by source line (--group-by line, host stack samples): the GPU idle of cause
@@ -304,6 +311,9 @@ struct cuptrace_analysis {
 	struct cuptrace_an_idle *idle; /* the largest GPU idle intervals, longest first */
 	size_t nidle;
 	uint64_t host_samples; /* host stack samples read (0: the trace has none) */
+	/* Of them, those inside some finding's intervals, each once: the sum of the findings'
+	 * host_samples_owned. */
+	uint64_t findings_host_samples;
 	/* With by_line: host wait by line (by wait_ns desc, then line), the host_wait idle of the
 	 * gaps it comes from, and of that the part with no sample of its thread in it. */
 	int by_line;

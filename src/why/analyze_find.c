@@ -222,6 +222,19 @@ static const struct kind {
                    NULL},
 };
 
+/* Where a record counts host stack samples: thread tid's in [a, b]. The claims are resolved
+ * once every finding is made (resolve_samples): a record counts a sample once however many of
+ * its intervals hold it, and a sample that several records' intervals hold is owned by one, by
+ * kind (a gap's owner first: the record holding that gap's GPU idle; then a run, whose wall holds
+ * the idle of the gaps in it that nothing else explains; then a call or copy) and then by the
+ * order the claims came (the gaps in x->gaps' order). */
+enum claim_kind { C_GAP, C_RUN, C_CALL };
+struct claim {
+	int64_t tid, a, b;
+	uint32_t rec, seq;
+	enum claim_kind kind;
+};
+
 /* The records of one file: (kind, rank) -> index + 1 in idx. */
 struct fset {
 	struct cuptrace_an_finding *f;
@@ -231,6 +244,8 @@ struct fset {
 	/* Per record (index in f): its instances' host stack samples by frame. */
 	struct anx_fcount *hc;
 	size_t hccap;
+	struct claim *cl;
+	size_t ncl, clcap;
 };
 
 static struct cuptrace_an_finding *finding(struct fset *fs, int kind, size_t rank)
@@ -288,30 +303,40 @@ static struct anx_fcount *fcounts(struct fset *fs)
 	return hc;
 }
 
-/* The host stack samples of thread tid in [t0, t1) added to record f's, without an instance:
- * the GPU idle a finding explains (the gap before a pageable copy, a blocking call's) is where
- * the launching thread's time went, while the instance itself is the call. */
-static int add_samples(const struct anx *x, struct fset *fs, struct cuptrace_an_finding *f,
-                       int64_t tid, int64_t t0, int64_t t1)
+/* Record f counts thread tid's samples in [t0, t1] (resolve_samples); 0 or -ENOMEM. */
+static int claim(const struct anx *x, struct fset *fs, const struct cuptrace_an_finding *f,
+                 enum claim_kind kind, int64_t tid, int64_t t0, int64_t t1)
 {
 	if (!x->an->nsamples || !tid)
 		return 0;
-	size_t r = (size_t)(f - fs->f);
-	struct anx_fcount *hc = fcounts(fs);
-	return hc ? anx_samples_count(x, tid, t0, t1, &hc[r]) : -ENOMEM;
+	struct claim *c = cuptrace_grow(fs->cl, &fs->clcap, fs->ncl + 1, sizeof(*c));
+	if (!c)
+		return -ENOMEM;
+	fs->cl = c;
+	fs->cl[fs->ncl] =
+	    (struct claim){tid, t0, t1, (uint32_t)(f - fs->f), (uint32_t)fs->ncl, kind};
+	fs->ncl++;
+	return 0;
+}
+
+/* The host stack samples of thread tid in [t0, t1) added to record f's, without an instance:
+ * the GPU idle a finding explains (the gap before a pageable copy, a blocking call's) is where
+ * the launching thread's time went, while the instance itself is the call. The gap's idle is
+ * f's, so are its samples (C_GAP). */
+static int add_samples(const struct anx *x, struct fset *fs, struct cuptrace_an_finding *f,
+                       int64_t tid, int64_t t0, int64_t t1)
+{
+	return claim(x, fs, f, C_GAP, tid, t0, t1);
 }
 
 /* One more instance of record f: counted, kept if among the worst, and its thread's host
- * stack samples inside it added to the record's (and the instance's own top frame noted). */
+ * stack samples inside it added to the record's (claimed as kind) and the instance's own top
+ * frame noted. */
 static int add(const struct anx *x, struct fset *fs, struct cuptrace_an_finding *f,
-               struct cuptrace_an_instance *in)
+               struct cuptrace_an_instance *in, enum claim_kind kind)
 {
 	f->count++;
 	if (x->an->nsamples && in->tid) {
-		size_t r = (size_t)(f - fs->f);
-		struct anx_fcount *hc = fcounts(fs);
-		if (!hc)
-			return -ENOMEM;
 		struct anx_fcount one = {0};
 		int err = anx_samples_count(x, in->tid, in->ts, in->ts + in->dur, &one);
 		if (!err && one.samples) {
@@ -320,7 +345,7 @@ static int add(const struct anx *x, struct fset *fs, struct cuptrace_an_finding 
 			in->host_samples = one.samples;
 			in->host_frame = top.frame;
 			in->host_frame_samples = top.samples;
-			err = anx_samples_count(x, in->tid, in->ts, in->ts + in->dur, &hc[r]);
+			err = claim(x, fs, f, kind, in->tid, in->ts, in->ts + in->dur);
 		}
 		anx_fcount_free(&one);
 		if (err)
@@ -330,12 +355,73 @@ static int add(const struct anx *x, struct fset *fs, struct cuptrace_an_finding 
 	return 0;
 }
 
-#define ADD(f, in)                                                                                 \
+#define ADD(f, in, kind)                                                                           \
 	do {                                                                                       \
-		int add_err_ = add(x, fs, f, &(in));                                               \
+		int add_err_ = add(x, fs, f, &(in), kind);                                         \
 		if (add_err_)                                                                      \
 			return add_err_;                                                           \
 	} while (0)
+
+static int claim_owner_cmp(const void *pa, const void *pb)
+{
+	const struct claim *a = pa, *b = pb;
+	if (a->kind != b->kind)
+		return a->kind < b->kind ? -1 : 1;
+	return a->seq < b->seq ? -1 : a->seq > b->seq;
+}
+
+static int claim_rec_cmp(const void *pa, const void *pb)
+{
+	const struct claim *a = pa, *b = pb;
+	if (a->rec != b->rec)
+		return a->rec < b->rec ? -1 : 1;
+	return a->seq < b->seq ? -1 : a->seq > b->seq;
+}
+
+/* The claims into each record's counts by frame (fs->hc), each sample once per record, and
+ * its owned count; the samples any record holds into findings_host_samples. Two passes over
+ * the claims: by ownership priority (owner[]: record + 1), then record by record (seen[]: the
+ * last record + 1 that counted the sample). */
+static int resolve_samples(const struct anx *x, struct fset *fs)
+{
+	const struct an *an = x->an;
+	uint32_t *owner = NULL, *seen = NULL;
+	struct anx_fcount *hc;
+	int err = -ENOMEM;
+	if (!fs->ncl)
+		return 0;
+	if (!(hc = fcounts(fs)) || !(owner = calloc(an->nsamples, sizeof(*owner))) ||
+	    !(seen = calloc(an->nsamples, sizeof(*seen))))
+		goto out;
+	qsort(fs->cl, fs->ncl, sizeof(*fs->cl), claim_owner_cmp);
+	for (size_t k = 0; k < fs->ncl; k++) {
+		const struct claim *c = &fs->cl[k];
+		for (size_t i = anx_samples_from(x, c->a);
+		     i < an->nsamples && an->samples[i].ts <= c->b; i++)
+			if (an->samples[i].tid == c->tid && !owner[i])
+				owner[i] = c->rec + 1;
+	}
+	qsort(fs->cl, fs->ncl, sizeof(*fs->cl), claim_rec_cmp);
+	for (size_t k = 0; k < fs->ncl; k++) {
+		const struct claim *c = &fs->cl[k];
+		for (size_t i = anx_samples_from(x, c->a);
+		     i < an->nsamples && an->samples[i].ts <= c->b; i++) {
+			if (an->samples[i].tid != c->tid || seen[i] == c->rec + 1)
+				continue;
+			seen[i] = c->rec + 1;
+			if ((err = anx_fcount_add(&hc[c->rec], an->samples[i].frame)))
+				goto out;
+			fs->f[c->rec].host_samples_owned += owner[i] == c->rec + 1;
+		}
+	}
+	for (size_t i = 0; i < an->nsamples; i++)
+		x->out->findings_host_samples += owner[i] != 0;
+	err = 0;
+out:
+	free(owner);
+	free(seen);
+	return err;
+}
 
 /* An instance for host slice h (index + 1) of rank. */
 static struct cuptrace_an_instance host_inst(const struct anx *x, uint32_t h, int64_t ts,
@@ -498,7 +584,7 @@ static int host_findings(struct anx *x, struct fset *fs)
 		F_OR_FAIL(f, kind, rank);
 		struct cuptrace_an_instance in =
 		    host_inst(x, hi, h->ts, h->dur, anx_str(x, h->name), 0, rank);
-		ADD(f, in);
+		ADD(f, in, C_CALL);
 		f->call_ns += h->dur;
 	}
 	return 0;
@@ -549,7 +635,7 @@ static int close_run(struct anx *x, struct fset *fs, struct spans *sp, struct ru
 		    host_inst(x, a->launch, a->ts, wall, NULL, 0, rank);
 		in.what = tiny ? "run of tiny kernels" : "run of launch-bound kernels";
 		if (f) {
-			ADD(f, in);
+			ADD(f, in, C_RUN);
 			f->total_ns += wall;
 			f->work_ns += work;
 			f->idle_ns += wall > work ? wall - work : 0;
@@ -769,7 +855,7 @@ static int work_findings(struct anx *x, struct fset *fs, const struct spans *sp)
 			F_OR_FAIL(f, K_PAGEABLE, rank);
 			struct cuptrace_an_instance in = host_inst(
 			    x, w->launch, w->ts, w->dur, anx_str(x, w->name), w->bytes, rank);
-			ADD(f, in);
+			ADD(f, in, C_CALL);
 			f->work_ns += w->dur;
 			f->call_ns += l ? l->dur : 0;
 		}
@@ -784,7 +870,7 @@ static int work_findings(struct anx *x, struct fset *fs, const struct spans *sp)
 			struct cuptrace_an_instance in =
 			    host_inst(x, w->launch, l ? l->ts : w->ts, t, anx_str(x, w->name),
 			              w->bytes, rank);
-			ADD(f, in);
+			ADD(f, in, C_CALL);
 			f->call_ns += t;
 			f->work_ns += w->dur;
 		}
@@ -809,7 +895,7 @@ static int work_findings(struct anx *x, struct fset *fs, const struct spans *sp)
 			if (g->dur >= an->opts.gap_ns || g->cause == CUPTRACE_IDLE_HOST_SYNC) {
 				F_OR_FAIL(f, K_OUTSIDE, rank);
 				in.what = cuptrace_idle_cause_names[g->cause];
-				ADD(f, in);
+				ADD(f, in, C_GAP);
 				f->idle_ns += g->dur;
 				f->idle_host_ns += gap_outside(x, g);
 			}
@@ -825,7 +911,7 @@ static int work_findings(struct anx *x, struct fset *fs, const struct spans *sp)
 		                               K_PAGEABLE};
 		if (kind == B_SYNC) {
 			F_OR_FAIL(f, K_HOST_SYNC, rank);
-			ADD(f, in);
+			ADD(f, in, C_GAP);
 			f->call_ns += blocked;
 		} else if ((f = kind >= 0 ? existing(fs, owner[kind], rank) : NULL)) {
 			/* explained by a call counted above: what the thread did in the gap */
@@ -839,7 +925,7 @@ static int work_findings(struct anx *x, struct fset *fs, const struct spans *sp)
 				continue;
 			F_OR_FAIL(f, K_GPU_GAP, rank);
 			in.what = cuptrace_idle_cause_names[g->cause];
-			ADD(f, in);
+			ADD(f, in, C_GAP);
 			/* The step of the work that ended it: where its time was lost. */
 			size_t k = anx_step_at(x, rank, g->ts + g->dur - 1);
 			if (k != SIZE_MAX) {
@@ -918,14 +1004,17 @@ int anx_findings(struct anx *x)
 	if (!(fs.idx = calloc((size_t)K_N * (o->nranks + 1), sizeof(*fs.idx))))
 		return -ENOMEM;
 	if ((err = host_findings(x, &fs)) || (err = stream_findings(x, &fs, &sp)) ||
-	    (spans_index(&sp), (err = work_findings(x, &fs, &sp)))) {
+	    (spans_index(&sp), (err = work_findings(x, &fs, &sp))) ||
+	    (err = resolve_samples(x, &fs))) {
 		free(sp.v);
 		free(fs.f);
 		free(fs.idx);
+		free(fs.cl);
 		fcounts_free(&fs);
 		return err;
 	}
 	free(sp.v);
+	free(fs.cl);
 	/* Each record's top frames from its instances' samples. */
 	for (size_t i = 0; i < fs.n && i < fs.hccap; i++) {
 		fs.f[i].host_samples = fs.hc[i].samples;

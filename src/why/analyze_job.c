@@ -82,6 +82,7 @@ static void merge_frames(struct cuptrace_an_finding *f, const struct cuptrace_an
 		all[i].samples += src->host_frames[k].samples;
 	}
 	f->host_samples += src->host_samples;
+	f->host_samples_owned += src->host_samples_owned; /* the files' samples are distinct */
 	/* Insertion sort, stable: few entries. */
 	for (size_t i = 1; i < n; i++) {
 		struct cuptrace_an_host_frame v = all[i];
@@ -279,6 +280,7 @@ int an_fold(struct an *an, struct cuptrace_analysis *p)
 	if (c.err)
 		return c.err;
 	j->host_samples += p->host_samples;
+	j->findings_host_samples += p->findings_host_samples;
 	j->by_line |= p->by_line;
 	j->line_wait_total_ns += p->line_wait_total_ns;
 	j->line_wait_unsampled_ns += p->line_wait_unsampled_ns;

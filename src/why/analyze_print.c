@@ -646,8 +646,12 @@ static void finding_samples(const struct cuptrace_an_finding *x, char *buf, size
 		                      md ? "`" : "", x->host_frames[k].frame, md ? "`" : "",
 		                      100.0 * x->host_frames[k].samples / x->host_samples);
 	if (n < cap)
-		snprintf(buf + n, cap - n, " of %u host stack samples in its intervals",
-		         x->host_samples);
+		n +=
+		    (size_t)snprintf(buf + n, cap - n, " of %u host stack samples in its intervals",
+		                     x->host_samples);
+	if (x->host_samples_owned < x->host_samples && n < cap)
+		snprintf(buf + n, cap - n, " (%u of them counted for another finding)",
+		         x->host_samples - x->host_samples_owned);
 }
 
 static void print_findings(const struct cuptrace_analysis *a, FILE *f, int md)
@@ -677,6 +681,14 @@ static void print_findings(const struct cuptrace_analysis *a, FILE *f, int md)
 		report_para(f, md, "",
 		            "What the launching thread was doing in each finding's intervals needs "
 		            "host stack samples: record with `cuptrace record --sample`.\n\n");
+	else
+		report_para(
+		    f, md, "",
+		    "%" PRIu64 " host stack samples fell in the findings' intervals. A "
+		    "finding counts every sample in its own; one in two findings' intervals is "
+		    "counted for the finding whose GPU idle interval holds it (else the run, "
+		    "else the call or copy that came first).\n\n",
+		    a->findings_host_samples);
 	const char *ind = md ? "  " : "    ";
 	for (size_t i = 0; i < a->nfindings; i++) {
 		const struct cuptrace_an_finding *x = &a->findings[i];
@@ -1048,6 +1060,7 @@ static void json_body(const struct cuptrace_analysis *a, struct cuptrace_json *w
 	}
 	cuptrace_json_end_array(w);
 	cuptrace_json_int_field(w, "unattributed_ns", a->unattributed_ns);
+	cuptrace_json_int_field(w, "findings_host_samples", (int64_t)a->findings_host_samples);
 	cuptrace_json_name(w, "findings");
 	cuptrace_json_start_array(w);
 	for (size_t i = 0; i < a->nfindings; i++) {
@@ -1074,6 +1087,7 @@ static void json_body(const struct cuptrace_analysis *a, struct cuptrace_json *w
 		            x->top_rank != SIZE_MAX ? who(a, x->top_rank) : NULL);
 		cuptrace_json_int_field(w, "top_rank_ns", x->top_rank_ns);
 		cuptrace_json_int_field(w, "host_samples", x->host_samples);
+		cuptrace_json_int_field(w, "host_samples_owned", x->host_samples_owned);
 		cuptrace_json_name(w, "host_frames");
 		cuptrace_json_start_array(w);
 		for (size_t k = 0; k < x->nhost_frames && k < CUPTRACE_AN_HOST_FRAMES; k++) {

@@ -281,7 +281,7 @@ void anx_free(struct anx *x)
 	cuptrace_u64map_free(&x->rank_of);
 }
 
-int anx_samples_count(const struct anx *x, int64_t tid, int64_t a, int64_t b, struct anx_fcount *c)
+size_t anx_samples_from(const struct anx *x, int64_t a)
 {
 	const struct an *an = x->an;
 	size_t lo = 0, hi = an->nsamples;
@@ -292,34 +292,45 @@ int anx_samples_count(const struct anx *x, int64_t tid, int64_t a, int64_t b, st
 		else
 			hi = mid;
 	}
-	for (size_t i = lo; i < an->nsamples && an->samples[i].ts <= b; i++) {
-		const struct an_sample *s = &an->samples[i];
-		if (s->tid != tid)
-			continue;
-		/* A few distinct frames per interval: a short list, searched from its end (the
-		 * frame of the sample before is the likeliest). */
-		size_t k = c->len;
-		while (k > 0 && c->id[k - 1] != s->frame)
-			k--;
-		if (!k) {
-			if (c->len == c->cap) {
-				size_t cap = c->cap ? 2 * c->cap : 8;
-				uint32_t *id = realloc(c->id, cap * sizeof(*id));
-				if (!id)
-					return -ENOMEM;
-				c->id = id;
-				uint32_t *n = realloc(c->n, cap * sizeof(*n));
-				if (!n)
-					return -ENOMEM;
-				c->n = n;
-				c->cap = cap;
-			}
-			c->id[c->len] = s->frame;
-			c->n[c->len++] = 0;
-			k = c->len;
+	return lo;
+}
+
+int anx_fcount_add(struct anx_fcount *c, uint32_t frame)
+{
+	/* A few distinct frames per interval: a short list, searched from its end (the frame of
+	 * the sample before is the likeliest). */
+	size_t k = c->len;
+	while (k > 0 && c->id[k - 1] != frame)
+		k--;
+	if (!k) {
+		if (c->len == c->cap) {
+			size_t cap = c->cap ? 2 * c->cap : 8;
+			uint32_t *id = realloc(c->id, cap * sizeof(*id));
+			if (!id)
+				return -ENOMEM;
+			c->id = id;
+			uint32_t *n = realloc(c->n, cap * sizeof(*n));
+			if (!n)
+				return -ENOMEM;
+			c->n = n;
+			c->cap = cap;
 		}
-		c->n[k - 1]++;
-		c->samples++;
+		c->id[c->len] = frame;
+		c->n[c->len++] = 0;
+		k = c->len;
+	}
+	c->n[k - 1]++;
+	c->samples++;
+	return 0;
+}
+
+int anx_samples_count(const struct anx *x, int64_t tid, int64_t a, int64_t b, struct anx_fcount *c)
+{
+	const struct an *an = x->an;
+	for (size_t i = anx_samples_from(x, a); i < an->nsamples && an->samples[i].ts <= b; i++) {
+		int err = an->samples[i].tid == tid ? anx_fcount_add(c, an->samples[i].frame) : 0;
+		if (err)
+			return err;
 	}
 	return 0;
 }

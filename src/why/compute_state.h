@@ -107,6 +107,10 @@ struct anx_fcount {
 /* Adds thread tid's samples with a <= ts <= b to c (the samples are in time order). 0 or
  * -ENOMEM (c then holds part of them). */
 int anx_samples_count(const struct anx *x, int64_t tid, int64_t a, int64_t b, struct anx_fcount *c);
+/* The index of the first sample at or after a (x->an->samples, in time order). */
+size_t anx_samples_from(const struct anx *x, int64_t a);
+/* One more sample of frame (a string id) into c. 0 or -ENOMEM. */
+int anx_fcount_add(struct anx_fcount *c, uint32_t frame);
 /* c's top frames, most first (a tie: the one seen first), into out[0..max); their number. */
 size_t anx_fcount_top(const struct anx *x, const struct anx_fcount *c,
                       struct cuptrace_an_host_frame *out, size_t max);
