@@ -77,7 +77,7 @@ python3 "$src/tests/fake_watched.py" "$cap" "$tmp/m3" refuse &
 p3=$!
 pids="$pids $p3"
 started "$tmp/m3"
-expect 1 "window 3 is open already" "$ct" top --once "$p3"
+expect 1 "pid [0-9]*: window 3 is open already" "$ct" top --once "$p3"
 kill $p3
 sleep 30 &
 plain=$!

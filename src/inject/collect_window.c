@@ -690,6 +690,15 @@ static int watch_begin(struct collect_session *s, const char *dir, int fd, int64
 		                       s->win.tracker.windows, (int)getpid());
 		return 0;
 	}
+	for (size_t i = 0; i < s->win.nlog; i++)
+		if (s->win.log[i].watch[0] && !s->win.log[i].final) {
+			/* Its capture is still being finished (the drain): one at a time. */
+			cuptrace_control_reply(fd,
+			                       "error: the last watch's window %" PRIu64
+			                       " is still being written: try again in a second",
+			                       s->win.log[i].number);
+			return 0;
+		}
 	if (!*dir || strlen(dir) >= sizeof(s->win.log[0].watch) ||
 	    cuptrace_control_private_dir(dir, err, sizeof(err))) {
 		cuptrace_control_reply(fd, "error: watch directory '%s': %s", dir,

@@ -328,12 +328,15 @@ static int attach_one(struct attach *a, pid_t pid, const char *dir, int quiet)
 		free(paths[i]);
 	free(paths);
 	if (fail) {
+		/* The process's own refusal ("error: ...") is named by its pid. */
+		int refused = !strncmp(reply, "error: ", 7);
 		if (quiet)
-			snprintf(a->msg, sizeof(a->msg), "pid %d: %s", (int)pid, reply);
+			snprintf(a->msg, sizeof(a->msg), "pid %d: %s", (int)pid,
+			         refused ? reply + 7 : reply);
+		else if (refused)
+			fprintf(stderr, "cuptrace top: pid %d: %s\n", (int)pid, reply + 7);
 		else
-			fprintf(stderr, "cuptrace top: %s%s\n",
-			        strncmp(reply, "error: ", 7) ? "" : "pid ",
-			        strncmp(reply, "error: ", 7) ? reply : reply + 7);
+			fprintf(stderr, "cuptrace top: %s\n", reply);
 		return EXIT_FAIL;
 	}
 	a->pid[a->n] = pid;
