@@ -63,6 +63,19 @@ static int add_records(const struct cuptrace_consumer *c, const CUpti_Activity *
 	return n ? cuptrace_consumer_records(c, recs, sizes, n) : 0;
 }
 
+/* A write error of o: the watched window's capture keeps its own (top's file failing is no
+ * failure of the trace), any other output the session's (collect_note_output_err). */
+static void note_err(struct collect_session *s, const struct collect_output *o, int err)
+{
+	if (o != &s->ww.watch.out) {
+		collect_note_output_err(s, o, err);
+	} else if (err && !s->ww.watch.err) {
+		s->ww.watch.err = err;
+		cuptrace_err("capture window %" PRIu64 " (cuptrace top): writing %s failed: %s",
+		             s->ww.watch.number, o->path, strerror(-err));
+	}
+}
+
 /* A new file has no devices, contexts, streams or thread names yet: what the run said of them
  * so far. o: the output named in an error. */
 static void replay_sticky(struct collect_session *s, const struct cuptrace_consumer *c,
@@ -70,9 +83,9 @@ static void replay_sticky(struct collect_session *s, const struct cuptrace_consu
 {
 	for (size_t i = 0; i < s->ww.nnames; i++)
 		cuptrace_consumer_thread_name(c, s->ww.names[i].tid, s->ww.names[i].name);
-	collect_note_output_err(s, o,
-	                        add_records(c, (const CUpti_Activity *const *)s->ww.sticky,
-	                                    s->ww.sticky_sizes, s->ww.nsticky));
+	note_err(s, o,
+	         add_records(c, (const CUpti_Activity *const *)s->ww.sticky, s->ww.sticky_sizes,
+	                     s->ww.nsticky));
 }
 
 /* "run-%n.pftrace" -> "run-3.pftrace" (the rest of the template was expanded at start). */
@@ -415,7 +428,7 @@ static void mark_window(struct collect_session *s, const struct collect_wlog *l,
 		recs[i] = (const CUpti_Activity *)&m[i];
 		sizes[i] = sizeof(m[i]);
 	}
-	collect_note_output_err(s, o, cuptrace_consumer_records(c, recs, sizes, k));
+	note_err(s, o, cuptrace_consumer_records(c, recs, sizes, k));
 }
 
 /* Metadata of a window: how it was chosen and where it lies in the run. */
@@ -661,7 +674,7 @@ void collect_wwriter_poll(struct collect_session *s, uint64_t taken)
 	/* The watching top reads what it has within its refresh. */
 	watch_sync(s);
 	if (s->ww.watch.out.cons.ops && !s->ww.watch.err)
-		s->ww.watch.err = cuptrace_consumer_flush(&s->ww.watch.out.cons);
+		note_err(s, &s->ww.watch.out, cuptrace_consumer_flush(&s->ww.watch.out.cons));
 }
 
 void collect_wwriter_end(struct collect_session *s)
