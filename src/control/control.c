@@ -132,7 +132,7 @@ static int serve(struct cuptrace_control *c, int fd)
 		cuptrace_control_reply(fd, "error: no request line");
 		return 0;
 	}
-	return c->fn(req, fd, c->ctx) == 1 && c->hangup && c->kept < 0;
+	return c->fn(req, fd, c->ctx) == 1 && c->hangup;
 }
 
 /* The kept connection has something: anything the client sends is ignored; its end (EOF, a
@@ -171,10 +171,15 @@ static void *control_main(void *arg)
 		int fd = accept4(c->fd, NULL, NULL, SOCK_CLOEXEC);
 		if (fd < 0)
 			continue;
-		if (serve(c, fd))
+		if (serve(c, fd)) {
+			/* The handler keeps a second one only when the first one's watch ended on
+			 * its side (its window closed by the session): that client reads EOF. */
+			if (c->kept >= 0)
+				close(c->kept);
 			c->kept = fd;
-		else
+		} else {
 			close(fd);
+		}
 	}
 	return NULL;
 }

@@ -13,7 +13,8 @@
  * "watch DIR" (cuptrace top attaching) is the one request whose connection stays open: the
  * handler keeps it (returns 1), the server goes on serving other connections and watches the
  * kept one; when the client hangs up (top quits, is killed, crashes) the hang-up callback runs.
- * At most one connection is kept at a time.
+ * At most one connection is kept at a time: a handler that keeps another one ends the first
+ * (closed without a hang-up call: the handler knows its watch is over).
  *
  * Threading: the server runs its own thread (started with cuptrace_thread_start, so it takes
  * none of the program's signals) and calls the handler there, one connection at a time. */
@@ -24,8 +25,7 @@
 #include <sys/types.h>
 
 /* The handler answers one request by writing lines to fd (cuptrace_control_reply). It returns
- * 1 to keep the connection open (a watch; only while no other is kept), else 0: the server
- * closes it. */
+ * 1 to keep the connection open (a watch), else 0: the server closes it. */
 typedef int (*cuptrace_control_fn)(const char *request, int fd, void *ctx);
 /* The kept connection's client hung up (the server thread; the connection is closed already). */
 typedef void (*cuptrace_control_hangup_fn)(void *ctx);
