@@ -243,10 +243,21 @@ static void test_watch(void)
 	close(pfd[0]);
 	close(pfd[1]);
 
-	/* The process's end closes a kept connection: the client reads EOF; no hang-up call
-	 * (the session's end closes its windows itself). */
+	/* The library's side ended a watch by itself (its window closed): a new watch is kept
+	 * instead, and the old client reads EOF; no hang-up call for either. */
+	int old = cuptrace_control_watch(path, "/tmp/old", 3000, reply, sizeof(reply));
+	CHECK(old >= 0);
+	atomic_store(&w.watching, 0);
 	fd = cuptrace_control_watch(path, "/tmp/last", 3000, reply, sizeof(reply));
 	CHECK(fd >= 0);
+	CHECK_EQ_STR(w.dir, "/tmp/last");
+	char one[8];
+	CHECK_EQ_INT((int)read(old, one, sizeof(one)), 0);
+	close(old);
+	CHECK_EQ_INT(atomic_load(&w.hangups), 2);
+
+	/* The process's end closes a kept connection: the client reads EOF; no hang-up call
+	 * (the session's end closes its windows itself). */
 	cuptrace_control_stop(c);
 	char buf[8];
 	CHECK_EQ_INT((int)read(fd, buf, sizeof(buf)), 0);
