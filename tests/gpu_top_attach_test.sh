@@ -1,9 +1,8 @@
 #!/bin/sh
 # GPU test of cuptrace top attached to a `record --on-demand` process (src/top/README.md,
 # Attaching): launch_storm 1 45 runs under record --on-demand, printing its launches/s every
-# second (LAUNCH_STORM_RATE_S=1). After 5 s untraced, `top --json --iterations 6 PID` attaches (6: the converter draws
-# GPU work about 3 s of trace time late, as in gpu_top_test.sh):
-# asserted: some interval shows kernels/s > 0; top leaves with the program running; right after,
+# second (LAUNCH_STORM_RATE_S=1). After 5 s untraced, `top --json --iterations 6 PID` attaches
+# (6: the converter draws GPU work about 3 s of trace time late, as in gpu_top_test.sh). Asserted: some interval shows kernels/s > 0; top leaves with the program running; right after,
 # the process's control socket answers a status request with no window open and no watch (the
 # window closed when top hung up); the capture top tailed (DIR/pPID.w1.cupti) is complete
 # (stats reads it) and holds kernels. Then `top --job RECORD_PID --iterations 6` attaches again
