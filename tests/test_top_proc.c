@@ -53,29 +53,32 @@ static void test_tree(void)
 		_exit(127);
 	}
 	CHECK(root > 0);
-	/* The tree is built when its 3 descendants are there (at most 5 s). */
+	/* The tree is built when its 3 descendants are there and each ran its program (a forked
+	 * shell is named sh until it runs sleep): at most 5 s. */
 	pid_t got[16];
-	int n = 0;
-	for (int i = 0; i < 500 && n < 3; i++) {
+	int n = 0, sleeps = 0, shells = 0, linked = 0;
+	for (int i = 0; i < 500; i++) {
 		n = cuptrace_top_descendants(root, got, 16);
-		if (n < 3)
-			usleep(10000);
+		sleeps = shells = linked = 0;
+		for (int k = 0; k < n && k < 16; k++) {
+			char c[32];
+			comm_of(got[k], c, sizeof(c));
+			sleeps += !strcmp(c, "sleep");
+			shells += !strcmp(c, "sh");
+			/* Each one's parent is the root or another one found. */
+			pid_t pp = ppid_of(got[k]);
+			int ok = pp == root;
+			for (int j = 0; j < n && j < 16; j++)
+				ok |= pp == got[j];
+			linked += ok;
+		}
+		if (n == 3 && sleeps == 2 && shells == 1)
+			break;
+		usleep(10000);
 	}
 	CHECK_EQ_INT(n, 3);
-	int sleeps = 0, shells = 0, linked = 0;
-	for (int i = 0; i < n && i < 16; i++) {
-		char c[32];
-		comm_of(got[i], c, sizeof(c));
-		sleeps += !strcmp(c, "sleep");
-		shells += !strcmp(c, "sh");
-		CHECK(got[i] != root && got[i] != getpid());
-		/* Each one's parent is the root or another one found. */
-		pid_t pp = ppid_of(got[i]);
-		int ok = pp == root;
-		for (int j = 0; j < n && j < 16; j++)
-			ok |= pp == got[j];
-		linked += ok;
-	}
+	for (int k = 0; k < n && k < 16; k++)
+		CHECK(got[k] != root && got[k] != getpid());
 	CHECK_EQ_INT(sleeps, 2);
 	CHECK_EQ_INT(shells, 1);
 	CHECK_EQ_INT(linked, 3);
