@@ -457,8 +457,8 @@ const struct cli_command cli_commands[CLI_NCMDS] = {
                  "not a terminal. PID... and --job attach to processes started with 'record\n"
                  "--on-demand': traced while watched, back to idle when top leaves.",
                  "N  the command's exit status when it ended while watched\n"
-                 "0  done (replay, or quit while the command goes on)\n"
-                 "1  failed (a capture unreadable, the command not started)\n"
+                 "0  done (replay, quit while the command goes on, left the attached processes)\n"
+                 "1  failed (a capture unreadable, the command not started, a PID not watched)\n"
                  "2  bad usage (an option, its value, the arguments)",
                  1},
     [CLI_SHARE] =
