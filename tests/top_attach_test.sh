@@ -84,6 +84,13 @@ plain=$!
 pids="$pids $plain"
 expect 1 "no control socket.*record --on-demand" "$ct" top --once $plain
 kill $plain
+# The pid of a `cuptrace record` (of a program that uses no CUDA): the hint to use --job.
+"$ct" record --no-check -o "$tmp/r.pftrace" -- sleep 30 >/dev/null 2>&1 &
+rec=$!
+pids="$pids $rec"
+sleep 0.5
+expect 1 "is a .cuptrace record.: .cuptrace top --job $rec." "$ct" top --once $rec
+kill $rec
 expect 1 "no process 999999999 is running" "$ct" top --once 999999999
 expect 1 "no process 999999999 is running" "$ct" top --once --job 999999999
 expect 2 "takes no command" "$ct" top --job 1 -- true

@@ -308,11 +308,29 @@ static int attach_one(struct attach *a, pid_t pid, const char *dir, int quiet)
 		char cdir[200], e2[200];
 		if (cuptrace_control_dir(cdir, sizeof(cdir), e2, sizeof(e2)))
 			snprintf(cdir, sizeof(cdir), "the control directory");
-		snprintf(
-		    reply, sizeof(reply),
-		    "process %d has no control socket in %s: top attaches to processes started "
-		    "with `cuptrace record --on-demand -- ...`",
-		    (int)pid, cdir);
+		/* The pid of `cuptrace record` itself: its processes are what to watch. */
+		char cmd[256] = "", path[64];
+		snprintf(path, sizeof(path), "/proc/%d/cmdline", (int)pid);
+		FILE *f = fopen(path, "r");
+		size_t len = f ? fread(cmd, 1, sizeof(cmd) - 1, f) : 0;
+		if (f)
+			fclose(f);
+		const char *base = strrchr(cmd, '/');
+		int is_record = len > 0 && strlen(cmd) + 7 < len &&
+		                !strcmp(base ? base + 1 : cmd, "cuptrace") &&
+		                !strcmp(cmd + strlen(cmd) + 1, "record");
+		if (is_record)
+			snprintf(
+			    reply, sizeof(reply),
+			    "process %d is a `cuptrace record`: `cuptrace top --job %d` watches "
+			    "the processes it started",
+			    (int)pid, (int)pid);
+		else
+			snprintf(
+			    reply, sizeof(reply),
+			    "process %d has no control socket in %s: top attaches to processes "
+			    "started with `cuptrace record --on-demand -- ...`",
+			    (int)pid, cdir);
 		fail = 1;
 	}
 	int fd = -1;
