@@ -29,12 +29,14 @@ struct cuptrace_control {
 	pthread_t thread;
 	int have_thread;
 	cuptrace_control_fn fn;
+	cuptrace_control_hangup_fn hangup;
 	void *ctx;
+	int kept; /* the watched connection (-1: none); the server thread's */
 	char path[sizeof(((struct sockaddr_un *)0)->sun_path)];
 };
 
 /* A directory we may use: ours, a directory, no access for group or others. */
-static int dir_ok(const char *d, char *err, size_t errn)
+int cuptrace_control_private_dir(const char *d, char *err, size_t errn)
 {
 	struct stat st;
 	if (lstat(d, &st)) {
@@ -55,7 +57,7 @@ int cuptrace_control_dir(char *out, size_t n, char *err, size_t errn)
 {
 	const char *xdg = getenv("XDG_RUNTIME_DIR");
 	int len;
-	if (xdg && *xdg && dir_ok(xdg, err, errn) == 0)
+	if (xdg && *xdg && cuptrace_control_private_dir(xdg, err, errn) == 0)
 		len = snprintf(out, n, "%s/cuptrace", xdg);
 	else
 		len = snprintf(out, n, "/tmp/cuptrace-%u", (unsigned)geteuid());
@@ -67,7 +69,7 @@ int cuptrace_control_dir(char *out, size_t n, char *err, size_t errn)
 		snprintf(err, errn, "cannot create %s: %s", out, strerror(errno));
 		return -errno;
 	}
-	return dir_ok(out, err, errn);
+	return cuptrace_control_private_dir(out, err, errn);
 }
 
 int cuptrace_control_reply(int fd, const char *fmt, ...)
@@ -116,20 +118,32 @@ static int read_request(int fd, char *buf, size_t n)
 	return -E2BIG;
 }
 
-static void serve(struct cuptrace_control *c, int fd)
+/* 1: the handler keeps fd (a watch). */
+static int serve(struct cuptrace_control *c, int fd)
 {
 	struct ucred cred;
 	socklen_t len = sizeof(cred);
 	if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) || cred.uid != geteuid()) {
 		cuptrace_control_reply(fd, "error: refused: not the user who runs this process");
-		return;
+		return 0;
 	}
 	char req[256];
 	if (read_request(fd, req, sizeof(req))) {
 		cuptrace_control_reply(fd, "error: no request line");
-		return;
+		return 0;
 	}
-	c->fn(req, fd, c->ctx);
+	return c->fn(req, fd, c->ctx) == 1 && c->hangup;
+}
+
+/* The kept connection has something: anything the client sends is ignored; its end (EOF, a
+ * reset) ends the watch. 1 when it ended. */
+static int kept_ended(int fd, short revents)
+{
+	if (revents & (POLLHUP | POLLERR | POLLRDHUP))
+		return 1;
+	char b[256];
+	ssize_t r = recv(fd, b, sizeof(b), MSG_DONTWAIT);
+	return r == 0 || (r < 0 && errno != EAGAIN && errno != EINTR);
 }
 
 static void *control_main(void *arg)
@@ -138,26 +152,40 @@ static void *control_main(void *arg)
 	prctl(PR_SET_NAME, "cuptrace-ctl", 0, 0, 0);
 	struct cuptrace_control *c = arg;
 	for (;;) {
-		struct pollfd p[2] = {{c->fd, POLLIN, 0}, {c->wake[0], POLLIN, 0}};
-		if (poll(p, 2, -1) < 0) {
+		struct pollfd p[3] = {
+		    {c->fd, POLLIN, 0}, {c->wake[0], POLLIN, 0}, {c->kept, POLLIN | POLLRDHUP, 0}};
+		if (poll(p, c->kept >= 0 ? 3 : 2, -1) < 0) {
 			if (errno == EINTR)
 				continue;
 			break;
 		}
 		if (p[1].revents)
 			break;
+		if (c->kept >= 0 && p[2].revents && kept_ended(c->kept, p[2].revents)) {
+			close(c->kept);
+			c->kept = -1;
+			c->hangup(c->ctx);
+		}
 		if (!(p[0].revents & POLLIN))
 			continue;
 		int fd = accept4(c->fd, NULL, NULL, SOCK_CLOEXEC);
 		if (fd < 0)
 			continue;
-		serve(c, fd);
-		close(fd);
+		if (serve(c, fd)) {
+			/* The handler keeps a second one only when the first one's watch ended on
+			 * its side (its window closed by the session): that client reads EOF. */
+			if (c->kept >= 0)
+				close(c->kept);
+			c->kept = fd;
+		} else {
+			close(fd);
+		}
 	}
 	return NULL;
 }
 
-struct cuptrace_control *cuptrace_control_start(long job, cuptrace_control_fn fn, void *ctx,
+struct cuptrace_control *cuptrace_control_start(long job, cuptrace_control_fn fn,
+                                                cuptrace_control_hangup_fn hangup, void *ctx,
                                                 char *err, size_t errn)
 {
 	char dir[160];
@@ -169,8 +197,10 @@ struct cuptrace_control *cuptrace_control_start(long job, cuptrace_control_fn fn
 		return NULL;
 	}
 	c->fd = -1;
+	c->kept = -1;
 	c->wake[0] = c->wake[1] = -1;
 	c->fn = fn;
+	c->hangup = hangup;
 	c->ctx = ctx;
 	int len = snprintf(c->path, sizeof(c->path), "%s/j%ld.p%d.sock", dir, job, (int)getpid());
 	if (len < 0 || (size_t)len >= sizeof(c->path)) {
@@ -218,6 +248,8 @@ void cuptrace_control_stop(struct cuptrace_control *c)
 		close(c->fd);
 		unlink(c->path);
 	}
+	if (c->kept >= 0)
+		close(c->kept); /* the client sees EOF: the process's watch ended */
 	if (c->wake[0] >= 0)
 		close(c->wake[0]);
 	if (c->wake[1] >= 0)
@@ -321,4 +353,65 @@ int cuptrace_control_send(const char *path, const char *request, int timeout_ms,
 	}
 	close(fd);
 	return ret;
+}
+
+int cuptrace_control_watch(const char *path, const char *dir, int timeout_ms, char *reply, size_t n)
+{
+	snprintf(reply, n, "no reply");
+	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (fd < 0) {
+		snprintf(reply, n, "socket: %s", strerror(errno));
+		return -1;
+	}
+	struct sockaddr_un a = {.sun_family = AF_UNIX};
+	snprintf(a.sun_path, sizeof(a.sun_path), "%s", path);
+	char line[600];
+	int len = snprintf(line, sizeof(line), "watch %s\n", dir);
+	if (len < 0 || (size_t)len >= sizeof(line) || (size_t)len > 255) {
+		snprintf(reply, n, "directory name too long: %s", dir);
+		close(fd);
+		return -1;
+	}
+	if (connect(fd, (struct sockaddr *)&a, sizeof(a))) {
+		snprintf(reply, n, "cannot connect to %s: %s", path, strerror(errno));
+		close(fd);
+		return -1;
+	}
+	/* A refusal may come before the request was read whole: read the reply all the same. */
+	if (send(fd, line, (size_t)len, MSG_NOSIGNAL) != len && errno != EPIPE &&
+	    errno != ECONNRESET) {
+		snprintf(reply, n, "cannot send to %s: %s", path, strerror(errno));
+		close(fd);
+		return -1;
+	}
+	int64_t deadline = mono_ms() + timeout_ms;
+	size_t got = 0;
+	char buf[1024];
+	for (;;) {
+		int64_t left = deadline - mono_ms();
+		if (left <= 0) {
+			snprintf(reply, n, "no reply from %s within %d ms", path, timeout_ms);
+			close(fd);
+			return -1;
+		}
+		struct pollfd p = {fd, POLLIN, 0};
+		if (poll(&p, 1, (int)left) <= 0)
+			continue;
+		/* One byte at a time: what follows the first line is not ours to take. */
+		ssize_t r = recv(fd, buf + got, 1, 0);
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r <= 0 || buf[got] == '\n' || got + 2 >= sizeof(buf)) {
+			if (r > 0 && buf[got] != '\n')
+				got++;
+			buf[got] = 0;
+			break;
+		}
+		got++;
+	}
+	snprintf(reply, n, "%s", got ? buf : "the process closed the connection");
+	if (!strncmp(buf, "watching", 8) && got)
+		return fd;
+	close(fd);
+	return -1;
 }

@@ -109,7 +109,7 @@ static void *flusher_main(void *arg)
 		    collect_window_recording(s) && !atomic_exchange(&s->two_gpu_kinds_on, 1))
 			cuptiActivityEnable(CUPTI_ACTIVITY_KIND_MEMCPY2);
 		/* Nothing to flush while CUPTI is not attached or no window has kinds on. */
-		if (s->flush_ms > 0 && r == 0 && atomic_load(&s->cupti_attached) &&
+		if (collect_window_flush_ms(s) > 0 && r == 0 && atomic_load(&s->cupti_attached) &&
 		    collect_window_recording(s))
 			cuptiActivityFlushAll(0);
 	}

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <sys/utsname.h>
 #include <time.h>
 #include <unistd.h>
@@ -247,6 +248,21 @@ static int open_writers(struct collect_session *s, struct collect_output *o)
 	o->cons = cuptrace_converter_consumer(c);
 	o->conv = c;
 	return 0;
+}
+
+int collect_open_watch_output(struct collect_session *s, struct collect_output *o)
+{
+	struct stat st;
+	if (!lstat(o->path, &st))
+		return -EEXIST;
+	struct kv meta[32];
+	size_t nmeta = collect_meta(s, meta, 32);
+	int e = cuptrace_capture_open(o->path, &o->cons);
+	if (e)
+		return e;
+	for (size_t i = 0; i < nmeta; i++)
+		cuptrace_consumer_meta(&o->cons, meta[i].key, meta[i].val);
+	return cuptrace_consumer_flush(&o->cons);
 }
 
 int collect_open_output(struct collect_session *s, struct collect_output *o)

@@ -80,6 +80,9 @@ struct collect_wlog {
 	int final; /* written (collect_wwriter.c) */
 	char file[512];
 	uint64_t kernels, records; /* records: GPU work (kernels, copies, memsets) */
+	/* A window that `cuptrace top` watches (control request "watch DIR"): its records go
+	 * into a capture of its own in this directory, not into the trace ("": not watched). */
+	char watch[256];
 };
 
 /* A flight recorder dump asked for: [from, to] of the ring into a file. */
@@ -118,6 +121,9 @@ struct collect_windows {
 	int64_t ring_ns;
 	size_t ring_max;
 	int closing; /* the session ends: handlers stop waiting */
+	/* The window a watching `cuptrace top` keeps open (0: none): the control thread sets it
+	 * under lock; the flush thread reads it without (collect_window_flush_ms). */
+	atomic_ullong watch;
 
 	/* A window opened while CUPTI waits to be attached (s->cupti_deferred): the window code
 	 * does not attach CUPTI itself (collect.c owns CUPTI: attaching registers the callbacks
@@ -167,6 +173,8 @@ struct collect_wwriter {
 	size_t capgrp, capgrp_sizes;
 	int64_t last_dump_to; /* one file for every dump: a later dump starts after this */
 	uint64_t dumps_written;
+	/* The watched window's capture (out.cons.ops NULL: none open). */
+	struct collect_wout watch;
 };
 
 struct collect_session {
@@ -388,6 +396,9 @@ int collect_window_recording(struct collect_session *s);
 void collect_window_begin(struct collect_session *s);
 /* Flush thread: every wake-up. Returns the poll timeout (ms) it needs next. */
 int collect_window_tick(struct collect_session *s, int flush_ms);
+/* How often the flush thread hands CUPTI's buffers over: --flush-ms, or 200 ms while `top`
+ * watches (0: only when a buffer is full). Lock-free. */
+int collect_window_flush_ms(struct collect_session *s);
 /* The fd the flush thread polls besides the signal pipe (-1: none). */
 int collect_window_wake_fd(struct collect_session *s);
 /* The finish (any thread): closes an open window, drains, asks for the last dump. Before the
@@ -460,6 +471,9 @@ void collect_read_comm(const char *path, char *out, size_t n);
  * converter over it; the file is written under a partial name beside it (output/recfile.h).
  * 0 or a negative errno (nothing left open or made). */
 int collect_open_output(struct collect_session *s, struct collect_output *o);
+/* Opens o's consumer as a capture written straight to o->path (no partial name: a watching
+ * `top` tails it as it grows; never over a file there: -EEXIST). 0 or a negative errno. */
+int collect_open_watch_output(struct collect_session *s, struct collect_output *o);
 /* After the writers closed the file: keep puts it in place under o->path (an older file stays
  * where write_err says the trace was cut by a failed write: said once); else it is removed and
  * o->path is as it was. Returns where the trace is now (o->path, or its partial name when it

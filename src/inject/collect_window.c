@@ -103,6 +103,7 @@ int collect_window_setup(struct collect_session *s)
 	cuptrace_slowsteps_init(&s->win.slow, w->ring_slow, s->start_boot);
 	atomic_store(&s->win.crashing, 0);
 	atomic_store(&s->win.crash_done, 0);
+	atomic_store(&s->win.watch, 0);
 	int on = s->win.active || s->win.ring;
 	pthread_mutex_unlock(&s->win.lock);
 	return on;
@@ -494,8 +495,19 @@ int collect_window_wake_fd(struct collect_session *s)
 
 static void crash_dump(struct collect_session *s);
 
+int collect_window_flush_ms(struct collect_session *s)
+{
+	if (s->flush_ms > 0)
+		return s->flush_ms;
+	/* Watched: each of top's refreshes needs the last interval's records (as top -- CMD's
+	 * record --flush-ms 200). */
+	return atomic_load(&s->win.watch) ? 200 : 0;
+}
+
 int collect_window_tick(struct collect_session *s, int flush_ms)
 {
+	if (flush_ms <= 0)
+		flush_ms = collect_window_flush_ms(s);
 	int period = flush_ms > 0 ? flush_ms : 1000;
 	if (!(s->win.active || s->win.ring))
 		return period;
@@ -638,18 +650,117 @@ static void reply_dump(struct collect_session *s, int fd, int slot, int64_t dead
 		cuptrace_control_reply(fd, "error: the flight recorder held nothing to write");
 }
 
-static void on_request(const char *req, int fd, void *ctx)
+/* The window a watching top keeps open, while it is open (0: none). Caller holds win.lock. */
+static uint64_t watched(struct collect_session *s)
+{
+	uint64_t w = atomic_load(&s->win.watch);
+	struct collect_wlog *l = w ? log_of(s, w) : NULL;
+	return l && l->close == INT64_MAX ? w : 0;
+}
+
+/* "watch DIR": `cuptrace top` attaches. A window opens now and stays open while the
+ * connection does (kept by the control server: returns 1); its records go into a capture of
+ * their own in DIR (collect_wwriter.c), which top tails. DIR must be private to this user, as
+ * the control directory is: records name the program's kernels and calls. Caller holds
+ * win.lock. */
+static int watch_begin(struct collect_session *s, const char *dir, int fd, int64_t now)
+{
+	char err[320];
+	uint64_t w = watched(s);
+	if (s->win.ring) {
+		cuptrace_control_reply(fd, "error: a flight recorder (record --ring) cannot be "
+		                           "watched; start it with `cuptrace record --on-demand`");
+		return 0;
+	}
+	if (w) {
+		cuptrace_control_reply(fd,
+		                       "error: watched already by another cuptrace top (window "
+		                       "%" PRIu64 "); one watch at a time",
+		                       w);
+		return 0;
+	}
+	if (s->win.tracker.open) {
+		cuptrace_control_reply(fd,
+		                       "error: window %" PRIu64 " is open already (opened by a "
+		                       "trigger or the window options): watch once it closes "
+		                       "(`cuptrace trigger --stop %d` closes it)",
+		                       s->win.tracker.windows, (int)getpid());
+		return 0;
+	}
+	for (size_t i = 0; i < s->win.nlog; i++)
+		if (s->win.log[i].watch[0] && !s->win.log[i].final) {
+			/* Its capture is still being finished (the drain): one at a time. */
+			cuptrace_control_reply(fd,
+			                       "error: the last watch's window %" PRIu64
+			                       " is still being written: try again in a second",
+			                       s->win.log[i].number);
+			return 0;
+		}
+	if (!*dir || strlen(dir) >= sizeof(s->win.log[0].watch) ||
+	    cuptrace_control_private_dir(dir, err, sizeof(err))) {
+		cuptrace_control_reply(fd, "error: watch directory '%s': %s", dir,
+		                       *dir ? err : "none given");
+		return 0;
+	}
+	struct cuptrace_waction a;
+	if (!cuptrace_wtracker_trigger(&s->win.tracker, 0, 0, 0, now, &a)) {
+		cuptrace_control_reply(fd, "error: no window could be opened");
+		return 0;
+	}
+	snprintf(a.why, sizeof(a.why), "cuptrace top");
+	apply_all(s, 1, &a, NULL, 0, 0);
+	struct collect_wlog *l = log_of(s, a.window);
+	if (l)
+		snprintf(l->watch, sizeof(l->watch), "%s", dir);
+	atomic_store(&s->win.watch, a.window);
+	wake_flusher(s); /* it attaches CUPTI if it waits, and flushes every 200 ms from now */
+	cuptrace_control_reply(fd,
+	                       "watching: window %" PRIu64 " into %s/p%d.w%" PRIu64 ".cupti until "
+	                       "this connection closes",
+	                       a.window, dir, (int)getpid(), a.window);
+	return 1;
+}
+
+/* The watching top hung up (control thread): its window closes, as `trigger --stop` would
+ * close it (host kinds off now, GPU kinds after the drain, the capture finished), and CUPTI
+ * is back to what it costs between windows. */
+static void on_hangup(void *ctx)
 {
 	struct collect_session *s = ctx;
+	pthread_mutex_lock(&s->win.lock);
+	uint64_t w = watched(s);
+	struct cuptrace_waction a;
+	if (w && s->win.tracker.open && s->win.tracker.windows == w &&
+	    cuptrace_wtracker_trigger(&s->win.tracker, 1, 0, 0, now_boot(), &a)) {
+		snprintf(a.why, sizeof(a.why), "cuptrace top left");
+		apply_all(s, 1, &a, NULL, 0, 0);
+	}
+	atomic_store(&s->win.watch, 0);
+	pthread_mutex_unlock(&s->win.lock);
+}
+
+static int on_request(const char *req, int fd, void *ctx)
+{
+	struct collect_session *s = ctx;
+	int keep = 0;
 	long long dur = 0;
 	unsigned long long steps = 0;
 	pthread_mutex_lock(&s->win.lock);
 	int64_t now = now_boot();
+	uint64_t watching = watched(s);
 	if (!strcmp(req, "status")) {
 		char d[256];
 		cuptrace_wspec_describe(&s->win.spec, d, sizeof(d));
-		cuptrace_control_reply(fd, "pid %d: %s; %zu windows so far%s", (int)getpid(), d,
-		                       s->win.nlog, s->win.tracker.open ? ", one open now" : "");
+		cuptrace_control_reply(fd, "pid %d: %s; %zu windows so far%s%s", (int)getpid(), d,
+		                       s->win.nlog, s->win.tracker.open ? ", one open now" : "",
+		                       watching ? " (watched by cuptrace top)" : "");
+	} else if (!strncmp(req, "watch ", 6)) {
+		keep = watch_begin(s, req + 6, fd, now);
+	} else if (watching && (!strncmp(req, "open", 4) || !strcmp(req, "stop"))) {
+		cuptrace_control_reply(fd,
+		                       "error: watched by cuptrace top (window %" PRIu64
+		                       "): a trigger waits until top leaves",
+		                       watching);
 	} else if (!strcmp(req, "dump") || (s->win.ring && !strncmp(req, "open", 4))) {
 		if (!s->win.ring) {
 			cuptrace_control_reply(fd,
@@ -695,6 +806,7 @@ static void on_request(const char *req, int fd, void *ctx)
 		cuptrace_control_reply(fd, "error: unknown request '%s'", req);
 	}
 	pthread_mutex_unlock(&s->win.lock);
+	return keep;
 }
 
 /* ---- the flight recorder's crash handlers ---- */
@@ -797,7 +909,8 @@ void collect_window_begin(struct collect_session *s)
 	struct cuptrace_setting_value job;
 	cuptrace_setting_env(CUPTRACE_SET_JOB, &job);
 	char err[256];
-	s->win.control = cuptrace_control_start((long)job.i, on_request, s, err, sizeof(err));
+	s->win.control =
+	    cuptrace_control_start((long)job.i, on_request, on_hangup, s, err, sizeof(err));
 	if (!s->win.control)
 		cuptrace_warn("capture windows: no trigger socket (%s)", err);
 	if (s->win.ring) {

@@ -63,6 +63,19 @@ static int add_records(const struct cuptrace_consumer *c, const CUpti_Activity *
 	return n ? cuptrace_consumer_records(c, recs, sizes, n) : 0;
 }
 
+/* A write error of o: the watched window's capture keeps its own (top's file failing is no
+ * failure of the trace), any other output the session's (collect_note_output_err). */
+static void note_err(struct collect_session *s, const struct collect_output *o, int err)
+{
+	if (o != &s->ww.watch.out) {
+		collect_note_output_err(s, o, err);
+	} else if (err && !s->ww.watch.err) {
+		s->ww.watch.err = err;
+		cuptrace_err("capture window %" PRIu64 " (cuptrace top): writing %s failed: %s",
+		             s->ww.watch.number, o->path, strerror(-err));
+	}
+}
+
 /* A new file has no devices, contexts, streams or thread names yet: what the run said of them
  * so far. o: the output named in an error. */
 static void replay_sticky(struct collect_session *s, const struct cuptrace_consumer *c,
@@ -70,9 +83,9 @@ static void replay_sticky(struct collect_session *s, const struct cuptrace_consu
 {
 	for (size_t i = 0; i < s->ww.nnames; i++)
 		cuptrace_consumer_thread_name(c, s->ww.names[i].tid, s->ww.names[i].name);
-	collect_note_output_err(s, o,
-	                        add_records(c, (const CUpti_Activity *const *)s->ww.sticky,
-	                                    s->ww.sticky_sizes, s->ww.nsticky));
+	note_err(s, o,
+	         add_records(c, (const CUpti_Activity *const *)s->ww.sticky, s->ww.sticky_sizes,
+	                     s->ww.nsticky));
 }
 
 /* "run-%n.pftrace" -> "run-3.pftrace" (the rest of the template was expanded at start). */
@@ -120,6 +133,53 @@ static struct collect_wout *out_for(struct collect_session *s, uint64_t number, 
 	return o;
 }
 
+/* ---- the watched window's capture (cuptrace top attached: collect_window.c's watch) ---- */
+
+/* Opens the capture of a watched window that opened since the last look: DIR/pPID.wN.cupti,
+ * written straight there (top tails it as it grows), with what the run said of its devices,
+ * contexts, streams and threads so far. */
+static void watch_sync(struct collect_session *s)
+{
+	uint64_t number = 0;
+	char dir[256] = "";
+	pthread_mutex_lock(&s->win.lock);
+	for (size_t i = s->win.nlog; i-- > 0 && !number;)
+		if (s->win.log[i].watch[0] && !s->win.log[i].final &&
+		    s->win.log[i].number > s->ww.watch.number) {
+			number = s->win.log[i].number;
+			snprintf(dir, sizeof(dir), "%s", s->win.log[i].watch);
+		}
+	pthread_mutex_unlock(&s->win.lock);
+	if (!number)
+		return;
+	struct collect_wout *o = &s->ww.watch;
+	if (o->out.cons.ops) {
+		/* An earlier watch not finished yet (cannot be: one window at a time). */
+		return;
+	}
+	free(o->out.path);
+	memset(o, 0, sizeof(*o));
+	o->number = number;
+	size_t len = strlen(dir) + 64;
+	o->out.path = malloc(len);
+	if (!o->out.path)
+		return;
+	snprintf(o->out.path, len, "%s/p%d.w%" PRIu64 ".cupti", dir, (int)s->pid, number);
+	int e = collect_open_watch_output(s, &o->out);
+	if (e) {
+		o->err = e;
+		cuptrace_err("capture window %" PRIu64 " (cuptrace top): cannot write %s: %s",
+		             number, o->out.path, strerror(-e));
+		return;
+	}
+	replay_sticky(s, &o->out.cons, &o->out);
+}
+
+static int is_watched(struct collect_session *s, uint64_t number)
+{
+	return number && s->ww.watch.number == number;
+}
+
 /* What a window holds: its kernels (for the summary) and its GPU work (kernels, copies,
  * memsets, graph launches: a window without any gets no file). */
 static void count_kernels(struct collect_session *s, uint64_t number,
@@ -154,6 +214,16 @@ static void add_to(struct collect_session *s, uint64_t number, const CUpti_Activ
 	if (!n)
 		return;
 	count_kernels(s, number, recs, n);
+	if (is_watched(s, number)) {
+		struct collect_wout *w = &s->ww.watch;
+		int e = w->out.cons.ops ? add_records(&w->out.cons, recs, sizes, n) : 0;
+		if (e && !w->err) {
+			w->err = e;
+			cuptrace_err("capture window %" PRIu64 ": writing %s failed: %s", number,
+			             w->out.path, strerror(-e));
+		}
+		return;
+	}
 	if (!s->win.per_file) {
 		collect_note_write_err(s, add_records(&s->to, recs, sizes, n));
 		return;
@@ -173,6 +243,8 @@ static void add_to(struct collect_session *s, uint64_t number, const CUpti_Activ
 static void add_to_all(struct collect_session *s, const CUpti_Activity *const *recs,
                        const uint32_t *sizes, size_t n)
 {
+	if (s->ww.watch.out.cons.ops)
+		add_records(&s->ww.watch.out.cons, recs, sizes, n);
 	if (!s->win.per_file) {
 		collect_note_write_err(s, add_records(&s->to, recs, sizes, n));
 		return;
@@ -293,6 +365,7 @@ void collect_wwriter_records(struct collect_session *s, const CUpti_Activity *co
 		s->ww.filt_ready = 1;
 	}
 	sync_windows(s);
+	watch_sync(s);
 	if (CUPTRACE_GROW(s->ww.verd, s->ww.capverd, n)) {
 		atomic_fetch_add(&s->records_dropped, n);
 		return;
@@ -355,7 +428,7 @@ static void mark_window(struct collect_session *s, const struct collect_wlog *l,
 		recs[i] = (const CUpti_Activity *)&m[i];
 		sizes[i] = sizeof(m[i]);
 	}
-	collect_note_output_err(s, o, cuptrace_consumer_records(c, recs, sizes, k));
+	note_err(s, o, cuptrace_consumer_records(c, recs, sizes, k));
 }
 
 /* Metadata of a window: how it was chosen and where it lies in the run. */
@@ -400,7 +473,23 @@ static void finish_window(struct collect_session *s, uint64_t number)
 	char key[64], val[1024];
 	window_meta(s, &copy, key, sizeof(key), val, sizeof(val));
 	char file[512] = "";
-	if (s->win.per_file) {
+	if (is_watched(s, number)) {
+		struct collect_wout *w = &s->ww.watch;
+		if (w->out.cons.ops) {
+			mark_window(s, &copy, &w->out.cons, &w->out);
+			cuptrace_consumer_meta(&w->out.cons, key, val);
+			cuptrace_consumer_meta(&w->out.cons, "capture_window", val);
+			int e = collect_finish_output(s, &w->out, NULL);
+			collect_release_output(&w->out);
+			if (e || w->err)
+				cuptrace_err("capture window %" PRIu64 ": %s is incomplete: %s",
+				             number, w->out.path, strerror(-(e ? e : w->err)));
+			snprintf(file, sizeof(file), "%s", w->out.path);
+		}
+		/* The number stays: records of this window that come late go nowhere. */
+		free(w->out.path);
+		w->out.path = NULL;
+	} else if (s->win.per_file) {
 		/* A window in which this process gave the GPU no work gets no file (the
 		 * launcher of a job, a helper process that only looked at the GPUs). */
 		struct collect_wout *o = out_for(s, number, copy.records > 0);
@@ -579,9 +668,13 @@ void collect_wwriter_poll(struct collect_session *s, uint64_t taken)
 			pthread_cond_broadcast(&s->win.changed);
 			pthread_mutex_unlock(&s->win.lock);
 		} else {
-			return;
+			break;
 		}
 	}
+	/* The watching top reads what it has within its refresh. */
+	watch_sync(s);
+	if (s->ww.watch.out.cons.ops && !s->ww.watch.err)
+		note_err(s, &s->ww.watch.out, cuptrace_consumer_flush(&s->ww.watch.out.cons));
 }
 
 void collect_wwriter_end(struct collect_session *s)
@@ -621,5 +714,10 @@ void collect_wwriter_end(struct collect_session *s)
 		close_output(s, &s->ww.outs[i].out, 1, s->ww.outs[i].err, NULL, 0);
 		free(s->ww.outs[i].out.path);
 	}
+	if (s->ww.watch.out.cons.ops) { /* finished above; a failed open leaves only its name */
+		collect_finish_output(s, &s->ww.watch.out, NULL);
+		collect_release_output(&s->ww.watch.out);
+	}
+	free(s->ww.watch.out.path);
 	memset(&s->ww, 0, sizeof(s->ww));
 }

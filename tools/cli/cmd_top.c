@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <termios.h>
@@ -25,7 +26,9 @@
 #include "cmd.h"
 #include "common/options.h"
 #include "opt_table.h"
+#include "control/control.h"
 #include "top/cpu.h"
+#include "top/proc.h"
 #include "top/screen.h"
 #include "top/source.h"
 
@@ -38,6 +41,7 @@ struct top_opts {
 	int64_t t_dur;   /* the t key's trace: its length, trace ns */
 	const char *replay[16];
 	size_t nreplay;
+	long job; /* --job RECORD_PID (0: none) */
 };
 
 static volatile sig_atomic_t got_signal;
@@ -119,6 +123,16 @@ static int top_parse(struct top_opts *o, int argc, char **argv)
 				    "--t-duration takes a time above 0 (500ms, 2s, 1m), "
 				    "not '%s'",
 				    optarg);
+				return EXIT_USAGE;
+			}
+			break;
+		case 'J':
+			o->job = strtol(optarg, &end, 10);
+			if (*end || o->job < 1 || o->job > INT_MAX) {
+				cli_usage_error(CLI_TOP,
+				                "--job takes the pid of a `cuptrace record`, "
+				                "not '%s'",
+				                optarg);
 				return EXIT_USAGE;
 			}
 			break;
@@ -251,6 +265,174 @@ static void run_scan(struct run *r, struct cuptrace_top *t)
 	}
 	if (d)
 		closedir(d);
+}
+
+/* ---- attached: top PID..., --job RECORD_PID ---- */
+
+/* The processes top watches through their control sockets ("watch DIR": each opens a window
+ * writing a capture into run.dir, kept open while the connection is; closing it ends the
+ * watch: the program goes on, back to what it costs between windows). */
+#define MAX_WATCH 64
+struct attach {
+	pid_t pid[MAX_WATCH];
+	int fd[MAX_WATCH]; /* -1: ended (the process closed it) */
+	size_t n;
+	pid_t tried[256]; /* --job: descendants asked once already (or without a socket) */
+	size_t ntried;
+	long job;
+	char msg[700]; /* the last problem of a later rank, for the status line */
+};
+
+/* Asks pid to be watched into dir. 0, or EXIT_FAIL with the reason on stderr (fatal) or in
+ * a->msg (a rank of a job: the others go on). */
+static int attach_one(struct attach *a, pid_t pid, const char *dir, int quiet)
+{
+	char reply[600], err[300];
+	int fail = 0;
+	if (kill(pid, 0) && errno == ESRCH) {
+		snprintf(reply, sizeof(reply), "no process %d is running", (int)pid);
+		fail = 1;
+	} else if (kill(pid, 0) && errno == EPERM) {
+		snprintf(reply, sizeof(reply),
+		         "process %d is another user's: permission denied (top watches your own "
+		         "processes)",
+		         (int)pid);
+		fail = 1;
+	}
+	char **paths = NULL;
+	int np = fail ? 0 : cuptrace_control_find(pid, 0, &paths, err, sizeof(err));
+	if (!fail && np < 0) {
+		snprintf(reply, sizeof(reply), "%s", err);
+		fail = 1;
+	} else if (!fail && np == 0) {
+		char cdir[200], e2[200];
+		if (cuptrace_control_dir(cdir, sizeof(cdir), e2, sizeof(e2)))
+			snprintf(cdir, sizeof(cdir), "the control directory");
+		/* The pid of `cuptrace record` itself: its processes are what to watch. */
+		char cmd[256] = "", path[64];
+		snprintf(path, sizeof(path), "/proc/%d/cmdline", (int)pid);
+		FILE *f = fopen(path, "r");
+		size_t len = f ? fread(cmd, 1, sizeof(cmd) - 1, f) : 0;
+		if (f)
+			fclose(f);
+		const char *base = strrchr(cmd, '/');
+		int is_record = len > 0 && strlen(cmd) + 7 < len &&
+		                !strcmp(base ? base + 1 : cmd, "cuptrace") &&
+		                !strcmp(cmd + strlen(cmd) + 1, "record");
+		if (is_record)
+			snprintf(
+			    reply, sizeof(reply),
+			    "process %d is a `cuptrace record`: `cuptrace top --job %d` watches "
+			    "the processes it started",
+			    (int)pid, (int)pid);
+		else
+			snprintf(
+			    reply, sizeof(reply),
+			    "process %d has no control socket in %s: top attaches to processes "
+			    "started with `cuptrace record --on-demand -- ...`",
+			    (int)pid, cdir);
+		fail = 1;
+	}
+	int fd = -1;
+	if (!fail && a->n == MAX_WATCH) {
+		snprintf(reply, sizeof(reply), "at most %d processes are watched", MAX_WATCH);
+		fail = 1;
+	}
+	if (!fail) {
+		fd = cuptrace_control_watch(paths[0], dir, 5000, reply, sizeof(reply));
+		fail = fd < 0;
+	}
+	for (int i = 0; i < np; i++)
+		free(paths[i]);
+	free(paths);
+	if (fail) {
+		/* The process's own refusal ("error: ...") is named by its pid. */
+		int refused = !strncmp(reply, "error: ", 7);
+		if (quiet)
+			snprintf(a->msg, sizeof(a->msg), "pid %d: %s", (int)pid,
+			         refused ? reply + 7 : reply);
+		else if (refused)
+			fprintf(stderr, "cuptrace top: pid %d: %s\n", (int)pid, reply + 7);
+		else
+			fprintf(stderr, "cuptrace top: %s\n", reply);
+		return EXIT_FAIL;
+	}
+	a->pid[a->n] = pid;
+	a->fd[a->n++] = fd;
+	return 0;
+}
+
+/* --job: every descendant of the record process that has a control socket and is not watched
+ * yet (ranks that start later are found at the next refresh). */
+static void attach_job(struct attach *a, const char *dir)
+{
+	pid_t d[1024];
+	int n = cuptrace_top_descendants((pid_t)a->job, d, 1024);
+	for (int i = 0; i < n && i < 1024; i++) {
+		size_t k = 0;
+		while (k < a->ntried && a->tried[k] != d[i])
+			k++;
+		if (k < a->ntried)
+			continue;
+		char **paths = NULL, err[300];
+		int np = cuptrace_control_find(d[i], 0, &paths, err, sizeof(err));
+		for (int j = 0; j < np; j++)
+			free(paths[j]);
+		free(paths);
+		if (np <= 0)
+			continue; /* not traced (yet: a rank's socket comes with its first CUDA
+			             call) */
+		if (a->ntried < sizeof(a->tried) / sizeof(a->tried[0]))
+			a->tried[a->ntried++] = d[i];
+		attach_one(a, d[i], dir, 1);
+	}
+}
+
+/* Whether every watched process ended (the process closed the connection: its session
+ * ended), and for a job, the record process too. */
+static int attach_ended(struct attach *a)
+{
+	int all = 1;
+	for (size_t i = 0; i < a->n; i++) {
+		if (a->fd[i] < 0)
+			continue;
+		struct pollfd p = {a->fd[i], POLLIN, 0};
+		char b[256];
+		if (poll(&p, 1, 0) > 0 && recv(a->fd[i], b, sizeof(b), MSG_DONTWAIT) <= 0) {
+			close(a->fd[i]);
+			a->fd[i] = -1;
+			continue;
+		}
+		all = 0;
+	}
+	if (a->job && !(kill((pid_t)a->job, 0) && errno == ESRCH))
+		all = 0;
+	return all;
+}
+
+/* top leaves: closing the connections ends each watch (the windows close, the programs go
+ * on). */
+static void attach_leave(struct attach *a)
+{
+	for (size_t i = 0; i < a->n; i++)
+		if (a->fd[i] >= 0) {
+			close(a->fd[i]);
+			a->fd[i] = -1;
+		}
+}
+
+/* A private directory for the watched processes' captures (mkdtemp: 0700, ours; the library
+ * checks it again). */
+static int attach_dir(struct run *r)
+{
+	const char *tdir = getenv("TMPDIR");
+	snprintf(r->dir, sizeof(r->dir), "%s/cuptrace-top-XXXXXX", tdir && *tdir ? tdir : "/tmp");
+	if (!mkdtemp(r->dir)) {
+		fprintf(stderr, "cuptrace top: cannot make a directory in %s: %s\n",
+		        tdir && *tdir ? tdir : "/tmp", strerror(errno));
+		return EXIT_FAIL;
+	}
+	return 0;
 }
 
 /* The last lines of the run's log on stderr (at most 4 KiB). */
@@ -546,14 +728,25 @@ int cmd_top(int argc, char **argv)
 	if (e >= 0)
 		return e;
 	int ncmd = argc - optind;
-	if (!o.nreplay && ncmd < 1) {
-		cli_usage_error(CLI_TOP, "needs a command (top -- CMD) or --replay CAPTURE");
+	/* PIDs, not a command: numbers only, and no `--` before them. */
+	int pids = ncmd > 0 && optind > 0 && strcmp(argv[optind - 1], "--");
+	for (int i = optind; pids && i < argc; i++)
+		pids = argv[i][0] && strspn(argv[i], "0123456789") == strlen(argv[i]);
+	if (!o.nreplay && ncmd < 1 && !o.job) {
+		cli_usage_error(CLI_TOP, "needs a command (top -- CMD), PIDs, --job RECORD_PID or "
+		                         "--replay CAPTURE");
 		return EXIT_USAGE;
 	}
-	if (o.nreplay && ncmd) {
-		cli_usage_error(CLI_TOP, "--replay takes no command");
+	if (o.nreplay && (ncmd || o.job)) {
+		cli_usage_error(CLI_TOP, "--replay takes no command, PID or --job");
 		return EXIT_USAGE;
 	}
+	if (o.job && ncmd) {
+		cli_usage_error(CLI_TOP, "--job takes no command or PIDs besides");
+		return EXIT_USAGE;
+	}
+	struct attach at = {.job = o.job};
+	int attached = o.job || pids;
 	cmd_log_begin("top");
 	struct cuptrace_top t;
 	cuptrace_top_init(&t);
@@ -578,7 +771,34 @@ int cmd_top(int argc, char **argv)
 	if (o.nreplay)
 		snprintf(source, sizeof(source), "replay %s%s", o.replay[0],
 		         o.nreplay > 1 ? " ..." : "");
-	else {
+	else if (attached) {
+		if ((e = attach_dir(&run))) {
+			cuptrace_top_free(&t);
+			return e;
+		}
+		if (o.job && kill((pid_t)o.job, 0) && errno == ESRCH) {
+			fprintf(stderr,
+			        "cuptrace top: no process %ld is running (--job takes the pid of a "
+			        "`cuptrace record --on-demand`)\n",
+			        o.job);
+			e = EXIT_FAIL;
+		}
+		for (int i = optind; !o.job && i < argc && !e; i++)
+			e = attach_one(&at, (pid_t)atol(argv[i]), run.dir, 0);
+		if (e) {
+			attach_leave(&at);
+			rmdir(run.dir);
+			cuptrace_top_free(&t);
+			return e;
+		}
+		if (o.job) {
+			attach_job(&at, run.dir);
+			snprintf(source, sizeof(source), "job of record pid %ld", o.job);
+		} else {
+			snprintf(source, sizeof(source), "pid %s%s", argv[optind],
+			         ncmd > 1 ? " ..." : "");
+		}
+	} else {
 		if ((e = run_start(&run, argv + optind, o.no_check)) >= 0) {
 			cuptrace_top_free(&t);
 			return e;
@@ -608,7 +828,7 @@ int cmd_top(int argc, char **argv)
 	struct top_view v = {.ansi = tty_out, .keys = tty_in, .source = source};
 	int64_t step = (int64_t)(o.interval * 1e9);
 	int64_t start = now_ns(), next = start + step;
-	int quit = 0, err = 0;
+	int quit = 0, err = 0, grace = 0;
 	long n = 0;
 	struct cpu_clock cpu = {0};
 	if (!o.nreplay)
@@ -638,7 +858,9 @@ int cmd_top(int argc, char **argv)
 			}
 		} else {
 			int st;
-			if (!run.done && waitpid(run.pid, &st, WNOHANG) == run.pid) {
+			if (attached && o.job)
+				attach_job(&at, run.dir); /* ranks that started since */
+			if (!attached && !run.done && waitpid(run.pid, &st, WNOHANG) == run.pid) {
 				run.done = 1;
 				run.status = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
 			}
@@ -654,7 +876,16 @@ int cmd_top(int argc, char **argv)
 				}
 				all_ended &= cuptrace_top_source_ended(run.src[i]);
 			}
-			all_ended = run.done && (all_ended || err);
+			if (attached) {
+				/* Every process closed its connection (its session ended); its
+				 * capture's end follows, or never (killed): a few refreshes' grace.
+				 */
+				int gone = attach_ended(&at);
+				grace = gone ? grace + 1 : 0;
+				all_ended = gone && (all_ended || err || grace > 3);
+			} else {
+				all_ended = run.done && (all_ended || err);
+			}
 		}
 		/* The t key's trace. */
 		int64_t tnow = trace_now(&t, o.nreplay > 0, clock);
@@ -669,9 +900,9 @@ int cmd_top(int argc, char **argv)
 			shot_write(&sh,
 			           o.nreplay ? o.replay[0]
 			                     : run_capture(&run, capbuf, sizeof(capbuf)),
-			           o.nreplay ? NULL : run.log);
+			           o.nreplay || !run.log[0] ? NULL : run.log);
 		shot_reap(&sh, 0);
-		v.status = sh.status[0] ? sh.status : NULL;
+		v.status = sh.status[0] ? sh.status : at.msg[0] ? at.msg : NULL;
 		if (v.paused) {
 			/* The numbers go on accumulating; the screen stays. */
 			if (all_ended)
@@ -714,11 +945,19 @@ int cmd_top(int argc, char **argv)
 	/* A trace asked for is written before top goes (with what the capture has so far). */
 	if (sh.state == 1)
 		shot_write(&sh, o.nreplay ? o.replay[0] : run_capture(&run, capbuf, sizeof(capbuf)),
-		           o.nreplay ? NULL : run.log);
+		           o.nreplay || !run.log[0] ? NULL : run.log);
 	shot_reap(&sh, 1);
 	if (sh.status[0])
 		fprintf(stderr, "cuptrace top: %s\n", sh.status);
-	if (!o.nreplay) {
+	if (attached) {
+		attach_leave(&at);
+		fprintf(stderr,
+		        "cuptrace top: left %zu process%s (watching ended; they go on); their "
+		        "captures: %s\n",
+		        at.n, at.n == 1 ? "" : "es", run.dir);
+		if (at.msg[0])
+			fprintf(stderr, "cuptrace top: %s\n", at.msg);
+	} else if (!o.nreplay) {
 		if (!run.done && waitpid(run.pid, NULL, WNOHANG) == 0)
 			fprintf(stderr,
 			        "cuptrace top: %s goes on (record pid %d); its captures: %s, its "
@@ -740,7 +979,7 @@ int cmd_top(int argc, char **argv)
 	free(cpu.proc);
 	if (err)
 		return EXIT_FAIL;
-	if (!o.nreplay && run.done)
+	if (!o.nreplay && !attached && run.done)
 		return run.status;
 	return 0;
 }

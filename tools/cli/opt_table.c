@@ -289,6 +289,9 @@ const struct cli_option cli_options[] = {
     {"t-duration", 0, CLI_ARG_REQUIRED, "T", T(TOP), 'D', NULL,
      "the trace the t key writes covers the next T (500ms,\n"
      "2s, 1m; default 10s), as record's windows are timed"},
+    {"job", 0, CLI_ARG_REQUIRED, "RECORD_PID", T(TOP), 'J', NULL,
+     "attach to every process under that `cuptrace record\n"
+     "--on-demand` (ranks that start later too)"},
 
     /* trigger */
     {"duration", 0, CLI_ARG_REQUIRED, "T", T(TRIGGER), 'd', NULL,
@@ -443,6 +446,7 @@ const struct cli_command cli_commands[CLI_NCMDS] = {
     [CLI_TOP] = {"top", cmd_top,
                  "watch a program's GPUs live: busy, kernels, API calls, copies, memory",
                  "cuptrace top [options] -- command [args...]\n"
+                 "cuptrace top [options] PID... | --job RECORD_PID\n"
                  "cuptrace top [options] --replay CAPTURE...",
                  "Runs the command traced (as 'record --format cupti', into a private\n"
                  "directory) and shows every interval: per GPU busy % (the union of kernels,\n"
@@ -450,10 +454,11 @@ const struct cli_command cli_commands[CLI_NCMDS] = {
                  "top API calls by host time, copies, NCCL time, steps, dropped records.\n"
                  "Keys: k a s r n (views), o (sort), p (pause), t (write a trace of the next\n"
                  "--t-duration), q (quit: the program goes on). Plain text when stdout is\n"
-                 "not a terminal.",
+                 "not a terminal. PID... and --job attach to processes started with 'record\n"
+                 "--on-demand': traced while watched, back to idle when top leaves.",
                  "N  the command's exit status when it ended while watched\n"
-                 "0  done (replay, or quit while the command goes on)\n"
-                 "1  failed (a capture unreadable, the command not started)\n"
+                 "0  done (replay, quit while the command goes on, left the attached processes)\n"
+                 "1  failed (a capture unreadable, the command not started, a PID not watched)\n"
                  "2  bad usage (an option, its value, the arguments)",
                  1},
     [CLI_SHARE] =
