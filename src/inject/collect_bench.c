@@ -50,6 +50,15 @@ static void runtime_callbacks(struct collect_session *s, int on)
 		cuptrace_sync_watch_setup(s->subscriber);
 }
 
+/* The API records switched on afresh, call by call (by_cbid) or by kind: every call off first,
+ * since the last switch may have been either way (enabling a kind resets its per-call settings,
+ * disabling one never on leaves them). */
+static void api_records(struct collect_session *s, int by_cbid)
+{
+	cuptrace_disable_api(1);
+	cuptrace_enable_api(s->driver_mode, s->runtime_mode == CUPTRACE_RUNTIME_ALL, by_cbid);
+}
+
 /* Everything as the start left it: the wanted kinds on and the others off, the API records'
  * per-call filter (enabling RUNTIME or DRIVER again resets it), the callbacks. */
 static void restore(struct collect_session *s)
@@ -63,10 +72,7 @@ static void restore(struct collect_session *s)
 		else
 			cuptiActivityDisable(k);
 	}
-	/* off first, every call too: the items below may have switched either way */
-	cuptrace_disable_api(1);
-	cuptrace_enable_api(s->driver_mode, s->runtime_mode == CUPTRACE_RUNTIME_ALL,
-	                    s->api_by_cbid);
+	api_records(s, s->api_by_cbid);
 	runtime_callbacks(s, 0);
 	sync_callbacks(s, 1);
 }
@@ -99,10 +105,7 @@ __attribute__((visibility("default"))) int cuptrace_bench_ab(const char *spec)
 		} else if (!strcmp(item, "cb-rt")) {
 			runtime_callbacks(s, 1);
 		} else if (!strcmp(item, "api-cbid") || !strcmp(item, "api-kind")) {
-			/* CUPTRACE_API_ENABLE=cbid (each kept call on by itself) or kind */
-			cuptrace_disable_api(1);
-			cuptrace_enable_api(s->driver_mode, s->runtime_mode == CUPTRACE_RUNTIME_ALL,
-			                    item[4] == 'c');
+			api_records(s, item[4] == 'c'); /* CUPTRACE_API_ENABLE=cbid or kind */
 		} else {
 			int on = item[0] == '+';
 			const char *n = item + on;

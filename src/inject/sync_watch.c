@@ -83,20 +83,22 @@ void cuptrace_sync_watch_active(int on)
 	atomic_store_explicit(&active, on, memory_order_relaxed);
 }
 
-void cuptrace_sync_watch_setup(CUpti_SubscriberHandle sub)
+static void sync_callbacks(CUpti_SubscriberHandle sub, uint32_t on)
 {
 	for (size_t i = 0; i < NRT; i++)
-		cuptiEnableCallback(1, sub, CUPTI_CB_DOMAIN_RUNTIME_API, rt_calls[i].cbid);
+		cuptiEnableCallback(on, sub, CUPTI_CB_DOMAIN_RUNTIME_API, rt_calls[i].cbid);
 	for (size_t i = 0; i < NDRV; i++)
-		cuptiEnableCallback(1, sub, CUPTI_CB_DOMAIN_DRIVER_API, drv_calls[i].cbid);
+		cuptiEnableCallback(on, sub, CUPTI_CB_DOMAIN_DRIVER_API, drv_calls[i].cbid);
+}
+
+void cuptrace_sync_watch_setup(CUpti_SubscriberHandle sub)
+{
+	sync_callbacks(sub, 1);
 }
 
 void cuptrace_sync_watch_teardown(CUpti_SubscriberHandle sub)
 {
-	for (size_t i = 0; i < NRT; i++)
-		cuptiEnableCallback(0, sub, CUPTI_CB_DOMAIN_RUNTIME_API, rt_calls[i].cbid);
-	for (size_t i = 0; i < NDRV; i++)
-		cuptiEnableCallback(0, sub, CUPTI_CB_DOMAIN_DRIVER_API, drv_calls[i].cbid);
+	sync_callbacks(sub, 0);
 }
 
 /* ---- application threads ---- */
